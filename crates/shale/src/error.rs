@@ -1,0 +1,137 @@
+//! The one error type of the library.
+//!
+//! Variants are split by what a caller can do about them: retry or fix the environment
+//! (`Io`), stop and repair (`Corruption`), fix the call (`InvalidArgument`,
+//! `InvalidOptions`), or reopen (`Poisoned`, `Closed`). Display is written by hand so that
+//! every message carries the numbers a person needs: the file, the offset, the limit.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Shale.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call failed.
+    Io {
+        /// What the engine was doing, e.g. "fsync" or "open".
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// Bytes on disk do not decode. `offset` is the byte offset in `file` where the damage
+    /// was detected.
+    Corruption {
+        /// The damaged file.
+        file: PathBuf,
+        /// Byte offset inside `file`.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The call itself is wrong: a key too long, a value too large, a bad range.
+    InvalidArgument(String),
+    /// `Options` failed validation; every problem found is listed.
+    InvalidOptions(Vec<String>),
+    /// Another handle (possibly in another process) holds the database's lock file.
+    Locked(PathBuf),
+    /// A background write or an fsync failed earlier; the database refuses writes until it
+    /// is reopened, because what is on disk can no longer be trusted to match memory.
+    Poisoned(String),
+    /// The database was closed.
+    Closed,
+}
+
+impl Error {
+    /// True for damage found in files on disk.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => {
+                write!(f, "I/O error during {op} on {}: {source}", path.display())
+            }
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "corruption in {} at offset {offset}: {reason}",
+                file.display()
+            ),
+            Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Error::InvalidOptions(problems) => {
+                write!(f, "invalid options: {}", problems.join("; "))
+            }
+            Error::Locked(path) => write!(
+                f,
+                "database is locked by another handle or process: {}",
+                path.display()
+            ),
+            Error::Poisoned(why) => write!(
+                f,
+                "database refuses writes until reopened after an earlier failure: {why}"
+            ),
+            Error::Closed => write!(f, "database is closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_file_and_offset() {
+        let e = Error::corruption("/db/000007.sst", 4096, "block checksum mismatch");
+        assert_eq!(
+            e.to_string(),
+            "corruption in /db/000007.sst at offset 4096: block checksum mismatch"
+        );
+        assert!(e.is_corruption());
+    }
+}

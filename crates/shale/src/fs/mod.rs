@@ -1,0 +1,81 @@
+//! The file-system abstraction every byte of Shale goes through.
+//!
+//! The engine never calls `std::fs` directly: it asks a [`FileSystem`] for files, so tests
+//! can substitute an implementation that loses unsynced bytes on a simulated crash or fails
+//! the k-th operation. [`PosixFs`] is the real one.
+//!
+//! Two kinds of writable file exist because they have different durability shapes:
+//! - [`FileSystem::create`] gives a buffered sequential writer (SSTables, the manifest):
+//!   bytes reach the OS on `flush` and the disk on `sync`.
+//! - [`FileSystem::create_log`] gives an *append region* for the WAL whose `append` alone
+//!   puts the bytes where a crash of the process cannot lose them (on POSIX: a shared file
+//!   mapping, so an append is a `memcpy` and no system call). `sync` makes them survive power
+//!   loss. This is what lets the default durability mode survive `kill -9` without paying a
+//!   `write(2)` per put.
+
+mod posix;
+
+use std::fmt::Debug;
+use std::path::Path;
+
+pub use posix::PosixFs;
+
+use crate::error::Result;
+
+/// A file written front to back.
+pub trait WritableFile: Send {
+    /// Append `data` after everything written so far.
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hand buffered bytes to the operating system (they then survive a process crash).
+    fn flush(&mut self) -> Result<()>;
+    /// Make everything appended so far durable (survives power loss). Implies `flush`.
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// True if nothing has been appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read at arbitrary offsets by many threads at once.
+pub trait RandomAccessFile: Send + Sync + Debug {
+    /// Fill `buf` with the bytes at `offset`; fails if the file is shorter.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Length of the file in bytes.
+    fn len(&self) -> u64;
+    /// True if the file is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Held while a database is open; dropping it releases the lock.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// The operations the engine needs from a file system.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Create (or truncate) `path` for buffered sequential writing.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Create (or truncate) `path` as a WAL append region; see the module comment.
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Open `path` for positional reads.
+    fn open(&self, path: &Path) -> Result<std::sync::Arc<dyn RandomAccessFile>>;
+    /// Read all of `path`.
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
+    /// Atomically replace `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Delete a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Names (not paths) of the entries in `dir`.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Create `dir` and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Make the entries of `dir` (creates, renames, deletes) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// True if `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Take an exclusive lock on `path`, creating it; fails with `Error::Locked` if another
+    /// handle holds it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}

@@ -1,0 +1,202 @@
+//! Internal keys: a user key followed by an 8-byte trailer that packs the sequence number
+//! and the kind of entry.
+//!
+//! ```text
+//! internal key = user_key ++ u64_le((seqno << 8) | kind)
+//! ```
+//!
+//! Internal keys order by user key ascending, then by sequence number *descending*, so the
+//! newest version of a key comes first and a reader at snapshot `s` stops at the first entry
+//! whose sequence number is `<= s`.
+
+use std::cmp::Ordering;
+
+/// A sequence number: the position of a write in the total order of all writes.
+/// Only the low 56 bits are usable; the trailer keeps the other 8 for the [`ValueKind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SeqNo(pub u64);
+
+impl SeqNo {
+    /// The largest sequence number a trailer can hold.
+    pub const MAX: SeqNo = SeqNo((1 << 56) - 1);
+    pub const ZERO: SeqNo = SeqNo(0);
+
+    pub fn next(self) -> SeqNo {
+        SeqNo(self.0 + 1)
+    }
+}
+
+/// What an entry says about its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    /// The key was deleted at this sequence number.
+    Delete = 0,
+    /// The key holds a value from this sequence number on.
+    Put = 1,
+}
+
+impl ValueKind {
+    /// The kind used when seeking: the largest, so that `(key, seq, SEEK_KIND)` sorts before
+    /// every entry of `key` at `seq`.
+    pub const SEEK: ValueKind = ValueKind::Put;
+
+    pub fn from_u8(v: u8) -> Option<ValueKind> {
+        match v {
+            0 => Some(ValueKind::Delete),
+            1 => Some(ValueKind::Put),
+            _ => None,
+        }
+    }
+}
+
+/// Length of the trailer appended to every user key.
+pub const TRAILER_LEN: usize = 8;
+
+/// Pack a sequence number and kind into a trailer value.
+pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
+    debug_assert!(seq <= SeqNo::MAX);
+    (seq.0 << 8) | kind as u64
+}
+
+/// Append the internal key for `(user_key, seq, kind)` to `dst`.
+pub fn encode_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: ValueKind) {
+    dst.reserve(user_key.len() + TRAILER_LEN);
+    dst.extend_from_slice(user_key);
+    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
+/// A borrowed, parsed internal key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedKey<'a> {
+    pub user_key: &'a [u8],
+    pub seq: SeqNo,
+    pub kind: ValueKind,
+}
+
+/// Split an internal key into its parts; `None` if it is too short or the kind is unknown.
+pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
+    let split = ikey.len().checked_sub(TRAILER_LEN)?;
+    let (user_key, trailer) = ikey.split_at(split);
+    let trailer = u64::from_le_bytes(trailer.try_into().ok()?);
+    let kind = ValueKind::from_u8((trailer & 0xff) as u8)?;
+    Some(ParsedKey {
+        user_key,
+        seq: SeqNo(trailer >> 8),
+        kind,
+    })
+}
+
+/// The user-key part of an internal key (the whole slice if it is too short to have a trailer,
+/// which only happens with corrupt input and is caught by [`parse_internal_key`]).
+pub fn user_key(ikey: &[u8]) -> &[u8] {
+    let split = ikey.len().saturating_sub(TRAILER_LEN);
+    ikey.get(..split).unwrap_or(ikey)
+}
+
+fn trailer(ikey: &[u8]) -> u64 {
+    let split = ikey.len().saturating_sub(TRAILER_LEN);
+    ikey.get(split..)
+        .and_then(|t| t.try_into().ok())
+        .map(u64::from_le_bytes)
+        .unwrap_or(0)
+}
+
+/// The total order of internal keys: user key ascending, then trailer descending.
+pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
+    user_key(a)
+        .cmp(user_key(b))
+        .then_with(|| trailer(b).cmp(&trailer(a)))
+}
+
+/// An owned internal key, used where keys outlive the buffers they were read from
+/// (file boundaries in the manifest, seek targets).
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct InternalKey(Vec<u8>);
+
+impl InternalKey {
+    pub fn new(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Self {
+        let mut v = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+        encode_internal_key(&mut v, user_key, seq, kind);
+        InternalKey(v)
+    }
+
+    /// Wrap already-encoded bytes. Returns `None` unless they parse.
+    pub fn from_encoded(bytes: Vec<u8>) -> Option<Self> {
+        parse_internal_key(&bytes)?;
+        Some(InternalKey(bytes))
+    }
+
+    pub fn encoded(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn user_key(&self) -> &[u8] {
+        user_key(&self.0)
+    }
+
+    pub fn seq(&self) -> SeqNo {
+        SeqNo(trailer(&self.0) >> 8)
+    }
+}
+
+impl Ord for InternalKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_internal(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for InternalKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Debug for InternalKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match parse_internal_key(&self.0) {
+            Some(p) => write!(
+                f,
+                "{}@{}:{:?}",
+                String::from_utf8_lossy(p.user_key),
+                p.seq.0,
+                p.kind
+            ),
+            None => write!(f, "<bad key {:02x?}>", self.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let k = InternalKey::new(b"apple", SeqNo(42), ValueKind::Put);
+        let p = parse_internal_key(k.encoded()).unwrap();
+        assert_eq!(p.user_key, b"apple");
+        assert_eq!(p.seq, SeqNo(42));
+        assert_eq!(p.kind, ValueKind::Put);
+        assert_eq!(k.seq(), SeqNo(42));
+    }
+
+    #[test]
+    fn rejects_short_and_unknown_kind() {
+        assert!(parse_internal_key(b"short").is_none());
+        let mut k = InternalKey::new(b"a", SeqNo(1), ValueKind::Put).encoded().to_vec();
+        k[1] = 7; // the kind byte is the first trailer byte (little-endian)
+        assert!(parse_internal_key(&k).is_none());
+    }
+
+    #[test]
+    fn newer_versions_sort_first() {
+        let a1 = InternalKey::new(b"a", SeqNo(1), ValueKind::Put);
+        let a2 = InternalKey::new(b"a", SeqNo(2), ValueKind::Put);
+        let a2d = InternalKey::new(b"a", SeqNo(2), ValueKind::Delete);
+        let b0 = InternalKey::new(b"b", SeqNo(0), ValueKind::Put);
+        let mut v = vec![b0.clone(), a1.clone(), a2d.clone(), a2.clone()];
+        v.sort();
+        assert_eq!(v, vec![a2, a2d, a1, b0]);
+    }
+}

@@ -1,0 +1,18 @@
+//! Shale: an embedded LSM-tree key-value engine.
+//!
+//! Open a [`Db`] with [`Options`], write with [`Db::put`], [`Db::delete`] or an atomic
+//! [`WriteBatch`], read with [`Db::get`]. See `docs/architecture.md` for how the parts fit.
+
+pub mod batch;
+pub mod codec;
+pub mod error;
+pub mod fs;
+pub mod iter;
+pub mod key;
+pub mod memtable;
+pub mod options;
+pub mod sst;
+
+pub use batch::WriteBatch;
+pub use error::{Error, Result};
+pub use options::{Compression, Options, WriteOptions};

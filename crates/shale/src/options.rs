@@ -1,0 +1,273 @@
+//! Options: what a user can tune, their defaults and their validation.
+//!
+//! [`Options::validate`] checks every field and reports *all* problems at once, so a user
+//! fixing a configuration file does not discover them one reopen at a time.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::fs::{FileSystem, PosixFs};
+
+/// The largest key accepted, in bytes.
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// The largest value accepted, in bytes.
+pub const MAX_VALUE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Block compression, chosen per SSTable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// Store blocks as they are.
+    None,
+    /// LZ4: fast to compress and very fast to decompress; the default.
+    Lz4,
+    /// Zstandard at the given level (1..=22): smaller files, slower compaction.
+    Zstd(i32),
+    /// Snappy: similar to LZ4, for compatibility with LevelDB-era expectations.
+    Snappy,
+}
+
+/// Options fixed when a database is opened.
+#[derive(Clone)]
+pub struct Options {
+    /// Create the database if the directory holds none. Default: true.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default: false.
+    pub error_if_exists: bool,
+    /// Bytes a memtable may hold before it is frozen and flushed. Larger means fewer, larger
+    /// L0 files and less write amplification, but more memory and a longer WAL replay.
+    /// Default: 64 MiB.
+    pub write_buffer_size: usize,
+    /// Memtables (the active one plus frozen ones waiting for flush) allowed in memory.
+    /// When flushing falls behind, writes are slowed as this fills and stopped when it is
+    /// full. Default: 4.
+    pub max_write_buffers: usize,
+    /// Target size of an SSTable written by flush or compaction. Default: 64 MiB.
+    pub max_file_size: u64,
+    /// Uncompressed size of a data block. Smaller blocks make point reads cheaper and the
+    /// index larger. Default: 4 KiB.
+    pub block_size: usize,
+    /// Keys between restart points in a block. More means better prefix compression and a
+    /// longer linear scan inside a block. Default: 16.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables filters. 10 bits gives about 1% false
+    /// positives. Default: 10.
+    pub filter_bits_per_key: u32,
+    /// Compression of SSTable blocks. Default: LZ4.
+    pub compression: Compression,
+    /// Byte budget of the block cache. Default: 64 MiB.
+    pub cache_size: usize,
+    /// L0 files that trigger a compaction into L1. Default: 4.
+    pub level0_compaction_trigger: usize,
+    /// L0 files at which writes start to be slowed. Default: 20.
+    pub level0_slowdown_trigger: usize,
+    /// L0 files at which writes stop until compaction catches up. Default: 36.
+    pub level0_stop_trigger: usize,
+    /// Target size of L1; each further level is `level_size_multiplier` times larger.
+    /// Default: 256 MiB.
+    pub max_bytes_for_level_base: u64,
+    /// Growth factor between level targets. Default: 10.
+    pub level_size_multiplier: u32,
+    /// Background threads for flush and compaction. Default: 2.
+    pub background_threads: usize,
+    /// The file system to use; tests substitute one that can crash or fail.
+    pub fs: Arc<dyn FileSystem>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size: 64 << 20,
+            max_write_buffers: 4,
+            max_file_size: 64 << 20,
+            block_size: 4096,
+            block_restart_interval: 16,
+            filter_bits_per_key: 10,
+            compression: Compression::Lz4,
+            cache_size: 64 << 20,
+            level0_compaction_trigger: 4,
+            level0_slowdown_trigger: 20,
+            level0_stop_trigger: 36,
+            max_bytes_for_level_base: 256 << 20,
+            level_size_multiplier: 10,
+            background_threads: 2,
+            fs: Arc::new(PosixFs),
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("create_if_missing", &self.create_if_missing)
+            .field("error_if_exists", &self.error_if_exists)
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("max_write_buffers", &self.max_write_buffers)
+            .field("max_file_size", &self.max_file_size)
+            .field("block_size", &self.block_size)
+            .field("block_restart_interval", &self.block_restart_interval)
+            .field("filter_bits_per_key", &self.filter_bits_per_key)
+            .field("compression", &self.compression)
+            .field("cache_size", &self.cache_size)
+            .field("level0_compaction_trigger", &self.level0_compaction_trigger)
+            .field("level0_slowdown_trigger", &self.level0_slowdown_trigger)
+            .field("level0_stop_trigger", &self.level0_stop_trigger)
+            .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
+            .field("level_size_multiplier", &self.level_size_multiplier)
+            .field("background_threads", &self.background_threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// Check every option; return the list of all problems found.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, msg: String| {
+            if !ok {
+                problems.push(msg);
+            }
+        };
+        check(
+            (64 << 10..=4 << 30).contains(&self.write_buffer_size),
+            format!(
+                "write_buffer_size = {} must be between 64 KiB and 4 GiB",
+                self.write_buffer_size
+            ),
+        );
+        check(
+            (2..=64).contains(&self.max_write_buffers),
+            format!(
+                "max_write_buffers = {} must be between 2 and 64",
+                self.max_write_buffers
+            ),
+        );
+        check(
+            (64 << 10..=4 << 30).contains(&self.max_file_size),
+            format!(
+                "max_file_size = {} must be between 64 KiB and 4 GiB",
+                self.max_file_size
+            ),
+        );
+        check(
+            (256..=4 << 20).contains(&self.block_size),
+            format!(
+                "block_size = {} must be between 256 B and 4 MiB",
+                self.block_size
+            ),
+        );
+        check(
+            (1..=1024).contains(&self.block_restart_interval),
+            format!(
+                "block_restart_interval = {} must be between 1 and 1024",
+                self.block_restart_interval
+            ),
+        );
+        check(
+            self.filter_bits_per_key <= 64,
+            format!(
+                "filter_bits_per_key = {} must be at most 64 (0 disables filters)",
+                self.filter_bits_per_key
+            ),
+        );
+        if let Compression::Zstd(level) = self.compression {
+            check(
+                (1..=22).contains(&level),
+                format!("zstd compression level {level} must be between 1 and 22"),
+            );
+        }
+        check(
+            self.level0_compaction_trigger >= 1,
+            "level0_compaction_trigger must be at least 1".to_owned(),
+        );
+        check(
+            self.level0_compaction_trigger <= self.level0_slowdown_trigger
+                && self.level0_slowdown_trigger <= self.level0_stop_trigger,
+            format!(
+                "L0 triggers must satisfy compaction ({}) <= slowdown ({}) <= stop ({})",
+                self.level0_compaction_trigger,
+                self.level0_slowdown_trigger,
+                self.level0_stop_trigger
+            ),
+        );
+        check(
+            self.max_bytes_for_level_base >= 1 << 20,
+            format!(
+                "max_bytes_for_level_base = {} must be at least 1 MiB",
+                self.max_bytes_for_level_base
+            ),
+        );
+        check(
+            (2..=100).contains(&self.level_size_multiplier),
+            format!(
+                "level_size_multiplier = {} must be between 2 and 100",
+                self.level_size_multiplier
+            ),
+        );
+        check(
+            (1..=64).contains(&self.background_threads),
+            format!(
+                "background_threads = {} must be between 1 and 64",
+                self.background_threads
+            ),
+        );
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// Per-write options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Make the write durable (fdatasync) before returning: survives power loss.
+    /// Without it the write survives a crash of the process but not of the machine.
+    pub sync: bool,
+    /// Skip the WAL: the write is lost on any crash until its memtable is flushed.
+    pub disable_wal: bool,
+}
+
+impl WriteOptions {
+    /// Writes that survive power loss.
+    pub fn sync() -> Self {
+        WriteOptions {
+            sync: true,
+            disable_wal: false,
+        }
+    }
+
+    /// Writes that skip the WAL.
+    pub fn no_wal() -> Self {
+        WriteOptions {
+            sync: false,
+            disable_wal: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Options::default().validate().unwrap();
+    }
+
+    #[test]
+    fn reports_every_problem_at_once() {
+        let opts = Options {
+            write_buffer_size: 1,
+            block_size: 0,
+            block_restart_interval: 0,
+            level0_stop_trigger: 1,
+            compression: Compression::Zstd(99),
+            ..Options::default()
+        };
+        let problems = opts.validate().unwrap_err();
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+    }
+}

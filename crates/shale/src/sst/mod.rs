@@ -1,0 +1,1 @@
+//! SSTables: sorted, immutable, checksummed files of internal keys (to be written).
