@@ -9,6 +9,7 @@ pub mod error;
 pub mod fs;
 pub mod iter;
 pub mod key;
+pub mod wal;
 pub mod memtable;
 pub mod options;
 pub mod sst;

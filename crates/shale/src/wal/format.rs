@@ -1,0 +1,126 @@
+//! The byte layout of a log fragment, encoded and decoded side by side.
+//!
+//! ```text
+//! fragment := crc:u32  length:u16  type:u8  payload[length]
+//! crc      := mask(crc32c(type ++ payload))
+//! ```
+//! A block's last bytes, when fewer than `HEADER_LEN` remain, are zero padding.
+
+use crate::codec;
+
+/// Size of a log block; fragments never cross a block boundary.
+pub const BLOCK_SIZE: usize = 32 * 1024;
+/// Size of a fragment header.
+pub const HEADER_LEN: usize = 7;
+
+/// The kind of a fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RecordType {
+    /// Reserved: zero bytes, as left by preallocation. Never written.
+    Zero = 0,
+    /// A whole logical record.
+    Full = 1,
+    /// The first fragment of a logical record.
+    First = 2,
+    /// A fragment strictly inside a logical record.
+    Middle = 3,
+    /// The last fragment of a logical record.
+    Last = 4,
+}
+
+impl RecordType {
+    pub fn from_u8(v: u8) -> Option<RecordType> {
+        match v {
+            0 => Some(RecordType::Zero),
+            1 => Some(RecordType::Full),
+            2 => Some(RecordType::First),
+            3 => Some(RecordType::Middle),
+            4 => Some(RecordType::Last),
+            _ => None,
+        }
+    }
+}
+
+/// The checksum stored in a fragment header.
+pub fn fragment_crc(kind: RecordType, payload: &[u8]) -> u32 {
+    codec::mask_crc(codec::crc32c_extend(codec::crc32c(&[kind as u8]), payload))
+}
+
+/// Encode a fragment header.
+pub fn encode_header(kind: RecordType, len: u16, crc: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..4].copy_from_slice(&crc.to_le_bytes());
+    h[4..6].copy_from_slice(&len.to_le_bytes());
+    h[6] = kind as u8;
+    h
+}
+
+/// A fragment found in a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fragment<'a> {
+    pub kind: RecordType,
+    pub payload: &'a [u8],
+}
+
+/// Why a fragment at some offset is not valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FragmentError {
+    /// All-zero header: preallocated space or padding; nothing was written here.
+    Zero,
+    /// The header or payload is cut short by the end of the file.
+    Truncated,
+    /// The bytes are present but wrong.
+    Bad(&'static str),
+}
+
+/// Decode the fragment that starts at `block[0]`, where `block` holds the rest of the
+/// current block (and no more).
+pub fn decode_fragment(block: &[u8]) -> Result<Fragment<'_>, FragmentError> {
+    let Some(header) = block.get(..HEADER_LEN) else {
+        return Err(FragmentError::Truncated);
+    };
+    if header.iter().all(|&b| b == 0) {
+        return Err(FragmentError::Zero);
+    }
+    let crc = codec::get_u32(header).ok_or(FragmentError::Truncated)?;
+    let len = u16::from_le_bytes([header[4], header[5]]) as usize;
+    let kind = match RecordType::from_u8(header[6]) {
+        Some(RecordType::Zero) | None => return Err(FragmentError::Bad("unknown fragment type")),
+        Some(kind) => kind,
+    };
+    let payload = block
+        .get(HEADER_LEN..HEADER_LEN + len)
+        .ok_or(FragmentError::Truncated)?;
+    if fragment_crc(kind, payload) != crc {
+        return Err(FragmentError::Bad("fragment checksum mismatch"));
+    }
+    Ok(Fragment { kind, payload })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_flips() {
+        let payload = b"hello log";
+        let crc = fragment_crc(RecordType::Full, payload);
+        let mut buf = encode_header(RecordType::Full, payload.len() as u16, crc).to_vec();
+        buf.extend_from_slice(payload);
+        let f = decode_fragment(&buf).unwrap();
+        assert_eq!(f.kind, RecordType::Full);
+        assert_eq!(f.payload, payload);
+        for i in 0..buf.len() {
+            for bit in 0..8 {
+                let mut bad = buf.clone();
+                bad[i] ^= 1 << bit;
+                assert!(decode_fragment(&bad).is_err(), "flip byte {i} bit {bit}");
+            }
+        }
+        for cut in 0..buf.len() {
+            assert_eq!(decode_fragment(&buf[..cut]), Err(FragmentError::Truncated));
+        }
+        assert_eq!(decode_fragment(&[0u8; 32]), Err(FragmentError::Zero));
+    }
+}

@@ -1,0 +1,127 @@
+//! Appends logical records to a log file as checksummed fragments.
+
+use super::format::{encode_header, RecordType, BLOCK_SIZE, HEADER_LEN};
+use crate::codec;
+use crate::error::Result;
+use crate::fs::WritableFile;
+
+/// Writes records to a log. Not shared between threads: the owner serialises appends.
+pub struct LogWriter {
+    file: Box<dyn WritableFile>,
+    /// Offset inside the current block.
+    block_offset: usize,
+}
+
+impl LogWriter {
+    /// Write a new log to `file`, which must be empty.
+    pub fn new(file: Box<dyn WritableFile>) -> Self {
+        let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
+        LogWriter { file, block_offset }
+    }
+
+    /// Append one logical record whose payload is the concatenation of `parts` (so a
+    /// header and a body can be written without first copying them together).
+    pub fn add_record(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut cursor = PartsCursor::new(parts);
+        let mut left = total;
+        let mut first = true;
+        loop {
+            let room = BLOCK_SIZE - self.block_offset;
+            if room < HEADER_LEN {
+                // Too little room for a header: pad the block with zeros.
+                const ZEROS: [u8; HEADER_LEN] = [0; HEADER_LEN];
+                if room > 0 {
+                    self.file.append(&ZEROS[..room])?;
+                }
+                self.block_offset = 0;
+            }
+            let avail = BLOCK_SIZE - self.block_offset - HEADER_LEN;
+            let len = left.min(avail);
+            let last = len == left;
+            let kind = match (first, last) {
+                (true, true) => RecordType::Full,
+                (true, false) => RecordType::First,
+                (false, true) => RecordType::Last,
+                (false, false) => RecordType::Middle,
+            };
+            // Two passes over the same bytes: one for the checksum, one to append.
+            let start = cursor;
+            let mut crc = codec::crc32c(&[kind as u8]);
+            cursor.for_each(len, |piece| crc = codec::crc32c_extend(crc, piece));
+            // `len <= BLOCK_SIZE - HEADER_LEN` < 65536, so it fits the u16 length field.
+            let header = encode_header(kind, len as u16, codec::mask_crc(crc));
+            self.file.append(&header)?;
+            cursor = start;
+            let mut result = Ok(());
+            cursor.for_each(len, |piece| {
+                if result.is_ok() {
+                    result = self.file.append(piece);
+                }
+            });
+            result?;
+            self.block_offset += HEADER_LEN + len;
+            left -= len;
+            first = false;
+            if last {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Hand buffered bytes to the OS.
+    pub fn flush(&mut self) -> Result<()> {
+        self.file.flush()
+    }
+
+    /// Make every record appended so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
+    /// Bytes in the log so far.
+    pub fn len(&self) -> u64 {
+        self.file.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.file.is_empty()
+    }
+}
+
+/// Walks consecutive byte ranges of a list of slices without copying them.
+#[derive(Clone, Copy)]
+struct PartsCursor<'a> {
+    parts: &'a [&'a [u8]],
+    index: usize,
+    offset: usize,
+}
+
+impl<'a> PartsCursor<'a> {
+    fn new(parts: &'a [&'a [u8]]) -> Self {
+        PartsCursor {
+            parts,
+            index: 0,
+            offset: 0,
+        }
+    }
+
+    /// Call `f` on the sub-slices that make up the next `n` bytes, and move past them.
+    fn for_each(&mut self, mut n: usize, mut f: impl FnMut(&'a [u8])) {
+        while n > 0 {
+            let Some(part) = self.parts.get(self.index) else {
+                return;
+            };
+            let rest = part.get(self.offset..).unwrap_or(&[]);
+            if rest.is_empty() {
+                self.index += 1;
+                self.offset = 0;
+                continue;
+            }
+            let k = n.min(rest.len());
+            f(rest.get(..k).unwrap_or(&[]));
+            self.offset += k;
+            n -= k;
+        }
+    }
+}
