@@ -21,6 +21,7 @@ pub const HEADER_LEN: usize = 12;
 /// Puts and deletes to apply together: after any crash, all or none of them are visible.
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
+    /// The encoded entries; the header is written when the batch is committed.
     rep: Vec<u8>,
     count: u32,
     /// The first limit violation seen while building, reported by `Db::write`.
@@ -44,10 +45,8 @@ impl std::fmt::Debug for WriteBatch {
 
 impl WriteBatch {
     pub fn new() -> Self {
-        let mut rep = Vec::with_capacity(64);
-        rep.resize(HEADER_LEN, 0);
         WriteBatch {
-            rep,
+            rep: Vec::new(),
             count: 0,
             oversized: None,
         }
@@ -100,14 +99,14 @@ impl WriteBatch {
 
     /// Remove every entry, keeping the allocation.
     pub fn clear(&mut self) {
-        self.rep.truncate(HEADER_LEN);
+        self.rep.clear();
         self.count = 0;
         self.oversized = None;
     }
 
     /// Encoded size in bytes.
     pub fn approximate_size(&self) -> usize {
-        self.rep.len()
+        HEADER_LEN + self.rep.len()
     }
 
     /// `InvalidArgument` if any entry broke a size limit.
@@ -118,19 +117,62 @@ impl WriteBatch {
         }
     }
 
-    /// Stamp the batch with its first sequence number and return the encoded bytes.
-    pub(crate) fn encode_with_seq(&mut self, seq: SeqNo) -> &[u8] {
-        if let Some(header) = self.rep.get_mut(..HEADER_LEN) {
-            header[..8].copy_from_slice(&seq.0.to_le_bytes());
-            header[8..].copy_from_slice(&self.count.to_le_bytes());
-        }
+    /// The encoded entries, without the header.
+    pub(crate) fn body(&self) -> &[u8] {
         &self.rep
     }
 
-    /// The encoded bytes as last stamped.
-    pub(crate) fn encoded(&self) -> &[u8] {
-        &self.rep
+    /// Number of entries, as stored in the header.
+    pub(crate) fn count(&self) -> u32 {
+        self.count
     }
+}
+
+/// The header of a batch (or of a group of batches written as one WAL record).
+pub(crate) fn encode_header(first_seq: SeqNo, count: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    let (seq, n) = h.split_at_mut(8);
+    seq.copy_from_slice(&first_seq.0.to_le_bytes());
+    n.copy_from_slice(&count.to_le_bytes());
+    h
+}
+
+/// Decode the entries of a batch body whose first entry has sequence number `first_seq`.
+pub(crate) fn decode_entries(
+    body: &[u8],
+    first_seq: SeqNo,
+) -> impl Iterator<Item = Result<BatchEntry<'_>, DecodeError>> + '_ {
+    let mut d = Decoder::new(body);
+    let mut seq = first_seq;
+    std::iter::from_fn(move || {
+        if d.is_empty() {
+            return None;
+        }
+        let entry = decode_entry(&mut d, seq);
+        if entry.is_err() {
+            // Stop after the first error.
+            d = Decoder::new(&[]);
+        }
+        seq = seq.next();
+        Some(entry)
+    })
+}
+
+fn decode_entry<'a>(d: &mut Decoder<'a>, seq: SeqNo) -> Result<BatchEntry<'a>, DecodeError> {
+    let kind_byte = d.u8("entry kind")?;
+    let kind = ValueKind::from_u8(kind_byte)
+        .ok_or_else(|| DecodeError::new(d.position() - 1, format!("unknown kind {kind_byte}")))?;
+    let key = d.length_prefixed("entry key")?;
+    let value = match kind {
+        ValueKind::Put => d.length_prefixed("entry value")?,
+        ValueKind::Delete => &[][..],
+    };
+    Ok(BatchEntry {
+        seq,
+        kind,
+        key,
+        value,
+    })
 }
 
 /// One entry of an encoded batch.
@@ -182,36 +224,12 @@ impl<'a> BatchReader<'a> {
 
     /// Iterate over the entries (already validated by `new`).
     pub fn entries(&self) -> impl Iterator<Item = Result<BatchEntry<'a>, DecodeError>> + 'a {
-        let mut d = Decoder::new(self.body);
-        let mut seq = self.first_seq;
-        std::iter::from_fn(move || {
-            if d.is_empty() {
-                return None;
-            }
-            let entry = (|| {
-                let kind_byte = d.u8("entry kind")?;
-                let kind = ValueKind::from_u8(kind_byte).ok_or_else(|| {
-                    DecodeError::new(d.position() - 1, format!("unknown kind {kind_byte}"))
-                })?;
-                let key = d.length_prefixed("entry key")?;
-                let value = match kind {
-                    ValueKind::Put => d.length_prefixed("entry value")?,
-                    ValueKind::Delete => &[][..],
-                };
-                Ok(BatchEntry {
-                    seq,
-                    kind,
-                    key,
-                    value,
-                })
-            })();
-            if entry.is_err() {
-                // Stop after the first error.
-                d = Decoder::new(&[]);
-            }
-            seq = seq.next();
-            Some(entry)
-        })
+        decode_entries(self.body, self.first_seq)
+    }
+
+    /// The encoded entries, without the header.
+    pub fn body(&self) -> &'a [u8] {
+        self.body
     }
 }
 
@@ -219,13 +237,19 @@ impl<'a> BatchReader<'a> {
 mod tests {
     use super::*;
 
+    fn encoded(b: &WriteBatch, seq: SeqNo) -> Vec<u8> {
+        let mut v = encode_header(seq, b.count()).to_vec();
+        v.extend_from_slice(b.body());
+        v
+    }
+
     #[test]
     fn round_trip() {
         let mut b = WriteBatch::new();
         b.put(b"k1", b"v1");
         b.delete(b"k2");
         b.put(b"", b"");
-        let bytes = b.encode_with_seq(SeqNo(100)).to_vec();
+        let bytes = encoded(&b, SeqNo(100));
         let r = BatchReader::new(&bytes).unwrap();
         assert_eq!(r.first_seq, SeqNo(100));
         let entries: Vec<_> = r.entries().map(|e| e.unwrap()).collect();
@@ -242,7 +266,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(b"key", b"value");
         b.delete(b"gone");
-        let bytes = b.encode_with_seq(SeqNo(7)).to_vec();
+        let bytes = encoded(&b, SeqNo(7));
         for cut in 0..bytes.len() {
             assert!(BatchReader::new(&bytes[..cut]).is_err(), "cut at {cut}");
         }

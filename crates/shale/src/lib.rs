@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod codec;
+mod db;
 pub mod error;
 pub mod fs;
 pub mod iter;
@@ -13,7 +14,9 @@ pub mod wal;
 pub mod memtable;
 pub mod options;
 pub mod sst;
+pub mod version;
 
 pub use batch::WriteBatch;
+pub use db::{Db, StatsSnapshot};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, WriteOptions};

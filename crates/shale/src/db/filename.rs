@@ -1,0 +1,77 @@
+//! Names of the files in a database directory.
+//!
+//! ```text
+//! LOCK               held while the database is open
+//! CURRENT            names the live manifest
+//! MANIFEST-NNNNNN    version edits
+//! NNNNNN.wal         write-ahead log of one memtable
+//! NNNNNN.sst         an SSTable
+//! NNNNNN.dbtmp       a temporary file (CURRENT being replaced)
+//! ```
+//! All numbers come from one counter in the version set, so names never collide.
+
+use std::path::{Path, PathBuf};
+
+use crate::version::FileId;
+
+/// The kinds of file Shale keeps in its directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Wal(FileId),
+    Table(FileId),
+    Manifest(FileId),
+    Temp(FileId),
+    Current,
+    Lock,
+}
+
+pub const LOCK: &str = "LOCK";
+
+pub fn wal_path(dir: &Path, id: FileId) -> PathBuf {
+    dir.join(format!("{:06}.wal", id.0))
+}
+
+pub fn table_path(dir: &Path, id: FileId) -> PathBuf {
+    dir.join(format!("{:06}.sst", id.0))
+}
+
+/// What `name` is, or `None` for files that are not Shale's.
+pub fn parse(name: &str) -> Option<FileKind> {
+    match name {
+        "CURRENT" => return Some(FileKind::Current),
+        LOCK => return Some(FileKind::Lock),
+        _ => {}
+    }
+    if let Some(id) = crate::version::parse_manifest_name(name) {
+        return Some(FileKind::Manifest(id));
+    }
+    let (stem, ext) = name.split_once('.')?;
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let id = FileId(stem.parse().ok()?);
+    match ext {
+        "wal" => Some(FileKind::Wal(id)),
+        "sst" => Some(FileKind::Table(id)),
+        "dbtmp" => Some(FileKind::Temp(id)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let dir = Path::new("/d");
+        let wal = wal_path(dir, FileId(12));
+        let name = wal.file_name().unwrap().to_str().unwrap();
+        assert_eq!(parse(name), Some(FileKind::Wal(FileId(12))));
+        assert_eq!(parse("000003.sst"), Some(FileKind::Table(FileId(3))));
+        assert_eq!(parse("MANIFEST-000004"), Some(FileKind::Manifest(FileId(4))));
+        assert_eq!(parse("CURRENT"), Some(FileKind::Current));
+        assert_eq!(parse("x.sst"), None);
+        assert_eq!(parse("notes.txt"), None);
+    }
+}

@@ -1,0 +1,119 @@
+//! The flush thread: turns the oldest frozen memtable into an L0 SSTable, logs the new file
+//! in the manifest, installs the new version and deletes the memtable's WAL.
+//!
+//! The SSTable is built without any lock held; only the install (manifest edit, version
+//! switch, super version store) runs under the state lock.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::filename::{table_path, wal_path};
+use super::stats::Stats;
+use super::{lock, DbInner};
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::iter::InternalIterator;
+use crate::key;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::sst::{Table, TableBuilder, TableOptions};
+use crate::version::{FileId, FileMeta, Level, TableFile, VersionEdit};
+
+pub(crate) fn spawn(db: Arc<DbInner>) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("shale-flush".into())
+        .spawn(move || flush_loop(&db))
+        .map_err(|e| Error::io("spawn flush thread", &Path::new(""), e))
+}
+
+fn flush_loop(db: &DbInner) {
+    loop {
+        let mut state = lock(&db.state);
+        let imm = loop {
+            if state.bg_error.is_some() {
+                return;
+            }
+            if let Some(imm) = state.imm.front() {
+                break Arc::clone(imm);
+            }
+            if state.shutting_down {
+                return;
+            }
+            state = db.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+        };
+        let id = state.versions.new_file_id();
+        drop(state);
+
+        let start = Instant::now();
+        let built = write_table(db.fs.as_ref(), &db.dir, &db.opts, &imm.mem, id)
+            .and_then(|file| db.fs.sync_dir(&db.dir).map(|()| file));
+
+        let mut state = lock(&db.state);
+        let result = built.and_then(|file| {
+            let mut edit = VersionEdit {
+                log_number: Some(imm.next_wal_id),
+                last_seq: Some(imm.mem.max_seq()),
+                ..VersionEdit::default()
+            };
+            let mut added = Vec::new();
+            if let Some(file) = file {
+                Stats::add(&db.stats.flush_bytes, file.meta.size);
+                edit.new_files.push((Level(0), file.meta.clone()));
+                added.push((Level(0), Arc::new(file)));
+            }
+            state.versions.log_and_apply(edit, &added)
+        });
+        match result {
+            Ok(_) => {
+                state.imm.pop_front();
+                let mem = Arc::clone(&db.super_version.load().mem);
+                db.install_super_version(&state, mem);
+                let secs = start.elapsed().as_secs_f64().max(1e-6);
+                let rate = imm.mem.approximate_memory_usage() as f64 / secs;
+                state.flush_bytes_per_sec = 0.7 * state.flush_bytes_per_sec + 0.3 * rate;
+                Stats::add(&db.stats.flushes, 1);
+                Stats::add(&db.stats.flush_micros, start.elapsed().as_micros() as u64);
+                // The memtable is durable in an SSTable: its WAL is garbage now. A failed
+                // delete only leaves a file that the next open removes.
+                let _ = db.fs.remove(&wal_path(&db.dir, imm.wal_id));
+            }
+            Err(e) => state.bg_error = Some(format!("flush failed: {e}")),
+        }
+        db.bg_cv.notify_all();
+    }
+}
+
+/// Write the whole of `mem` to SSTable `id`. Returns `None` for an empty memtable.
+pub(crate) fn write_table(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    mem: &Arc<MemTable>,
+    id: FileId,
+) -> Result<Option<TableFile>> {
+    if mem.is_empty() {
+        return Ok(None);
+    }
+    let path = table_path(dir, id);
+    let mut builder = TableBuilder::new(fs.create(&path)?, path.clone(), TableOptions::from(opts));
+    let mut it = mem.iter();
+    it.seek_to_first()?;
+    while it.valid() {
+        builder.add(it.key(), it.value())?;
+        it.next()?;
+    }
+    let summary = builder.finish()?;
+    let table = Arc::new(Table::open(fs.open(&path)?, path)?);
+    let meta = FileMeta {
+        id,
+        size: summary.file_size,
+        smallest: summary.smallest,
+        largest: summary.largest,
+        smallest_seq: summary.smallest_seq,
+        largest_seq: summary.largest_seq,
+    };
+    debug_assert!(key::compare_internal(meta.smallest.encoded(), meta.largest.encoded()).is_le());
+    Ok(Some(TableFile { meta, table }))
+}

@@ -1,0 +1,235 @@
+//! The database: orchestration of the WAL, memtables, SSTables and the version set.
+//!
+//! - `open.rs`: lock the directory, replay the manifest and the WALs, start background work.
+//! - `write.rs`: the write path: group commit, WAL append, memtable insert, back-pressure.
+//! - `flush.rs`: the background thread that turns frozen memtables into L0 SSTables.
+//! - `read.rs`: the read path over a [`SuperVersion`].
+//!
+//! Locks, always taken in this order and never held across file I/O unless noted:
+//! 1. `writers`: the queue of writers waiting to commit (group-commit leader election).
+//! 2. `log`: the WAL and the active memtable. Held by the write-group leader while it
+//!    appends and inserts (that I/O is its job), by `flush()` and by `close()`.
+//! 3. `state`: the version set, the frozen memtables, background status. Held by the flush
+//!    thread only to install results (the manifest fsync is the one I/O under it).
+//! 4. `super_version`: a leaf lock around the pointer readers start from.
+
+mod filename;
+mod flush;
+mod open;
+mod read;
+mod stats;
+mod super_version;
+mod write;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+pub use stats::{Stats, StatsSnapshot};
+
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::fs::{FileLock, FileSystem};
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::options::{Options, WriteOptions};
+use crate::version::{FileId, VersionSet};
+use crate::wal::LogWriter;
+use super_version::{SuperVersion, SuperVersionCell};
+use write::WriteQueue;
+
+/// An open database. Cheap to share between threads (`&Db` is enough for every operation).
+pub struct Db {
+    inner: Arc<DbInner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A frozen memtable waiting to be flushed, and the WAL that holds its writes.
+pub(crate) struct ImmMemTable {
+    mem: Arc<MemTable>,
+    wal_id: FileId,
+    /// The WAL of the memtable that replaced this one: once this memtable is in an SSTable,
+    /// every WAL below `next_wal_id` is obsolete.
+    next_wal_id: FileId,
+}
+
+/// The WAL and the memtable it protects.
+pub(crate) struct LogState {
+    wal: LogWriter,
+    wal_id: FileId,
+    mem: Arc<MemTable>,
+    /// The last sequence number handed out.
+    last_seq: SeqNo,
+    /// True if the active memtable holds writes that skipped the WAL.
+    unlogged_writes: bool,
+    /// Slowdown delay owed by writers but not yet waited, in seconds; paid in
+    /// installments of at least a millisecond.
+    delay_debt: f64,
+}
+
+/// Background state.
+pub(crate) struct DbState {
+    versions: VersionSet,
+    /// Frozen memtables, oldest first.
+    imm: VecDeque<Arc<ImmMemTable>>,
+    /// Set when a background write failed; writes are refused from then on.
+    bg_error: Option<String>,
+    shutting_down: bool,
+    /// Bytes per second the last flushes achieved (moving average), for write slowdown.
+    flush_bytes_per_sec: f64,
+}
+
+pub(crate) struct DbInner {
+    dir: PathBuf,
+    opts: Options,
+    fs: Arc<dyn FileSystem>,
+    _lock: Box<dyn FileLock>,
+    writers: Mutex<WriteQueue>,
+    log: Mutex<LogState>,
+    state: Mutex<DbState>,
+    /// Signalled (with `state`) when a flush finishes, fails, or work arrives.
+    bg_cv: Condvar,
+    super_version: SuperVersionCell,
+    /// Writes with sequence numbers up to this one are visible to readers.
+    visible_seq: AtomicU64,
+    closed: AtomicBool,
+    stats: Stats,
+}
+
+/// Lock a mutex, ignoring poisoning: every critical section leaves its data consistent
+/// before doing anything that can panic, so a panicking holder cannot leave it half-done.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Db {
+    /// Open (or create) the database in `path`.
+    ///
+    /// # Errors
+    /// `InvalidOptions` listing every bad option, `Locked` if another handle has it open,
+    /// `Corruption` naming the file and offset of damage found during recovery, `Io`.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let inner = open::open(path.as_ref(), opts)?;
+        let flusher = flush::spawn(Arc::clone(&inner))?;
+        Ok(Db {
+            inner,
+            flusher: Mutex::new(Some(flusher)),
+        })
+    }
+
+    /// Set `key` to `value`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch, WriteOptions::default())
+    }
+
+    /// Remove `key`.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch, WriteOptions::default())
+    }
+
+    /// Apply `batch` atomically: after any crash, all of it or none of it is visible.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a key or value over the limits, `Poisoned` after an earlier
+    /// background failure, `Closed`, `Io`.
+    pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.inner.write(batch, opts)
+    }
+
+    /// The value of `key`, or `None`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key.as_ref())
+    }
+
+    /// Freeze the active memtable and wait until every memtable is in an SSTable.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Counters about the engine's work so far.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Number of live SSTables per level.
+    pub fn level_file_counts(&self) -> Vec<usize> {
+        let sv = self.inner.super_version.load();
+        (0..crate::version::NUM_LEVELS)
+            .map(|l| sv.version.files(l).len())
+            .collect()
+    }
+
+    /// Close the database: sync the WAL, flush writes that skipped it, stop background
+    /// work. Further calls fail with `Closed`. Dropping a `Db` closes it too, ignoring errors.
+    pub fn close(&self) -> Result<()> {
+        let result = self.inner.close();
+        let handle = lock(&self.flusher).take();
+        if let Some(handle) = handle {
+            if handle.join().is_err() && result.is_ok() {
+                return Err(Error::Poisoned("the flush thread panicked".into()));
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
+    }
+}
+
+impl DbInner {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Publish a new super version built from the current one with the given parts.
+    fn install_super_version(&self, state: &DbState, mem: Arc<MemTable>) {
+        let imm = state.imm.iter().rev().map(|m| Arc::clone(&m.mem)).collect();
+        self.super_version.store(Arc::new(SuperVersion {
+            mem,
+            imm,
+            version: state.versions.current(),
+        }));
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Wait for any write in progress, then make the WAL durable. Writes that skipped
+        // the WAL exist only in memory: freeze their memtable so the flush thread saves it.
+        let mut result = Ok(());
+        {
+            let mut log = lock(&self.log);
+            if log.unlogged_writes {
+                result = self.freeze_memtable(&mut log);
+            }
+            if let Err(e) = log.wal.sync() {
+                result = result.and(Err(e));
+            }
+        }
+        let mut state = lock(&self.state);
+        state.shutting_down = true;
+        self.bg_cv.notify_all();
+        drop(state);
+        result
+    }
+}

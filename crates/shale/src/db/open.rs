@@ -1,0 +1,229 @@
+//! Opening a database: lock, replay the manifest, open the live SSTables, replay the WALs
+//! newer than the manifest's log number, save what they held as L0 SSTables, start a fresh
+//! manifest and WAL, and delete files nothing refers to.
+//!
+//! Every step before the switch of CURRENT only adds files, so a crash anywhere during
+//! open leaves the previous state intact: the next open starts over from the old manifest
+//! and WALs, and removes the orphans this attempt left.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::filename::{self, table_path, wal_path, FileKind};
+use super::flush::write_table;
+use super::stats::Stats;
+use super::super_version::{SuperVersion, SuperVersionCell};
+use super::{DbInner, DbState, LogState};
+use crate::batch::{decode_entries, BatchReader};
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::sst::Table;
+use crate::version::{
+    FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet,
+};
+use crate::wal::{LogReader, LogWriter};
+
+pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
+    opts.validate().map_err(Error::InvalidOptions)?;
+    let fs = Arc::clone(&opts.fs);
+    if opts.create_if_missing {
+        fs.create_dir_all(dir)?;
+    }
+    if !fs.exists(dir) {
+        return Err(Error::invalid(format!(
+            "database directory {} does not exist (create_if_missing is off)",
+            dir.display()
+        )));
+    }
+    let lock = fs.lock(&dir.join(filename::LOCK))?;
+    let stats = Stats::default();
+
+    let exists = fs.exists(&dir.join(crate::version::CURRENT_FILE));
+    let mut state = if exists {
+        if opts.error_if_exists {
+            return Err(Error::invalid(format!(
+                "database {} already exists (error_if_exists is on)",
+                dir.display()
+            )));
+        }
+        RecoveredManifest::load(fs.as_ref(), dir)?
+    } else if opts.create_if_missing {
+        RecoveredManifest {
+            next_file_number: FileId(2),
+            manifest_id: FileId(1),
+            ..RecoveredManifest::default()
+        }
+    } else {
+        return Err(Error::invalid(format!(
+            "no database in {} (create_if_missing is off)",
+            dir.display()
+        )));
+    };
+
+    let mut tables = open_tables(fs.as_ref(), dir, &state.files)?;
+    replay_wals(fs.as_ref(), dir, &opts, &mut state, &mut tables, &stats)?;
+
+    // A fresh WAL; every older one is now obsolete.
+    let wal_id = state.next_file_number;
+    state.next_file_number = FileId(wal_id.0 + 1);
+    state.log_number = wal_id;
+    let wal = LogWriter::new(fs.create_log(&wal_path(dir, wal_id))?);
+    let version = Version::from_files(tables);
+    let last_seq = state.last_seq;
+    // Writes the new manifest and switches CURRENT (which syncs the directory, making the
+    // new WAL's and SSTables' entries durable too).
+    let versions = VersionSet::create(Arc::clone(&fs), dir, state, version)?;
+    remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
+
+    let mem = Arc::new(MemTable::new());
+    let sv = SuperVersion {
+        mem: Arc::clone(&mem),
+        imm: Vec::new(),
+        version: versions.current(),
+    };
+    Ok(Arc::new(DbInner {
+        dir: dir.to_owned(),
+        fs,
+        _lock: lock,
+        writers: Mutex::default(),
+        log: Mutex::new(LogState {
+            wal,
+            wal_id,
+            mem,
+            last_seq,
+            unlogged_writes: false,
+            delay_debt: 0.0,
+        }),
+        state: Mutex::new(DbState {
+            versions,
+            imm: VecDeque::new(),
+            bg_error: None,
+            shutting_down: false,
+            flush_bytes_per_sec: 64.0 * 1024.0 * 1024.0,
+        }),
+        bg_cv: Condvar::new(),
+        super_version: SuperVersionCell::new(Arc::new(sv)),
+        visible_seq: AtomicU64::new(last_seq.0),
+        closed: AtomicBool::new(false),
+        stats,
+        opts,
+    }))
+}
+
+fn open_tables(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    files: &BTreeMap<FileId, (Level, FileMeta)>,
+) -> Result<Vec<(Level, Arc<TableFile>)>> {
+    let mut out = Vec::with_capacity(files.len());
+    for (level, meta) in files.values() {
+        let path = table_path(dir, meta.id);
+        let file = fs.open(&path)?;
+        if file.len() != meta.size {
+            return Err(Error::corruption(
+                &path,
+                file.len(),
+                format!("file is {} bytes, the manifest says {}", file.len(), meta.size),
+            ));
+        }
+        let table = Arc::new(Table::open(file, path)?);
+        out.push((
+            *level,
+            Arc::new(TableFile {
+                meta: meta.clone(),
+                table,
+            }),
+        ));
+    }
+    Ok(out)
+}
+
+/// Replay every WAL at or above the manifest's log number into memtables, writing each to
+/// an L0 SSTable (when it fills up, and at the end).
+fn replay_wals(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    state: &mut RecoveredManifest,
+    tables: &mut Vec<(Level, Arc<TableFile>)>,
+    stats: &Stats,
+) -> Result<()> {
+    let mut wals: Vec<FileId> = fs
+        .list(dir)?
+        .iter()
+        .filter_map(|name| match filename::parse(name) {
+            Some(FileKind::Wal(id)) if id >= state.log_number => Some(id),
+            _ => None,
+        })
+        .collect();
+    wals.sort();
+    let mut mem = Arc::new(MemTable::new());
+    for id in wals {
+        let path = wal_path(dir, id);
+        let data = fs.read_all(&path)?;
+        let mut reader = LogReader::new(&data, &path);
+        while let Some((offset, record)) = reader.next_record()? {
+            let batch = BatchReader::new(record).map_err(|e| e.in_file(&path, offset))?;
+            for entry in decode_entries(batch.body(), batch.first_seq) {
+                let entry = entry.map_err(|e| e.in_file(&path, offset))?;
+                mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+            }
+            let last = SeqNo(batch.first_seq.0 + u64::from(batch.count)).0.saturating_sub(1);
+            state.last_seq = state.last_seq.max(SeqNo(last));
+            if mem.approximate_memory_usage() >= opts.write_buffer_size {
+                save_memtable(fs, dir, opts, state, tables, &mem)?;
+                mem = Arc::new(MemTable::new());
+            }
+        }
+        if let Some(tail) = reader.tail() {
+            Stats::add(&stats.wal_torn_tail_bytes, tail.dropped_bytes);
+        }
+    }
+    save_memtable(fs, dir, opts, state, tables, &mem)
+}
+
+fn save_memtable(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    state: &mut RecoveredManifest,
+    tables: &mut Vec<(Level, Arc<TableFile>)>,
+    mem: &Arc<MemTable>,
+) -> Result<()> {
+    let id = state.next_file_number;
+    if let Some(file) = write_table(fs, dir, opts, mem, id)? {
+        state.next_file_number = FileId(id.0 + 1);
+        state.files.insert(id, (Level(0), file.meta.clone()));
+        tables.push((Level(0), Arc::new(file)));
+    }
+    Ok(())
+}
+
+/// Delete WALs below the log number, SSTables no version refers to, old manifests and
+/// temporary files. Called after the new manifest is durable.
+fn remove_obsolete_files(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    versions: &VersionSet,
+    log_number: FileId,
+) -> Result<()> {
+    let live: std::collections::HashSet<FileId> = versions.live_files().collect();
+    for name in fs.list(dir)? {
+        let obsolete = match filename::parse(&name) {
+            Some(FileKind::Wal(id)) => id < log_number,
+            Some(FileKind::Table(id)) => !live.contains(&id),
+            Some(FileKind::Manifest(id)) => id != versions.manifest_id(),
+            Some(FileKind::Temp(_)) => true,
+            Some(FileKind::Current | FileKind::Lock) | None => false,
+        };
+        if obsolete {
+            fs.remove(&dir.join(&name))?;
+        }
+    }
+    Ok(())
+}

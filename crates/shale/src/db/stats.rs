@@ -1,0 +1,68 @@
+//! Counters the engine keeps about itself. Every field is a relaxed atomic: cheap to bump
+//! on hot paths, read as a best-effort snapshot by [`Stats::snapshot`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub writes: AtomicU64,
+    pub write_groups: AtomicU64,
+    pub user_bytes_written: AtomicU64,
+    pub wal_bytes: AtomicU64,
+    pub wal_syncs: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub flush_micros: AtomicU64,
+    /// Time writers waited because memtables were full (hard limit).
+    pub stall_micros: AtomicU64,
+    pub stalls: AtomicU64,
+    /// Time writers were delayed in proportion to the flush backlog (soft limit).
+    pub slowdown_micros: AtomicU64,
+    pub gets: AtomicU64,
+    pub wal_torn_tail_bytes: AtomicU64,
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub writes: u64,
+    pub write_groups: u64,
+    pub user_bytes_written: u64,
+    pub wal_bytes: u64,
+    pub wal_syncs: u64,
+    pub flushes: u64,
+    pub flush_bytes: u64,
+    pub flush_micros: u64,
+    pub stall_micros: u64,
+    pub stalls: u64,
+    pub slowdown_micros: u64,
+    pub gets: u64,
+    pub wal_torn_tail_bytes: u64,
+}
+
+impl Stats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Read every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StatsSnapshot {
+            writes: r(&self.writes),
+            write_groups: r(&self.write_groups),
+            user_bytes_written: r(&self.user_bytes_written),
+            wal_bytes: r(&self.wal_bytes),
+            wal_syncs: r(&self.wal_syncs),
+            flushes: r(&self.flushes),
+            flush_bytes: r(&self.flush_bytes),
+            flush_micros: r(&self.flush_micros),
+            stall_micros: r(&self.stall_micros),
+            stalls: r(&self.stalls),
+            slowdown_micros: r(&self.slowdown_micros),
+            gets: r(&self.gets),
+            wal_torn_tail_bytes: r(&self.wal_torn_tail_bytes),
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The write path.
+//!
+//! Writers line up in a queue. The writer at the front is the *leader*: it takes the
+//! batches of the writers behind it (a *group*), writes them to the WAL as one record,
+//! syncs once if any of them asked for `sync`, inserts them into the memtable, publishes
+//! their sequence numbers, and wakes the followers. So N concurrent sync writers share
+//! one fsync, and a lone writer pays two uncontended lock round trips and no system call
+//! (the WAL is a memory mapping; see `fs/`).
+//!
+//! ```text
+//!   writers ──► [ w1 | w2 | w3 ]      w1 leads: WAL(w1+w2+w3) ─► fsync? ─► memtable
+//!                 ▲ leader              then marks w1..w3 done and wakes w4 (next leader)
+//! ```
+//!
+//! Back-pressure happens in the leader before it writes (`make_room`): when the frozen
+//! memtables waiting for flush pass a soft limit, the group is delayed in proportion to
+//! its size and to the measured flush rate; at the hard limit the leader waits for a
+//! flush. Both waits are on the background condition variable, so a finished flush wakes
+//! the writer at once; neither polls.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::filename::wal_path;
+use super::stats::Stats;
+use super::{lock, DbInner, ImmMemTable, LogState};
+use crate::batch::{self, WriteBatch};
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::options::WriteOptions;
+use crate::wal::LogWriter;
+
+/// A group never grows past this many bytes, so one slow fsync cannot hold up an
+/// unbounded amount of work.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+/// A small leader keeps its group small, so that its own latency stays low.
+const SMALL_BATCH_BYTES: usize = 128 << 10;
+
+/// A writer waiting in the queue.
+pub(crate) struct Writer {
+    batch: WriteBatch,
+    opts: WriteOptions,
+    done: AtomicBool,
+    /// The error of a failed group, for followers.
+    error: Mutex<Option<String>>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    queue: VecDeque<Arc<Writer>>,
+}
+
+impl DbInner {
+    pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.check_open()?;
+        batch.check()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let me = Arc::new(Writer {
+            batch,
+            opts,
+            done: AtomicBool::new(false),
+            error: Mutex::new(None),
+            cv: Condvar::new(),
+        });
+        let mut q = lock(&self.writers);
+        q.queue.push_back(Arc::clone(&me));
+        loop {
+            if me.done.load(Ordering::Acquire) {
+                return match lock(&me.error).take() {
+                    Some(why) => Err(Error::Poisoned(why)),
+                    None => Ok(()),
+                };
+            }
+            if q.queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
+                break;
+            }
+            q = me.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+        // We lead. Collect the group while we still hold the queue lock.
+        let group = build_group(&q.queue);
+        drop(q);
+
+        let result = self.commit_group(&group);
+
+        let mut q = lock(&self.writers);
+        let failure = result.as_ref().err().map(|e| e.to_string());
+        for _ in 0..group.len() {
+            let Some(w) = q.queue.pop_front() else { break };
+            if !Arc::ptr_eq(&w, &me) {
+                *lock(&w.error) = failure.clone();
+                w.done.store(true, Ordering::Release);
+                w.cv.notify_one();
+            }
+        }
+        if let Some(next) = q.queue.front() {
+            next.cv.notify_one();
+        }
+        result
+    }
+
+    /// Write a group: make room, WAL, memtable, publish. Runs in the leader, unlocked
+    /// except for `log`.
+    fn commit_group(&self, group: &[Arc<Writer>]) -> Result<()> {
+        let mut log = lock(&self.log);
+        let bytes: usize = group.iter().map(|w| w.batch.approximate_size()).sum();
+        self.make_room(&mut log, bytes)?;
+
+        let count: u32 = group.iter().map(|w| w.batch.count()).sum();
+        let first_seq = log.last_seq.next();
+        let last_seq = SeqNo(log.last_seq.0 + u64::from(count));
+        if last_seq > SeqNo::MAX {
+            return Err(Error::Poisoned("sequence numbers exhausted".into()));
+        }
+
+        let use_wal = !group.iter().all(|w| w.opts.disable_wal);
+        if use_wal {
+            let header = batch::encode_header(first_seq, count);
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(group.len() + 1);
+            parts.push(&header);
+            parts.extend(group.iter().map(|w| w.batch.body()));
+            let before = log.wal.len();
+            if let Err(e) = log.wal.add_record(&parts) {
+                return Err(self.poison(e));
+            }
+            Stats::add(&self.stats.wal_bytes, log.wal.len() - before);
+            if group.iter().any(|w| w.opts.sync) {
+                if let Err(e) = log.wal.sync() {
+                    return Err(self.poison(e));
+                }
+                Stats::add(&self.stats.wal_syncs, 1);
+            }
+        } else {
+            log.unlogged_writes = true;
+        }
+
+        let mut seq = first_seq;
+        for w in group {
+            for entry in batch::decode_entries(w.batch.body(), seq) {
+                // The batch was encoded by `WriteBatch` itself, so it always decodes.
+                let entry = entry.map_err(|e| Error::invalid(e.reason))?;
+                log.mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+            }
+            seq = SeqNo(seq.0 + u64::from(w.batch.count()));
+        }
+        log.last_seq = last_seq;
+        self.visible_seq.store(last_seq.0, Ordering::Release);
+        Stats::add(&self.stats.writes, group.len() as u64);
+        Stats::add(&self.stats.write_groups, 1);
+        Stats::add(&self.stats.user_bytes_written, bytes as u64);
+        Ok(())
+    }
+
+    /// Record a failure that leaves memory and disk out of step: refuse writes from now on.
+    fn poison(&self, e: Error) -> Error {
+        let mut state = lock(&self.state);
+        if state.bg_error.is_none() {
+            state.bg_error = Some(e.to_string());
+        }
+        self.bg_cv.notify_all();
+        e
+    }
+
+    /// Ensure the active memtable has room for `bytes`, applying back-pressure.
+    fn make_room(&self, log: &mut LogState, bytes: usize) -> Result<()> {
+        let opts = &self.opts;
+        let hard = opts.max_write_buffers - 1;
+        let soft = hard.saturating_sub(1).max(1);
+        loop {
+            let mut state = lock(&self.state);
+            if let Some(why) = &state.bg_error {
+                return Err(Error::Poisoned(why.clone()));
+            }
+            let imm = state.imm.len();
+            if imm >= soft {
+                // Proportional slowdown: pay for these bytes at a fraction of the rate
+                // the flush thread drains memory, smaller the closer we are to the limit.
+                let pressure = (imm + 1 - soft) as f64 / (hard + 1 - soft) as f64;
+                let rate = (state.flush_bytes_per_sec * (1.0 - pressure)).max(1.0 * 1024.0);
+                log.delay_debt += bytes as f64 / rate;
+                if log.delay_debt >= 0.001 {
+                    let secs = std::mem::take(&mut log.delay_debt);
+                    let start = Instant::now();
+                    let wait = Duration::from_secs_f64(secs.min(0.1));
+                    let (guard, _) = self
+                        .bg_cv
+                        .wait_timeout(state, wait)
+                        .unwrap_or_else(|e| e.into_inner());
+                    state = guard;
+                    Stats::add(&self.stats.slowdown_micros, start.elapsed().as_micros() as u64);
+                }
+            }
+            if log.mem.approximate_memory_usage() < opts.write_buffer_size {
+                return Ok(());
+            }
+            if state.imm.len() >= hard {
+                // Hard limit: wait for the flush thread to free a memtable.
+                let start = Instant::now();
+                Stats::add(&self.stats.stalls, 1);
+                while state.imm.len() >= hard && state.bg_error.is_none() {
+                    state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+                Stats::add(&self.stats.stall_micros, start.elapsed().as_micros() as u64);
+                continue;
+            }
+            drop(state);
+            return self.freeze_memtable(log);
+        }
+    }
+
+    /// Replace the active memtable and its WAL with fresh ones and queue the old memtable
+    /// for flushing. Called with `log` held.
+    pub(crate) fn freeze_memtable(&self, log: &mut LogState) -> Result<()> {
+        if log.mem.is_empty() {
+            return Ok(());
+        }
+        let new_id = lock(&self.state).versions.new_file_id();
+        let path = wal_path(&self.dir, new_id);
+        let file = self.fs.create_log(&path).map_err(|e| self.poison(e))?;
+        // The new WAL's directory entry must be durable before a sync write in it is
+        // acknowledged.
+        self.fs.sync_dir(&self.dir).map_err(|e| self.poison(e))?;
+        let old_wal = std::mem::replace(&mut log.wal, LogWriter::new(file));
+        drop(old_wal);
+        let old_mem = std::mem::replace(&mut log.mem, Arc::new(MemTable::new()));
+        let old_id = std::mem::replace(&mut log.wal_id, new_id);
+        log.unlogged_writes = false;
+
+        let mut state = lock(&self.state);
+        state.imm.push_back(Arc::new(ImmMemTable {
+            mem: old_mem,
+            wal_id: old_id,
+            next_wal_id: new_id,
+        }));
+        self.install_super_version(&state, Arc::clone(&log.mem));
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.check_open()?;
+        let target = {
+            let mut log = lock(&self.log);
+            self.freeze_memtable(&mut log)?;
+            log.wal_id
+        };
+        // Wait until every memtable frozen before ours is flushed.
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(why) = &state.bg_error {
+                return Err(Error::Poisoned(why.clone()));
+            }
+            if state.imm.front().is_none_or(|m| m.next_wal_id > target) {
+                return Ok(());
+            }
+            state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The writers that join the leader's group: in queue order, until the size cap, a
+/// different durability mode, or a sync writer behind a non-sync leader.
+fn build_group(queue: &VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
+    let mut group = Vec::new();
+    let Some(leader) = queue.front() else {
+        return group;
+    };
+    let leader_bytes = leader.batch.approximate_size();
+    let cap = if leader_bytes <= SMALL_BATCH_BYTES / 8 {
+        leader_bytes + SMALL_BATCH_BYTES
+    } else {
+        MAX_GROUP_BYTES
+    };
+    let mut bytes = 0;
+    for w in queue {
+        let size = w.batch.approximate_size();
+        let compatible = w.opts.disable_wal == leader.opts.disable_wal
+            && (!w.opts.sync || leader.opts.sync);
+        if !group.is_empty() && (!compatible || bytes + size > cap) {
+            break;
+        }
+        bytes += size;
+        group.push(Arc::clone(w));
+    }
+    group
+}

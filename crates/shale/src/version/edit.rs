@@ -1,0 +1,236 @@
+//! `VersionEdit`: one change to the set of live files, as written to the MANIFEST.
+//!
+//! An edit is a sequence of tagged fields; a field may appear at most once except the
+//! repeated file entries. Tags are never reused; an unknown tag is corruption (a newer
+//! format), not something to skip.
+//!
+//! ```text
+//! edit      := field*
+//! field     := 1 log_number:varint            WALs numbered below this are obsolete
+//!            | 2 next_file_number:varint
+//!            | 3 last_seq:varint
+//!            | 4 level:u8 file_id:varint size:varint smallest:varbytes largest:varbytes
+//!                smallest_seq:varint largest_seq:varint                      (new file)
+//!            | 5 level:u8 file_id:varint                                   (deleted file)
+//! ```
+
+use crate::codec::{self, DecodeError, Decoder};
+use crate::key::{InternalKey, SeqNo};
+
+/// Number of levels in the tree (L0 to L6).
+pub const NUM_LEVELS: usize = 7;
+
+/// A file number: WALs, SSTables and manifests share one counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct FileId(pub u64);
+
+/// A level of the tree, `0..NUM_LEVELS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Level(pub u8);
+
+impl Level {
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// What the manifest knows about an SSTable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    pub id: FileId,
+    pub size: u64,
+    pub smallest: InternalKey,
+    pub largest: InternalKey,
+    pub smallest_seq: SeqNo,
+    pub largest_seq: SeqNo,
+}
+
+const TAG_LOG_NUMBER: u8 = 1;
+const TAG_NEXT_FILE_NUMBER: u8 = 2;
+const TAG_LAST_SEQ: u8 = 3;
+const TAG_NEW_FILE: u8 = 4;
+const TAG_DELETED_FILE: u8 = 5;
+
+/// A change to the version set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VersionEdit {
+    pub log_number: Option<FileId>,
+    pub next_file_number: Option<FileId>,
+    pub last_seq: Option<SeqNo>,
+    pub new_files: Vec<(Level, FileMeta)>,
+    pub deleted_files: Vec<(Level, FileId)>,
+}
+
+impl VersionEdit {
+    /// Append the encoding of this edit to `dst`.
+    pub fn encode(&self, dst: &mut Vec<u8>) {
+        if let Some(n) = self.log_number {
+            codec::put_u8(dst, TAG_LOG_NUMBER);
+            codec::put_varint(dst, n.0);
+        }
+        if let Some(n) = self.next_file_number {
+            codec::put_u8(dst, TAG_NEXT_FILE_NUMBER);
+            codec::put_varint(dst, n.0);
+        }
+        if let Some(s) = self.last_seq {
+            codec::put_u8(dst, TAG_LAST_SEQ);
+            codec::put_varint(dst, s.0);
+        }
+        for (level, f) in &self.new_files {
+            codec::put_u8(dst, TAG_NEW_FILE);
+            codec::put_u8(dst, level.0);
+            codec::put_varint(dst, f.id.0);
+            codec::put_varint(dst, f.size);
+            codec::put_length_prefixed(dst, f.smallest.encoded());
+            codec::put_length_prefixed(dst, f.largest.encoded());
+            codec::put_varint(dst, f.smallest_seq.0);
+            codec::put_varint(dst, f.largest_seq.0);
+        }
+        for (level, id) in &self.deleted_files {
+            codec::put_u8(dst, TAG_DELETED_FILE);
+            codec::put_u8(dst, level.0);
+            codec::put_varint(dst, id.0);
+        }
+    }
+
+    /// Decode an edit, checking every field.
+    pub fn decode(src: &[u8]) -> Result<VersionEdit, DecodeError> {
+        let mut d = Decoder::new(src);
+        let mut edit = VersionEdit::default();
+        while !d.is_empty() {
+            let at = d.position();
+            let tag = d.u8("edit tag")?;
+            let dup = |what: &str| DecodeError::new(at, format!("{what} appears twice"));
+            match tag {
+                TAG_LOG_NUMBER => {
+                    let v = FileId(d.varint("log number")?);
+                    if edit.log_number.replace(v).is_some() {
+                        return Err(dup("log number"));
+                    }
+                }
+                TAG_NEXT_FILE_NUMBER => {
+                    let v = FileId(d.varint("next file number")?);
+                    if edit.next_file_number.replace(v).is_some() {
+                        return Err(dup("next file number"));
+                    }
+                }
+                TAG_LAST_SEQ => {
+                    let v = SeqNo(d.varint("last sequence")?);
+                    if v > SeqNo::MAX {
+                        return Err(DecodeError::new(at, "last sequence out of range"));
+                    }
+                    if edit.last_seq.replace(v).is_some() {
+                        return Err(dup("last sequence"));
+                    }
+                }
+                TAG_NEW_FILE => {
+                    let level = decode_level(&mut d)?;
+                    let id = FileId(d.varint("file id")?);
+                    let size = d.varint("file size")?;
+                    let smallest = decode_key(&mut d, "smallest key")?;
+                    let largest = decode_key(&mut d, "largest key")?;
+                    let smallest_seq = SeqNo(d.varint("smallest seq")?);
+                    let largest_seq = SeqNo(d.varint("largest seq")?);
+                    if smallest > largest || smallest_seq > largest_seq {
+                        return Err(DecodeError::new(at, "file bounds out of order"));
+                    }
+                    edit.new_files.push((
+                        level,
+                        FileMeta {
+                            id,
+                            size,
+                            smallest,
+                            largest,
+                            smallest_seq,
+                            largest_seq,
+                        },
+                    ));
+                }
+                TAG_DELETED_FILE => {
+                    let level = decode_level(&mut d)?;
+                    let id = FileId(d.varint("file id")?);
+                    edit.deleted_files.push((level, id));
+                }
+                other => {
+                    return Err(DecodeError::new(at, format!("unknown edit tag {other}")));
+                }
+            }
+        }
+        Ok(edit)
+    }
+}
+
+fn decode_level(d: &mut Decoder<'_>) -> Result<Level, DecodeError> {
+    let at = d.position();
+    let level = d.u8("level")?;
+    if usize::from(level) >= NUM_LEVELS {
+        return Err(DecodeError::new(at, format!("level {level} out of range")));
+    }
+    Ok(Level(level))
+}
+
+fn decode_key(d: &mut Decoder<'_>, what: &str) -> Result<InternalKey, DecodeError> {
+    let at = d.position();
+    let bytes = d.length_prefixed(what)?;
+    InternalKey::from_encoded(bytes.to_vec())
+        .ok_or_else(|| DecodeError::new(at, format!("{what} is not an internal key")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::ValueKind;
+
+    pub(crate) fn sample() -> VersionEdit {
+        VersionEdit {
+            log_number: Some(FileId(7)),
+            next_file_number: Some(FileId(12)),
+            last_seq: Some(SeqNo(1000)),
+            new_files: vec![(
+                Level(0),
+                FileMeta {
+                    id: FileId(9),
+                    size: 4096,
+                    smallest: InternalKey::new(b"apple", SeqNo(3), ValueKind::Put),
+                    largest: InternalKey::new(b"pear", SeqNo(999), ValueKind::Delete),
+                    smallest_seq: SeqNo(3),
+                    largest_seq: SeqNo(999),
+                },
+            )],
+            deleted_files: vec![(Level(1), FileId(4))],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let edit = sample();
+        let mut buf = Vec::new();
+        edit.encode(&mut buf);
+        assert_eq!(VersionEdit::decode(&buf).unwrap(), edit);
+        assert_eq!(VersionEdit::decode(&[]).unwrap(), VersionEdit::default());
+    }
+
+    #[test]
+    fn truncations_and_flips_never_panic() {
+        let mut buf = Vec::new();
+        sample().encode(&mut buf);
+        for cut in 1..buf.len() {
+            // Every strict prefix either fails or decodes to a different, smaller edit.
+            if let Ok(e) = VersionEdit::decode(&buf[..cut]) {
+                assert_ne!(e, sample());
+            }
+        }
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x55;
+            let _ = VersionEdit::decode(&bad);
+        }
+    }
+
+    #[test]
+    fn unknown_tags_and_levels_are_rejected() {
+        assert!(VersionEdit::decode(&[99]).is_err());
+        assert!(VersionEdit::decode(&[TAG_DELETED_FILE, NUM_LEVELS as u8, 1]).is_err());
+        assert!(VersionEdit::decode(&[TAG_LOG_NUMBER, 1, TAG_LOG_NUMBER, 2]).is_err());
+    }
+}

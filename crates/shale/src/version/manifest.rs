@@ -1,0 +1,144 @@
+//! The MANIFEST file and CURRENT.
+//!
+//! A manifest is a log (see `wal/`) whose records are encoded [`VersionEdit`]s. The first
+//! record of a manifest is a snapshot of the whole version set; each later record is one
+//! change. CURRENT names the live manifest and is replaced atomically: write a temporary
+//! file, fsync it, rename it over CURRENT, fsync the directory.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::edit::{FileId, FileMeta, Level, VersionEdit};
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::key::SeqNo;
+use crate::wal::LogReader;
+
+/// Name of the file that points at the live manifest.
+pub const CURRENT: &str = "CURRENT";
+
+/// File name of manifest number `id`.
+pub fn manifest_name(id: FileId) -> String {
+    format!("MANIFEST-{:06}", id.0)
+}
+
+/// Parse a manifest file name.
+pub fn parse_manifest_name(name: &str) -> Option<FileId> {
+    let digits = name.strip_prefix("MANIFEST-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(FileId)
+}
+
+/// Point CURRENT at manifest `id`, atomically and durably.
+pub fn set_current(fs: &dyn FileSystem, dir: &Path, id: FileId) -> Result<()> {
+    let tmp = dir.join(format!("{:06}.dbtmp", id.0));
+    let mut f = fs.create(&tmp)?;
+    f.append(format!("{}\n", manifest_name(id)).as_bytes())?;
+    f.sync()?;
+    drop(f);
+    fs.rename(&tmp, &dir.join(CURRENT))?;
+    fs.sync_dir(dir)
+}
+
+/// Read CURRENT and return the live manifest's number.
+pub fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<FileId> {
+    let path = dir.join(CURRENT);
+    let bytes = fs.read_all(&path)?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| Error::corruption(&path, 0, "CURRENT is not UTF-8"))?;
+    let name = text
+        .strip_suffix('\n')
+        .ok_or_else(|| Error::corruption(&path, 0, "CURRENT does not end with a newline"))?;
+    parse_manifest_name(name)
+        .ok_or_else(|| Error::corruption(&path, 0, format!("CURRENT names {name:?}")))
+}
+
+/// The state a manifest describes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveredManifest {
+    pub manifest_id: FileId,
+    pub log_number: FileId,
+    pub next_file_number: FileId,
+    pub last_seq: SeqNo,
+    /// Live files by id, with their level.
+    pub files: BTreeMap<FileId, (Level, FileMeta)>,
+}
+
+impl RecoveredManifest {
+    /// Read the manifest CURRENT names and replay its edits.
+    pub fn load(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifest> {
+        let manifest_id = read_current(fs, dir)?;
+        let path = dir.join(manifest_name(manifest_id));
+        let data = fs.read_all(&path)?;
+        let mut reader = LogReader::new(&data, &path);
+        let mut state = RecoveredManifest {
+            manifest_id,
+            ..RecoveredManifest::default()
+        };
+        let (mut log, mut next, mut seq) = (None, None, None);
+        while let Some((offset, record)) = reader.next_record()? {
+            let edit = VersionEdit::decode(record).map_err(|e| e.in_file(&path, offset))?;
+            log = edit.log_number.or(log);
+            next = edit.next_file_number.or(next);
+            seq = edit.last_seq.or(seq);
+            for (level, id) in &edit.deleted_files {
+                if state.files.remove(id).is_none() {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!("edit deletes file {} at L{}, which is not live", id.0, level.0),
+                    ));
+                }
+            }
+            for (level, meta) in edit.new_files {
+                let id = meta.id;
+                if state.files.insert(id, (level, meta)).is_some() {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!("edit adds file {} twice", id.0),
+                    ));
+                }
+            }
+        }
+        let missing = |what: &str| Error::corruption(&path, 0, format!("manifest lacks {what}"));
+        state.log_number = log.ok_or_else(|| missing("a log number"))?;
+        state.next_file_number = next.ok_or_else(|| missing("a next file number"))?;
+        state.last_seq = seq.ok_or_else(|| missing("a last sequence number"))?;
+        let highest = state.files.keys().next_back().copied().unwrap_or_default();
+        if highest >= state.next_file_number || manifest_id >= state.next_file_number {
+            return Err(Error::corruption(
+                &path,
+                0,
+                "next file number is not above every live file",
+            ));
+        }
+        Ok(state)
+    }
+
+    /// The edit that recreates this state from nothing: the first record of a new manifest.
+    pub fn snapshot_edit(&self) -> VersionEdit {
+        VersionEdit {
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file_number),
+            last_seq: Some(self.last_seq),
+            new_files: self.files.values().cloned().collect(),
+            deleted_files: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_names() {
+        assert_eq!(manifest_name(FileId(5)), "MANIFEST-000005");
+        assert_eq!(parse_manifest_name("MANIFEST-000005"), Some(FileId(5)));
+        assert_eq!(parse_manifest_name("MANIFEST-"), None);
+        assert_eq!(parse_manifest_name("MANIFEST-12a"), None);
+    }
+}

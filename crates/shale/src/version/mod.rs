@@ -1,0 +1,114 @@
+//! The version set: which SSTables are live, at which level, and the MANIFEST that logs
+//! every change to that set.
+//!
+//! A [`Version`] is an immutable snapshot of the live files. Readers hold an `Arc<Version>`
+//! and never lock it; a flush or compaction builds a new `Version` from the current one and
+//! a [`VersionEdit`], logs the edit to the manifest, and installs the result.
+//!
+//! Invariants:
+//! 1. L0 files are ordered newest first (by largest sequence number, then file id); their key
+//!    ranges may overlap.
+//! 2. Files of L1 and deeper are ordered by smallest key and do not overlap.
+
+mod edit;
+mod manifest;
+mod set;
+
+use std::sync::Arc;
+
+pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
+pub use manifest::{parse_manifest_name, read_current, set_current, RecoveredManifest, CURRENT as CURRENT_FILE};
+pub use set::VersionSet;
+
+use crate::error::Result;
+use crate::key::{self, SeqNo, ValueKind};
+use crate::sst::Table;
+
+/// A live SSTable: its manifest entry and its open reader.
+#[derive(Debug)]
+pub struct TableFile {
+    pub meta: FileMeta,
+    pub table: Arc<Table>,
+}
+
+/// An immutable set of live files.
+#[derive(Debug, Default)]
+pub struct Version {
+    levels: [Vec<Arc<TableFile>>; NUM_LEVELS],
+}
+
+impl Version {
+    /// Files at `level`, in the order of the invariants above.
+    pub fn files(&self, level: usize) -> &[Arc<TableFile>] {
+        self.levels.get(level).map_or(&[], Vec::as_slice)
+    }
+
+    /// Number of live files in all levels.
+    pub fn file_count(&self) -> usize {
+        self.levels.iter().map(Vec::len).sum()
+    }
+
+    /// Apply `edit` to this version: drop its deleted files and add `added` (the opened
+    /// tables of its new files).
+    pub fn apply(&self, edit: &VersionEdit, added: &[(Level, Arc<TableFile>)]) -> Version {
+        let mut levels = self.levels.clone();
+        for (level, id) in &edit.deleted_files {
+            if let Some(files) = levels.get_mut(level.index()) {
+                files.retain(|f| f.meta.id != *id);
+            }
+        }
+        for (level, file) in added {
+            if let Some(files) = levels.get_mut(level.index()) {
+                files.push(Arc::clone(file));
+            }
+        }
+        let mut v = Version { levels };
+        v.sort();
+        v
+    }
+
+    fn sort(&mut self) {
+        let [l0, deeper @ ..] = &mut self.levels;
+        l0.sort_by(|a, b| {
+            (b.meta.largest_seq, b.meta.id).cmp(&(a.meta.largest_seq, a.meta.id))
+        });
+        for files in deeper {
+            files.sort_by(|a, b| a.meta.smallest.cmp(&b.meta.smallest));
+        }
+    }
+
+    /// Build a version from files and their levels.
+    pub fn from_files(files: Vec<(Level, Arc<TableFile>)>) -> Version {
+        Version::default().apply(&VersionEdit::default(), &files)
+    }
+
+    /// The newest entry of `user_key` visible at `snapshot` in the SSTables.
+    pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        for file in self.files(0) {
+            if file.meta.smallest_seq > snapshot || !file_covers(&file.meta, user_key) {
+                continue;
+            }
+            if let Some(found) = file.table.get(user_key, snapshot)? {
+                return Ok(Some(found));
+            }
+        }
+        for level in 1..NUM_LEVELS {
+            let files = self.files(level);
+            // The first file whose largest key is >= user_key.
+            let i = files.partition_point(|f| f.meta.largest.user_key() < user_key);
+            let Some(file) = files.get(i) else { continue };
+            if !file_covers(&file.meta, user_key) {
+                continue;
+            }
+            if let Some(found) = file.table.get(user_key, snapshot)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn file_covers(meta: &FileMeta, user_key: &[u8]) -> bool {
+    key::user_key(meta.smallest.encoded()) <= user_key
+        && user_key <= key::user_key(meta.largest.encoded())
+}
