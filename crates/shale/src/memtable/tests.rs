@@ -1,0 +1,445 @@
+//! Tests for the memtable, its skiplist and its iterator.
+
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Release};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{MemGet, MemTable};
+use crate::iter::InternalIterator;
+use crate::key::{compare_internal, parse_internal_key, InternalKey, SeqNo, ValueKind};
+
+/// A small deterministic RNG so failures reproduce (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn ikey(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
+    InternalKey::new(user_key, SeqNo(seq), kind)
+        .encoded()
+        .to_vec()
+}
+
+fn collect_forward(t: &Arc<MemTable>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut it = t.iter();
+    it.seek_to_first().unwrap();
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    out
+}
+
+#[test]
+fn memtable_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<MemTable>();
+    check::<super::MemTableIter>();
+}
+
+#[test]
+fn empty_table() {
+    let t = Arc::new(MemTable::new());
+    assert!(t.is_empty());
+    assert_eq!(t.len(), 0);
+    assert_eq!(t.max_seq(), SeqNo::ZERO);
+    assert_eq!(t.min_seq(), None);
+    assert_eq!(t.get(b"a", SeqNo::MAX), MemGet::NotFound);
+    let mut it = t.iter();
+    assert!(!it.valid());
+    it.seek_to_first().unwrap();
+    assert!(!it.valid());
+    it.seek_to_last().unwrap();
+    assert!(!it.valid());
+    it.seek(&ikey(b"a", 1, ValueKind::Put)).unwrap();
+    assert!(!it.valid());
+    // Moving an invalid iterator is harmless.
+    it.next().unwrap();
+    it.prev().unwrap();
+    assert!(!it.valid());
+    assert_eq!(it.key(), b"");
+    assert_eq!(it.value(), b"");
+}
+
+#[test]
+fn get_sees_the_newest_version_at_each_snapshot() {
+    let t = MemTable::new();
+    t.insert(SeqNo(10), ValueKind::Put, b"k", b"v10");
+    t.insert(SeqNo(20), ValueKind::Put, b"k", b"v20");
+    t.insert(SeqNo(30), ValueKind::Delete, b"k", b"");
+    t.insert(SeqNo(40), ValueKind::Put, b"k", b"v40");
+    t.insert(SeqNo(15), ValueKind::Put, b"j", b"j15");
+    t.insert(SeqNo(16), ValueKind::Put, b"l", b"l16");
+
+    assert_eq!(t.get(b"k", SeqNo(9)), MemGet::NotFound);
+    assert_eq!(t.get(b"k", SeqNo(10)), MemGet::Found(b"v10"));
+    assert_eq!(t.get(b"k", SeqNo(19)), MemGet::Found(b"v10"));
+    assert_eq!(t.get(b"k", SeqNo(20)), MemGet::Found(b"v20"));
+    assert_eq!(t.get(b"k", SeqNo(30)), MemGet::Deleted);
+    assert_eq!(t.get(b"k", SeqNo(39)), MemGet::Deleted);
+    assert_eq!(t.get(b"k", SeqNo(40)), MemGet::Found(b"v40"));
+    assert_eq!(t.get(b"k", SeqNo::MAX), MemGet::Found(b"v40"));
+    assert_eq!(t.get(b"j", SeqNo(14)), MemGet::NotFound);
+    assert_eq!(t.get(b"j", SeqNo(15)), MemGet::Found(b"j15"));
+    assert_eq!(t.get(b"l", SeqNo::MAX), MemGet::Found(b"l16"));
+    // Neighbours and prefixes of existing keys are not found.
+    assert_eq!(t.get(b"", SeqNo::MAX), MemGet::NotFound);
+    assert_eq!(t.get(b"kk", SeqNo::MAX), MemGet::NotFound);
+    assert_eq!(t.get(b"m", SeqNo::MAX), MemGet::NotFound);
+
+    assert_eq!(t.len(), 6);
+    assert_eq!(t.min_seq(), Some(SeqNo(10)));
+    assert_eq!(t.max_seq(), SeqNo(40));
+}
+
+#[test]
+fn delete_then_put_at_same_snapshot_boundaries() {
+    let t = MemTable::new();
+    t.insert(SeqNo(1), ValueKind::Delete, b"gone", b"");
+    assert_eq!(t.get(b"gone", SeqNo(0)), MemGet::NotFound);
+    assert_eq!(t.get(b"gone", SeqNo(1)), MemGet::Deleted);
+    t.insert(SeqNo(2), ValueKind::Put, b"gone", b"back");
+    assert_eq!(t.get(b"gone", SeqNo(1)), MemGet::Deleted);
+    assert_eq!(t.get(b"gone", SeqNo(2)), MemGet::Found(b"back"));
+}
+
+#[test]
+fn iteration_matches_sorted_vec_for_random_entries() {
+    let t = Arc::new(MemTable::new());
+    let mut rng = Rng(7);
+    let mut expected = Vec::new();
+    for seq in 1..=10_000u64 {
+        // Few distinct user keys of varied length, so many share a key across seqnos.
+        let len = 1 + rng.below(6) as usize;
+        let user_key: Vec<u8> = (0..len).map(|_| b'a' + rng.below(4) as u8).collect();
+        let kind = if rng.below(5) == 0 {
+            ValueKind::Delete
+        } else {
+            ValueKind::Put
+        };
+        let value = seq.to_le_bytes().repeat(rng.below(4) as usize);
+        t.insert(SeqNo(seq), kind, &user_key, &value);
+        expected.push((ikey(&user_key, seq, kind), value));
+    }
+    expected.sort_by(|a, b| compare_internal(&a.0, &b.0));
+    assert_eq!(t.len(), expected.len());
+    assert_eq!(collect_forward(&t), expected);
+
+    // Backwards through prev.
+    let mut it = t.iter();
+    it.seek_to_last().unwrap();
+    let mut backwards = Vec::new();
+    while it.valid() {
+        backwards.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev().unwrap();
+    }
+    backwards.reverse();
+    assert_eq!(backwards, expected);
+
+    // Seeking agrees with compare_internal, including for targets too short to have a
+    // trailer (which compare_internal orders in its own way).
+    for probe in 0..2000u64 {
+        let len = rng.below(12) as usize;
+        let target: Vec<u8> = (0..len).map(|_| b'a' + rng.below(4) as u8).collect();
+        let want = expected
+            .iter()
+            .find(|(k, _)| compare_internal(k, &target) != Ordering::Less);
+        it.seek(&target).unwrap();
+        match want {
+            Some((k, v)) => {
+                assert_eq!(
+                    (it.key(), it.value()),
+                    (k.as_slice(), v.as_slice()),
+                    "seek {probe}"
+                );
+            }
+            None => assert!(!it.valid(), "seek {probe}"),
+        }
+    }
+
+    // Every get agrees with a scan of the sorted vec.
+    for probe in 0..2000u64 {
+        let len = 1 + rng.below(6) as usize;
+        let user_key: Vec<u8> = (0..len).map(|_| b'a' + rng.below(4) as u8).collect();
+        let snapshot = SeqNo(rng.below(10_500));
+        let want = expected
+            .iter()
+            .find(|(k, _)| {
+                let p = parse_internal_key(k).unwrap();
+                p.user_key == user_key.as_slice() && p.seq <= snapshot
+            })
+            .map(|(k, v)| match parse_internal_key(k).unwrap().kind {
+                ValueKind::Put => MemGet::Found(v.as_slice()),
+                ValueKind::Delete => MemGet::Deleted,
+            })
+            .unwrap_or(MemGet::NotFound);
+        assert_eq!(t.get(&user_key, snapshot), want, "probe {probe}");
+    }
+}
+
+#[test]
+fn ascending_and_descending_inserts_stay_sorted() {
+    // Ascending inserts take the cached-splice fast path; descending ones never do.
+    for ascending in [true, false] {
+        let t = Arc::new(MemTable::new());
+        let n = 5000u64;
+        for i in 0..n {
+            let k = if ascending { i } else { n - 1 - i };
+            t.insert(
+                SeqNo(i + 1),
+                ValueKind::Put,
+                &k.to_be_bytes(),
+                &i.to_le_bytes(),
+            );
+        }
+        let keys: Vec<Vec<u8>> = collect_forward(&t).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys.len(), n as usize);
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(
+                parse_internal_key(k).unwrap().user_key,
+                (i as u64).to_be_bytes()
+            );
+        }
+        // Interleave: an ascending run, then keys that fall into the gaps behind it.
+        t.insert(
+            SeqNo(n + 1),
+            ValueKind::Put,
+            &[0, 0, 0, 0, 0, 0, 0, 5, 1],
+            b"x",
+        );
+        t.insert(
+            SeqNo(n + 2),
+            ValueKind::Put,
+            &[0, 0, 0, 0, 0, 0, 0, 5, 2],
+            b"y",
+        );
+        t.insert(
+            SeqNo(n + 3),
+            ValueKind::Put,
+            &[0, 0, 0, 0, 0, 0, 0, 3, 9],
+            b"z",
+        );
+        let all = collect_forward(&t);
+        assert!(all
+            .windows(2)
+            .all(|w| compare_internal(&w[0].0, &w[1].0) == Ordering::Less));
+        assert_eq!(all.len(), n as usize + 3);
+    }
+}
+
+#[test]
+fn seek_prev_and_seek_to_last() {
+    let t = Arc::new(MemTable::new());
+    for (i, k) in [b"b", b"d", b"f"].iter().enumerate() {
+        t.insert(SeqNo(i as u64 + 1), ValueKind::Put, *k, *k);
+    }
+    t.insert(SeqNo(9), ValueKind::Put, b"d", b"d9");
+    let mut it = t.iter();
+
+    it.seek(&ikey(b"c", SeqNo::MAX.0, ValueKind::SEEK)).unwrap();
+    assert_eq!(it.key(), ikey(b"d", 9, ValueKind::Put));
+    assert_eq!(it.value(), b"d9");
+    it.next().unwrap();
+    assert_eq!(it.key(), ikey(b"d", 2, ValueKind::Put));
+    it.prev().unwrap();
+    assert_eq!(it.key(), ikey(b"d", 9, ValueKind::Put));
+    it.prev().unwrap();
+    assert_eq!(it.key(), ikey(b"b", 1, ValueKind::Put));
+    it.prev().unwrap();
+    assert!(!it.valid());
+
+    // Seeking to an exact key lands on it; seeking between versions lands on the older one.
+    it.seek(&ikey(b"d", 2, ValueKind::Put)).unwrap();
+    assert_eq!(it.key(), ikey(b"d", 2, ValueKind::Put));
+    it.seek(&ikey(b"d", 5, ValueKind::SEEK)).unwrap();
+    assert_eq!(it.key(), ikey(b"d", 2, ValueKind::Put));
+    it.seek(&ikey(b"g", 1, ValueKind::Put)).unwrap();
+    assert!(!it.valid());
+
+    it.seek_to_last().unwrap();
+    assert_eq!(it.key(), ikey(b"f", 3, ValueKind::Put));
+    it.next().unwrap();
+    assert!(!it.valid());
+    it.seek_to_first().unwrap();
+    assert_eq!(it.key(), ikey(b"b", 1, ValueKind::Put));
+}
+
+#[test]
+fn large_values_get_their_own_chunk() {
+    let t = Arc::new(MemTable::new());
+    t.insert(SeqNo(1), ValueKind::Put, b"small", b"v");
+    let before = t.approximate_memory_usage();
+    let big: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    t.insert(SeqNo(2), ValueKind::Put, b"big", &big);
+    let after = t.approximate_memory_usage();
+    assert!(after >= before + big.len(), "{before} -> {after}");
+    assert!(after <= before + big.len() + 4096, "{before} -> {after}");
+    // Small entries keep using the small chunk.
+    t.insert(SeqNo(3), ValueKind::Put, b"tiny", b"t");
+    assert_eq!(t.approximate_memory_usage(), after);
+    assert_eq!(t.get(b"big", SeqNo(2)), MemGet::Found(big.as_slice()));
+    assert_eq!(t.get(b"small", SeqNo(3)), MemGet::Found(b"v".as_slice()));
+    let all = collect_forward(&t);
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].1, big);
+}
+
+#[test]
+fn memory_usage_tracks_inserted_bytes() {
+    let t = MemTable::new();
+    let start = t.approximate_memory_usage();
+    assert!(start <= 4096);
+    let value = [7u8; 100];
+    for i in 0..10_000u64 {
+        t.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
+    }
+    let used = t.approximate_memory_usage();
+    // Each entry is at least 8 + 8 + 100 bytes plus a 16-byte header.
+    assert!(used >= 10_000 * 132, "{used}");
+    assert!(used <= 10_000 * 132 * 2, "{used}");
+}
+
+/// The value the concurrency test stores for a key, so readers can check what they find.
+fn value_for(user_key: &[u8]) -> Vec<u8> {
+    let mut v: Vec<u8> = user_key.iter().rev().copied().collect();
+    v.extend_from_slice(b"-value");
+    v
+}
+
+fn key_for(i: u64) -> [u8; 8] {
+    // A bijection on u64, so keys are unique but arrive in scrambled order.
+    i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes()
+}
+
+#[test]
+fn one_writer_and_concurrent_readers() {
+    const N: u64 = 200_000;
+    let t = Arc::new(MemTable::new());
+    // How many inserts have returned; every key below it must be visible to a reader that
+    // loaded it.
+    let published = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let t = Arc::clone(&t);
+            let published = Arc::clone(&published);
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let mut rng = Rng(100 + r);
+                let mut scans = 0;
+                loop {
+                    let finished = done.load(Acquire);
+                    let n = published.load(Acquire) as u64;
+                    for _ in 0..200 {
+                        let i = rng.below(N);
+                        let k = key_for(i);
+                        match t.get(&k, SeqNo::MAX) {
+                            MemGet::Found(v) => assert_eq!(v, value_for(&k)),
+                            MemGet::Deleted => panic!("no deletes were written"),
+                            MemGet::NotFound => assert!(i >= n, "key {i} < {n} not visible"),
+                        }
+                    }
+                    // A partial scan from a random point, then a full one now and then.
+                    let mut it = t.iter();
+                    let full = scans % 20 == 0;
+                    if full {
+                        it.seek_to_first().unwrap();
+                    } else {
+                        it.seek(&key_for(rng.below(N))).unwrap();
+                    }
+                    let mut prev: Option<Vec<u8>> = None;
+                    let mut seen = 0u64;
+                    while it.valid() && (full || seen < 2000) {
+                        let p = parse_internal_key(it.key()).unwrap();
+                        assert_eq!(it.value(), value_for(p.user_key));
+                        if let Some(prev) = &prev {
+                            assert_eq!(compare_internal(prev, it.key()), Ordering::Less);
+                        }
+                        prev = Some(it.key().to_vec());
+                        seen += 1;
+                        it.next().unwrap();
+                    }
+                    if full {
+                        assert!(seen >= n, "full scan saw {seen} of at least {n}");
+                    }
+                    scans += 1;
+                    if finished {
+                        return scans;
+                    }
+                }
+            })
+        })
+        .collect();
+
+    for i in 0..N {
+        let k = key_for(i);
+        t.insert(SeqNo(i + 1), ValueKind::Put, &k, &value_for(&k));
+        published.store(i as usize + 1, Release);
+    }
+    done.store(true, Release);
+    for r in readers {
+        let scans = r.join().unwrap();
+        assert!(scans > 0);
+    }
+    assert_eq!(t.len(), N as usize);
+    assert_eq!(collect_forward(&t).len(), N as usize);
+}
+
+/// `cargo test -p shale --release --lib memtable::tests::bench_insert -- --ignored --nocapture`
+#[test]
+#[ignore = "micro-benchmark; run with --release --ignored --nocapture"]
+fn bench_insert() {
+    const N: usize = 500_000;
+    let mut rng = Rng(42);
+    let keys: Vec<[u8; 16]> = (0..N)
+        .map(|_| {
+            let mut k = [0u8; 16];
+            k[..8].copy_from_slice(&rng.next().to_le_bytes());
+            k[8..].copy_from_slice(&rng.next().to_le_bytes());
+            k
+        })
+        .collect();
+    let value = [0x5au8; 100];
+    for round in 0..3 {
+        let t = MemTable::new();
+        let start = Instant::now();
+        for (i, k) in keys.iter().enumerate() {
+            t.insert(SeqNo(i as u64 + 1), ValueKind::Put, k, &value);
+        }
+        let insert_ns = start.elapsed().as_nanos() as f64 / N as f64;
+        let start = Instant::now();
+        let mut found = 0;
+        for k in &keys {
+            if matches!(t.get(k, SeqNo::MAX), MemGet::Found(_)) {
+                found += 1;
+            }
+        }
+        let get_ns = start.elapsed().as_nanos() as f64 / N as f64;
+        assert_eq!(found, N);
+        let t = MemTable::new();
+        let start = Instant::now();
+        for i in 0..N as u64 {
+            t.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
+        }
+        let seq_ns = start.elapsed().as_nanos() as f64 / N as f64;
+        println!(
+            "round {round}: random insert {insert_ns:.0} ns, get {get_ns:.0} ns, \
+             sequential insert {seq_ns:.0} ns; memory {} MiB",
+            t.approximate_memory_usage() >> 20
+        );
+    }
+}

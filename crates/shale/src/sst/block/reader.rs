@@ -1,0 +1,288 @@
+//! [`Block`] (validated, immutable block contents) and [`BlockIter`] (a cursor over it).
+//!
+//! A `Block` may be shared between threads behind an `Arc`; each `BlockIter` owns an `Arc`
+//! and belongs to one thread. Invariants of a `Block`, checked by [`Block::new`]: the
+//! restart array fits in the bytes, it is non-empty, it starts at 0, it is strictly
+//! increasing, and every restart offset is inside the entry area. Entries themselves are
+//! checked as they are decoded; a bad one makes the movement return `Error::Corruption`.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::codec::{self, Decoder};
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::compare_internal;
+
+/// A block's decoded bytes plus the parsed restart array.
+#[derive(Debug)]
+pub struct Block {
+    data: Vec<u8>,
+    /// End of the entry area (start of the restart array).
+    entries_end: usize,
+    restarts: Vec<usize>,
+    /// For error reports: the file and the file offset of the block's handle.
+    file: Arc<Path>,
+    offset: u64,
+}
+
+impl Block {
+    /// Validate the restart array of `data`, the decoded (decompressed) bytes of the block
+    /// whose handle starts at `offset` in `file`.
+    ///
+    /// # Errors
+    /// `Error::Corruption` if the restart array is malformed.
+    pub fn new(data: Vec<u8>, file: Arc<Path>, offset: u64) -> Result<Block> {
+        let corrupt = |reason: String| Error::corruption(&*file, offset, reason);
+        let len = data.len();
+        let count_at = len
+            .checked_sub(4)
+            .ok_or_else(|| corrupt(format!("block of {len} bytes is too short")))?;
+        let count = codec::get_u32(data.get(count_at..).unwrap_or_default())
+            .ok_or_else(|| corrupt("block restart count unreadable".into()))?;
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        let entries_end = count
+            .checked_mul(4)
+            .and_then(|bytes| count_at.checked_sub(bytes))
+            .filter(|_| count >= 1)
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "block of {len} bytes cannot hold {count} restart points"
+                ))
+            })?;
+        let mut d = Decoder::new(data.get(entries_end..count_at).unwrap_or_default());
+        let mut restarts = Vec::with_capacity(count);
+        for i in 0..count {
+            let r = d
+                .u32("restart point")
+                .map_err(|e| corrupt(e.reason))
+                .map(|r| usize::try_from(r).unwrap_or(usize::MAX))?;
+            let in_order = match restarts.last() {
+                None => r == 0,
+                Some(&prev) => r > prev && r < entries_end,
+            };
+            if !in_order {
+                return Err(corrupt(format!(
+                    "restart point {i} at {r} is out of order or outside the {entries_end} \
+                     bytes of entries"
+                )));
+            }
+            restarts.push(r);
+        }
+        Ok(Block {
+            data,
+            entries_end,
+            restarts,
+            file,
+            offset,
+        })
+    }
+
+    /// Bytes held in memory (for cache accounting).
+    pub fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    /// A cursor over the entries; not positioned until a seek.
+    pub fn iter(self: &Arc<Self>) -> BlockIter {
+        BlockIter {
+            block: Arc::clone(self),
+            current: self.entries_end,
+            next_offset: self.entries_end,
+            restart_index: 0,
+            key: Vec::new(),
+            value: (0, 0),
+        }
+    }
+
+    fn corruption(&self, at: usize, reason: &str) -> Error {
+        Error::corruption(
+            &*self.file,
+            self.offset,
+            format!("bad block entry at byte {at} of the block: {reason}"),
+        )
+    }
+}
+
+/// A cursor over one [`Block`]. Invalid when `current == entries_end`.
+#[derive(Debug)]
+pub struct BlockIter {
+    block: Arc<Block>,
+    /// Offset of the current entry; `entries_end` when not valid.
+    current: usize,
+    /// Offset just past the current entry.
+    next_offset: usize,
+    /// Index of the restart interval that holds `current`.
+    restart_index: usize,
+    key: Vec<u8>,
+    /// `value` as a range of `block.data`.
+    value: (usize, usize),
+}
+
+impl BlockIter {
+    fn invalidate(&mut self) {
+        self.current = self.block.entries_end;
+        self.next_offset = self.block.entries_end;
+        self.key.clear();
+        self.value = (0, 0);
+    }
+
+    fn fail<T>(&mut self, err: Error) -> Result<T> {
+        self.invalidate();
+        Err(err)
+    }
+
+    /// Decode the entry at `next_offset`, whose predecessor's key is in `self.key`.
+    /// Returns `Ok(false)` at the end of the entries.
+    fn parse_next(&mut self) -> Result<bool> {
+        let at = self.next_offset;
+        if at >= self.block.entries_end {
+            self.invalidate();
+            return Ok(false);
+        }
+        let block = Arc::clone(&self.block);
+        let area = block.data.get(at..block.entries_end).unwrap_or_default();
+        let mut d = Decoder::new(area);
+        let header = (|| {
+            let shared = d.varint_usize("shared key length")?;
+            let unshared = d.varint_usize("unshared key length")?;
+            let value_len = d.varint_usize("value length")?;
+            let delta = d.bytes(unshared, "key")?;
+            let value_start = d.position();
+            d.bytes(value_len, "value")?;
+            Ok::<_, codec::DecodeError>((shared, delta, value_start, d.position()))
+        })();
+        let (shared, delta, value_start, end) = match header {
+            Ok(h) => h,
+            Err(e) => return self.fail(block.corruption(at.saturating_add(e.offset), &e.reason)),
+        };
+        if shared > self.key.len() {
+            let why = format!("shares {shared} bytes with a {}-byte key", self.key.len());
+            return self.fail(block.corruption(at, &why));
+        }
+        self.key.truncate(shared);
+        self.key.extend_from_slice(delta);
+        self.current = at;
+        // Positions inside `area` are below `entries_end`, so these sums cannot overflow.
+        self.value = (at + value_start, at + end);
+        self.next_offset = at + end;
+        while self
+            .block
+            .restarts
+            .get(self.restart_index + 1)
+            .is_some_and(|&r| r <= self.current)
+        {
+            self.restart_index += 1;
+        }
+        Ok(true)
+    }
+
+    /// Position just before restart point `index`, so `parse_next` decodes it.
+    fn seek_to_restart(&mut self, index: usize) {
+        self.key.clear();
+        self.restart_index = index;
+        self.next_offset = self
+            .block
+            .restarts
+            .get(index)
+            .copied()
+            .unwrap_or(self.block.entries_end);
+    }
+
+    fn is_valid(&self) -> bool {
+        self.current < self.block.entries_end
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.is_valid()
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.seek_to_restart(0);
+        self.parse_next().map(drop)
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.seek_to_restart(self.block.restarts.len().saturating_sub(1));
+        while self.parse_next()? {
+            if self.next_offset >= self.block.entries_end {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        // Binary search for the last restart point whose key is < target; everything before
+        // it is < target too, so the answer is in its interval or the next one.
+        let (mut left, mut right) = (0usize, self.block.restarts.len().saturating_sub(1));
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            self.seek_to_restart(mid);
+            if !self.parse_next()? {
+                return self.fail(self.block.corruption(self.next_offset, "empty restart"));
+            }
+            if compare_internal(&self.key, target) == Ordering::Less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        self.seek_to_restart(left);
+        while self.parse_next()? {
+            if compare_internal(&self.key, target) != Ordering::Less {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        debug_assert!(self.is_valid());
+        self.parse_next().map(drop)
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        debug_assert!(self.is_valid());
+        // Entries decode only forwards: go back to the restart point before the current
+        // entry and scan up to the entry that ends where the current one starts.
+        let original = self.current;
+        let mut index = self.restart_index;
+        while self
+            .block
+            .restarts
+            .get(index)
+            .is_some_and(|&r| r >= original)
+        {
+            if index == 0 {
+                self.invalidate();
+                return Ok(());
+            }
+            index -= 1;
+        }
+        self.seek_to_restart(index);
+        loop {
+            if !self.parse_next()? {
+                let at = original;
+                return self.fail(self.block.corruption(at, "entries overlap on prev"));
+            }
+            if self.next_offset >= original {
+                return Ok(());
+            }
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn value(&self) -> &[u8] {
+        self.block
+            .data
+            .get(self.value.0..self.value.1)
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,202 @@
+//! [`Table`]: an open SSTable. The footer, index block, filter and properties are read and
+//! verified once by [`Table::open`] and kept in memory; data blocks are read on demand
+//! through one choke point, `read_block`, where a block cache will sit.
+//!
+//! Thread safety: a `Table` is immutable after open and shared (`Arc`) by any number of
+//! readers; `get` and `iter` only do positional reads. Invariant: every block handed out
+//! passed its checksum and decompressed to a block whose restart array is valid.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::fs::RandomAccessFile;
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
+use crate::sst::block::Block;
+use crate::sst::compress::decompress;
+use crate::sst::filter::BloomFilter;
+use crate::sst::format::{
+    decode_trailer, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
+};
+use crate::sst::iter::TableIter;
+use crate::sst::properties::TableProperties;
+
+/// Positional block reads over the block area of one file.
+#[derive(Debug)]
+struct BlockSource {
+    file: Arc<dyn RandomAccessFile>,
+    path: Arc<Path>,
+    /// Where the footer starts: no block may reach past it.
+    metadata_end: u64,
+}
+
+impl BlockSource {
+    /// Read and checksum the block at `handle` and return its decompressed bytes.
+    fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+        let corrupt = |reason: String| Error::corruption(&*self.path, handle.offset, reason);
+        let end = handle
+            .end_with_trailer()
+            .filter(|&end| end <= self.metadata_end)
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "block handle ({}, {}) reaches past the block area ({} bytes)",
+                    handle.offset, handle.size, self.metadata_end
+                ))
+            })?;
+        // `end - offset` cannot underflow (`end_with_trailer` added to `offset`), and the
+        // length is bounded by the file's, so the buffer is never larger than the file.
+        let len = usize::try_from(end - handle.offset)
+            .map_err(|_| corrupt(format!("block of {} bytes", handle.size)))?;
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(handle.offset, &mut buf)?;
+        let split = len.saturating_sub(BLOCK_TRAILER_LEN);
+        let (stored, trailer) = buf.split_at(split);
+        let ty =
+            decode_trailer(stored, trailer).map_err(|e| e.in_file(&self.path, handle.offset))?;
+        if ty == CompressionType::None {
+            buf.truncate(split);
+            return Ok(buf);
+        }
+        decompress(ty, stored).map_err(corrupt)
+    }
+}
+
+/// An open, verified SSTable.
+#[derive(Debug)]
+pub struct Table {
+    source: BlockSource,
+    file_size: u64,
+    pub(crate) index: Arc<Block>,
+    filter: Option<BloomFilter>,
+    properties: TableProperties,
+}
+
+impl Table {
+    /// Open the table in `file` and verify its footer, index, filter and properties.
+    ///
+    /// # Errors
+    /// `Corruption` naming `path` and the offset of the damage; `Io` if a read fails.
+    pub fn open(file: Arc<dyn RandomAccessFile>, path: PathBuf) -> Result<Table> {
+        let path: Arc<Path> = Arc::from(path);
+        let file_size = file.len();
+        let metadata_end = file_size.checked_sub(FOOTER_LEN as u64).ok_or_else(|| {
+            Error::corruption(
+                &*path,
+                0,
+                format!("file of {file_size} bytes is too short to be an SSTable"),
+            )
+        })?;
+        let mut footer_bytes = [0u8; FOOTER_LEN];
+        file.read_exact_at(metadata_end, &mut footer_bytes)?;
+        let footer = Footer::decode(&footer_bytes).map_err(|e| e.in_file(&path, metadata_end))?;
+        let source = BlockSource {
+            file,
+            path,
+            metadata_end,
+        };
+        let props_bytes = source.read_raw(footer.properties)?;
+        let properties = TableProperties::decode(&props_bytes)
+            .map_err(|e| e.in_file(&source.path, footer.properties.offset))?;
+        let filter = match footer.filter {
+            Some(handle) => Some(BloomFilter::new(source.read_raw(handle)?)),
+            None => None,
+        };
+        let index_data = source.read_raw(footer.index)?;
+        let index = Arc::new(Block::new(
+            index_data,
+            Arc::clone(&source.path),
+            footer.index.offset,
+        )?);
+        Ok(Table {
+            source,
+            file_size,
+            index,
+            filter,
+            properties,
+        })
+    }
+
+    /// The one place data and index blocks are read. A block cache goes here.
+    pub(crate) fn read_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        let data = self.source.read_raw(handle)?;
+        let block = Block::new(data, Arc::clone(&self.source.path), handle.offset)?;
+        Ok(Arc::new(block))
+    }
+
+    /// Decode an index entry's value.
+    pub(crate) fn decode_handle(&self, index_value: &[u8]) -> Result<BlockHandle> {
+        BlockHandle::decode_varint(index_value).map_err(|e| {
+            Error::corruption(
+                &*self.source.path,
+                self.source.metadata_end,
+                format!("bad block handle in index: {}", e.reason),
+            )
+        })
+    }
+
+    /// False only if the table certainly holds no entry for `user_key`.
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    }
+
+    /// The newest entry for `user_key` with sequence number `<= snapshot`: its kind and
+    /// value (empty for a delete), or `None` if the table has no such entry.
+    ///
+    /// # Errors
+    /// `Corruption` or `Io` from reading a block.
+    pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        if !self.may_contain(user_key) {
+            return Ok(None);
+        }
+        // Versions newer than the snapshot sort before this key, older ones after it.
+        let target = InternalKey::new(user_key, snapshot, ValueKind::SEEK);
+        let mut index = self.index.iter();
+        index.seek(target.encoded())?;
+        while index.valid() {
+            let handle = self.decode_handle(index.value())?;
+            let block = self.read_block(handle)?;
+            let mut it = block.iter();
+            it.seek(target.encoded())?;
+            if it.valid() {
+                let parsed = parse_internal_key(it.key()).ok_or_else(|| {
+                    let why = "data block key is not an internal key";
+                    Error::corruption(&*self.source.path, handle.offset, why)
+                })?;
+                if parsed.user_key != user_key {
+                    return Ok(None);
+                }
+                return Ok(Some((parsed.kind, it.value().to_vec())));
+            }
+            // The block's keys all sort before the target. With last-key index entries
+            // this does not happen, but a shorter separator could cause it: go on.
+            index.next()?;
+        }
+        Ok(None)
+    }
+
+    /// A two-level iterator over every entry.
+    pub fn iter(self: &Arc<Self>) -> TableIter {
+        TableIter::new(Arc::clone(self))
+    }
+
+    pub fn properties(&self) -> &TableProperties {
+        &self.properties
+    }
+
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.source.path
+    }
+
+    pub fn smallest(&self) -> &InternalKey {
+        &self.properties.smallest
+    }
+
+    pub fn largest(&self) -> &InternalKey {
+        &self.properties.largest
+    }
+}
