@@ -25,7 +25,7 @@ pub(crate) fn spawn(db: Arc<DbInner>) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("shale-flush".into())
         .spawn(move || flush_loop(&db))
-        .map_err(|e| Error::io("spawn flush thread", &Path::new(""), e))
+        .map_err(|e| Error::io("spawn flush thread", Path::new(""), e))
 }
 
 fn flush_loop(db: &DbInner) {

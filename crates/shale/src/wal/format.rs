@@ -8,6 +8,7 @@
 
 use crate::codec;
 
+
 /// Size of a log block; fragments never cross a block boundary.
 pub const BLOCK_SIZE: usize = 32 * 1024;
 /// Size of a fragment header.
@@ -49,11 +50,9 @@ pub fn fragment_crc(kind: RecordType, payload: &[u8]) -> u32 {
 
 /// Encode a fragment header.
 pub fn encode_header(kind: RecordType, len: u16, crc: u32) -> [u8; HEADER_LEN] {
-    let mut h = [0u8; HEADER_LEN];
-    h[..4].copy_from_slice(&crc.to_le_bytes());
-    h[4..6].copy_from_slice(&len.to_le_bytes());
-    h[6] = kind as u8;
-    h
+    let [c0, c1, c2, c3] = crc.to_le_bytes();
+    let [l0, l1] = len.to_le_bytes();
+    [c0, c1, c2, c3, l0, l1, kind as u8]
 }
 
 /// A fragment found in a buffer.
@@ -77,15 +76,15 @@ pub enum FragmentError {
 /// Decode the fragment that starts at `block[0]`, where `block` holds the rest of the
 /// current block (and no more).
 pub fn decode_fragment(block: &[u8]) -> Result<Fragment<'_>, FragmentError> {
-    let Some(header) = block.get(..HEADER_LEN) else {
+    let Some(&[c0, c1, c2, c3, l0, l1, kind]) = block.get(..HEADER_LEN) else {
         return Err(FragmentError::Truncated);
     };
-    if header.iter().all(|&b| b == 0) {
+    if [c0, c1, c2, c3, l0, l1, kind] == [0; HEADER_LEN] {
         return Err(FragmentError::Zero);
     }
-    let crc = codec::get_u32(header).ok_or(FragmentError::Truncated)?;
-    let len = u16::from_le_bytes([header[4], header[5]]) as usize;
-    let kind = match RecordType::from_u8(header[6]) {
+    let crc = u32::from_le_bytes([c0, c1, c2, c3]);
+    let len = usize::from(u16::from_le_bytes([l0, l1]));
+    let kind = match RecordType::from_u8(kind) {
         Some(RecordType::Zero) | None => return Err(FragmentError::Bad("unknown fragment type")),
         Some(kind) => kind,
     };

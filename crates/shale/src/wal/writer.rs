@@ -31,9 +31,7 @@ impl LogWriter {
             if room < HEADER_LEN {
                 // Too little room for a header: pad the block with zeros.
                 const ZEROS: [u8; HEADER_LEN] = [0; HEADER_LEN];
-                if room > 0 {
-                    self.file.append(&ZEROS[..room])?;
-                }
+                self.file.append(ZEROS.get(..room).unwrap_or(&[]))?;
                 self.block_offset = 0;
             }
             let avail = BLOCK_SIZE - self.block_offset - HEADER_LEN;
