@@ -216,7 +216,11 @@ impl<'a> BatchReader<'a> {
                 format!("batch header says {count} entries, found {seen}"),
             ));
         }
-        if first_seq.0.checked_add(u64::from(count)).is_none_or(|end| end > SeqNo::MAX.0) {
+        if first_seq
+            .0
+            .checked_add(u64::from(count))
+            .is_none_or(|end| end > SeqNo::MAX.0)
+        {
             return Err(DecodeError::new(0, "batch sequence numbers overflow"));
         }
         Ok(reader)

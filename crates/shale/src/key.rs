@@ -184,7 +184,9 @@ mod tests {
     #[test]
     fn rejects_short_and_unknown_kind() {
         assert!(parse_internal_key(b"short").is_none());
-        let mut k = InternalKey::new(b"a", SeqNo(1), ValueKind::Put).encoded().to_vec();
+        let mut k = InternalKey::new(b"a", SeqNo(1), ValueKind::Put)
+            .encoded()
+            .to_vec();
         k[1] = 7; // the kind byte is the first trailer byte (little-endian)
         assert!(parse_internal_key(&k).is_none());
     }

@@ -23,7 +23,8 @@ const WRITE_BUFFER_BYTES: usize = 256 * 1024;
 const LOG_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 
 fn fdatasync(file: &File, path: &Path) -> Result<()> {
-    file.sync_data().map_err(|e| Error::io("fdatasync", path, e))
+    file.sync_data()
+        .map_err(|e| Error::io("fdatasync", path, e))
 }
 
 struct BufferedFile {
@@ -98,10 +99,10 @@ impl MappedLog {
         let size = (self.len - start + at_least).max(LOG_CHUNK_BYTES);
         let size = size.div_ceil(page) * page;
         let end = start + size;
-        let off = libc::off_t::try_from(start)
-            .map_err(|_| Error::invalid("WAL offset out of range"))?;
-        let len = libc::off_t::try_from(size)
-            .map_err(|_| Error::invalid("WAL chunk out of range"))?;
+        let off =
+            libc::off_t::try_from(start).map_err(|_| Error::invalid("WAL offset out of range"))?;
+        let len =
+            libc::off_t::try_from(size).map_err(|_| Error::invalid("WAL chunk out of range"))?;
         // SAFETY: plain syscall on a valid fd; no memory is passed.
         let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off, len) };
         if rc != 0 {
@@ -133,7 +134,9 @@ impl MappedLog {
 
 fn rc_errno(rc: i32) -> i32 {
     if rc == -1 {
-        io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
     } else {
         rc
     }
@@ -215,7 +218,11 @@ impl RandomAccessFile for PosixRandomFile {
                 Error::corruption(
                     &self.path,
                     offset,
-                    format!("read of {} bytes past end of file ({})", buf.len(), self.len),
+                    format!(
+                        "read of {} bytes past end of file ({})",
+                        buf.len(),
+                        self.len
+                    ),
                 )
             } else {
                 Error::io("pread", &self.path, e)

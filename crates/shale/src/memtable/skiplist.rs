@@ -512,8 +512,8 @@ impl SkipList {
     ///
     /// `node` came from this list and is not its head (every `NodePtr` the list hands out is
     /// a real entry).
-    pub(super) unsafe fn entry<'a>(&'a self, node: NodePtr) -> (&'a [u8], &'a [u8]) {
-        // SAFETY: forwarded to the caller; the list (and its arena) outlives `'a`.
+    pub(super) unsafe fn entry(&self, node: NodePtr) -> (&[u8], &[u8]) {
+        // SAFETY: forwarded to the caller; the list (and its arena) outlives the borrow of self.
         unsafe { entry(node) }
     }
 }
