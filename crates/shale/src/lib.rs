@@ -3,6 +3,9 @@
 //! Open a [`Db`] with [`Options`], write with [`Db::put`], [`Db::delete`] or an atomic
 //! [`WriteBatch`], read with [`Db::get`]. See `docs/architecture.md` for how the parts fit.
 
+// Bytes from disk and arguments from users never reach an unchecked unwrap or index.
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+
 pub mod batch;
 pub mod codec;
 mod db;
@@ -10,11 +13,11 @@ pub mod error;
 pub mod fs;
 pub mod iter;
 pub mod key;
-pub mod wal;
 pub mod memtable;
 pub mod options;
 pub mod sst;
 pub mod version;
+pub mod wal;
 
 pub use batch::WriteBatch;
 pub use db::{Db, StatsSnapshot};

@@ -52,7 +52,10 @@ fn wal_off_writes_survive_a_clean_close() {
     }
     let db = Db::open(dir.path(), Options::default()).unwrap();
     for i in 0..1000 {
-        assert_eq!(db.get(format!("k{i}")).unwrap(), Some(format!("v{i}").into_bytes()));
+        assert_eq!(
+            db.get(format!("k{i}")).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
     }
 }
 
@@ -70,7 +73,10 @@ fn limits_and_options_are_checked() {
     }
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let big_key = vec![0u8; shale::options::MAX_KEY_BYTES + 1];
-    assert!(matches!(db.put(&big_key, b"v"), Err(shale::Error::InvalidArgument(_))));
+    assert!(matches!(
+        db.put(&big_key, b"v"),
+        Err(shale::Error::InvalidArgument(_))
+    ));
     assert_eq!(db.get(&big_key).unwrap(), None);
     // A second handle on the same directory is refused.
     assert!(matches!(

@@ -15,7 +15,11 @@ fn value(i: u64) -> Vec<u8> {
 fn regular_test(db: &Db, max: u64) {
     for i in 0..max {
         db.put(key(i), value(i)).unwrap();
-        assert_eq!(db.get(key(i)).unwrap(), Some(value(i)), "get right after put {i}");
+        assert_eq!(
+            db.get(key(i)).unwrap(),
+            Some(value(i)),
+            "get right after put {i}"
+        );
     }
     for i in 0..max {
         assert_eq!(db.get(key(i)).unwrap(), Some(value(i)), "get {i}");
@@ -44,13 +48,20 @@ fn small_buffers() -> Options {
 #[test]
 fn lab_512_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options {
-        write_buffer_size: 64 << 10,
-        ..Options::default()
-    })
+    let db = Db::open(
+        dir.path(),
+        Options {
+            write_buffer_size: 64 << 10,
+            ..Options::default()
+        },
+    )
     .unwrap();
     regular_test(&db, 512);
-    assert!(db.stats().flushes >= 2, "the small test crossed flushes: {:?}", db.stats());
+    assert!(
+        db.stats().flushes >= 2,
+        "the small test crossed flushes: {:?}",
+        db.stats()
+    );
 }
 
 #[test]

@@ -45,7 +45,11 @@ fn options() -> Options {
 
 fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     for k in 0..64u8 {
-        assert_eq!(db.get(key(k)).unwrap().as_ref(), model.get(&key(k)), "key {k}");
+        assert_eq!(
+            db.get(key(k)).unwrap().as_ref(),
+            model.get(&key(k)),
+            "key {k}"
+        );
     }
 }
 

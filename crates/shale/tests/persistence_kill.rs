@@ -32,7 +32,10 @@ fn options() -> Options {
 }
 
 /// Run `role` in a child process on `dir`; return the child and a reader of its stdout.
-fn spawn_child(role: &str, dir: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+fn spawn_child(
+    role: &str,
+    dir: &Path,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
@@ -75,7 +78,11 @@ fn child_entry() {
                 for j in 0..10 {
                     b.put(format!("b{n:08}-{j}"), value(n * 10 + j));
                 }
-                let opts = if n % 3 == 0 { WriteOptions::sync() } else { WriteOptions::default() };
+                let opts = if n % 3 == 0 {
+                    WriteOptions::sync()
+                } else {
+                    WriteOptions::default()
+                };
                 db.write(b, opts).unwrap();
                 println!("acked {n}");
             }
@@ -151,6 +158,9 @@ fn batches_are_atomic_and_acknowledged_ones_survive_a_kill() {
             assert!(present.iter().all(|&p| p), "batch {n} is torn: {present:?}");
             n += 1;
         }
-        assert!(n > acked, "batch {acked} was acknowledged but only {n} survived");
+        assert!(
+            n > acked,
+            "batch {acked} was acknowledged but only {n} survived"
+        );
     }
 }

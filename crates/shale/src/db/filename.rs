@@ -69,7 +69,10 @@ mod tests {
         let name = wal.file_name().unwrap().to_str().unwrap();
         assert_eq!(parse(name), Some(FileKind::Wal(FileId(12))));
         assert_eq!(parse("000003.sst"), Some(FileKind::Table(FileId(3))));
-        assert_eq!(parse("MANIFEST-000004"), Some(FileKind::Manifest(FileId(4))));
+        assert_eq!(
+            parse("MANIFEST-000004"),
+            Some(FileKind::Manifest(FileId(4)))
+        );
         assert_eq!(parse("CURRENT"), Some(FileKind::Current));
         assert_eq!(parse("x.sst"), None);
         assert_eq!(parse("notes.txt"), None);

@@ -23,9 +23,7 @@ use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::Table;
-use crate::version::{
-    FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet,
-};
+use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
@@ -128,7 +126,11 @@ fn open_tables(
             return Err(Error::corruption(
                 &path,
                 file.len(),
-                format!("file is {} bytes, the manifest says {}", file.len(), meta.size),
+                format!(
+                    "file is {} bytes, the manifest says {}",
+                    file.len(),
+                    meta.size
+                ),
             ));
         }
         let table = Arc::new(Table::open(file, path)?);
@@ -173,7 +175,9 @@ fn replay_wals(
                 let entry = entry.map_err(|e| e.in_file(&path, offset))?;
                 mem.insert(entry.seq, entry.kind, entry.key, entry.value);
             }
-            let last = SeqNo(batch.first_seq.0 + u64::from(batch.count)).0.saturating_sub(1);
+            let last = SeqNo(batch.first_seq.0 + u64::from(batch.count))
+                .0
+                .saturating_sub(1);
             state.last_seq = state.last_seq.max(SeqNo(last));
             if mem.approximate_memory_usage() >= opts.write_buffer_size {
                 save_memtable(fs, dir, opts, state, tables, &mem)?;

@@ -144,7 +144,8 @@ impl DbInner {
             for entry in batch::decode_entries(w.batch.body(), seq) {
                 // The batch was encoded by `WriteBatch` itself, so it always decodes.
                 let entry = entry.map_err(|e| Error::invalid(e.reason))?;
-                log.mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+                log.mem
+                    .insert(entry.seq, entry.kind, entry.key, entry.value);
             }
             seq = SeqNo(seq.0 + u64::from(w.batch.count()));
         }
@@ -192,7 +193,10 @@ impl DbInner {
                         .wait_timeout(state, wait)
                         .unwrap_or_else(|e| e.into_inner());
                     state = guard;
-                    Stats::add(&self.stats.slowdown_micros, start.elapsed().as_micros() as u64);
+                    Stats::add(
+                        &self.stats.slowdown_micros,
+                        start.elapsed().as_micros() as u64,
+                    );
                 }
             }
             if log.mem.approximate_memory_usage() < opts.write_buffer_size {
@@ -279,8 +283,8 @@ fn build_group(queue: &VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
     let mut bytes = 0;
     for w in queue {
         let size = w.batch.approximate_size();
-        let compatible = w.opts.disable_wal == leader.opts.disable_wal
-            && (!w.opts.sync || leader.opts.sync);
+        let compatible =
+            w.opts.disable_wal == leader.opts.disable_wal && (!w.opts.sync || leader.opts.sync);
         if !group.is_empty() && (!compatible || bytes + size > cap) {
             break;
         }

@@ -88,7 +88,10 @@ impl RecoveredManifest {
                     return Err(Error::corruption(
                         &path,
                         offset,
-                        format!("edit deletes file {} at L{}, which is not live", id.0, level.0),
+                        format!(
+                            "edit deletes file {} at L{}, which is not live",
+                            id.0, level.0
+                        ),
                     ));
                 }
             }

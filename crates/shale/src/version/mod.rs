@@ -17,7 +17,9 @@ mod set;
 use std::sync::Arc;
 
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
-pub use manifest::{parse_manifest_name, read_current, set_current, RecoveredManifest, CURRENT as CURRENT_FILE};
+pub use manifest::{
+    parse_manifest_name, read_current, set_current, RecoveredManifest, CURRENT as CURRENT_FILE,
+};
 pub use set::VersionSet;
 
 use crate::error::Result;
@@ -69,9 +71,7 @@ impl Version {
 
     fn sort(&mut self) {
         let [l0, deeper @ ..] = &mut self.levels;
-        l0.sort_by(|a, b| {
-            (b.meta.largest_seq, b.meta.id).cmp(&(a.meta.largest_seq, a.meta.id))
-        });
+        l0.sort_by(|a, b| (b.meta.largest_seq, b.meta.id).cmp(&(a.meta.largest_seq, a.meta.id)));
         for files in deeper {
             files.sort_by(|a, b| a.meta.smallest.cmp(&b.meta.smallest));
         }

@@ -8,7 +8,6 @@
 
 use crate::codec;
 
-
 /// Size of a log block; fragments never cross a block boundary.
 pub const BLOCK_SIZE: usize = 32 * 1024;
 /// Size of a fragment header.
