@@ -57,6 +57,8 @@ fn lab_512_keys() {
     )
     .unwrap();
     regular_test(&db, 512);
+    // Wait for flushes in flight so the count below is not a race.
+    db.flush().unwrap();
     assert!(
         db.stats().flushes >= 2,
         "the small test crossed flushes: {:?}",
@@ -69,6 +71,7 @@ fn lab_65536_keys_up_to_64_kib() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), small_buffers()).unwrap();
     regular_test(&db, 65_536);
+    db.flush().unwrap();
     let stats = db.stats();
     assert!(stats.flushes >= 100, "expected many flushes, got {stats:?}");
     drop(db);
