@@ -227,3 +227,23 @@ fn malformed_entry_is_a_corruption_error() {
     assert!(err.to_string().contains("offset 4096"), "{err}");
     assert!(!it.valid());
 }
+
+/// The block layout byte by byte, as docs/format.md should show it.
+#[test]
+fn block_worked_example() {
+    let mut b = BlockBuilder::new(16);
+    let apple = InternalKey::new(b"apple", SeqNo(2), ValueKind::Put);
+    let apply = InternalKey::new(b"apply", SeqNo(1), ValueKind::Put);
+    b.add(apple.encoded(), b"x");
+    b.add(apply.encoded(), b"z");
+    let mut want: Vec<u8> = vec![0, 13, 1];
+    want.extend_from_slice(b"apple");
+    want.extend_from_slice(&[0x01, 0x02, 0, 0, 0, 0, 0, 0]); // (2 << 8) | Put, LE
+    want.extend_from_slice(b"x");
+    want.extend_from_slice(&[4, 9, 1]); // shares "appl"
+    want.extend_from_slice(b"y");
+    want.extend_from_slice(&[0x01, 0x01, 0, 0, 0, 0, 0, 0]);
+    want.extend_from_slice(b"z");
+    want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]); // restart[0] = 0, num_restarts = 1
+    assert_eq!(b.finish(), &want[..]);
+}
