@@ -150,7 +150,8 @@ impl Table {
             return Ok(None);
         }
         // Versions newer than the snapshot sort before this key, older ones after it.
-        let target = InternalKey::new(user_key, snapshot, ValueKind::SEEK);
+        // No sequence number exceeds `SeqNo::MAX`, so clamping changes no answer.
+        let target = InternalKey::new(user_key, snapshot.min(SeqNo::MAX), ValueKind::SEEK);
         let mut index = self.index.iter();
         index.seek(target.encoded())?;
         while index.valid() {

@@ -21,3 +21,6 @@ mod reader;
 
 pub use builder::BlockBuilder;
 pub use reader::{Block, BlockIter};
+
+#[cfg(test)]
+mod tests;

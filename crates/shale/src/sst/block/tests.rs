@@ -1,0 +1,249 @@
+//! Block builder and iterator tests: round trips, seeks, reverse iteration, damage.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    reason = "tests: a panic is a failing test"
+)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Block, BlockBuilder, BlockIter};
+use crate::iter::InternalIterator;
+use crate::key::{InternalKey, SeqNo, ValueKind};
+
+fn path() -> Arc<Path> {
+    Arc::from(Path::new("/test/block"))
+}
+
+/// Keys with a long shared prefix, two versions each, in internal order.
+fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let prefix = "a-rather-long-shared-prefix/".repeat(4);
+    let mut out = Vec::new();
+    for i in 0..n {
+        let uk = format!("{prefix}{i:05}");
+        for seq in [2 * i as u64 + 10, 2 * i as u64 + 1] {
+            let k = InternalKey::new(uk.as_bytes(), SeqNo(seq), ValueKind::Put);
+            out.push((
+                k.encoded().to_vec(),
+                format!("value-{i}-{seq}").into_bytes(),
+            ));
+        }
+    }
+    out
+}
+
+fn build(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+    let mut b = BlockBuilder::new(interval);
+    assert!(b.is_empty());
+    for (k, v) in entries {
+        b.add(k, v);
+    }
+    let estimate = b.current_size_estimate();
+    let bytes = b.finish().to_vec();
+    assert_eq!(bytes.len(), estimate);
+    Arc::new(Block::new(bytes, path(), 0).unwrap())
+}
+
+fn collect_forward(it: &mut BlockIter) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    it.seek_to_first().unwrap();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    out
+}
+
+#[test]
+fn round_trip_forward_and_reverse() {
+    let es = entries(100);
+    for interval in [1, 2, 16] {
+        let block = build(&es, interval);
+        let mut it = block.iter();
+        assert!(!it.valid());
+        assert_eq!(collect_forward(&mut it), es, "interval {interval}");
+        let mut back = Vec::new();
+        it.seek_to_last().unwrap();
+        while it.valid() {
+            back.push((it.key().to_vec(), it.value().to_vec()));
+            it.prev().unwrap();
+        }
+        back.reverse();
+        assert_eq!(back, es, "interval {interval}");
+    }
+}
+
+#[test]
+fn prefix_compression_shrinks_the_block() {
+    let es = entries(100);
+    let raw: usize = es.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let b16 = build(&es, 16);
+    let b1 = build(&es, 1);
+    assert!(b16.size() < raw * 2 / 3, "{} vs {raw}", b16.size());
+    assert!(b16.size() < b1.size());
+}
+
+#[test]
+fn seeks_hit_miss_and_fall_off_the_ends() {
+    let es = entries(50);
+    for interval in [1, 2, 16] {
+        let block = build(&es, interval);
+        let mut it = block.iter();
+        // Exact hits.
+        for (k, v) in &es {
+            it.seek(k).unwrap();
+            assert!(it.valid());
+            assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+        }
+        // A snapshot between two versions lands on the older one.
+        let prefix = "a-rather-long-shared-prefix/".repeat(4);
+        let uk = format!("{prefix}{:05}", 7);
+        it.seek(InternalKey::new(uk.as_bytes(), SeqNo(20), ValueKind::SEEK).encoded())
+            .unwrap();
+        assert_eq!(it.key(), es[15].0, "seq 15 is the newest <= 20");
+        // Misses land on the next user key.
+        let between = format!("{prefix}{:05}x", 7);
+        it.seek(InternalKey::new(between.as_bytes(), SeqNo::MAX, ValueKind::SEEK).encoded())
+            .unwrap();
+        assert_eq!(it.key(), es[16].0);
+        // Before the first and after the last.
+        it.seek(InternalKey::new(b"", SeqNo::MAX, ValueKind::SEEK).encoded())
+            .unwrap();
+        assert_eq!(it.key(), es[0].0);
+        it.seek(InternalKey::new(b"zzz", SeqNo::MAX, ValueKind::SEEK).encoded())
+            .unwrap();
+        assert!(!it.valid());
+        // prev from the first entry invalidates.
+        it.seek_to_first().unwrap();
+        it.prev().unwrap();
+        assert!(!it.valid());
+    }
+}
+
+#[test]
+fn single_entry_and_reset() {
+    let mut b = BlockBuilder::new(16);
+    let k = InternalKey::new(b"k", SeqNo(1), ValueKind::Delete);
+    b.add(k.encoded(), b"");
+    let block = Arc::new(Block::new(b.finish().to_vec(), path(), 0).unwrap());
+    let mut it = block.iter();
+    it.seek_to_last().unwrap();
+    assert_eq!(it.key(), k.encoded());
+    assert_eq!(it.value(), b"");
+    it.next().unwrap();
+    assert!(!it.valid());
+    b.reset();
+    assert!(b.is_empty());
+    let empty = Arc::new(Block::new(b.finish().to_vec(), path(), 0).unwrap());
+    let mut it = empty.iter();
+    it.seek_to_first().unwrap();
+    assert!(!it.valid());
+    it.seek_to_last().unwrap();
+    assert!(!it.valid());
+    it.seek(k.encoded()).unwrap();
+    assert!(!it.valid());
+}
+
+#[test]
+fn malformed_restart_arrays_are_rejected() {
+    let bad: [&[u8]; 5] = [
+        &[],
+        &[1, 0, 0],
+        &[0, 0, 0, 0],             // zero restarts
+        &[0, 0, 0, 0, 9, 0, 0, 0], // claims 9 restarts in 8 bytes
+        &[5, 0, 0, 0, 1, 0, 0, 0], // first restart is not 0
+    ];
+    for data in bad {
+        let err = Block::new(data.to_vec(), path(), 77).unwrap_err();
+        assert!(err.is_corruption(), "{data:?}: {err}");
+    }
+    let mut count_overflow = vec![0u8; 4];
+    count_overflow.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert!(Block::new(count_overflow, path(), 0).is_err());
+}
+
+/// Damage anywhere in a block: construction or movement fails, or the walk terminates;
+/// nothing panics.
+#[test]
+fn flipped_and_truncated_blocks_never_panic() {
+    let es = entries(20);
+    let good = build(&es, 4);
+    let mut bytes = Vec::new();
+    {
+        let mut b = BlockBuilder::new(4);
+        for (k, v) in &es {
+            b.add(k, v);
+        }
+        bytes.extend_from_slice(b.finish());
+    }
+    assert_eq!(bytes.len(), good.size());
+    let walk = |data: Vec<u8>| {
+        let Ok(block) = Block::new(data, path(), 0) else {
+            return;
+        };
+        let block = Arc::new(block);
+        let mut it = block.iter();
+        let mut steps = 0;
+        if it.seek_to_first().is_ok() {
+            while it.valid() && it.next().is_ok() {
+                steps += 1;
+                assert!(steps <= 10_000);
+            }
+        }
+        if it.seek_to_last().is_ok() {
+            while it.valid() && it.prev().is_ok() {
+                steps += 1;
+                assert!(steps <= 20_000);
+            }
+        }
+        for (k, _) in &es {
+            let _ = it.seek(k);
+        }
+    };
+    for i in 0..bytes.len() {
+        for bit in [0x01, 0x40, 0x80] {
+            let mut bad = bytes.clone();
+            bad[i] ^= bit;
+            walk(bad);
+        }
+    }
+    for n in 0..bytes.len() {
+        walk(bytes[..n].to_vec());
+    }
+}
+
+#[test]
+fn malformed_entry_is_a_corruption_error() {
+    let k = InternalKey::new(b"key", SeqNo(1), ValueKind::Put);
+    let mut b = BlockBuilder::new(16);
+    b.add(k.encoded(), b"value");
+    let mut bytes = b.finish().to_vec();
+    bytes[2] = 200; // value length far past the end of the entries
+    let block = Arc::new(Block::new(bytes, path(), 4096).unwrap());
+    let mut it = block.iter();
+    let err = it.seek_to_first().unwrap_err();
+    assert!(err.is_corruption());
+    assert!(err.to_string().contains("offset 4096"), "{err}");
+    assert!(!it.valid());
+}
+
+/// The block layout byte by byte, as docs/format.md should show it.
+#[test]
+fn block_worked_example() {
+    let mut b = BlockBuilder::new(16);
+    let apple = InternalKey::new(b"apple", SeqNo(2), ValueKind::Put);
+    let apply = InternalKey::new(b"apply", SeqNo(1), ValueKind::Put);
+    b.add(apple.encoded(), b"x");
+    b.add(apply.encoded(), b"z");
+    let mut want: Vec<u8> = vec![0, 13, 1];
+    want.extend_from_slice(b"apple");
+    want.extend_from_slice(&[0x01, 0x02, 0, 0, 0, 0, 0, 0]); // (2 << 8) | Put, LE
+    want.extend_from_slice(b"x");
+    want.extend_from_slice(&[4, 9, 1]); // shares "appl"
+    want.extend_from_slice(b"y");
+    want.extend_from_slice(&[0x01, 0x01, 0, 0, 0, 0, 0, 0]);
+    want.extend_from_slice(b"z");
+    want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]); // restart[0] = 0, num_restarts = 1
+    assert_eq!(b.finish(), &want[..]);
+}
