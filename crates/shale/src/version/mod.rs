@@ -71,7 +71,7 @@ impl Version {
 
     fn sort(&mut self) {
         let [l0, deeper @ ..] = &mut self.levels;
-        l0.sort_by(|a, b| (b.meta.largest_seq, b.meta.id).cmp(&(a.meta.largest_seq, a.meta.id)));
+        l0.sort_by_key(|f| std::cmp::Reverse((f.meta.largest_seq, f.meta.id)));
         for files in deeper {
             files.sort_by(|a, b| a.meta.smallest.cmp(&b.meta.smallest));
         }
