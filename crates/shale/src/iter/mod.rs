@@ -26,3 +26,34 @@ pub trait InternalIterator {
     /// The current value. Requires `valid()`.
     fn value(&self) -> &[u8];
 }
+
+mod merge;
+
+pub use merge::{MergingIter, VecIter};
+
+impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {
+    fn valid(&self) -> bool {
+        (**self).valid()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        (**self).seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        (**self).seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        (**self).seek(target)
+    }
+    fn next(&mut self) -> Result<()> {
+        (**self).next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        (**self).prev()
+    }
+    fn key(&self) -> &[u8] {
+        (**self).key()
+    }
+    fn value(&self) -> &[u8] {
+        (**self).value()
+    }
+}
