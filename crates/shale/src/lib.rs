@@ -20,6 +20,6 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, StatsSnapshot};
+pub use db::{Db, DbIterator, RangeIter, Snapshot, StatsSnapshot};
 pub use error::{Error, Result};
-pub use options::{Compression, Options, WriteOptions};
+pub use options::{Compression, Options, ReadOptions, WriteOptions};

@@ -220,6 +220,41 @@ impl Options {
     }
 }
 
+/// Per-read options.
+#[derive(Debug, Clone)]
+pub struct ReadOptions<'a> {
+    /// Read at this snapshot instead of the latest state.
+    pub snapshot: Option<&'a crate::Snapshot>,
+    /// Iterators: the smallest key to return (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: the key at which to stop (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+    /// Put blocks read for this operation into the block cache. Default: true (set it
+    /// false for one-off scans so they do not evict the working set).
+    pub fill_cache: bool,
+}
+
+impl Default for ReadOptions<'_> {
+    fn default() -> Self {
+        ReadOptions {
+            snapshot: None,
+            lower_bound: None,
+            upper_bound: None,
+            fill_cache: true,
+        }
+    }
+}
+
+impl<'a> ReadOptions<'a> {
+    /// Read at `snapshot`.
+    pub fn at(snapshot: &'a crate::Snapshot) -> Self {
+        ReadOptions {
+            snapshot: Some(snapshot),
+            ..ReadOptions::default()
+        }
+    }
+}
+
 /// Per-write options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteOptions {

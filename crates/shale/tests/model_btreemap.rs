@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use shale::{Db, Options, WriteBatch, WriteOptions};
+use shale::{Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -14,6 +14,14 @@ enum Op {
     Get(u8),
     Flush,
     Reopen,
+    /// Take a snapshot (keeping at most a few).
+    TakeSnapshot,
+    /// Read a key through the snapshot `i % live`.
+    ReadSnapshot(usize, u8),
+    /// Scan `[lo, hi)` forward or reverse, optionally through a snapshot.
+    Scan(u8, u8, bool, Option<usize>),
+    /// Seek a cursor, then walk a few steps in mixed directions.
+    Cursor(u8, Vec<bool>),
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -31,6 +39,12 @@ fn op() -> impl Strategy<Value = Op> {
         6 => any::<u8>().prop_map(|k| Op::Get(k % 64)),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
+        2 => Just(Op::TakeSnapshot),
+        3 => (any::<usize>(), any::<u8>()).prop_map(|(i, k)| Op::ReadSnapshot(i, k % 64)),
+        3 => (any::<u8>(), any::<u8>(), any::<bool>(), proptest::option::of(any::<usize>()))
+            .prop_map(|(a, b, r, s)| Op::Scan(a % 66, b % 66, r, s)),
+        2 => (any::<u8>(), proptest::collection::vec(any::<bool>(), 0..12))
+            .prop_map(|(k, steps)| Op::Cursor(k % 66, steps)),
     ]
 }
 
@@ -53,6 +67,50 @@ fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     }
 }
 
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn scan_model(model: &Model, lo: u8, hi: u8, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut v: Vec<_> = model
+        .range(key(lo)..key(hi.max(lo)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if reverse {
+        v.reverse();
+    }
+    v
+}
+
+fn scan_db(
+    db: &Db,
+    lo: u8,
+    hi: u8,
+    reverse: bool,
+    snap: Option<&Snapshot>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let opts = ReadOptions {
+        snapshot: snap,
+        lower_bound: Some(key(lo)),
+        upper_bound: Some(key(hi.max(lo))),
+        ..ReadOptions::default()
+    };
+    let mut it = db.iter(&opts).unwrap();
+    let mut out = Vec::new();
+    if reverse {
+        it.seek_to_last().unwrap();
+    } else {
+        it.seek_to_first().unwrap();
+    }
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        if reverse {
+            it.prev().unwrap();
+        } else {
+            it.next().unwrap();
+        }
+    }
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -61,6 +119,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let mut db = Db::open(dir.path(), options()).unwrap();
         let mut model = BTreeMap::new();
+        let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
         for op in ops {
             match op {
                 Op::Put(k, v) => {
@@ -95,7 +154,52 @@ proptest! {
                     db.flush().unwrap();
                     check_all(&db, &model);
                 }
+                Op::TakeSnapshot => {
+                    if snapshots.len() >= 4 {
+                        snapshots.remove(0);
+                    }
+                    snapshots.push((db.snapshot(), model.clone()));
+                }
+                Op::ReadSnapshot(i, k) => {
+                    if let Some((snap, old)) = snapshots.get(i % snapshots.len().max(1)) {
+                        let got = db.get_opt(key(k), &ReadOptions::at(snap)).unwrap();
+                        prop_assert_eq!(got.as_ref(), old.get(&key(k)));
+                    }
+                }
+                Op::Scan(lo, hi, reverse, snap) => {
+                    let chosen = snap.and_then(|i| snapshots.get(i % snapshots.len().max(1)));
+                    let (want, got) = match chosen {
+                        Some((s, old)) => (scan_model(old, lo, hi, reverse), scan_db(&db, lo, hi, reverse, Some(s))),
+                        None => (scan_model(&model, lo, hi, reverse), scan_db(&db, lo, hi, reverse, None)),
+                    };
+                    prop_assert_eq!(got, want);
+                }
+                Op::Cursor(k, steps) => {
+                    let all: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let mut pos = all.partition_point(|(x, _)| *x < key(k));
+                    let mut it = db.iter(&ReadOptions::default()).unwrap();
+                    it.seek(key(k)).unwrap();
+                    for forward in steps {
+                        prop_assert_eq!(it.valid(), pos < all.len());
+                        if pos >= all.len() {
+                            break;
+                        }
+                        prop_assert_eq!(it.key(), all[pos].0.as_slice());
+                        prop_assert_eq!(it.value(), all[pos].1.as_slice());
+                        if forward {
+                            it.next().unwrap();
+                            pos += 1;
+                        } else if pos > 0 {
+                            it.prev().unwrap();
+                            pos -= 1;
+                        } else {
+                            break;
+                        }
+                    }
+                }
                 Op::Reopen => {
+                    // Snapshots do not survive a reopen.
+                    snapshots.clear();
                     drop(db);
                     db = Db::open(dir.path(), options()).unwrap();
                     check_all(&db, &model);

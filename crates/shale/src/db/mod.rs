@@ -17,6 +17,7 @@ mod filename;
 mod flush;
 mod open;
 mod read;
+mod snapshot;
 mod stats;
 mod super_version;
 mod write;
@@ -27,6 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+pub use read::{DbIterator, RangeIter};
+pub use snapshot::Snapshot;
 pub use stats::{Stats, StatsSnapshot};
 
 use crate::batch::WriteBatch;
@@ -34,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
-use crate::options::{Options, WriteOptions};
+use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::version::{FileId, VersionSet};
 use crate::wal::LogWriter;
 use super_version::{SuperVersion, SuperVersionCell};
@@ -94,6 +97,7 @@ pub(crate) struct DbInner {
     super_version: SuperVersionCell,
     /// Writes with sequence numbers up to this one are visible to readers.
     visible_seq: AtomicU64,
+    snapshots: Arc<snapshot::SnapshotList>,
     closed: AtomicBool,
     stats: Stats,
 }
@@ -144,7 +148,51 @@ impl Db {
 
     /// The value of `key`, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref())
+        self.inner.get(key.as_ref(), &ReadOptions::default())
+    }
+
+    /// The value of `key` as `opts` see it (e.g. at a snapshot).
+    pub fn get_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key.as_ref(), opts)
+    }
+
+    /// Pin the current state: reads with `ReadOptions::at(&snapshot)` see exactly the
+    /// writes acknowledged before this call.
+    pub fn snapshot(&self) -> Snapshot {
+        let seq = SeqNo(self.inner.visible_seq.load(Ordering::Acquire));
+        self.inner.snapshots.pin(seq)
+    }
+
+    /// A cursor over the whole database (within `opts`' bounds), unpositioned: call one
+    /// of its `seek*` methods first.
+    pub fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
+        self.inner.iter(opts)
+    }
+
+    /// The `(key, value)` pairs in `range`, in key order (`.rev()` for descending).
+    ///
+    /// ```no_run
+    /// # let db = shale::Db::open("/tmp/x", shale::Options::default())?;
+    /// for pair in db.range(b"a".as_slice()..b"m".as_slice())? {
+    ///     let (key, value) = pair?;
+    /// }
+    /// # Ok::<(), shale::Error>(())
+    /// ```
+    pub fn range<K: AsRef<[u8]>>(&self, range: impl std::ops::RangeBounds<K>) -> Result<RangeIter> {
+        let (lower, upper) = read::to_bounds(&range);
+        self.inner.range_iter(&ReadOptions::default(), lower, upper)
+    }
+
+    /// The `(key, value)` pairs whose key starts with `prefix`, in key order.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
+        let prefix = prefix.as_ref();
+        let upper = read::prefix_successor(prefix);
+        self.inner
+            .range_iter(&ReadOptions::default(), Some(prefix.to_vec()), upper)
     }
 
     /// Freeze the active memtable and wait until every memtable is in an SSTable.

@@ -107,6 +107,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         bg_cv: Condvar::new(),
         super_version: SuperVersionCell::new(Arc::new(sv)),
         visible_seq: AtomicU64::new(last_seq.0),
+        snapshots: Arc::default(),
         closed: AtomicBool::new(false),
         stats,
         opts,

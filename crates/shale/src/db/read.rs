@@ -1,18 +1,158 @@
-//! The read path: memtable, frozen memtables newest first, then the SSTables.
+//! The read path: memtable, frozen memtables newest first, then the SSTables; and the
+//! iterators that merge all of them.
 
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 
 use super::stats::Stats;
+use super::super_version::SuperVersion;
 use super::DbInner;
 use crate::error::Result;
+use crate::iter::{DbIter, InternalIterator, LevelIter, MergingIter};
 use crate::key::{SeqNo, ValueKind};
 use crate::memtable::MemGet;
+use crate::options::ReadOptions;
+use crate::version::NUM_LEVELS;
+
+/// The merged internal iterator under a [`DbIterator`].
+type Merged = MergingIter<Box<dyn InternalIterator + Send>>;
+
+/// An ordered cursor over the database at one snapshot, created by
+/// [`crate::Db::iter`]. Move it with `seek*`, `next`, `prev`; read `key`/`value` while
+/// `valid()`. It keeps the memtables and files it reads alive until it is dropped.
+pub struct DbIterator {
+    inner: DbIter<Merged>,
+}
+
+impl DbIterator {
+    pub fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    /// Position at the first key (at or after the lower bound).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek_to_first()
+    }
+    /// Position at the last key (before the upper bound).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.inner.seek_to_last()
+    }
+    /// Position at the first key `>= target`.
+    pub fn seek(&mut self, target: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.seek(target.as_ref())
+    }
+    /// Position at the last key `<= target`.
+    pub fn seek_for_prev(&mut self, target: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.seek_for_prev(target.as_ref())
+    }
+    #[allow(
+        clippy::should_implement_trait,
+        reason = "a cursor, like RocksDB's raw iterator: next() moves it and yields nothing"
+    )]
+    pub fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+    pub fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
+    }
+    /// The current key. Requires `valid()`.
+    pub fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    /// The current value. Requires `valid()`.
+    pub fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+}
+
+/// A Rust [`Iterator`] over `(key, value)` pairs of a range, forward or reverse.
+pub struct RangeIter {
+    cursor: DbIterator,
+    started: bool,
+    reverse: bool,
+    failed: bool,
+}
+
+impl RangeIter {
+    /// Iterate from the last key backwards instead.
+    pub fn rev(mut self) -> Self {
+        self.reverse = !self.reverse;
+        self
+    }
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let moved = match (self.started, self.reverse) {
+            (false, false) => self.cursor.seek_to_first(),
+            (false, true) => self.cursor.seek_to_last(),
+            (true, false) => self.cursor.next(),
+            (true, true) => self.cursor.prev(),
+        };
+        self.started = true;
+        if let Err(e) = moved {
+            self.failed = true;
+            return Some(Err(e));
+        }
+        self.cursor
+            .valid()
+            .then(|| Ok((self.cursor.key().to_vec(), self.cursor.value().to_vec())))
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`, if one exists.
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Bounds of a `RangeBounds` as (inclusive lower, exclusive upper).
+pub(crate) fn to_bounds<K: AsRef<[u8]>>(
+    range: &impl RangeBounds<K>,
+) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let lower = match range.start_bound() {
+        Bound::Included(k) => Some(k.as_ref().to_vec()),
+        Bound::Excluded(k) => {
+            let mut v = k.as_ref().to_vec();
+            v.push(0); // the smallest key after k
+            Some(v)
+        }
+        Bound::Unbounded => None,
+    };
+    let upper = match range.end_bound() {
+        Bound::Included(k) => {
+            let mut v = k.as_ref().to_vec();
+            v.push(0);
+            Some(v)
+        }
+        Bound::Excluded(k) => Some(k.as_ref().to_vec()),
+        Bound::Unbounded => None,
+    };
+    (lower, upper)
+}
 
 impl DbInner {
-    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn read_seq(&self, opts: &ReadOptions<'_>) -> SeqNo {
+        match opts.snapshot {
+            Some(s) => s.seq(),
+            None => SeqNo(self.visible_seq.load(Ordering::Acquire)),
+        }
+    }
+
+    pub(crate) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
         Stats::add(&self.stats.gets, 1);
-        let snapshot = SeqNo(self.visible_seq.load(Ordering::Acquire));
+        let snapshot = self.read_seq(opts);
         let sv = self.super_version.load();
         for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match mem.get(key, snapshot) {
@@ -26,4 +166,60 @@ impl DbInner {
             Some((ValueKind::Delete, _)) | None => None,
         })
     }
+
+    pub(crate) fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
+        self.check_open()?;
+        let snapshot = self.read_seq(opts);
+        let sv = self.super_version.load();
+        let merged = MergingIter::new(internal_iters(&sv));
+        Ok(DbIterator {
+            inner: DbIter::new(
+                merged,
+                snapshot,
+                opts.lower_bound.clone(),
+                opts.upper_bound.clone(),
+            ),
+        })
+    }
+
+    pub(crate) fn range_iter(
+        &self,
+        opts: &ReadOptions<'_>,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+    ) -> Result<RangeIter> {
+        let opts = ReadOptions {
+            lower_bound: lower,
+            upper_bound: upper,
+            ..opts.clone()
+        };
+        Ok(RangeIter {
+            cursor: self.iter(&opts)?,
+            started: false,
+            reverse: false,
+            failed: false,
+        })
+    }
+}
+
+/// One internal iterator per source of a super version, newest source first.
+fn internal_iters(sv: &SuperVersion) -> Vec<Box<dyn InternalIterator + Send>> {
+    let mut iters: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
+    for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+        iters.push(Box::new(mem.iter()));
+    }
+    for file in sv.version.files(0) {
+        iters.push(Box::new(file.table.iter()));
+    }
+    for level in 1..NUM_LEVELS {
+        let files = sv.version.files(level);
+        if !files.is_empty() {
+            let tables = files
+                .iter()
+                .map(|f| std::sync::Arc::clone(&f.table))
+                .collect();
+            iters.push(Box::new(LevelIter::new(tables)));
+        }
+    }
+    iters
 }

@@ -27,8 +27,12 @@ pub trait InternalIterator {
     fn value(&self) -> &[u8];
 }
 
+mod db_iter;
+mod level;
 mod merge;
 
+pub use db_iter::DbIter;
+pub use level::LevelIter;
 pub use merge::{MergingIter, VecIter};
 
 impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {

@@ -1,0 +1,45 @@
+//! `range`, `prefix` and reverse iteration over memtables and SSTables together.
+
+use shale::{Db, Options};
+
+#[test]
+fn range_prefix_and_reverse_span_memtable_and_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("a/{i:03}"), i.to_string()).unwrap();
+        db.put(format!("b/{i:03}"), i.to_string()).unwrap();
+    }
+    db.flush().unwrap();
+    // Newer versions and deletes in the memtable shadow the flushed ones.
+    for i in (0..100u32).step_by(10) {
+        db.put(format!("a/{i:03}"), "new").unwrap();
+        db.delete(format!("a/{:03}", i + 1)).unwrap();
+    }
+    db.put([0xffu8, 0xff], "edge").unwrap();
+
+    let keys = |it: shale::RangeIter| -> Vec<String> {
+        it.map(|r| String::from_utf8(r.unwrap().0).unwrap())
+            .collect()
+    };
+    let a: Vec<String> = keys(db.prefix("a/").unwrap());
+    assert_eq!(a.len(), 90);
+    assert!(a.iter().all(|k| k.starts_with("a/")));
+    assert_eq!(db.get("a/010").unwrap(), Some(b"new".to_vec()));
+
+    let r = keys(db.range("a/050".."a/060").unwrap());
+    assert_eq!(r.first().map(String::as_str), Some("a/050"));
+    assert_eq!(r.len(), 9, "{r:?}"); // 050..059 minus the deleted 051
+    let rev = keys(db.range("a/050".."a/060").unwrap().rev());
+    let mut fwd = r.clone();
+    fwd.reverse();
+    assert_eq!(rev, fwd);
+
+    let inclusive = keys(db.range("b/098"..="b/099").unwrap());
+    assert_eq!(inclusive, vec!["b/098", "b/099"]);
+
+    let all: Vec<_> = db.range::<&[u8]>(..).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(all.len(), 191);
+    assert_eq!(all.last().unwrap().0, vec![0xff, 0xff]);
+    assert_eq!(db.prefix([0xffu8]).unwrap().count(), 1);
+}
