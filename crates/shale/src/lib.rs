@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod codec;
+pub mod compaction;
 mod db;
 pub mod error;
 pub mod fs;

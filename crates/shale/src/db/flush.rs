@@ -66,7 +66,8 @@ fn flush_loop(db: &DbInner) {
             state.versions.log_and_apply(edit, &added)
         });
         match result {
-            Ok(_) => {
+            Ok(version) => {
+                state.l0_files = version.files(0).len();
                 state.imm.pop_front();
                 let mem = Arc::clone(&db.super_version.load().mem);
                 db.install_super_version(&state, mem);

@@ -13,6 +13,7 @@
 //!    thread only to install results (the manifest fsync is the one I/O under it).
 //! 4. `super_version`: a leaf lock around the pointer readers start from.
 
+mod compact;
 mod filename;
 mod flush;
 mod open;
@@ -46,7 +47,8 @@ use write::WriteQueue;
 /// An open database. Cheap to share between threads (`&Db` is enough for every operation).
 pub struct Db {
     inner: Arc<DbInner>,
-    flusher: Mutex<Option<JoinHandle<()>>>,
+    /// The flush thread and the compaction threads.
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// A frozen memtable waiting to be flushed, and the WAL that holds its writes.
@@ -82,6 +84,14 @@ pub(crate) struct DbState {
     shutting_down: bool,
     /// Bytes per second the last flushes achieved (moving average), for write slowdown.
     flush_bytes_per_sec: f64,
+    /// Bytes per second compactions write (moving average), for write slowdown.
+    compaction_bytes_per_sec: f64,
+    /// Files in L0 of the current version.
+    l0_files: usize,
+    /// Files in running compactions.
+    compacting: std::collections::HashSet<FileId>,
+    /// Per level, the largest key of the last file compacted from it (round robin).
+    compact_pointers: Vec<Vec<u8>>,
 }
 
 pub(crate) struct DbInner {
@@ -116,10 +126,12 @@ impl Db {
     /// `Corruption` naming the file and offset of damage found during recovery, `Io`.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = open::open(path.as_ref(), opts)?;
-        let flusher = flush::spawn(Arc::clone(&inner))?;
+        let mut workers = vec![flush::spawn(Arc::clone(&inner))?];
+        let compactors = inner.opts.background_threads.saturating_sub(1).max(1);
+        workers.extend(compact::spawn(&inner, compactors)?);
         Ok(Db {
             inner,
-            flusher: Mutex::new(Some(flusher)),
+            workers: Mutex::new(workers),
         })
     }
 
@@ -200,6 +212,29 @@ impl Db {
         self.inner.flush()
     }
 
+    /// Compact every file overlapping `[begin, end]` (`None`: unbounded) down the levels,
+    /// in the calling thread: afterwards the range holds no shadowed versions or tombstones
+    /// that no snapshot needs.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.compact_range(begin, end)
+    }
+
+    /// Block until background work has caught up: no memtable waiting for flush, no
+    /// compaction running or due.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.wait_idle()
+    }
+
+    /// Total bytes of live SSTables.
+    pub fn sst_bytes(&self) -> u64 {
+        let sv = self.inner.super_version.load();
+        (0..crate::version::NUM_LEVELS)
+            .flat_map(|l| sv.version.files(l).iter().map(|f| f.meta.size))
+            .sum()
+    }
+
     /// Counters about the engine's work so far.
     pub fn stats(&self) -> StatsSnapshot {
         self.inner.stats.snapshot()
@@ -217,11 +252,13 @@ impl Db {
     /// work. Further calls fail with `Closed`. Dropping a `Db` closes it too, ignoring errors.
     pub fn close(&self) -> Result<()> {
         let result = self.inner.close();
-        let handle = lock(&self.flusher).take();
-        if let Some(handle) = handle {
-            if handle.join().is_err() && result.is_ok() {
-                return Err(Error::Poisoned("the flush thread panicked".into()));
-            }
+        let workers = std::mem::take(&mut *lock(&self.workers));
+        let mut panicked = false;
+        for handle in workers {
+            panicked |= handle.join().is_err();
+        }
+        if panicked && result.is_ok() {
+            return Err(Error::Poisoned("a background thread panicked".into()));
         }
         result
     }

@@ -76,6 +76,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     // Writes the new manifest and switches CURRENT (which syncs the directory, making the
     // new WAL's and SSTables' entries durable too).
     let versions = VersionSet::create(Arc::clone(&fs), dir, state, version)?;
+    let l0_files = versions.current().files(0).len();
     remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
 
     let mem = Arc::new(MemTable::new());
@@ -103,6 +104,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             bg_error: None,
             shutting_down: false,
             flush_bytes_per_sec: 64.0 * 1024.0 * 1024.0,
+            compaction_bytes_per_sec: 64.0 * 1024.0 * 1024.0,
+            l0_files,
+            compacting: Default::default(),
+            compact_pointers: vec![Vec::new(); crate::version::NUM_LEVELS],
         }),
         bg_cv: Condvar::new(),
         super_version: SuperVersionCell::new(Arc::new(sv)),

@@ -25,6 +25,11 @@ impl SnapshotList {
         }
     }
 
+    /// Every pinned sequence number, ascending.
+    pub fn pinned(&self) -> Vec<SeqNo> {
+        lock(&self.pinned).keys().copied().collect()
+    }
+
     fn unpin(&self, seq: SeqNo) {
         let mut pinned = lock(&self.pinned);
         if let Some(count) = pinned.get_mut(&seq) {

@@ -21,6 +21,12 @@ pub struct Stats {
     pub slowdown_micros: AtomicU64,
     pub gets: AtomicU64,
     pub wal_torn_tail_bytes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub trivial_moves: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
+    pub compaction_entries_dropped: AtomicU64,
+    pub compaction_micros: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -39,6 +45,12 @@ pub struct StatsSnapshot {
     pub slowdown_micros: u64,
     pub gets: u64,
     pub wal_torn_tail_bytes: u64,
+    pub compactions: u64,
+    pub trivial_moves: u64,
+    pub compaction_bytes_read: u64,
+    pub compaction_bytes_written: u64,
+    pub compaction_entries_dropped: u64,
+    pub compaction_micros: u64,
 }
 
 impl Stats {
@@ -63,6 +75,12 @@ impl Stats {
             slowdown_micros: r(&self.slowdown_micros),
             gets: r(&self.gets),
             wal_torn_tail_bytes: r(&self.wal_torn_tail_bytes),
+            compactions: r(&self.compactions),
+            trivial_moves: r(&self.trivial_moves),
+            compaction_bytes_read: r(&self.compaction_bytes_read),
+            compaction_bytes_written: r(&self.compaction_bytes_written),
+            compaction_entries_dropped: r(&self.compaction_entries_dropped),
+            compaction_micros: r(&self.compaction_micros),
         }
     }
 }

@@ -168,29 +168,52 @@ impl DbInner {
     }
 
     /// Ensure the active memtable has room for `bytes`, applying back-pressure.
+    ///
+    /// Two things can fall behind: flushing (frozen memtables pile up) and compaction (L0
+    /// files pile up). Each has a soft limit, past which writes are delayed in proportion
+    /// to how far past it they are, at a fraction of the rate the background work drains,
+    /// and a hard limit, at which writes wait until the background work frees room.
     fn make_room(&self, log: &mut LogState, bytes: usize) -> Result<()> {
         let opts = &self.opts;
-        let hard = opts.max_write_buffers - 1;
-        let soft = hard.saturating_sub(1).max(1);
+        let imm_stop = opts.max_write_buffers - 1;
+        let imm_slow = imm_stop.saturating_sub(1).max(1);
         loop {
             let mut state = lock(&self.state);
             if let Some(why) = &state.bg_error {
                 return Err(Error::Poisoned(why.clone()));
             }
-            let imm = state.imm.len();
-            if imm >= soft {
-                // Proportional slowdown: pay for these bytes at a fraction of the rate
-                // the flush thread drains memory, smaller the closer we are to the limit.
-                let pressure = (imm + 1 - soft) as f64 / (hard + 1 - soft) as f64;
-                let rate = (state.flush_bytes_per_sec * (1.0 - pressure)).max(1.0 * 1024.0);
-                log.delay_debt += bytes as f64 / rate;
+            let mem_full =
+                log.mem.approximate_memory_usage() >= opts.write_buffer_size || log.mem.is_full();
+            let stop = state.l0_files >= opts.level0_stop_trigger
+                || (mem_full && state.imm.len() >= imm_stop);
+            if stop {
+                let start = Instant::now();
+                Stats::add(&self.stats.stalls, 1);
+                state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+                drop(state);
+                Stats::add(&self.stats.stall_micros, start.elapsed().as_micros() as u64);
+                continue;
+            }
+            let imm_pressure = pressure(state.imm.len(), imm_slow, imm_stop + 1);
+            let l0_pressure = pressure(
+                state.l0_files,
+                opts.level0_slowdown_trigger,
+                opts.level0_stop_trigger,
+            );
+            let rate = if imm_pressure >= l0_pressure {
+                state.flush_bytes_per_sec * (1.0 - imm_pressure)
+            } else {
+                state.compaction_bytes_per_sec * (1.0 - l0_pressure)
+            };
+            if imm_pressure > 0.0 || l0_pressure > 0.0 {
+                log.delay_debt += bytes as f64 / rate.max(64.0 * 1024.0);
                 if log.delay_debt >= 0.001 {
-                    let secs = std::mem::take(&mut log.delay_debt);
+                    // Pay the debt in one wait; a finished flush or compaction ends it early.
+                    let secs = std::mem::take(&mut log.delay_debt).min(0.1);
                     let start = Instant::now();
-                    let wait = Duration::from_secs_f64(secs.min(0.1));
                     let (guard, _) = self
                         .bg_cv
-                        .wait_timeout(state, wait)
+                        .wait_timeout(state, Duration::from_secs_f64(secs))
                         .unwrap_or_else(|e| e.into_inner());
                     state = guard;
                     Stats::add(
@@ -199,20 +222,10 @@ impl DbInner {
                     );
                 }
             }
-            if log.mem.approximate_memory_usage() < opts.write_buffer_size {
+            drop(state);
+            if !mem_full {
                 return Ok(());
             }
-            if state.imm.len() >= hard {
-                // Hard limit: wait for the flush thread to free a memtable.
-                let start = Instant::now();
-                Stats::add(&self.stats.stalls, 1);
-                while state.imm.len() >= hard && state.bg_error.is_none() {
-                    state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
-                }
-                Stats::add(&self.stats.stall_micros, start.elapsed().as_micros() as u64);
-                continue;
-            }
-            drop(state);
             return self.freeze_memtable(log);
         }
     }
@@ -265,6 +278,15 @@ impl DbInner {
             state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
+}
+
+/// How far `value` is between `soft` (0) and `hard` (1): 0 below `soft`, approaching 1
+/// near `hard`.
+fn pressure(value: usize, soft: usize, hard: usize) -> f64 {
+    if value < soft || hard <= soft {
+        return 0.0;
+    }
+    ((value - soft + 1) as f64 / (hard - soft + 1) as f64).min(0.95)
 }
 
 /// The writers that join the leader's group: in queue order, until the size cap, a

@@ -106,6 +106,12 @@ impl MemTable {
         self.list.memory_usage()
     }
 
+    /// True if the table cannot take another entry whatever its memory use. A skiplist
+    /// grows without a fixed capacity, so never.
+    pub fn is_full(&self) -> bool {
+        false
+    }
+
     /// Number of entries (puts and deletes).
     pub fn len(&self) -> usize {
         self.list.len()

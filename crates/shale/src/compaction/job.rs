@@ -1,0 +1,264 @@
+//! The compaction job: merge sorted inputs into new SSTables, dropping what no reader can
+//! see.
+//!
+//! What may be dropped depends on the live snapshots. They cut the sequence-number line
+//! into *stripes*: stripe `i` holds the sequence numbers in `(S[i-1], S[i]]`, and the last
+//! stripe everything newer than the newest snapshot. A reader at snapshot `S[i]` sees, for
+//! each key, the newest version `<= S[i]`, so within one stripe only a key's newest version
+//! can ever be read:
+//!
+//! ```text
+//!   key k:  seq 90 put | 70 put | 60 del | 20 put | 5 put        snapshots: 10, 65
+//!   stripe:      2     |    2   |    1   |    1   |   0
+//!   kept:        yes   |   drop |    yes |   drop |  yes
+//!                 (latest)        (seen at 65)     (seen at 10)
+//! ```
+//!
+//! A tombstone in the oldest stripe is dropped too when no deeper level can hold the key
+//! (nothing older is left for it to hide). A user key's versions never straddle two output
+//! files: readers of L1+ find a key in exactly one file.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, SeqNo, ValueKind};
+use crate::sst::{Table, TableBuilder, TableOptions};
+use crate::version::{FileId, FileMeta, TableFile};
+
+/// What the merge may drop.
+pub struct DropPolicy<'a> {
+    /// Live snapshots, ascending.
+    pub snapshots: &'a [SeqNo],
+    /// True if no level below the output level can hold `user_key`.
+    pub is_bottommost: &'a dyn Fn(&[u8]) -> bool,
+}
+
+impl DropPolicy<'_> {
+    fn stripe(&self, seq: SeqNo) -> usize {
+        self.snapshots.partition_point(|&s| s < seq)
+    }
+}
+
+/// What a compaction produced.
+#[derive(Debug, Default)]
+pub struct CompactionOutput {
+    pub files: Vec<TableFile>,
+    pub entries_in: u64,
+    pub entries_dropped: u64,
+    pub bytes_written: u64,
+}
+
+/// Merge `input` (positioned anywhere) into new tables of at most about `max_file_size`
+/// bytes each. `next_file` names each new table.
+///
+/// # Errors
+/// Corruption in the inputs, or I/O errors writing the outputs. Outputs written before the
+/// error are left on disk for the next open to remove.
+pub fn run_compaction(
+    mut input: impl InternalIterator,
+    policy: &DropPolicy<'_>,
+    fs: &dyn FileSystem,
+    table_opts: TableOptions,
+    max_file_size: u64,
+    next_file: &mut dyn FnMut() -> (FileId, std::path::PathBuf),
+) -> Result<CompactionOutput> {
+    let mut out = CompactionOutput::default();
+    let mut builder: Option<(FileId, std::path::PathBuf, TableBuilder)> = None;
+    let mut current_key: Option<Vec<u8>> = None;
+    let mut last_stripe: Option<usize> = None;
+    input.seek_to_first()?;
+    while input.valid() {
+        let entry = parse_internal_key(input.key()).ok_or_else(|| {
+            Error::corruption(Path::new("<compaction input>"), 0, "malformed internal key")
+        })?;
+        out.entries_in += 1;
+        if current_key.as_deref() != Some(entry.user_key) {
+            // A key boundary: the only place an output file may end.
+            if builder
+                .as_ref()
+                .is_some_and(|(_, _, b)| b.estimated_file_size() >= max_file_size)
+            {
+                if let Some((id, path, b)) = builder.take() {
+                    out.files.push(finish(fs, id, &path, b)?);
+                }
+            }
+            current_key = Some(entry.user_key.to_vec());
+            last_stripe = None;
+        }
+        let stripe = policy.stripe(entry.seq);
+        let drop = last_stripe == Some(stripe)
+            || (entry.kind == ValueKind::Delete
+                && stripe == 0
+                && (policy.is_bottommost)(entry.user_key));
+        last_stripe = Some(stripe);
+        if drop {
+            out.entries_dropped += 1;
+        } else {
+            if builder.is_none() {
+                let (id, path) = next_file();
+                let b = TableBuilder::new(fs.create(&path)?, path.clone(), table_opts);
+                builder = Some((id, path, b));
+            }
+            if let Some((_, _, b)) = builder.as_mut() {
+                b.add(input.key(), input.value())?;
+            }
+        }
+        input.next()?;
+    }
+    if let Some((id, path, b)) = builder.take() {
+        out.files.push(finish(fs, id, &path, b)?);
+    }
+    out.bytes_written = out.files.iter().map(|f| f.meta.size).sum();
+    Ok(out)
+}
+
+fn finish(fs: &dyn FileSystem, id: FileId, path: &Path, b: TableBuilder) -> Result<TableFile> {
+    let summary = b.finish()?;
+    let table = Arc::new(Table::open(fs.open(path)?, path.to_owned())?);
+    Ok(TableFile {
+        meta: FileMeta {
+            id,
+            size: summary.file_size,
+            smallest: summary.smallest,
+            largest: summary.largest,
+            smallest_seq: summary.smallest_seq,
+            largest_seq: summary.largest_seq,
+        },
+        table,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::PosixFs;
+    use crate::iter::VecIter;
+    use crate::key::InternalKey;
+
+    fn entries(list: &[(&str, u64, Option<&str>)]) -> VecIter {
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> = list
+            .iter()
+            .map(|&(k, s, val)| {
+                let kind = if val.is_some() {
+                    ValueKind::Put
+                } else {
+                    ValueKind::Delete
+                };
+                (
+                    InternalKey::new(k.as_bytes(), SeqNo(s), kind)
+                        .encoded()
+                        .to_vec(),
+                    val.unwrap_or("").as_bytes().to_vec(),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| crate::key::compare_internal(&a.0, &b.0));
+        VecIter::new(v)
+    }
+
+    fn run(
+        input: VecIter,
+        snapshots: &[SeqNo],
+        bottommost: bool,
+        max: u64,
+    ) -> (CompactionOutput, Vec<(String, u64)>) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut n = 0;
+        let dir_path = dir.path().to_owned();
+        let mut next = || {
+            n += 1;
+            (FileId(n), dir_path.join(format!("{n}.sst")))
+        };
+        let out = run_compaction(
+            input,
+            &DropPolicy {
+                snapshots,
+                is_bottommost: &|_| bottommost,
+            },
+            &PosixFs,
+            TableOptions {
+                compression: crate::options::Compression::None,
+                ..TableOptions::default()
+            },
+            max,
+            &mut next,
+        )
+        .unwrap();
+        let mut kept = Vec::new();
+        for f in &out.files {
+            let mut it = f.table.iter();
+            it.seek_to_first().unwrap();
+            while it.valid() {
+                let p = parse_internal_key(it.key()).unwrap();
+                kept.push((String::from_utf8(p.user_key.to_vec()).unwrap(), p.seq.0));
+                it.next().unwrap();
+            }
+        }
+        (out, kept)
+    }
+
+    #[test]
+    fn stripes_keep_what_snapshots_need() {
+        // The example from the module comment.
+        let input = entries(&[
+            ("k", 90, Some("a")),
+            ("k", 70, Some("b")),
+            ("k", 60, None),
+            ("k", 20, Some("c")),
+            ("k", 5, Some("d")),
+        ]);
+        let (out, kept) = run(input, &[SeqNo(10), SeqNo(65)], true, 1 << 20);
+        assert_eq!(
+            kept,
+            vec![("k".into(), 90), ("k".into(), 60), ("k".into(), 5)]
+        );
+        assert_eq!(out.entries_dropped, 2);
+    }
+
+    #[test]
+    fn tombstones_go_only_at_the_bottom_and_below_every_snapshot() {
+        let list = [("a", 9, None), ("a", 3, Some("x")), ("b", 4, Some("y"))];
+        let (_, kept) = run(entries(&list), &[], true, 1 << 20);
+        assert_eq!(
+            kept,
+            vec![("b".into(), 4)],
+            "bottommost, no snapshot: a vanishes"
+        );
+        let (_, kept) = run(entries(&list), &[], false, 1 << 20);
+        assert_eq!(
+            kept,
+            vec![("a".into(), 9), ("b".into(), 4)],
+            "not bottommost: keep the tombstone"
+        );
+        let (_, kept) = run(entries(&list), &[SeqNo(5)], true, 1 << 20);
+        assert_eq!(
+            kept,
+            vec![("a".into(), 9), ("a".into(), 3), ("b".into(), 4)],
+            "a snapshot at 5 still sees a=x"
+        );
+    }
+
+    #[test]
+    fn outputs_are_cut_at_key_boundaries() {
+        let mut list = Vec::new();
+        let vals: Vec<String> = (0..2000).map(|i| format!("{i:0>200}")).collect();
+        let keys: Vec<String> = (0..1000).map(|i| format!("key{i:05}")).collect();
+        for i in 0..1000 {
+            list.push((keys[i].as_str(), 10 + i as u64, Some(vals[i].as_str())));
+            list.push((
+                keys[i].as_str(),
+                5000 + i as u64,
+                Some(vals[1000 + i].as_str()),
+            ));
+        }
+        let (out, kept) = run(entries(&list), &[SeqNo(4000)], true, 16 << 10);
+        assert!(out.files.len() > 5, "{} files", out.files.len());
+        assert_eq!(kept.len(), 2000);
+        for w in out.files.windows(2) {
+            assert!(w[0].meta.largest.user_key() < w[1].meta.smallest.user_key());
+        }
+    }
+}

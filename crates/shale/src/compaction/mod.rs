@@ -1,0 +1,12 @@
+//! Leveled compaction.
+//!
+//! - `picker.rs`: the policy, with no I/O: given the files of each level, which files to
+//!   merge next and where to. Unit-tested and simulated on its own.
+//! - `job.rs`: the work: merge the chosen files, drop what no reader can see, write new
+//!   SSTables cut at `max_file_size`.
+
+mod job;
+mod picker;
+
+pub use job::{run_compaction, CompactionOutput, DropPolicy};
+pub use picker::{CompactionPolicy, CompactionTask, LevelFile};

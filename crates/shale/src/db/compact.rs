@@ -1,0 +1,292 @@
+//! Background compaction: threads that pick a task (under the state lock, cheap), run it
+//! unlocked, and install the result (a manifest edit and a pointer swap under the lock).
+//!
+//! Input files are marked busy in `DbState::compacting` from pick to install, which keeps
+//! concurrent tasks disjoint (see `compaction/picker.rs`). Replaced files are deleted after
+//! the new version is installed; readers still holding an older version keep them open.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::filename::table_path;
+use super::stats::Stats;
+use super::{lock, DbInner, DbState};
+use crate::compaction::{run_compaction, CompactionPolicy, CompactionTask, DropPolicy, LevelFile};
+use crate::error::{Error, Result};
+use crate::iter::{InternalIterator, LevelIter, MergingIter};
+use crate::sst::TableOptions;
+use crate::version::{FileId, Level, TableFile, Version, VersionEdit, NUM_LEVELS};
+
+pub(crate) fn spawn(db: &Arc<DbInner>, threads: usize) -> Result<Vec<JoinHandle<()>>> {
+    (0..threads)
+        .map(|i| {
+            let db = Arc::clone(db);
+            std::thread::Builder::new()
+                .name(format!("shale-compact-{i}"))
+                .spawn(move || compaction_loop(&db))
+                .map_err(|e| Error::io("spawn compaction thread", Path::new(""), e))
+        })
+        .collect()
+}
+
+pub(crate) fn policy(db: &DbInner) -> CompactionPolicy {
+    CompactionPolicy {
+        level0_trigger: db.opts.level0_compaction_trigger,
+        base_bytes: db.opts.max_bytes_for_level_base,
+        multiplier: db.opts.level_size_multiplier,
+    }
+}
+
+/// The policy's view of a version.
+fn level_view(version: &Version) -> Vec<Vec<LevelFile<'_>>> {
+    (0..NUM_LEVELS)
+        .map(|l| {
+            version
+                .files(l)
+                .iter()
+                .map(|f| LevelFile {
+                    id: f.meta.id,
+                    size: f.meta.size,
+                    smallest: f.meta.smallest.user_key(),
+                    largest: f.meta.largest.user_key(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn compaction_loop(db: &DbInner) {
+    loop {
+        let mut state = lock(&db.state);
+        let task = loop {
+            if state.bg_error.is_some() || state.shutting_down {
+                return;
+            }
+            if let Some(task) = pick(db, &state) {
+                break task;
+            }
+            state = db.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+        };
+        mark(&mut state.compacting, &task);
+        drop(state);
+        if let Err(e) = execute(db, &task) {
+            let mut state = lock(&db.state);
+            state.bg_error = Some(format!("compaction failed: {e}"));
+        }
+        db.bg_cv.notify_all();
+    }
+}
+
+fn pick(db: &DbInner, state: &DbState) -> Option<CompactionTask> {
+    let version = state.versions.current();
+    let view = level_view(&version);
+    let busy = |id: FileId| state.compacting.contains(&id);
+    policy(db).pick(&view, &busy, &state.compact_pointers)
+}
+
+fn mark(compacting: &mut HashSet<FileId>, task: &CompactionTask) {
+    compacting.extend(task.all_inputs());
+}
+
+/// Run `task` (already marked busy) and install its result; unmark its files either way.
+pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
+    let start = Instant::now();
+    let result = run(db, task);
+    let mut state = lock(&db.state);
+    for id in task.all_inputs() {
+        state.compacting.remove(&id);
+    }
+    let (edit, added, deleted) = result?;
+    let version = state.versions.log_and_apply(edit, &added)?;
+    state.l0_files = version.files(0).len();
+    if let Some(p) = state.compact_pointers.get_mut(task.level) {
+        *p = task.largest.clone();
+    }
+    let mem = Arc::clone(&db.super_version.load().mem);
+    db.install_super_version(&state, mem);
+    let written: u64 = added.iter().map(|(_, f)| f.meta.size).sum();
+    let secs = start.elapsed().as_secs_f64().max(1e-6);
+    if !task.trivial_move {
+        state.compaction_bytes_per_sec =
+            0.7 * state.compaction_bytes_per_sec + 0.3 * (written as f64 / secs);
+    }
+    drop(state);
+    Stats::add(&db.stats.compactions, 1);
+    Stats::add(&db.stats.compaction_bytes_written, written);
+    Stats::add(
+        &db.stats.compaction_micros,
+        start.elapsed().as_micros() as u64,
+    );
+    if task.trivial_move {
+        Stats::add(&db.stats.trivial_moves, 1);
+    }
+    // Every reader that starts from now on uses the new version. A failed delete leaves a
+    // file that the next open removes.
+    for id in deleted {
+        let _ = db.fs.remove(&table_path(&db.dir, id));
+    }
+    Ok(())
+}
+
+type Installable = (VersionEdit, Vec<(Level, Arc<TableFile>)>, Vec<FileId>);
+
+/// Do the I/O of `task`: the edit to install, the new files, the files it replaces.
+fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
+    let version = lock(&db.state).versions.current();
+    let find = |level: usize, ids: &[FileId]| -> Vec<Arc<TableFile>> {
+        version
+            .files(level)
+            .iter()
+            .filter(|f| ids.contains(&f.meta.id))
+            .cloned()
+            .collect()
+    };
+    let inputs = find(task.level, &task.inputs);
+    let next_inputs = find(task.output_level, &task.next_inputs);
+    let out_level = Level(task.output_level as u8);
+    let mut edit = VersionEdit::default();
+    for f in &inputs {
+        edit.deleted_files
+            .push((Level(task.level as u8), f.meta.id));
+    }
+    for f in &next_inputs {
+        edit.deleted_files.push((out_level, f.meta.id));
+    }
+
+    if task.trivial_move {
+        let added: Vec<(Level, Arc<TableFile>)> =
+            inputs.iter().map(|f| (out_level, Arc::clone(f))).collect();
+        edit.new_files = added.iter().map(|(l, f)| (*l, f.meta.clone())).collect();
+        return Ok((edit, added, Vec::new()));
+    }
+
+    let read: u64 = inputs.iter().chain(&next_inputs).map(|f| f.meta.size).sum();
+    Stats::add(&db.stats.compaction_bytes_read, read);
+    let mut children: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
+    if task.level == 0 {
+        for f in &inputs {
+            children.push(Box::new(f.table.iter()));
+        }
+    } else {
+        children.push(Box::new(LevelIter::new(
+            inputs.iter().map(|f| Arc::clone(&f.table)).collect(),
+        )));
+    }
+    children.push(Box::new(LevelIter::new(
+        next_inputs.iter().map(|f| Arc::clone(&f.table)).collect(),
+    )));
+    let snapshots = db.snapshots.pinned();
+    let deeper = |user_key: &[u8]| -> bool {
+        (task.output_level + 1..NUM_LEVELS).all(|l| {
+            version.files(l).iter().all(|f| {
+                user_key < f.meta.smallest.user_key() || user_key > f.meta.largest.user_key()
+            })
+        })
+    };
+    let policy = DropPolicy {
+        snapshots: &snapshots,
+        is_bottommost: &deeper,
+    };
+    let mut next_file = || {
+        let id = lock(&db.state).versions.new_file_id();
+        (id, table_path(&db.dir, id))
+    };
+    let out = run_compaction(
+        MergingIter::new(children),
+        &policy,
+        db.fs.as_ref(),
+        TableOptions::from(&db.opts),
+        db.opts.max_file_size,
+        &mut next_file,
+    )?;
+    db.fs.sync_dir(&db.dir)?;
+    Stats::add(&db.stats.compaction_entries_dropped, out.entries_dropped);
+    let added: Vec<(Level, Arc<TableFile>)> = out
+        .files
+        .into_iter()
+        .map(|f| (out_level, Arc::new(f)))
+        .collect();
+    edit.new_files = added.iter().map(|(l, f)| (*l, f.meta.clone())).collect();
+    let deleted = inputs
+        .iter()
+        .chain(&next_inputs)
+        .map(|f| f.meta.id)
+        .collect();
+    Ok((edit, added, deleted))
+}
+
+impl DbInner {
+    /// Block until no flush is pending and no compaction is running or needed.
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(why) = &state.bg_error {
+                return Err(Error::Poisoned(why.clone()));
+            }
+            if state.imm.is_empty() && state.compacting.is_empty() && pick(self, &state).is_none() {
+                return Ok(());
+            }
+            state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Compact every file overlapping `[begin, end]` (user keys; `None` is unbounded) down
+    /// through the levels to the deepest one holding data, then rewrite that one in place,
+    /// all in the calling thread.
+    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.flush()?;
+        let policy = policy(self);
+        let lo = begin.unwrap_or(&[]);
+        let mut level = 0;
+        while level < NUM_LEVELS {
+            let mut state = lock(&self.state);
+            if let Some(why) = &state.bg_error {
+                return Err(Error::Poisoned(why.clone()));
+            }
+            let version = state.versions.current();
+            let Some(deepest) = (0..NUM_LEVELS)
+                .rev()
+                .find(|&l| !version.files(l).is_empty())
+            else {
+                return Ok(());
+            };
+            if level > deepest {
+                return Ok(());
+            }
+            let view = level_view(&version);
+            let files = view.get(level).map_or(&[][..], Vec::as_slice);
+            let max_key = files.iter().map(|f| f.largest).max().unwrap_or(&[]);
+            let hi = end.unwrap_or(max_key);
+            if !files.iter().any(|f| f.smallest <= hi && lo <= f.largest) {
+                level += 1;
+                continue;
+            }
+            let busy = |id: FileId| state.compacting.contains(&id);
+            let task = if level < deepest {
+                policy.pick_range(&view, level, lo, hi, &busy)
+            } else {
+                policy.pick_in_place(&view, level, lo, hi, &busy)
+            };
+            drop(view);
+            let Some(task) = task else {
+                // A background compaction holds some of these files: wait for it.
+                let _state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            mark(&mut state.compacting, &task);
+            drop(state);
+            let result = execute(self, &task);
+            self.bg_cv.notify_all();
+            result?;
+            // The level is done once nothing in the range is left in it (or, for the bottom
+            // level, after one rewrite).
+            if level >= deepest {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}

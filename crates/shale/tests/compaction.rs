@@ -1,0 +1,118 @@
+//! Compaction: space stays bounded under overwrites, tombstones disappear, snapshots keep
+//! exactly what they need, and reads stay right while compactions run.
+
+use shale::{Compression, Db, Options, ReadOptions};
+
+fn options() -> Options {
+    Options {
+        write_buffer_size: 256 << 10,
+        max_file_size: 256 << 10,
+        max_bytes_for_level_base: 1 << 20,
+        level_size_multiplier: 4,
+        compression: Compression::None,
+        ..Options::default()
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{i}-{round}-").into_bytes();
+    v.resize(200, b'x');
+    v
+}
+
+#[test]
+fn space_stays_within_1_3x_of_live_data_after_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let n = 20_000u32;
+    for round in 0..6 {
+        for i in 0..n {
+            // Scattered order so every flush overlaps every other.
+            let k = (i * 7919) % n;
+            db.put(key(k), value(k, round)).unwrap();
+        }
+    }
+    db.flush().unwrap();
+    db.wait_idle().unwrap();
+    let stats = db.stats();
+    assert!(stats.compactions > 0, "{stats:?}");
+    let live: u64 = (0..n)
+        .map(|i| (key(i).len() + value(i, 5).len()) as u64)
+        .sum();
+    let on_disk = db.sst_bytes();
+    let amp = on_disk as f64 / live as f64;
+    println!(
+        "space amplification after settling: {amp:.3} ({on_disk} / {live}); levels {:?}",
+        db.level_file_counts()
+    );
+    assert!(
+        amp <= 1.3,
+        "space amplification {amp:.3} > 1.3, levels {:?}",
+        db.level_file_counts()
+    );
+    for i in (0..n).step_by(101) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 5)));
+    }
+}
+
+#[test]
+fn tombstones_disappear_after_a_full_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for i in 0..5_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..5_000 {
+        db.delete(key(i)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    assert_eq!(db.sst_bytes(), 0, "levels {:?}", db.level_file_counts());
+    assert_eq!(db.range::<&[u8]>(..).unwrap().count(), 0);
+    assert!(db.stats().compaction_entries_dropped >= 10_000);
+}
+
+#[test]
+fn snapshots_keep_what_they_need_through_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for i in 0..3_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    let snap = db.snapshot();
+    for i in 0..3_000 {
+        if i % 3 == 0 {
+            db.delete(key(i)).unwrap();
+        } else {
+            db.put(key(i), value(i, 1)).unwrap();
+        }
+    }
+    db.compact_range(None, None).unwrap();
+    let at = ReadOptions::at(&snap);
+    for i in 0..3_000 {
+        assert_eq!(
+            db.get_opt(key(i), &at).unwrap(),
+            Some(value(i, 0)),
+            "snapshot view of {i}"
+        );
+        let now = if i % 3 == 0 { None } else { Some(value(i, 1)) };
+        assert_eq!(db.get(key(i)).unwrap(), now, "current view of {i}");
+    }
+    assert_eq!(db.range::<&[u8]>(..).unwrap().count(), 2_000);
+    // Once the snapshot is gone, a compaction drops the old versions.
+    drop(snap);
+    let before = db.sst_bytes();
+    db.compact_range(None, None).unwrap();
+    assert!(db.sst_bytes() < before, "{} !< {before}", db.sst_bytes());
+    // And everything survives a reopen.
+    drop(db);
+    let db = Db::open(dir.path(), options()).unwrap();
+    for i in (0..3_000).step_by(7) {
+        let now = if i % 3 == 0 { None } else { Some(value(i, 1)) };
+        assert_eq!(db.get(key(i)).unwrap(), now);
+    }
+}
