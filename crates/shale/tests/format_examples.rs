@@ -176,7 +176,11 @@ fn stored_with_trailer(compression: Compression) -> Vec<u8> {
     let raw = compression_raw_block();
     let mut out = Vec::new();
     let ty = compress(compression, &raw, &mut out);
-    assert_ne!(ty, CompressionType::None, "{compression:?} must compress it");
+    assert_ne!(
+        ty,
+        CompressionType::None,
+        "{compression:?} must compress it"
+    );
     let trailer = shale::sst::format::encode_trailer(&out, ty);
     out.extend_from_slice(&trailer);
     out
@@ -451,7 +455,11 @@ fn block_example() {
         .iter()
         .map(|(k, _)| {
             let p = parse_internal_key(k).unwrap();
-            (String::from_utf8(p.user_key.to_vec()).unwrap(), p.seq.0, p.kind)
+            (
+                String::from_utf8(p.user_key.to_vec()).unwrap(),
+                p.seq.0,
+                p.kind,
+            )
         })
         .collect();
     assert_eq!(
@@ -483,7 +491,11 @@ fn compression_examples() {
     for (name, compression, ty) in [
         ("lz4-example", Compression::Lz4, CompressionType::Lz4),
         ("zstd-example", Compression::Zstd(3), CompressionType::Zstd),
-        ("snappy-example", Compression::Snappy, CompressionType::Snappy),
+        (
+            "snappy-example",
+            Compression::Snappy,
+            CompressionType::Snappy,
+        ),
     ] {
         let bytes = hex(name);
         let (stored, trailer) = bytes.split_at(bytes.len() - BLOCK_TRAILER_LEN);
@@ -559,11 +571,20 @@ fn print_examples() {
     let sections: Vec<(String, &[u8])> = vec![
         (format!("data block at 0, {} bytes", fs - 5), &s[..fs - 5]),
         ("its trailer".into(), &s[fs - 5..fs]),
-        (format!("filter block at {fs}, {} bytes", fe - fs), &s[fs..fe]),
+        (
+            format!("filter block at {fs}, {} bytes", fe - fs),
+            &s[fs..fe],
+        ),
         ("its trailer".into(), &s[fe..fe + 5]),
-        (format!("properties block at {ps}, {} bytes", pe - ps), &s[ps..pe]),
+        (
+            format!("properties block at {ps}, {} bytes", pe - ps),
+            &s[ps..pe],
+        ),
         ("its trailer".into(), &s[pe..pe + 5]),
-        (format!("index block at {is}, {} bytes", ie - is), &s[is..ie]),
+        (
+            format!("index block at {is}, {} bytes", ie - is),
+            &s[is..ie],
+        ),
         ("its trailer".into(), &s[ie..ie + 5]),
         (format!("footer at {}", s.len() - 64), &s[s.len() - 64..]),
     ];
@@ -573,7 +594,10 @@ fn print_examples() {
     dump("hex filter-example", &[("", &filter_example_bytes())]);
     dump("hex properties-example", &[("", &s[ps..pe])]);
     dump("hex footer-example", &[("", &s[s.len() - 64..])]);
-    println!("raw block for compression ({} bytes):", compression_raw_block().len());
+    println!(
+        "raw block for compression ({} bytes):",
+        compression_raw_block().len()
+    );
     dump("hex raw-block", &[("", &compression_raw_block())]);
     for (name, c) in [
         ("lz4-example", Compression::Lz4),
@@ -587,5 +611,8 @@ fn print_examples() {
             &[("stored bytes", &b[..n]), ("trailer", &b[n..])],
         );
     }
-    println!("bloom plum: {}", BloomFilter::new(filter_example_bytes()).may_contain(b"plum"));
+    println!(
+        "bloom plum: {}",
+        BloomFilter::new(filter_example_bytes()).may_contain(b"plum")
+    );
 }
