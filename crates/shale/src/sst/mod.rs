@@ -13,7 +13,7 @@
 
 pub mod block;
 mod builder;
-mod compress;
+pub mod compress;
 pub mod filter;
 pub mod format;
 mod iter;
