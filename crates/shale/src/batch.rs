@@ -216,11 +216,9 @@ impl<'a> BatchReader<'a> {
                 format!("batch header says {count} entries, found {seen}"),
             ));
         }
-        if first_seq
-            .0
-            .checked_add(u64::from(count))
-            .is_none_or(|end| end > SeqNo::MAX.0)
-        {
+        // The last entry gets `first_seq + count - 1`, which must fit in a trailer.
+        let last = first_seq.0.checked_add(u64::from(count.saturating_sub(1)));
+        if last.is_none_or(|last| last > SeqNo::MAX.0) {
             return Err(DecodeError::new(0, "batch sequence numbers overflow"));
         }
         Ok(reader)

@@ -76,6 +76,7 @@ fn flush_loop(db: &DbInner) {
                 state.flush_bytes_per_sec = 0.7 * state.flush_bytes_per_sec + 0.3 * rate;
                 Stats::add(&db.stats.flushes, 1);
                 Stats::add(&db.stats.flush_micros, start.elapsed().as_micros() as u64);
+                drop(state);
                 // The memtable is durable in an SSTable: its WAL is garbage now. A failed
                 // delete only leaves a file that the next open removes.
                 let _ = db.fs.remove(&wal_path(&db.dir, imm.wal_id));

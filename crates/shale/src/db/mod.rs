@@ -5,12 +5,17 @@
 //! - `flush.rs`: the background thread that turns frozen memtables into L0 SSTables.
 //! - `read.rs`: the read path over a [`SuperVersion`].
 //!
-//! Locks, always taken in this order and never held across file I/O unless noted:
+//! - `compact.rs`: the compaction threads, `compact_range`, `wait_idle`.
+//!
+//! Locks, always taken in this order:
 //! 1. `writers`: the queue of writers waiting to commit (group-commit leader election).
+//!    Never held across I/O.
 //! 2. `log`: the WAL and the active memtable. Held by the write-group leader while it
-//!    appends and inserts (that I/O is its job), by `flush()` and by `close()`.
-//! 3. `state`: the version set, the frozen memtables, background status. Held by the flush
-//!    thread only to install results (the manifest fsync is the one I/O under it).
+//!    appends, syncs and inserts, and while it switches to a new memtable (creating the
+//!    next WAL file and syncing the directory); by `flush()` and `close()` likewise.
+//! 3. `state`: the version set, the frozen memtables, background status. Flush and
+//!    compaction build their files without it and take it to install results: the one
+//!    I/O under it is the manifest append and its fdatasync.
 //! 4. `super_version`: a leaf lock around the pointer readers start from.
 
 mod compact;

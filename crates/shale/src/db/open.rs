@@ -1,5 +1,5 @@
 //! Opening a database: lock, replay the manifest, open the live SSTables, replay the WALs
-//! newer than the manifest's log number, save what they held as L0 SSTables, start a fresh
+//! at or above the manifest's log number, save what they held as L0 SSTables, start a fresh
 //! manifest and WAL, and delete files nothing refers to.
 //!
 //! Every step before the switch of CURRENT only adds files, so a crash anywhere during

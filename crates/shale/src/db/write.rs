@@ -4,8 +4,9 @@
 //! batches of the writers behind it (a *group*), writes them to the WAL as one record,
 //! syncs once if any of them asked for `sync`, inserts them into the memtable, publishes
 //! their sequence numbers, and wakes the followers. So N concurrent sync writers share
-//! one fsync, and a lone writer pays two uncontended lock round trips and no system call
-//! (the WAL is a memory mapping; see `fs/`).
+//! one fsync, and a lone writer pays four uncontended lock round trips (`writers` twice,
+//! `log`, `state`) and, in the default mode, no system call: the WAL is a memory mapping
+//! (see `fs/`), grown by `fallocate` + `mmap` once every 4 MiB.
 //!
 //! ```text
 //!   writers ──► [ w1 | w2 | w3 ]      w1 leads: WAL(w1+w2+w3) ─► fsync? ─► memtable

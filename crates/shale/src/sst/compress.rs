@@ -9,7 +9,7 @@
 //! snappy = snappy_raw(raw)                      (snap::raw; carries its own length)
 //! ```
 //!
-//! A block is stored compressed only if that saves at least 1/8 of its bytes: below that the
+//! A block is stored compressed only if that saves more than `floor(len / 8)` bytes: below that the
 //! CPU spent decompressing on every read costs more than the disk saved.
 //!
 //! Decompression runs only on bytes whose CRC matched, but must still never panic and never

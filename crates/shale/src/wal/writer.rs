@@ -13,7 +13,7 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
-    /// Write a new log to `file`, which must be empty.
+    /// Append records to `file`, continuing its block layout from its current length.
     pub fn new(file: Box<dyn WritableFile>) -> Self {
         let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
         LogWriter { file, block_offset }
