@@ -7,6 +7,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod batch;
+pub mod cache;
 pub mod codec;
 pub mod compaction;
 mod db;
@@ -17,6 +18,7 @@ pub mod key;
 pub mod memtable;
 pub mod options;
 pub mod sst;
+mod sync;
 pub mod version;
 pub mod wal;
 

@@ -116,3 +116,58 @@ fn snapshots_keep_what_they_need_through_compaction() {
         assert_eq!(db.get(key(i)).unwrap(), now);
     }
 }
+
+#[test]
+fn block_cache_serves_repeated_reads_within_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            cache_size: 1 << 20,
+            ..options()
+        },
+    )
+    .unwrap();
+    for i in 0..20_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_idle().unwrap();
+    let start = db.stats();
+    for _ in 0..3 {
+        for i in 0..200 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 0)));
+        }
+    }
+    let s = db.stats();
+    let (hits, misses) = (
+        s.block_cache_hits - start.block_cache_hits,
+        s.block_cache_misses - start.block_cache_misses,
+    );
+    assert!(hits >= 2 * misses, "hits {hits} misses {misses}");
+    // A full scan that does not fill the cache leaves it as it was.
+    let before = db.stats().block_cache_usage_bytes;
+    let opts = ReadOptions {
+        fill_cache: false,
+        ..ReadOptions::default()
+    };
+    let mut it = db.iter(&opts).unwrap();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, 20_000);
+    assert_eq!(db.stats().block_cache_usage_bytes, before);
+    // Reading everything stays within the budget.
+    for i in 0..20_000 {
+        db.get(key(i)).unwrap();
+    }
+    let s = db.stats();
+    assert!(
+        s.block_cache_usage_bytes <= s.block_cache_capacity_bytes + 64 * 1024,
+        "{s:?}"
+    );
+    assert!(s.pinned_table_metadata_bytes > 0);
+}

@@ -61,6 +61,7 @@ pub fn run_compaction(
     mut input: impl InternalIterator,
     policy: &DropPolicy<'_>,
     fs: &dyn FileSystem,
+    open: &dyn Fn(&Path) -> Result<Table>,
     table_opts: TableOptions,
     max_file_size: u64,
     next_file: &mut dyn FnMut() -> (FileId, std::path::PathBuf),
@@ -82,7 +83,7 @@ pub fn run_compaction(
                 .is_some_and(|(_, _, b)| b.estimated_file_size() >= max_file_size)
             {
                 if let Some((id, path, b)) = builder.take() {
-                    out.files.push(finish(fs, id, &path, b)?);
+                    out.files.push(finish(open, id, &path, b)?);
                 }
             }
             current_key = Some(entry.user_key.to_vec());
@@ -109,15 +110,20 @@ pub fn run_compaction(
         input.next()?;
     }
     if let Some((id, path, b)) = builder.take() {
-        out.files.push(finish(fs, id, &path, b)?);
+        out.files.push(finish(open, id, &path, b)?);
     }
     out.bytes_written = out.files.iter().map(|f| f.meta.size).sum();
     Ok(out)
 }
 
-fn finish(fs: &dyn FileSystem, id: FileId, path: &Path, b: TableBuilder) -> Result<TableFile> {
+fn finish(
+    open: &dyn Fn(&Path) -> Result<Table>,
+    id: FileId,
+    path: &Path,
+    b: TableBuilder,
+) -> Result<TableFile> {
     let summary = b.finish()?;
-    let table = Arc::new(Table::open(fs.open(path)?, path.to_owned())?);
+    let table = Arc::new(open(path)?);
     Ok(TableFile {
         meta: FileMeta {
             id,
@@ -179,6 +185,7 @@ mod tests {
                 is_bottommost: &|_| bottommost,
             },
             &PosixFs,
+            &|p: &Path| Table::open(PosixFs.open(p)?, p.to_owned()),
             TableOptions {
                 compression: crate::options::Compression::None,
                 ..TableOptions::default()

@@ -168,15 +168,17 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     let mut children: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
     if task.level == 0 {
         for f in &inputs {
-            children.push(Box::new(f.table.iter()));
+            children.push(Box::new(f.table.iter_opt(false)));
         }
     } else {
         children.push(Box::new(LevelIter::new(
             inputs.iter().map(|f| Arc::clone(&f.table)).collect(),
+            false,
         )));
     }
     children.push(Box::new(LevelIter::new(
         next_inputs.iter().map(|f| Arc::clone(&f.table)).collect(),
+        false,
     )));
     let snapshots = db.snapshots.pinned();
     let deeper = |user_key: &[u8]| -> bool {
@@ -198,6 +200,7 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
         MergingIter::new(children),
         &policy,
         db.fs.as_ref(),
+        &|path: &Path| db.open_table(path),
         TableOptions::from(&db.opts),
         db.opts.max_file_size,
         &mut next_file,
@@ -219,6 +222,15 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
 }
 
 impl DbInner {
+    /// Open table file `path` with this database's block cache.
+    pub(crate) fn open_table(&self, path: &Path) -> Result<crate::sst::Table> {
+        crate::sst::Table::open_cached(
+            self.fs.open(path)?,
+            path.to_owned(),
+            Arc::clone(&self.cache),
+        )
+    }
+
     /// Block until no flush is pending and no compaction is running or needed.
     pub(crate) fn wait_idle(&self) -> Result<()> {
         let mut state = lock(&self.state);

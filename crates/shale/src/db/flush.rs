@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::filename::{table_path, wal_path};
 use super::stats::Stats;
 use super::{lock, DbInner};
+use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
@@ -47,7 +48,7 @@ fn flush_loop(db: &DbInner) {
         drop(state);
 
         let start = Instant::now();
-        let built = write_table(db.fs.as_ref(), &db.dir, &db.opts, &imm.mem, id)
+        let built = write_table(db.fs.as_ref(), &db.dir, &db.opts, &db.cache, &imm.mem, id)
             .and_then(|file| db.fs.sync_dir(&db.dir).map(|()| file));
 
         let mut state = lock(&db.state);
@@ -92,6 +93,7 @@ pub(crate) fn write_table(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
+    cache: &Arc<BlockCache>,
     mem: &Arc<MemTable>,
     id: FileId,
 ) -> Result<Option<TableFile>> {
@@ -107,7 +109,11 @@ pub(crate) fn write_table(
         it.next()?;
     }
     let summary = builder.finish()?;
-    let table = Arc::new(Table::open(fs.open(&path)?, path)?);
+    let table = Arc::new(Table::open_cached(
+        fs.open(&path)?,
+        path,
+        Arc::clone(cache),
+    )?);
     let meta = FileMeta {
         id,
         size: summary.file_size,

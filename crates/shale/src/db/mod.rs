@@ -31,7 +31,7 @@ mod write;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 pub use read::{DbIterator, RangeIter};
@@ -110,6 +110,8 @@ pub(crate) struct DbInner {
     /// Signalled (with `state`) when a flush finishes, fails, or work arrives.
     bg_cv: Condvar,
     super_version: SuperVersionCell,
+    /// Data blocks shared by every table of this database.
+    cache: Arc<crate::cache::BlockCache>,
     /// Writes with sequence numbers up to this one are visible to readers.
     visible_seq: AtomicU64,
     snapshots: Arc<snapshot::SnapshotList>,
@@ -117,11 +119,7 @@ pub(crate) struct DbInner {
     stats: Stats,
 }
 
-/// Lock a mutex, ignoring poisoning: every critical section leaves its data consistent
-/// before doing anything that can panic, so a panicking holder cannot leave it half-done.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use crate::sync::lock;
 
 impl Db {
     /// Open (or create) the database in `path`.
@@ -242,7 +240,20 @@ impl Db {
 
     /// Counters about the engine's work so far.
     pub fn stats(&self) -> StatsSnapshot {
-        self.inner.stats.snapshot()
+        let cache = &self.inner.cache;
+        let sv = self.inner.super_version.load();
+        let pinned: usize = (0..crate::version::NUM_LEVELS)
+            .flat_map(|l| sv.version.files(l).iter().map(|f| f.table.pinned_bytes()))
+            .sum();
+        let r = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        StatsSnapshot {
+            block_cache_hits: r(&cache.stats.hits),
+            block_cache_misses: r(&cache.stats.misses),
+            block_cache_usage_bytes: cache.usage() as u64,
+            block_cache_capacity_bytes: cache.capacity() as u64,
+            pinned_table_metadata_bytes: pinned as u64,
+            ..self.inner.stats.snapshot()
+        }
     }
 
     /// Number of live SSTables per level.

@@ -17,6 +17,7 @@ use super::stats::Stats;
 use super::super_version::{SuperVersion, SuperVersionCell};
 use super::{DbInner, DbState, LogState};
 use crate::batch::{decode_entries, BatchReader};
+use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
@@ -63,8 +64,17 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         )));
     };
 
-    let mut tables = open_tables(fs.as_ref(), dir, &state.files)?;
-    replay_wals(fs.as_ref(), dir, &opts, &mut state, &mut tables, &stats)?;
+    let cache = Arc::new(BlockCache::new(opts.cache_size));
+    let mut tables = open_tables(fs.as_ref(), dir, &cache, &state.files)?;
+    replay_wals(
+        fs.as_ref(),
+        dir,
+        &opts,
+        &cache,
+        &mut state,
+        &mut tables,
+        &stats,
+    )?;
 
     // A fresh WAL; every older one is now obsolete.
     let wal_id = state.next_file_number;
@@ -111,6 +121,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         }),
         bg_cv: Condvar::new(),
         super_version: SuperVersionCell::new(Arc::new(sv)),
+        cache,
         visible_seq: AtomicU64::new(last_seq.0),
         snapshots: Arc::default(),
         closed: AtomicBool::new(false),
@@ -122,6 +133,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
 fn open_tables(
     fs: &dyn FileSystem,
     dir: &Path,
+    cache: &Arc<BlockCache>,
     files: &BTreeMap<FileId, (Level, FileMeta)>,
 ) -> Result<Vec<(Level, Arc<TableFile>)>> {
     let mut out = Vec::with_capacity(files.len());
@@ -139,7 +151,7 @@ fn open_tables(
                 ),
             ));
         }
-        let table = Arc::new(Table::open(file, path)?);
+        let table = Arc::new(Table::open_cached(file, path, Arc::clone(cache))?);
         out.push((
             *level,
             Arc::new(TableFile {
@@ -157,6 +169,7 @@ fn replay_wals(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
+    cache: &Arc<BlockCache>,
     state: &mut RecoveredManifest,
     tables: &mut Vec<(Level, Arc<TableFile>)>,
     stats: &Stats,
@@ -186,7 +199,7 @@ fn replay_wals(
                 .saturating_sub(1);
             state.last_seq = state.last_seq.max(SeqNo(last));
             if mem.approximate_memory_usage() >= opts.write_buffer_size {
-                save_memtable(fs, dir, opts, state, tables, &mem)?;
+                save_memtable(fs, dir, opts, cache, state, tables, &mem)?;
                 mem = Arc::new(MemTable::new());
             }
         }
@@ -194,19 +207,20 @@ fn replay_wals(
             Stats::add(&stats.wal_torn_tail_bytes, tail.dropped_bytes);
         }
     }
-    save_memtable(fs, dir, opts, state, tables, &mem)
+    save_memtable(fs, dir, opts, cache, state, tables, &mem)
 }
 
 fn save_memtable(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
+    cache: &Arc<BlockCache>,
     state: &mut RecoveredManifest,
     tables: &mut Vec<(Level, Arc<TableFile>)>,
     mem: &Arc<MemTable>,
 ) -> Result<()> {
     let id = state.next_file_number;
-    if let Some(file) = write_table(fs, dir, opts, mem, id)? {
+    if let Some(file) = write_table(fs, dir, opts, cache, mem, id)? {
         state.next_file_number = FileId(id.0 + 1);
         state.files.insert(id, (Level(0), file.meta.clone()));
         tables.push((Level(0), Arc::new(file)));

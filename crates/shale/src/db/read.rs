@@ -161,7 +161,7 @@ impl DbInner {
                 MemGet::NotFound => {}
             }
         }
-        Ok(match sv.version.get(key, snapshot)? {
+        Ok(match sv.version.get(key, snapshot, opts.fill_cache)? {
             Some((ValueKind::Put, v)) => Some(v),
             Some((ValueKind::Delete, _)) | None => None,
         })
@@ -171,7 +171,7 @@ impl DbInner {
         self.check_open()?;
         let snapshot = self.read_seq(opts);
         let sv = self.super_version.load();
-        let merged = MergingIter::new(internal_iters(&sv));
+        let merged = MergingIter::new(internal_iters(&sv, opts.fill_cache));
         Ok(DbIterator {
             inner: DbIter::new(
                 merged,
@@ -203,13 +203,13 @@ impl DbInner {
 }
 
 /// One internal iterator per source of a super version, newest source first.
-fn internal_iters(sv: &SuperVersion) -> Vec<Box<dyn InternalIterator + Send>> {
+fn internal_iters(sv: &SuperVersion, fill_cache: bool) -> Vec<Box<dyn InternalIterator + Send>> {
     let mut iters: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
     for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         iters.push(Box::new(mem.iter()));
     }
     for file in sv.version.files(0) {
-        iters.push(Box::new(file.table.iter()));
+        iters.push(Box::new(file.table.iter_opt(fill_cache)));
     }
     for level in 1..NUM_LEVELS {
         let files = sv.version.files(level);
@@ -218,7 +218,7 @@ fn internal_iters(sv: &SuperVersion) -> Vec<Box<dyn InternalIterator + Send>> {
                 .iter()
                 .map(|f| std::sync::Arc::clone(&f.table))
                 .collect();
-            iters.push(Box::new(LevelIter::new(tables)));
+            iters.push(Box::new(LevelIter::new(tables, fill_cache)));
         }
     }
     iters

@@ -51,6 +51,12 @@ pub struct StatsSnapshot {
     pub compaction_bytes_written: u64,
     pub compaction_entries_dropped: u64,
     pub compaction_micros: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+    pub block_cache_usage_bytes: u64,
+    pub block_cache_capacity_bytes: u64,
+    /// Index blocks and bloom filters of open tables, held outside the block cache.
+    pub pinned_table_metadata_bytes: u64,
 }
 
 impl Stats {
@@ -81,6 +87,7 @@ impl Stats {
             compaction_bytes_written: r(&self.compaction_bytes_written),
             compaction_entries_dropped: r(&self.compaction_entries_dropped),
             compaction_micros: r(&self.compaction_micros),
+            ..StatsSnapshot::default()
         }
     }
 }

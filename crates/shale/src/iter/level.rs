@@ -12,15 +12,18 @@ use crate::sst::{Table, TableIter};
 /// A concatenation of sorted, non-overlapping tables.
 pub struct LevelIter {
     tables: Vec<Arc<Table>>,
+    fill_cache: bool,
     index: usize,
     current: Option<TableIter>,
 }
 
 impl LevelIter {
-    /// `tables` must be sorted by key and must not overlap.
-    pub fn new(tables: Vec<Arc<Table>>) -> Self {
+    /// `tables` must be sorted by key and must not overlap. `fill_cache`: whether blocks
+    /// read go into the block cache.
+    pub fn new(tables: Vec<Arc<Table>>, fill_cache: bool) -> Self {
         LevelIter {
             tables,
+            fill_cache,
             index: 0,
             current: None,
         }
@@ -28,7 +31,7 @@ impl LevelIter {
 
     fn open(&mut self, index: usize) {
         self.index = index;
-        self.current = self.tables.get(index).map(Table::iter);
+        self.current = self.tables.get(index).map(|t| t.iter_opt(self.fill_cache));
     }
 
     /// Move forward over exhausted tables.

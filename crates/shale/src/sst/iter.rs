@@ -27,16 +27,18 @@ pub struct TableIter {
     index: BlockIter,
     data: Option<BlockIter>,
     data_handle: Option<BlockHandle>,
+    fill_cache: bool,
 }
 
 impl TableIter {
-    pub(crate) fn new(table: Arc<Table>) -> Self {
+    pub(crate) fn new(table: Arc<Table>, fill_cache: bool) -> Self {
         let index = table.index.iter();
         TableIter {
             table,
             index,
             data: None,
             data_handle: None,
+            fill_cache,
         }
     }
 
@@ -51,7 +53,7 @@ impl TableIter {
         if self.data.is_some() && self.data_handle == Some(handle) {
             return Ok(());
         }
-        let block = self.table.read_block(handle)?;
+        let block = self.table.read_block(handle, self.fill_cache)?;
         self.data = Some(block.iter());
         self.data_handle = Some(handle);
         Ok(())

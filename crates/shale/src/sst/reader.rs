@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::cache::{BlockCache, BlockKey};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
@@ -66,6 +67,8 @@ impl BlockSource {
 #[derive(Debug)]
 pub struct Table {
     source: BlockSource,
+    /// The shared block cache and this table's id in it.
+    cache: Option<(Arc<BlockCache>, u64)>,
     file_size: u64,
     pub(crate) index: Arc<Block>,
     filter: Option<BloomFilter>,
@@ -110,6 +113,7 @@ impl Table {
         )?);
         Ok(Table {
             source,
+            cache: None,
             file_size,
             index,
             filter,
@@ -117,11 +121,49 @@ impl Table {
         })
     }
 
-    /// The one place data and index blocks are read. A block cache goes here.
-    pub(crate) fn read_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+    /// Open the table like [`Table::open`], reading its data blocks through `cache`.
+    pub fn open_cached(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        cache: Arc<BlockCache>,
+    ) -> Result<Table> {
+        let mut table = Table::open(file, path)?;
+        let id = cache.new_table_id();
+        table.cache = Some((cache, id));
+        Ok(table)
+    }
+
+    /// Bytes of metadata this open table keeps in memory outside the block cache: its
+    /// index block and bloom filter.
+    pub fn pinned_bytes(&self) -> usize {
+        self.index.size() + self.filter.as_ref().map_or(0, BloomFilter::size)
+    }
+
+    /// The one place data blocks are read: from the cache if it holds the block, else
+    /// from the file (verified and decompressed), added to the cache if `fill_cache`.
+    pub(crate) fn read_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        let key = self.cache.as_ref().map(|(cache, id)| {
+            (
+                cache,
+                BlockKey {
+                    table: *id,
+                    offset: handle.offset,
+                },
+            )
+        });
+        if let Some(block) = key.as_ref().and_then(|(cache, key)| cache.get(key)) {
+            return Ok(block);
+        }
         let data = self.source.read_raw(handle)?;
-        let block = Block::new(data, Arc::clone(&self.source.path), handle.offset)?;
-        Ok(Arc::new(block))
+        let block = Arc::new(Block::new(
+            data,
+            Arc::clone(&self.source.path),
+            handle.offset,
+        )?);
+        if let (Some((cache, key)), true) = (key, fill_cache) {
+            cache.insert(key, Arc::clone(&block));
+        }
+        Ok(block)
     }
 
     /// Decode an index entry's value.
@@ -146,6 +188,16 @@ impl Table {
     /// # Errors
     /// `Corruption` or `Io` from reading a block.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        self.get_opt(user_key, snapshot, true)
+    }
+
+    /// [`Table::get`], choosing whether blocks read go into the cache.
+    pub fn get_opt(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        fill_cache: bool,
+    ) -> Result<Option<(ValueKind, Vec<u8>)>> {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
@@ -156,7 +208,7 @@ impl Table {
         index.seek(target.encoded())?;
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let block = self.read_block(handle)?;
+            let block = self.read_block(handle, fill_cache)?;
             let mut it = block.iter();
             it.seek(target.encoded())?;
             if it.valid() {
@@ -176,9 +228,15 @@ impl Table {
         Ok(None)
     }
 
-    /// A two-level iterator over every entry.
+    /// A two-level iterator over every entry; blocks it reads go into the cache.
     pub fn iter(self: &Arc<Self>) -> TableIter {
-        TableIter::new(Arc::clone(self))
+        TableIter::new(Arc::clone(self), true)
+    }
+
+    /// [`Table::iter`], choosing whether blocks read go into the cache (compactions and
+    /// one-off scans should not evict the working set).
+    pub fn iter_opt(self: &Arc<Self>, fill_cache: bool) -> TableIter {
+        TableIter::new(Arc::clone(self), fill_cache)
     }
 
     pub fn properties(&self) -> &TableProperties {

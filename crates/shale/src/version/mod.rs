@@ -83,12 +83,17 @@ impl Version {
     }
 
     /// The newest entry of `user_key` visible at `snapshot` in the SSTables.
-    pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<(ValueKind, Vec<u8>)>> {
+    pub fn get(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        fill_cache: bool,
+    ) -> Result<Option<(ValueKind, Vec<u8>)>> {
         for file in self.files(0) {
             if file.meta.smallest_seq > snapshot || !file_covers(&file.meta, user_key) {
                 continue;
             }
-            if let Some(found) = file.table.get(user_key, snapshot)? {
+            if let Some(found) = file.table.get_opt(user_key, snapshot, fill_cache)? {
                 return Ok(Some(found));
             }
         }
@@ -100,7 +105,7 @@ impl Version {
             if !file_covers(&file.meta, user_key) {
                 continue;
             }
-            if let Some(found) = file.table.get(user_key, snapshot)? {
+            if let Some(found) = file.table.get_opt(user_key, snapshot, fill_cache)? {
                 return Ok(Some(found));
             }
         }
