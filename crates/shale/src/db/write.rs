@@ -199,7 +199,7 @@ impl DbInner {
                     );
                 }
             }
-            if log.mem.approximate_memory_usage() < opts.write_buffer_size {
+            if log.mem.approximate_memory_usage() < opts.write_buffer_size && !log.mem.is_full() {
                 return Ok(());
             }
             if state.imm.len() >= hard {
@@ -231,7 +231,10 @@ impl DbInner {
         self.fs.sync_dir(&self.dir).map_err(|e| self.poison(e))?;
         let old_wal = std::mem::replace(&mut log.wal, LogWriter::new(file));
         drop(old_wal);
-        let old_mem = std::mem::replace(&mut log.mem, Arc::new(MemTable::new()));
+        let old_mem = std::mem::replace(
+            &mut log.mem,
+            Arc::new(MemTable::with_capacity(self.opts.write_buffer_size)),
+        );
         let old_id = std::mem::replace(&mut log.wal_id, new_id);
         log.unlogged_writes = false;
 
