@@ -131,6 +131,8 @@ pub struct MemTable {
     count: AtomicU32,
     writer: Mutex<Writer>,
     sorted: Mutex<Arc<SortedRuns>>,
+    /// Bytes of the runs in `sorted`, set under its lock.
+    sorted_bytes: AtomicUsize,
     // Mirrors of writer-owned counters, published for lock-free readers.
     memory_usage: AtomicUsize,
     full: AtomicBool,
@@ -174,6 +176,7 @@ impl MemTable {
                 side_bytes,
             }),
             sorted: Mutex::new(Arc::default()),
+            sorted_bytes: AtomicUsize::new(0),
             memory_usage: AtomicUsize::new(side_bytes),
             full: AtomicBool::new(false),
             min_seq: AtomicU64::new(u64::MAX),
@@ -353,11 +356,11 @@ impl MemTable {
         MemGet::NotFound
     }
 
-    /// Bytes of memory the table holds (arena chunks, the id table and every hash table it
-    /// has used); compare with `write_buffer_size`. Sorted runs, which exist only while
-    /// iterators need them, are not counted.
+    /// Bytes of memory the table holds (arena chunks, the id table, every hash table it
+    /// has used, and the cached sorted runs once an iterator has asked for them); compare
+    /// with `write_buffer_size`. Runs that only older iterators still hold are not counted.
     pub fn approximate_memory_usage(&self) -> usize {
-        self.memory_usage.load(Relaxed)
+        self.memory_usage.load(Relaxed) + self.sorted_bytes.load(Relaxed)
     }
 
     /// True when the hash index has no room for another key without growing: the DB then
@@ -397,6 +400,7 @@ impl MemTable {
                 // SAFETY: entries `0..count` are published (Acquire above) and live in our
                 // arena; the runs live in `self.sorted` or in iterators holding `Arc<Self>`.
                 *cache = Arc::new(unsafe { cache.extended(&self.entries, count) });
+                self.sorted_bytes.store(cache.memory_usage(), Relaxed);
             }
             Arc::clone(&cache)
         };

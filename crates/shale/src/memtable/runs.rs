@@ -76,6 +76,12 @@ impl SortedRuns {
         &self.runs
     }
 
+    /// Bytes of the run elements.
+    pub(super) fn memory_usage(&self) -> usize {
+        let elements: usize = self.runs.iter().map(|run| run.len()).sum();
+        elements * std::mem::size_of::<RunEntry>()
+    }
+
     /// These runs plus entries `covered..count`, merged to keep invariant 2.
     ///
     /// # Safety

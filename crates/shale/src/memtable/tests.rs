@@ -432,7 +432,10 @@ fn is_full_at_the_index_load_limit() {
         t.get(b"one more", SeqNo::MAX),
         MemGet::Found(b"x".as_slice())
     );
+    let before_iter = t.approximate_memory_usage();
     assert_eq!(collect_forward(&t).len(), 34);
+    // The sorted run the iterator needed is counted too: 16 bytes an entry.
+    assert_eq!(t.approximate_memory_usage(), before_iter + 34 * 16);
 
     // The DB's sizing: 64 MiB of write buffer gets 2^20 slots (8 MiB), room for 2^19 keys.
     let t = MemTable::with_capacity(64 << 20);
