@@ -89,7 +89,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let l0_files = versions.current().files(0).len();
     remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
 
-    let mem = Arc::new(MemTable::new());
+    let mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
     let sv = SuperVersion {
         mem: Arc::clone(&mem),
         imm: Vec::new(),
@@ -183,7 +183,7 @@ fn replay_wals(
         })
         .collect();
     wals.sort();
-    let mut mem = Arc::new(MemTable::new());
+    let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
     for id in wals {
         let path = wal_path(dir, id);
         let data = fs.read_all(&path)?;
@@ -198,9 +198,9 @@ fn replay_wals(
                 .0
                 .saturating_sub(1);
             state.last_seq = state.last_seq.max(SeqNo(last));
-            if mem.approximate_memory_usage() >= opts.write_buffer_size {
+            if mem.approximate_memory_usage() >= opts.write_buffer_size || mem.is_full() {
                 save_memtable(fs, dir, opts, cache, state, tables, &mem)?;
-                mem = Arc::new(MemTable::new());
+                mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
             }
         }
         if let Some(tail) = reader.tail() {

@@ -245,7 +245,10 @@ impl DbInner {
         self.fs.sync_dir(&self.dir).map_err(|e| self.poison(e))?;
         let old_wal = std::mem::replace(&mut log.wal, LogWriter::new(file));
         drop(old_wal);
-        let old_mem = std::mem::replace(&mut log.mem, Arc::new(MemTable::new()));
+        let old_mem = std::mem::replace(
+            &mut log.mem,
+            Arc::new(MemTable::with_capacity(self.opts.write_buffer_size)),
+        );
         let old_id = std::mem::replace(&mut log.wal_id, new_id);
         log.unlogged_writes = false;
 

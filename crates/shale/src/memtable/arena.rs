@@ -1,9 +1,9 @@
-//! A bump allocator for memtable nodes.
+//! A bump allocator for memtable entries.
 //!
 //! The arena takes memory from the global allocator in chunks and hands out 8-byte-aligned
 //! pieces of them. Nothing is freed until the arena is dropped, and memory never moves, so a
 //! pointer into the arena stays valid for the arena's whole life. That is what lets the
-//! skiplist publish raw node pointers to lock-free readers.
+//! memtable publish raw entry pointers to lock-free readers.
 //!
 //! Chunks start small (4 KiB) and double up to 1 MiB, so that a memtable with a tiny
 //! `write_buffer_size` (tests use a few KiB to force flushes) is not charged a whole MiB

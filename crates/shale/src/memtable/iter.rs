@@ -1,91 +1,158 @@
-//! [`MemTableIter`]: an [`InternalIterator`] over a memtable.
+//! [`MemTableIter`]: an [`InternalIterator`] over a memtable, as a [`MergingIter`] of one
+//! [`RunIter`] per sorted run (see `runs.rs`).
 //!
-//! The iterator owns an `Arc<MemTable>`, so the arena (and every key and value slice it hands
-//! out) outlives it. It is `Send + Sync` and may move between threads; like every
-//! [`InternalIterator`] it is driven by one thread at a time (`&mut self`). It takes no lock
-//! and runs concurrently with the writer.
+//! The iterator sees exactly the entries published before `MemTable::iter` returned (the runs
+//! it was built from); later inserts are invisible to it. The DB reads at a seqno snapshot
+//! anyway, and a frozen memtable (the flush's source) gets no inserts.
+//!
+//! It owns an `Arc<MemTable>` (each run iterator holds one), so the arena, and every key and
+//! value slice it hands out, outlives it. It is `Send + Sync` and may move between threads;
+//! like every [`InternalIterator`] it is driven by one thread at a time (`&mut self`). It
+//! takes no lock and runs concurrently with the writer.
 //!
 //! # Invariants
 //!
-//! 1. `node` is `None` (not valid) or a node of `table.list`.
-//! 2. Movement never fails: every method returns `Ok(())`.
-//!
-//! `next` follows a link; `prev` and `seek_to_last` search from the head (O(log n)), as in
-//! LevelDB, because nodes have no back links.
+//! 1. A [`RunIter`] is valid iff `pos < run.len()`; every movement leaves `pos <= run.len()`.
+//! 2. Every entry of `run` lives in `table`'s arena (`runs.rs` invariant 3).
+//! 3. Movement never fails: every method returns `Ok(())`.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::skiplist::{NodePtr, Target};
+use super::entry::{compare_split, key_prefix, split_internal_key};
+use super::runs::RunEntry;
 use super::MemTable;
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, MergingIter};
 
-/// An iterator over a memtable's entries in internal-key order.
-pub struct MemTableIter {
-    table: Arc<MemTable>,
-    node: Option<NodePtr>,
+/// A cursor over one sorted run; binary search for `seek`, an index step for `next`/`prev`.
+pub(super) struct RunIter {
+    /// Held only to keep the arena behind `run` alive (invariant 2).
+    _table: Arc<MemTable>,
+    run: Arc<[RunEntry]>,
+    pos: usize,
 }
 
-impl MemTableIter {
-    pub(super) fn new(table: Arc<MemTable>) -> Self {
-        MemTableIter { table, node: None }
+impl RunIter {
+    pub(super) fn new(table: Arc<MemTable>, run: Arc<[RunEntry]>) -> RunIter {
+        let pos = run.len();
+        RunIter {
+            _table: table,
+            run,
+            pos,
+        }
     }
 
     fn entry(&self) -> (&[u8], &[u8]) {
-        match self.node {
-            // SAFETY: invariant 1; `self.table` keeps the list alive for the borrow of self.
-            Some(node) => unsafe { self.table.list.entry(node) },
+        match self.run.get(self.pos) {
+            // SAFETY: invariant 2; `self._table` keeps the arena alive for the borrow of self.
+            Some(e) => unsafe { e.entry.parts() },
             None => (&[], &[]),
+        }
+    }
+}
+
+impl InternalIterator for RunIter {
+    fn valid(&self) -> bool {
+        self.pos < self.run.len()
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.pos = 0;
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        // An empty run stays invalid (pos == len == 0).
+        self.pos = self.run.len().saturating_sub(1);
+        Ok(())
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let target = split_internal_key(target);
+        let target_prefix = key_prefix(target.0);
+        self.pos = self.run.partition_point(|e| {
+            let order = e.prefix.cmp(&target_prefix).then_with(|| {
+                // SAFETY: invariant 2; `self._table` is alive.
+                compare_split(unsafe { e.entry.split_key() }, target)
+            });
+            order == Ordering::Less
+        });
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if self.valid() {
+            self.pos += 1;
+        }
+        Ok(())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        self.pos = match self.pos.checked_sub(1) {
+            Some(p) if self.valid() => p,
+            _ => self.run.len(),
+        };
+        Ok(())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.entry().0
+    }
+
+    fn value(&self) -> &[u8] {
+        self.entry().1
+    }
+}
+
+/// An iterator over a memtable's entries in internal-key order.
+pub struct MemTableIter {
+    merge: MergingIter<RunIter>,
+}
+
+impl MemTableIter {
+    pub(super) fn new(children: Vec<RunIter>) -> Self {
+        MemTableIter {
+            merge: MergingIter::new(children),
         }
     }
 }
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        self.node.is_some()
+        self.merge.valid()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.node = self.table.list.first();
-        Ok(())
+        self.merge.seek_to_first()
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
-        self.node = self.table.list.last();
-        Ok(())
+        self.merge.seek_to_last()
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.node = self.table.list.seek(&Target::from_internal_key(target));
-        Ok(())
+        self.merge.seek(target)
     }
 
     /// Not valid afterwards if it was not valid before.
     fn next(&mut self) -> Result<()> {
-        if let Some(node) = self.node {
-            // SAFETY: invariant 1.
-            self.node = unsafe { self.table.list.next(node) };
-        }
-        Ok(())
+        self.merge.next()
     }
 
     /// Not valid afterwards if it was not valid before.
     fn prev(&mut self) -> Result<()> {
-        if let Some(node) = self.node {
-            // SAFETY: invariant 1.
-            self.node = unsafe { self.table.list.prev(node) };
-        }
-        Ok(())
+        self.merge.prev()
     }
 
     /// Empty if not valid.
     fn key(&self) -> &[u8] {
-        self.entry().0
+        self.merge.key()
     }
 
     /// Empty if not valid.
     fn value(&self) -> &[u8] {
-        self.entry().1
+        self.merge.value()
     }
 }
 

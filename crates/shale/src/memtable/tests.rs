@@ -1,4 +1,4 @@
-//! Tests for the memtable, its skiplist and its iterator.
+//! Tests for the memtable: its hash index, version chains, sorted runs and iterator.
 
 // `allow`, not `expect`: the workspace may later allow these in tests through clippy.toml,
 // which would turn an `expect` into an unfulfilled-expectation warning.
@@ -200,7 +200,7 @@ fn iteration_matches_sorted_vec_for_random_entries() {
 
 #[test]
 fn ascending_and_descending_inserts_stay_sorted() {
-    // Ascending inserts take the cached-splice fast path; descending ones never do.
+    // Presorted and reverse-sorted input are the sort's special cases.
     for ascending in [true, false] {
         let t = Arc::new(MemTable::new());
         let n = 5000u64;
@@ -315,9 +315,131 @@ fn memory_usage_tracks_inserted_bytes() {
         t.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
     }
     let used = t.approximate_memory_usage();
-    // Each entry is at least 8 + 8 + 100 bytes plus a 16-byte header.
-    assert!(used >= 10_000 * 132, "{used}");
-    assert!(used <= 10_000 * 132 * 2, "{used}");
+    // Each entry is at least 8 + 8 + 100 bytes plus a 12-byte header, 8 bytes in the id
+    // table, and two hash slots (16 bytes, more while the index doubles).
+    assert!(used >= 10_000 * (128 + 8 + 16), "{used}");
+    assert!(used <= 10_000 * (128 + 8 + 16) * 2, "{used}");
+}
+
+#[test]
+fn versions_inserted_out_of_order_are_spliced_into_the_chain() {
+    // The DB never does this, but the memtable must still answer by seqno, not by arrival.
+    let t = Arc::new(MemTable::new());
+    for seq in [50, 10, 30, 20, 60, 40] {
+        let v = format!("v{seq}");
+        t.insert(SeqNo(seq), ValueKind::Put, b"k", v.as_bytes());
+    }
+    t.insert(SeqNo(35), ValueKind::Delete, b"k", b"");
+    assert_eq!(t.get(b"k", SeqNo(9)), MemGet::NotFound);
+    for (snapshot, want) in [
+        (10, "v10"),
+        (29, "v20"),
+        (34, "v30"),
+        (45, "v40"),
+        (59, "v50"),
+    ] {
+        assert_eq!(
+            t.get(b"k", SeqNo(snapshot)),
+            MemGet::Found(want.as_bytes()),
+            "{snapshot}"
+        );
+    }
+    assert_eq!(t.get(b"k", SeqNo(35)), MemGet::Deleted);
+    assert_eq!(t.get(b"k", SeqNo::MAX), MemGet::Found(b"v60".as_slice()));
+    let seqs: Vec<u64> = collect_forward(&t)
+        .iter()
+        .map(|(k, _)| parse_internal_key(k).unwrap().seq.0)
+        .collect();
+    assert_eq!(seqs, [60, 50, 40, 35, 30, 20, 10]);
+}
+
+#[test]
+fn iteration_after_more_inserts_builds_new_runs() {
+    let t = Arc::new(MemTable::new());
+    let mut rng = Rng(11);
+    let mut expected = Vec::new();
+    let mut seq = 0;
+    // Batches of varied sizes between iterators: runs get sorted, then merged.
+    for batch in [1usize, 1000, 3, 200, 50, 4000, 7, 7, 7, 2500, 0, 1] {
+        let before = t.iter();
+        for _ in 0..batch {
+            seq += 1;
+            let user_key = rng.below(3000).to_be_bytes();
+            t.insert(SeqNo(seq), ValueKind::Put, &user_key, &seq.to_le_bytes());
+            expected.push((
+                ikey(&user_key, seq, ValueKind::Put),
+                seq.to_le_bytes().to_vec(),
+            ));
+        }
+        expected.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        assert_eq!(collect_forward(&t), expected, "after a batch of {batch}");
+        // An iterator made before the batch does not see it.
+        let mut before = before;
+        before.seek_to_first().unwrap();
+        let mut n = 0;
+        while before.valid() {
+            n += 1;
+            before.next().unwrap();
+        }
+        assert_eq!(n, expected.len() - batch);
+        // Runs stay geometric: a handful of children however the batches fell.
+        assert!(t.sorted.lock().unwrap().runs().len() <= 14);
+    }
+    // Backwards, and switching direction across runs.
+    let mut it = t.iter();
+    it.seek_to_last().unwrap();
+    for (k, _) in expected.iter().rev().take(500) {
+        assert_eq!(it.key(), k.as_slice());
+        it.prev().unwrap();
+    }
+    let middle = &expected[expected.len() / 2].0;
+    it.seek(middle).unwrap();
+    it.prev().unwrap();
+    it.next().unwrap();
+    assert_eq!(it.key(), middle.as_slice());
+}
+
+#[test]
+fn is_full_at_the_index_load_limit() {
+    // 4 KiB of write buffer: the smallest index, 64 slots, full at 32 keys.
+    let t = Arc::new(MemTable::with_capacity(4096));
+    let index_bytes = t.approximate_memory_usage();
+    assert_eq!(index_bytes, 64 * 8);
+    for i in 0..32u64 {
+        assert!(!t.is_full(), "{i}");
+        t.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), b"v");
+    }
+    assert!(t.is_full());
+    // New versions of existing keys take no slot: still full, still fine.
+    t.insert(SeqNo(100), ValueKind::Put, &3u64.to_be_bytes(), b"v3");
+    assert!(t.is_full());
+    assert_eq!(
+        t.get(&3u64.to_be_bytes(), SeqNo::MAX),
+        MemGet::Found(b"v3".as_slice())
+    );
+    // A caller that does not freeze keeps working: the index doubles, the old one stays
+    // allocated (and counted) for readers that may still probe it.
+    t.insert(SeqNo(101), ValueKind::Put, b"one more", b"x");
+    assert!(!t.is_full());
+    assert!(t.approximate_memory_usage() >= index_bytes * 3);
+    for i in 0..32u64 {
+        assert!(matches!(
+            t.get(&i.to_be_bytes(), SeqNo::MAX),
+            MemGet::Found(_)
+        ));
+    }
+    assert_eq!(
+        t.get(b"one more", SeqNo::MAX),
+        MemGet::Found(b"x".as_slice())
+    );
+    let before_iter = t.approximate_memory_usage();
+    assert_eq!(collect_forward(&t).len(), 34);
+    // The sorted run the iterator needed is counted too: 16 bytes an entry.
+    assert_eq!(t.approximate_memory_usage(), before_iter + 34 * 16);
+
+    // The DB's sizing: 64 MiB of write buffer gets 2^20 slots (8 MiB), room for 2^19 keys.
+    let t = MemTable::with_capacity(64 << 20);
+    assert_eq!(t.approximate_memory_usage(), 8 << 20);
 }
 
 /// The value the concurrency test stores for a key, so readers can check what they find.
@@ -407,10 +529,10 @@ fn one_writer_and_concurrent_readers() {
     assert_eq!(collect_forward(&t).len(), N as usize);
 }
 
-/// `cargo test -p shale --release --lib memtable::tests::bench_insert -- --ignored --nocapture`
+/// `cargo test -p shale --release --lib memtable::tests::bench_memtable -- --ignored --nocapture`
 #[test]
 #[ignore = "micro-benchmark; run with --release --ignored --nocapture"]
-fn bench_insert() {
+fn bench_memtable() {
     const N: usize = 500_000;
     let mut rng = Rng(42);
     let keys: Vec<[u8; 16]> = (0..N)
@@ -422,13 +544,14 @@ fn bench_insert() {
         })
         .collect();
     let value = [0x5au8; 100];
+    let per = |start: Instant| start.elapsed().as_nanos() as f64 / N as f64;
     for round in 0..3 {
-        let t = MemTable::new();
+        let t = Arc::new(MemTable::with_capacity(64 << 20));
         let start = Instant::now();
         for (i, k) in keys.iter().enumerate() {
             t.insert(SeqNo(i as u64 + 1), ValueKind::Put, k, &value);
         }
-        let insert_ns = start.elapsed().as_nanos() as f64 / N as f64;
+        let insert_ns = per(start);
         let start = Instant::now();
         let mut found = 0;
         for k in &keys {
@@ -436,17 +559,37 @@ fn bench_insert() {
                 found += 1;
             }
         }
-        let get_ns = start.elapsed().as_nanos() as f64 / N as f64;
+        let get_ns = per(start);
         assert_eq!(found, N);
-        let t = MemTable::new();
+        let start = Instant::now();
+        let mut it = t.iter();
+        let sort_ms = start.elapsed().as_secs_f64() * 1e3;
+        let start = Instant::now();
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().unwrap();
+        }
+        let scan_ns = per(start);
+        assert_eq!(n, N);
+
+        let grown = MemTable::new();
+        let start = Instant::now();
+        for (i, k) in keys.iter().enumerate() {
+            grown.insert(SeqNo(i as u64 + 1), ValueKind::Put, k, &value);
+        }
+        let grown_ns = per(start);
+        let seq = MemTable::with_capacity(64 << 20);
         let start = Instant::now();
         for i in 0..N as u64 {
-            t.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
+            seq.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
         }
-        let seq_ns = start.elapsed().as_nanos() as f64 / N as f64;
+        let seq_ns = per(start);
         println!(
-            "round {round}: random insert {insert_ns:.0} ns, get {get_ns:.0} ns, \
-             sequential insert {seq_ns:.0} ns; memory {} MiB",
+            "round {round}: random insert {insert_ns:.0} ns, get {get_ns:.0} ns, first iter() \
+             (sort) {sort_ms:.1} ms, full scan {scan_ns:.1} ns/entry; insert growing from \
+             new() {grown_ns:.0} ns; sequential insert {seq_ns:.0} ns; memory {} MiB",
             t.approximate_memory_usage() >> 20
         );
     }
