@@ -6,6 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use memmap2::{MmapMut, MmapOptions};
 
@@ -74,95 +75,122 @@ impl WritableFile for BufferedFile {
 /// disk is an `ENOSPC` error here, never a `SIGBUS` later) and each chunk is mapped shared.
 /// An append copies into the mapping: the bytes are then in the page cache and survive the
 /// death of the process. On drop the file is truncated to the bytes written.
+///
+/// Touching a fresh page of a mapping costs a fault and a zero-fill in the kernel. To keep
+/// that off the write path, the chunk after the current one is allocated, mapped and
+/// prefaulted (`MADV_POPULATE_WRITE`) by a helper thread while the current one fills.
+/// Chunks are contiguous: `[map_offset, map_offset + map.len())` and the next one starts
+/// where it ends; an append that crosses the boundary is split.
 struct MappedLog {
     file: File,
     path: PathBuf,
-    /// The mapping of `[map_offset, map_offset + map.len())`.
     map: Option<MmapMut>,
     map_offset: u64,
+    /// The next chunk being prepared: its start, its size, and the helper doing it.
+    next: Option<(u64, u64, JoinHandle<io::Result<MmapMut>>)>,
     /// Bytes appended so far (the logical length).
     len: u64,
     /// Everything before this offset has been made durable.
     synced: u64,
 }
 
-impl MappedLog {
-    /// Map a fresh chunk that starts at the current logical end.
-    fn grow(&mut self, at_least: u64) -> Result<()> {
-        if let Some(map) = self.map.take() {
-            map.flush_async()
-                .map_err(|e| Error::io("msync", &self.path, e))?;
+/// `MADV_POPULATE_WRITE` (Linux 5.14): fault a range in, writable, in one call.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Reserve `[start, start + size)` of `file` on disk and map it, prefaulted.
+fn prepare_chunk(file: &File, start: u64, size: u64) -> io::Result<MmapMut> {
+    let off = libc::off_t::try_from(start).map_err(|_| io::Error::other("WAL offset"))?;
+    let len = libc::off_t::try_from(size).map_err(|_| io::Error::other("WAL chunk size"))?;
+    // SAFETY: plain syscall on a valid fd; no memory is passed.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, off, len) };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        // File systems without fallocate: fall back to extending the length.
+        if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(err);
         }
-        // Chunks start at a page boundary at or before `len`.
-        let page = 4096u64;
-        let start = self.len - self.len % page;
-        let size = (self.len - start + at_least).max(LOG_CHUNK_BYTES);
-        let size = size.div_ceil(page) * page;
-        let end = start + size;
-        let off =
-            libc::off_t::try_from(start).map_err(|_| Error::invalid("WAL offset out of range"))?;
-        let len =
-            libc::off_t::try_from(size).map_err(|_| Error::invalid("WAL chunk out of range"))?;
-        // SAFETY: plain syscall on a valid fd; no memory is passed.
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off, len) };
-        if rc != 0 {
-            let err = io::Error::from_raw_os_error(rc_errno(rc));
-            // File systems without fallocate: fall back to extending the length.
-            if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
-                self.file
-                    .set_len(end)
-                    .map_err(|e| Error::io("ftruncate", &self.path, e))?;
-            } else {
-                return Err(Error::io("fallocate", &self.path, err));
-            }
+        if file.metadata()?.len() < start + size {
+            file.set_len(start + size)?;
         }
-        let map_len = usize::try_from(size).map_err(|_| Error::invalid("WAL chunk too big"))?;
-        // SAFETY: the file is ours alone (the database lock guarantees one writer) and the
-        // range was just allocated, so no other mapping or truncation races with it.
-        let map = unsafe {
-            MmapOptions::new()
-                .offset(start)
-                .len(map_len)
-                .map_mut(&self.file)
-        }
-        .map_err(|e| Error::io("mmap", &self.path, e))?;
-        self.map = Some(map);
-        self.map_offset = start;
-        Ok(())
     }
+    let map_len = usize::try_from(size).map_err(|_| io::Error::other("WAL chunk size"))?;
+    // SAFETY: the range is ours alone: the database lock admits one writer per WAL, chunks
+    // never overlap, and the file is only truncated after every mapping is gone (drop).
+    let mut map = unsafe { MmapOptions::new().offset(start).len(map_len).map_mut(file)? };
+    // SAFETY: advice on a mapping we own; a kernel without this advice returns EINVAL,
+    // which only means the faults happen on first write instead.
+    unsafe {
+        libc::madvise(map.as_mut_ptr().cast(), map_len, MADV_POPULATE_WRITE);
+    }
+    Ok(map)
 }
 
-fn rc_errno(rc: i32) -> i32 {
-    if rc == -1 {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    } else {
-        rc
+impl MappedLog {
+    /// Switch to the chunk that starts where the current one ends, holding at least
+    /// `at_least` bytes, and start preparing the one after it.
+    fn grow(&mut self, at_least: u64) -> Result<()> {
+        let start = self.map_offset + self.map_len();
+        let page = 4096u64;
+        let size = at_least.max(LOG_CHUNK_BYTES).div_ceil(page) * page;
+        let map = match self.next.take() {
+            Some((s, n, helper)) if s == start && n >= size => helper
+                .join()
+                .map_err(|_| Error::invalid("WAL chunk helper panicked"))?
+                .map_err(|e| Error::io("fallocate/mmap", &self.path, e))?,
+            other => {
+                if let Some((_, _, helper)) = other {
+                    let _ = helper.join();
+                }
+                prepare_chunk(&self.file, start, size)
+                    .map_err(|e| Error::io("fallocate/mmap", &self.path, e))?
+            }
+        };
+        let next_start = start + map.len() as u64;
+        // Start writing back the full chunk now, so a later sync has less to wait for.
+        if let Some(old) = self.map.replace(map) {
+            old.flush_async()
+                .map_err(|e| Error::io("msync", &self.path, e))?;
+        }
+        self.map_offset = start;
+        // A failure to start the helper only means the next chunk is prepared inline.
+        if let Ok(file) = self.file.try_clone() {
+            let spawned = std::thread::Builder::new()
+                .name("shale-wal-chunk".into())
+                .spawn(move || prepare_chunk(&file, next_start, LOG_CHUNK_BYTES));
+            if let Ok(helper) = spawned {
+                self.next = Some((next_start, LOG_CHUNK_BYTES, helper));
+            }
+        }
+        Ok(())
+    }
+
+    fn map_len(&self) -> u64 {
+        self.map.as_ref().map_or(0, |m| m.len() as u64)
     }
 }
 
 impl WritableFile for MappedLog {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        let need = data.len() as u64;
-        let fits = self
-            .map
-            .as_ref()
-            .is_some_and(|m| self.len + need <= self.map_offset + m.len() as u64);
-        if !fits {
-            self.grow(need)?;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let room = (self.map_offset + self.map_len()).saturating_sub(self.len);
+            if room == 0 {
+                self.grow(rest.len() as u64)?;
+                continue;
+            }
+            let n = rest.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+            let from = usize::try_from(self.len - self.map_offset)
+                .map_err(|_| Error::invalid("WAL offset out of range"))?;
+            let (head, tail) = rest.split_at(n);
+            let dst = self
+                .map
+                .as_mut()
+                .and_then(|m| m.get_mut(from..from + n))
+                .ok_or_else(|| Error::invalid("WAL mapping too small"))?;
+            dst.copy_from_slice(head);
+            self.len += n as u64;
+            rest = tail;
         }
-        let map = self
-            .map
-            .as_mut()
-            .ok_or_else(|| Error::invalid("WAL mapping missing"))?;
-        let from = usize::try_from(self.len - self.map_offset)
-            .map_err(|_| Error::invalid("WAL offset out of range"))?;
-        let dst = map
-            .get_mut(from..from + data.len())
-            .ok_or_else(|| Error::invalid("WAL mapping too small"))?;
-        dst.copy_from_slice(data);
-        self.len += need;
         Ok(())
     }
 
@@ -198,6 +226,9 @@ impl WritableFile for MappedLog {
 impl Drop for MappedLog {
     fn drop(&mut self) {
         self.map = None;
+        if let Some((_, _, helper)) = self.next.take() {
+            drop(helper.join());
+        }
         // Trim the preallocated zeros so the file ends at the last record; a reader would
         // stop at them anyway, so a failure here loses nothing.
         let _ = self.file.set_len(self.len);
@@ -266,6 +297,7 @@ impl FileSystem for PosixFs {
             path: path.to_owned(),
             map: None,
             map_offset: 0,
+            next: None,
             len: 0,
             synced: 0,
         }))
@@ -353,16 +385,23 @@ mod tests {
         let path = dir.path().join("x.log");
         let fs = PosixFs;
         let mut f = fs.create_log(&path).unwrap();
-        let piece = vec![0xabu8; 1_000_003];
-        for _ in 0..9 {
+        // Odd sizes and distinct bytes, so pieces straddle chunk boundaries and any
+        // misplaced byte shows.
+        let mut expected = Vec::new();
+        for i in 0..9u32 {
+            let piece: Vec<u8> = (0..1_000_003u32 + i * 7919)
+                .map(|j| (j.wrapping_mul(31) ^ i) as u8)
+                .collect();
             f.append(&piece).unwrap();
+            expected.extend_from_slice(&piece);
         }
+        f.append(&vec![0x5au8; 9 << 20]).unwrap(); // larger than a chunk
+        expected.extend_from_slice(&vec![0x5au8; 9 << 20]);
         f.sync().unwrap();
-        assert_eq!(f.len(), 9_000_027);
+        assert_eq!(f.len(), expected.len() as u64);
         drop(f);
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(bytes.len(), 9_000_027);
-        assert!(bytes.iter().all(|&b| b == 0xab));
+        assert!(bytes == expected, "file differs from what was appended");
     }
 
     #[test]
