@@ -7,7 +7,10 @@ use shale::{Db, Options, WriteBatch, WriteOptions};
 
 fn main() -> shale::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let n: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = args
+        .get(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
     let wal = WriteOptions {
         disable_wal: args.get(2).is_some_and(|a| a == "nowal"),
         ..WriteOptions::default()
@@ -30,7 +33,10 @@ fn main() -> shale::Result<()> {
         db.write(b, wal)?;
     }
     let secs = start.elapsed().as_secs_f64();
-    println!("{n} random puts in {secs:.2} s: {:.0} ops/s", n as f64 / secs);
+    println!(
+        "{n} random puts in {secs:.2} s: {:.0} ops/s",
+        n as f64 / secs
+    );
     println!("{:?}", db.stats());
     drop(db);
     std::fs::remove_dir_all(&dir).map_err(|e| shale::Error::InvalidArgument(e.to_string()))?;

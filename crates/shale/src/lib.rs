@@ -17,6 +17,7 @@ pub mod iter;
 pub mod key;
 pub mod memtable;
 pub mod options;
+pub mod perf;
 pub mod sst;
 mod sync;
 pub mod version;

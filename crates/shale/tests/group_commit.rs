@@ -86,3 +86,31 @@ fn limits_and_options_are_checked() {
     db.close().unwrap();
     assert!(matches!(db.put(b"k", b"v"), Err(shale::Error::Closed)));
 }
+
+#[test]
+fn perf_context_times_the_stages_of_a_write_and_a_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for i in 0..2000 {
+        db.put(format!("k{i:05}"), vec![7u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    shale::perf::enable(true);
+    let _ = shale::perf::take();
+    db.put("fresh", "v").unwrap();
+    let w = shale::perf::take();
+    assert!(w.write_wal_nanos > 0 && w.write_memtable_nanos > 0, "{w:?}");
+    assert_eq!(db.get("k00042").unwrap(), Some(vec![7u8; 100]));
+    let g = shale::perf::take();
+    assert!(g.get_memtable_nanos > 0 && g.get_filter_nanos > 0, "{g:?}");
+    assert!(
+        g.get_block_read_nanos > 0 && g.block_cache_misses == 1,
+        "{g:?}"
+    );
+    assert_eq!(db.get("k00042").unwrap(), Some(vec![7u8; 100]));
+    assert_eq!(shale::perf::take().block_cache_hits, 1);
+    assert_eq!(db.get("absent").unwrap(), None);
+    let s = db.stats();
+    assert!(s.bytes_read >= 200, "{s:?}");
+    shale::perf::enable(false);
+}

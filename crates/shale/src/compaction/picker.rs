@@ -1,12 +1,28 @@
 //! The compaction policy: pure functions of the tree's shape.
 //!
+//! Level targets are sized from the bottom up (RocksDB's `level_compaction_dynamic_level_
+//! bytes`): the last level holds what it holds, each level above it targets a
+//! `level_size_multiplier`-th of the one below, and levels whose target would fall under
+//! `max_bytes_for_level_base` stay empty. The first used level is the *base level*; L0
+//! compacts straight into it. So the last level always holds most of the data and space
+//! amplification stays near `1 + 1/multiplier`, however much data there is. (With fixed
+//! targets counted from L1, a data set just past a level's target leaves a small last
+//! level under full upper ones, each holding stale copies.)
+//!
+//! ```text
+//!   base 1 MiB, multiplier 4, 40 MiB below L0:
+//!   L1 L2 L3 | L4        L5       L6
+//!   unused   | 2.5 MiB   10 MiB   the rest      <- targets; L0 compacts into L4
+//! ```
+//!
 //! Each level has a score: L0's is its file count over `level0_compaction_trigger`
-//! (overlapping files cost every read a probe), deeper levels' is their size over their
-//! target (`max_bytes_for_level_base * level_size_multiplier^(n-1)`). The level with the
-//! highest score >= 1 is compacted into the next one:
-//! - from L0, every L0 file plus the L1 files they overlap;
+//! (overlapping files cost every read a probe), other levels' is their size over their
+//! target; the last level has none. The level with the highest score >= 1 is compacted:
+//! - from L0, every L0 file plus the base-level files they overlap, into the base level;
 //! - from Ln, one file (round-robin through the key space, as LevelDB's compaction pointer
 //!   does, so every key range gets its turn) plus the files of Ln+1 it overlaps.
+//!   A level above the base level that still holds data (the base level moved down after
+//!   deletions) is drained the same way.
 //!
 //! A single file from Ln (n >= 1) that overlaps nothing in Ln+1 is moved, not rewritten.
 //! Files already in a running compaction are never picked again, and at most one L0
@@ -56,28 +72,55 @@ impl CompactionTask {
 }
 
 impl CompactionPolicy {
-    /// Target size in bytes of `level` (>= 1).
-    pub fn target_bytes(&self, level: usize) -> u64 {
-        let mut t = self.base_bytes;
-        for _ in 1..level {
-            t = t.saturating_mul(u64::from(self.multiplier));
+    /// The base level (where L0 compacts to) and the target size of every level, from
+    /// the size of the last level. Levels above the base level target 0.
+    pub fn targets(&self, levels: &[Vec<LevelFile<'_>>]) -> (usize, [u64; NUM_LEVELS]) {
+        let last = NUM_LEVELS - 1;
+        let size =
+            |l: usize| -> u64 { levels.get(l).map_or(0, |f| f.iter().map(|f| f.size).sum()) };
+        // Data reaches the last level first (while it is the base level), so its size is
+        // what the levels above are sized from.
+        let mut targets = [0u64; NUM_LEVELS];
+        let mut t = size(last).max(self.base_bytes);
+        let mut base = last;
+        if let Some(t) = targets.last_mut() {
+            *t = u64::MAX;
         }
-        t
+        for level in (1..last).rev() {
+            t /= u64::from(self.multiplier.max(2));
+            if t < self.base_bytes {
+                break;
+            }
+            if let Some(slot) = targets.get_mut(level) {
+                *slot = t;
+            }
+            base = level;
+        }
+        (base, targets)
     }
 
     /// The score of each level; a level needs compaction when its score is >= 1.
     pub fn scores(&self, levels: &[Vec<LevelFile<'_>>]) -> Vec<f64> {
+        let (base, targets) = self.targets(levels);
         levels
             .iter()
             .enumerate()
             .map(|(level, files)| {
+                let bytes: u64 = files.iter().map(|f| f.size).sum();
                 if level + 1 >= NUM_LEVELS {
                     0.0 // the last level has nowhere to go
                 } else if level == 0 {
                     files.len() as f64 / self.level0_trigger.max(1) as f64
+                } else if level < base {
+                    // Above the base level: drain whatever is left there.
+                    if bytes > 0 {
+                        1.0
+                    } else {
+                        0.0
+                    }
                 } else {
-                    let bytes: u64 = files.iter().map(|f| f.size).sum();
-                    bytes as f64 / self.target_bytes(level) as f64
+                    let target = targets.get(level).copied().unwrap_or(u64::MAX);
+                    bytes as f64 / target.max(1) as f64
                 }
             })
             .collect()
@@ -119,7 +162,16 @@ impl CompactionPolicy {
             return None; // one L0 compaction at a time
         }
         let (smallest, largest) = bounds(l0.iter())?;
-        task(levels, 0, l0.iter().collect(), smallest, largest, busy)
+        let (base, _) = self.targets(levels);
+        task(
+            levels,
+            0,
+            base,
+            l0.iter().collect(),
+            smallest,
+            largest,
+            busy,
+        )
     }
 
     fn pick_level(
@@ -137,7 +189,16 @@ impl CompactionPolicy {
             if busy(file.id) {
                 continue;
             }
-            if let Some(t) = task(levels, level, vec![file], file.smallest, file.largest, busy) {
+            let t = task(
+                levels,
+                level,
+                level + 1,
+                vec![file],
+                file.smallest,
+                file.largest,
+                busy,
+            );
+            if let Some(t) = t {
                 return Some(t);
             }
         }
@@ -166,7 +227,7 @@ impl CompactionPolicy {
             inputs = files.iter().filter(|f| overlaps(f, lo, hi)).collect();
         }
         let (lo, hi) = bounds(inputs.iter().copied())?;
-        let mut t = task(levels, level, inputs, lo, hi, busy)?;
+        let mut t = task(levels, level, level + 1, inputs, lo, hi, busy)?;
         t.trivial_move = false;
         Some(t)
     }
@@ -202,11 +263,12 @@ impl CompactionPolicy {
     }
 }
 
-/// Build the task for `inputs` of `level`: add the overlapping files of `level + 1`.
+/// Build the task for `inputs` of `level`: add the overlapping files of `output_level`.
 /// `None` if any of them is busy.
 fn task<'a>(
     levels: &[Vec<LevelFile<'a>>],
     level: usize,
+    output_level: usize,
     inputs: Vec<&LevelFile<'a>>,
     smallest: &'a [u8],
     largest: &'a [u8],
@@ -216,7 +278,7 @@ fn task<'a>(
         return None;
     }
     let next: Vec<&LevelFile<'_>> = levels
-        .get(level + 1)
+        .get(output_level)
         .map(|files| {
             files
                 .iter()
@@ -230,7 +292,7 @@ fn task<'a>(
     let (lo, hi) = bounds(inputs.iter().chain(next.iter()).copied())?;
     Some(CompactionTask {
         level,
-        output_level: level + 1,
+        output_level,
         trivial_move: level >= 1 && inputs.len() == 1 && next.is_empty(),
         inputs: inputs.iter().map(|f| f.id).collect(),
         next_inputs: next.iter().map(|f| f.id).collect(),
@@ -276,36 +338,68 @@ mod tests {
         }
     }
 
-    fn levels(
+    /// A tree with `l0` in L0 and `rest` as `(level, files)`.
+    fn tree(
         l0: Vec<LevelFile<'static>>,
-        l1: Vec<LevelFile<'static>>,
+        rest: Vec<(usize, Vec<LevelFile<'static>>)>,
     ) -> Vec<Vec<LevelFile<'static>>> {
-        let mut v = vec![l0, l1];
-        v.resize(NUM_LEVELS, Vec::new());
+        let mut v = vec![Vec::new(); NUM_LEVELS];
+        v[0] = l0;
+        for (level, files) in rest {
+            v[level] = files;
+        }
         v
     }
 
+    const LAST: usize = NUM_LEVELS - 1;
+
     #[test]
     fn nothing_to_do_below_triggers() {
-        let lv = levels(vec![file(1, 10, "a", "z")], vec![file(2, 50, "a", "m")]);
+        let lv = tree(
+            vec![file(1, 10, "a", "z")],
+            vec![(LAST, vec![file(2, 50, "a", "m")])],
+        );
         assert_eq!(policy().pick(&lv, &|_| false, &[]), None);
     }
 
     #[test]
-    fn l0_takes_all_its_files_and_the_overlapping_l1_files() {
-        let l0 = vec![
-            file(10, 1, "c", "f"),
-            file(11, 1, "a", "d"),
-            file(12, 1, "e", "g"),
-            file(13, 1, "b", "c"),
-        ];
-        let l1 = vec![
+    fn targets_grow_up_from_the_last_level() {
+        let p = policy();
+        // A small tree: everything below L0 belongs in the last level.
+        let (base, _) = p.targets(&tree(Vec::new(), vec![(LAST, vec![file(1, 50, "a", "b")])]));
+        assert_eq!(base, LAST);
+        // 10,000 bytes below L0: L5 targets 1,000, L4 100, L3 would be 10 < 100.
+        let (base, targets) = p.targets(&tree(
+            Vec::new(),
+            vec![(LAST, vec![file(1, 10_000, "a", "b")])],
+        ));
+        assert_eq!(base, 4);
+        assert_eq!(
+            (targets[4], targets[5], targets[LAST]),
+            (100, 1000, u64::MAX)
+        );
+        assert_eq!(targets[3], 0);
+    }
+
+    #[test]
+    fn l0_takes_all_its_files_into_the_base_level() {
+        let l0 = || {
+            vec![
+                file(10, 1, "c", "f"),
+                file(11, 1, "a", "d"),
+                file(12, 1, "e", "g"),
+                file(13, 1, "b", "c"),
+            ]
+        };
+        let last = vec![
             file(1, 10, "a", "b"),
             file(2, 10, "c", "d"),
             file(3, 10, "x", "z"),
         ];
-        let t = policy().pick(&levels(l0, l1), &|_| false, &[]).unwrap();
-        assert_eq!(t.level, 0);
+        let t = policy()
+            .pick(&tree(l0(), vec![(LAST, last)]), &|_| false, &[])
+            .unwrap();
+        assert_eq!((t.level, t.output_level), (0, LAST));
         assert_eq!(t.inputs.len(), 4);
         assert_eq!(t.next_inputs, vec![FileId(1), FileId(2)]);
         assert!(!t.trivial_move);
@@ -314,32 +408,31 @@ mod tests {
             (&b"a"[..], &b"g"[..])
         );
         // While it runs, no other L0 compaction is picked.
-        let l0 = vec![
-            file(10, 1, "c", "f"),
-            file(11, 1, "a", "d"),
-            file(12, 1, "e", "g"),
-            file(13, 1, "b", "c"),
-        ];
-        let l1 = vec![file(1, 10, "a", "b")];
-        assert_eq!(
-            policy().pick(&levels(l0, l1), &|id| id == FileId(10), &[]),
-            None
-        );
+        let busy = |id| id == FileId(10);
+        assert_eq!(policy().pick(&tree(l0(), Vec::new()), &busy, &[]), None);
     }
 
     #[test]
     fn oversized_level_moves_a_lone_file_and_round_robins() {
-        let l1 = vec![
+        // Base level L4 (target 100) holds 180 bytes; L5 has one file overlapping d..f.
+        let l4 = vec![
             file(1, 60, "a", "c"),
             file(2, 60, "d", "f"),
             file(3, 60, "g", "i"),
         ];
-        let mut lv = levels(Vec::new(), l1);
-        lv[2] = vec![file(9, 10, "e", "e")];
+        let lv = tree(
+            Vec::new(),
+            vec![
+                (4, l4),
+                (5, vec![file(9, 10, "e", "e")]),
+                (LAST, vec![file(8, 10_000, "a", "z")]),
+            ],
+        );
         let t = policy().pick(&lv, &|_| false, &[]).unwrap();
-        assert_eq!((t.level, t.inputs.clone()), (1, vec![FileId(1)]));
-        assert!(t.trivial_move, "nothing in L2 overlaps a..c");
-        let pointers = vec![Vec::new(), b"c".to_vec()];
+        assert_eq!((t.level, t.inputs.clone()), (4, vec![FileId(1)]));
+        assert!(t.trivial_move, "nothing in L5 overlaps a..c");
+        let mut pointers = vec![Vec::new(); NUM_LEVELS];
+        pointers[4] = b"c".to_vec();
         let t = policy().pick(&lv, &|_| false, &pointers).unwrap();
         assert_eq!(t.inputs, vec![FileId(2)]);
         assert_eq!(t.next_inputs, vec![FileId(9)]);
@@ -352,14 +445,16 @@ mod tests {
     }
 
     #[test]
-    fn highest_score_wins_and_targets_grow() {
-        let p = policy();
-        assert_eq!(p.target_bytes(1), 100);
-        assert_eq!(p.target_bytes(3), 10_000);
-        let l0 = (0..5).map(|i| file(20 + i, 1, "a", "b")).collect();
-        let l1 = vec![file(1, 1000, "a", "z")]; // score 10 > L0's 1.25
-        let t = p.pick(&levels(l0, l1), &|_| false, &[]).unwrap();
-        assert_eq!(t.level, 1);
+    fn data_above_the_base_level_is_drained() {
+        let lv = tree(
+            Vec::new(),
+            vec![
+                (2, vec![file(1, 5, "a", "b")]),
+                (LAST, vec![file(2, 50, "x", "y")]),
+            ],
+        );
+        let t = policy().pick(&lv, &|_| false, &[]).unwrap();
+        assert_eq!((t.level, t.output_level), (2, 3));
     }
 
     #[test]
@@ -370,7 +465,7 @@ mod tests {
             file(12, 1, "x", "y"),
         ];
         let t = policy()
-            .pick_range(&levels(l0, Vec::new()), 0, b"a", b"b", &|_| false)
+            .pick_range(&tree(l0, Vec::new()), 0, b"a", b"b", &|_| false)
             .unwrap();
         assert_eq!(t.inputs, vec![FileId(10), FileId(11)]);
     }
@@ -430,7 +525,7 @@ mod tests {
                     size += tree[t.level].remove(&id.0).unwrap().0;
                 }
                 for id in &t.next_inputs {
-                    size += tree[t.level + 1].remove(&id.0).unwrap().0;
+                    size += tree[t.output_level].remove(&id.0).unwrap().0;
                 }
                 // One output file per 500 bytes across the task's key range.
                 let lo = u32::from_be_bytes(t.smallest.clone().try_into().unwrap());
@@ -440,7 +535,7 @@ mod tests {
                 for i in 0..n {
                     let s = lo as u64 + i * step;
                     let e = if i + 1 == n { hi as u64 } else { s + step - 1 };
-                    tree[t.level + 1].insert(
+                    tree[t.output_level].insert(
                         next_id,
                         (
                             size / n,
@@ -452,9 +547,32 @@ mod tests {
                 }
             }
             assert!(tree[0].len() < p.level0_trigger);
+            let view: Vec<Vec<LevelFile<'_>>> = tree
+                .iter()
+                .map(|l| {
+                    l.iter()
+                        .map(|(&id, (s, lo, hi))| LevelFile {
+                            id: FileId(id),
+                            size: *s,
+                            smallest: lo,
+                            largest: hi,
+                        })
+                        .collect()
+                })
+                .collect();
+            let (base, targets) = p.targets(&view);
+            drop(view);
             for (level, files) in tree.iter().enumerate().skip(1).take(NUM_LEVELS - 2) {
                 let bytes: u64 = files.values().map(|f| f.0).sum();
-                assert!(bytes < p.target_bytes(level), "L{level} holds {bytes}");
+                if level < base {
+                    assert_eq!(bytes, 0, "L{level} above the base level L{base} holds data");
+                } else {
+                    assert!(
+                        bytes < targets[level],
+                        "L{level} holds {bytes} > {}",
+                        targets[level]
+                    );
+                }
                 // Levels >= 1 never overlap.
                 let mut ranges: Vec<_> =
                     files.values().map(|f| (f.1.clone(), f.2.clone())).collect();

@@ -75,6 +75,7 @@ fn compaction_loop(db: &DbInner) {
         if let Err(e) = execute(db, &task) {
             let mut state = lock(&db.state);
             state.bg_error = Some(format!("compaction failed: {e}"));
+            db.publish_pressure(&state);
         }
         db.bg_cv.notify_all();
     }
@@ -107,6 +108,7 @@ pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
     }
     let mem = Arc::clone(&db.super_version.load().mem);
     db.install_super_version(&state, mem);
+    db.publish_pressure(&state);
     let written: u64 = added.iter().map(|(_, f)| f.meta.size).sum();
     let secs = start.elapsed().as_secs_f64().max(1e-6);
     if !task.trivial_move {

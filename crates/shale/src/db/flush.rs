@@ -75,6 +75,7 @@ fn flush_loop(db: &DbInner) {
                 let secs = start.elapsed().as_secs_f64().max(1e-6);
                 let rate = imm.mem.approximate_memory_usage() as f64 / secs;
                 state.flush_bytes_per_sec = 0.7 * state.flush_bytes_per_sec + 0.3 * rate;
+                db.publish_pressure(&state);
                 Stats::add(&db.stats.flushes, 1);
                 Stats::add(&db.stats.flush_micros, start.elapsed().as_micros() as u64);
                 drop(state);
@@ -82,7 +83,10 @@ fn flush_loop(db: &DbInner) {
                 // delete only leaves a file that the next open removes.
                 let _ = db.fs.remove(&wal_path(&db.dir, imm.wal_id));
             }
-            Err(e) => state.bg_error = Some(format!("flush failed: {e}")),
+            Err(e) => {
+                state.bg_error = Some(format!("flush failed: {e}"));
+                db.publish_pressure(&state);
+            }
         }
         db.bg_cv.notify_all();
     }

@@ -114,6 +114,9 @@ pub(crate) struct DbInner {
     cache: Arc<crate::cache::BlockCache>,
     /// Writes with sequence numbers up to this one are visible to readers.
     visible_seq: AtomicU64,
+    /// What the write path needs to decide on back-pressure, mirrored from `state` so a
+    /// write under no pressure takes no state lock. Published by `publish_pressure`.
+    pressure: Pressure,
     snapshots: Arc<snapshot::SnapshotList>,
     closed: AtomicBool,
     stats: Stats,
@@ -292,7 +295,27 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// Atomic copies of the back-pressure inputs held in `DbState`.
+#[derive(Default)]
+pub(crate) struct Pressure {
+    imm: std::sync::atomic::AtomicUsize,
+    l0_files: std::sync::atomic::AtomicUsize,
+    poisoned: AtomicBool,
+}
+
 impl DbInner {
+    /// Copy the back-pressure inputs out of `state`; called under the state lock after
+    /// every change to them.
+    pub(crate) fn publish_pressure(&self, state: &DbState) {
+        self.pressure.imm.store(state.imm.len(), Ordering::Release);
+        self.pressure
+            .l0_files
+            .store(state.l0_files, Ordering::Release);
+        self.pressure
+            .poisoned
+            .store(state.bg_error.is_some(), Ordering::Release);
+    }
+
     fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)

@@ -95,7 +95,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         imm: Vec::new(),
         version: versions.current(),
     };
-    Ok(Arc::new(DbInner {
+    let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
         fs,
         _lock: lock,
@@ -123,11 +123,14 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         super_version: SuperVersionCell::new(Arc::new(sv)),
         cache,
         visible_seq: AtomicU64::new(last_seq.0),
+        pressure: super::Pressure::default(),
         snapshots: Arc::default(),
         closed: AtomicBool::new(false),
         stats,
         opts,
-    }))
+    });
+    inner.publish_pressure(&super::lock(&inner.state));
+    Ok(inner)
 }
 
 fn open_tables(

@@ -12,6 +12,7 @@ use crate::iter::{DbIter, InternalIterator, LevelIter, MergingIter};
 use crate::key::{SeqNo, ValueKind};
 use crate::memtable::MemGet;
 use crate::options::ReadOptions;
+use crate::perf::Timer;
 use crate::version::NUM_LEVELS;
 
 /// The merged internal iterator under a [`DbIterator`].
@@ -154,15 +155,32 @@ impl DbInner {
         Stats::add(&self.stats.gets, 1);
         let snapshot = self.read_seq(opts);
         let sv = self.super_version.load();
+        let in_memory = Timer::start();
         for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match mem.get(key, snapshot) {
-                MemGet::Found(v) => return Ok(Some(v.to_vec())),
-                MemGet::Deleted => return Ok(None),
+                MemGet::Found(v) => {
+                    in_memory.stop(|p| &mut p.get_memtable_nanos);
+                    Stats::add(&self.stats.bytes_read, v.len() as u64);
+                    return Ok(Some(v.to_vec()));
+                }
+                MemGet::Deleted => {
+                    in_memory.stop(|p| &mut p.get_memtable_nanos);
+                    return Ok(None);
+                }
                 MemGet::NotFound => {}
             }
         }
-        Ok(match sv.version.get(key, snapshot, opts.fill_cache)? {
-            Some((ValueKind::Put, v)) => Some(v),
+        in_memory.stop(|p| &mut p.get_memtable_nanos);
+        let mut counters = crate::version::GetCounters::default();
+        let found = sv
+            .version
+            .get(key, snapshot, opts.fill_cache, &mut counters)?;
+        Stats::add(&self.stats.bloom_useful, counters.bloom_useful);
+        Ok(match found {
+            Some((ValueKind::Put, v)) => {
+                Stats::add(&self.stats.bytes_read, v.len() as u64);
+                Some(v)
+            }
             Some((ValueKind::Delete, _)) | None => None,
         })
     }

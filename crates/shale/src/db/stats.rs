@@ -20,6 +20,10 @@ pub struct Stats {
     /// Time writers were delayed in proportion to the flush backlog (soft limit).
     pub slowdown_micros: AtomicU64,
     pub gets: AtomicU64,
+    /// Value bytes returned by gets.
+    pub bytes_read: AtomicU64,
+    /// SSTables a get skipped because their bloom filter ruled the key out.
+    pub bloom_useful: AtomicU64,
     pub wal_torn_tail_bytes: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
@@ -44,6 +48,8 @@ pub struct StatsSnapshot {
     pub stalls: u64,
     pub slowdown_micros: u64,
     pub gets: u64,
+    pub bytes_read: u64,
+    pub bloom_useful: u64,
     pub wal_torn_tail_bytes: u64,
     pub compactions: u64,
     pub trivial_moves: u64,
@@ -80,6 +86,8 @@ impl Stats {
             stalls: r(&self.stalls),
             slowdown_micros: r(&self.slowdown_micros),
             gets: r(&self.gets),
+            bytes_read: r(&self.bytes_read),
+            bloom_useful: r(&self.bloom_useful),
             wal_torn_tail_bytes: r(&self.wal_torn_tail_bytes),
             compactions: r(&self.compactions),
             trivial_moves: r(&self.trivial_moves),

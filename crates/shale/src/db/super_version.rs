@@ -1,13 +1,24 @@
 //! The `SuperVersion`: everything a reader needs (active memtable, frozen memtables, live
-//! SSTables), bundled so that one pointer load gives a consistent view.
+//! SSTables), bundled so that one pointer gives a consistent view.
 //!
-//! Readers clone the `Arc` out of the cell; a flush or memtable switch stores a new one.
-//! Old super versions (and the memtables and files they pin) are freed when their last
-//! reader drops them.
+//! Reading it must not contend with anything: TiKV measured p99 snapshot latencies over
+//! 100 ms on RocksDB when version installs held the DB mutex. So a reader does an atomic
+//! load of the cell's install counter and, when its thread already saw that install,
+//! upgrades a thread-local `Weak` (one reference-count increment). Only the first read
+//! after an install takes the cell's mutex, for a pointer copy. An install is a pointer
+//! swap and a counter increment under that mutex, whatever the size of the tree; the
+//! version it installs was built before (see `version/set.rs`).
+//!
+//! The thread-local cache holds `Weak`s, so a thread that stops reading pins nothing: an
+//! old super version (and the memtables and files it references) is freed when its last
+//! strong reader drops it.
 
-use std::sync::{Arc, Mutex};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::memtable::MemTable;
+use crate::sync::lock;
 use crate::version::Version;
 
 /// A consistent view of the whole tree.
@@ -18,26 +29,69 @@ pub(crate) struct SuperVersion {
     pub version: Arc<Version>,
 }
 
-/// Holds the current super version. The critical section is a pointer copy and a
-/// reference-count increment; it never grows with the size of the tree.
+/// Distinguishes cells in the thread-local caches (addresses can be reused; ids cannot).
+static NEXT_CELL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Cached super versions per thread: (cell id, install number, the super version).
+const CACHE_ENTRIES: usize = 8;
+thread_local! {
+    static CACHE: RefCell<Vec<(u64, u64, Weak<SuperVersion>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Holds the current super version.
 pub(crate) struct SuperVersionCell {
+    id: u64,
     current: Mutex<Arc<SuperVersion>>,
+    /// Incremented (under `current`'s lock) by every install.
+    installs: AtomicU64,
 }
 
 impl SuperVersionCell {
     pub fn new(sv: Arc<SuperVersion>) -> Self {
         SuperVersionCell {
+            id: NEXT_CELL_ID.fetch_add(1, Ordering::Relaxed),
             current: Mutex::new(sv),
+            installs: AtomicU64::new(0),
         }
     }
 
+    /// The current super version.
     pub fn load(&self) -> Arc<SuperVersion> {
-        Arc::clone(&super::lock(&self.current))
+        let installs = self.installs.load(Ordering::Acquire);
+        let cached = CACHE.with(|c| {
+            c.borrow()
+                .iter()
+                .find(|(id, n, _)| *id == self.id && *n == installs)
+                .and_then(|(_, _, weak)| weak.upgrade())
+        });
+        if let Some(sv) = cached {
+            return sv;
+        }
+        // First read on this thread since an install.
+        let (sv, installs) = {
+            let current = lock(&self.current);
+            (Arc::clone(&current), self.installs.load(Ordering::Relaxed))
+        };
+        CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            c.retain(|(id, _, weak)| *id != self.id && weak.strong_count() > 0);
+            if c.len() >= CACHE_ENTRIES {
+                c.remove(0);
+            }
+            c.push((self.id, installs, Arc::downgrade(&sv)));
+        });
+        sv
     }
 
+    /// Make `sv` current.
     pub fn store(&self, sv: Arc<SuperVersion>) {
-        let old = std::mem::replace(&mut *super::lock(&self.current), sv);
-        // Drop the old one outside the lock: it may free a whole memtable.
+        let old = {
+            let mut current = lock(&self.current);
+            let old = std::mem::replace(&mut *current, sv);
+            self.installs.fetch_add(1, Ordering::Release);
+            old
+        };
+        // Dropped outside the lock: it may free a whole memtable.
         drop(old);
     }
 }

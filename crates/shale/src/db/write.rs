@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
+use crate::perf::Timer;
 use crate::wal::LogWriter;
 
 /// A group never grows past this many bytes, so one slow fsync cannot hold up an
@@ -69,10 +70,12 @@ impl DbInner {
             error: Mutex::new(None),
             cv: Condvar::new(),
         });
+        let queued = Timer::start();
         let mut q = lock(&self.writers);
         q.queue.push_back(Arc::clone(&me));
         loop {
             if me.done.load(Ordering::Acquire) {
+                queued.stop(|p| &mut p.write_queue_nanos);
                 return match lock(&me.error).take() {
                     Some(why) => Err(Error::Poisoned(why)),
                     None => Ok(()),
@@ -83,6 +86,7 @@ impl DbInner {
             }
             q = me.cv.wait(q).unwrap_or_else(|e| e.into_inner());
         }
+        queued.stop(|p| &mut p.write_queue_nanos);
         // We lead. Collect the group while we still hold the queue lock.
         let group = build_group(&q.queue);
         drop(q);
@@ -110,7 +114,9 @@ impl DbInner {
     fn commit_group(&self, group: &[Arc<Writer>]) -> Result<()> {
         let mut log = lock(&self.log);
         let bytes: usize = group.iter().map(|w| w.batch.approximate_size()).sum();
+        let delay = Timer::start();
         self.make_room(&mut log, bytes)?;
+        delay.stop(|p| &mut p.write_delay_nanos);
 
         let count: u32 = group.iter().map(|w| w.batch.count()).sum();
         let first_seq = log.last_seq.next();
@@ -126,20 +132,25 @@ impl DbInner {
             parts.push(&header);
             parts.extend(group.iter().map(|w| w.batch.body()));
             let before = log.wal.len();
+            let wal = Timer::start();
             if let Err(e) = log.wal.add_record(&parts) {
                 return Err(self.poison(e));
             }
+            wal.stop(|p| &mut p.write_wal_nanos);
             Stats::add(&self.stats.wal_bytes, log.wal.len() - before);
             if group.iter().any(|w| w.opts.sync) {
+                let sync = Timer::start();
                 if let Err(e) = log.wal.sync() {
                     return Err(self.poison(e));
                 }
+                sync.stop(|p| &mut p.write_wal_sync_nanos);
                 Stats::add(&self.stats.wal_syncs, 1);
             }
         } else {
             log.unlogged_writes = true;
         }
 
+        let insert = Timer::start();
         let mut seq = first_seq;
         for w in group {
             for entry in batch::decode_entries(w.batch.body(), seq) {
@@ -150,6 +161,7 @@ impl DbInner {
             }
             seq = SeqNo(seq.0 + u64::from(w.batch.count()));
         }
+        insert.stop(|p| &mut p.write_memtable_nanos);
         log.last_seq = last_seq;
         self.visible_seq.store(last_seq.0, Ordering::Release);
         Stats::add(&self.stats.writes, group.len() as u64);
@@ -164,6 +176,7 @@ impl DbInner {
         if state.bg_error.is_none() {
             state.bg_error = Some(e.to_string());
         }
+        self.publish_pressure(&state);
         self.bg_cv.notify_all();
         e
     }
@@ -178,6 +191,14 @@ impl DbInner {
         let opts = &self.opts;
         let imm_stop = opts.max_write_buffers - 1;
         let imm_slow = imm_stop.saturating_sub(1).max(1);
+        // The common case, decided from atomics: no pressure and room in the memtable.
+        let calm = !self.pressure.poisoned.load(Ordering::Acquire)
+            && self.pressure.imm.load(Ordering::Acquire) < imm_slow
+            && self.pressure.l0_files.load(Ordering::Acquire) < opts.level0_slowdown_trigger;
+        if calm && log.mem.approximate_memory_usage() < opts.write_buffer_size && !log.mem.is_full()
+        {
+            return Ok(());
+        }
         loop {
             let mut state = lock(&self.state);
             if let Some(why) = &state.bg_error {
@@ -259,6 +280,7 @@ impl DbInner {
             next_wal_id: new_id,
         }));
         self.install_super_version(&state, Arc::clone(&log.mem));
+        self.publish_pressure(&state);
         self.bg_cv.notify_all();
         Ok(())
     }

@@ -116,7 +116,12 @@ fn prepare_chunk(file: &File, start: u64, size: u64) -> io::Result<MmapMut> {
     let map_len = usize::try_from(size).map_err(|_| io::Error::other("WAL chunk size"))?;
     // SAFETY: the range is ours alone: the database lock admits one writer per WAL, chunks
     // never overlap, and the file is only truncated after every mapping is gone (drop).
-    let mut map = unsafe { MmapOptions::new().offset(start).len(map_len).map_mut(file)? };
+    let mut map = unsafe {
+        MmapOptions::new()
+            .offset(start)
+            .len(map_len)
+            .map_mut(file)?
+    };
     // SAFETY: advice on a mapping we own; a kernel without this advice returns EINVAL,
     // which only means the faults happen on first write instead.
     unsafe {

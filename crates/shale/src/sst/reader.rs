@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
+use crate::perf::Timer;
 use crate::sst::block::Block;
 use crate::sst::compress::decompress;
 use crate::sst::filter::BloomFilter;
@@ -49,17 +50,22 @@ impl BlockSource {
         // length is bounded by the file's, so the buffer is never larger than the file.
         let len = usize::try_from(end - handle.offset)
             .map_err(|_| corrupt(format!("block of {} bytes", handle.size)))?;
+        let read = Timer::start();
         let mut buf = vec![0u8; len];
         self.file.read_exact_at(handle.offset, &mut buf)?;
         let split = len.saturating_sub(BLOCK_TRAILER_LEN);
         let (stored, trailer) = buf.split_at(split);
         let ty =
             decode_trailer(stored, trailer).map_err(|e| e.in_file(&self.path, handle.offset))?;
+        read.stop(|p| &mut p.get_block_read_nanos);
         if ty == CompressionType::None {
             buf.truncate(split);
             return Ok(buf);
         }
-        decompress(ty, stored).map_err(corrupt)
+        let inflate = Timer::start();
+        let block = decompress(ty, stored).map_err(corrupt);
+        inflate.stop(|p| &mut p.get_decompress_nanos);
+        block
     }
 }
 
@@ -152,7 +158,11 @@ impl Table {
             )
         });
         if let Some(block) = key.as_ref().and_then(|(cache, key)| cache.get(key)) {
+            crate::perf::count(|p| &mut p.block_cache_hits, 1);
             return Ok(block);
+        }
+        if key.is_some() {
+            crate::perf::count(|p| &mut p.block_cache_misses, 1);
         }
         let data = self.source.read_raw(handle)?;
         let block = Arc::new(Block::new(

@@ -24,7 +24,15 @@ pub use set::VersionSet;
 
 use crate::error::Result;
 use crate::key::{self, SeqNo, ValueKind};
+use crate::perf::Timer;
 use crate::sst::Table;
+
+/// What a point read through a version did, for statistics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GetCounters {
+    /// Tables skipped because their bloom filter ruled the key out.
+    pub bloom_useful: u64,
+}
 
 /// A live SSTable: its manifest entry and its open reader.
 #[derive(Debug)]
@@ -88,12 +96,24 @@ impl Version {
         user_key: &[u8],
         snapshot: SeqNo,
         fill_cache: bool,
+        counters: &mut GetCounters,
     ) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        let mut probe = |file: &TableFile| -> Result<Option<(ValueKind, Vec<u8>)>> {
+            let filter = Timer::start();
+            let may_contain = file.table.may_contain(user_key);
+            filter.stop(|p| &mut p.get_filter_nanos);
+            if !may_contain {
+                counters.bloom_useful += 1;
+                crate::perf::count(|p| &mut p.bloom_useful, 1);
+                return Ok(None);
+            }
+            file.table.get_opt(user_key, snapshot, fill_cache)
+        };
         for file in self.files(0) {
             if file.meta.smallest_seq > snapshot || !file_covers(&file.meta, user_key) {
                 continue;
             }
-            if let Some(found) = file.table.get_opt(user_key, snapshot, fill_cache)? {
+            if let Some(found) = probe(file)? {
                 return Ok(Some(found));
             }
         }
@@ -105,7 +125,7 @@ impl Version {
             if !file_covers(&file.meta, user_key) {
                 continue;
             }
-            if let Some(found) = file.table.get_opt(user_key, snapshot, fill_cache)? {
+            if let Some(found) = probe(file)? {
                 return Ok(Some(found));
             }
         }
