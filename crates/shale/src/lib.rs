@@ -18,6 +18,7 @@ pub mod key;
 pub mod memtable;
 pub mod options;
 pub mod perf;
+pub mod rate_limit;
 pub mod sst;
 mod sync;
 pub mod version;

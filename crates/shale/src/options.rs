@@ -67,8 +67,17 @@ pub struct Options {
     pub max_bytes_for_level_base: u64,
     /// Growth factor between level targets. Default: 10.
     pub level_size_multiplier: u32,
-    /// Background threads for flush and compaction. Default: 2.
+    /// Background threads: one flushes, the others compact. Default: 2.
     pub background_threads: usize,
+    /// Ceiling on the bytes per second flushes and compactions may write; 0 means no
+    /// limit. Pacing background writes keeps them from taking the disk from foreground
+    /// reads in bursts, at the risk of stalls if set below what the write load needs.
+    /// Default: 0.
+    pub rate_limit_bytes_per_sec: u64,
+    /// Let the engine set the background write rate itself: the foreground write rate
+    /// times the measured write amplification, with 2x headroom, never below 8 MiB/s and
+    /// never above `rate_limit_bytes_per_sec` (when non-zero). Default: false.
+    pub rate_limit_auto_tune: bool,
     /// The file system to use; tests substitute one that can crash or fail.
     pub fs: Arc<dyn FileSystem>,
 }
@@ -92,6 +101,8 @@ impl Default for Options {
             max_bytes_for_level_base: 256 << 20,
             level_size_multiplier: 10,
             background_threads: 2,
+            rate_limit_bytes_per_sec: 0,
+            rate_limit_auto_tune: false,
             fs: Arc::new(PosixFs),
         }
     }
@@ -116,6 +127,8 @@ impl fmt::Debug for Options {
             .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
             .field("level_size_multiplier", &self.level_size_multiplier)
             .field("background_threads", &self.background_threads)
+            .field("rate_limit_bytes_per_sec", &self.rate_limit_bytes_per_sec)
+            .field("rate_limit_auto_tune", &self.rate_limit_auto_tune)
             .finish_non_exhaustive()
     }
 }
@@ -210,6 +223,13 @@ impl Options {
             format!(
                 "background_threads = {} must be between 1 and 64",
                 self.background_threads
+            ),
+        );
+        check(
+            self.rate_limit_bytes_per_sec == 0 || self.rate_limit_bytes_per_sec >= 1 << 20,
+            format!(
+                "rate_limit_bytes_per_sec = {} must be 0 (no limit) or at least 1 MiB/s",
+                self.rate_limit_bytes_per_sec
             ),
         );
         if problems.is_empty() {

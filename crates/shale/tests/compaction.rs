@@ -172,3 +172,28 @@ fn block_cache_serves_repeated_reads_within_its_budget() {
     );
     assert!(s.pinned_table_metadata_bytes > 0);
 }
+
+#[test]
+fn rate_limit_paces_background_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            rate_limit_bytes_per_sec: 1 << 20,
+            ..options()
+        },
+    )
+    .unwrap();
+    // About 1.5 MiB of SSTable bytes at 1 MiB/s: the flushes take over a second.
+    let start = std::time::Instant::now();
+    for i in 0..7_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_idle().unwrap();
+    let s = db.stats();
+    assert!(s.flush_bytes > 1 << 20, "{s:?}");
+    assert!(start.elapsed().as_secs_f64() > 0.5, "{:?}", start.elapsed());
+    assert!(s.rate_limit_wait_micros > 300_000, "{s:?}");
+    assert_eq!(s.rate_limit_bytes_per_sec, 1 << 20);
+}

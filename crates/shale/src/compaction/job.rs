@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
+use crate::fs::WritableFile;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, SeqNo, ValueKind};
 use crate::sst::{Table, TableBuilder, TableOptions};
@@ -60,7 +60,7 @@ pub struct CompactionOutput {
 pub fn run_compaction(
     mut input: impl InternalIterator,
     policy: &DropPolicy<'_>,
-    fs: &dyn FileSystem,
+    create: &dyn Fn(&Path) -> Result<Box<dyn WritableFile>>,
     open: &dyn Fn(&Path) -> Result<Table>,
     table_opts: TableOptions,
     max_file_size: u64,
@@ -100,7 +100,7 @@ pub fn run_compaction(
         } else {
             if builder.is_none() {
                 let (id, path) = next_file();
-                let b = TableBuilder::new(fs.create(&path)?, path.clone(), table_opts);
+                let b = TableBuilder::new(create(&path)?, path.clone(), table_opts);
                 builder = Some((id, path, b));
             }
             if let Some((_, _, b)) = builder.as_mut() {
@@ -140,7 +140,7 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::PosixFs;
+    use crate::fs::{FileSystem, PosixFs};
     use crate::iter::VecIter;
     use crate::key::InternalKey;
 
@@ -184,7 +184,7 @@ mod tests {
                 snapshots,
                 is_bottommost: &|_| bottommost,
             },
-            &PosixFs,
+            &|p: &Path| PosixFs.create(p),
             &|p: &Path| Table::open(PosixFs.open(p)?, p.to_owned()),
             TableOptions {
                 compression: crate::options::Compression::None,

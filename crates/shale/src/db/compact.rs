@@ -16,7 +16,9 @@ use super::stats::Stats;
 use super::{lock, DbInner, DbState};
 use crate::compaction::{run_compaction, CompactionPolicy, CompactionTask, DropPolicy, LevelFile};
 use crate::error::{Error, Result};
+use crate::fs::WritableFile;
 use crate::iter::{InternalIterator, LevelIter, MergingIter};
+use crate::rate_limit::RateLimitedFile;
 use crate::sst::TableOptions;
 use crate::version::{FileId, Level, TableFile, Version, VersionEdit, NUM_LEVELS};
 
@@ -109,6 +111,7 @@ pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
     let mem = Arc::clone(&db.super_version.load().mem);
     db.install_super_version(&state, mem);
     db.publish_pressure(&state);
+    db.tune_rate_limit(&mut state);
     let written: u64 = added.iter().map(|(_, f)| f.meta.size).sum();
     let secs = start.elapsed().as_secs_f64().max(1e-6);
     if !task.trivial_move {
@@ -201,7 +204,13 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     let out = run_compaction(
         MergingIter::new(children),
         &policy,
-        db.fs.as_ref(),
+        &|path: &Path| {
+            let file = db.fs.create(path)?;
+            Ok(
+                Box::new(RateLimitedFile::new(file, Arc::clone(&db.rate_limiter)))
+                    as Box<dyn WritableFile>,
+            )
+        },
         &|path: &Path| db.open_table(path),
         TableOptions::from(&db.opts),
         db.opts.max_file_size,

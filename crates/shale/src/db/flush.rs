@@ -19,6 +19,7 @@ use crate::iter::InternalIterator;
 use crate::key;
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::rate_limit::{RateLimitedFile, RateLimiter};
 use crate::sst::{Table, TableBuilder, TableOptions};
 use crate::version::{FileId, FileMeta, Level, TableFile, VersionEdit};
 
@@ -48,8 +49,16 @@ fn flush_loop(db: &DbInner) {
         drop(state);
 
         let start = Instant::now();
-        let built = write_table(db.fs.as_ref(), &db.dir, &db.opts, &db.cache, &imm.mem, id)
-            .and_then(|file| db.fs.sync_dir(&db.dir).map(|()| file));
+        let built = write_table(
+            db.fs.as_ref(),
+            &db.dir,
+            &db.opts,
+            &db.cache,
+            Some(&db.rate_limiter),
+            &imm.mem,
+            id,
+        )
+        .and_then(|file| db.fs.sync_dir(&db.dir).map(|()| file));
 
         let mut state = lock(&db.state);
         let result = built.and_then(|file| {
@@ -76,6 +85,7 @@ fn flush_loop(db: &DbInner) {
                 let rate = imm.mem.approximate_memory_usage() as f64 / secs;
                 state.flush_bytes_per_sec = 0.7 * state.flush_bytes_per_sec + 0.3 * rate;
                 db.publish_pressure(&state);
+                db.tune_rate_limit(&mut state);
                 Stats::add(&db.stats.flushes, 1);
                 Stats::add(&db.stats.flush_micros, start.elapsed().as_micros() as u64);
                 drop(state);
@@ -98,6 +108,7 @@ pub(crate) fn write_table(
     dir: &Path,
     opts: &Options,
     cache: &Arc<BlockCache>,
+    limiter: Option<&Arc<RateLimiter>>,
     mem: &Arc<MemTable>,
     id: FileId,
 ) -> Result<Option<TableFile>> {
@@ -105,7 +116,11 @@ pub(crate) fn write_table(
         return Ok(None);
     }
     let path = table_path(dir, id);
-    let mut builder = TableBuilder::new(fs.create(&path)?, path.clone(), TableOptions::from(opts));
+    let mut file = fs.create(&path)?;
+    if let Some(limiter) = limiter {
+        file = Box::new(RateLimitedFile::new(file, Arc::clone(limiter)));
+    }
+    let mut builder = TableBuilder::new(file, path.clone(), TableOptions::from(opts));
     let mut it = mem.iter();
     it.seek_to_first()?;
     while it.valid() {

@@ -97,6 +97,9 @@ pub(crate) struct DbState {
     compacting: std::collections::HashSet<FileId>,
     /// Per level, the largest key of the last file compacted from it (round robin).
     compact_pointers: Vec<Vec<u8>>,
+    /// When the rate limit was last tuned, and the user and background bytes written
+    /// then.
+    tune_mark: (std::time::Instant, u64, u64),
 }
 
 pub(crate) struct DbInner {
@@ -112,6 +115,8 @@ pub(crate) struct DbInner {
     super_version: SuperVersionCell,
     /// Data blocks shared by every table of this database.
     cache: Arc<crate::cache::BlockCache>,
+    /// Paces the SSTable writes of flushes and compactions.
+    rate_limiter: Arc<crate::rate_limit::RateLimiter>,
     /// Writes with sequence numbers up to this one are visible to readers.
     visible_seq: AtomicU64,
     /// What the write path needs to decide on back-pressure, mirrored from `state` so a
@@ -255,6 +260,8 @@ impl Db {
             block_cache_usage_bytes: cache.usage() as u64,
             block_cache_capacity_bytes: cache.capacity() as u64,
             pinned_table_metadata_bytes: pinned as u64,
+            rate_limit_bytes_per_sec: self.inner.rate_limiter.rate(),
+            rate_limit_wait_micros: r(&self.inner.rate_limiter.waited_micros),
             ..self.inner.stats.snapshot()
         }
     }
@@ -314,6 +321,31 @@ impl DbInner {
         self.pressure
             .poisoned
             .store(state.bg_error.is_some(), Ordering::Release);
+    }
+
+    /// Re-derive the background write rate from what happened since the last tuning
+    /// (at most once a second), when auto-tuning is on.
+    pub(crate) fn tune_rate_limit(&self, state: &mut DbState) {
+        if !self.opts.rate_limit_auto_tune {
+            return;
+        }
+        let (at, user0, bg0) = state.tune_mark;
+        let secs = at.elapsed().as_secs_f64();
+        if secs < 1.0 {
+            return;
+        }
+        let s = &self.stats;
+        let user = s.user_bytes_written.load(Ordering::Relaxed);
+        let bg = s.flush_bytes.load(Ordering::Relaxed)
+            + s.compaction_bytes_written.load(Ordering::Relaxed);
+        let user_delta = user.saturating_sub(user0).max(1) as f64;
+        let write_amp = bg.saturating_sub(bg0) as f64 / user_delta;
+        self.rate_limiter.auto_tune(
+            user_delta / secs,
+            write_amp,
+            self.opts.rate_limit_bytes_per_sec,
+        );
+        state.tune_mark = (std::time::Instant::now(), user, bg);
     }
 
     fn check_open(&self) -> Result<()> {

@@ -23,6 +23,7 @@ use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::rate_limit::RateLimiter;
 use crate::sst::Table;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter};
@@ -118,10 +119,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             l0_files,
             compacting: Default::default(),
             compact_pointers: vec![Vec::new(); crate::version::NUM_LEVELS],
+            tune_mark: (std::time::Instant::now(), 0, 0),
         }),
         bg_cv: Condvar::new(),
         super_version: SuperVersionCell::new(Arc::new(sv)),
         cache,
+        rate_limiter: Arc::new(RateLimiter::new(opts.rate_limit_bytes_per_sec)),
         visible_seq: AtomicU64::new(last_seq.0),
         pressure: super::Pressure::default(),
         snapshots: Arc::default(),
@@ -223,7 +226,7 @@ fn save_memtable(
     mem: &Arc<MemTable>,
 ) -> Result<()> {
     let id = state.next_file_number;
-    if let Some(file) = write_table(fs, dir, opts, cache, mem, id)? {
+    if let Some(file) = write_table(fs, dir, opts, cache, None, mem, id)? {
         state.next_file_number = FileId(id.0 + 1);
         state.files.insert(id, (Level(0), file.meta.clone()));
         tables.push((Level(0), Arc::new(file)));

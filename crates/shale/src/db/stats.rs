@@ -63,6 +63,10 @@ pub struct StatsSnapshot {
     pub block_cache_capacity_bytes: u64,
     /// Index blocks and bloom filters of open tables, held outside the block cache.
     pub pinned_table_metadata_bytes: u64,
+    /// The background write rate in force (0: unlimited).
+    pub rate_limit_bytes_per_sec: u64,
+    /// Time flushes and compactions waited for the rate limiter.
+    pub rate_limit_wait_micros: u64,
 }
 
 impl Stats {
