@@ -56,6 +56,13 @@ impl WriteBatch {
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.check_limits(key, Some(value));
+        // One allocation for a one-entry batch, not a series of doublings.
+        self.rep.reserve(
+            1 + codec::varint_len(key.len() as u64)
+                + key.len()
+                + codec::varint_len(value.len() as u64)
+                + value.len(),
+        );
         self.rep.push(ValueKind::Put as u8);
         codec::put_length_prefixed(&mut self.rep, key);
         codec::put_length_prefixed(&mut self.rep, value);
