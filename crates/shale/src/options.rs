@@ -41,7 +41,8 @@ pub struct Options {
     /// When flushing falls behind, writes are slowed as this fills and stopped when it is
     /// full. Default: 4.
     pub max_write_buffers: usize,
-    /// Target size of an SSTable written by flush or compaction. Default: 64 MiB.
+    /// Target size of an SSTable written by compaction (a flush writes one file per
+    /// memtable). Default: 64 MiB.
     pub max_file_size: u64,
     /// Uncompressed size of a data block. Smaller blocks make point reads cheaper and the
     /// index larger. Default: 4 KiB.
@@ -56,18 +57,20 @@ pub struct Options {
     pub compression: Compression,
     /// Byte budget of the block cache. Default: 64 MiB.
     pub cache_size: usize,
-    /// L0 files that trigger a compaction into L1. Default: 4.
+    /// L0 files that trigger a compaction into the base level. Default: 4.
     pub level0_compaction_trigger: usize,
     /// L0 files at which writes start to be slowed. Default: 20.
     pub level0_slowdown_trigger: usize,
     /// L0 files at which writes stop until compaction catches up. Default: 36.
     pub level0_stop_trigger: usize,
-    /// Target size of L1; each further level is `level_size_multiplier` times larger.
+    /// The smallest level target. Level targets are sized from the last level up, each a
+    /// `level_size_multiplier`-th of the one below; levels whose target would fall below
+    /// this stay empty, and L0 compacts into the first level used (the base level).
     /// Default: 256 MiB.
     pub max_bytes_for_level_base: u64,
     /// Growth factor between level targets. Default: 10.
     pub level_size_multiplier: u32,
-    /// Background threads: one flushes, the others compact. Default: 2.
+    /// Background threads: one flushes, the others (at least one) compact. Default: 2.
     pub background_threads: usize,
     /// Ceiling on the bytes per second flushes and compactions may write; 0 means no
     /// limit. Pacing background writes keeps them from taking the disk from foreground
@@ -78,7 +81,7 @@ pub struct Options {
     /// times the measured write amplification, with 2x headroom, never below 8 MiB/s and
     /// never above `rate_limit_bytes_per_sec` (when non-zero). Default: false.
     pub rate_limit_auto_tune: bool,
-    /// The file system to use; tests substitute one that can crash or fail.
+    /// The file system every file goes through (the real one by default).
     pub fs: Arc<dyn FileSystem>,
 }
 
@@ -219,9 +222,9 @@ impl Options {
             ),
         );
         check(
-            (1..=64).contains(&self.background_threads),
+            (2..=64).contains(&self.background_threads),
             format!(
-                "background_threads = {} must be between 1 and 64",
+                "background_threads = {} must be between 2 (a flush and a compaction thread) and 64",
                 self.background_threads
             ),
         );

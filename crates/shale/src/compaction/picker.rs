@@ -152,7 +152,10 @@ impl CompactionPolicy {
         })
     }
 
-    fn pick_level0(
+    /// Every L0 file, plus the base-level files they overlap, into the base level. L0 is
+    /// always compacted whole: L0 files are ordered by age, and rewriting a subset of them
+    /// into a new file could put an older version of a key ahead of a newer one.
+    pub fn pick_level0(
         &self,
         levels: &[Vec<LevelFile<'_>>],
         busy: &dyn Fn(FileId) -> bool,
@@ -205,8 +208,8 @@ impl CompactionPolicy {
         None
     }
 
-    /// Every file of `level` overlapping `[smallest, largest]` (user keys), for a manual
-    /// compaction of that range.
+    /// Every file of `level` (>= 1) overlapping `[smallest, largest]` (user keys), for a
+    /// manual compaction of that range; L0 goes through [`CompactionPolicy::pick_level0`].
     pub fn pick_range(
         &self,
         levels: &[Vec<LevelFile<'_>>],
@@ -216,24 +219,21 @@ impl CompactionPolicy {
         busy: &dyn Fn(FileId) -> bool,
     ) -> Option<CompactionTask> {
         let files = levels.get(level)?;
-        let mut inputs: Vec<&LevelFile<'_>> = files
+        if level == 0 {
+            return None;
+        }
+        let inputs: Vec<&LevelFile<'_>> = files
             .iter()
             .filter(|f| overlaps(f, smallest, largest))
             .collect();
-        if level == 0 {
-            // L0 files overlap each other: pull in every one overlapping the chosen ones,
-            // so that no older version of a key is left above a newer one.
-            let (lo, hi) = bounds(inputs.iter().copied())?;
-            inputs = files.iter().filter(|f| overlaps(f, lo, hi)).collect();
-        }
         let (lo, hi) = bounds(inputs.iter().copied())?;
         let mut t = task(levels, level, level + 1, inputs, lo, hi, busy)?;
         t.trivial_move = false;
         Some(t)
     }
 
-    /// Rewrite the files of `level` overlapping `[smallest, largest]` in place: for the
-    /// bottom level, where a manual compaction has nothing below to merge into.
+    /// Rewrite the files of `level` (>= 1) overlapping `[smallest, largest]` in place: for
+    /// the bottom level, where a manual compaction has nothing below to merge into.
     pub fn pick_in_place(
         &self,
         levels: &[Vec<LevelFile<'_>>],
@@ -242,6 +242,9 @@ impl CompactionPolicy {
         largest: &[u8],
         busy: &dyn Fn(FileId) -> bool,
     ) -> Option<CompactionTask> {
+        if level == 0 {
+            return None;
+        }
         let inputs: Vec<&LevelFile<'_>> = levels
             .get(level)?
             .iter()
@@ -458,16 +461,17 @@ mod tests {
     }
 
     #[test]
-    fn range_picks_overlapping_files_transitively_in_l0() {
+    fn range_and_in_place_never_take_part_of_l0() {
         let l0 = vec![
             file(10, 1, "a", "c"),
             file(11, 1, "c", "e"),
             file(12, 1, "x", "y"),
         ];
-        let t = policy()
-            .pick_range(&tree(l0, Vec::new()), 0, b"a", b"b", &|_| false)
-            .unwrap();
-        assert_eq!(t.inputs, vec![FileId(10), FileId(11)]);
+        let lv = tree(l0, Vec::new());
+        assert_eq!(policy().pick_range(&lv, 0, b"a", b"b", &|_| false), None);
+        assert_eq!(policy().pick_in_place(&lv, 0, b"a", b"b", &|_| false), None);
+        let t = policy().pick_level0(&lv, &|_| false).unwrap();
+        assert_eq!(t.inputs.len(), 3);
     }
 
     type SimLevel = std::collections::BTreeMap<u64, (u64, Vec<u8>, Vec<u8>)>;

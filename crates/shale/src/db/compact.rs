@@ -288,7 +288,10 @@ impl DbInner {
                 continue;
             }
             let busy = |id: FileId| state.compacting.contains(&id);
-            let task = if level < deepest {
+            let task = if level == 0 {
+                // All of L0, whatever the range (see `pick_level0`).
+                policy.pick_level0(&view, &busy)
+            } else if level < deepest {
                 policy.pick_range(&view, level, lo, hi, &busy)
             } else {
                 policy.pick_in_place(&view, level, lo, hi, &busy)
@@ -306,7 +309,7 @@ impl DbInner {
             result?;
             // The level is done once nothing in the range is left in it (or, for the bottom
             // level, after one rewrite).
-            if level >= deepest {
+            if level > 0 && level >= deepest {
                 return Ok(());
             }
         }

@@ -210,6 +210,17 @@ impl Db {
         self.inner.range_iter(&ReadOptions::default(), lower, upper)
     }
 
+    /// [`Db::range`] with read options (a snapshot, `fill_cache`); the range replaces any
+    /// bounds in `opts`.
+    pub fn range_opt<K: AsRef<[u8]>>(
+        &self,
+        range: impl std::ops::RangeBounds<K>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<RangeIter> {
+        let (lower, upper) = read::to_bounds(&range);
+        self.inner.range_iter(opts, lower, upper)
+    }
+
     /// The `(key, value)` pairs whose key starts with `prefix`, in key order.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
         let prefix = prefix.as_ref();

@@ -4,9 +4,9 @@
 //! batches of the writers behind it (a *group*), writes them to the WAL as one record,
 //! syncs once if any of them asked for `sync`, inserts them into the memtable, publishes
 //! their sequence numbers, and wakes the followers. So N concurrent sync writers share
-//! one fsync, and a lone writer pays four uncontended lock round trips (`writers` twice,
-//! `log`, `state`) and, in the default mode, no system call: the WAL is a memory mapping
-//! (see `fs/`), grown by `fallocate` + `mmap` once every 4 MiB.
+//! one fsync, and a lone writer pays three uncontended lock round trips (`writers` twice,
+//! `log`) and, in the default mode, no system call: the WAL is a memory mapping (see
+//! `fs/`) whose next chunk a helper thread prepares ahead of time.
 //!
 //! ```text
 //!   writers ──► [ w1 | w2 | w3 ]      w1 leads: WAL(w1+w2+w3) ─► fsync? ─► memtable
@@ -14,10 +14,11 @@
 //! ```
 //!
 //! Back-pressure happens in the leader before it writes (`make_room`): when the frozen
-//! memtables waiting for flush pass a soft limit, the group is delayed in proportion to
-//! its size and to the measured flush rate; at the hard limit the leader waits for a
-//! flush. Both waits are on the background condition variable, so a finished flush wakes
-//! the writer at once; neither polls.
+//! memtables waiting for flush, or the L0 files waiting for compaction, pass a soft limit,
+//! the group is delayed in proportion to its size and to the measured drain rate; at the
+//! hard limit the leader waits for background work to free room. Both waits are on the
+//! background condition variable, so a finished flush or compaction wakes the writer at
+//! once; neither polls. With no pressure, the check reads atomics and takes no lock.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -199,6 +200,7 @@ impl DbInner {
         {
             return Ok(());
         }
+        let mut stalled = false;
         loop {
             let mut state = lock(&self.state);
             if let Some(why) = &state.bg_error {
@@ -210,7 +212,10 @@ impl DbInner {
                 || (mem_full && state.imm.len() >= imm_stop);
             if stop {
                 let start = Instant::now();
-                Stats::add(&self.stats.stalls, 1);
+                if !stalled {
+                    Stats::add(&self.stats.stalls, 1);
+                    stalled = true;
+                }
                 state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
                 drop(state);
                 Stats::add(&self.stats.stall_micros, start.elapsed().as_micros() as u64);
@@ -231,7 +236,8 @@ impl DbInner {
                 log.delay_debt += bytes as f64 / rate.max(64.0 * 1024.0);
                 if log.delay_debt >= 0.001 {
                     // Pay the debt in one wait; a finished flush or compaction ends it early.
-                    let secs = std::mem::take(&mut log.delay_debt).min(0.1);
+                    let secs = log.delay_debt.min(0.1);
+                    log.delay_debt -= secs;
                     let start = Instant::now();
                     let (guard, _) = self
                         .bg_cv

@@ -1,8 +1,9 @@
 //! The file-system abstraction every byte of Shale goes through.
 //!
-//! The engine never calls `std::fs` directly: it asks a [`FileSystem`] for files, so tests
-//! can substitute an implementation that loses unsynced bytes on a simulated crash or fails
-//! the k-th operation. [`PosixFs`] is the real one.
+//! The engine never calls `std::fs` directly: it asks a [`FileSystem`] for files, so that
+//! an implementation that loses unsynced bytes on a simulated crash, or fails the k-th
+//! operation, can be substituted (planned for the reliability work). [`PosixFs`] is the
+//! real one.
 //!
 //! Two kinds of writable file exist because they have different durability shapes:
 //! - [`FileSystem::create`] gives a buffered sequential writer (SSTables, the manifest):

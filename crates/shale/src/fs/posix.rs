@@ -140,7 +140,13 @@ impl MappedLog {
         let map = match self.next.take() {
             Some((s, n, helper)) if s == start && n >= size => helper
                 .join()
-                .map_err(|_| Error::invalid("WAL chunk helper panicked"))?
+                .map_err(|_| {
+                    Error::io(
+                        "fallocate/mmap",
+                        &self.path,
+                        io::Error::other("helper panicked"),
+                    )
+                })?
                 .map_err(|e| Error::io("fallocate/mmap", &self.path, e))?,
             other => {
                 if let Some((_, _, helper)) = other {

@@ -1,6 +1,6 @@
 //! [`Table`]: an open SSTable. The footer, index block, filter and properties are read and
 //! verified once by [`Table::open`] and kept in memory; data blocks are read on demand
-//! through one choke point, `read_block`, where a block cache will sit.
+//! through one choke point, `read_block`, which consults the block cache.
 //!
 //! Thread safety: a `Table` is immutable after open and shared (`Arc`) by any number of
 //! readers; `get` and `iter` only do positional reads. Invariant: every block handed out
@@ -211,6 +211,16 @@ impl Table {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
+        self.get_unfiltered(user_key, snapshot, fill_cache)
+    }
+
+    /// [`Table::get_opt`] for a caller that has already consulted the bloom filter.
+    pub(crate) fn get_unfiltered(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        fill_cache: bool,
+    ) -> Result<Option<(ValueKind, Vec<u8>)>> {
         // Versions newer than the snapshot sort before this key, older ones after it.
         // No sequence number exceeds `SeqNo::MAX`, so clamping changes no answer.
         let target = InternalKey::new(user_key, snapshot.min(SeqNo::MAX), ValueKind::SEEK);

@@ -84,6 +84,16 @@ impl RecoveredManifest {
             next = edit.next_file_number.or(next);
             seq = edit.last_seq.or(seq);
             for (level, id) in &edit.deleted_files {
+                if state.files.get(id).is_some_and(|(at, _)| at != level) {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!(
+                            "edit deletes file {} at L{}, but it lives elsewhere",
+                            id.0, level.0
+                        ),
+                    ));
+                }
                 if state.files.remove(id).is_none() {
                     return Err(Error::corruption(
                         &path,

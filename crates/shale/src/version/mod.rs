@@ -107,7 +107,7 @@ impl Version {
                 crate::perf::count(|p| &mut p.bloom_useful, 1);
                 return Ok(None);
             }
-            file.table.get_opt(user_key, snapshot, fill_cache)
+            file.table.get_unfiltered(user_key, snapshot, fill_cache)
         };
         for file in self.files(0) {
             if file.meta.smallest_seq > snapshot || !file_covers(&file.meta, user_key) {
