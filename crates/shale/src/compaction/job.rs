@@ -125,14 +125,7 @@ fn finish(
     let summary = b.finish()?;
     let table = Arc::new(open(path)?);
     Ok(TableFile {
-        meta: FileMeta {
-            id,
-            size: summary.file_size,
-            smallest: summary.smallest,
-            largest: summary.largest,
-            smallest_seq: summary.smallest_seq,
-            largest_seq: summary.largest_seq,
-        },
+        meta: FileMeta::from_summary(id, summary),
         table,
     })
 }

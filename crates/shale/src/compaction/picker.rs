@@ -208,38 +208,17 @@ impl CompactionPolicy {
         None
     }
 
-    /// Every file of `level` (>= 1) overlapping `[smallest, largest]` (user keys), for a
-    /// manual compaction of that range; L0 goes through [`CompactionPolicy::pick_level0`].
-    pub fn pick_range(
+    /// A manual compaction of `[smallest, largest]` (user keys) at `level` (>= 1): every
+    /// file of the level overlapping the range, merged into `level + 1` together with the
+    /// files there that it overlaps; or, when `in_place` (the bottom level, with nothing
+    /// below to merge into), rewritten into `level` itself. L0 goes through
+    /// [`CompactionPolicy::pick_level0`].
+    pub fn pick_manual(
         &self,
         levels: &[Vec<LevelFile<'_>>],
         level: usize,
-        smallest: &[u8],
-        largest: &[u8],
-        busy: &dyn Fn(FileId) -> bool,
-    ) -> Option<CompactionTask> {
-        let files = levels.get(level)?;
-        if level == 0 {
-            return None;
-        }
-        let inputs: Vec<&LevelFile<'_>> = files
-            .iter()
-            .filter(|f| overlaps(f, smallest, largest))
-            .collect();
-        let (lo, hi) = bounds(inputs.iter().copied())?;
-        let mut t = task(levels, level, level + 1, inputs, lo, hi, busy)?;
-        t.trivial_move = false;
-        Some(t)
-    }
-
-    /// Rewrite the files of `level` (>= 1) overlapping `[smallest, largest]` in place: for
-    /// the bottom level, where a manual compaction has nothing below to merge into.
-    pub fn pick_in_place(
-        &self,
-        levels: &[Vec<LevelFile<'_>>],
-        level: usize,
-        smallest: &[u8],
-        largest: &[u8],
+        range: (&[u8], &[u8]),
+        in_place: bool,
         busy: &dyn Fn(FileId) -> bool,
     ) -> Option<CompactionTask> {
         if level == 0 {
@@ -248,12 +227,17 @@ impl CompactionPolicy {
         let inputs: Vec<&LevelFile<'_>> = levels
             .get(level)?
             .iter()
-            .filter(|f| overlaps(f, smallest, largest))
+            .filter(|f| overlaps(f, range.0, range.1))
             .collect();
+        let (lo, hi) = bounds(inputs.iter().copied())?;
+        if !in_place {
+            let mut t = task(levels, level, level + 1, inputs, lo, hi, busy)?;
+            t.trivial_move = false;
+            return Some(t);
+        }
         if inputs.iter().any(|f| busy(f.id)) {
             return None;
         }
-        let (lo, hi) = bounds(inputs.iter().copied())?;
         Some(CompactionTask {
             level,
             output_level: level,
@@ -468,8 +452,10 @@ mod tests {
             file(12, 1, "x", "y"),
         ];
         let lv = tree(l0, Vec::new());
-        assert_eq!(policy().pick_range(&lv, 0, b"a", b"b", &|_| false), None);
-        assert_eq!(policy().pick_in_place(&lv, 0, b"a", b"b", &|_| false), None);
+        for in_place in [false, true] {
+            let picked = policy().pick_manual(&lv, 0, (b"a", b"b"), in_place, &|_| false);
+            assert_eq!(picked, None);
+        }
         let t = policy().pick_level0(&lv, &|_| false).unwrap();
         assert_eq!(t.inputs.len(), 3);
     }

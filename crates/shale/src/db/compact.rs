@@ -291,10 +291,8 @@ impl DbInner {
             let task = if level == 0 {
                 // All of L0, whatever the range (see `pick_level0`).
                 policy.pick_level0(&view, &busy)
-            } else if level < deepest {
-                policy.pick_range(&view, level, lo, hi, &busy)
             } else {
-                policy.pick_in_place(&view, level, lo, hi, &busy)
+                policy.pick_manual(&view, level, (lo, hi), level >= deepest, &busy)
             };
             drop(view);
             let Some(task) = task else {

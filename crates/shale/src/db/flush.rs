@@ -133,14 +133,7 @@ pub(crate) fn write_table(
         path,
         Arc::clone(cache),
     )?);
-    let meta = FileMeta {
-        id,
-        size: summary.file_size,
-        smallest: summary.smallest,
-        largest: summary.largest,
-        smallest_seq: summary.smallest_seq,
-        largest_seq: summary.largest_seq,
-    };
+    let meta = FileMeta::from_summary(id, summary);
     debug_assert!(key::compare_internal(meta.smallest.encoded(), meta.largest.encoded()).is_le());
     Ok(Some(TableFile { meta, table }))
 }

@@ -67,15 +67,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
 
     let cache = Arc::new(BlockCache::new(opts.cache_size));
     let mut tables = open_tables(fs.as_ref(), dir, &cache, &state.files)?;
-    replay_wals(
-        fs.as_ref(),
+    let recovery = Recovery {
+        fs: fs.as_ref(),
         dir,
-        &opts,
-        &cache,
-        &mut state,
-        &mut tables,
-        &stats,
-    )?;
+        opts: &opts,
+        cache: &cache,
+    };
+    recovery.replay_wals(&mut state, &mut tables, &stats)?;
 
     // A fresh WAL; every older one is now obsolete.
     let wal_id = state.next_file_number;
@@ -169,69 +167,74 @@ fn open_tables(
     Ok(out)
 }
 
-/// Replay every WAL at or above the manifest's log number into memtables, writing each to
-/// an L0 SSTable (when it fills up, and at the end).
-fn replay_wals(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    opts: &Options,
-    cache: &Arc<BlockCache>,
-    state: &mut RecoveredManifest,
-    tables: &mut Vec<(Level, Arc<TableFile>)>,
-    stats: &Stats,
-) -> Result<()> {
-    let mut wals: Vec<FileId> = fs
-        .list(dir)?
-        .iter()
-        .filter_map(|name| match filename::parse(name) {
-            Some(FileKind::Wal(id)) if id >= state.log_number => Some(id),
-            _ => None,
-        })
-        .collect();
-    wals.sort();
-    let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
-    for id in wals {
-        let path = wal_path(dir, id);
-        let data = fs.read_all(&path)?;
-        let mut reader = LogReader::new(&data, &path);
-        while let Some((offset, record)) = reader.next_record()? {
-            let batch = BatchReader::new(record).map_err(|e| e.in_file(&path, offset))?;
-            for entry in decode_entries(batch.body(), batch.first_seq) {
-                let entry = entry.map_err(|e| e.in_file(&path, offset))?;
-                mem.insert(entry.seq, entry.kind, entry.key, entry.value);
-            }
-            let last = SeqNo(batch.first_seq.0 + u64::from(batch.count))
-                .0
-                .saturating_sub(1);
-            state.last_seq = state.last_seq.max(SeqNo(last));
-            if mem.approximate_memory_usage() >= opts.write_buffer_size || mem.is_full() {
-                save_memtable(fs, dir, opts, cache, state, tables, &mem)?;
-                mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
-            }
-        }
-        if let Some(tail) = reader.tail() {
-            Stats::add(&stats.wal_torn_tail_bytes, tail.dropped_bytes);
-        }
-    }
-    save_memtable(fs, dir, opts, cache, state, tables, &mem)
+/// What WAL replay needs to write the tables it recovers.
+struct Recovery<'a> {
+    fs: &'a dyn FileSystem,
+    dir: &'a Path,
+    opts: &'a Options,
+    cache: &'a Arc<BlockCache>,
 }
 
-fn save_memtable(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    opts: &Options,
-    cache: &Arc<BlockCache>,
-    state: &mut RecoveredManifest,
-    tables: &mut Vec<(Level, Arc<TableFile>)>,
-    mem: &Arc<MemTable>,
-) -> Result<()> {
-    let id = state.next_file_number;
-    if let Some(file) = write_table(fs, dir, opts, cache, None, mem, id)? {
-        state.next_file_number = FileId(id.0 + 1);
-        state.files.insert(id, (Level(0), file.meta.clone()));
-        tables.push((Level(0), Arc::new(file)));
+impl Recovery<'_> {
+    /// Replay every WAL at or above the manifest's log number into memtables, writing each to
+    /// an L0 SSTable (when it fills up, and at the end).
+    fn replay_wals(
+        &self,
+        state: &mut RecoveredManifest,
+        tables: &mut Vec<(Level, Arc<TableFile>)>,
+        stats: &Stats,
+    ) -> Result<()> {
+        let (fs, dir, opts) = (self.fs, self.dir, self.opts);
+        let mut wals: Vec<FileId> = fs
+            .list(dir)?
+            .iter()
+            .filter_map(|name| match filename::parse(name) {
+                Some(FileKind::Wal(id)) if id >= state.log_number => Some(id),
+                _ => None,
+            })
+            .collect();
+        wals.sort();
+        let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
+        for id in wals {
+            let path = wal_path(dir, id);
+            let data = fs.read_all(&path)?;
+            let mut reader = LogReader::new(&data, &path);
+            while let Some((offset, record)) = reader.next_record()? {
+                let batch = BatchReader::new(record).map_err(|e| e.in_file(&path, offset))?;
+                for entry in decode_entries(batch.body(), batch.first_seq) {
+                    let entry = entry.map_err(|e| e.in_file(&path, offset))?;
+                    mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+                }
+                let last = SeqNo(batch.first_seq.0 + u64::from(batch.count))
+                    .0
+                    .saturating_sub(1);
+                state.last_seq = state.last_seq.max(SeqNo(last));
+                if mem.approximate_memory_usage() >= opts.write_buffer_size || mem.is_full() {
+                    self.save_memtable(state, tables, &mem)?;
+                    mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
+                }
+            }
+            if let Some(tail) = reader.tail() {
+                Stats::add(&stats.wal_torn_tail_bytes, tail.dropped_bytes);
+            }
+        }
+        self.save_memtable(state, tables, &mem)
     }
-    Ok(())
+
+    fn save_memtable(
+        &self,
+        state: &mut RecoveredManifest,
+        tables: &mut Vec<(Level, Arc<TableFile>)>,
+        mem: &Arc<MemTable>,
+    ) -> Result<()> {
+        let id = state.next_file_number;
+        if let Some(file) = write_table(self.fs, self.dir, self.opts, self.cache, None, mem, id)? {
+            state.next_file_number = FileId(id.0 + 1);
+            state.files.insert(id, (Level(0), file.meta.clone()));
+            tables.push((Level(0), Arc::new(file)));
+        }
+        Ok(())
+    }
 }
 
 /// Delete WALs below the log number, SSTables no version refers to, old manifests and

@@ -34,6 +34,20 @@ pub struct GetCounters {
     pub bloom_useful: u64,
 }
 
+impl FileMeta {
+    /// The manifest entry of table `id`, from what its builder reported.
+    pub fn from_summary(id: FileId, summary: crate::sst::TableSummary) -> FileMeta {
+        FileMeta {
+            id,
+            size: summary.file_size,
+            smallest: summary.smallest,
+            largest: summary.largest,
+            smallest_seq: summary.smallest_seq,
+            largest_seq: summary.largest_seq,
+        }
+    }
+}
+
 /// A live SSTable: its manifest entry and its open reader.
 #[derive(Debug)]
 pub struct TableFile {
