@@ -93,10 +93,11 @@ pub fn markdown(records: &[Record], chart: Option<&str>) -> String {
     for c in set(|r| r.command.clone()) {
         let _ = writeln!(out, "- Command: `{c}`");
     }
-    let runs = records.iter().map(|r| r.run).max().map_or(0, |m| m + 1);
+    let counts = s.cells.values().map(|(_, n)| *n);
+    let (fewest, most) = (counts.clone().min().unwrap_or(0), counts.max().unwrap_or(0));
     let _ = writeln!(
         out,
-        "- Runs: {runs}; each cell is the median run by ops/s (the run count per cell is in the detail table)."
+        "- Runs per cell: {fewest} to {most}; each cell is the median run by ops/s (the count per cell is in the detail table)."
     );
     if let Some(r) = records.first() {
         let p = &r.parity;
