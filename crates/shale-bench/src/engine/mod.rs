@@ -1,0 +1,137 @@
+//! The `Engine` trait every benchmarked store implements, and the parity settings they
+//! are all opened with.
+//!
+//! An engine is opened on a fresh directory, driven through `&self`, and closed once.
+//! Engines that can be shared between threads say so through [`Engine::shared`];
+//! multi-threaded workloads skip the others.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "fjall")]
+mod fjall;
+#[cfg(feature = "leveldb")]
+mod leveldb;
+#[cfg(feature = "rocksdb")]
+mod rocksdb;
+mod shale;
+
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// How durable a write must be before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durability {
+    /// The WAL is fdatasync'ed before the write returns.
+    Sync,
+    /// The WAL is handed to the OS (write(2)) but not synced: survives a process crash.
+    Buffered,
+    /// No WAL: the write lives only in the memtable until a flush.
+    NoWal,
+}
+
+/// Block compression, the same for every engine that has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompressionChoice {
+    None,
+    Lz4,
+}
+
+/// Settings applied to every engine, so results compare like with like.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Parity {
+    pub block_cache_bytes: usize,
+    pub write_buffer_bytes: usize,
+    pub target_file_bytes: u64,
+    pub block_bytes: usize,
+    pub filter_bits_per_key: u32,
+    pub compression: CompressionChoice,
+    pub background_threads: usize,
+    pub level_base_bytes: u64,
+}
+
+impl Default for Parity {
+    fn default() -> Self {
+        Parity {
+            block_cache_bytes: 64 << 20,
+            write_buffer_bytes: 64 << 20,
+            target_file_bytes: 64 << 20,
+            block_bytes: 4096,
+            filter_bits_per_key: 10,
+            compression: CompressionChoice::Lz4,
+            background_threads: 2,
+            level_base_bytes: 256 << 20,
+        }
+    }
+}
+
+/// A key-value store under test.
+pub trait Engine {
+    /// Write `key` = `value`.
+    fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> BenchResult<()>;
+    /// Read `key`; the length of its value if present.
+    fn get(&self, key: &[u8]) -> BenchResult<Option<usize>>;
+    /// Delete `key`.
+    fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()>;
+    /// Apply puts (`Some(value)`) and deletes (`None`) atomically.
+    fn write_batch(
+        &self,
+        ops: &[(Vec<u8>, Option<Vec<u8>>)],
+        durability: Durability,
+    ) -> BenchResult<()>;
+    /// Visit up to `limit` entries from the first key `>= start`; the number visited.
+    fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize>;
+    /// Flush memtables and wait until background flushes and compactions are done.
+    fn wait_background(&self) -> BenchResult<()>;
+    /// Close, making everything written durable.
+    fn close(self: Box<Self>) -> BenchResult<()>;
+    /// `Some(self)` if the engine may be used from several threads at once.
+    fn shared(&self) -> Option<&(dyn Engine + Sync)>;
+    /// What this engine could not match of the parity settings and durability modes.
+    fn caveats(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether the engine has this durability mode (if not, the workload is skipped).
+    fn supports(&self, durability: Durability) -> bool {
+        let _ = durability;
+        true
+    }
+}
+
+/// Engines compiled into this binary.
+pub fn available() -> Vec<&'static str> {
+    let mut v = vec!["shale"];
+    if cfg!(feature = "rocksdb") {
+        v.push("rocksdb");
+    }
+    if cfg!(feature = "fjall") {
+        v.push("fjall");
+    }
+    if cfg!(feature = "leveldb") {
+        v.push("leveldb");
+    }
+    v
+}
+
+/// Open engine `name` on the empty directory `dir`.
+///
+/// # Errors
+/// An unknown or not-compiled-in engine, or the engine's own open error.
+pub fn open(name: &str, dir: &Path, parity: &Parity) -> BenchResult<Box<dyn Engine>> {
+    match name {
+        "shale" => Ok(Box::new(shale::ShaleEngine::open(dir, parity)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(rocksdb::RocksEngine::open(dir, parity)?)),
+        #[cfg(feature = "fjall")]
+        "fjall" => Ok(Box::new(fjall::FjallEngine::open(dir, parity)?)),
+        #[cfg(feature = "leveldb")]
+        "leveldb" => Ok(Box::new(leveldb::LevelDbEngine::open(dir, parity)?)),
+        other => Err(format!(
+            "engine {other:?} is not compiled in (available: {}); build with --features {other}",
+            available().join(",")
+        )
+        .into()),
+    }
+}

@@ -1,0 +1,105 @@
+//! RocksDB through the `rocksdb` crate (bundled C++ build), feature `rocksdb`.
+
+use std::path::Path;
+
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, Options, WaitForCompactOptions, WriteBatch,
+    WriteOptions, DB,
+};
+
+use super::{BenchResult, CompressionChoice, Durability, Engine, Parity};
+
+pub struct RocksEngine {
+    db: DB,
+}
+
+fn write_options(d: Durability) -> WriteOptions {
+    let mut w = WriteOptions::default();
+    match d {
+        Durability::Sync => w.set_sync(true),
+        Durability::Buffered => {}
+        Durability::NoWal => w.disable_wal(true),
+    }
+    w
+}
+
+impl RocksEngine {
+    pub fn open(dir: &Path, p: &Parity) -> BenchResult<RocksEngine> {
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&Cache::new_lru_cache(p.block_cache_bytes));
+        table.set_bloom_filter(f64::from(p.filter_bits_per_key), false);
+        table.set_block_size(p.block_bytes);
+        let mut o = Options::default();
+        o.create_if_missing(true);
+        o.set_block_based_table_factory(&table);
+        o.set_write_buffer_size(p.write_buffer_bytes);
+        o.set_target_file_size_base(p.target_file_bytes);
+        o.set_max_bytes_for_level_base(p.level_base_bytes);
+        o.set_max_background_jobs(i32::try_from(p.background_threads)?);
+        o.set_compression_type(match p.compression {
+            CompressionChoice::None => DBCompressionType::None,
+            CompressionChoice::Lz4 => DBCompressionType::Lz4,
+        });
+        Ok(RocksEngine {
+            db: DB::open(&o, dir)?,
+        })
+    }
+}
+
+impl Engine for RocksEngine {
+    fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> BenchResult<()> {
+        Ok(self.db.put_opt(key, value, &write_options(durability))?)
+    }
+
+    fn get(&self, key: &[u8]) -> BenchResult<Option<usize>> {
+        Ok(self.db.get_pinned(key)?.map(|v| v.len()))
+    }
+
+    fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()> {
+        Ok(self.db.delete_opt(key, &write_options(durability))?)
+    }
+
+    fn write_batch(
+        &self,
+        ops: &[(Vec<u8>, Option<Vec<u8>>)],
+        durability: Durability,
+    ) -> BenchResult<()> {
+        let mut b = WriteBatch::default();
+        for (k, v) in ops {
+            match v {
+                Some(v) => b.put(k, v),
+                None => b.delete(k),
+            }
+        }
+        Ok(self.db.write_opt(&b, &write_options(durability))?)
+    }
+
+    fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize> {
+        let mut it = self.db.raw_iterator();
+        it.seek(start);
+        let mut n = 0;
+        while n < limit && it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            n += 1;
+            it.next();
+        }
+        it.status()?;
+        Ok(n)
+    }
+
+    fn wait_background(&self) -> BenchResult<()> {
+        self.db.flush()?;
+        let mut w = WaitForCompactOptions::default();
+        w.set_flush(true);
+        Ok(self.db.wait_for_compact(&w)?)
+    }
+
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        self.db.flush_wal(true)?;
+        Ok(())
+    }
+
+    fn shared(&self) -> Option<&(dyn Engine + Sync)> {
+        Some(self)
+    }
+}

@@ -1,0 +1,109 @@
+//! Shale, through its public API only.
+
+use std::path::Path;
+
+use shale::{Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+use super::{BenchResult, CompressionChoice, Durability, Engine, Parity};
+
+pub struct ShaleEngine {
+    db: Db,
+}
+
+fn write_options(d: Durability) -> WriteOptions {
+    match d {
+        Durability::Sync => WriteOptions::sync(),
+        Durability::Buffered => WriteOptions::default(),
+        Durability::NoWal => WriteOptions::no_wal(),
+    }
+}
+
+impl ShaleEngine {
+    pub fn open(dir: &Path, p: &Parity) -> BenchResult<ShaleEngine> {
+        let opts = Options {
+            write_buffer_size: p.write_buffer_bytes,
+            max_file_size: p.target_file_bytes,
+            block_size: p.block_bytes,
+            filter_bits_per_key: p.filter_bits_per_key,
+            compression: match p.compression {
+                CompressionChoice::None => Compression::None,
+                CompressionChoice::Lz4 => Compression::Lz4,
+            },
+            cache_size: p.block_cache_bytes,
+            background_threads: p.background_threads,
+            max_bytes_for_level_base: p.level_base_bytes,
+            ..Options::default()
+        };
+        Ok(ShaleEngine {
+            db: Db::open(dir, opts)?,
+        })
+    }
+}
+
+impl Engine for ShaleEngine {
+    fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> BenchResult<()> {
+        if durability == Durability::Buffered {
+            return Ok(self.db.put(key, value)?);
+        }
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        Ok(self.db.write(batch, write_options(durability))?)
+    }
+
+    fn get(&self, key: &[u8]) -> BenchResult<Option<usize>> {
+        Ok(self.db.get(key)?.map(|v| v.len()))
+    }
+
+    fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()> {
+        if durability == Durability::Buffered {
+            return Ok(self.db.delete(key)?);
+        }
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        Ok(self.db.write(batch, write_options(durability))?)
+    }
+
+    fn write_batch(
+        &self,
+        ops: &[(Vec<u8>, Option<Vec<u8>>)],
+        durability: Durability,
+    ) -> BenchResult<()> {
+        let mut batch = WriteBatch::new();
+        for (k, v) in ops {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            }
+        }
+        Ok(self.db.write(batch, write_options(durability))?)
+    }
+
+    fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize> {
+        let mut it = self.db.iter(&ReadOptions::default())?;
+        it.seek(start)?;
+        let mut n = 0;
+        while n < limit && it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            n += 1;
+            it.next()?;
+        }
+        Ok(n)
+    }
+
+    fn wait_background(&self) -> BenchResult<()> {
+        self.db.flush()?;
+        Ok(self.db.wait_idle()?)
+    }
+
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        Ok(self.db.close()?)
+    }
+
+    fn shared(&self) -> Option<&(dyn Engine + Sync)> {
+        Some(self)
+    }
+
+    fn caveats(&self) -> Vec<String> {
+        vec!["shale: Options::cache_size is accepted but the engine has no block cache yet".into()]
+    }
+}

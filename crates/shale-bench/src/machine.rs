@@ -1,0 +1,54 @@
+//! What machine, commit and time a result came from.
+
+use std::process::Command;
+
+/// "N cores, CPU model, M GiB RAM" from /proc.
+pub fn describe() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown CPU", str::trim)
+        .to_string();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0);
+    format!(
+        "{cores} cores (nproc), {model}, {:.1} GiB RAM",
+        mem_kib as f64 / (1 << 20) as f64
+    )
+}
+
+fn run(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The commit checked out, with "-dirty" if the work tree has changes.
+pub fn git_commit() -> String {
+    let head = run("git", &["rev-parse", "--short=12", "HEAD"]);
+    let dirty = !run("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    if dirty && head != "unknown" {
+        format!("{head}-dirty")
+    } else {
+        head
+    }
+}
+
+/// UTC now, as `date -u` prints it in ISO form.
+pub fn date() -> String {
+    run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+}

@@ -1,0 +1,374 @@
+//! `shale-bench`: db_bench and YCSB style workloads against Shale and, behind cargo
+//! features, RocksDB, fjall and LevelDB (rusty-leveldb).
+//!
+//! The parent process splits the workloads into groups (a group starts at each workload
+//! that needs a fresh database) and runs every (engine, group) in a child process of this
+//! same binary (`--internal-run`), so peak RSS, CPU time and /proc/self/io belong to one
+//! engine. Children print one JSON line per result on stdout; the parent appends them to
+//! the JSON-lines file and writes the markdown report and the chart.
+
+mod chart;
+mod engine;
+mod gen;
+mod machine;
+mod metrics;
+mod record;
+mod report;
+mod workload;
+mod ycsb;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use clap::{Args, Parser, Subcommand};
+
+use engine::{BenchResult, CompressionChoice, Parity};
+use record::Record;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "shale-bench",
+    version,
+    about = "LSM key-value store benchmarks (db_bench / YCSB)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Sub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// Write the markdown report for a JSON-lines file to stdout (and a chart beside it).
+    Report {
+        /// JSON-lines file written by a run.
+        #[arg(long)]
+        input: PathBuf,
+        /// Also draw the ops/s chart to this PNG and link it from the report.
+        #[arg(long)]
+        chart: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    /// Engines, comma-separated: shale, rocksdb, fjall, leveldb (peers need their feature).
+    #[arg(long, default_value = "shale", value_delimiter = ',')]
+    engines: Vec<String>,
+    /// Workloads, comma-separated, in order (default: all). See `workload::ALL`.
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Keys written by the fills; operations of the read workloads.
+    #[arg(long)]
+    num: Option<u64>,
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    #[arg(long, default_value_t = 16)]
+    key_size: usize,
+    /// Client threads of the read and YCSB workloads (readwhilewriting: readers).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Writes of fillsync and each fillsync-threads-N.
+    #[arg(long)]
+    sync_num: Option<u64>,
+    #[arg(long)]
+    ycsb_records: Option<u64>,
+    /// Operations of each YCSB workload A..F.
+    #[arg(long)]
+    ycsb_ops: Option<u64>,
+    /// Small counts: every workload for shale alone in well under two minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Repeat the whole run this many times (the report takes medians).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    #[arg(long, value_enum, default_value_t = CompressionChoice::Lz4)]
+    compression: CompressionChoice,
+    /// Block cache budget for every engine, MiB.
+    #[arg(long, default_value_t = 64)]
+    cache_mib: usize,
+    /// Where databases are created (fresh subdirectory per group); use a real disk.
+    #[arg(long, default_value = "target/bench-db")]
+    db_dir: PathBuf,
+    /// Directory for results, report and chart.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// JSON-lines file to append results to (default: OUT/results.jsonl).
+    #[arg(long)]
+    json_lines: Option<PathBuf>,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Internal: run one group of workloads for one engine in this process.
+    #[arg(long, hide = true)]
+    internal_run: bool,
+    #[arg(long, hide = true, default_value_t = 0)]
+    run_index: u32,
+    #[arg(long, hide = true)]
+    command_line: Option<String>,
+}
+
+impl RunArgs {
+    fn config(&self, command: String) -> workload::Config {
+        let q = self.quick;
+        let num = self.num.unwrap_or(if q { 50_000 } else { 1_000_000 });
+        workload::Config {
+            num,
+            key_size: self.key_size,
+            value_size: self.value_size,
+            threads: self.threads.max(1),
+            sync_num: self.sync_num.unwrap_or(if q { 1_000 } else { 10_000 }),
+            ycsb_records: self
+                .ycsb_records
+                .unwrap_or(if q { 50_000 } else { 1_000_000 }),
+            ycsb_ops: self.ycsb_ops.unwrap_or(if q { 50_000 } else { 1_000_000 }),
+            lab_sizes: if q {
+                vec![2_000, 10_000, 20_000]
+            } else {
+                vec![20_000, 100_000, 200_000]
+            },
+            seed: self.seed,
+            parity: Parity {
+                block_cache_bytes: self.cache_mib << 20,
+                compression: self.compression,
+                ..Parity::default()
+            },
+            db_dir: self.db_dir.clone(),
+            run: self.run_index,
+            command,
+        }
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Some(Sub::Report { input, chart }) => report_cmd(input, chart.as_deref()),
+        None if cli.run.internal_run => internal_run(&cli.run),
+        None => run(&cli.run),
+    };
+    if let Err(e) = result {
+        eprintln!("shale-bench: error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn read_records(path: &Path) -> BenchResult<Vec<Record>> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        out.push(
+            serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?,
+        );
+    }
+    Ok(out)
+}
+
+fn report_cmd(input: &Path, chart_path: Option<&Path>) -> BenchResult<()> {
+    let records = read_records(input)?;
+    let mut link = None;
+    if let Some(p) = chart_path {
+        if chart::ops_chart(&report::summarize(&records), p)? {
+            link = Some(p.display().to_string());
+        } else {
+            eprintln!("no DejaVu Sans font found: chart not drawn");
+        }
+    }
+    print!("{}", report::markdown(&records, link.as_deref()));
+    Ok(())
+}
+
+/// Child: one engine, one group of workloads; results as JSON lines on stdout.
+fn internal_run(args: &RunArgs) -> BenchResult<()> {
+    let engine = args
+        .engines
+        .first()
+        .ok_or("--internal-run needs one engine")?;
+    let command = args.command_line.clone().unwrap_or_default();
+    let mut runner = workload::Runner::new(args.config(command), engine);
+    let stdout = std::io::stdout();
+    let mut failed = None;
+    runner.run_group(&args.workloads, &mut |r| {
+        let mut lock = stdout.lock();
+        match serde_json::to_string(r) {
+            Ok(line) => {
+                let _ = writeln!(lock, "{line}");
+                let _ = lock.flush();
+            }
+            Err(e) => failed = Some(e.to_string()),
+        }
+    })?;
+    failed.map_or(Ok(()), |e| Err(e.into()))
+}
+
+/// Split `workloads` into groups that each start from a fresh database.
+fn groups(workloads: &[String]) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for w in workloads {
+        match out.last_mut() {
+            Some(g) if !workload::is_fresh(w) => g.push(w.clone()),
+            _ => out.push(vec![w.clone()]),
+        }
+    }
+    out
+}
+
+fn run(args: &RunArgs) -> BenchResult<()> {
+    let workloads: Vec<String> = if args.workloads.is_empty() {
+        workload::ALL.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.workloads.clone()
+    };
+    if let Some(bad) = workloads.iter().find(|w| !workload::is_known(w)) {
+        return Err(format!(
+            "unknown workload {bad:?}; known: {}",
+            workload::ALL.join(",")
+        )
+        .into());
+    }
+    let available = engine::available();
+    if let Some(bad) = args
+        .engines
+        .iter()
+        .find(|e| !available.contains(&e.as_str()))
+    {
+        return Err(format!(
+            "engine {bad:?} is not compiled in (available: {}); rebuild with --features {bad}",
+            available.join(",")
+        )
+        .into());
+    }
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.db_dir)?;
+    let jsonl = args
+        .json_lines
+        .clone()
+        .unwrap_or_else(|| args.out.join("results.jsonl"));
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let cfg = args.config(command.clone());
+    let exe = std::env::current_exe()?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&jsonl)?;
+    let mut produced = 0usize;
+    for run_index in 0..args.repeat {
+        for g in groups(&workloads) {
+            for e in &args.engines {
+                eprintln!("== run {run_index} engine {e}: {}", g.join(","));
+                let mut child = Command::new(&exe)
+                    .arg("--internal-run")
+                    .args(["--engines", e])
+                    .args(["--workloads", &g.join(",")])
+                    .args(["--num", &cfg.num.to_string()])
+                    .args(["--value-size", &cfg.value_size.to_string()])
+                    .args(["--key-size", &cfg.key_size.to_string()])
+                    .args(["--threads", &cfg.threads.to_string()])
+                    .args(["--sync-num", &cfg.sync_num.to_string()])
+                    .args(["--ycsb-records", &cfg.ycsb_records.to_string()])
+                    .args(["--ycsb-ops", &cfg.ycsb_ops.to_string()])
+                    .args(["--cache-mib", &args.cache_mib.to_string()])
+                    .args([
+                        "--compression",
+                        if args.compression == CompressionChoice::Lz4 {
+                            "lz4"
+                        } else {
+                            "none"
+                        },
+                    ])
+                    .arg("--db-dir")
+                    .arg(&cfg.db_dir)
+                    .args(["--seed", &cfg.seed.to_string()])
+                    .args(["--run-index", &run_index.to_string()])
+                    .args(["--command-line", &command])
+                    .args(if args.quick {
+                        &["--quick"][..]
+                    } else {
+                        &[][..]
+                    })
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit())
+                    .spawn()?;
+                let stdout = child.stdout.take().ok_or("child has no stdout")?;
+                for line in BufReader::new(stdout).lines() {
+                    let line = line?;
+                    let r: Record = serde_json::from_str(&line)
+                        .map_err(|e| format!("bad child output {line:?}: {e}"))?;
+                    eprintln!(
+                        "   {:<8} {:<20} {:>12.0} ops/s  p99 {:>9.1} µs  wamp {}",
+                        r.engine,
+                        r.workload,
+                        r.ops_per_sec,
+                        r.p99_us,
+                        r.write_amp.map_or("-".into(), |w| format!("{w:.2}"))
+                    );
+                    writeln!(file, "{line}")?;
+                    produced += 1;
+                }
+                let status = child.wait()?;
+                if !status.success() {
+                    return Err(format!(
+                        "engine {e}, workloads {}: child failed ({status})",
+                        g.join(",")
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    file.flush()?;
+    let records = read_records(&jsonl)?;
+    let chart_path = args.out.join("ops_per_sec.png");
+    let link =
+        chart::ops_chart(&report::summarize(&records), &chart_path)?.then_some("ops_per_sec.png");
+    std::fs::write(args.out.join("report.md"), report::markdown(&records, link))?;
+    eprintln!(
+        "{produced} results appended to {}; report in {}",
+        jsonl.display(),
+        args.out.join("report.md").display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_start_at_fresh_workloads() {
+        let w: Vec<String> = [
+            "fillrandom",
+            "readrandom",
+            "readseq",
+            "fillsync",
+            "ycsb-load",
+            "ycsb-a",
+            "lab",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let g = groups(&w);
+        assert_eq!(g.len(), 4);
+        assert_eq!(g[0], ["fillrandom", "readrandom", "readseq"]);
+        assert_eq!(g[2], ["ycsb-load", "ycsb-a"]);
+    }
+
+    #[test]
+    fn cli_parses() {
+        Cli::try_parse_from([
+            "shale-bench",
+            "--engines",
+            "shale,rocksdb",
+            "--workloads",
+            "fillrandom",
+            "--quick",
+        ])
+        .unwrap();
+    }
+}

@@ -1,0 +1,41 @@
+//! One JSON line per (engine, workload, run): the measurements and the settings behind them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Parity;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub engine: String,
+    pub workload: String,
+    pub run: u32,
+    pub ops: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+    pub mb_per_sec: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// Bytes written to storage (incl. background work finished before measuring) per
+    /// user byte written; absent for read-only workloads.
+    pub write_amp: Option<f64>,
+    /// Bytes in the database directory after background work, per live user byte.
+    pub space_amp: Option<f64>,
+    pub disk_bytes: u64,
+    pub user_bytes_written: u64,
+    pub peak_rss_bytes: u64,
+    pub cpu_seconds: f64,
+    pub threads: usize,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub durability: String,
+    pub parity: Parity,
+    pub caveats: Vec<String>,
+    pub note: Option<String>,
+    pub git_commit: String,
+    pub date: String,
+    pub machine: String,
+    pub command: String,
+}
