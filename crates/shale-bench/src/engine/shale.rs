@@ -104,6 +104,6 @@ impl Engine for ShaleEngine {
     }
 
     fn caveats(&self) -> Vec<String> {
-        vec!["shale: Options::cache_size is accepted but the engine has no block cache yet".into()]
+        Vec::new()
     }
 }
