@@ -120,6 +120,42 @@ pub struct BlockIter {
     value: (usize, usize),
 }
 
+/// Decode the entry header at `at`: (shared, key delta range, value range, end), all as
+/// offsets into `block.data`. Most lengths fit one varint byte, so that case is decoded
+/// directly; the general case goes through the checked decoder.
+#[allow(clippy::type_complexity)]
+fn decode_entry(
+    block: &Block,
+    at: usize,
+) -> Result<(usize, (usize, usize), (usize, usize), usize), codec::DecodeError> {
+    let area = block.data.get(at..block.entries_end).unwrap_or_default();
+    let (shared, unshared, value_len, header) = match area {
+        [a, b, c, ..] if (a | b | c) < 0x80 => (*a as usize, *b as usize, *c as usize, 3),
+        _ => {
+            let mut d = Decoder::new(area);
+            let shared = d.varint_usize("shared key length")?;
+            let unshared = d.varint_usize("unshared key length")?;
+            let value_len = d.varint_usize("value length")?;
+            (shared, unshared, value_len, d.position())
+        }
+    };
+    let key_end = header
+        .checked_add(unshared)
+        .filter(|&e| e <= area.len())
+        .ok_or_else(|| codec::DecodeError::new(header, "key runs past the block"))?;
+    let value_end = key_end
+        .checked_add(value_len)
+        .filter(|&e| e <= area.len())
+        .ok_or_else(|| codec::DecodeError::new(key_end, "value runs past the block"))?;
+    // Offsets inside `area` are below `entries_end`, so adding `at` cannot overflow.
+    Ok((
+        shared,
+        (at + header, at + key_end),
+        (at + key_end, at + value_end),
+        at + value_end,
+    ))
+}
+
 impl BlockIter {
     fn invalidate(&mut self) {
         self.current = self.block.entries_end;
@@ -141,32 +177,30 @@ impl BlockIter {
             self.invalidate();
             return Ok(false);
         }
-        let block = Arc::clone(&self.block);
-        let area = block.data.get(at..block.entries_end).unwrap_or_default();
-        let mut d = Decoder::new(area);
-        let header = (|| {
-            let shared = d.varint_usize("shared key length")?;
-            let unshared = d.varint_usize("unshared key length")?;
-            let value_len = d.varint_usize("value length")?;
-            let delta = d.bytes(unshared, "key")?;
-            let value_start = d.position();
-            d.bytes(value_len, "value")?;
-            Ok::<_, codec::DecodeError>((shared, delta, value_start, d.position()))
-        })();
-        let (shared, delta, value_start, end) = match header {
-            Ok(h) => h,
-            Err(e) => return self.fail(block.corruption(at.saturating_add(e.offset), &e.reason)),
+        let parsed = decode_entry(&self.block, at);
+        let (shared, delta, value, end) = match parsed {
+            Ok(e) => e,
+            Err(e) => {
+                let err = self
+                    .block
+                    .corruption(at.saturating_add(e.offset), &e.reason);
+                return self.fail(err);
+            }
         };
         if shared > self.key.len() {
             let why = format!("shares {shared} bytes with a {}-byte key", self.key.len());
-            return self.fail(block.corruption(at, &why));
+            let err = self.block.corruption(at, &why);
+            return self.fail(err);
         }
         self.key.truncate(shared);
-        self.key.extend_from_slice(delta);
+        // `delta` is a range of the block: copy it without holding a borrow of `self.block`
+        // across the mutation of `self.key`.
+        let block = &self.block;
+        self.key
+            .extend_from_slice(block.data.get(delta.0..delta.1).unwrap_or_default());
         self.current = at;
-        // Positions inside `area` are below `entries_end`, so these sums cannot overflow.
-        self.value = (at + value_start, at + end);
-        self.next_offset = at + end;
+        self.value = value;
+        self.next_offset = end;
         while self
             .block
             .restarts
@@ -176,6 +210,27 @@ impl BlockIter {
             self.restart_index += 1;
         }
         Ok(true)
+    }
+
+    /// The full key stored at restart point `index` (restart entries share nothing with
+    /// their predecessor), read in place.
+    fn restart_key(&self, index: usize) -> Result<&[u8]> {
+        let at = self
+            .block
+            .restarts
+            .get(index)
+            .copied()
+            .unwrap_or(self.block.entries_end);
+        let (shared, delta, _, _) = decode_entry(&self.block, at).map_err(|e| {
+            self.block
+                .corruption(at.saturating_add(e.offset), &e.reason)
+        })?;
+        if shared != 0 {
+            return Err(self
+                .block
+                .corruption(at, "restart entry shares a key prefix"));
+        }
+        Ok(self.block.data.get(delta.0..delta.1).unwrap_or_default())
     }
 
     /// Position just before restart point `index`, so `parse_next` decodes it.
@@ -221,11 +276,11 @@ impl InternalIterator for BlockIter {
         let (mut left, mut right) = (0usize, self.block.restarts.len().saturating_sub(1));
         while left < right {
             let mid = left + (right - left).div_ceil(2);
-            self.seek_to_restart(mid);
-            if !self.parse_next()? {
-                return self.fail(self.block.corruption(self.next_offset, "empty restart"));
-            }
-            if compare_internal(&self.key, target) == Ordering::Less {
+            let less = match self.restart_key(mid) {
+                Ok(key) => compare_internal(key, target) == Ordering::Less,
+                Err(e) => return self.fail(e),
+            };
+            if less {
                 left = mid;
             } else {
                 right = mid - 1;
