@@ -214,6 +214,11 @@ impl WritableFile for MappedLog {
         if self.synced == self.len {
             return Ok(());
         }
+        // On Linux the page cache is the mapping: pages dirtied through it are written back
+        // by fdatasync like any other dirty page of the file (the kernel tracks them with
+        // write faults), so one fdatasync covers the current chunk, the earlier ones and
+        // the file's metadata. Elsewhere POSIX wants msync for mapped writes first.
+        #[cfg(not(target_os = "linux"))]
         if let Some(map) = &self.map {
             let from = usize::try_from(self.synced.saturating_sub(self.map_offset))
                 .map_err(|_| Error::invalid("WAL offset out of range"))?;
@@ -222,8 +227,6 @@ impl WritableFile for MappedLog {
             map.flush_range(from, to - from)
                 .map_err(|e| Error::io("msync", &self.path, e))?;
         }
-        // Earlier chunks were flushed asynchronously when they were unmapped; fdatasync
-        // waits for them and for the file's size change.
         fdatasync(&self.file, &self.path)?;
         self.synced = self.len;
         Ok(())
