@@ -89,6 +89,15 @@ struct RunArgs {
     /// Block cache budget for every engine, MiB.
     #[arg(long, default_value_t = 64)]
     cache_mib: usize,
+    /// Write buffer (memtable) size for every engine, MiB.
+    #[arg(long, default_value_t = 64)]
+    write_buffer_mib: usize,
+    /// Target SSTable size for every engine, KiB (small values make trees of many files).
+    #[arg(long, default_value_t = 64 * 1024)]
+    target_file_kib: u64,
+    /// Smallest level target (RocksDB's max_bytes_for_level_base), MiB.
+    #[arg(long, default_value_t = 256)]
+    level_base_mib: u64,
     /// Where databases are created (fresh subdirectory per group); use a real disk.
     #[arg(long, default_value = "target/bench-db")]
     db_dir: PathBuf,
@@ -131,6 +140,9 @@ impl RunArgs {
             seed: self.seed,
             parity: Parity {
                 block_cache_bytes: self.cache_mib << 20,
+                write_buffer_bytes: self.write_buffer_mib << 20,
+                target_file_bytes: self.target_file_kib << 10,
+                level_base_bytes: self.level_base_mib << 20,
                 compression: self.compression,
                 ..Parity::default()
             },
@@ -273,6 +285,9 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--ycsb-records", &cfg.ycsb_records.to_string()])
                     .args(["--ycsb-ops", &cfg.ycsb_ops.to_string()])
                     .args(["--cache-mib", &args.cache_mib.to_string()])
+                    .args(["--write-buffer-mib", &args.write_buffer_mib.to_string()])
+                    .args(["--target-file-kib", &args.target_file_kib.to_string()])
+                    .args(["--level-base-mib", &args.level_base_mib.to_string()])
                     .args([
                         "--compression",
                         if args.compression == CompressionChoice::Lz4 {

@@ -1,5 +1,6 @@
-//! The block cache: decoded data blocks shared by every table of a database, within a
-//! byte budget.
+//! Caches with a budget: the block cache (decoded data blocks shared by every table of a
+//! database, charged by size) and, on the same [`ClockCache`], the table cache of open
+//! SSTable readers (`table_cache.rs`, charged one per file).
 //!
 //! The cache is split into shards by a hash of the key, each with its own small mutex, so
 //! readers on different blocks rarely meet. A shard evicts with CLOCK (second chance):
@@ -16,10 +17,12 @@
 //! last one inserted, until the next insert).
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::sst::block::Block;
+use crate::sync::lock;
 
 /// Identifies a block: the cache id of its table and its offset in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,13 +33,14 @@ pub struct BlockKey {
 
 const SHARDS: usize = 16;
 
-/// A `BlockKey` is two integers that are already well spread (table ids count up, offsets
-/// are distinct): a multiply-rotate mix is all the hashing it needs, several times cheaper
-/// than the standard library's DoS-resistant default on this hot path.
+/// Cache keys are small integers that are already well spread (table ids count up,
+/// offsets and file numbers are distinct): a multiply-rotate mix is all the hashing they
+/// need, several times cheaper than the standard library's DoS-resistant default on this
+/// hot path.
 #[derive(Default, Clone, Copy)]
-struct BlockKeyHasher(u64);
+struct IntHasher(u64);
 
-impl std::hash::Hasher for BlockKeyHasher {
+impl std::hash::Hasher for IntHasher {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.write_u64(u64::from(b));
@@ -54,102 +58,87 @@ impl std::hash::Hasher for BlockKeyHasher {
     }
 }
 
-type KeyMap = HashMap<BlockKey, usize, std::hash::BuildHasherDefault<BlockKeyHasher>>;
+type KeyMap<K> = HashMap<K, usize, std::hash::BuildHasherDefault<IntHasher>>;
 
-struct Slot {
-    key: BlockKey,
-    block: Arc<Block>,
+struct Slot<K, V> {
+    key: K,
+    value: V,
     charge: usize,
     referenced: bool,
 }
 
-#[derive(Default)]
-struct Shard {
-    map: KeyMap,
+struct Shard<K, V> {
+    map: KeyMap<K>,
     /// The clock ring; `None` marks a free slot.
-    ring: Vec<Option<Slot>>,
+    ring: Vec<Option<Slot<K, V>>>,
     free: Vec<usize>,
     hand: usize,
     usage: usize,
 }
 
-/// Counters of cache traffic.
-#[derive(Debug, Default)]
-pub struct CacheStats {
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub inserts: AtomicU64,
-    pub evictions: AtomicU64,
-}
-
-/// A sharded CLOCK cache of blocks with a byte budget.
-pub struct BlockCache {
-    shards: Vec<Mutex<Shard>>,
-    shard_capacity: usize,
-    next_table_id: AtomicU64,
-    pub stats: CacheStats,
-}
-
-impl std::fmt::Debug for BlockCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlockCache")
-            .field("capacity", &(self.shard_capacity * SHARDS))
-            .field("usage", &self.usage())
-            .finish()
+impl<K, V> Default for Shard<K, V> {
+    fn default() -> Self {
+        Shard {
+            map: KeyMap::default(),
+            ring: Vec::new(),
+            free: Vec::new(),
+            hand: 0,
+            usage: 0,
+        }
     }
 }
 
-impl BlockCache {
-    /// A cache holding at most about `capacity` bytes of blocks (0 disables caching).
-    pub fn new(capacity: usize) -> BlockCache {
-        BlockCache {
+/// A sharded CLOCK cache: values with a charge each, within a total capacity.
+pub struct ClockCache<K, V> {
+    shards: Vec<Mutex<Shard<K, V>>>,
+    shard_capacity: usize,
+}
+
+impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
+    /// A cache holding values whose charges add up to at most about `capacity`.
+    pub fn new(capacity: usize) -> Self {
+        ClockCache {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             shard_capacity: capacity / SHARDS,
-            next_table_id: AtomicU64::new(1),
-            stats: CacheStats::default(),
         }
     }
 
-    /// A fresh id for a table's keys.
-    pub fn new_table_id(&self) -> u64 {
-        self.next_table_id.fetch_add(1, Ordering::Relaxed)
+    fn shard(&self, key: &K) -> Option<&Mutex<Shard<K, V>>> {
+        let mut h = IntHasher::default();
+        key.hash(&mut h);
+        let h = h.finish();
+        self.shards.get((h as usize ^ (h >> 40) as usize) % SHARDS)
     }
 
-    fn shard(&self, key: &BlockKey) -> Option<&Mutex<Shard>> {
-        let h = key.table.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (key.offset >> 12);
-        self.shards.get((h as usize ^ (h >> 32) as usize) % SHARDS)
+    /// The cached value, marking it recently used.
+    pub fn get(&self, key: &K) -> Option<V> {
+        let shard = self.shard(key)?;
+        let mut s = lock(shard);
+        let &i = s.map.get(key)?;
+        let slot = s.ring.get_mut(i)?.as_mut()?;
+        slot.referenced = true;
+        Some(slot.value.clone())
     }
 
-    /// The cached block, if present.
-    pub fn get(&self, key: &BlockKey) -> Option<Arc<Block>> {
-        let found = self.shard(key).and_then(|shard| {
-            let mut s = crate::sync::lock(shard);
-            let &i = s.map.get(key)?;
-            let slot = s.ring.get_mut(i)?.as_mut()?;
-            slot.referenced = true;
-            Some(Arc::clone(&slot.block))
-        });
-        let counter = if found.is_some() {
-            &self.stats.hits
-        } else {
-            &self.stats.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
-    }
-
-    /// Add `block`, evicting others as needed to stay within the budget.
-    pub fn insert(&self, key: BlockKey, block: Arc<Block>) {
-        if self.shard_capacity == 0 {
-            return;
-        }
+    /// Add `value` unless `key` is present (then the present value is kept and returned);
+    /// evict others as needed to stay within the budget. Returns the value now cached
+    /// and how many entries were evicted.
+    pub fn insert(&self, key: K, value: V, charge: usize) -> (V, u64) {
         let Some(shard) = self.shard(&key) else {
-            return;
+            return (value, 0);
         };
-        let charge = block.size().max(1);
-        let mut s = crate::sync::lock(shard);
-        if s.map.contains_key(&key) {
-            return; // another reader inserted it first
+        if self.shard_capacity == 0 {
+            return (value, 0);
+        }
+        let charge = charge.max(1);
+        let mut s = lock(shard);
+        if let Some(existing) = s
+            .map
+            .get(&key)
+            .and_then(|&i| s.ring.get(i))
+            .and_then(Option::as_ref)
+        {
+            return (existing.value.clone(), 0);
         }
         let mut evicted = 0;
         while s.usage + charge > self.shard_capacity && s.usage > 0 {
@@ -157,7 +146,7 @@ impl BlockCache {
         }
         let slot = Slot {
             key,
-            block,
+            value: value.clone(),
             charge,
             referenced: false,
         };
@@ -175,23 +164,42 @@ impl BlockCache {
         };
         s.map.insert(key, i);
         s.usage += charge;
-        drop(s);
-        self.stats.inserts.fetch_add(1, Ordering::Relaxed);
-        self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
+        (value, evicted)
     }
 
-    /// Bytes of blocks held.
+    /// Drop `key` if cached.
+    pub fn remove(&self, key: &K) {
+        let Some(shard) = self.shard(key) else { return };
+        let mut s = lock(shard);
+        if let Some(i) = s.map.remove(key) {
+            if let Some(slot) = s.ring.get_mut(i).and_then(Option::take) {
+                s.usage -= slot.charge;
+                s.free.push(i);
+            }
+        }
+    }
+
+    /// The sum of the charges held.
     pub fn usage(&self) -> usize {
-        self.shards.iter().map(|s| crate::sync::lock(s).usage).sum()
+        self.shards.iter().map(|s| lock(s).usage).sum()
     }
 
-    /// The budget in bytes.
+    /// The budget.
     pub fn capacity(&self) -> usize {
         self.shard_capacity * SHARDS
     }
+
+    /// Call `f` on every cached value.
+    pub fn for_each(&self, mut f: impl FnMut(&V)) {
+        for shard in &self.shards {
+            for slot in lock(shard).ring.iter().flatten() {
+                f(&slot.value);
+            }
+        }
+    }
 }
 
-impl Shard {
+impl<K: Copy + Eq + Hash, V> Shard<K, V> {
     /// Advance the hand until one entry is evicted; returns 1, or 0 if the ring is empty.
     fn evict_one(&mut self) -> u64 {
         let n = self.ring.len();
@@ -214,6 +222,77 @@ impl Shard {
             }
         }
         0
+    }
+}
+
+/// Counters of cache traffic.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub inserts: AtomicU64,
+    pub evictions: AtomicU64,
+}
+
+/// The block cache: decoded data blocks by (table, offset), charged by size.
+pub struct BlockCache {
+    blocks: ClockCache<BlockKey, Arc<Block>>,
+    next_table_id: AtomicU64,
+    pub stats: CacheStats,
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("capacity", &self.capacity())
+            .field("usage", &self.usage())
+            .finish()
+    }
+}
+
+impl BlockCache {
+    /// A cache holding at most about `capacity` bytes of blocks (0 disables caching).
+    pub fn new(capacity: usize) -> BlockCache {
+        BlockCache {
+            blocks: ClockCache::new(capacity),
+            next_table_id: AtomicU64::new(1),
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// A fresh id for a table's keys.
+    pub fn new_table_id(&self) -> u64 {
+        self.next_table_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The cached block, if present.
+    pub fn get(&self, key: &BlockKey) -> Option<Arc<Block>> {
+        let found = self.blocks.get(key);
+        let counter = if found.is_some() {
+            &self.stats.hits
+        } else {
+            &self.stats.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Add `block`, evicting others as needed to stay within the budget.
+    pub fn insert(&self, key: BlockKey, block: Arc<Block>) {
+        let charge = block.size();
+        let (_, evicted) = self.blocks.insert(key, block, charge);
+        self.stats.inserts.fetch_add(1, Ordering::Relaxed);
+        self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
+    }
+
+    /// Bytes of blocks held.
+    pub fn usage(&self) -> usize {
+        self.blocks.usage()
+    }
+
+    /// The budget in bytes.
+    pub fn capacity(&self) -> usize {
+        self.blocks.capacity()
     }
 }
 

@@ -21,6 +21,7 @@ pub mod perf;
 pub mod rate_limit;
 pub mod sst;
 mod sync;
+mod table_cache;
 pub mod version;
 pub mod wal;
 

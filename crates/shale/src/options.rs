@@ -57,6 +57,10 @@ pub struct Options {
     pub compression: Compression,
     /// Byte budget of the block cache. Default: 64 MiB.
     pub cache_size: usize,
+    /// SSTables kept open at once (each holds a file descriptor, its index block and its
+    /// bloom filter); others are reopened when read. Must leave room under the process's
+    /// open-file limit (`ulimit -n`), which is checked at open. Default: 1000.
+    pub max_open_files: usize,
     /// L0 files that trigger a compaction into the base level. Default: 4.
     pub level0_compaction_trigger: usize,
     /// L0 files at which writes start to be slowed. Default: 20.
@@ -98,6 +102,7 @@ impl Default for Options {
             filter_bits_per_key: 10,
             compression: Compression::Lz4,
             cache_size: 64 << 20,
+            max_open_files: 1000,
             level0_compaction_trigger: 4,
             level0_slowdown_trigger: 20,
             level0_stop_trigger: 36,
@@ -124,6 +129,7 @@ impl fmt::Debug for Options {
             .field("filter_bits_per_key", &self.filter_bits_per_key)
             .field("compression", &self.compression)
             .field("cache_size", &self.cache_size)
+            .field("max_open_files", &self.max_open_files)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_slowdown_trigger", &self.level0_slowdown_trigger)
             .field("level0_stop_trigger", &self.level0_stop_trigger)
@@ -160,9 +166,9 @@ impl Options {
             ),
         );
         check(
-            (64 << 10..=4 << 30).contains(&self.max_file_size),
+            (16 << 10..=4 << 30).contains(&self.max_file_size),
             format!(
-                "max_file_size = {} must be between 64 KiB and 4 GiB",
+                "max_file_size = {} must be between 16 KiB and 4 GiB",
                 self.max_file_size
             ),
         );
@@ -229,6 +235,24 @@ impl Options {
             ),
         );
         check(
+            self.max_open_files >= 16,
+            format!(
+                "max_open_files = {} must be at least 16",
+                self.max_open_files
+            ),
+        );
+        if let Some(limit) = open_file_limit() {
+            check(
+                (self.max_open_files as u64).saturating_add(OPEN_FILE_HEADROOM) <= limit,
+                format!(
+                    "max_open_files = {} leaves fewer than {OPEN_FILE_HEADROOM} of the \
+                     process's {limit} file descriptors (ulimit -n) for WALs, the manifest \
+                     and the application",
+                    self.max_open_files
+                ),
+            );
+        }
+        check(
             self.rate_limit_bytes_per_sec == 0 || self.rate_limit_bytes_per_sec >= 1 << 20,
             format!(
                 "rate_limit_bytes_per_sec = {} must be 0 (no limit) or at least 1 MiB/s",
@@ -241,6 +265,20 @@ impl Options {
             Err(problems)
         }
     }
+}
+
+/// File descriptors kept free beside `max_open_files`.
+const OPEN_FILE_HEADROOM: u64 = 64;
+
+/// The process's soft limit on open files, if it can be read.
+fn open_file_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and nothing else.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
 /// Per-read options.

@@ -218,3 +218,60 @@ fn range_compaction_of_part_of_l0_keeps_newest_versions_visible() {
     assert_eq!(db.get("b").unwrap(), Some(b"new".to_vec()));
     assert_eq!(db.level_file_counts()[0], 0, "a full compaction empties L0");
 }
+
+#[test]
+fn open_tables_stay_bounded_and_replaced_files_outlive_their_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options {
+        max_file_size: 16 << 10,
+        max_open_files: 16,
+        ..options()
+    };
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for i in 0..20_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_idle().unwrap();
+    let sst_files = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "sst")
+            })
+            .count()
+    };
+    assert!(sst_files() > 100, "{} files", sst_files());
+
+    // An iterator pins the version it started from.
+    let mut old = db.iter(&ReadOptions::default()).unwrap();
+    old.seek_to_first().unwrap();
+    for i in 0..20_000 {
+        db.put(key(i), value(i, 1)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let mut n = 0;
+    while old.valid() {
+        assert_eq!(old.value(), value(n, 0).as_slice(), "old view of {n}");
+        n += 1;
+        old.next().unwrap();
+    }
+    assert_eq!(n, 20_000);
+    let s = db.stats();
+    assert!(s.open_tables <= 16 + 16, "{} tables open", s.open_tables);
+
+    // Once the last reader of the old version is gone, its files are deleted.
+    let before = sst_files();
+    drop(old);
+    assert!(sst_files() < before, "{} !< {before}", sst_files());
+    for i in (0..20_000).step_by(97) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)));
+    }
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.get(key(777)).unwrap(), Some(value(777, 1)));
+}

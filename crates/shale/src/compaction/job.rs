@@ -18,15 +18,13 @@
 //! (nothing older is left for it to hide). A user key's versions never straddle two output
 //! files: readers of L1+ find a key in exactly one file.
 
-use std::path::Path;
-use std::sync::Arc;
-
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, SeqNo, ValueKind};
-use crate::sst::{Table, TableBuilder, TableOptions};
+use crate::sst::{TableBuilder, TableOptions};
 use crate::version::{FileId, FileMeta, TableFile};
+use std::path::Path;
 
 /// What the merge may drop.
 pub struct DropPolicy<'a> {
@@ -61,7 +59,7 @@ pub fn run_compaction(
     mut input: impl InternalIterator,
     policy: &DropPolicy<'_>,
     create: &dyn Fn(&Path) -> Result<Box<dyn WritableFile>>,
-    open: &dyn Fn(&Path) -> Result<Table>,
+    make: &dyn Fn(FileMeta) -> Result<TableFile>,
     table_opts: TableOptions,
     max_file_size: u64,
     next_file: &mut dyn FnMut() -> (FileId, std::path::PathBuf),
@@ -82,8 +80,8 @@ pub fn run_compaction(
                 .as_ref()
                 .is_some_and(|(_, _, b)| b.estimated_file_size() >= max_file_size)
             {
-                if let Some((id, path, b)) = builder.take() {
-                    out.files.push(finish(open, id, &path, b)?);
+                if let Some((id, _, b)) = builder.take() {
+                    out.files.push(finish(make, id, b)?);
                 }
             }
             current_key = Some(entry.user_key.to_vec());
@@ -109,25 +107,20 @@ pub fn run_compaction(
         }
         input.next()?;
     }
-    if let Some((id, path, b)) = builder.take() {
-        out.files.push(finish(open, id, &path, b)?);
+    if let Some((id, _, b)) = builder.take() {
+        out.files.push(finish(make, id, b)?);
     }
     out.bytes_written = out.files.iter().map(|f| f.meta.size).sum();
     Ok(out)
 }
 
 fn finish(
-    open: &dyn Fn(&Path) -> Result<Table>,
+    make: &dyn Fn(FileMeta) -> Result<TableFile>,
     id: FileId,
-    path: &Path,
     b: TableBuilder,
 ) -> Result<TableFile> {
     let summary = b.finish()?;
-    let table = Arc::new(open(path)?);
-    Ok(TableFile {
-        meta: FileMeta::from_summary(id, summary),
-        table,
-    })
+    make(FileMeta::from_summary(id, summary))
 }
 
 #[cfg(test)]
@@ -136,6 +129,8 @@ mod tests {
     use crate::fs::{FileSystem, PosixFs};
     use crate::iter::VecIter;
     use crate::key::InternalKey;
+    use crate::table_cache::TableCache;
+    use std::sync::Arc;
 
     fn entries(list: &[(&str, u64, Option<&str>)]) -> VecIter {
         let mut v: Vec<(Vec<u8>, Vec<u8>)> = list
@@ -169,8 +164,14 @@ mod tests {
         let dir_path = dir.path().to_owned();
         let mut next = || {
             n += 1;
-            (FileId(n), dir_path.join(format!("{n}.sst")))
+            (FileId(n), dir_path.join(format!("{n:06}.sst")))
         };
+        let tables = Arc::new(TableCache::new(
+            Arc::new(PosixFs),
+            dir.path().to_owned(),
+            Arc::new(crate::cache::BlockCache::new(1 << 20)),
+            64,
+        ));
         let out = run_compaction(
             input,
             &DropPolicy {
@@ -178,7 +179,11 @@ mod tests {
                 is_bottommost: &|_| bottommost,
             },
             &|p: &Path| PosixFs.create(p),
-            &|p: &Path| Table::open(PosixFs.open(p)?, p.to_owned()),
+            &|meta: FileMeta| {
+                let file = TableFile::new(meta, Arc::clone(&tables));
+                file.table()?;
+                Ok(file)
+            },
             TableOptions {
                 compression: crate::options::Compression::None,
                 ..TableOptions::default()
@@ -189,7 +194,7 @@ mod tests {
         .unwrap();
         let mut kept = Vec::new();
         for f in &out.files {
-            let mut it = f.table.iter();
+            let mut it = f.table().unwrap().iter();
             it.seek_to_first().unwrap();
             while it.valid() {
                 let p = parse_internal_key(it.key()).unwrap();

@@ -128,15 +128,19 @@ pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
     if task.trivial_move {
         Stats::add(&db.stats.trivial_moves, 1);
     }
-    // Every reader that starts from now on uses the new version. A failed delete leaves a
-    // file that the next open removes.
-    for id in deleted {
-        let _ = db.fs.remove(&table_path(&db.dir, id));
+    // The replaced files are deleted when the last version that lists them is dropped:
+    // readers that started before this install may still be reading them.
+    for file in deleted {
+        file.mark_obsolete();
     }
     Ok(())
 }
 
-type Installable = (VersionEdit, Vec<(Level, Arc<TableFile>)>, Vec<FileId>);
+type Installable = (
+    VersionEdit,
+    Vec<(Level, Arc<TableFile>)>,
+    Vec<Arc<TableFile>>,
+);
 
 /// Do the I/O of `task`: the edit to install, the new files, the files it replaces.
 fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
@@ -173,18 +177,12 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     let mut children: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
     if task.level == 0 {
         for f in &inputs {
-            children.push(Box::new(f.table.iter_opt(false)));
+            children.push(Box::new(f.table()?.iter_opt(false)));
         }
     } else {
-        children.push(Box::new(LevelIter::new(
-            inputs.iter().map(|f| Arc::clone(&f.table)).collect(),
-            false,
-        )));
+        children.push(Box::new(LevelIter::new(inputs.clone(), false)));
     }
-    children.push(Box::new(LevelIter::new(
-        next_inputs.iter().map(|f| Arc::clone(&f.table)).collect(),
-        false,
-    )));
+    children.push(Box::new(LevelIter::new(next_inputs.clone(), false)));
     let snapshots = db.snapshots.pinned();
     let deeper = |user_key: &[u8]| -> bool {
         (task.output_level + 1..NUM_LEVELS).all(|l| {
@@ -211,7 +209,11 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
                     as Box<dyn WritableFile>,
             )
         },
-        &|path: &Path| db.open_table(path),
+        &|meta: crate::version::FileMeta| {
+            let file = TableFile::new(meta, Arc::clone(&db.tables));
+            file.table()?; // open (and so verify) the new table
+            Ok(file)
+        },
         TableOptions::from(&db.opts),
         db.opts.max_file_size,
         &mut next_file,
@@ -224,24 +226,11 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
         .map(|f| (out_level, Arc::new(f)))
         .collect();
     edit.new_files = added.iter().map(|(l, f)| (*l, f.meta.clone())).collect();
-    let deleted = inputs
-        .iter()
-        .chain(&next_inputs)
-        .map(|f| f.meta.id)
-        .collect();
+    let deleted = inputs.iter().chain(&next_inputs).cloned().collect();
     Ok((edit, added, deleted))
 }
 
 impl DbInner {
-    /// Open table file `path` with this database's block cache.
-    pub(crate) fn open_table(&self, path: &Path) -> Result<crate::sst::Table> {
-        crate::sst::Table::open_cached(
-            self.fs.open(path)?,
-            path.to_owned(),
-            Arc::clone(&self.cache),
-        )
-    }
-
     /// Block until no flush is pending and no compaction is running or needed.
     pub(crate) fn wait_idle(&self) -> Result<()> {
         let mut state = lock(&self.state);

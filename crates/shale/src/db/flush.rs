@@ -12,7 +12,6 @@ use std::time::Instant;
 use super::filename::{table_path, wal_path};
 use super::stats::Stats;
 use super::{lock, DbInner};
-use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
@@ -20,7 +19,8 @@ use crate::key;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::rate_limit::{RateLimitedFile, RateLimiter};
-use crate::sst::{Table, TableBuilder, TableOptions};
+use crate::sst::{TableBuilder, TableOptions};
+use crate::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, TableFile, VersionEdit};
 
 pub(crate) fn spawn(db: Arc<DbInner>) -> Result<JoinHandle<()>> {
@@ -53,7 +53,7 @@ fn flush_loop(db: &DbInner) {
             db.fs.as_ref(),
             &db.dir,
             &db.opts,
-            &db.cache,
+            &db.tables,
             Some(&db.rate_limiter),
             &imm.mem,
             id,
@@ -107,7 +107,7 @@ pub(crate) fn write_table(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
-    cache: &Arc<BlockCache>,
+    tables: &Arc<TableCache>,
     limiter: Option<&Arc<RateLimiter>>,
     mem: &Arc<MemTable>,
     id: FileId,
@@ -128,12 +128,9 @@ pub(crate) fn write_table(
         it.next()?;
     }
     let summary = builder.finish()?;
-    let table = Arc::new(Table::open_cached(
-        fs.open(&path)?,
-        path,
-        Arc::clone(cache),
-    )?);
     let meta = FileMeta::from_summary(id, summary);
     debug_assert!(key::compare_internal(meta.smallest.encoded(), meta.largest.encoded()).is_le());
-    Ok(Some(TableFile { meta, table }))
+    let file = TableFile::new(meta, Arc::clone(tables));
+    file.table()?; // open (and so verify) what was just written
+    Ok(Some(file))
 }

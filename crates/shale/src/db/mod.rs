@@ -115,6 +115,8 @@ pub(crate) struct DbInner {
     super_version: SuperVersionCell,
     /// Data blocks shared by every table of this database.
     cache: Arc<crate::cache::BlockCache>,
+    /// Open SSTable readers, at most `max_open_files`.
+    tables: Arc<crate::table_cache::TableCache>,
     /// Paces the SSTable writes of flushes and compactions.
     rate_limiter: Arc<crate::rate_limit::RateLimiter>,
     /// Writes with sequence numbers up to this one are visible to readers.
@@ -260,10 +262,7 @@ impl Db {
     /// Counters about the engine's work so far.
     pub fn stats(&self) -> StatsSnapshot {
         let cache = &self.inner.cache;
-        let sv = self.inner.super_version.load();
-        let pinned: usize = (0..crate::version::NUM_LEVELS)
-            .flat_map(|l| sv.version.files(l).iter().map(|f| f.table.pinned_bytes()))
-            .sum();
+        let pinned = self.inner.tables.pinned_bytes();
         let r = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         StatsSnapshot {
             block_cache_hits: r(&cache.stats.hits),
@@ -271,6 +270,7 @@ impl Db {
             block_cache_usage_bytes: cache.usage() as u64,
             block_cache_capacity_bytes: cache.capacity() as u64,
             pinned_table_metadata_bytes: pinned as u64,
+            open_tables: self.inner.tables.open_count() as u64,
             rate_limit_bytes_per_sec: self.inner.rate_limiter.rate(),
             rate_limit_wait_micros: r(&self.inner.rate_limiter.waited_micros),
             ..self.inner.stats.snapshot()

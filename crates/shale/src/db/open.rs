@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::filename::{self, table_path, wal_path, FileKind};
+use super::filename::{self, wal_path, FileKind};
 use super::flush::write_table;
 use super::stats::Stats;
 use super::super_version::{SuperVersion, SuperVersionCell};
@@ -24,7 +24,7 @@ use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::rate_limit::RateLimiter;
-use crate::sst::Table;
+use crate::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 
@@ -66,12 +66,18 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     };
 
     let cache = Arc::new(BlockCache::new(opts.cache_size));
-    let mut tables = open_tables(fs.as_ref(), dir, &cache, &state.files)?;
+    let table_cache = Arc::new(TableCache::new(
+        Arc::clone(&fs),
+        dir.to_owned(),
+        Arc::clone(&cache),
+        opts.max_open_files,
+    ));
+    let mut tables = open_tables(&table_cache, &state.files)?;
     let recovery = Recovery {
         fs: fs.as_ref(),
         dir,
         opts: &opts,
-        cache: &cache,
+        tables: &table_cache,
     };
     recovery.replay_wals(&mut state, &mut tables, &stats)?;
 
@@ -122,6 +128,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         bg_cv: Condvar::new(),
         super_version: SuperVersionCell::new(Arc::new(sv)),
         cache,
+        tables: table_cache,
         rate_limiter: Arc::new(RateLimiter::new(opts.rate_limit_bytes_per_sec)),
         visible_seq: AtomicU64::new(last_seq.0),
         pressure: super::Pressure::default(),
@@ -135,34 +142,15 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
 }
 
 fn open_tables(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    cache: &Arc<BlockCache>,
+    tables: &Arc<TableCache>,
     files: &BTreeMap<FileId, (Level, FileMeta)>,
 ) -> Result<Vec<(Level, Arc<TableFile>)>> {
     let mut out = Vec::with_capacity(files.len());
     for (level, meta) in files.values() {
-        let path = table_path(dir, meta.id);
-        let file = fs.open(&path)?;
-        if file.len() != meta.size {
-            return Err(Error::corruption(
-                &path,
-                file.len(),
-                format!(
-                    "file is {} bytes, the manifest says {}",
-                    file.len(),
-                    meta.size
-                ),
-            ));
-        }
-        let table = Arc::new(Table::open_cached(file, path, Arc::clone(cache))?);
-        out.push((
-            *level,
-            Arc::new(TableFile {
-                meta: meta.clone(),
-                table,
-            }),
-        ));
+        let file = TableFile::new(meta.clone(), Arc::clone(tables));
+        // Open every table once: a missing or damaged file is found now, not on a read.
+        file.table()?;
+        out.push((*level, Arc::new(file)));
     }
     Ok(out)
 }
@@ -172,7 +160,7 @@ struct Recovery<'a> {
     fs: &'a dyn FileSystem,
     dir: &'a Path,
     opts: &'a Options,
-    cache: &'a Arc<BlockCache>,
+    tables: &'a Arc<TableCache>,
 }
 
 impl Recovery<'_> {
@@ -228,7 +216,7 @@ impl Recovery<'_> {
         mem: &Arc<MemTable>,
     ) -> Result<()> {
         let id = state.next_file_number;
-        if let Some(file) = write_table(self.fs, self.dir, self.opts, self.cache, None, mem, id)? {
+        if let Some(file) = write_table(self.fs, self.dir, self.opts, self.tables, None, mem, id)? {
             state.next_file_number = FileId(id.0 + 1);
             state.files.insert(id, (Level(0), file.meta.clone()));
             tables.push((Level(0), Arc::new(file)));

@@ -189,7 +189,7 @@ impl DbInner {
         self.check_open()?;
         let snapshot = self.read_seq(opts);
         let sv = self.super_version.load();
-        let merged = MergingIter::new(internal_iters(&sv, opts.fill_cache));
+        let merged = MergingIter::new(internal_iters(&sv, opts.fill_cache)?);
         Ok(DbIterator {
             inner: DbIter::new(
                 merged,
@@ -221,23 +221,22 @@ impl DbInner {
 }
 
 /// One internal iterator per source of a super version, newest source first.
-fn internal_iters(sv: &SuperVersion, fill_cache: bool) -> Vec<Box<dyn InternalIterator + Send>> {
+fn internal_iters(
+    sv: &SuperVersion,
+    fill_cache: bool,
+) -> Result<Vec<Box<dyn InternalIterator + Send>>> {
     let mut iters: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
     for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         iters.push(Box::new(mem.iter()));
     }
     for file in sv.version.files(0) {
-        iters.push(Box::new(file.table.iter_opt(fill_cache)));
+        iters.push(Box::new(file.table()?.iter_opt(fill_cache)));
     }
     for level in 1..NUM_LEVELS {
         let files = sv.version.files(level);
         if !files.is_empty() {
-            let tables = files
-                .iter()
-                .map(|f| std::sync::Arc::clone(&f.table))
-                .collect();
-            iters.push(Box::new(LevelIter::new(tables, fill_cache)));
+            iters.push(Box::new(LevelIter::new(files.to_vec(), fill_cache)));
         }
     }
-    iters
+    Ok(iters)
 }

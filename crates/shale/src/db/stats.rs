@@ -63,6 +63,8 @@ pub struct StatsSnapshot {
     pub block_cache_capacity_bytes: u64,
     /// Index blocks and bloom filters of open tables, held outside the block cache.
     pub pinned_table_metadata_bytes: u64,
+    /// SSTable readers open in the table cache.
+    pub open_tables: u64,
     /// The background write rate in force (0: unlimited).
     pub rate_limit_bytes_per_sec: u64,
     /// Time flushes and compactions waited for the rate limiter.

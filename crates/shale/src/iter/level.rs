@@ -1,17 +1,19 @@
 //! `LevelIter`: iterates over the files of one level (L1 and deeper), whose key ranges do
 //! not overlap and are sorted, as if they were one table. Only the file under the cursor has
-//! an open table iterator; moving past its end opens the next one.
+//! an open table iterator (its reader comes from the table cache); moving past its end opens
+//! the next one.
 
 use std::sync::Arc;
 
 use super::InternalIterator;
 use crate::error::Result;
 use crate::key::compare_internal;
-use crate::sst::{Table, TableIter};
+use crate::sst::TableIter;
+use crate::version::TableFile;
 
 /// A concatenation of sorted, non-overlapping tables.
 pub struct LevelIter {
-    tables: Vec<Arc<Table>>,
+    tables: Vec<Arc<TableFile>>,
     fill_cache: bool,
     index: usize,
     current: Option<TableIter>,
@@ -20,7 +22,7 @@ pub struct LevelIter {
 impl LevelIter {
     /// `tables` must be sorted by key and must not overlap. `fill_cache`: whether blocks
     /// read go into the block cache.
-    pub fn new(tables: Vec<Arc<Table>>, fill_cache: bool) -> Self {
+    pub fn new(tables: Vec<Arc<TableFile>>, fill_cache: bool) -> Self {
         LevelIter {
             tables,
             fill_cache,
@@ -29,9 +31,13 @@ impl LevelIter {
         }
     }
 
-    fn open(&mut self, index: usize) {
+    fn open(&mut self, index: usize) -> Result<()> {
         self.index = index;
-        self.current = self.tables.get(index).map(|t| t.iter_opt(self.fill_cache));
+        self.current = None;
+        if let Some(file) = self.tables.get(index) {
+            self.current = Some(file.table()?.iter_opt(self.fill_cache));
+        }
+        Ok(())
     }
 
     /// Move forward over exhausted tables.
@@ -41,7 +47,7 @@ impl LevelIter {
                 self.current = None;
                 return Ok(());
             }
-            self.open(self.index + 1);
+            self.open(self.index + 1)?;
             if let Some(c) = self.current.as_mut() {
                 c.seek_to_first()?;
             }
@@ -56,7 +62,7 @@ impl LevelIter {
                 self.current = None;
                 return Ok(());
             }
-            self.open(self.index - 1);
+            self.open(self.index - 1)?;
             if let Some(c) = self.current.as_mut() {
                 c.seek_to_last()?;
             }
@@ -71,7 +77,7 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.open(0);
+        self.open(0)?;
         if let Some(c) = self.current.as_mut() {
             c.seek_to_first()?;
         }
@@ -79,7 +85,7 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
-        self.open(self.tables.len().saturating_sub(1));
+        self.open(self.tables.len().saturating_sub(1))?;
         if let Some(c) = self.current.as_mut() {
             c.seek_to_last()?;
         }
@@ -90,8 +96,8 @@ impl InternalIterator for LevelIter {
         // The first table whose largest key is >= target.
         let i = self
             .tables
-            .partition_point(|t| compare_internal(t.largest().encoded(), target).is_lt());
-        self.open(i);
+            .partition_point(|t| compare_internal(t.meta.largest.encoded(), target).is_lt());
+        self.open(i)?;
         if let Some(c) = self.current.as_mut() {
             c.seek(target)?;
         }

@@ -14,6 +14,7 @@ mod edit;
 mod manifest;
 mod set;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
@@ -26,6 +27,7 @@ use crate::error::Result;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::perf::Timer;
 use crate::sst::Table;
+use crate::table_cache::TableCache;
 
 /// What a point read through a version did, for statistics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,11 +50,47 @@ impl FileMeta {
     }
 }
 
-/// A live SSTable: its manifest entry and its open reader.
+/// A live SSTable: its manifest entry, and the table cache that opens its reader.
 #[derive(Debug)]
 pub struct TableFile {
     pub meta: FileMeta,
-    pub table: Arc<Table>,
+    tables: Arc<TableCache>,
+    /// Set when a compaction has replaced this file: it is deleted once no version lists
+    /// it any more (when the last `Arc` drops).
+    obsolete: AtomicBool,
+}
+
+impl TableFile {
+    pub(crate) fn new(meta: FileMeta, tables: Arc<TableCache>) -> TableFile {
+        TableFile {
+            meta,
+            tables,
+            obsolete: AtomicBool::new(false),
+        }
+    }
+
+    /// The current version no longer lists this file: delete it once older versions,
+    /// and the readers using them, are gone too.
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// The table's reader, opened (or found open) in the table cache.
+    ///
+    /// # Errors
+    /// See [`TableCache::get`].
+    pub fn table(&self) -> Result<Arc<Table>> {
+        self.tables.get(&self.meta)
+    }
+}
+
+impl Drop for TableFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // A failed delete leaves a file that the next open removes.
+            self.tables.delete(self.meta.id);
+        }
+    }
 }
 
 /// An immutable set of live files.
@@ -113,15 +151,16 @@ impl Version {
         counters: &mut GetCounters,
     ) -> Result<Option<(ValueKind, Vec<u8>)>> {
         let mut probe = |file: &TableFile| -> Result<Option<(ValueKind, Vec<u8>)>> {
+            let table = file.table()?;
             let filter = Timer::start();
-            let may_contain = file.table.may_contain(user_key);
+            let may_contain = table.may_contain(user_key);
             filter.stop(|p| &mut p.get_filter_nanos);
             if !may_contain {
                 counters.bloom_useful += 1;
                 crate::perf::count(|p| &mut p.bloom_useful, 1);
                 return Ok(None);
             }
-            file.table.get_unfiltered(user_key, snapshot, fill_cache)
+            table.get_unfiltered(user_key, snapshot, fill_cache)
         };
         for file in self.files(0) {
             if file.meta.smallest_seq > snapshot || !file_covers(&file.meta, user_key) {
