@@ -1,0 +1,307 @@
+//! The db_bench workloads: fills, overwrites, point reads, seeks, scans, reads while
+//! writing, deletes.
+
+use super::*;
+
+impl Runner {
+    /// Write keys `0..num` once each, in order or shuffled.
+    pub(super) fn fill(
+        &mut self,
+        random: bool,
+        durability: Durability,
+        pb: &ProgressBar,
+    ) -> BenchResult<Outcome> {
+        let num = self.cfg.num;
+        let mut rng = Rng::new(self.cfg.seed);
+        let order = if random {
+            shuffled(num, &mut rng)
+        } else {
+            (0..num).collect()
+        };
+        let mut values = ValueGen::new(self.cfg.seed);
+        let (keys, vs) = (self.keys, self.cfg.value_size);
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let mut key = Vec::with_capacity(keys.key_size);
+        let start = Instant::now();
+        for (i, &n) in order.iter().enumerate() {
+            keys.key(n, &mut key);
+            let v = values.next(vs);
+            let t = Instant::now();
+            e.put(&key, v, durability)?;
+            lat.record_since(t);
+            tick(pb, i);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        self.loaded = Loaded::Keys(num);
+        let bytes = num * self.entry_bytes();
+        Ok(Outcome::load(num, seconds, lat, bytes))
+    }
+
+    /// Keys `0..num` once each in random order, 100 per atomic batch (db_bench fillbatch
+    /// uses 1000); latency is per batch, ops count entries.
+    pub(super) fn fill_batch(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+        const BATCH: usize = 100;
+        let num = self.cfg.num;
+        let order = shuffled(num, &mut Rng::new(self.cfg.seed));
+        let mut values = ValueGen::new(self.cfg.seed);
+        let (keys, vs) = (self.keys, self.cfg.value_size);
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let mut ops = Vec::with_capacity(BATCH);
+        let start = Instant::now();
+        for chunk in order.chunks(BATCH) {
+            ops.clear();
+            for &n in chunk {
+                let mut key = Vec::with_capacity(keys.key_size);
+                keys.key(n, &mut key);
+                ops.push((key, Some(values.next(vs).to_vec())));
+            }
+            lat.time(|| e.write_batch(&ops, Durability::Buffered))?;
+            pb.inc(chunk.len() as u64);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        self.loaded = Loaded::Keys(num);
+        let bytes = num * self.entry_bytes();
+        Ok(Outcome {
+            ops: num,
+            seconds,
+            lat,
+            bytes,
+            user_bytes_written: bytes,
+            live_bytes: Some(bytes),
+            note: Some(format!("batches of {BATCH}; latency per batch")),
+        })
+    }
+
+    /// `sync_num` synced puts of random keys from `threads` concurrent writers.
+    pub(super) fn fill_sync(&mut self, threads: usize, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let per_thread = self.cfg.sync_num / threads as u64;
+        let (keys, vs, seed) = (self.keys, self.cfg.value_size, self.cfg.seed);
+        let start = Instant::now();
+        let lat = parallel(self.engine()?, threads, |e, t, lat| {
+            let mut rng = Rng::new(seed + t as u64);
+            let mut values = ValueGen::new(seed + t as u64);
+            let mut key = Vec::new();
+            for i in 0..per_thread {
+                keys.key(rng.below(1 << 40), &mut key);
+                let v = values.next(vs);
+                lat.time(|| e.put(&key, v, Durability::Sync))?;
+                tick(pb, i as usize);
+            }
+            Ok(())
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ops = per_thread * threads as u64;
+        let bytes = ops * self.entry_bytes();
+        self.loaded = Loaded::Nothing;
+        Ok(Outcome {
+            ops,
+            seconds,
+            lat,
+            bytes,
+            user_bytes_written: bytes,
+            live_bytes: Some(bytes),
+            note: None,
+        })
+    }
+
+    /// `num` puts of uniformly random existing keys.
+    pub(super) fn overwrite(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let num = self.cfg.num;
+        let mut rng = Rng::new(self.cfg.seed + 1);
+        let mut values = ValueGen::new(self.cfg.seed + 1);
+        let (keys, vs) = (self.keys, self.cfg.value_size);
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let mut key = Vec::new();
+        let start = Instant::now();
+        for i in 0..num {
+            keys.key(rng.below(num), &mut key);
+            let v = values.next(vs);
+            lat.time(|| e.put(&key, v, Durability::Buffered))?;
+            tick(pb, i as usize);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let bytes = num * self.entry_bytes();
+        Ok(Outcome::load(num, seconds, lat, bytes))
+    }
+
+    /// `num` gets of random existing keys (or of keys that sort among them but are absent).
+    pub(super) fn read(&mut self, missing: bool, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let (num, threads, keys, seed) = (self.cfg.num, self.cfg.threads, self.keys, self.cfg.seed);
+        let per_thread = num / threads as u64;
+        let found = AtomicU64::new(0);
+        let start = Instant::now();
+        let lat = parallel(self.engine()?, threads, |e, t, lat| {
+            let mut rng = Rng::new(seed + 100 + t as u64);
+            let mut key = Vec::new();
+            let mut hits = 0;
+            for i in 0..per_thread {
+                let n = rng.below(num);
+                if missing {
+                    keys.missing_key(n, &mut key);
+                } else {
+                    keys.key(n, &mut key);
+                }
+                hits += u64::from(lat.time(|| e.get(&key))?.is_some());
+                tick(pb, i as usize);
+            }
+            found.fetch_add(hits, Ordering::Relaxed);
+            Ok(())
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ops = per_thread * threads as u64;
+        let hits = found.load(Ordering::Relaxed);
+        let expected = if missing { 0 } else { ops };
+        let note =
+            (hits != expected).then(|| format!("{hits} of {ops} keys found, expected {expected}"));
+        Ok(Outcome {
+            ops,
+            seconds,
+            lat,
+            bytes: hits * self.entry_bytes() + (ops - hits) * self.cfg.key_size as u64,
+            user_bytes_written: 0,
+            live_bytes: Some(self.cfg.num * self.entry_bytes()),
+            note,
+        })
+    }
+
+    /// Seek to a random existing key and read the next 100 entries (db_bench's seekrandom
+    /// with `--seek_nexts=100`).
+    pub(super) fn seek_random(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let (num, threads, keys, seed) = (self.cfg.num, self.cfg.threads, self.keys, self.cfg.seed);
+        let ops = (num / 10).max(1);
+        let per_thread = ops / threads as u64;
+        let visited = AtomicU64::new(0);
+        let start = Instant::now();
+        let lat = parallel(self.engine()?, threads, |e, t, lat| {
+            let mut rng = Rng::new(seed + 200 + t as u64);
+            let mut key = Vec::new();
+            let mut n = 0;
+            for i in 0..per_thread {
+                keys.key(rng.below(num), &mut key);
+                n += lat.time(|| e.scan(&key, 101))? as u64;
+                tick(pb, i as usize);
+            }
+            visited.fetch_add(n, Ordering::Relaxed);
+            Ok(())
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ops = per_thread * threads as u64;
+        Ok(Outcome {
+            ops,
+            seconds,
+            lat,
+            bytes: visited.load(Ordering::Relaxed) * self.entry_bytes(),
+            user_bytes_written: 0,
+            live_bytes: Some(num * self.entry_bytes()),
+            note: Some(format!("{ops} seeks (num/10), each seek + 100 next")),
+        })
+    }
+
+    /// One full forward scan; latency per entry is the scan time divided by entries.
+    pub(super) fn read_seq(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let e = self.engine()?;
+        let start = Instant::now();
+        let n = e.scan(b"", usize::MAX)? as u64;
+        let seconds = start.elapsed().as_secs_f64();
+        pb.set_position(n);
+        let mut lat = Latencies::new();
+        lat.record_ns((seconds * 1e9 / n.max(1) as f64) as u64);
+        let note =
+            (n != self.cfg.num).then(|| format!("scanned {n} entries, expected {}", self.cfg.num));
+        Ok(Outcome {
+            ops: n,
+            seconds,
+            lat,
+            bytes: n * self.entry_bytes(),
+            user_bytes_written: 0,
+            live_bytes: Some(self.cfg.num * self.entry_bytes()),
+            note: Some(
+                note.unwrap_or_else(|| "one scan; latency columns are not per entry".into()),
+            ),
+        })
+    }
+
+    /// `threads` readers do `num` random gets in all while one writer overwrites random
+    /// keys as fast as it can; the reader latencies are reported.
+    pub(super) fn read_while_writing(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let (num, keys, seed, vs) = (self.cfg.num, self.keys, self.cfg.seed, self.cfg.value_size);
+        let readers = self.cfg.threads.max(1);
+        let per_thread = num / readers as u64;
+        let shared = self.engine()?.shared().ok_or("engine is not shareable")?;
+        let done = AtomicBool::new(false);
+        let writes = AtomicU64::new(0);
+        let start = Instant::now();
+        let lat = std::thread::scope(|s| -> BenchResult<Latencies> {
+            let writer = s.spawn(|| -> BenchResult<()> {
+                let mut rng = Rng::new(seed + 300);
+                let mut values = ValueGen::new(seed + 300);
+                let mut key = Vec::new();
+                while !done.load(Ordering::Relaxed) {
+                    keys.key(rng.below(num), &mut key);
+                    shared.put(&key, values.next(vs), Durability::Buffered)?;
+                    writes.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            });
+            let lat = parallel(shared, readers, |e, t, lat| {
+                let mut rng = Rng::new(seed + 400 + t as u64);
+                let mut key = Vec::new();
+                for i in 0..per_thread {
+                    keys.key(rng.below(num), &mut key);
+                    lat.time(|| e.get(&key))?;
+                    tick(pb, i as usize);
+                }
+                Ok(())
+            });
+            done.store(true, Ordering::Relaxed);
+            writer.join().map_err(|_| "writer panicked")??;
+            lat
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ops = per_thread * readers as u64;
+        let w = writes.load(Ordering::Relaxed);
+        Ok(Outcome {
+            ops,
+            seconds,
+            lat,
+            bytes: ops * self.entry_bytes(),
+            user_bytes_written: w * self.entry_bytes(),
+            live_bytes: Some(num * self.entry_bytes()),
+            note: Some(format!(
+                "{readers} reader(s); 1 writer did {w} puts ({:.0}/s)",
+                w as f64 / seconds.max(1e-9)
+            )),
+        })
+    }
+
+    /// Delete every key once, in random order.
+    pub(super) fn delete_random(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let num = self.cfg.num;
+        let order = shuffled(num, &mut Rng::new(self.cfg.seed + 500));
+        let keys = self.keys;
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let mut key = Vec::new();
+        let start = Instant::now();
+        for (i, &n) in order.iter().enumerate() {
+            keys.key(n, &mut key);
+            lat.time(|| e.delete(&key, Durability::Buffered))?;
+            tick(pb, i);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        self.loaded = Loaded::Nothing;
+        let bytes = num * self.cfg.key_size as u64;
+        Ok(Outcome {
+            ops: num,
+            seconds,
+            lat,
+            bytes,
+            user_bytes_written: bytes,
+            live_bytes: None,
+            note: None,
+        })
+    }
+}
