@@ -95,15 +95,7 @@ impl Runner {
         let ops = per_thread * threads as u64;
         let bytes = ops * self.entry_bytes();
         self.loaded = Loaded::Nothing;
-        Ok(Outcome {
-            ops,
-            seconds,
-            lat,
-            bytes,
-            user_bytes_written: bytes,
-            live_bytes: Some(bytes),
-            note: None,
-        })
+        Ok(Outcome::load(ops, seconds, lat, bytes))
     }
 
     /// `num` puts of uniformly random existing keys.

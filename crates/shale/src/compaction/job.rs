@@ -128,29 +128,11 @@ mod tests {
     use super::*;
     use crate::fs::{FileSystem, PosixFs};
     use crate::iter::VecIter;
-    use crate::key::InternalKey;
     use crate::table_cache::TableCache;
     use std::sync::Arc;
 
     fn entries(list: &[(&str, u64, Option<&str>)]) -> VecIter {
-        let mut v: Vec<(Vec<u8>, Vec<u8>)> = list
-            .iter()
-            .map(|&(k, s, val)| {
-                let kind = if val.is_some() {
-                    ValueKind::Put
-                } else {
-                    ValueKind::Delete
-                };
-                (
-                    InternalKey::new(k.as_bytes(), SeqNo(s), kind)
-                        .encoded()
-                        .to_vec(),
-                    val.unwrap_or("").as_bytes().to_vec(),
-                )
-            })
-            .collect();
-        v.sort_by(|a, b| crate::key::compare_internal(&a.0, &b.0));
-        VecIter::new(v)
+        VecIter::from_versions(list)
     }
 
     fn run(

@@ -278,26 +278,14 @@ mod tests {
 
     use super::*;
     use crate::iter::VecIter;
-    use crate::key::compare_internal;
 
     /// Entries (key, seq, Some(value) | None for delete) -> a sorted VecIter.
     fn source(entries: &[(u8, u64, Option<u8>)]) -> VecIter {
-        let mut v: Vec<(Vec<u8>, Vec<u8>)> = entries
+        let list: Vec<([u8; 1], u64, Option<[u8; 1]>)> = entries
             .iter()
-            .map(|&(k, s, val)| {
-                let kind = if val.is_some() {
-                    ValueKind::Put
-                } else {
-                    ValueKind::Delete
-                };
-                (
-                    InternalKey::new(&[k], SeqNo(s), kind).encoded().to_vec(),
-                    val.map(|x| vec![x]).unwrap_or_default(),
-                )
-            })
+            .map(|&(k, s, v)| ([k], s, v.map(|v| [v])))
             .collect();
-        v.sort_by(|a, b| compare_internal(&a.0, &b.0));
-        VecIter::new(v)
+        VecIter::from_versions(&list)
     }
 
     /// What a user should see at `snapshot` within bounds.

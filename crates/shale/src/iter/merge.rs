@@ -178,6 +178,30 @@ impl VecIter {
     pub fn new(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
         VecIter { entries, pos: None }
     }
+
+    /// Test input: `(user key, seq, Some(value))` puts and `(user key, seq, None)` deletes,
+    /// in any order; they are encoded as internal keys and sorted.
+    #[cfg(test)]
+    pub(crate) fn from_versions<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        list: &[(K, u64, Option<V>)],
+    ) -> Self {
+        use crate::key::{InternalKey, SeqNo, ValueKind};
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> = list
+            .iter()
+            .map(|(k, s, val)| {
+                let kind = if val.is_some() {
+                    ValueKind::Put
+                } else {
+                    ValueKind::Delete
+                };
+                let ikey = InternalKey::new(k.as_ref(), SeqNo(*s), kind);
+                let value = val.as_ref().map_or(&[][..], AsRef::as_ref).to_vec();
+                (ikey.encoded().to_vec(), value)
+            })
+            .collect();
+        v.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        VecIter::new(v)
+    }
 }
 
 impl InternalIterator for VecIter {

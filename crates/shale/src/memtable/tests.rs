@@ -1,13 +1,5 @@
 //! Tests for the memtable: its hash index, version chains, sorted runs and iterator.
 
-// `allow`, not `expect`: the workspace may later allow these in tests through clippy.toml,
-// which would turn an `expect` into an unfulfilled-expectation warning.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests panic on purpose when an expectation fails"
-)]
-
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Release};
 use std::sync::Arc;

@@ -127,11 +127,6 @@ fn check_len(out: Vec<u8>, raw_len: usize, what: &str) -> Result<Vec<u8>, String
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests: a panic is a failing test"
-)]
 mod tests {
     use super::*;
 

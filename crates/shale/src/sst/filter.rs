@@ -134,11 +134,6 @@ impl BloomFilter {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests: a panic is a failing test"
-)]
 mod tests {
     use super::*;
 

@@ -208,11 +208,6 @@ impl Footer {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests: a panic is a failing test"
-)]
 mod tests {
     use super::*;
 

@@ -128,11 +128,6 @@ impl TableProperties {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests: a panic is a failing test"
-)]
 mod tests {
     use super::*;
     use crate::key::ValueKind;

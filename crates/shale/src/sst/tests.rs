@@ -1,10 +1,5 @@
 //! Whole-table tests: build with `TableBuilder` through `PosixFs` into a temporary directory,
 //! read back with `Table`, and damage the file byte by byte.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests: a panic is a failing test"
-)]
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,4 @@
 //! Block builder and iterator tests: round trips, seeks, reverse iteration, damage.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests: a panic is a failing test"
-)]
 
 use std::path::Path;
 use std::sync::Arc;
