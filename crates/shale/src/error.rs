@@ -46,6 +46,9 @@ pub enum Error {
     Poisoned(String),
     /// The database was closed.
     Closed,
+    /// The embedding model is missing, damaged, or failed on an input; the message says
+    /// how to fetch or repair it.
+    Embedding(String),
 }
 
 impl Error {
@@ -108,6 +111,7 @@ impl fmt::Display for Error {
                 "database refuses writes until reopened after an earlier failure: {why}"
             ),
             Error::Closed => write!(f, "database is closed"),
+            Error::Embedding(why) => write!(f, "embedding model: {why}"),
         }
     }
 }
