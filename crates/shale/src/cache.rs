@@ -285,6 +285,11 @@ impl BlockCache {
         self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
     }
 
+    /// Drop the block at `key`, if cached.
+    pub fn remove(&self, key: &BlockKey) {
+        self.blocks.remove(key);
+    }
+
     /// Bytes of blocks held.
     pub fn usage(&self) -> usize {
         self.blocks.usage()

@@ -23,6 +23,8 @@ pub struct TableCache {
     dir: PathBuf,
     blocks: Arc<BlockCache>,
     open: ClockCache<u64, Arc<Table>>,
+    /// Open files through memory mappings (`Options::mmap_reads`).
+    mmap: bool,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -42,12 +44,14 @@ impl TableCache {
         dir: PathBuf,
         blocks: Arc<BlockCache>,
         max_open_files: usize,
+        mmap: bool,
     ) -> TableCache {
         TableCache {
             fs,
             dir,
             blocks,
             open: ClockCache::new(max_open_files),
+            mmap,
         }
     }
 
@@ -61,7 +65,11 @@ impl TableCache {
             return Ok(table);
         }
         let path = self.path(meta.id);
-        let file = self.fs.open(&path)?;
+        let file = if self.mmap {
+            self.fs.open_mapped(&path)?
+        } else {
+            self.fs.open(&path)?
+        };
         if file.len() != meta.size {
             return Err(Error::corruption(
                 &path,

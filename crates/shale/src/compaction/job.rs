@@ -153,6 +153,7 @@ mod tests {
             dir.path().to_owned(),
             Arc::new(crate::cache::BlockCache::new(1 << 20)),
             64,
+            false,
         ));
         let out = run_compaction(
             input,

@@ -71,6 +71,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         dir.to_owned(),
         Arc::clone(&cache),
         opts.max_open_files,
+        opts.mmap_reads,
     ));
     let mut tables = open_tables(&table_cache, &state.files)?;
     let recovery = Recovery {

@@ -49,6 +49,11 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// All of the file's bytes, if they are mapped into memory: readers then slice them
+    /// instead of copying with `read_exact_at`.
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Held while a database is open; dropping it releases the lock.
@@ -62,6 +67,11 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Open `path` for positional reads.
     fn open(&self, path: &Path) -> Result<std::sync::Arc<dyn RandomAccessFile>>;
+    /// Open an immutable file for reads through a memory mapping where the file system
+    /// supports it ([`RandomAccessFile::mapped`]); by default the same as `open`.
+    fn open_mapped(&self, path: &Path) -> Result<std::sync::Arc<dyn RandomAccessFile>> {
+        self.open(path)
+    }
     /// Read all of `path`.
     fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
     /// Atomically replace `to` with `from`.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
@@ -280,6 +280,54 @@ impl RandomAccessFile for PosixRandomFile {
     }
 }
 
+/// A read-only shared mapping of an immutable file (SSTables): a block read is a slice of
+/// the mapping, with no system call and no copy. The file must not shrink while mapped
+/// (Shale never truncates an SSTable; deleting it keeps the mapping valid), and a disk
+/// error under the mapping arrives as `SIGBUS`, not as an `Io` error: the trade-off
+/// `Options::mmap_reads` documents.
+struct PosixMappedFile {
+    map: Mmap,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for PosixMappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PosixMappedFile")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+impl RandomAccessFile for PosixMappedFile {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|start| self.map.get(start..start.checked_add(buf.len())?))
+            .ok_or_else(|| {
+                Error::corruption(
+                    &self.path,
+                    offset,
+                    format!(
+                        "read of {} bytes past end of file ({})",
+                        buf.len(),
+                        self.map.len()
+                    ),
+                )
+            })?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    fn mapped(&self) -> Option<&[u8]> {
+        Some(&self.map)
+    }
+}
+
 #[derive(Debug)]
 struct PosixLock {
     _file: File,
@@ -327,6 +375,29 @@ impl FileSystem for PosixFs {
             file,
             path: path.to_owned(),
             len,
+        }))
+    }
+
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
+        if len == 0 {
+            // An empty mapping is not allowed; an empty file has nothing to map anyway.
+            return Ok(Arc::new(PosixRandomFile {
+                file,
+                path: path.to_owned(),
+                len,
+            }));
+        }
+        // SAFETY: the mapping is read-only and the engine never writes or truncates a
+        // file it reads this way (SSTables are immutable once renamed into place).
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io("mmap", path, e))?;
+        Ok(Arc::new(PosixMappedFile {
+            map,
+            path: path.to_owned(),
         }))
     }
 

@@ -15,7 +15,7 @@ use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
 use crate::perf::Timer;
-use crate::sst::block::Block;
+use crate::sst::block::{Block, BlockBytes};
 use crate::sst::compress::decompress;
 use crate::sst::filter::BloomFilter;
 use crate::sst::format::{
@@ -34,8 +34,9 @@ struct BlockSource {
 }
 
 impl BlockSource {
-    /// Read and checksum the block at `handle` and return its decompressed bytes.
-    fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+    /// Read and checksum the block at `handle` and return its decompressed bytes: for an
+    /// uncompressed block of a mapped file, a view into the mapping (no copy).
+    fn read_raw(&self, handle: BlockHandle) -> Result<BlockBytes> {
         let corrupt = |reason: String| Error::corruption(&*self.path, handle.offset, reason);
         let end = handle
             .end_with_trailer()
@@ -51,21 +52,52 @@ impl BlockSource {
         let len = usize::try_from(end - handle.offset)
             .map_err(|_| corrupt(format!("block of {} bytes", handle.size)))?;
         let read = Timer::start();
+        if let Some(map) = self.file.mapped() {
+            // A mapped file: verify and decompress straight from the mapping.
+            let buf = usize::try_from(handle.offset)
+                .ok()
+                .and_then(|start| map.get(start..start.checked_add(len)?))
+                .ok_or_else(|| corrupt(format!("block of {len} bytes past end of file")))?;
+            let (ty, stored) = self.verify(handle, buf)?;
+            read.stop(|p| &mut p.get_block_read_nanos);
+            if ty == CompressionType::None {
+                // In range: `stored` is a prefix of `buf`, which was checked above.
+                let start = usize::try_from(handle.offset).unwrap_or(usize::MAX);
+                return BlockBytes::mapped(&self.file, start, stored.len())
+                    .ok_or_else(|| corrupt("block outside the mapping".into()));
+            }
+            return self.inflate(handle, ty, stored).map(BlockBytes::owned);
+        }
         let mut buf = vec![0u8; len];
         self.file.read_exact_at(handle.offset, &mut buf)?;
-        let split = len.saturating_sub(BLOCK_TRAILER_LEN);
+        let (ty, stored) = self.verify(handle, &buf)?;
+        read.stop(|p| &mut p.get_block_read_nanos);
+        if ty == CompressionType::None {
+            let stored_len = stored.len();
+            buf.truncate(stored_len);
+            return Ok(BlockBytes::owned(buf));
+        }
+        self.inflate(handle, ty, stored).map(BlockBytes::owned)
+    }
+
+    /// Check the trailer of the block in `buf` (block and trailer) and split off the block.
+    fn verify<'b>(
+        &self,
+        handle: BlockHandle,
+        buf: &'b [u8],
+    ) -> Result<(CompressionType, &'b [u8])> {
+        let split = buf.len().saturating_sub(BLOCK_TRAILER_LEN);
         let (stored, trailer) = buf.split_at(split);
         let ty =
             decode_trailer(stored, trailer).map_err(|e| e.in_file(&self.path, handle.offset))?;
-        read.stop(|p| &mut p.get_block_read_nanos);
-        if ty == CompressionType::None {
-            buf.truncate(split);
-            return Ok(buf);
-        }
+        Ok((ty, stored))
+    }
+
+    fn inflate(&self, handle: BlockHandle, ty: CompressionType, stored: &[u8]) -> Result<Vec<u8>> {
         let inflate = Timer::start();
-        let block = decompress(ty, stored).map_err(corrupt);
+        let block = decompress(ty, stored);
         inflate.stop(|p| &mut p.get_decompress_nanos);
-        block
+        block.map_err(|reason| Error::corruption(&*self.path, handle.offset, reason))
     }
 }
 
@@ -108,7 +140,7 @@ impl Table {
         let properties = TableProperties::decode(&props_bytes)
             .map_err(|e| e.in_file(&source.path, footer.properties.offset))?;
         let filter = match footer.filter {
-            Some(handle) => Some(BloomFilter::new(source.read_raw(handle)?)),
+            Some(handle) => Some(BloomFilter::new(source.read_raw(handle)?.into_vec())),
             None => None,
         };
         let index_data = source.read_raw(footer.index)?;
@@ -277,5 +309,28 @@ impl Table {
 
     pub fn largest(&self) -> &InternalKey {
         &self.properties.largest
+    }
+}
+
+impl Drop for Table {
+    /// Take this table's blocks out of the cache: no reader can ask for them again (a
+    /// reopened table gets a new cache id), and a view into a mapping would otherwise keep
+    /// a deleted file's disk space allocated until the block aged out.
+    fn drop(&mut self) {
+        let Some((cache, table)) = &self.cache else {
+            return;
+        };
+        let mut index = self.index.iter();
+        let mut more = index.seek_to_first().is_ok();
+        while more && index.valid() {
+            let Ok(handle) = BlockHandle::decode_varint(index.value()) else {
+                break;
+            };
+            cache.remove(&BlockKey {
+                table: *table,
+                offset: handle.offset,
+            });
+            more = index.next().is_ok();
+        }
     }
 }

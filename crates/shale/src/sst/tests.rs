@@ -51,6 +51,18 @@ fn open(path: &Path) -> Result<Arc<Table>> {
     Ok(Arc::new(Table::open(PosixFs.open(path)?, path.to_owned())?))
 }
 
+/// Through a memory mapping: uncompressed blocks are then views into the mapping.
+fn open_mapped(path: &Path) -> Result<Arc<Table>> {
+    Ok(Arc::new(Table::open(
+        PosixFs.open_mapped(path)?,
+        path.to_owned(),
+    )?))
+}
+
+/// Both ways of reading a table; every read test runs through each.
+type Opener = fn(&Path) -> Result<Arc<Table>>;
+const OPENERS: [Opener; 2] = [open, open_mapped];
+
 fn ikey(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
     InternalKey::new(user_key, SeqNo(seq), kind)
         .encoded()
@@ -129,35 +141,37 @@ fn ten_thousand_entries_every_compression() {
         assert_eq!(summary.largest_seq, SeqNo(10 * 3999 + 4));
         assert_eq!(summary.file_size, std::fs::metadata(&path).unwrap().len());
 
-        let table = open(&path).unwrap();
-        let p = table.properties();
-        assert_eq!(p.entries, entries.len() as u64);
-        assert_eq!(p.compression, c);
-        assert!(p.data_blocks > 10);
-        assert_eq!(table.smallest(), &summary.smallest);
-        assert_eq!(table.largest(), &summary.largest);
-        assert_eq!(table.file_size(), summary.file_size);
+        for open in OPENERS {
+            let table = open(&path).unwrap();
+            let p = table.properties();
+            assert_eq!(p.entries, entries.len() as u64);
+            assert_eq!(p.compression, c);
+            assert!(p.data_blocks > 10);
+            assert_eq!(table.smallest(), &summary.smallest);
+            assert_eq!(table.largest(), &summary.largest);
+            assert_eq!(table.file_size(), summary.file_size);
 
-        for i in 0..4000u64 {
-            let uk = format!("key{:06}", 2 * i);
-            let uk = uk.as_bytes();
-            assert_eq!(
-                table.get(uk, SeqNo::MAX).unwrap(),
-                model_get(&entries, uk, u64::MAX)
-            );
-            // Every snapshot between this key's first version and past its last.
-            for snap in 10 * i..10 * i + 6 {
-                let want = model_get(&entries, uk, snap);
-                assert_eq!(table.get(uk, SeqNo(snap)).unwrap(), want, "{i}@{snap}");
+            for i in 0..4000u64 {
+                let uk = format!("key{:06}", 2 * i);
+                let uk = uk.as_bytes();
+                assert_eq!(
+                    table.get(uk, SeqNo::MAX).unwrap(),
+                    model_get(&entries, uk, u64::MAX)
+                );
+                // Every snapshot between this key's first version and past its last.
+                for snap in 10 * i..10 * i + 6 {
+                    let want = model_get(&entries, uk, snap);
+                    assert_eq!(table.get(uk, SeqNo(snap)).unwrap(), want, "{i}@{snap}");
+                }
+                let missing = format!("key{:06}", 2 * i + 1);
+                assert_eq!(table.get(missing.as_bytes(), SeqNo::MAX).unwrap(), None);
             }
-            let missing = format!("key{:06}", 2 * i + 1);
-            assert_eq!(table.get(missing.as_bytes(), SeqNo::MAX).unwrap(), None);
-        }
-        assert_eq!(table.get(b"", SeqNo::MAX).unwrap(), None);
-        assert_eq!(table.get(b"zzz", SeqNo::MAX).unwrap(), None);
+            assert_eq!(table.get(b"", SeqNo::MAX).unwrap(), None);
+            assert_eq!(table.get(b"zzz", SeqNo::MAX).unwrap(), None);
 
-        assert_eq!(scan_forward(&table).unwrap(), entries, "{c:?}");
-        assert_eq!(scan_backward(&table).unwrap(), entries, "{c:?}");
+            assert_eq!(scan_forward(&table).unwrap(), entries, "{c:?}");
+            assert_eq!(scan_backward(&table).unwrap(), entries, "{c:?}");
+        }
     }
 }
 
@@ -318,6 +332,12 @@ fn small_tables(dir: &Path) -> Vec<(PathBuf, Entries)> {
 
 /// Read everything the table holds; every answer that is not an error must be right.
 fn check_readable_parts(path: &Path, entries: &Entries) {
+    for open in OPENERS {
+        check_readable_parts_with(open, path, entries);
+    }
+}
+
+fn check_readable_parts_with(open: Opener, path: &Path, entries: &Entries) {
     let table = match open(path) {
         Ok(t) => t,
         Err(e) => {

@@ -17,9 +17,11 @@
 //! array was validated; entries are decoded lazily and every decode is bounds-checked.
 
 mod builder;
+mod bytes;
 mod reader;
 
 pub use builder::BlockBuilder;
+pub use bytes::BlockBytes;
 pub use reader::{Block, BlockIter};
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::BlockBytes;
 use crate::codec::{self, Decoder};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -18,7 +19,7 @@ use crate::key::compare_internal;
 /// A block's decoded bytes plus the parsed restart array.
 #[derive(Debug)]
 pub struct Block {
-    data: Vec<u8>,
+    data: BlockBytes,
     /// End of the entry area (start of the restart array).
     entries_end: usize,
     restarts: Vec<usize>,
@@ -33,7 +34,8 @@ impl Block {
     ///
     /// # Errors
     /// `Error::Corruption` if the restart array is malformed.
-    pub fn new(data: Vec<u8>, file: Arc<Path>, offset: u64) -> Result<Block> {
+    pub fn new(data: impl Into<BlockBytes>, file: Arc<Path>, offset: u64) -> Result<Block> {
+        let data = data.into();
         let corrupt = |reason: String| Error::corruption(&*file, offset, reason);
         let len = data.len();
         let count_at = len
@@ -79,8 +81,17 @@ impl Block {
         })
     }
 
-    /// Bytes held in memory (for cache accounting).
+    /// Bytes held in memory (for cache accounting): the heap bytes of the data (none for a
+    /// view into a mapping, whose pages belong to the OS page cache) and the parsed
+    /// restart array.
     pub fn size(&self) -> usize {
+        std::mem::size_of::<Block>()
+            + self.data.heap_bytes()
+            + self.restarts.capacity() * std::mem::size_of::<usize>()
+    }
+
+    /// Length of the block's bytes (entries and restart array).
+    pub fn byte_len(&self) -> usize {
         self.data.len()
     }
 

@@ -75,8 +75,8 @@ fn prefix_compression_shrinks_the_block() {
     let raw: usize = es.iter().map(|(k, v)| k.len() + v.len()).sum();
     let b16 = build(&es, 16);
     let b1 = build(&es, 1);
-    assert!(b16.size() < raw * 2 / 3, "{} vs {raw}", b16.size());
-    assert!(b16.size() < b1.size());
+    assert!(b16.byte_len() < raw * 2 / 3, "{} vs {raw}", b16.byte_len());
+    assert!(b16.byte_len() < b1.byte_len());
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn flipped_and_truncated_blocks_never_panic() {
         }
         bytes.extend_from_slice(b.finish());
     }
-    assert_eq!(bytes.len(), good.size());
+    assert_eq!(bytes.len(), good.byte_len());
     let walk = |data: Vec<u8>| {
         let Ok(block) = Block::new(data, path(), 0) else {
             return;
