@@ -94,6 +94,9 @@ pub struct Options {
     pub rate_limit_auto_tune: bool,
     /// The file system every file goes through (the real one by default).
     pub fs: Arc<dyn FileSystem>,
+    /// Semantic search over text values (see [`crate::vector`]): with it on, every value
+    /// must be UTF-8 text and is embedded and indexed in the background. Default: off.
+    pub semantic: Option<crate::vector::SemanticOptions>,
 }
 
 impl Default for Options {
@@ -120,6 +123,7 @@ impl Default for Options {
             rate_limit_bytes_per_sec: 0,
             rate_limit_auto_tune: false,
             fs: Arc::new(PosixFs),
+            semantic: None,
         }
     }
 }
@@ -147,6 +151,7 @@ impl fmt::Debug for Options {
             .field("background_threads", &self.background_threads)
             .field("rate_limit_bytes_per_sec", &self.rate_limit_bytes_per_sec)
             .field("rate_limit_auto_tune", &self.rate_limit_auto_tune)
+            .field("semantic", &self.semantic)
             .finish_non_exhaustive()
     }
 }
@@ -268,6 +273,9 @@ impl Options {
                 self.rate_limit_bytes_per_sec
             ),
         );
+        if let Some(semantic) = &self.semantic {
+            semantic.validate(&mut problems);
+        }
         if problems.is_empty() {
             Ok(())
         } else {

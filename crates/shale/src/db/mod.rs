@@ -23,6 +23,7 @@ mod filename;
 mod flush;
 mod open;
 mod read;
+mod search;
 mod snapshot;
 mod stats;
 mod super_version;
@@ -54,6 +55,8 @@ pub struct Db {
     inner: Arc<DbInner>,
     /// The flush thread and the compaction threads.
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The semantic index, when `Options::semantic` is set.
+    semantic: Option<Arc<crate::vector::Semantic>>,
 }
 
 /// A frozen memtable waiting to be flushed, and the WAL that holds its writes.
@@ -142,10 +145,15 @@ impl Db {
         let mut workers = vec![flush::spawn(Arc::clone(&inner))?];
         let compactors = inner.opts.background_threads.saturating_sub(1).max(1);
         workers.extend(compact::spawn(&inner, compactors)?);
-        Ok(Db {
+        let mut db = Db {
             inner,
             workers: Mutex::new(workers),
-        })
+            semantic: None,
+        };
+        if let Some(semantic) = db.inner.opts.semantic.clone() {
+            db.semantic = Some(search::open_semantic(&db, semantic)?);
+        }
+        Ok(db)
     }
 
     /// Set `key` to `value`.
@@ -168,7 +176,10 @@ impl Db {
     /// `InvalidArgument` for a key or value over the limits, `Poisoned` after an earlier
     /// background failure, `Closed`, `Io`.
     pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
-        self.inner.write(batch, opts)
+        match &self.semantic {
+            None => self.inner.write(batch, opts).map(drop),
+            Some(semantic) => search::write_indexed(self, semantic, batch, opts),
+        }
     }
 
     /// The value of `key`, or `None`.
@@ -288,7 +299,9 @@ impl Db {
     /// Close the database: sync the WAL, flush writes that skipped it, stop background
     /// work. Further calls fail with `Closed`. Dropping a `Db` closes it too, ignoring errors.
     pub fn close(&self) -> Result<()> {
-        let result = self.inner.close();
+        // The index first: it drains its queue into the vector store.
+        let indexed = self.semantic.as_ref().map_or(Ok(()), |s| s.close());
+        let result = self.inner.close().and(indexed);
         let workers = std::mem::take(&mut *lock(&self.workers));
         let mut panicked = false;
         for handle in workers {

@@ -21,7 +21,7 @@
 //! once; neither polls. With no pressure, the check reads atomics and takes no lock.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,8 @@ pub(crate) struct Writer {
     batch: WriteBatch,
     opts: WriteOptions,
     done: AtomicBool,
+    /// The sequence number of the batch's first entry, set by the leader.
+    first_seq: AtomicU64,
     /// The error of a failed group, for followers.
     error: Mutex<Option<String>>,
     cv: Condvar,
@@ -58,16 +60,19 @@ pub(crate) struct WriteQueue {
 }
 
 impl DbInner {
-    pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+    /// Commit `batch`; returns the sequence number of its first entry (that of the last
+    /// write before it if the batch is empty).
+    pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<SeqNo> {
         self.check_open()?;
         batch.check()?;
         if batch.is_empty() {
-            return Ok(());
+            return Ok(SeqNo(self.visible_seq.load(Ordering::Acquire)));
         }
         let me = Arc::new(Writer {
             batch,
             opts,
             done: AtomicBool::new(false),
+            first_seq: AtomicU64::new(0),
             error: Mutex::new(None),
             cv: Condvar::new(),
         });
@@ -79,7 +84,7 @@ impl DbInner {
                 queued.stop(|p| &mut p.write_queue_nanos);
                 return match lock(&me.error).take() {
                     Some(why) => Err(Error::Poisoned(why)),
-                    None => Ok(()),
+                    None => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
                 };
             }
             if q.queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
@@ -107,7 +112,7 @@ impl DbInner {
         if let Some(next) = q.queue.front() {
             next.cv.notify_one();
         }
-        result
+        result.map(|()| SeqNo(me.first_seq.load(Ordering::Acquire)))
     }
 
     /// Write a group: make room, WAL, memtable, publish. Runs in the leader, unlocked
@@ -154,6 +159,7 @@ impl DbInner {
         let insert = Timer::start();
         let mut seq = first_seq;
         for w in group {
+            w.first_seq.store(seq.0, Ordering::Release);
             for entry in batch::decode_entries(w.batch.body(), seq) {
                 // The batch was encoded by `WriteBatch` itself, so it always decodes.
                 let entry = entry.map_err(|e| Error::invalid(e.reason))?;

@@ -5,6 +5,11 @@
 //! inference library: the real all-MiniLM-L6-v2 lives in the `shale-embed` crate, and
 //! unit tests may plug in a small deterministic embedder.
 
+mod semantic;
+
+pub(crate) use semantic::{text_hash, Change, Semantic};
+pub use semantic::{SearchHit, SearchOptions, SemanticOptions};
+
 use crate::error::Result;
 
 /// Turns text into vectors. Implementations must be deterministic: the same text always

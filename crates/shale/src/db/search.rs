@@ -1,0 +1,142 @@
+//! Semantic search on a [`Db`]: the write hook that queues texts for the index, and the
+//! search calls (see `vector/semantic.rs` for the index and its consistency rules).
+
+use std::sync::Arc;
+
+use super::Db;
+use crate::batch::{self, WriteBatch};
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind};
+use crate::options::WriteOptions;
+use crate::vector::{text_hash, Change, SearchHit, SearchOptions, Semantic, SemanticOptions};
+
+/// Open the index of `db` and reconcile it with the values `db` holds now.
+pub(super) fn open_semantic(db: &Db, opts: SemanticOptions) -> Result<Arc<Semantic>> {
+    let seq = db
+        .inner
+        .visible_seq
+        .load(std::sync::atomic::Ordering::Acquire);
+    let values = db.range::<&[u8]>(..)?;
+    Semantic::open(&db.inner.dir, &db.inner.opts, opts, values, seq)
+}
+
+/// Commit `batch` and queue its changes for the index. A value that is not UTF-8 text
+/// fails the whole batch before anything is written.
+pub(super) fn write_indexed(
+    db: &Db,
+    semantic: &Semantic,
+    batch: WriteBatch,
+    opts: WriteOptions,
+) -> Result<()> {
+    let mut changes = Vec::with_capacity(batch.len());
+    for entry in batch::decode_entries(batch.body(), SeqNo(0)) {
+        // The batch was encoded by `WriteBatch` itself, so it always decodes.
+        let entry = entry.map_err(|e| Error::invalid(e.reason))?;
+        let text = match entry.kind {
+            ValueKind::Put => Some(String::from_utf8(entry.value.to_vec()).map_err(|e| {
+                Error::invalid(format!(
+                    "semantic search is on and the value of key {:?} is not UTF-8 text \
+                         (invalid byte at {}); nothing was written",
+                    String::from_utf8_lossy(entry.key),
+                    e.utf8_error().valid_up_to()
+                ))
+            })?),
+            ValueKind::Delete => None,
+        };
+        changes.push(Change {
+            key: entry.key.to_vec(),
+            seq: entry.seq.0,
+            text,
+        });
+    }
+    let first = db.inner.write(batch, opts)?;
+    for change in &mut changes {
+        change.seq += first.0;
+    }
+    semantic.enqueue(changes);
+    Ok(())
+}
+
+impl Db {
+    fn semantic(&self) -> Result<&Semantic> {
+        self.semantic.as_deref().ok_or_else(|| {
+            Error::invalid("semantic search is off for this database (Options::semantic)")
+        })
+    }
+
+    /// The `k` values most similar in meaning to `query`, by exact (brute-force) search
+    /// over every indexed value; best first.
+    ///
+    /// Sees every write acknowledged before the call (it waits for their embedding), and
+    /// never returns a key that is deleted or whose text was replaced.
+    ///
+    /// # Errors
+    /// `InvalidArgument` if semantic search is off; `Embedding` if the model fails.
+    pub fn search_knn(&self, query: &str, k: usize) -> Result<Vec<SearchHit>> {
+        self.search_text(query, k, &SearchOptions::default())
+    }
+
+    /// [`Db::search_knn`] restricted to the keys `opts` admits.
+    pub fn search_text(
+        &self,
+        query: &str,
+        k: usize,
+        opts: &SearchOptions,
+    ) -> Result<Vec<SearchHit>> {
+        let vector = self.semantic()?.embed_query(query)?;
+        self.search_vector(&vector, k, opts)
+    }
+
+    /// The `k` indexed values nearest to `vector` (a unit vector of the model's
+    /// dimension) among the keys `opts` admits, by exact search.
+    pub fn search_vector(
+        &self,
+        vector: &[f32],
+        k: usize,
+        opts: &SearchOptions,
+    ) -> Result<Vec<SearchHit>> {
+        let semantic = self.semantic()?;
+        let mut fetch = k;
+        loop {
+            let candidates = semantic.search_exact(vector, fetch, opts)?;
+            let exhausted = candidates.len() < fetch;
+            let hits = self.verify(candidates, k)?;
+            if hits.len() >= k || exhausted {
+                return Ok(hits);
+            }
+            // Some candidates changed under us: ask for more.
+            fetch = fetch.saturating_mul(2);
+        }
+    }
+
+    /// Keep the candidates whose current value still has the text the index embedded.
+    fn verify(&self, candidates: Vec<(Vec<u8>, u64, f32)>, k: usize) -> Result<Vec<SearchHit>> {
+        let mut hits = Vec::with_capacity(k);
+        for (key, hash, score) in candidates {
+            if hits.len() == k {
+                break;
+            }
+            let Some(value) = self.get(&key)? else {
+                continue;
+            };
+            if text_hash(&value) != hash {
+                continue;
+            }
+            let text = String::from_utf8(value).map_err(|_| {
+                Error::invalid("an indexed value is no longer UTF-8 text".to_string())
+            })?;
+            hits.push(SearchHit { key, text, score });
+        }
+        Ok(hits)
+    }
+
+    /// Wait until every value written so far is embedded and in the index.
+    pub fn wait_indexed(&self) -> Result<()> {
+        self.semantic()?.wait_indexed()
+    }
+
+    /// Values in the semantic index, once everything written so far is embedded.
+    pub fn indexed_len(&self) -> Result<usize> {
+        self.semantic()?.len()
+    }
+}

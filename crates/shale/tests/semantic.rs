@@ -1,0 +1,331 @@
+//! Semantic search through the engine, with a small deterministic bag-of-words embedder
+//! (the real model's end-to-end tests live in the `shale-embed` crate): read-your-writes,
+//! deletes and overwrites never leak, non-text values are refused, the index survives
+//! reopening and reconciles with data written while it was off.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use shale::vector::{Embedder, SearchOptions, SemanticOptions};
+use shale::{Db, Error, Options, WriteBatch, WriteOptions};
+
+/// Each word hashed to one of 64 dimensions; the sum normalised. Texts sharing words
+/// are close. Counts the texts it embedded.
+#[derive(Debug, Default)]
+struct BagOfWords {
+    embedded: AtomicUsize,
+}
+
+const DIM: usize = 64;
+
+impl Embedder for BagOfWords {
+    fn dim(&self) -> usize {
+        DIM
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        self.embedded.fetch_add(texts.len(), Ordering::Relaxed);
+        Ok(texts.iter().map(|t| bag(t)).collect())
+    }
+}
+
+fn bag(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; DIM];
+    for word in text.split_whitespace() {
+        let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        v[(h % DIM as u64) as usize] += 1.0;
+    }
+    let norm = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
+}
+
+fn open(path: &std::path::Path, embedder: &Arc<BagOfWords>) -> Db {
+    let embedder: Arc<dyn Embedder> = Arc::clone(embedder) as Arc<dyn Embedder>;
+    Db::open(
+        path,
+        Options {
+            semantic: Some(SemanticOptions::new(embedder)),
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+const ANIMALS: [&str; 6] = [
+    "the cat sleeps on the warm mat",
+    "a dog barks at the mail carrier",
+    "fish swim in the cold river",
+    "birds sing at dawn in the forest",
+    "the horse runs across the green field",
+    "a cow grazes near the old barn",
+];
+
+fn key(i: usize) -> String {
+    format!("doc{i:03}")
+}
+
+#[test]
+fn search_sees_writes_and_never_deleted_or_replaced_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    let db = open(dir.path(), &embedder);
+    for (i, text) in ANIMALS.iter().enumerate() {
+        db.put(key(i), text).unwrap();
+    }
+    // Read-your-writes: no waiting by the caller.
+    let hits = db.search_knn("cat sleeps mat", 3).unwrap();
+    assert_eq!(hits[0].key, b"doc000");
+    assert_eq!(hits[0].text, ANIMALS[0]);
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+
+    db.delete(key(0)).unwrap();
+    let hits = db.search_knn("cat sleeps mat", 6).unwrap();
+    assert!(hits.iter().all(|h| h.key != b"doc000"), "{hits:?}");
+    assert_eq!(hits.len(), 5);
+
+    db.put(key(1), "the cat sleeps on the warm mat").unwrap();
+    let hits = db.search_knn("dog barks mail carrier", 6).unwrap();
+    for h in &hits {
+        assert_eq!(db.get(&h.key).unwrap().unwrap(), h.text.as_bytes());
+    }
+    let hits = db.search_knn("cat sleeps mat", 1).unwrap();
+    assert_eq!(
+        (hits[0].key.as_slice(), hits[0].text.as_str()),
+        (b"doc001".as_slice(), ANIMALS[0])
+    );
+    assert_eq!(db.indexed_len().unwrap(), 5);
+}
+
+#[test]
+fn non_text_values_are_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    let db = open(dir.path(), &embedder);
+    let mut batch = WriteBatch::new();
+    batch.put("good", "plain text");
+    batch.put("bad", [0xff, 0xfe, 0x00]);
+    let err = db.write(batch, WriteOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("UTF-8"), "{err}");
+    assert_eq!(db.get("good").unwrap(), None);
+    assert_eq!(db.indexed_len().unwrap(), 0);
+}
+
+#[test]
+fn key_ranges_restrict_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    let db = open(dir.path(), &embedder);
+    for i in 0..40 {
+        db.put(format!("a/{i:02}"), format!("shared words number {i}"))
+            .unwrap();
+        db.put(format!("b/{i:02}"), format!("shared words number {i}"))
+            .unwrap();
+    }
+    let opts = SearchOptions {
+        lower_bound: Some(b"b/".to_vec()),
+        upper_bound: Some(b"b0".to_vec()),
+    };
+    let hits = db.search_text("shared words number 7", 10, &opts).unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|h| h.key.starts_with(b"b/")), "{hits:?}");
+    assert_eq!(hits[0].key, b"b/07");
+}
+
+#[test]
+fn reopen_reuses_vectors_and_reconciles_with_unindexed_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    {
+        let db = open(dir.path(), &embedder);
+        for (i, text) in ANIMALS.iter().enumerate() {
+            db.put(key(i), text).unwrap();
+        }
+        db.wait_indexed().unwrap();
+    }
+    assert_eq!(embedder.embedded.load(Ordering::Relaxed), ANIMALS.len());
+    // While the index is off: one delete, one overwrite, one new text.
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.delete(key(2)).unwrap();
+        db.put(key(3), "a parrot talks in its cage").unwrap();
+        db.put(key(9), "the snake hides under a rock").unwrap();
+    }
+    let db = open(dir.path(), &embedder);
+    assert_eq!(db.indexed_len().unwrap(), ANIMALS.len());
+    // Only the two texts the index had not seen were embedded again.
+    assert_eq!(embedder.embedded.load(Ordering::Relaxed), ANIMALS.len() + 2);
+    let hits = db.search_knn("fish swim cold river", 6).unwrap();
+    assert!(hits.iter().all(|h| h.key != key(2).as_bytes()), "{hits:?}");
+    let hits = db.search_knn("parrot talks cage", 1).unwrap();
+    assert_eq!(hits[0].key, key(3).as_bytes());
+    let hits = db.search_knn("snake hides rock", 1).unwrap();
+    assert_eq!(hits[0].key, key(9).as_bytes());
+}
+
+#[test]
+fn concurrent_overwrites_never_show_stale_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    let db = Arc::new(open(dir.path(), &embedder));
+    for i in 0..50 {
+        db.put(key(i), format!("round zero item {i}")).unwrap();
+    }
+    let writer = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            for round in 1..20 {
+                for i in 0..50 {
+                    if (i + round) % 7 == 0 {
+                        db.delete(key(i)).unwrap();
+                    } else {
+                        db.put(key(i), format!("round {round} item {i}")).unwrap();
+                    }
+                }
+            }
+        })
+    };
+    for _ in 0..200 {
+        for hit in db.search_knn("round item 7", 5).unwrap() {
+            // The value may move on after the search checked it, but never backwards to
+            // a text the index had already replaced: check the text's round is plausible.
+            assert!(hit.text.ends_with(&format!(
+                "item {}",
+                String::from_utf8_lossy(&hit.key[3..])
+                    .parse::<usize>()
+                    .unwrap()
+            )));
+        }
+    }
+    writer.join().unwrap();
+    // Quiescent: every hit is exactly the current value.
+    for hit in db.search_knn("round 19 item", 50).unwrap() {
+        assert_eq!(db.get(&hit.key).unwrap().unwrap(), hit.text.as_bytes());
+    }
+    let live = (0..50)
+        .filter(|i| db.get(key(*i)).unwrap().is_some())
+        .count();
+    assert_eq!(db.indexed_len().unwrap(), live);
+}
+
+/// 128 distinct texts built from a small vocabulary, so that each has its own words.
+fn lab_text(i: usize) -> String {
+    const WORDS: [&str; 16] = [
+        "river", "stone", "cloud", "lamp", "garden", "window", "train", "violin", "desert",
+        "harbor", "pepper", "candle", "mirror", "ladder", "forest", "comet",
+    ];
+    format!(
+        "{} {} {} text{i}",
+        WORDS[i % 16],
+        WORDS[(i / 16) % 16],
+        WORDS[(i * 7 + 3) % 16]
+    )
+}
+
+/// The lab's persistence scenario as writes in order: put 128 texts; delete 32..128;
+/// re-put 64..96; overwrite 0..32 with the texts of 96..128.
+fn lab_writes() -> Vec<(usize, Option<String>)> {
+    let mut writes: Vec<(usize, Option<String>)> =
+        (0..128).map(|i| (i, Some(lab_text(i)))).collect();
+    writes.extend((32..128).map(|i| (i, None)));
+    writes.extend((64..96).map(|i| (i, Some(lab_text(i)))));
+    writes.extend((0..32).map(|i| (i, Some(lab_text(i + 96)))));
+    writes
+}
+
+/// Run the scenario; returns the expected text per key.
+fn lab_scenario(db: &Db) -> Vec<Option<String>> {
+    for (i, text) in lab_writes() {
+        match text {
+            Some(text) => db.put(key(i), text).unwrap(),
+            None => db.delete(key(i)).unwrap(),
+        }
+    }
+    lab_expected()
+}
+
+fn lab_expected() -> Vec<Option<String>> {
+    let mut expected = vec![None; 128];
+    for (i, text) in lab_writes() {
+        expected[i] = text;
+    }
+    expected
+}
+
+fn check_lab(db: &Db, expected: &[Option<String>]) {
+    let mut found = 0;
+    let mut asked = 0;
+    for (i, want) in expected.iter().enumerate() {
+        let query = lab_text(if i < 32 { i + 96 } else { i });
+        let hits = db.search_knn(&query, 3).unwrap();
+        for hit in &hits {
+            let k: usize = String::from_utf8_lossy(&hit.key[3..]).parse().unwrap();
+            let want_k = expected[k].as_deref();
+            assert_eq!(
+                Some(hit.text.as_str()),
+                want_k,
+                "a deleted or replaced text came back"
+            );
+        }
+        if want.is_some() {
+            asked += 1;
+            found += usize::from(hits.iter().any(|h| h.key == key(i).as_bytes()));
+        }
+    }
+    assert!(found * 100 >= asked * 85, "found {found} of {asked}");
+}
+
+#[test]
+fn lab_scenario_after_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    let expected = {
+        let db = open(dir.path(), &embedder);
+        lab_scenario(&db)
+    };
+    let db = open(dir.path(), &embedder);
+    check_lab(&db, &expected);
+}
+
+/// The child side of the kill test: run the scenario, say so, and wait to be killed.
+#[test]
+fn child_entry() {
+    let Ok(dir) = std::env::var("SHALE_SEMANTIC_CHILD_DIR") else {
+        return;
+    };
+    let db = open(std::path::Path::new(&dir), &Arc::new(BagOfWords::default()));
+    lab_scenario(&db);
+    println!("done");
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn lab_scenario_after_kill() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("SHALE_SEMANTIC_CHILD_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("done") {
+        line.clear();
+    }
+    assert!(line.contains("done"), "the child failed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let expected = lab_expected();
+    let db = open(dir.path(), &Arc::new(BagOfWords::default()));
+    check_lab(&db, &expected);
+}
