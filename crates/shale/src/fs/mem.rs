@@ -295,6 +295,11 @@ impl MemFs {
         lock(&self.state).planned = Some((k, kind));
     }
 
+    /// Forget a planned crash that has not happened yet.
+    pub fn cancel_crash(&self) {
+        lock(&self.state).planned = None;
+    }
+
     /// The image of the planned crash, once it happened.
     pub fn crash_image(&self) -> Option<MemFs> {
         let state = lock(&self.state);
@@ -325,7 +330,8 @@ impl MemFs {
     }
 
     /// What a power loss would drop now: files with unsynced bytes (name and byte count)
-    /// and entry changes waiting for `sync_dir`.
+    /// and creates and renames waiting for `sync_dir`. Removals waiting for `sync_dir` are
+    /// not listed: a removed file that comes back is obsolete, and the engine's to ignore.
     pub fn unsynced(&self) -> Vec<String> {
         let state = lock(&self.state);
         let mut out = Vec::new();
@@ -341,7 +347,9 @@ impl MemFs {
             }
         }
         for op in &state.pending {
-            out.push(format!("entry change waiting for sync_dir: {op:?}"));
+            if !matches!(op, DirOp::Unlink(_)) {
+                out.push(format!("entry change waiting for sync_dir: {op:?}"));
+            }
         }
         out
     }
