@@ -74,11 +74,8 @@ fn compaction_loop(db: &DbInner) {
         };
         mark(&mut state.compacting, &task);
         drop(state);
-        if let Err(e) = execute(db, &task) {
-            let mut state = lock(&db.state);
-            state.bg_error = Some(format!("compaction failed: {e}"));
-            db.publish_pressure(&state);
-        }
+        // A failure poisons the database inside `execute`.
+        let _ = execute(db, &task);
         db.bg_cv.notify_all();
     }
 }
@@ -95,6 +92,7 @@ fn mark(compacting: &mut HashSet<FileId>, task: &CompactionTask) {
 }
 
 /// Run `task` (already marked busy) and install its result; unmark its files either way.
+/// A failure poisons the database.
 pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
     let start = Instant::now();
     let result = run(db, task);
@@ -102,8 +100,23 @@ pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
     for id in task.all_inputs() {
         state.compacting.remove(&id);
     }
-    let (edit, added, deleted) = result?;
-    let version = state.versions.log_and_apply(edit, &added)?;
+    let installed = result.and_then(|(edit, added, deleted)| {
+        let version = state.versions.log_and_apply(edit, &added)?;
+        Ok((version, added, deleted))
+    });
+    let (version, added, deleted) = match installed {
+        Ok(done) => done,
+        Err(e) => {
+            // Background or manual (`compact_range`), a failed compaction refuses writes
+            // from now on, as a failed flush does: the disk may be full or failing, and
+            // the manifest may end in a partial record.
+            if state.bg_error.is_none() {
+                state.bg_error = Some(format!("compaction failed: {e}"));
+            }
+            db.publish_pressure(&state);
+            return Err(e);
+        }
+    };
     state.l0_files = version.files(0).len();
     if let Some(p) = state.compact_pointers.get_mut(task.level) {
         *p = task.largest.clone();

@@ -270,6 +270,10 @@ impl DbInner {
         if log.mem.is_empty() {
             return Ok(());
         }
+        // Sync the old WAL before any write goes to the new one: otherwise a later sync
+        // write makes the new WAL durable while earlier non-sync writes in the old one
+        // are still in the page cache, and a power loss leaves a hole instead of a prefix.
+        log.wal.sync().map_err(|e| self.poison(e))?;
         let new_id = lock(&self.state).versions.new_file_id();
         let path = wal_path(&self.dir, new_id);
         let file = self.fs.create_log(&path).map_err(|e| self.poison(e))?;

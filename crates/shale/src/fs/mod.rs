@@ -2,8 +2,10 @@
 //!
 //! The engine never calls `std::fs` directly: it asks a [`FileSystem`] for files, so that
 //! an implementation that loses unsynced bytes on a simulated crash, or fails the k-th
-//! operation, can be substituted (planned for the reliability work). [`PosixFs`] is the
-//! real one.
+//! operation, can be substituted. [`PosixFs`] is the real one; [`MemFs`] (`mem.rs`) keeps
+//! files in memory and produces the image a `kill -9` or a power loss would leave;
+//! [`FaultFs`] (`fault.rs`) wraps another and fails the k-th operation with `EIO` or
+//! `ENOSPC`. Tests in `tests/crash_power_loss.rs` and `tests/io_error_sweep.rs` use them.
 //!
 //! Two kinds of writable file exist because they have different durability shapes:
 //! - [`FileSystem::create`] gives a buffered sequential writer (SSTables, the manifest):
@@ -14,11 +16,15 @@
 //!   loss. This is what lets the default durability mode survive `kill -9` without paying a
 //!   `write(2)` per put.
 
+mod fault;
+mod mem;
 mod posix;
 
 use std::fmt::Debug;
 use std::path::Path;
 
+pub use fault::{Errno, Fault, FaultFs, OpKind};
+pub use mem::{CrashKind, MemFs, PowerLoss};
 pub use posix::PosixFs;
 
 use crate::error::Result;

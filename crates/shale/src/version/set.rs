@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::edit::{FileId, FileMeta, Level, VersionEdit};
 use super::manifest::{manifest_name, set_current, RecoveredManifest};
 use super::{TableFile, Version};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::wal::LogWriter;
@@ -27,6 +27,10 @@ pub struct VersionSet {
     last_seq: SeqNo,
     files: BTreeMap<FileId, (Level, FileMeta)>,
     current: Arc<Version>,
+    /// Set when a manifest write or sync failed: the manifest may end in a partial
+    /// record, and a record appended after it would turn that torn tail into corruption
+    /// in the middle of the log. No edit is logged after that.
+    failed: Option<String>,
 }
 
 impl VersionSet {
@@ -51,6 +55,7 @@ impl VersionSet {
             last_seq: state.last_seq,
             files: state.files,
             current: Arc::new(version),
+            failed: None,
         };
         let snapshot = set.snapshot_edit();
         set.write_edit(&snapshot)?;
@@ -112,16 +117,24 @@ impl VersionSet {
     ///
     /// # Errors
     /// A manifest write or sync failure. The in-memory state is unchanged then, but the
-    /// manifest may hold a partial record: the caller must stop writing (poison the DB).
+    /// manifest may hold a partial record: the caller must stop writing (poison the DB),
+    /// and every later call fails with `Poisoned` (another thread may still be finishing
+    /// a flush or compaction).
     pub fn log_and_apply(
         &mut self,
         mut edit: VersionEdit,
         added: &[(Level, Arc<TableFile>)],
     ) -> Result<Arc<Version>> {
+        if let Some(why) = &self.failed {
+            return Err(Error::Poisoned(why.clone()));
+        }
         edit.next_file_number = Some(FileId(self.next_file));
         let last_seq = edit.last_seq.unwrap_or(self.last_seq).max(self.last_seq);
         edit.last_seq = Some(last_seq);
-        self.write_edit(&edit)?;
+        if let Err(e) = self.write_edit(&edit) {
+            self.failed = Some(format!("manifest write failed: {e}"));
+            return Err(e);
+        }
         if let Some(n) = edit.log_number {
             self.log_number = self.log_number.max(n);
         }
@@ -134,5 +147,50 @@ impl VersionSet {
         }
         self.current = Arc::new(self.current.apply(&edit, added));
         Ok(self.current())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{Errno, Fault, FaultFs, MemFs, OpKind};
+
+    /// Regression: after a manifest append failed half-way (the header written, the
+    /// payload not), the next edit was appended behind the partial record, and the next
+    /// open saw damage followed by a valid record: `Corruption`. Found by the I/O-error
+    /// sweep (once ENOSPC), where a flush installed its edit right after a compaction's
+    /// manifest write had failed.
+    #[test]
+    fn no_edit_is_logged_after_a_failed_manifest_write() {
+        let mem = MemFs::new();
+        let fs = FaultFs::new(Arc::new(mem.clone()));
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let state = RecoveredManifest {
+            manifest_id: FileId(1),
+            next_file_number: FileId(2),
+            ..RecoveredManifest::default()
+        };
+        let mut set =
+            VersionSet::create(Arc::new(fs.clone()), dir, state, Version::default()).unwrap();
+        let edit = || VersionEdit {
+            last_seq: Some(SeqNo(7)),
+            ..VersionEdit::default()
+        };
+        set.log_and_apply(edit(), &[]).unwrap();
+        // The second append of the next record (its payload) fails once.
+        fs.arm(Fault {
+            at: 2,
+            kinds: vec![OpKind::Write],
+            persistent: false,
+            errno: Errno::Enospc,
+        });
+        assert!(set.log_and_apply(edit(), &[]).is_err());
+        assert!(matches!(
+            set.log_and_apply(edit(), &[]),
+            Err(Error::Poisoned(_))
+        ));
+        let recovered = RecoveredManifest::load(&mem, dir).unwrap();
+        assert_eq!(recovered.last_seq, SeqNo(7));
     }
 }

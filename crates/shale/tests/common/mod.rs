@@ -1,0 +1,381 @@
+//! Shared by the crash and I/O-error tests: a deterministic workload of sync and non-sync
+//! writes, batches, flushes, compactions and reopens with tiny buffers; an oracle that
+//! knows the state after every prefix of the write sequence; and the check that a
+//! recovered database is one of those prefixes.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+
+use shale::fs::FileSystem;
+use shale::{Db, Options, WriteBatch, WriteOptions};
+
+pub const DIR: &str = "/db";
+
+/// splitmix64: small, seedable, good enough for choosing workloads.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    pub fn percent(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+}
+
+/// One entry of a write: a key and its new value (`None`: delete).
+pub type Entry = (Vec<u8>, Option<Vec<u8>>);
+
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A `WriteBatch` (one entry for a plain put or delete).
+    Write { entries: Vec<Entry>, sync: bool },
+    /// `Db::flush`.
+    Flush,
+    /// `Db::compact_range(None, None)`.
+    Compact,
+    /// `Db::close`, then open again.
+    Reopen,
+}
+
+fn key(k: u64) -> Vec<u8> {
+    format!("key{k:05}").into_bytes()
+}
+
+/// `steps` steps from `seed`: mostly writes (a fifth of them sync, a sixth batches),
+/// with flushes, compactions and reopens mixed in.
+pub fn workload(seed: u64, steps: usize, keys: u64) -> Vec<Step> {
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(steps);
+    for i in 0..steps {
+        let roll = rng.below(1000);
+        let step = if roll < 12 {
+            Step::Flush
+        } else if roll < 17 {
+            Step::Compact
+        } else if roll < 21 {
+            Step::Reopen
+        } else {
+            let n = if rng.percent(16) { 2 + rng.below(7) } else { 1 };
+            let entries = (0..n)
+                .map(|j| {
+                    let k = key(rng.below(keys));
+                    let value = if rng.percent(15) {
+                        None
+                    } else {
+                        let len = 8 + rng.below(1200) as usize;
+                        let mut v = format!("w{i}-{j}-").into_bytes();
+                        v.resize(len.max(v.len()), b'a' + (i % 26) as u8);
+                        Some(v)
+                    };
+                    (k, value)
+                })
+                .collect();
+            Step::Write {
+                entries,
+                sync: rng.percent(20),
+            }
+        };
+        out.push(step);
+    }
+    out
+}
+
+pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn entry_hash(k: &[u8], v: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    k.hash(&mut h);
+    v.hash(&mut h);
+    h.finish()
+}
+
+/// A fingerprint of a state that can be updated one entry at a time.
+pub fn fingerprint(state: &State) -> u64 {
+    state
+        .iter()
+        .fold(0u64, |acc, (k, v)| acc.wrapping_add(entry_hash(k, v)))
+}
+
+/// The writes of a workload, in order, and the fingerprint of the state after each prefix.
+pub struct Oracle {
+    writes: Vec<Vec<Entry>>,
+    /// `prefix_fp[j]`: fingerprint after the first `j` writes.
+    prefix_fp: Vec<u64>,
+}
+
+impl Oracle {
+    pub fn new(steps: &[Step]) -> Oracle {
+        let writes: Vec<Vec<Entry>> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Write { entries, .. } => Some(entries.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut state = State::new();
+        let mut fp = 0u64;
+        let mut prefix_fp = vec![fp];
+        for w in &writes {
+            for (k, v) in w {
+                if let Some(old) = state.get(k) {
+                    fp = fp.wrapping_sub(entry_hash(k, old));
+                }
+                match v {
+                    Some(v) => {
+                        fp = fp.wrapping_add(entry_hash(k, v));
+                        state.insert(k.clone(), v.clone());
+                    }
+                    None => {
+                        state.remove(k);
+                    }
+                }
+            }
+            prefix_fp.push(fp);
+        }
+        Oracle { writes, prefix_fp }
+    }
+
+    pub fn writes(&self) -> usize {
+        self.writes.len()
+    }
+
+    /// The state after the first `j` writes.
+    pub fn state_at(&self, j: usize) -> State {
+        let mut state = State::new();
+        for w in self.writes.iter().take(j) {
+            for (k, v) in w {
+                match v {
+                    Some(v) => state.insert(k.clone(), v.clone()),
+                    None => state.remove(k),
+                };
+            }
+        }
+        state
+    }
+
+    /// The `j` in `lo..=hi` whose prefix state is exactly `state`, if any.
+    pub fn find_prefix(&self, state: &State, lo: usize, hi: usize) -> Option<usize> {
+        let fp = fingerprint(state);
+        (lo..=hi.min(self.writes.len()))
+            .rev()
+            .filter(|&j| self.prefix_fp.get(j) == Some(&fp))
+            .find(|&j| &self.state_at(j) == state)
+    }
+}
+
+/// How far a run got.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Progress {
+    /// Writes acknowledged (returned `Ok`), in workload order.
+    pub acked: usize,
+    /// Writes that must survive power loss: up to the last acknowledged sync write, or the
+    /// last `flush`, `compact_range` or `close` that returned `Ok`.
+    pub durable: usize,
+    /// True if a write was attempted and failed: it may or may not be in a recovered state.
+    pub in_flight: bool,
+    /// Steps completed.
+    pub steps: usize,
+    /// Flushes and compactions (trivial moves included) the database reported, summed
+    /// over every open that was closed.
+    pub flushes: u64,
+    pub compactions: u64,
+}
+
+impl Progress {
+    fn add_stats(&mut self, db: &Db) {
+        let s = db.stats();
+        self.flushes += s.flushes;
+        self.compactions += s.compactions;
+    }
+}
+
+pub fn options(fs: Arc<dyn FileSystem>) -> Options {
+    Options {
+        fs,
+        write_buffer_size: 64 << 10,
+        max_file_size: 16 << 10,
+        block_size: 1024,
+        max_bytes_for_level_base: 1 << 20,
+        level0_compaction_trigger: 2,
+        cache_size: 256 << 10,
+        ..Options::default()
+    }
+}
+
+/// How a run ended.
+pub struct Run {
+    pub progress: Progress,
+    /// The database, if it is still open.
+    pub db: Option<Db>,
+    /// The first error, and which step returned it.
+    pub error: Option<(String, shale::Error)>,
+}
+
+/// Open a database on `fs` and run `steps`, stopping at the first error.
+pub fn run(fs: &Arc<dyn FileSystem>, steps: &[Step]) -> Run {
+    let mut p = Progress::default();
+    let mut db = match Db::open(DIR, options(Arc::clone(fs))) {
+        Ok(db) => db,
+        Err(e) => {
+            return Run {
+                progress: p,
+                db: None,
+                error: Some(("open".into(), e)),
+            }
+        }
+    };
+    for step in steps {
+        let result = match step {
+            Step::Write { entries, sync } => {
+                let mut batch = WriteBatch::new();
+                for (k, v) in entries {
+                    match v {
+                        Some(v) => batch.put(k, v),
+                        None => batch.delete(k),
+                    }
+                }
+                let opts = if *sync {
+                    WriteOptions::sync()
+                } else {
+                    WriteOptions::default()
+                };
+                match db.write(batch, opts) {
+                    Ok(()) => {
+                        p.acked += 1;
+                        if *sync {
+                            p.durable = p.acked;
+                        }
+                        Ok(())
+                    }
+                    Err(e) => {
+                        p.in_flight = true;
+                        Err(e)
+                    }
+                }
+            }
+            Step::Flush => db.flush().map(|()| p.durable = p.acked),
+            Step::Compact => db.compact_range(None, None).map(|()| p.durable = p.acked),
+            Step::Reopen => match db.close() {
+                Ok(()) => {
+                    p.add_stats(&db);
+                    p.durable = p.acked;
+                    drop(db);
+                    match Db::open(DIR, options(Arc::clone(fs))) {
+                        Ok(again) => {
+                            db = again;
+                            Ok(())
+                        }
+                        Err(e) => {
+                            return Run {
+                                progress: p,
+                                db: None,
+                                error: Some(("reopen".into(), e)),
+                            }
+                        }
+                    }
+                }
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = result {
+            return Run {
+                progress: p,
+                db: Some(db),
+                error: Some((format!("{step:?}").chars().take(40).collect(), e)),
+            };
+        }
+        p.steps += 1;
+    }
+    p.add_stats(&db);
+    Run {
+        progress: p,
+        db: Some(db),
+        error: None,
+    }
+}
+
+/// Every pair in `db`, by a full scan, cross-checked with point reads of every key the
+/// oracle's final state or the scan mentions.
+pub fn read_state(db: &Db, keys: u64) -> shale::Result<State> {
+    let mut state = State::new();
+    for pair in db.range::<Vec<u8>>(..)? {
+        let (k, v) = pair?;
+        state.insert(k, v);
+    }
+    for k in 0..keys {
+        let k = key(k);
+        let got = db.get(&k)?;
+        if got.as_ref() != state.get(&k) {
+            return Err(shale::Error::InvalidArgument(format!(
+                "get and scan disagree on {}",
+                String::from_utf8_lossy(&k)
+            )));
+        }
+    }
+    Ok(state)
+}
+
+/// Open `fs` and check that it holds a prefix of the oracle's writes with at least `lo`
+/// and at most `hi` of them. Returns the prefix length.
+pub fn verify(
+    fs: Arc<dyn FileSystem>,
+    oracle: &Oracle,
+    keys: u64,
+    lo: usize,
+    hi: usize,
+) -> Result<usize, String> {
+    let db = Db::open(DIR, options(fs)).map_err(|e| format!("reopen failed: {e}"))?;
+    let state = read_state(&db, keys).map_err(|e| format!("read failed: {e}"))?;
+    db.close().map_err(|e| format!("close failed: {e}"))?;
+    oracle.find_prefix(&state, lo, hi).ok_or_else(|| {
+        let any = oracle.find_prefix(&state, 0, oracle.writes());
+        format!(
+            "recovered state ({} keys) is no prefix of {lo}..={hi} writes (matches prefix {any:?})",
+            state.len()
+        )
+    })
+}
+
+static PANICS: AtomicU64 = AtomicU64::new(0);
+static HOOK: Once = Once::new();
+
+/// Count panics in every thread (background threads included) from now on.
+pub fn count_panics() {
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, Ordering::Relaxed);
+            previous(info);
+        }));
+    });
+}
+
+pub fn panics() -> u64 {
+    PANICS.load(Ordering::Relaxed)
+}
+
+/// A count from the environment, or `default` (CI mode).
+pub fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
