@@ -616,3 +616,21 @@ fn print_examples() {
         BloomFilter::new(filter_example_bytes()).may_contain(b"plum")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Section 8: the vector store's values.
+
+#[test]
+fn vector_value_example() {
+    let bytes = hex("vector-value-example");
+    let hash = shale::vector::text_hash(b"a cat");
+    let (got_hash, vector) = shale::vector::decode_vector(&bytes, 2).unwrap();
+    assert_eq!(got_hash, hash);
+    assert_eq!(vector, vec![0.6f32, 0.8]);
+    assert_eq!(shale::vector::encode_vector(hash, &[0.6, 0.8]), bytes);
+    assert_eq!(
+        shale::vector::decode_vector(&bytes, 3),
+        None,
+        "another dimension"
+    );
+}

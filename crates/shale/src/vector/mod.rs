@@ -7,8 +7,10 @@
 
 mod semantic;
 
-pub(crate) use semantic::{text_hash, Change, Semantic};
-pub use semantic::{SearchHit, SearchOptions, SemanticOptions};
+pub use semantic::{
+    decode_vector, encode_vector, text_hash, SearchHit, SearchOptions, SemanticOptions,
+};
+pub(crate) use semantic::{Change, Semantic};
 
 use crate::error::Result;
 

@@ -249,8 +249,9 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// Store value: `text_hash:u64 dim:u32 f32[dim]`, little-endian.
-fn encode_vector(text_hash: u64, vector: &[f32]) -> Vec<u8> {
+/// The value the vector store keeps for a key: `text_hash:u64 dim:u32 f32[dim]`,
+/// little-endian (docs/format.md, section 8).
+pub fn encode_vector(text_hash: u64, vector: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(12 + 4 * vector.len());
     out.extend_from_slice(&text_hash.to_le_bytes());
     out.extend_from_slice(
@@ -266,7 +267,7 @@ fn encode_vector(text_hash: u64, vector: &[f32]) -> Vec<u8> {
 
 /// `(text_hash, vector)` of a store value, or `None` if it is malformed or of another
 /// dimension (then the text is simply embedded again).
-fn decode_vector(bytes: &[u8], dim: usize) -> Option<(u64, Vec<f32>)> {
+pub fn decode_vector(bytes: &[u8], dim: usize) -> Option<(u64, Vec<f32>)> {
     let mut d = crate::codec::Decoder::new(bytes);
     let hash = d.u64("text hash").ok()?;
     let n = d.u32("dimension").ok()? as usize;
@@ -281,7 +282,8 @@ fn decode_vector(bytes: &[u8], dim: usize) -> Option<(u64, Vec<f32>)> {
     Some((hash, vector))
 }
 
-pub(crate) fn text_hash(text: &[u8]) -> u64 {
+/// The hash that ties a stored vector to the text it was embedded from: xxh3-64.
+pub fn text_hash(text: &[u8]) -> u64 {
     xxh3_64(text)
 }
 
