@@ -382,8 +382,10 @@ impl Hnsw {
     /// The level of node `id`: `floor(-ln(U) * ml)` with `U` uniform in (0, 1] drawn from a
     /// hash of the seed and the id, so that it does not depend on which thread inserts first.
     fn level_for(&self, id: u32) -> u8 {
-        let mut z = self.params.seed ^ u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        // splitmix64's finaliser.
+        // splitmix64 at position `id + 1` of the stream seeded by `seed` (never the all-zero
+        // state, whose hash is 0 and would give the maximum level).
+        let golden = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut z = (self.params.seed).wrapping_add((u64::from(id) + 1).wrapping_mul(golden));
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
