@@ -18,30 +18,44 @@ const LANES: usize = 16;
 /// call (the graph and exact search agree to the last bit on the same pair).
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_lanes(a, b)
+}
+
+/// [`dot_lanes`] compiled for AVX2: eight lanes an instruction instead of SSE's four. The
+/// same lanes summed in the same order, so the result is bit for bit the portable one (Rust
+/// never fuses a multiply and an add on its own).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes(a, b)
+}
+
+#[inline(always)]
+fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (a.get(..n).unwrap_or(&[]), b.get(..n).unwrap_or(&[]));
+    // Fixed-size chunks: the inner loop has a constant trip count, which the compiler
+    // unrolls into whole-register multiplies and adds.
+    let (ca, ra) = a.as_chunks::<LANES>();
+    let (cb, rb) = b.as_chunks::<LANES>();
     let mut acc = [0.0f32; LANES];
-    let mut ca = a.chunks_exact(LANES);
-    let mut cb = b.chunks_exact(LANES);
-    for (x, y) in (&mut ca).zip(&mut cb) {
+    for (x, y) in ca.iter().zip(cb) {
         for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
             *s += x * y;
         }
     }
     let mut tail = 0.0f32;
-    for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+    for (&x, &y) in ra.iter().zip(rb) {
         tail += x * y;
     }
-    // Pairwise reduction of the lanes: a fixed tree, so the order is deterministic.
-    let mut width = LANES;
-    while width > 1 {
-        width /= 2;
-        let (lo, hi) = acc.split_at_mut(width);
-        for (l, &h) in lo.iter_mut().zip(hi.iter()) {
-            *l += h;
-        }
-    }
-    acc.first().copied().unwrap_or(0.0) + tail
+    // A plain left-to-right sum of the lanes. (A pairwise tree here made the compiler
+    // vectorise the main loop two lanes wide instead of eight.)
+    acc.iter().sum::<f32>() + tail
 }
 
 /// Cosine similarity of two unit vectors: their dot product, in `[-1, 1]` up to rounding.
@@ -96,6 +110,7 @@ mod tests {
             let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
             let got = f64::from(dot(&a, &b));
             assert!((got - naive(&a, &b)).abs() < 1e-4, "n={n}");
+            assert_eq!(dot(&a, &b).to_bits(), dot_lanes(&a, &b).to_bits());
         }
     }
 

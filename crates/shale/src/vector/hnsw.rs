@@ -560,7 +560,18 @@ impl Hnsw {
                 Some(links) => links.read_into(&mut s.neighbours),
                 None => s.neighbours.clear(),
             }
-            for &n in &s.neighbours {
+            if level == 0 {
+                if let Some(Reverse(next)) = candidates.peek() {
+                    self.nodes.prefetch_links0(next.id);
+                }
+            }
+            if let Some(&first) = s.neighbours.first() {
+                self.nodes.prefetch_vector(first);
+            }
+            for (j, &n) in s.neighbours.iter().enumerate() {
+                if let Some(&next) = s.neighbours.get(j + 1) {
+                    self.nodes.prefetch_vector(next);
+                }
                 if !s.visited.insert(n) {
                     continue;
                 }

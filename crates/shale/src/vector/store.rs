@@ -139,6 +139,19 @@ fn zeroed_f32_cells(n: usize) -> Box<[UnsafeCell<f32>]> {
     unsafe { Box::from_raw(Box::into_raw(plain) as *mut [UnsafeCell<f32>]) }
 }
 
+/// A hint to load the cache line at `p`; no effect on other architectures.
+#[inline]
+fn prefetch(p: Option<*const i8>) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(p) = p {
+        // SAFETY: a prefetch never faults and has no visible effect, whatever the address;
+        // `p` is in any case inside a live allocation. SSE is in the x86-64 baseline.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// The node arrays of one graph. See the module documentation.
 pub(super) struct NodeStore {
     dim: usize,
@@ -257,6 +270,30 @@ impl NodeStore {
         // SAFETY: the slot is READY (acquire), so its cells were fully written before and are
         // never written again (invariant 1); `UnsafeCell<f32>` has `f32`'s layout.
         Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()) })
+    }
+
+    /// Ask the CPU to start loading `id`'s meta word and vector: the graph's searches are
+    /// bound by cache misses on nodes reached through links, and hnswlib's prefetching of
+    /// the next neighbour while scoring the current one is what hides them.
+    #[inline]
+    pub(super) fn prefetch_vector(&self, id: u32) {
+        if let Some((seg, i)) = self.slot(id) {
+            prefetch(seg.meta.get(i).map(|m| m.as_ptr().cast_const().cast()));
+            prefetch(
+                seg.vectors
+                    .get(i * self.dim)
+                    .map(|c| c.get().cast_const().cast()),
+            );
+        }
+    }
+
+    /// Ask the CPU to start loading `id`'s level-0 list (see [`NodeStore::prefetch_vector`]).
+    #[inline]
+    pub(super) fn prefetch_links0(&self, id: u32) {
+        if let Some((seg, i)) = self.slot(id) {
+            let list = seg.links0.get(i * (1 + self.m_max0));
+            prefetch(list.map(|w| w.as_ptr().cast_const().cast()));
+        }
     }
 
     /// Level of `id`, if it is READY.
