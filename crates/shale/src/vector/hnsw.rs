@@ -382,8 +382,8 @@ impl Hnsw {
     /// The level of node `id`: `floor(-ln(U) * ml)` with `U` uniform in (0, 1] drawn from a
     /// hash of the seed and the id, so that it does not depend on which thread inserts first.
     fn level_for(&self, id: u32) -> u8 {
-        // splitmix64 at position `id + 1` of the stream seeded by `seed` (never the all-zero
-        // state, whose hash is 0 and would give the maximum level).
+        // splitmix64's output number `id + 1` from `seed`. (Hashing `seed ^ id` instead sent
+        // id 0 under seed 0 to the hash 0, which is the maximum level.)
         let golden = 0x9e37_79b9_7f4a_7c15_u64;
         let mut z = (self.params.seed).wrapping_add((u64::from(id) + 1).wrapping_mul(golden));
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -620,14 +620,23 @@ impl Hnsw {
     /// a full list with the heuristic (hnswlib's `mutuallyConnectNewElement`).
     fn link(&self, id: u32, level: u8, chosen: &[Cand]) {
         let ids: Vec<u32> = chosen.iter().map(|c| c.id).filter(|&n| n != id).collect();
+        let cap = self.cap(level);
+        let mut current = Vec::with_capacity(cap + 1);
         {
             let _guard = self.nodes.lock(id);
             if let Some(links) = self.nodes.links(id, level) {
-                links.write(&ids);
+                links.read_into(&mut current);
+                if current.is_empty() {
+                    links.write(&ids);
+                } else {
+                    // Another insert already linked to this node on this level (it found the
+                    // node through the level above, which this insert linked first): keep
+                    // those links too rather than overwrite them, pruning as for any list.
+                    let merged = self.merge_links(id, chosen, &current, cap);
+                    links.write(&merged);
+                }
             }
         }
-        let cap = self.cap(level);
-        let mut current = Vec::with_capacity(cap + 1);
         for &n in &ids {
             let _guard = self.nodes.lock(n);
             let Some(links) = self.nodes.links(n, level) else {
@@ -663,6 +672,32 @@ impl Hnsw {
                 .collect();
             links.write(&kept);
         }
+    }
+
+    /// The union of `chosen` and `existing` as a list of `id` of at most `cap` entries.
+    fn merge_links(&self, id: u32, chosen: &[Cand], existing: &[u32], cap: usize) -> Vec<u32> {
+        let Some(base) = self.nodes.vector(id) else {
+            return existing.to_vec();
+        };
+        let mut cands: Vec<Cand> = chosen.iter().copied().filter(|c| c.id != id).collect();
+        for &e in existing {
+            if e == id || cands.iter().any(|c| c.id == e) {
+                continue;
+            }
+            if let Some(v) = self.nodes.vector(e) {
+                cands.push(Cand {
+                    dist: distance(base, v),
+                    id: e,
+                });
+            }
+        }
+        cands.sort_unstable();
+        let kept = if cands.len() > cap {
+            self.select_neighbours(&cands, cap)
+        } else {
+            cands
+        };
+        kept.iter().map(|c| c.id).collect()
     }
 
     /// The `k` nodes most similar to `query` that are not tombstoned and pass `filter`,
