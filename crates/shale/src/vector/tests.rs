@@ -438,3 +438,31 @@ fn well_checksummed_but_malformed_graphs_are_corruption() {
     params[16..20].copy_from_slice(&0u32.to_le_bytes()); // m = 0
     assert!(decode(&resealed(params)).unwrap_err().is_corruption());
 }
+
+/// A file written while other threads insert and delete is always one consistent graph.
+#[test]
+fn snapshots_taken_during_inserts_always_load() {
+    let seed = 0x5a4;
+    let (n, dim) = (4000, 16);
+    let data = embeddings(n, dim, seed);
+    let g = Hnsw::new(dim, params(seed)).unwrap();
+    let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+    let done = AtomicBool::new(false);
+    let mut snapshots = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            g.insert_all(&ids, |id| data.get(id.0 as usize).map(|v| &v[..]), 2)
+                .unwrap();
+            done.store(true, Ordering::Release);
+        });
+        while !done.load(Ordering::Acquire) {
+            let _ = g.mark_deleted(NodeId(snapshots * 7 % n as u32));
+            let bytes = encoded(&g);
+            let h = decode(&bytes).unwrap_or_else(|e| panic!("snapshot {snapshots}: {e}"));
+            assert!(h.len() <= n);
+            snapshots += 1;
+        }
+    });
+    println!("seed {seed:#x}: {snapshots} snapshots during the build all loaded");
+    assert_eq!(decode(&encoded(&g)).unwrap().len(), n);
+}
