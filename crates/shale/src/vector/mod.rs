@@ -4,6 +4,14 @@
 //! The model sits behind [`Embedder`] so that the engine does not depend on any one
 //! inference library: the real all-MiniLM-L6-v2 lives in the `shale-embed` crate, and
 //! unit tests may plug in a small deterministic embedder.
+//!
+//! Search works on unit vectors under cosine similarity:
+//! - [`distance`]: the dot product, written so the compiler vectorises it;
+//! - [`exact`]: brute force, the reference and the tool for small candidate sets;
+//! - [`hnsw`]: the approximate graph index ([`Hnsw`]), concurrent inserts, tombstones,
+//!   and its checksummed file (`format.rs`, described in docs/format.md).
+
+use std::cmp::Ordering;
 
 mod semantic;
 
@@ -13,6 +21,56 @@ pub use semantic::{
 pub(crate) use semantic::{Change, Semantic};
 
 use crate::error::Result;
+
+pub mod distance;
+pub mod exact;
+mod format;
+pub mod hnsw;
+mod store;
+#[cfg(test)]
+mod tests;
+
+pub use format::{GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC};
+pub use hnsw::{Hnsw, HnswParams, RECLAIM_FRACTION};
+
+/// A node of a vector index: a dense id chosen by the owner of the index (who maps it to a
+/// key), so that node data lives in arrays indexed by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u32);
+
+/// One search result: a node and its cosine similarity with the query.
+///
+/// Orders by rank: a greater `Neighbor` is a better match (higher score, then lower id), so
+/// sorting results in descending order lists them best first, ties by id.
+#[derive(Debug, Clone, Copy)]
+pub struct Neighbor {
+    /// The node found.
+    pub id: NodeId,
+    /// Cosine similarity with the query, in `[-1, 1]` up to rounding.
+    pub score: f32,
+}
+
+impl Ord for Neighbor {
+    fn cmp(&self, other: &Neighbor) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.id.cmp(&self.id))
+    }
+}
+
+impl PartialOrd for Neighbor {
+    fn partial_cmp(&self, other: &Neighbor) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Neighbor {
+    fn eq(&self, other: &Neighbor) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Neighbor {}
 
 /// Turns text into vectors. Implementations must be deterministic: the same text always
 /// gives the same vector, so that an index rebuilt after a crash matches the one lost.

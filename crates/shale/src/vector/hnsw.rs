@@ -1,0 +1,1019 @@
+//! Hierarchical Navigable Small World graph (Malkov & Yashunin, "Efficient and robust
+//! approximate nearest neighbor search using Hierarchical Navigable Small World graphs",
+//! 2016/2018), for unit vectors under cosine similarity.
+//!
+//! ```text
+//!   level 2:   e ─────────────── x                 few nodes, long links
+//!   level 1:   e ──── a ──────── x ──── b
+//!   level 0:   e ─ c ─ a ─ d ─ f ─ x ─ g ─ b ─ h   every node, up to m_max0 links each
+//! ```
+//!
+//! A node's top level is drawn from an exponential distribution (`floor(-ln(U) * ml)`); a
+//! search descends greedily from the entry point (a node on the top level) one level at a
+//! time, then runs a best-first search with a candidate list of `ef` on level 0. Insertion
+//! searches the same way with `ef_construction`, keeps `m` neighbours chosen by the paper's
+//! heuristic (Algorithm 4: a candidate is kept only if it is closer to the new node than to
+//! every neighbour already kept, which spreads links in all directions), links them both ways,
+//! and prunes a neighbour's list back to `m_max` (`m_max0` on level 0) with the same
+//! heuristic. As in hnswlib, candidates are not extended and pruned connections are not kept
+//! (Algorithm 4's `extendCandidates` and `keepPrunedConnections` are both false).
+//!
+//! # Thread safety
+//!
+//! Everything takes `&self`; `Hnsw` is `Sync`. Inserts run concurrently with each other and
+//! with searches, as in hnswlib: each node's neighbour lists have their own lock, held only
+//! while that one list is rewritten (never two at once, so locks cannot deadlock), searches read
+//! lists without locks (see `store.rs` for why a torn read is harmless), and a global lock is
+//! held for a whole insert only by an insert whose node will become the new entry point.
+//! [`Hnsw::write_to`] waits for inserts and deletes in flight and holds new ones off while
+//! it writes, so a file always holds a consistent graph.
+//!
+//! # Determinism
+//!
+//! A node's level is a hash of the seed and its id, so it does not depend on timing. With one
+//! inserting thread, the same seed, ids, vectors and insertion order always build the same
+//! graph. With several, the graph depends on the interleaving (its quality does not).
+//!
+//! # Deletes
+//!
+//! [`Hnsw::mark_deleted`] tombstones a node: searches still walk through it (removing it would
+//! cut paths between its neighbours) but never return it. Tombstones cost search time and
+//! take neighbour slots, so once [`Hnsw::needs_reclaim`] says more than
+//! [`RECLAIM_FRACTION`] of the nodes are tombstones, the owner should replace the index by
+//! [`Hnsw::rebuilt`], which inserts the live nodes into a fresh graph. An overwritten value is
+//! a delete of the old id plus an insert of a new one; an id is never reused in one graph.
+
+use std::cmp::{Ordering as CmpOrdering, Reverse};
+use std::collections::BinaryHeap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
+
+use super::distance::{distance, normalize};
+use super::exact;
+use super::format;
+use super::store::{NodeStore, MAX_LEVEL};
+use super::{Neighbor, NodeId};
+use crate::error::{Error, Result};
+use crate::sync::lock;
+
+/// Above this fraction of tombstoned nodes, [`Hnsw::needs_reclaim`] says to rebuild.
+///
+/// Why a quarter: a tombstone is still visited by every search that reaches it, so at 25% a
+/// search does roughly a third more distance computations for the same recall, and the
+/// tombstones hold a quarter of the neighbour slots. A rebuild costs as much as building the
+/// live nodes again; below this fraction it does not pay for itself.
+pub const RECLAIM_FRACTION: f64 = 0.25;
+
+/// Largest `m_max` / `m_max0` accepted: lists this long are far past any useful setting and
+/// would make a node's memory unreasonable.
+const MAX_LINKS: usize = 4096;
+
+/// Largest `ef_construction` / `ef_search` accepted (the file stores them as `u32`).
+const MAX_EF: usize = 1 << 24;
+
+/// Largest dimension accepted (the largest embedding models are near 4096).
+pub const MAX_DIM: usize = 65_536;
+
+/// The parameters of the graph, with the paper's names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HnswParams {
+    /// Neighbours chosen for a new node on each of its levels. Default 16.
+    pub m: usize,
+    /// Most neighbours a node keeps on levels above 0. Default `m`.
+    pub m_max: usize,
+    /// Most neighbours a node keeps on level 0. Default `2 * m`.
+    pub m_max0: usize,
+    /// Candidate list size while inserting. Default 200 (hnswlib's example value).
+    pub ef_construction: usize,
+    /// Candidate list size while searching when the caller gives none. Default 64.
+    pub ef_search: usize,
+    /// Level multiplier: a node's level is `floor(-ln(U) * ml)`. Default `1 / ln(m)`.
+    pub ml: f64,
+    /// Seed of the level generator.
+    pub seed: u64,
+}
+
+impl HnswParams {
+    /// The paper's recommended parameters for a given `m`.
+    pub fn with_m(m: usize) -> HnswParams {
+        HnswParams {
+            m,
+            m_max: m,
+            m_max0: m.saturating_mul(2),
+            ef_construction: 200,
+            ef_search: 64,
+            ml: 1.0 / (m.max(2) as f64).ln(),
+            seed: 0x5eed,
+        }
+    }
+
+    /// Check every parameter, reporting all problems at once.
+    ///
+    /// # Errors
+    /// `Error::InvalidOptions` listing each parameter out of range.
+    pub fn validate(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        if self.m < 2 || self.m > MAX_LINKS {
+            problems.push(format!("hnsw m = {} (must be 2..={MAX_LINKS})", self.m));
+        }
+        if self.m_max < 1 || self.m_max > MAX_LINKS {
+            problems.push(format!(
+                "hnsw m_max = {} (must be 1..={MAX_LINKS})",
+                self.m_max
+            ));
+        }
+        if self.m_max0 < 1 || self.m_max0 > MAX_LINKS {
+            problems.push(format!(
+                "hnsw m_max0 = {} (must be 1..={MAX_LINKS})",
+                self.m_max0
+            ));
+        }
+        if self.ef_construction < 1 || self.ef_construction > MAX_EF {
+            problems.push(format!(
+                "hnsw ef_construction = {} (must be 1..={MAX_EF})",
+                self.ef_construction
+            ));
+        }
+        if self.ef_search < 1 || self.ef_search > MAX_EF {
+            problems.push(format!(
+                "hnsw ef_search = {} (must be 1..={MAX_EF})",
+                self.ef_search
+            ));
+        }
+        if !(self.ml.is_finite() && self.ml > 0.0 && self.ml <= 16.0) {
+            problems.push(format!("hnsw ml = {} (must be in (0, 16])", self.ml));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::InvalidOptions(problems))
+        }
+    }
+}
+
+impl Default for HnswParams {
+    fn default() -> HnswParams {
+        HnswParams::with_m(16)
+    }
+}
+
+/// A node reached by a search: its distance to the query and its id. Orders by distance,
+/// then id, so heaps break ties the same way every run.
+#[derive(Debug, Clone, Copy)]
+struct Cand {
+    dist: f32,
+    id: u32,
+}
+
+impl PartialEq for Cand {
+    fn eq(&self, other: &Cand) -> bool {
+        self.cmp(other) == CmpOrdering::Equal
+    }
+}
+impl Eq for Cand {}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, other: &Cand) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Cand {
+    fn cmp(&self, other: &Cand) -> CmpOrdering {
+        self.dist
+            .total_cmp(&other.dist)
+            .then(self.id.cmp(&other.id))
+    }
+}
+
+/// Marks of the nodes one search has visited. A generation counter makes clearing free:
+/// a node is visited when its mark equals the current generation.
+struct Visited {
+    marks: Vec<u16>,
+    generation: u16,
+}
+
+impl Visited {
+    fn start(&mut self, bound: usize) {
+        if self.marks.len() < bound {
+            self.marks.resize(bound, 0);
+        }
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.marks.fill(0);
+            self.generation = 1;
+        }
+    }
+
+    /// Mark `id`; true if it was not marked yet in this search.
+    #[inline]
+    fn insert(&mut self, id: u32) -> bool {
+        let i = id as usize;
+        if i >= self.marks.len() {
+            // A node inserted after this search started; grow geometrically.
+            self.marks.resize((i + 1).max(self.marks.len() * 2), 0);
+        }
+        match self.marks.get_mut(i) {
+            Some(m) if *m != self.generation => {
+                *m = self.generation;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Reusable per-search scratch space, pooled so that a search allocates nothing.
+struct Scratch {
+    visited: Visited,
+    neighbours: Vec<u32>,
+}
+
+/// The entry point and top level, packed so that a search reads both with one load:
+/// `(top_level + 1) << 32 | id`, or 0 when the graph is empty.
+fn pack_entry(id: u32, level: u8) -> u64 {
+    (u64::from(level) + 1) << 32 | u64::from(id)
+}
+
+fn unpack_entry(word: u64) -> Option<(u32, u8)> {
+    let level = (word >> 32).checked_sub(1)?;
+    Some((word as u32, u8::try_from(level).ok()?))
+}
+
+/// An HNSW graph over unit vectors of one dimension. See the module documentation.
+pub struct Hnsw {
+    params: HnswParams,
+    dim: usize,
+    nodes: NodeStore,
+    /// See [`pack_entry`].
+    entry: AtomicU64,
+    /// Held by an insert whose node may become the entry point, for its whole insert.
+    entry_lock: Mutex<()>,
+    /// Inserts and deletes hold it shared; `write_to` holds it exclusively.
+    mutation: RwLock<()>,
+    /// One more than the largest id ever claimed (0 when empty).
+    id_bound: AtomicU64,
+    len: AtomicUsize,
+    deleted: AtomicUsize,
+    scratch: Mutex<Vec<Scratch>>,
+}
+
+impl std::fmt::Debug for Hnsw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hnsw")
+            .field("dim", &self.dim)
+            .field("params", &self.params)
+            .field("len", &self.len())
+            .field("deleted", &self.deleted_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hnsw {
+    /// An empty graph for vectors of `dim` dimensions.
+    ///
+    /// # Errors
+    /// `Error::InvalidOptions` if a parameter or `dim` is out of range.
+    pub fn new(dim: usize, params: HnswParams) -> Result<Hnsw> {
+        let mut problems = match params.validate() {
+            Ok(()) => Vec::new(),
+            Err(Error::InvalidOptions(p)) => p,
+            Err(e) => return Err(e),
+        };
+        if dim == 0 || dim > MAX_DIM {
+            problems.push(format!("hnsw dim = {dim} (must be 1..={MAX_DIM})"));
+        }
+        if !problems.is_empty() {
+            return Err(Error::InvalidOptions(problems));
+        }
+        Ok(Hnsw {
+            params,
+            dim,
+            nodes: NodeStore::new(dim, params.m_max, params.m_max0),
+            entry: AtomicU64::new(0),
+            entry_lock: Mutex::new(()),
+            mutation: RwLock::new(()),
+            id_bound: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+            deleted: AtomicUsize::new(0),
+            scratch: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The parameters the graph was built with.
+    pub fn params(&self) -> &HnswParams {
+        &self.params
+    }
+
+    /// The dimension of every vector.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Nodes in the graph, tombstoned ones included.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// True when no node was ever inserted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Tombstoned nodes.
+    pub fn deleted_count(&self) -> usize {
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Nodes a search may return: `len() - deleted_count()`.
+    ///
+    /// The integration layer compares this with the size of a filter's candidate set: when a
+    /// filter admits only a small fraction of the live nodes (below a few percent), a
+    /// filtered graph search visits most of the graph to fill its `ef` list, and
+    /// [`exact::search`] over the candidates (or [`Hnsw::exact_search`]) is faster and exact.
+    pub fn live_count(&self) -> usize {
+        self.len().saturating_sub(self.deleted_count())
+    }
+
+    /// True once tombstones exceed [`RECLAIM_FRACTION`] of the nodes.
+    pub fn needs_reclaim(&self) -> bool {
+        let len = self.len();
+        len > 0 && self.deleted_count() as f64 > RECLAIM_FRACTION * len as f64
+    }
+
+    /// Whether `id` is in the graph (tombstoned or not).
+    pub fn contains(&self, id: NodeId) -> bool {
+        self.nodes.level(id.0).is_some()
+    }
+
+    /// Whether `id` is in the graph and tombstoned.
+    pub fn is_deleted(&self, id: NodeId) -> bool {
+        self.nodes.is_deleted(id.0)
+    }
+
+    /// The stored (unit-length) vector of `id`, tombstoned or not.
+    pub fn vector(&self, id: NodeId) -> Option<&[f32]> {
+        self.nodes.vector(id.0)
+    }
+
+    /// One more than the largest id in the graph: ids are dense, so this sizes a bitmap.
+    pub fn id_bound(&self) -> u64 {
+        self.id_bound.load(Ordering::Acquire)
+    }
+
+    /// A unit-length copy of `v`, checked against the graph's dimension.
+    fn unit(&self, v: &[f32], what: &str) -> Result<Vec<f32>> {
+        if v.len() != self.dim {
+            return Err(Error::invalid(format!(
+                "{what} has {} dimensions, the index has {}",
+                v.len(),
+                self.dim
+            )));
+        }
+        let mut u = v.to_vec();
+        if !normalize(&mut u) {
+            return Err(Error::invalid(format!(
+                "{what} is all zeros or has a NaN or infinite component"
+            )));
+        }
+        Ok(u)
+    }
+
+    /// The level of node `id`: `floor(-ln(U) * ml)` with `U` uniform in (0, 1] drawn from a
+    /// hash of the seed and the id, so that it does not depend on which thread inserts first.
+    fn level_for(&self, id: u32) -> u8 {
+        // splitmix64's output number `id + 1` from `seed`. (Hashing `seed ^ id` instead sent
+        // id 0 under seed 0 to the hash 0, which is the maximum level.)
+        let golden = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut z = (self.params.seed).wrapping_add((u64::from(id) + 1).wrapping_mul(golden));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let u = ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64; // (0, 1]
+        let level = (-u.ln() * self.params.ml).floor();
+        if level >= f64::from(MAX_LEVEL) {
+            MAX_LEVEL
+        } else {
+            level as u8
+        }
+    }
+
+    fn cap(&self, level: u8) -> usize {
+        if level == 0 {
+            self.params.m_max0
+        } else {
+            self.params.m_max
+        }
+    }
+
+    fn take_scratch(&self) -> Scratch {
+        let pooled = lock(&self.scratch).pop();
+        let mut s = pooled.unwrap_or_else(|| Scratch {
+            visited: Visited {
+                marks: Vec::new(),
+                generation: 0,
+            },
+            neighbours: Vec::new(),
+        });
+        let bound = usize::try_from(self.id_bound()).unwrap_or(usize::MAX);
+        s.visited.start(bound);
+        s
+    }
+
+    fn give_scratch(&self, s: Scratch) {
+        lock(&self.scratch).push(s);
+    }
+
+    #[inline]
+    fn dist_to(&self, q: &[f32], id: u32) -> Option<f32> {
+        Some(distance(q, self.nodes.vector(id)?))
+    }
+
+    /// Insert node `id` with vector `v` (normalised to unit length on the way in).
+    ///
+    /// Safe to call from many threads at once, and while searches run.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` if `v` has the wrong dimension or no direction (all zeros, a
+    /// NaN or an infinity), or if `id` is already in the graph (tombstoned or not).
+    pub fn insert(&self, id: NodeId, v: &[f32]) -> Result<()> {
+        let q = self.unit(v, "vector")?;
+        let _shared = self
+            .mutation
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let id = id.0;
+        let level = self.level_for(id);
+
+        // Like hnswlib: hold the global lock for the whole insert only if this node will be
+        // the new entry point, so that a concurrent insert cannot install a lower one.
+        let global = lock(&self.entry_lock);
+        let entry = unpack_entry(self.entry.load(Ordering::Acquire));
+        let global = match entry {
+            Some((_, top)) if level <= top => {
+                drop(global);
+                None
+            }
+            _ => Some(global),
+        };
+
+        if !self.nodes.claim(id, &q, level) {
+            return Err(Error::invalid(format!("node {id} is already in the index")));
+        }
+        self.id_bound.fetch_max(u64::from(id) + 1, Ordering::AcqRel);
+
+        if let Some((entry_id, top)) = entry {
+            let mut scratch = self.take_scratch();
+            self.connect(id, &q, level, entry_id, top, &mut scratch);
+            self.give_scratch(scratch);
+        }
+        self.len.fetch_add(1, Ordering::AcqRel);
+        if global.is_some() {
+            self.entry.store(pack_entry(id, level), Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Link the READY node `id` into the graph below the entry point `(entry, top)`.
+    fn connect(&self, id: u32, q: &[f32], level: u8, entry: u32, top: u8, s: &mut Scratch) {
+        let Some(d) = self.dist_to(q, entry) else {
+            return;
+        };
+        let mut ep = Cand { dist: d, id: entry };
+        for l in (level.saturating_add(1)..=top).rev() {
+            ep = self.greedy(q, ep, l, s);
+        }
+        let mut eps = vec![ep];
+        for l in (0..=level.min(top)).rev() {
+            s.visited.start(0);
+            // Tombstones stay eligible as neighbours while building: they keep the graph
+            // connected until a rebuild removes them.
+            let found = self.search_layer(q, &eps, self.params.ef_construction, l, None, s);
+            let chosen = self.select_neighbours(&found, self.params.m);
+            self.link(id, l, &chosen);
+            // The paper's `ep <- W`: the next level starts from every node found here.
+            eps = found;
+        }
+    }
+
+    /// Greedy walk on `level` from `start` to a local minimum of the distance to `q`.
+    fn greedy(&self, q: &[f32], start: Cand, level: u8, s: &mut Scratch) -> Cand {
+        let mut best = start;
+        loop {
+            let mut moved = false;
+            if let Some(links) = self.nodes.links(best.id, level) {
+                links.read_into(&mut s.neighbours);
+            } else {
+                s.neighbours.clear();
+            }
+            for &n in &s.neighbours {
+                if let Some(d) = self.dist_to(q, n) {
+                    let c = Cand { dist: d, id: n };
+                    if c < best {
+                        best = c;
+                        moved = true;
+                    }
+                }
+            }
+            if !moved {
+                return best;
+            }
+        }
+    }
+
+    /// Algorithm 2 (SEARCH-LAYER) with hnswlib's handling of filters: nodes that fail
+    /// `accept` are expanded like any other but never enter the result list, and while the
+    /// result list holds fewer than `ef` nodes the search does not stop, so a filter costs
+    /// time, not recall. Returns at most `ef` nodes, nearest first.
+    ///
+    /// The caller has called `s.visited.start`.
+    fn search_layer(
+        &self,
+        q: &[f32],
+        entry: &[Cand],
+        ef: usize,
+        level: u8,
+        accept: Option<&dyn Fn(u32) -> bool>,
+        s: &mut Scratch,
+    ) -> Vec<Cand> {
+        let accepts = |id: u32| accept.is_none_or(|f| f(id));
+        let mut candidates: BinaryHeap<Reverse<Cand>> = BinaryHeap::with_capacity(ef * 2);
+        let mut results: BinaryHeap<Cand> = BinaryHeap::with_capacity(ef + 1);
+        for &e in entry {
+            if !s.visited.insert(e.id) {
+                continue;
+            }
+            candidates.push(Reverse(e));
+            if accepts(e.id) {
+                results.push(e);
+                if results.len() > ef {
+                    results.pop();
+                }
+            }
+        }
+        let mut bound = results.peek().map_or(f32::INFINITY, |c| c.dist);
+        while let Some(Reverse(c)) = candidates.pop() {
+            if c.dist > bound && (results.len() >= ef || accept.is_none()) {
+                break;
+            }
+            match self.nodes.links(c.id, level) {
+                Some(links) => links.read_into(&mut s.neighbours),
+                None => s.neighbours.clear(),
+            }
+            if level == 0 {
+                if let Some(Reverse(next)) = candidates.peek() {
+                    self.nodes.prefetch_links0(next.id);
+                }
+            }
+            if let Some(&first) = s.neighbours.first() {
+                self.nodes.prefetch_vector(first);
+            }
+            for (j, &n) in s.neighbours.iter().enumerate() {
+                if let Some(&next) = s.neighbours.get(j + 1) {
+                    self.nodes.prefetch_vector(next);
+                }
+                if !s.visited.insert(n) {
+                    continue;
+                }
+                let Some(d) = self.dist_to(q, n) else {
+                    continue;
+                };
+                if results.len() < ef || d < bound {
+                    let cand = Cand { dist: d, id: n };
+                    candidates.push(Reverse(cand));
+                    if accepts(n) {
+                        results.push(cand);
+                        if results.len() > ef {
+                            results.pop();
+                        }
+                    }
+                    bound = results.peek().map_or(f32::INFINITY, |c| c.dist);
+                }
+            }
+        }
+        results.into_sorted_vec()
+    }
+
+    /// Algorithm 4 (SELECT-NEIGHBORS-HEURISTIC) without extension or kept pruned
+    /// connections: walk `sorted` (nearest first) and keep a candidate only if it is closer to
+    /// the base node than to every candidate kept so far, until `m` are kept.
+    fn select_neighbours(&self, sorted: &[Cand], m: usize) -> Vec<Cand> {
+        if sorted.len() <= m {
+            return sorted.to_vec();
+        }
+        let mut kept: Vec<(Cand, &[f32])> = Vec::with_capacity(m);
+        for &c in sorted {
+            if kept.len() >= m {
+                break;
+            }
+            let Some(cv) = self.nodes.vector(c.id) else {
+                continue;
+            };
+            if kept.iter().all(|(_, kv)| distance(cv, kv) >= c.dist) {
+                kept.push((c, cv));
+            }
+        }
+        kept.into_iter().map(|(c, _)| c).collect()
+    }
+
+    /// Give `id` the neighbours `chosen` on `level` and add `id` to each of theirs, pruning
+    /// a full list with the heuristic (hnswlib's `mutuallyConnectNewElement`).
+    fn link(&self, id: u32, level: u8, chosen: &[Cand]) {
+        let ids: Vec<u32> = chosen.iter().map(|c| c.id).filter(|&n| n != id).collect();
+        let cap = self.cap(level);
+        let mut current = Vec::with_capacity(cap + 1);
+        {
+            let _guard = self.nodes.lock(id);
+            if let Some(links) = self.nodes.links(id, level) {
+                links.read_into(&mut current);
+                if current.is_empty() {
+                    links.write(&ids);
+                } else {
+                    // Another insert already linked to this node on this level (it found the
+                    // node through the level above, which this insert linked first): keep
+                    // those links too rather than overwrite them, pruning as for any list.
+                    let merged = self.merge_links(id, chosen, &current, cap);
+                    links.write(&merged);
+                }
+            }
+        }
+        for &n in &ids {
+            let _guard = self.nodes.lock(n);
+            let Some(links) = self.nodes.links(n, level) else {
+                continue;
+            };
+            links.read_into(&mut current);
+            if current.contains(&id) {
+                continue;
+            }
+            if current.len() < cap.min(links.capacity()) {
+                current.push(id);
+                links.write(&current);
+                continue;
+            }
+            let Some(nv) = self.nodes.vector(n) else {
+                continue;
+            };
+            current.push(id);
+            let mut cands: Vec<Cand> = current
+                .iter()
+                .filter_map(|&c| {
+                    Some(Cand {
+                        dist: distance(nv, self.nodes.vector(c)?),
+                        id: c,
+                    })
+                })
+                .collect();
+            cands.sort_unstable();
+            let kept: Vec<u32> = self
+                .select_neighbours(&cands, cap)
+                .iter()
+                .map(|c| c.id)
+                .collect();
+            links.write(&kept);
+        }
+    }
+
+    /// The union of `chosen` and `existing` as a list of `id` of at most `cap` entries.
+    fn merge_links(&self, id: u32, chosen: &[Cand], existing: &[u32], cap: usize) -> Vec<u32> {
+        let Some(base) = self.nodes.vector(id) else {
+            return existing.to_vec();
+        };
+        let mut cands: Vec<Cand> = chosen.iter().copied().filter(|c| c.id != id).collect();
+        for &e in existing {
+            if e == id || cands.iter().any(|c| c.id == e) {
+                continue;
+            }
+            if let Some(v) = self.nodes.vector(e) {
+                cands.push(Cand {
+                    dist: distance(base, v),
+                    id: e,
+                });
+            }
+        }
+        cands.sort_unstable();
+        let kept = if cands.len() > cap {
+            self.select_neighbours(&cands, cap)
+        } else {
+            cands
+        };
+        kept.iter().map(|c| c.id).collect()
+    }
+
+    /// The `k` nodes most similar to `query` that are not tombstoned and pass `filter`,
+    /// best first (score = cosine similarity, ties by id).
+    ///
+    /// `ef` is the candidate list size (default `ef_search`, raised to `k` if smaller): larger
+    /// is slower and finds more of the true nearest neighbours. A filter never lowers recall:
+    /// nodes it rejects are walked through but not returned, and the search goes on until it
+    /// has `ef` accepted nodes. The price is time: with a filter that accepts a small fraction
+    /// of the nodes, the search visits most of the graph, and [`Hnsw::exact_search`] (or
+    /// [`exact::search`] over the accepted ids) is faster; compare the candidate count with
+    /// [`Hnsw::live_count`] to choose.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` if `query` has the wrong dimension or no direction.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: Option<usize>,
+        filter: Option<&dyn Fn(NodeId) -> bool>,
+    ) -> Result<Vec<Neighbor>> {
+        let q = self.unit(query, "query")?;
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let Some((entry, top)) = unpack_entry(self.entry.load(Ordering::Acquire)) else {
+            return Ok(Vec::new());
+        };
+        let Some(d) = self.dist_to(&q, entry) else {
+            return Ok(Vec::new());
+        };
+        let ef = ef.unwrap_or(self.params.ef_search).max(k);
+        let mut s = self.take_scratch();
+        let mut ep = Cand { dist: d, id: entry };
+        for l in (1..=top).rev() {
+            ep = self.greedy(&q, ep, l, &mut s);
+        }
+        let accept = |id: u32| !self.nodes.is_deleted(id) && filter.is_none_or(|f| f(NodeId(id)));
+        let found = self.search_layer(&q, &[ep], ef, 0, Some(&accept), &mut s);
+        self.give_scratch(s);
+        let mut out: Vec<Neighbor> = found
+            .into_iter()
+            .map(|c| Neighbor {
+                id: NodeId(c.id),
+                score: -c.dist,
+            })
+            .collect();
+        out.sort_by(|a, b| b.cmp(a));
+        out.truncate(k);
+        Ok(out)
+    }
+
+    /// Exact search over the graph's own live vectors: every node that is not tombstoned
+    /// and passes `filter` is scored. The answer [`Hnsw::search`] approximates.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` if `query` has the wrong dimension or no direction.
+    pub fn exact_search(
+        &self,
+        query: &[f32],
+        k: usize,
+        filter: Option<&dyn Fn(NodeId) -> bool>,
+    ) -> Result<Vec<Neighbor>> {
+        let q = self.unit(query, "query")?;
+        let live = self
+            .ids()
+            .filter(|&id| !self.nodes.is_deleted(id.0))
+            .filter_map(|id| Some((id, self.nodes.vector(id.0)?)));
+        Ok(exact::search(live, &q, k, filter))
+    }
+
+    /// Every id in the graph (tombstoned included), ascending.
+    pub fn ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let bound = u32::try_from(self.id_bound()).unwrap_or(u32::MAX);
+        let max = self.id_bound() == 1u64 << 32;
+        (0..bound)
+            .chain(max.then_some(u32::MAX))
+            .filter(|&id| self.nodes.level(id).is_some())
+            .map(NodeId)
+    }
+
+    /// Tombstone `id`: searches stop returning it at once.
+    ///
+    /// Returns `true` if this call deleted it, `false` if it already was.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` if `id` is not in the graph.
+    pub fn mark_deleted(&self, id: NodeId) -> Result<bool> {
+        let _shared = self
+            .mutation
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match self.nodes.mark_deleted(id.0) {
+            None => Err(Error::invalid(format!("node {} is not in the index", id.0))),
+            Some(true) => {
+                self.deleted.fetch_add(1, Ordering::AcqRel);
+                Ok(true)
+            }
+            Some(false) => Ok(false),
+        }
+    }
+
+    /// A new graph with the same parameters holding only the live (not tombstoned) nodes,
+    /// under the same ids, built by `threads` threads (at least one).
+    ///
+    /// Inserts and deletes that run concurrently with the rebuild may or may not be in the
+    /// result: the owner either holds its writes off while it rebuilds, or replays them into
+    /// the new graph before swapping it in.
+    ///
+    /// # Errors
+    /// None in practice: every node it inserts came from a valid graph.
+    pub fn rebuilt(&self, threads: usize) -> Result<Hnsw> {
+        let fresh = Hnsw::new(self.dim, self.params)?;
+        let live: Vec<NodeId> = self
+            .ids()
+            .filter(|&id| !self.nodes.is_deleted(id.0))
+            .collect();
+        fresh.insert_all(&live, |id| self.nodes.vector(id.0), threads)?;
+        Ok(fresh)
+    }
+
+    /// Insert `ids` with the vectors `vector_of` gives for them, from `threads` threads that
+    /// take ids in order from a shared counter. With one thread the graph is deterministic.
+    ///
+    /// # Errors
+    /// The first error of [`Hnsw::insert`]; `Error::InvalidArgument` if `vector_of` has no
+    /// vector for an id.
+    pub fn insert_all<'v, F>(&self, ids: &[NodeId], vector_of: F, threads: usize) -> Result<()>
+    where
+        F: Fn(NodeId) -> Option<&'v [f32]> + Sync,
+    {
+        let next = AtomicUsize::new(0);
+        let work = || -> Result<()> {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&id) = ids.get(i) else {
+                    return Ok(());
+                };
+                let v = vector_of(id)
+                    .ok_or_else(|| Error::invalid(format!("no vector for node {}", id.0)))?;
+                self.insert(id, v)?;
+            }
+        };
+        if threads <= 1 {
+            return work();
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            let mut result = Ok(());
+            for h in handles {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                if result.is_ok() {
+                    result = r;
+                }
+            }
+            result
+        })
+    }
+
+    /// Write the whole graph in the format of docs/format.md ("The HNSW graph file").
+    ///
+    /// Waits for inserts and deletes in flight, and holds new ones off until it returns, so
+    /// the file is one consistent graph. Searches go on meanwhile.
+    ///
+    /// # Errors
+    /// The writer's I/O error.
+    pub fn write_to<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
+        let _exclusive = self
+            .mutation
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = unpack_entry(self.entry.load(Ordering::Acquire)).map(|(id, _)| id);
+        let mut out = format::GraphWriter::new(w);
+        out.header(&format::Header {
+            dim: self.dim,
+            params: self.params,
+            node_count: self.len(),
+            entry,
+        })?;
+        let mut lists: Vec<Vec<u32>> = Vec::new();
+        for id in self.ids() {
+            let (Some(level), Some(vector)) = (self.nodes.level(id.0), self.nodes.vector(id.0))
+            else {
+                continue;
+            };
+            lists.resize_with(usize::from(level) + 1, Vec::new);
+            for (l, list) in (0..=level).zip(lists.iter_mut()) {
+                match self.nodes.links(id.0, l) {
+                    Some(links) => links.read_into(list),
+                    None => list.clear(),
+                }
+            }
+            out.node(&format::NodeRecord {
+                id: id.0,
+                deleted: self.nodes.is_deleted(id.0),
+                vector,
+                links: &lists,
+            })?;
+        }
+        out.finish()
+    }
+
+    /// Read a graph written by [`Hnsw::write_to`]. `file` names the source in errors.
+    ///
+    /// # Errors
+    /// `Error::Corruption` (with the offset in the buffer) for any damage: a bad magic,
+    /// version, checksum, length or parameter, or a graph that is not well formed (a link to
+    /// a missing node or one of too low a level, a list over its capacity, a wrong entry
+    /// point). Never panics, whatever the bytes.
+    pub fn read_from(bytes: &[u8], file: &Path) -> Result<Hnsw> {
+        format::decode(bytes).map_err(|e| e.in_file(file, 0))
+    }
+
+    /// Build a graph from decoded parts. Used by the decoder only.
+    pub(super) fn load_begin(dim: usize, params: HnswParams) -> Result<Hnsw> {
+        Hnsw::new(dim, params)
+    }
+
+    /// Add a decoded node; returns false if the id is taken or the level is out of range.
+    pub(super) fn load_node(
+        &self,
+        id: u32,
+        deleted: bool,
+        level: u8,
+        vector: &[f32],
+        links: &[Vec<u32>],
+    ) -> bool {
+        if level > MAX_LEVEL || vector.len() != self.dim || !self.nodes.claim(id, vector, level) {
+            return false;
+        }
+        for (l, list) in (0..=level).zip(links) {
+            if list.len() > self.cap(l) {
+                return false;
+            }
+            if let Some(slots) = self.nodes.links(id, l) {
+                slots.write(list);
+            }
+        }
+        if deleted {
+            self.nodes.mark_deleted(id);
+            self.deleted.fetch_add(1, Ordering::AcqRel);
+        }
+        self.id_bound.fetch_max(u64::from(id) + 1, Ordering::AcqRel);
+        self.len.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Check invariant 3 of `store.rs` for node `id`: every neighbour on level `l` exists,
+    /// is not `id` itself, appears once, and has a level of at least `l`.
+    pub(super) fn load_check_links(&self, id: u32) -> std::result::Result<(), String> {
+        let level = self.nodes.level(id).ok_or("node vanished")?;
+        let mut list = Vec::new();
+        for l in 0..=level {
+            if let Some(links) = self.nodes.links(id, l) {
+                links.read_into(&mut list);
+            }
+            for (i, &n) in list.iter().enumerate() {
+                if n == id {
+                    return Err(format!("node {id} links to itself on level {l}"));
+                }
+                if list.get(..i).is_some_and(|before| before.contains(&n)) {
+                    return Err(format!("node {id} lists {n} twice on level {l}"));
+                }
+                match self.nodes.level(n) {
+                    None => return Err(format!("node {id} links to missing node {n}")),
+                    Some(nl) if nl < l => {
+                        return Err(format!(
+                            "node {id} links on level {l} to node {n} of level {nl}"
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Install the entry point after loading; it must be a node on the top level.
+    pub(super) fn load_entry(&self, entry: Option<u32>) -> std::result::Result<(), String> {
+        let top = self.ids().filter_map(|id| self.nodes.level(id.0)).max();
+        match (entry, top) {
+            (None, None) => Ok(()),
+            (Some(id), Some(top)) => match self.nodes.level(id) {
+                Some(level) if level == top => {
+                    self.entry.store(pack_entry(id, level), Ordering::Release);
+                    Ok(())
+                }
+                Some(level) => Err(format!(
+                    "entry point {id} has level {level}, the top level is {top}"
+                )),
+                None => Err(format!("entry point {id} is not a node")),
+            },
+            (Some(id), None) => Err(format!("entry point {id} in an empty graph")),
+            (None, Some(_)) => Err("no entry point in a non-empty graph".to_owned()),
+        }
+    }
+
+    /// The level of `id`, for tests and the format example.
+    pub fn level(&self, id: NodeId) -> Option<u8> {
+        self.nodes.level(id.0)
+    }
+
+    /// The neighbours of `id` on `level`, for tests, the format example and diagnostics.
+    pub fn neighbours(&self, id: NodeId, level: u8) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        if let Some(links) = self.nodes.links(id.0, level) {
+            links.read_into(&mut out);
+        }
+        out.into_iter().map(NodeId).collect()
+    }
+
+    /// The entry point, if the graph is not empty.
+    pub fn entry_point(&self) -> Option<NodeId> {
+        unpack_entry(self.entry.load(Ordering::Acquire)).map(|(id, _)| NodeId(id))
+    }
+}
