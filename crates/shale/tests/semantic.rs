@@ -133,11 +133,16 @@ fn key_ranges_restrict_candidates() {
     let opts = SearchOptions {
         lower_bound: Some(b"b/".to_vec()),
         upper_bound: Some(b"b0".to_vec()),
+        ..SearchOptions::default()
     };
-    let hits = db.search_text("shared words number 7", 10, &opts).unwrap();
-    assert_eq!(hits.len(), 10);
-    assert!(hits.iter().all(|h| h.key.starts_with(b"b/")), "{hits:?}");
-    assert_eq!(hits[0].key, b"b/07");
+    for exact in [true, false] {
+        let hits = db
+            .search_text("shared words number 7", 10, &opts, exact)
+            .unwrap();
+        assert_eq!(hits.len(), 10);
+        assert!(hits.iter().all(|h| h.key.starts_with(b"b/")), "{hits:?}");
+        assert_eq!(hits[0].key, b"b/07");
+    }
 }
 
 #[test]
@@ -262,10 +267,23 @@ fn lab_expected() -> Vec<Option<String>> {
 
 fn check_lab(db: &Db, expected: &[Option<String>]) {
     let mut found = 0;
+    let mut approx_found = 0;
     let mut asked = 0;
     for (i, want) in expected.iter().enumerate() {
         let query = lab_text(if i < 32 { i + 96 } else { i });
         let hits = db.search_knn(&query, 3).unwrap();
+        let approx = db.search_knn_hnsw(&query, 3).unwrap();
+        for hit in &approx {
+            let k: usize = String::from_utf8_lossy(&hit.key[3..]).parse().unwrap();
+            assert_eq!(
+                Some(hit.text.as_str()),
+                expected[k].as_deref(),
+                "HNSW: stale text"
+            );
+        }
+        if want.is_some() {
+            approx_found += usize::from(approx.iter().any(|h| h.key == key(i).as_bytes()));
+        }
         for hit in &hits {
             let k: usize = String::from_utf8_lossy(&hit.key[3..]).parse().unwrap();
             let want_k = expected[k].as_deref();
@@ -281,6 +299,10 @@ fn check_lab(db: &Db, expected: &[Option<String>]) {
         }
     }
     assert!(found * 100 >= asked * 85, "found {found} of {asked}");
+    assert!(
+        approx_found * 100 >= asked * 85,
+        "HNSW found {approx_found} of {asked}"
+    );
 }
 
 #[test]
@@ -289,9 +311,34 @@ fn lab_scenario_after_close() {
     let embedder = Arc::new(BagOfWords::default());
     let expected = {
         let db = open(dir.path(), &embedder);
-        lab_scenario(&db)
+        let expected = lab_scenario(&db);
+        db.wait_indexed().unwrap();
+        expected
     };
     let db = open(dir.path(), &embedder);
+    // A clean close checkpointed the graph: every live node is taken over, nothing is
+    // embedded or inserted again.
+    let r = db.index_recovery().unwrap();
+    assert_eq!(r.graph_nodes_reused, 64, "{r:?}");
+    assert_eq!(
+        (r.vectors_reinserted, r.texts_to_embed, r.graph_damaged),
+        (0, 0, false)
+    );
+    check_lab(&db, &expected);
+    drop(db);
+    // A damaged checkpoint is rebuilt from the stored vectors, not an error.
+    let graph = dir.path().join("vectors").join("GRAPH");
+    let mut bytes = std::fs::read(&graph).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&graph, &bytes).unwrap();
+    let db = open(dir.path(), &embedder);
+    let r = db.index_recovery().unwrap();
+    assert!(r.graph_damaged, "{r:?}");
+    assert_eq!(
+        (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed),
+        (0, 64, 0)
+    );
     check_lab(&db, &expected);
 }
 

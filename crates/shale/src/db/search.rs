@@ -8,7 +8,9 @@ use crate::batch::{self, WriteBatch};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::options::WriteOptions;
-use crate::vector::{text_hash, Change, SearchHit, SearchOptions, Semantic, SemanticOptions};
+use crate::vector::{
+    text_hash, Change, IndexRecovery, Method, SearchHit, SearchOptions, Semantic, SemanticOptions,
+};
 
 /// Open the index of `db` and reconcile it with the values `db` holds now.
 pub(super) fn open_semantic(db: &Db, opts: SemanticOptions) -> Result<Arc<Semantic>> {
@@ -73,32 +75,61 @@ impl Db {
     /// # Errors
     /// `InvalidArgument` if semantic search is off; `Embedding` if the model fails.
     pub fn search_knn(&self, query: &str, k: usize) -> Result<Vec<SearchHit>> {
-        self.search_text(query, k, &SearchOptions::default())
+        self.search_text(query, k, &SearchOptions::default(), true)
     }
 
-    /// [`Db::search_knn`] restricted to the keys `opts` admits.
+    /// [`Db::search_knn`] through the HNSW graph (approximate, with the graph's
+    /// `ef_search`): the same guarantees about deleted and replaced texts.
+    pub fn search_knn_hnsw(&self, query: &str, k: usize) -> Result<Vec<SearchHit>> {
+        self.search_text(query, k, &SearchOptions::default(), false)
+    }
+
+    /// Search by text among the keys `opts` admits; `exact` chooses brute force over
+    /// HNSW (a narrow key range is searched exactly either way).
     pub fn search_text(
         &self,
         query: &str,
         k: usize,
         opts: &SearchOptions,
+        exact: bool,
     ) -> Result<Vec<SearchHit>> {
         let vector = self.semantic()?.embed_query(query)?;
-        self.search_vector(&vector, k, opts)
+        let method = if exact {
+            Method::Exact
+        } else {
+            Method::Hnsw(opts.ef)
+        };
+        self.search_with(&vector, k, opts, method)
     }
 
-    /// The `k` indexed values nearest to `vector` (a unit vector of the model's
-    /// dimension) among the keys `opts` admits, by exact search.
+    /// The `k` indexed values nearest to `vector` (of the model's dimension) among the
+    /// keys `opts` admits, exactly or through HNSW.
     pub fn search_vector(
         &self,
         vector: &[f32],
         k: usize,
         opts: &SearchOptions,
+        exact: bool,
+    ) -> Result<Vec<SearchHit>> {
+        let method = if exact {
+            Method::Exact
+        } else {
+            Method::Hnsw(opts.ef)
+        };
+        self.search_with(vector, k, opts, method)
+    }
+
+    fn search_with(
+        &self,
+        vector: &[f32],
+        k: usize,
+        opts: &SearchOptions,
+        method: Method,
     ) -> Result<Vec<SearchHit>> {
         let semantic = self.semantic()?;
         let mut fetch = k;
         loop {
-            let candidates = semantic.search_exact(vector, fetch, opts)?;
+            let candidates = semantic.search(vector, fetch, opts, method)?;
             let exhausted = candidates.len() < fetch;
             let hits = self.verify(candidates, k)?;
             if hits.len() >= k || exhausted {
@@ -133,6 +164,17 @@ impl Db {
     /// Wait until every value written so far is embedded and in the index.
     pub fn wait_indexed(&self) -> Result<()> {
         self.semantic()?.wait_indexed()
+    }
+
+    /// Write the HNSW graph's checkpoint now (also done by `close`), so that the next open
+    /// after a crash takes the graph over instead of rebuilding it.
+    pub fn checkpoint_index(&self) -> Result<()> {
+        self.semantic()?.checkpoint()
+    }
+
+    /// How the last open found the semantic index (reused, reinserted, re-embedded).
+    pub fn index_recovery(&self) -> Result<IndexRecovery> {
+        Ok(self.semantic()?.recovery())
     }
 
     /// Values in the semantic index, once everything written so far is embedded.

@@ -16,9 +16,10 @@ use std::cmp::Ordering;
 mod semantic;
 
 pub use semantic::{
-    decode_vector, encode_vector, text_hash, SearchHit, SearchOptions, SemanticOptions,
+    decode_vector, encode_vector, text_hash, IndexRecovery, SearchHit, SearchOptions,
+    SemanticOptions,
 };
-pub(crate) use semantic::{Change, Semantic};
+pub(crate) use semantic::{Change, Method, Semantic};
 
 use crate::error::Result;
 

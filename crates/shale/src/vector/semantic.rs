@@ -28,15 +28,16 @@
 //! embedder runs with neither held.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::Embedder;
+use super::{Embedder, Hnsw, HnswParams, NodeId};
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, WritableFile};
 use crate::sync::lock;
 
 /// How a database with semantic search embeds and indexes its values.
@@ -49,6 +50,9 @@ pub struct SemanticOptions {
     /// Texts embedded per model call: larger batches use the model better, smaller ones
     /// make fresh writes searchable sooner. Default: 32.
     pub batch_size: usize,
+    /// The HNSW graph's parameters (`m`, `m_max`, `m_max0`, `ef_construction`,
+    /// `ef_search`, `ml`). Default: [`HnswParams::with_m`]`(16)`.
+    pub hnsw: HnswParams,
 }
 
 impl SemanticOptions {
@@ -58,6 +62,7 @@ impl SemanticOptions {
             embedder,
             embed_threads: 2,
             batch_size: 32,
+            hnsw: HnswParams::with_m(16),
         }
     }
 
@@ -74,6 +79,9 @@ impl SemanticOptions {
                 self.batch_size
             ));
         }
+        if let Err(Error::InvalidOptions(p)) = self.hnsw.validate() {
+            problems.extend(p);
+        }
         if !(1..=65_536).contains(&self.embedder.dim()) {
             problems.push(format!(
                 "the embedder's dimension {} must be between 1 and 65536",
@@ -89,6 +97,7 @@ impl std::fmt::Debug for SemanticOptions {
             .field("embedder", &self.embedder)
             .field("embed_threads", &self.embed_threads)
             .field("batch_size", &self.batch_size)
+            .field("hnsw", &self.hnsw)
             .finish()
     }
 }
@@ -109,6 +118,9 @@ pub struct SearchOptions {
     pub lower_bound: Option<Vec<u8>>,
     /// Only keys `< upper_bound`.
     pub upper_bound: Option<Vec<u8>>,
+    /// HNSW candidate list size (`None`: the graph's `ef_search`); larger is slower and
+    /// finds more of the true nearest neighbours.
+    pub ef: Option<usize>,
 }
 
 impl SearchOptions {
@@ -163,13 +175,13 @@ struct KeyState {
     node: Option<u32>,
 }
 
-/// The vectors and the key map.
-#[derive(Default)]
+/// The graph, the key of each of its nodes, and the key map.
 struct Index {
-    dim: usize,
-    /// Node `i`'s vector is `vectors[i * dim..(i + 1) * dim]`.
-    vectors: Vec<f32>,
-    /// Per node: its key, the hash of its text, and whether it is live.
+    /// Holds the vectors; exact search scans it, approximate search walks it.
+    graph: Hnsw,
+    /// Per node id: its key, the hash of its text, and whether it is live. Ids are never
+    /// reused while the process runs; a node replaced or deleted stays (dead) until the
+    /// graph is rebuilt.
     nodes: Vec<Node>,
     live: usize,
     keys: HashMap<Vec<u8>, KeyState>,
@@ -182,78 +194,92 @@ struct Node {
     live: bool,
 }
 
+/// What [`Index::apply`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Applied {
+    /// An older change than the index has: nothing done.
+    Stale,
+    /// The key's old node (if any) is dead and the key has none.
+    Deleted,
+    /// The key's vector goes under this new node id (the caller inserts it).
+    Put(u32),
+}
+
 impl Index {
-    fn vector(&self, node: u32) -> &[f32] {
-        let start = node as usize * self.dim;
-        self.vectors.get(start..start + self.dim).unwrap_or(&[])
+    fn new(dim: usize, params: HnswParams) -> Result<Index> {
+        Ok(Index {
+            graph: Hnsw::new(dim, params)?,
+            nodes: Vec::new(),
+            live: 0,
+            keys: HashMap::new(),
+        })
     }
 
-    /// Record `key`'s new state if `seq` is newer than what the index holds; returns
-    /// false (and changes nothing) for a stale change.
-    fn apply(&mut self, key: &[u8], seq: u64, new: Option<(u64, &[f32])>) -> bool {
+    /// Record `key`'s new state (`text_hash` for a put, `None` for a delete) if `seq` is
+    /// not older than what the index holds.
+    fn apply(&mut self, key: &[u8], seq: u64, text_hash: Option<u64>) -> Result<Applied> {
         if let Some(old) = self.keys.get(key) {
             if old.seq > seq {
-                return false;
+                return Ok(Applied::Stale);
             }
-            if let Some(node) = old.node.and_then(|n| self.nodes.get_mut(n as usize)) {
+            if let Some(id) = old.node {
+                self.kill(id);
+            }
+        }
+        let node = match text_hash {
+            Some(text_hash) => Some(self.push(key, text_hash)?),
+            None => None,
+        };
+        self.keys.insert(key.to_vec(), KeyState { seq, node });
+        Ok(node.map_or(Applied::Deleted, Applied::Put))
+    }
+
+    /// A new live node for `key`.
+    fn push(&mut self, key: &[u8], text_hash: u64) -> Result<u32> {
+        let id = u32::try_from(self.nodes.len())
+            .ok()
+            .filter(|&id| id < u32::MAX)
+            .ok_or_else(|| Error::invalid("the semantic index is full (2^32 - 1 nodes)"))?;
+        self.nodes.push(Node {
+            key: key.to_vec(),
+            text_hash,
+            live: true,
+        });
+        self.live += 1;
+        Ok(id)
+    }
+
+    /// Make node `id` dead, here and (if it is there yet) in the graph.
+    fn kill(&mut self, id: u32) {
+        if let Some(node) = self.nodes.get_mut(id as usize) {
+            if node.live {
                 node.live = false;
                 self.live -= 1;
             }
         }
-        let node = new.map(|(text_hash, vector)| {
-            let id = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
-            self.vectors.extend_from_slice(vector);
-            self.nodes.push(Node {
-                key: key.to_vec(),
-                text_hash,
-                live: true,
-            });
-            self.live += 1;
-            id
-        });
-        self.keys.insert(key.to_vec(), KeyState { seq, node });
-        true
+        // A node whose insert has not happened yet is tombstoned by its inserter, which
+        // checks liveness after inserting (see `Semantic::insert_vectors`).
+        let _ = self.graph.mark_deleted(NodeId(id));
     }
 
-    /// The `k` live nodes most similar to `query` among those `opts` admits.
-    fn exact(&self, query: &[f32], k: usize, opts: &SearchOptions) -> Vec<(u32, f32)> {
-        let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
-        for (id, node) in self.nodes.iter().enumerate() {
-            if !node.live || !opts.admits(&node.key) {
-                continue;
-            }
-            let id = u32::try_from(id).unwrap_or(u32::MAX);
-            let score = dot(query, self.vector(id));
-            if best.len() == k && best.last().is_some_and(|&(_, s)| s >= score) {
-                continue;
-            }
-            let at = best.partition_point(|&(_, s)| s >= score);
-            best.insert(at, (id, score));
-            best.truncate(k);
-        }
-        best
+    /// True if node `id` is live and its key within `opts`' bounds.
+    fn admits(&self, id: NodeId, opts: &SearchOptions) -> bool {
+        self.nodes
+            .get(id.0 as usize)
+            .is_some_and(|n| n.live && opts.admits(&n.key))
+    }
+
+    fn is_live(&self, id: u32) -> bool {
+        self.nodes.get(id as usize).is_some_and(|n| n.live)
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Four independent sums let the compiler vectorise without reassociating floats.
-    let mut acc = [0f32; 4];
-    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for ((a, xi), yi) in acc.iter_mut().zip(x).zip(y) {
-            *a += xi * yi;
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
-}
-
-/// The value the vector store keeps for a key: `text_hash:u64 dim:u32 f32[dim]`,
-/// little-endian (docs/format.md, section 8).
-pub fn encode_vector(text_hash: u64, vector: &[f32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + 4 * vector.len());
+/// The value the vector store keeps for a key: `text_hash:u64 node:u32 dim:u32
+/// f32[dim]`, little-endian (docs/format.md, section 8).
+pub fn encode_vector(text_hash: u64, node: u32, vector: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + 4 * vector.len());
     out.extend_from_slice(&text_hash.to_le_bytes());
+    out.extend_from_slice(&node.to_le_bytes());
     out.extend_from_slice(
         &u32::try_from(vector.len())
             .unwrap_or(u32::MAX)
@@ -265,11 +291,12 @@ pub fn encode_vector(text_hash: u64, vector: &[f32]) -> Vec<u8> {
     out
 }
 
-/// `(text_hash, vector)` of a store value, or `None` if it is malformed or of another
-/// dimension (then the text is simply embedded again).
-pub fn decode_vector(bytes: &[u8], dim: usize) -> Option<(u64, Vec<f32>)> {
+/// `(text_hash, node, vector)` of a store value, or `None` if it is malformed or of
+/// another dimension (then the text is simply embedded again).
+pub fn decode_vector(bytes: &[u8], dim: usize) -> Option<(u64, u32, Vec<f32>)> {
     let mut d = crate::codec::Decoder::new(bytes);
     let hash = d.u64("text hash").ok()?;
+    let node = d.u32("node").ok()?;
     let n = d.u32("dimension").ok()? as usize;
     if n != dim || d.remaining().len() != 4 * n {
         return None;
@@ -279,7 +306,7 @@ pub fn decode_vector(bytes: &[u8], dim: usize) -> Option<(u64, Vec<f32>)> {
         .chunks_exact(4)
         .map(|c| c.try_into().ok().map(f32::from_le_bytes))
         .collect::<Option<Vec<f32>>>()?;
-    Some((hash, vector))
+    Some((hash, node, vector))
 }
 
 /// The hash that ties a stored vector to the text it was embedded from: xxh3-64.
@@ -287,9 +314,49 @@ pub fn text_hash(text: &[u8]) -> u64 {
     xxh3_64(text)
 }
 
+/// True if `a` and `b` are the same vector up to the rounding of a renormalisation (the
+/// graph stores vectors scaled to unit length).
+fn same_vector(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5)
+}
+
+/// The graph checkpoint in the vector store's directory.
+const GRAPH_FILE: &str = "GRAPH";
+const GRAPH_TEMP: &str = "GRAPH.tmp";
+
+/// A filter narrower than this fraction of the live nodes (or than `EXACT_BELOW` nodes)
+/// is searched exactly: walking the graph would visit most of it anyway.
+const EXACT_FRACTION: f64 = 0.05;
+const EXACT_BELOW: usize = 2_000;
+
+/// Which search to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    Exact,
+    /// HNSW with this candidate list size (`None`: the graph's `ef_search`).
+    Hnsw(Option<usize>),
+}
+
+/// How the last open found the index, for stats and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexRecovery {
+    /// Nodes taken over from the graph checkpoint.
+    pub graph_nodes_reused: usize,
+    /// Stored vectors inserted into the graph again (no checkpoint, or newer than it).
+    pub vectors_reinserted: usize,
+    /// Values queued for embedding (no stored vector matched their text).
+    pub texts_to_embed: usize,
+    /// Stored vectors deleted because their key has no value any more.
+    pub orphans_deleted: usize,
+    /// True if a graph checkpoint existed but could not be read (it was rebuilt).
+    pub graph_damaged: bool,
+}
+
 /// The semantic index of one database.
 pub(crate) struct Semantic {
     opts: SemanticOptions,
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
     pending: Mutex<Pending>,
     /// Signalled when changes are queued, applied, or shutdown starts.
     cv: Condvar,
@@ -298,6 +365,15 @@ pub(crate) struct Semantic {
     store: crate::Db,
     workers: Mutex<Vec<JoinHandle<()>>>,
     closed: AtomicBool,
+    recovery: IndexRecovery,
+}
+
+fn read(index: &RwLock<Index>) -> RwLockReadGuard<'_, Index> {
+    index.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write(index: &RwLock<Index>) -> RwLockWriteGuard<'_, Index> {
+    index.write().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Semantic {
@@ -310,29 +386,35 @@ impl Semantic {
         values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
         seq: u64,
     ) -> Result<Arc<Semantic>> {
+        let store_dir = dir.join("vectors");
         let store_opts = crate::Options {
             semantic: None,
             write_buffer_size: db_opts.write_buffer_size.min(16 << 20),
             ..db_opts.clone()
         };
-        let store = crate::Db::open(dir.join("vectors"), store_opts)?;
-        let dim = opts.embedder.dim();
-        let semantic = Arc::new(Semantic {
+        let store = crate::Db::open(&store_dir, store_opts)?;
+        let fs = Arc::clone(&db_opts.fs);
+        let (index, graph_damaged) = load_graph(fs.as_ref(), &store_dir, &opts)?;
+        let mut semantic = Semantic {
             opts,
+            fs,
+            dir: store_dir,
             pending: Mutex::new(Pending {
                 next_ticket: 1,
                 ..Pending::default()
             }),
             cv: Condvar::new(),
-            index: RwLock::new(Index {
-                dim,
-                ..Index::default()
-            }),
+            index: RwLock::new(index),
             store,
             workers: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
-        });
+            recovery: IndexRecovery {
+                graph_damaged,
+                ..IndexRecovery::default()
+            },
+        };
         semantic.reconcile(values, seq)?;
+        let semantic = Arc::new(semantic);
         let mut workers = Vec::new();
         for i in 0..semantic.opts.embed_threads {
             let s = Arc::clone(&semantic);
@@ -346,16 +428,23 @@ impl Semantic {
         Ok(semantic)
     }
 
-    /// Merge the database's values with the stored vectors: reuse matching vectors, queue
-    /// the rest for embedding, delete vectors whose value is gone.
+    /// Merge the database's values with the stored vectors and the graph checkpoint:
+    /// take over checkpointed nodes whose vector is still current, insert other current
+    /// stored vectors, queue the remaining values for embedding, and delete stored vectors
+    /// whose value is gone.
     fn reconcile(
-        &self,
+        &mut self,
         values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
         seq: u64,
     ) -> Result<()> {
         let mut stored = self.store.range::<&[u8]>(..)?.peekable();
-        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
-        let dim = index.dim;
+        let index = self.index.get_mut().unwrap_or_else(|e| e.into_inner());
+        let dim = index.graph.dim();
+        // Node ids the checkpoint holds; the ones no current value claims are tombstoned.
+        let checkpointed = usize::try_from(index.graph.id_bound()).unwrap_or(usize::MAX);
+        let mut claimed = vec![false; checkpointed];
+        let mut claims: Vec<(u32, Vec<u8>, u64)> = Vec::new();
+        let mut reinsert: Vec<(Vec<u8>, u64, Vec<f32>)> = Vec::new();
         let mut to_embed = Vec::new();
         let mut orphans = Vec::new();
         for pair in values {
@@ -373,17 +462,30 @@ impl Semantic {
                 continue;
             };
             let hash = text_hash(text.as_bytes());
-            let reusable = match stored.peek() {
+            let current = match stored.peek() {
                 Some(Ok((skey, svalue))) if *skey == key => {
-                    let found = decode_vector(svalue, dim).filter(|(h, _)| *h == hash);
+                    let found = decode_vector(svalue, dim).filter(|(h, _, _)| *h == hash);
                     stored.next();
                     found
                 }
                 _ => None,
             };
-            match reusable {
-                Some((h, vector)) => {
-                    index.apply(&key, seq, Some((h, &vector)));
+            match current {
+                Some((hash, node, vector)) => {
+                    let in_graph = claimed.get(node as usize) == Some(&false)
+                        && !index.graph.is_deleted(NodeId(node))
+                        && index
+                            .graph
+                            .vector(NodeId(node))
+                            .is_some_and(|g| same_vector(g, &vector));
+                    if in_graph {
+                        if let Some(c) = claimed.get_mut(node as usize) {
+                            *c = true;
+                        }
+                        claims.push((node, key, hash));
+                    } else {
+                        reinsert.push((key, hash, vector));
+                    }
                 }
                 None => to_embed.push(Change {
                     key,
@@ -395,14 +497,69 @@ impl Semantic {
         for rest in stored {
             orphans.push(rest?.0);
         }
-        drop(index);
-        if !orphans.is_empty() {
-            let mut batch = crate::WriteBatch::new();
-            for key in orphans {
-                batch.delete(key);
+        // Checkpointed nodes keep their ids: lay out `nodes` to match, the unclaimed dead.
+        index.nodes = (0..checkpointed)
+            .map(|_| Node {
+                key: Vec::new(),
+                text_hash: 0,
+                live: false,
+            })
+            .collect();
+        for (id, claim) in claimed.iter().enumerate() {
+            if !claim {
+                let _ = index
+                    .graph
+                    .mark_deleted(NodeId(u32::try_from(id).unwrap_or(u32::MAX)));
             }
-            self.store.write(batch, crate::WriteOptions::default())?;
         }
+        self.recovery.graph_nodes_reused = claims.len();
+        for (node, key, text_hash) in claims {
+            if let Some(slot) = index.nodes.get_mut(node as usize) {
+                *slot = Node {
+                    key: key.clone(),
+                    text_hash,
+                    live: true,
+                };
+                index.live += 1;
+                index.keys.insert(
+                    key,
+                    KeyState {
+                        seq,
+                        node: Some(node),
+                    },
+                );
+            }
+        }
+        // Current vectors the checkpoint lacks: new nodes, inserted by parallel threads.
+        self.recovery.vectors_reinserted = reinsert.len();
+        let mut ids = Vec::with_capacity(reinsert.len());
+        let mut fix = crate::WriteBatch::new();
+        for (key, hash, vector) in &reinsert {
+            if let Applied::Put(id) = index.apply(key, seq, Some(*hash))? {
+                ids.push(NodeId(id));
+                // The stored node id changes: record the new one.
+                fix.put(key, encode_vector(*hash, id, vector));
+            }
+        }
+        let by_id: HashMap<u32, &[f32]> = ids
+            .iter()
+            .zip(&reinsert)
+            .map(|(id, (_, _, v))| (id.0, v.as_slice()))
+            .collect();
+        index.graph.insert_all(
+            &ids,
+            |id| by_id.get(&id.0).copied(),
+            self.opts.embed_threads.max(1),
+        )?;
+        for key in &orphans {
+            fix.delete(key);
+        }
+        self.recovery.orphans_deleted = orphans.len();
+        self.recovery.texts_to_embed = to_embed.len();
+        if index.graph.needs_reclaim() {
+            index.graph = index.graph.rebuilt(self.opts.embed_threads.max(1))?;
+        }
+        self.store.write(fix, crate::WriteOptions::default())?;
         self.enqueue(to_embed);
         Ok(())
     }
@@ -468,6 +625,9 @@ impl Semantic {
         }
     }
 
+    /// Embed the texts of `changes` (no lock held), record them in the index and the
+    /// store (index write lock: a few map updates), then insert the vectors into the graph
+    /// (index read lock: other workers insert at the same time).
     fn embed_and_apply(&self, changes: &[Change]) -> Result<()> {
         let texts: Vec<&str> = changes.iter().filter_map(|c| c.text.as_deref()).collect();
         let vectors = if texts.is_empty() {
@@ -484,53 +644,104 @@ impl Semantic {
             )));
         }
         let mut vectors = vectors.into_iter();
+        let mut inserts: Vec<(u32, Vec<f32>)> = Vec::new();
         let mut batch = crate::WriteBatch::new();
-        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
-        for change in changes {
-            match &change.text {
-                Some(text) => {
-                    let Some(vector) = vectors.next() else { break };
-                    let hash = text_hash(text.as_bytes());
-                    if index.apply(&change.key, change.seq, Some((hash, &vector))) {
-                        batch.put(&change.key, encode_vector(hash, &vector));
+        {
+            let mut index = write(&self.index);
+            for change in changes {
+                match &change.text {
+                    Some(text) => {
+                        let Some(vector) = vectors.next() else { break };
+                        let hash = text_hash(text.as_bytes());
+                        if let Applied::Put(id) =
+                            index.apply(&change.key, change.seq, Some(hash))?
+                        {
+                            batch.put(&change.key, encode_vector(hash, id, &vector));
+                            inserts.push((id, vector));
+                        }
                     }
-                }
-                None => {
-                    if index.apply(&change.key, change.seq, None) {
-                        batch.delete(&change.key);
+                    None => {
+                        if index.apply(&change.key, change.seq, None)? == Applied::Deleted {
+                            batch.delete(&change.key);
+                        }
                     }
                 }
             }
+            // Under the write lock, so the store sees a key's changes in the order the
+            // index applied them.
+            self.store.write(batch, crate::WriteOptions::default())?;
         }
-        // Written under the index lock, so the store sees a key's changes in the order
-        // the index applied them.
-        let written = self.store.write(batch, crate::WriteOptions::default());
-        drop(index);
-        written
+        self.insert_vectors(&inserts)?;
+        let reclaim = read(&self.index).graph.needs_reclaim();
+        if reclaim {
+            let mut index = write(&self.index);
+            if index.graph.needs_reclaim() {
+                index.graph = index.graph.rebuilt(self.opts.embed_threads.max(1))?;
+            }
+        }
+        Ok(())
     }
 
-    /// The `k` nearest live vectors to `query` (exact): `(key, text hash, score)`.
-    pub fn search_exact(
+    /// Insert vectors under ids `apply` handed out. A node that a newer change killed
+    /// before its insert is tombstoned right after it.
+    fn insert_vectors(&self, inserts: &[(u32, Vec<f32>)]) -> Result<()> {
+        let index = read(&self.index);
+        for (id, vector) in inserts {
+            index.graph.insert(NodeId(*id), vector)?;
+            if !index.is_live(*id) {
+                let _ = index.graph.mark_deleted(NodeId(*id));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `k` nearest live vectors to `query` among the keys `opts` admits:
+    /// `(key, text hash, score)`, best first.
+    pub fn search(
         &self,
         query: &[f32],
         k: usize,
         opts: &SearchOptions,
+        method: Method,
     ) -> Result<Vec<(Vec<u8>, u64, f32)>> {
         self.catch_up()?;
-        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
-        if query.len() != index.dim {
+        let index = read(&self.index);
+        if query.len() != index.graph.dim() {
             return Err(Error::invalid(format!(
                 "query vector has {} dimensions, the index {}",
                 query.len(),
-                index.dim
+                index.graph.dim()
             )));
         }
-        Ok(index
-            .exact(query, k, opts)
+        let filter = |id: NodeId| index.admits(id, opts);
+        let bounded = opts.lower_bound.is_some() || opts.upper_bound.is_some();
+        let method = match method {
+            Method::Hnsw(ef) if bounded => {
+                // A narrow range is cheaper (and exact) to scan than to walk the graph for.
+                let admitted = index
+                    .nodes
+                    .iter()
+                    .filter(|n| n.live && opts.admits(&n.key))
+                    .count();
+                let narrow = admitted < EXACT_BELOW
+                    || (admitted as f64) < EXACT_FRACTION * index.live as f64;
+                if narrow {
+                    Method::Exact
+                } else {
+                    Method::Hnsw(ef)
+                }
+            }
+            m => m,
+        };
+        let found = match method {
+            Method::Exact => index.graph.exact_search(query, k, Some(&filter))?,
+            Method::Hnsw(ef) => index.graph.search(query, k, ef, Some(&filter))?,
+        };
+        Ok(found
             .into_iter()
-            .filter_map(|(id, score)| {
-                let node = index.nodes.get(id as usize)?;
-                Some((node.key.clone(), node.text_hash, score))
+            .filter_map(|n| {
+                let node = index.nodes.get(n.id.0 as usize)?;
+                Some((node.key.clone(), node.text_hash, n.score))
             })
             .collect())
     }
@@ -547,12 +758,39 @@ impl Semantic {
     /// Live vectors in the index (after everything queued so far is applied).
     pub fn len(&self) -> Result<usize> {
         self.catch_up()?;
-        Ok(self.index.read().unwrap_or_else(|e| e.into_inner()).live)
+        Ok(read(&self.index).live)
     }
 
-    /// Stop the workers once their current batches are applied and close the vector
-    /// store. Changes still queued are not lost: they are in the key-value data, and the
-    /// next open embeds every value that has no matching vector.
+    /// How the last open found the index.
+    pub fn recovery(&self) -> IndexRecovery {
+        self.recovery
+    }
+
+    /// Write the graph to its checkpoint file: a temporary file, synced, renamed over the
+    /// old one, and the directory synced, so a crash leaves one whole checkpoint or the
+    /// previous one. Inserts wait meanwhile; searches go on.
+    pub fn checkpoint(&self) -> Result<()> {
+        let index = read(&self.index);
+        let temp = self.dir.join(GRAPH_TEMP);
+        let mut file = self.fs.create(&temp)?;
+        let mut out = WriteAdapter {
+            file: &mut *file,
+            error: None,
+        };
+        let written = index.graph.write_to(&mut out);
+        if let Some(e) = out.error.take() {
+            return Err(e);
+        }
+        written.map_err(|e| Error::io("write", &temp, e))?;
+        file.sync()?;
+        drop(file);
+        self.fs.rename(&temp, &self.dir.join(GRAPH_FILE))?;
+        self.fs.sync_dir(&self.dir)
+    }
+
+    /// Stop the workers once their current batches are applied, checkpoint the graph and
+    /// close the vector store. Changes still queued are not lost: they are in the
+    /// key-value data, and the next open embeds every value that has no matching vector.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -562,13 +800,64 @@ impl Semantic {
         for handle in std::mem::take(&mut *lock(&self.workers)) {
             let _ = handle.join();
         }
-        self.store.close()
+        let checkpoint = self.checkpoint();
+        checkpoint.and(self.store.close())
     }
 
     /// Wait until everything queued so far is embedded and applied (a bulk load can call
     /// this before closing, so that the next open has nothing to embed).
     pub fn wait_indexed(&self) -> Result<()> {
         self.catch_up()
+    }
+}
+
+/// The graph checkpoint of `dir`, or an empty graph if there is none or it is damaged
+/// (then `true`: the index is rebuilt from the stored vectors, which are the truth).
+fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &SemanticOptions) -> Result<(Index, bool)> {
+    let dim = opts.embedder.dim();
+    let path = dir.join(GRAPH_FILE);
+    let fresh = || Index::new(dim, opts.hnsw);
+    if !fs.exists(&path) {
+        return Ok((fresh()?, false));
+    }
+    let loaded = fs
+        .read_all(&path)
+        .and_then(|bytes| Hnsw::read_from(&bytes, &path));
+    match loaded {
+        Ok(graph) if graph.dim() == dim && *graph.params() == opts.hnsw => Ok((
+            Index {
+                graph,
+                nodes: Vec::new(),
+                live: 0,
+                keys: HashMap::new(),
+            },
+            false,
+        )),
+        // Other parameters or another model: rebuild, not an error.
+        Ok(_) => Ok((fresh()?, false)),
+        Err(_) => Ok((fresh()?, true)),
+    }
+}
+
+/// `std::io::Write` over a [`WritableFile`], keeping the engine's error.
+struct WriteAdapter<'a> {
+    file: &'a mut dyn WritableFile,
+    error: Option<Error>,
+}
+
+impl std::io::Write for WriteAdapter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.file.append(buf) {
+            Ok(()) => Ok(buf.len()),
+            Err(e) => {
+                self.error = Some(e);
+                Err(std::io::Error::other("append failed"))
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -579,52 +868,25 @@ mod tests {
     #[test]
     fn vectors_round_trip_and_reject_other_dimensions() {
         let v = [0.5f32, -0.25, 1.0];
-        let bytes = encode_vector(42, &v);
-        assert_eq!(decode_vector(&bytes, 3), Some((42, v.to_vec())));
+        let bytes = encode_vector(42, 7, &v);
+        assert_eq!(decode_vector(&bytes, 3), Some((42, 7, v.to_vec())));
         assert_eq!(decode_vector(&bytes, 4), None);
         assert_eq!(decode_vector(&bytes[..bytes.len() - 1], 3), None);
     }
 
     #[test]
     fn stale_changes_are_ignored() {
-        let mut index = Index {
-            dim: 2,
-            ..Index::default()
-        };
-        assert!(index.apply(b"k", 5, Some((1, &[1.0, 0.0]))));
-        assert!(!index.apply(b"k", 4, None), "an older delete must not win");
+        let mut index = Index::new(2, HnswParams::with_m(4)).unwrap();
+        assert_eq!(index.apply(b"k", 5, Some(1)).unwrap(), Applied::Put(0));
+        assert_eq!(
+            index.apply(b"k", 4, None).unwrap(),
+            Applied::Stale,
+            "an older delete must not win"
+        );
         assert_eq!(index.live, 1);
-        assert!(index.apply(b"k", 6, None));
+        assert_eq!(index.apply(b"k", 6, None).unwrap(), Applied::Deleted);
         assert_eq!(index.live, 0);
-        assert!(!index.apply(b"k", 5, Some((1, &[1.0, 0.0]))));
+        assert_eq!(index.apply(b"k", 5, Some(1)).unwrap(), Applied::Stale);
         assert_eq!(index.live, 0);
-    }
-
-    #[test]
-    fn exact_search_orders_by_score_and_respects_bounds() {
-        let mut index = Index {
-            dim: 2,
-            ..Index::default()
-        };
-        index.apply(b"a", 1, Some((0, &[1.0, 0.0])));
-        index.apply(b"b", 1, Some((0, &[0.6, 0.8])));
-        index.apply(b"c", 1, Some((0, &[0.0, 1.0])));
-        let all = SearchOptions::default();
-        let got: Vec<u32> = index
-            .exact(&[1.0, 0.0], 2, &all)
-            .iter()
-            .map(|h| h.0)
-            .collect();
-        assert_eq!(got, vec![0, 1]);
-        let from_b = SearchOptions {
-            lower_bound: Some(b"b".to_vec()),
-            ..SearchOptions::default()
-        };
-        let got: Vec<u32> = index
-            .exact(&[1.0, 0.0], 5, &from_b)
-            .iter()
-            .map(|h| h.0)
-            .collect();
-        assert_eq!(got, vec![1, 2]);
     }
 }
