@@ -86,7 +86,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// Bytes from hex; `Err` names the problem.
 pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return Err(format!("hex of odd length {}", text.len()));
     }
     text.as_bytes()

@@ -161,7 +161,7 @@ pub fn export(cli: &Cli, stdout: &mut impl Write, args: &ExportArgs) -> Result<(
         }
         keys += 1;
         bytes += (key.len() + value.len()) as u64;
-        if keys % 4096 == 0 {
+        if keys.is_multiple_of(4096) {
             bar.set_position(keys);
         }
     }
