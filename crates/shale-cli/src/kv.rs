@@ -146,7 +146,7 @@ pub fn export(cli: &Cli, stdout: &mut impl Write, args: &ExportArgs) -> Result<(
         None => None,
     };
     let bar = indicatif::ProgressBar::new_spinner().with_style(
-        indicatif::ProgressStyle::with_template("{spinner} {human_pos} keys exported ({per_sec})")
+        indicatif::ProgressStyle::with_template("{spinner} {human_pos} keys exported, {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
     let start = Instant::now();
