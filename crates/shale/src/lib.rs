@@ -22,6 +22,7 @@ pub mod rate_limit;
 pub mod sst;
 mod sync;
 mod table_cache;
+pub mod tools;
 pub mod vector;
 pub mod version;
 pub mod wal;

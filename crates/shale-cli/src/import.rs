@@ -1,0 +1,142 @@
+//! `import`: bulk load a file in write batches, with a progress bar and a closing
+//! throughput line.
+//!
+//! Batches are cut at `--batch-bytes` (default 1 MiB): big enough that the per-write costs
+//! (WAL record, group commit) vanish, small enough that one batch never approaches the
+//! memtable size. Each batch is atomic; the import as a whole is not: if it fails half way,
+//! the batches before the failing line are in the database.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use shale::{WriteBatch, WriteOptions};
+
+use crate::error::{CliError, Result};
+use crate::escape::{json_field, unescape};
+use crate::{Cli, Format};
+
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    /// The input file; "-" reads stdin.
+    file: PathBuf,
+    #[arg(long, value_enum)]
+    format: Format,
+    /// With --format lines: key = this prefix followed by the 1-based line number,
+    /// zero-padded to 10 digits (so keys sort in line order). Default: no prefix.
+    #[arg(long, value_name = "P", default_value = "")]
+    key_prefix: String,
+    /// Bytes per write batch.
+    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    batch_bytes: usize,
+}
+
+/// One parsed input line: `None` for a line to skip (blank tsv or jsonl lines).
+type Pair = Option<(Vec<u8>, Vec<u8>)>;
+
+fn parse_line(args: &ImportArgs, number: u64, line: &[u8]) -> Result<Pair, String> {
+    match args.format {
+        Format::Lines => {
+            let mut key = args.key_prefix.as_bytes().to_vec();
+            key.extend_from_slice(format!("{number:010}").as_bytes());
+            Ok(Some((key, line.to_vec())))
+        }
+        Format::Tsv => {
+            if line.is_empty() {
+                return Ok(None);
+            }
+            let text = std::str::from_utf8(line).map_err(|e| {
+                format!("not UTF-8 at byte {} (use \\xNN escapes)", e.valid_up_to())
+            })?;
+            let (key, value) = text
+                .split_once('\t')
+                .ok_or("no tab between key and value")?;
+            if value.contains('\t') {
+                return Err("more than one tab (escape tabs in values as \\t)".into());
+            }
+            Ok(Some((
+                unescape(key).map_err(|e| format!("key: {e}"))?,
+                unescape(value).map_err(|e| format!("value: {e}"))?,
+            )))
+        }
+        Format::Jsonl => {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                return Ok(None);
+            }
+            let value: serde_json::Value =
+                serde_json::from_slice(line).map_err(|e| format!("bad JSON: {e}"))?;
+            let obj = value.as_object().ok_or("not a JSON object")?;
+            Ok(Some((json_field(obj, "key")?, json_field(obj, "value")?)))
+        }
+    }
+}
+
+pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
+    let (input, total): (Box<dyn Read>, Option<u64>) = if args.file.as_os_str() == "-" {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let file = std::fs::File::open(&args.file).map_err(|e| CliError::io(&args.file, e))?;
+        let len = file.metadata().ok().map(|m| m.len());
+        (Box::new(file), len)
+    };
+    let batch_bytes = args.batch_bytes.max(1);
+    let db = cli.open(true, false)?;
+
+    let bar = match total {
+        Some(len) => indicatif::ProgressBar::new(len).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        ),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    let start = Instant::now();
+    let (mut keys, mut bytes, mut read) = (0u64, 0u64, 0u64);
+    let mut batch = WriteBatch::new();
+    let mut reader = BufReader::with_capacity(1 << 20, input);
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| CliError::io(&args.file, e))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        read += n as u64;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
+        let pair = parse_line(args, number, &line).map_err(|reason| CliError::Input {
+            path: args.file.clone(),
+            line: number,
+            reason,
+        })?;
+        if let Some((key, value)) = pair {
+            bytes += (key.len() + value.len()) as u64;
+            keys += 1;
+            batch.put(key, value);
+        }
+        if batch.approximate_size() >= batch_bytes {
+            db.write(std::mem::take(&mut batch), WriteOptions::default())?;
+            bar.set_position(read);
+        }
+    }
+    if !batch.is_empty() {
+        db.write(batch, WriteOptions::default())?;
+    }
+    bar.finish_and_clear();
+    if cli.semantic {
+        eprintln!("waiting for the semantic index to embed the new values...");
+        db.wait_indexed()?;
+    }
+    db.close()?;
+    eprintln!("{}", crate::kv::throughput("imported", keys, bytes, start));
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! The key-value commands: put, get, del, scan, export.
+
+use std::io::Write;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::error::{CliError, Result};
+use crate::escape::{escape, json_bytes};
+use crate::{Cli, Format};
+
+#[derive(clap::Args, Debug)]
+pub struct ScanArgs {
+    /// First key (inclusive).
+    #[arg(long, value_name = "A")]
+    from: Option<String>,
+    /// End key (exclusive).
+    #[arg(long, value_name = "B")]
+    to: Option<String>,
+    /// Only keys starting with P (combines with --from and --to).
+    #[arg(long, value_name = "P")]
+    prefix: Option<String>,
+    /// Descending key order.
+    #[arg(long)]
+    reverse: bool,
+    /// Print at most N pairs.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// One JSON object per line instead of key<TAB>value.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    #[arg(long, value_enum, default_value_t = Format::Tsv)]
+    format: Format,
+    /// Write to FILE instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+pub fn put(cli: &Cli, key: &str, value: &str) -> Result<()> {
+    let (key, value) = (cli.bytes(key)?, cli.bytes(value)?);
+    let db = cli.open(true, false)?;
+    db.put(key, value)?;
+    Ok(db.close()?)
+}
+
+pub fn get(cli: &Cli, out: &mut impl Write, key: &str, raw: bool) -> Result<()> {
+    let key = cli.bytes(key)?;
+    let db = cli.open(false, false)?;
+    let Some(value) = db.get(&key)? else {
+        return Err(CliError::NotFound(escape(&key)));
+    };
+    if raw {
+        out.write_all(&value)
+    } else {
+        writeln!(out, "{}", escape(&value))
+    }
+    .map_err(CliError::Stdout)
+}
+
+pub fn del(cli: &Cli, key: &str) -> Result<()> {
+    let key = cli.bytes(key)?;
+    let db = cli.open(true, false)?;
+    db.delete(key)?;
+    Ok(db.close()?)
+}
+
+/// The smallest key greater than every key that starts with `prefix` (`None`: no bound).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if let Some(next) = last.checked_add(1) {
+            end.push(next);
+            return Some(end);
+        }
+    }
+    None
+}
+
+pub fn scan(cli: &Cli, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
+    let arg = |a: &Option<String>| a.as_deref().map(|s| cli.bytes(s)).transpose();
+    let (from, to, prefix) = (arg(&args.from)?, arg(&args.to)?, arg(&args.prefix)?);
+    // The tighter of each pair of bounds.
+    let lower = match (from, prefix.clone()) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let upper = match (to, prefix.as_deref().and_then(prefix_end)) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let db = cli.open(false, false)?;
+    if let (Some(lo), Some(hi)) = (&lower, &upper) {
+        if lo >= hi {
+            return Ok(()); // An empty range.
+        }
+    }
+    let range = (
+        lower.map_or(Bound::Unbounded, Bound::Included),
+        upper.map_or(Bound::Unbounded, Bound::Excluded),
+    );
+    let mut pairs = db.range(range)?;
+    if args.reverse {
+        pairs = pairs.rev();
+    }
+    for pair in pairs.take(args.limit.unwrap_or(usize::MAX)) {
+        let (key, value) = pair?;
+        write_pair(out, &key, &value, args.json).map_err(CliError::Stdout)?;
+    }
+    Ok(())
+}
+
+/// One pair as `key<TAB>value` (escaped) or a JSON line.
+fn write_pair(out: &mut impl Write, key: &[u8], value: &[u8], json: bool) -> std::io::Result<()> {
+    if json {
+        let mut obj = serde_json::Map::new();
+        json_bytes(&mut obj, "key", key);
+        json_bytes(&mut obj, "value", value);
+        writeln!(out, "{}", serde_json::Value::Object(obj))
+    } else {
+        writeln!(out, "{}\t{}", escape(key), escape(value))
+    }
+}
+
+pub fn export(cli: &Cli, stdout: &mut impl Write, args: &ExportArgs) -> Result<()> {
+    let json = match args.format {
+        Format::Tsv => false,
+        Format::Jsonl => true,
+        Format::Lines => {
+            return Err(CliError::Usage(
+                "export supports --format tsv or jsonl (lines would lose the keys)".into(),
+            ))
+        }
+    };
+    let db = cli.open(false, false)?;
+    let mut file = match &args.output {
+        Some(path) => Some((
+            std::io::BufWriter::new(
+                std::fs::File::create(path).map_err(|e| CliError::io(path, e))?,
+            ),
+            path,
+        )),
+        None => None,
+    };
+    let bar = indicatif::ProgressBar::new_spinner().with_style(
+        indicatif::ProgressStyle::with_template("{spinner} {human_pos} keys exported, {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let start = Instant::now();
+    let (mut keys, mut bytes) = (0u64, 0u64);
+    for pair in db.range::<&[u8]>(..)? {
+        let (key, value) = pair?;
+        match &mut file {
+            Some((w, path)) => {
+                write_pair(w, &key, &value, json).map_err(|e| CliError::io(path.as_path(), e))?
+            }
+            None => write_pair(stdout, &key, &value, json).map_err(CliError::Stdout)?,
+        }
+        keys += 1;
+        bytes += (key.len() + value.len()) as u64;
+        if keys.is_multiple_of(4096) {
+            bar.set_position(keys);
+        }
+    }
+    if let Some((mut w, path)) = file {
+        w.flush().map_err(|e| CliError::io(path.as_path(), e))?;
+    }
+    bar.finish_and_clear();
+    eprintln!("{}", throughput("exported", keys, bytes, start));
+    Ok(())
+}
+
+/// The closing line of import and export: counts and rates.
+pub fn throughput(verb: &str, keys: u64, bytes: u64, start: Instant) -> String {
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    let mb = bytes as f64 / 1e6;
+    format!(
+        "{verb} {keys} keys ({mb:.1} MB) in {secs:.2} s: {:.0} keys/s, {:.1} MB/s",
+        keys as f64 / secs,
+        mb / secs
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_skips_trailing_ff() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+}

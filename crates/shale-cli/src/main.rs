@@ -1,0 +1,208 @@
+//! `shale`: a thin command-line shell over the Shale library, in the spirit of LevelDB's
+//! `leveldbutil` and RocksDB's `ldb`. Every command is a few library calls; the only logic
+//! here is parsing arguments and formatting output.
+//!
+//! - `kv.rs`: put, get, del, scan, export, flush, compact
+//! - `import.rs`: bulk load in write batches, with a progress bar
+//! - `search.rs` and `embedder.rs`: semantic search, and which model the CLI uses
+//! - `stats.rs`: the tree's shape and the engine's counters
+//! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify`
+//! - `escape.rs`: the text form of keys and values; `error.rs`: errors and exit codes
+//!
+//! Exit codes: 0 success, 1 a negative answer (missing key, damage found by `verify`),
+//! 2 an error (bad usage, I/O, corruption), with one line on stderr.
+
+// Arguments and bytes from disk never reach an unchecked unwrap.
+#![deny(clippy::unwrap_used)]
+
+mod dump;
+mod embedder;
+mod error;
+mod escape;
+mod import;
+mod kv;
+mod search;
+mod stats;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use error::{CliError, Result};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "shale",
+    version,
+    about = "Command-line tool for Shale databases",
+    after_help = "Exit status: 0 success, 1 missing key or damage found by verify, 2 error."
+)]
+pub struct Cli {
+    /// The database directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    db: Option<PathBuf>,
+
+    /// Read KEY, VALUE, --from, --to and --prefix with the escapes scan prints
+    /// (\\ \t \n \r \xNN), so binary keys can be typed and scan output pasted back.
+    #[arg(long, short = 'e', global = true)]
+    escaped: bool,
+
+    /// Open the database with the semantic index on, so writes (put, import) are embedded
+    /// and indexed. `search` turns it on by itself.
+    #[arg(long, global = true)]
+    semantic: bool,
+
+    /// The embedding model for --semantic and search. `hash` is a word-hashing stand-in
+    /// with no model files: it matches shared words, not meanings.
+    #[arg(long, global = true, value_enum, default_value_t = embedder::EmbedderKind::Minilm)]
+    embedder: embedder::EmbedderKind,
+
+    /// Print the per-stage timings (perf context) of this command's reads and writes on
+    /// stderr when it ends.
+    #[arg(long, global = true)]
+    perf: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Set KEY to VALUE.
+    Put { key: String, value: String },
+    /// Print the value of KEY (escaped); exit 1 if it is missing.
+    Get {
+        key: String,
+        /// Write the value's bytes exactly, with no escaping and no newline.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Delete KEY (deleting a missing key is not an error).
+    Del { key: String },
+    /// Print key<TAB>value lines in key order, escaped.
+    Scan(kv::ScanArgs),
+    /// Load key-value pairs from FILE ("-" for stdin).
+    Import(import::ImportArgs),
+    /// Write every key-value pair to stdout (or --output).
+    Export(kv::ExportArgs),
+    /// Semantic search: the K values closest in meaning to TEXT.
+    Search(search::SearchArgs),
+    /// The tree's shape (levels, files, sizes, amplification) and engine counters.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the memtable to an SSTable.
+    Flush,
+    /// Compact the whole key range down the levels (flushes first).
+    Compact,
+    /// Check every checksum of every SSTable, WAL and the MANIFEST without opening the
+    /// database; exit 1 if anything is damaged.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an SSTable: properties, index entries and every entry.
+    DumpSst {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a WAL: every record (write batch) and its puts and deletes.
+    DumpWal {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print every version edit of a MANIFEST (default: the live one, named by CURRENT).
+    DumpManifest {
+        file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Output formats of `import` and `export`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One value per line; keys are line numbers (see --key-prefix). Import only.
+    Lines,
+    /// key<TAB>value, both escaped.
+    Tsv,
+    /// {"key": .., "value": ..} per line (`key_hex`/`value_hex` for non-UTF-8 bytes).
+    Jsonl,
+}
+
+impl Cli {
+    /// The database directory, required by every command that opens one.
+    fn db_dir(&self) -> Result<&Path> {
+        self.db
+            .as_deref()
+            .ok_or_else(|| CliError::Usage("this command needs --db DIR".into()))
+    }
+
+    /// A command-line key or value as bytes (`--escaped` decides how).
+    fn bytes(&self, arg: &str) -> Result<Vec<u8>> {
+        if self.escaped {
+            escape::unescape(arg).map_err(|e| CliError::Usage(format!("{arg:?}: {e}")))
+        } else {
+            Ok(arg.as_bytes().to_vec())
+        }
+    }
+
+    /// Open the database. Only commands that write may create it, so a mistyped `--db`
+    /// on a read is an error, not a new empty database.
+    fn open(&self, create: bool, semantic: bool) -> Result<shale::Db> {
+        let dir = self.db_dir()?;
+        let mut opts = shale::Options {
+            create_if_missing: create,
+            ..shale::Options::default()
+        };
+        if semantic || self.semantic {
+            let model = embedder::make(self.embedder)?;
+            opts.semantic = Some(shale::vector::SemanticOptions::new(model));
+        }
+        Ok(shale::Db::open(dir, opts)?)
+    }
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    let out = &mut std::io::BufWriter::new(std::io::stdout().lock());
+    match &cli.command {
+        Command::Put { key, value } => kv::put(cli, key, value),
+        Command::Get { key, raw } => kv::get(cli, out, key, *raw),
+        Command::Del { key } => kv::del(cli, key),
+        Command::Scan(args) => kv::scan(cli, out, args),
+        Command::Import(args) => import::run(cli, args),
+        Command::Export(args) => kv::export(cli, out, args),
+        Command::Search(args) => search::run(cli, out, args),
+        Command::Stats { json } => stats::run(cli, out, *json),
+        Command::Flush => Ok(cli.open(false, false)?.flush()?),
+        Command::Compact => Ok(cli.open(false, false)?.compact_range(None, None)?),
+        Command::Verify { json } => dump::verify(cli, out, *json),
+        Command::DumpSst { file, json } => dump::sst(out, file, *json),
+        Command::DumpWal { file, json } => dump::wal(out, file, *json),
+        Command::DumpManifest { file, json } => dump::manifest(cli, out, file.as_deref(), *json),
+    }?;
+    out.flush().map_err(CliError::Stdout)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    shale::perf::enable(cli.perf);
+    let result = run(&cli);
+    if cli.perf {
+        eprintln!("{:#?}", shale::perf::take());
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that went away (`shale scan | head`) is not an error.
+        Err(CliError::Stdout(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shale: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

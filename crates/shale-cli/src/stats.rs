@@ -1,0 +1,185 @@
+//! `stats`: the shape of the tree, read from the live MANIFEST and each SSTable's
+//! properties, and the engine's counters.
+//!
+//! The CLI opens the database for this one command, so the counters (writes, flushes,
+//! compactions, cache hits, stalls) cover only this process: the work recovery did at
+//! open. The shape (levels, files, bytes, entries, amplification) is what is on disk.
+
+use std::io::Write;
+
+use shale::fs::PosixFs;
+use shale::version::{RecoveredManifest, NUM_LEVELS};
+
+use crate::error::{CliError, Result};
+use crate::Cli;
+
+#[derive(Default, Clone, Copy)]
+struct LevelStats {
+    files: u64,
+    bytes: u64,
+    entries: u64,
+    deletions: u64,
+    raw_key_bytes: u64,
+    raw_value_bytes: u64,
+}
+
+pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
+    let dir = cli.db_dir()?;
+    let db = cli.open(false, false)?;
+    // The manifest as of now; a compaction that finishes meanwhile shows next time.
+    let manifest = RecoveredManifest::load(&PosixFs, dir)?;
+    let mut levels = [LevelStats::default(); NUM_LEVELS];
+    for (level, meta) in manifest.files.values() {
+        let Some(l) = levels.get_mut(level.index()) else {
+            continue;
+        };
+        l.files += 1;
+        l.bytes += meta.size;
+        let path = shale::tools::table_path(dir, meta.id);
+        // A file compacted away since the manifest was read: its counts are missing.
+        if let Ok(table) = shale::tools::open_table(&path) {
+            let p = table.properties();
+            l.entries += p.entries;
+            l.deletions += p.deletions;
+            l.raw_key_bytes += p.raw_key_bytes;
+            l.raw_value_bytes += p.raw_value_bytes;
+        }
+    }
+    let total_bytes: u64 = levels.iter().map(|l| l.bytes).sum();
+    let last_level_bytes = levels
+        .iter()
+        .rev()
+        .map(|l| l.bytes)
+        .find(|&b| b > 0)
+        .unwrap_or(0);
+    // RocksDB's estimate: everything above the last level is (at worst) garbage.
+    let space_amp = (last_level_bytes > 0).then(|| total_bytes as f64 / last_level_bytes as f64);
+    let s = db.stats();
+    let user = s.user_bytes_written;
+    let write_amp = (user > 0)
+        .then(|| (s.wal_bytes + s.flush_bytes + s.compaction_bytes_written) as f64 / user as f64);
+    let counters = counters(&s);
+
+    let result = if json {
+        let levels_json: Vec<serde_json::Value> = levels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::json!({
+                    "level": i,
+                    "files": l.files,
+                    "bytes": l.bytes,
+                    "entries": l.entries,
+                    "deletions": l.deletions,
+                    "raw_key_bytes": l.raw_key_bytes,
+                    "raw_value_bytes": l.raw_value_bytes,
+                })
+            })
+            .collect();
+        let counters: serde_json::Map<String, serde_json::Value> = counters
+            .iter()
+            .map(|(name, v)| ((*name).to_owned(), (*v).into()))
+            .collect();
+        let doc = serde_json::json!({
+            "levels": levels_json,
+            "sst_bytes": db.sst_bytes(),
+            "last_seq": manifest.last_seq.0,
+            "next_file_number": manifest.next_file_number.0,
+            "space_amplification": space_amp,
+            "write_amplification": write_amp,
+            "counters": counters,
+        });
+        writeln!(out, "{doc:#}")
+    } else {
+        write_text(
+            out,
+            &levels,
+            db.sst_bytes(),
+            space_amp,
+            write_amp,
+            &counters,
+        )
+    };
+    result.map_err(CliError::Stdout)?;
+    Ok(db.close()?)
+}
+
+fn write_text(
+    out: &mut impl Write,
+    levels: &[LevelStats],
+    sst_bytes: u64,
+    space_amp: Option<f64>,
+    write_amp: Option<f64>,
+    counters: &[(&str, u64)],
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "level  files        bytes      entries  deletions  raw key+value bytes"
+    )?;
+    for (i, l) in levels.iter().enumerate() {
+        writeln!(
+            out,
+            "L{i:<5} {:>5} {:>12} {:>12} {:>10} {:>20}",
+            l.files,
+            l.bytes,
+            l.entries,
+            l.deletions,
+            l.raw_key_bytes + l.raw_value_bytes
+        )?;
+    }
+    writeln!(out, "total SST bytes: {sst_bytes}")?;
+    let amp = |a: Option<f64>| a.map_or_else(|| "n/a".to_owned(), |a| format!("{a:.2}"));
+    writeln!(
+        out,
+        "space amplification (all levels / last level): {}",
+        amp(space_amp)
+    )?;
+    writeln!(
+        out,
+        "write amplification (WAL + flush + compaction bytes / user bytes, this process): {}",
+        amp(write_amp)
+    )?;
+    writeln!(out, "counters (this process, including recovery at open):")?;
+    for (name, v) in counters {
+        writeln!(out, "  {name}: {v}")?;
+    }
+    Ok(())
+}
+
+/// Every counter of the snapshot, by name; times are in microseconds.
+fn counters(s: &shale::StatsSnapshot) -> Vec<(&'static str, u64)> {
+    macro_rules! named {
+        ($($field:ident),* $(,)?) => { vec![$((stringify!($field), s.$field)),*] };
+    }
+    named!(
+        block_cache_usage_bytes,
+        block_cache_capacity_bytes,
+        block_cache_hits,
+        block_cache_misses,
+        pinned_table_metadata_bytes,
+        open_tables,
+        stalls,
+        stall_micros,
+        slowdown_micros,
+        flushes,
+        flush_bytes,
+        flush_micros,
+        compactions,
+        trivial_moves,
+        compaction_bytes_read,
+        compaction_bytes_written,
+        compaction_entries_dropped,
+        compaction_micros,
+        writes,
+        write_groups,
+        user_bytes_written,
+        wal_bytes,
+        wal_syncs,
+        wal_torn_tail_bytes,
+        gets,
+        bytes_read,
+        bloom_useful,
+        rate_limit_bytes_per_sec,
+        rate_limit_wait_micros,
+    )
+}

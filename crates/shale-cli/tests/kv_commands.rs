@@ -1,0 +1,115 @@
+//! put, get, del and scan through the `shale` binary, including binary keys, escaping,
+//! ranges, and the exit codes of a missing key and of bad usage.
+
+mod common;
+
+use common::{shale, TestDb};
+
+#[test]
+fn put_get_del_round_trip() {
+    let t = TestDb::new();
+    t.run(&["put", "apple", "red"]).ok();
+    t.run(&["put", "pear", "green"]).ok();
+    assert_eq!(t.run(&["get", "apple"]).ok(), "red\n");
+    t.run(&["del", "apple"]).ok();
+    let missing = t.run(&["get", "apple"]);
+    assert_eq!(missing.code, 1);
+    assert_eq!(missing.stdout, "");
+    assert_eq!(missing.stderr, "shale: key not found: apple\n");
+    assert_eq!(t.run(&["scan"]).ok(), "pear\tgreen\n");
+}
+
+#[test]
+fn binary_keys_and_values_are_escaped_and_round_trip() {
+    let t = TestDb::new();
+    t.run(&["-e", "put", "k\\x00\\xff", "a\\tb\\nc\\\\d\\x01"])
+        .ok();
+    t.run(&["put", "caf\u{e9}", "plain \\ text"]).ok();
+    let scan = t.run(&["scan"]).ok();
+    assert_eq!(
+        scan,
+        "caf\u{e9}\tplain \\\\ text\nk\\x00\\xff\ta\\tb\\nc\\\\d\\x01\n"
+    );
+    // Every scan line pasted back with -e finds its value.
+    for line in scan.lines() {
+        let (key, value) = line.split_once('\t').unwrap();
+        assert_eq!(t.run(&["-e", "get", key]).ok(), format!("{value}\n"));
+    }
+    // --raw writes the exact bytes.
+    let raw = std::process::Command::new(env!("CARGO_BIN_EXE_shale"))
+        .args([
+            "--db",
+            t.db.to_str().unwrap(),
+            "-e",
+            "get",
+            "--raw",
+            "k\\x00\\xff",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(raw.stdout, b"a\tb\nc\\d\x01");
+    // JSON keeps UTF-8 as strings and the rest as hex.
+    let json = t.run(&["scan", "--json"]).ok();
+    let rows: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows[0]["key"], "caf\u{e9}");
+    assert_eq!(rows[1]["key_hex"], "6b00ff");
+    assert_eq!(rows[1]["value"], "a\tb\nc\\d\u{1}");
+}
+
+#[test]
+fn scan_ranges_prefix_reverse_limit() {
+    let t = TestDb::new();
+    let mut input = String::new();
+    for k in ["a1", "a2", "a3", "b1", "b2", "c1"] {
+        input.push_str(&format!("{k}\tv{k}\n"));
+    }
+    t.run_stdin(&["import", "-", "--format", "tsv"], input.as_bytes())
+        .ok();
+    let keys = |args: &[&str]| -> Vec<String> {
+        let mut full = vec!["scan"];
+        full.extend_from_slice(args);
+        t.run(&full)
+            .ok()
+            .lines()
+            .map(|l| l.split('\t').next().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(keys(&["--prefix", "b"]), ["b1", "b2"]);
+    assert_eq!(keys(&["--from", "a2", "--to", "b2"]), ["a2", "a3", "b1"]);
+    assert_eq!(keys(&["--prefix", "a", "--from", "a2"]), ["a2", "a3"]);
+    assert_eq!(keys(&["--reverse", "--limit", "2"]), ["c1", "b2"]);
+    assert_eq!(keys(&["--prefix", "b", "--reverse"]), ["b2", "b1"]);
+    assert!(keys(&["--from", "z"]).is_empty());
+    assert!(keys(&["--from", "b", "--to", "a"]).is_empty());
+}
+
+#[test]
+fn bad_usage_is_one_clear_error_and_nonzero() {
+    let t = TestDb::new();
+    // Unknown command, missing argument: clap's message, exit 2.
+    let r = t.run(&["frobnicate"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("unrecognized subcommand"), "{}", r.stderr);
+    let r = t.run(&["put", "only-a-key"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("VALUE"), "{}", r.stderr);
+    // No --db.
+    let r = shale(&["get", "k"]);
+    assert_eq!(
+        (r.code, r.stderr.as_str()),
+        (2, "shale: this command needs --db DIR\n")
+    );
+    // A read never creates a database in a mistyped directory.
+    let r = t.run(&["get", "k"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.starts_with("shale: ") && r.stderr.contains("does not exist"));
+    assert_eq!(r.stderr.lines().count(), 1);
+    assert!(!t.db.exists());
+    // A bad escape.
+    let r = t.run(&["-e", "put", "k\\q", "v"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("unknown escape"), "{}", r.stderr);
+}
