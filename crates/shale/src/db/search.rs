@@ -166,6 +166,12 @@ impl Db {
         self.semantic()?.wait_indexed()
     }
 
+    /// `(applied, queued)`: index changes (puts and deletes of text) applied and queued
+    /// since open, without waiting: `queued - applied` texts are still to be embedded.
+    pub fn index_progress(&self) -> Result<(u64, u64)> {
+        Ok(self.semantic()?.progress())
+    }
+
     /// Write the HNSW graph's checkpoint now (also done by `close`), so that the next open
     /// after a crash takes the graph over instead of rebuilding it.
     pub fn checkpoint_index(&self) -> Result<()> {

@@ -761,6 +761,13 @@ impl Semantic {
         Ok(read(&self.index).live)
     }
 
+    /// `(applied, queued)`: changes applied so far and changes queued so far, counted
+    /// since open (for progress reports; does not wait).
+    pub fn progress(&self) -> (u64, u64) {
+        let p = lock(&self.pending);
+        (p.applied_through, p.next_ticket.saturating_sub(1))
+    }
+
     /// How the last open found the index.
     pub fn recovery(&self) -> IndexRecovery {
         self.recovery
