@@ -26,11 +26,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
     let hits = if args.exact {
         db.search_knn(&args.text, args.k)?
     } else {
-        // === WIRE-UP SPOT: HNSW ======================================================
-        // Approximate search is the default once the engine has it: replace this call
-        // with `db.search_knn_hnsw(&args.text, args.k)?`. Until then both paths are exact.
-        db.search_knn(&args.text, args.k)?
-        // ==============================================================================
+        db.search_knn_hnsw(&args.text, args.k)?
     };
     let write = |out: &mut dyn Write| -> std::io::Result<()> {
         if args.json {
