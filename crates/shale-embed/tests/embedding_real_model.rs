@@ -33,6 +33,8 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Vectors computed by sentence-transformers itself: see testdata/make_reference.py.
+/// Measured when they were recorded: every component within 3e-7 of ours (cosine 1.0000000);
+/// the bound below leaves room for other CPUs' SIMD paths.
 fn reference() -> Vec<(String, Vec<f32>)> {
     let json: serde_json::Value =
         serde_json::from_str(include_str!("testdata/reference.json")).unwrap();
@@ -64,7 +66,7 @@ fn vectors_match_sentence_transformers() {
         let diff = max_abs_diff(want, got);
         let head: String = text.chars().take(40).collect();
         assert!(
-            cosine > 0.9999 && diff < 1e-4,
+            cosine > 0.99999 && diff < 1e-5,
             "{head:?}: cosine {cosine}, max |diff| {diff}"
         );
     }
