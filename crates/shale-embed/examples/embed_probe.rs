@@ -1,6 +1,7 @@
 //! Measures the raw throughput of all-MiniLM-L6-v2: sentences per second for each batch size
 //! and thread count, one forward pass per batch (`MiniLm::embed_batch`), plus the cost of
-//! loading the model and of the sha256 check inside it.
+//! loading the model and of the sha256 check inside it; then the bulk path, `Embedder::embed`
+//! over 256 texts.
 //!
 //! ```sh
 //! scripts/fetch-model.sh
@@ -115,7 +116,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ms(p50),
             );
         }
+        bulk(&model, args.seconds)?;
     }
+    Ok(())
+}
+
+/// `Embedder::embed` over 256 texts: batches of `batch_size` run side by side on the pool.
+fn bulk(model: &MiniLm, seconds: f64) -> Result<(), Box<dyn std::error::Error>> {
+    use shale::vector::Embedder;
+    let texts: Vec<&str> = SENTENCES.iter().cycle().take(256).copied().collect();
+    let cpu_start = process_cpu_seconds();
+    let start = Instant::now();
+    let mut calls = 0u32;
+    while start.elapsed().as_secs_f64() < seconds || calls < 1 {
+        model.embed(&texts)?;
+        calls += 1;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let busy = process_cpu_seconds()
+        .zip(cpu_start)
+        .map_or(String::new(), |(end, start)| {
+            format!(", {:.2} cores busy", (end - start) / elapsed)
+        });
+    println!(
+        "  embed(256 texts, batches of {}): {:>7.1} sentences/s  ({calls} calls{busy})",
+        model.batch_size(),
+        f64::from(calls) * texts.len() as f64 / elapsed,
+    );
     Ok(())
 }
 
