@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== scripts/fetch-model.sh (the embedding model shale-embed's tests run; cached)"
+SHALE_MODEL_DIR="$(bash scripts/fetch-model.sh)"
+export SHALE_MODEL_DIR
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -1,0 +1,266 @@
+//! all-MiniLM-L6-v2 on the CPU with candle: tokenize, run BERT over a padded batch, mean
+//! pool over the attention mask, L2-normalise. The same steps as sentence-transformers'
+//! `Transformer -> Pooling(mean) -> Normalize` for this model, so the vectors agree with it.
+//!
+//! Threads: each `MiniLm` owns a rayon pool of its own (default: two threads, or fewer on
+//! a smaller machine) and runs every tokenisation and forward pass inside it, so candle's
+//! matrix multiplications and the tokenizer never spread over more threads than that, and
+//! never onto the global rayon pool that the rest of the engine may use. `MiniLm` is `Send +
+//! Sync`; concurrent calls to `embed` share the pool.
+//!
+//! Invariants: every vector has [`DIM`] components and unit L2 norm; a text longer than
+//! [`MAX_TOKENS`] tokens (counting `[CLS]` and `[SEP]`) is truncated, as sentence-transformers
+//! does; a text's vector does not depend on the batch it was embedded in beyond float
+//! rounding (padding is masked out of attention and of the mean).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use rayon::prelude::*;
+use shale::error::{Error, Result};
+use shale::vector::Embedder;
+use tokenizers::{Encoding, Tokenizer, TruncationParams};
+
+use crate::model_files::{self, damaged, read_verified};
+
+/// Dimensions of every vector.
+pub const DIM: usize = 384;
+
+/// The longest input, in tokens including `[CLS]` and `[SEP]`; longer texts are truncated.
+/// This is the model's `max_seq_length` in sentence-transformers.
+pub const MAX_TOKENS: usize = 256;
+
+/// How many texts [`Embedder::embed`] puts into one forward pass.
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+
+/// The all-MiniLM-L6-v2 sentence embedding model.
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    pool: rayon::ThreadPool,
+    threads: usize,
+    batch_size: usize,
+    dir: PathBuf,
+}
+
+impl fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MiniLm")
+            .field("dir", &self.dir)
+            .field("threads", &self.threads)
+            .field("batch_size", &self.batch_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default thread count: two, or one on a one-core machine.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
+}
+
+impl MiniLm {
+    /// Load the model from `dir` (the directory `scripts/fetch-model.sh` prints), with
+    /// [`default_threads`] threads.
+    ///
+    /// # Errors
+    /// `Error::Embedding`, saying to run `scripts/fetch-model.sh`, when a file is missing,
+    /// has the wrong size or sha256, or does not parse.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::load_with_threads(dir, default_threads())
+    }
+
+    /// Load the model from `SHALE_MODEL_DIR`, or from the default cache directory
+    /// `${SHALE_CACHE:-$HOME/.cache/shale}/models/all-MiniLM-L6-v2`.
+    ///
+    /// # Errors
+    /// As [`MiniLm::load`].
+    pub fn from_env() -> Result<Self> {
+        Self::load(model_files::model_dir_from_env()?)
+    }
+
+    /// As [`MiniLm::load`], running inference on `threads` threads (at least one).
+    ///
+    /// # Errors
+    /// As [`MiniLm::load`]; also `Error::Embedding` if the thread pool cannot be started.
+    pub fn load_with_threads(dir: impl AsRef<Path>, threads: usize) -> Result<Self> {
+        let dir = dir.as_ref();
+        let threads = threads.max(1);
+
+        let config_bytes = read_verified(dir, model_files::CONFIG)?;
+        let config: Config = serde_json::from_slice(&config_bytes)
+            .map_err(|e| damaged(&dir.join(model_files::CONFIG.name), e))?;
+
+        let tokenizer_path = dir.join(model_files::TOKENIZER.name);
+        let mut tokenizer = Tokenizer::from_bytes(read_verified(dir, model_files::TOKENIZER)?)
+            .map_err(|e| damaged(&tokenizer_path, e))?;
+        // tokenizer.json as shipped pads every input to 128 tokens and truncates at 128;
+        // sentence-transformers truncates at 256 and pads each batch to its longest input,
+        // which `forward` does by hand.
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| damaged(&tokenizer_path, e))?;
+        tokenizer.with_padding(None);
+
+        let weights_path = dir.join(model_files::WEIGHTS.name);
+        let weights = read_verified(dir, model_files::WEIGHTS)?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .map_err(|e| damaged(&weights_path, e))?;
+        let model = BertModel::load(vb, &config).map_err(|e| damaged(&weights_path, e))?;
+
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("shale-embed-{i}"))
+            .build()
+            .map_err(|e| Error::Embedding(format!("cannot start {threads} threads: {e}")))?;
+
+        Ok(MiniLm {
+            model,
+            tokenizer,
+            pool,
+            threads,
+            batch_size: DEFAULT_BATCH_SIZE,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The directory the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The number of threads inference runs on.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The number of texts [`Embedder::embed`] puts into one forward pass.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Set how many texts [`Embedder::embed`] puts into one forward pass (at least one).
+    /// Larger batches amortise more per-pass work but pad more when lengths differ.
+    pub fn set_batch_size(&mut self, batch_size: usize) {
+        self.batch_size = batch_size.max(1);
+    }
+
+    /// Embed `texts` in exactly one forward pass, every text padded to the longest: the
+    /// raw batch, for measuring. [`Embedder::embed`] is what callers want: it groups texts
+    /// of similar length into batches of [`MiniLm::batch_size`].
+    ///
+    /// # Errors
+    /// `Error::Embedding` if tokenisation or inference fails.
+    pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.pool.install(|| {
+            let encodings = self.tokenize(texts)?;
+            let refs: Vec<&Encoding> = encodings.iter().collect();
+            self.forward(&refs)
+        })
+    }
+
+    fn tokenize(&self, texts: &[&str]) -> Result<Vec<Encoding>> {
+        self.tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Embedding(format!("tokenizer failed: {e}")))
+    }
+
+    /// One forward pass over `batch`, padded to its longest encoding.
+    fn forward(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>> {
+        let rows = batch.len();
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        // Never 0: every encoding holds at least [CLS] and [SEP].
+        let cols = batch.iter().map(|e| e.len()).max().unwrap_or(0);
+        let mut ids = vec![0u32; rows * cols];
+        let mut type_ids = vec![0u32; rows * cols];
+        let mut mask = vec![0u32; rows * cols];
+        for (((enc, ids), type_ids), mask) in batch
+            .iter()
+            .zip(ids.chunks_exact_mut(cols))
+            .zip(type_ids.chunks_exact_mut(cols))
+            .zip(mask.chunks_exact_mut(cols))
+        {
+            copy_prefix(ids, enc.get_ids());
+            copy_prefix(type_ids, enc.get_type_ids());
+            copy_prefix(mask, enc.get_attention_mask());
+        }
+        self.pooled(rows, cols, ids, type_ids, mask)
+            .map_err(|e| Error::Embedding(format!("inference failed: {e}")))
+    }
+
+    fn pooled(
+        &self,
+        rows: usize,
+        cols: usize,
+        ids: Vec<u32>,
+        type_ids: Vec<u32>,
+        mask: Vec<u32>,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let device = &self.model.device;
+        let ids = Tensor::from_vec(ids, (rows, cols), device)?;
+        let type_ids = Tensor::from_vec(type_ids, (rows, cols), device)?;
+        let mask = Tensor::from_vec(mask, (rows, cols), device)?;
+        // (rows, cols, DIM): one hidden state per token.
+        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
+        // Mean over the real tokens only: padding has mask 0.
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+        let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
+        let mean = summed.broadcast_div(&counts)?;
+        // x / max(|x|, 1e-12), as torch.nn.functional.normalize.
+        let norm = mean
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12f32, f32::MAX)?;
+        mean.broadcast_div(&norm)?.to_vec2::<f32>()
+    }
+}
+
+fn copy_prefix(dst: &mut [u32], src: &[u32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+}
+
+impl Embedder for MiniLm {
+    fn dim(&self) -> usize {
+        DIM
+    }
+
+    /// Tokenises everything, sorts by length so that each batch pads little, runs batches
+    /// of [`MiniLm::batch_size`] on the pool's threads at once (besides the threads each
+    /// matrix multiplication uses: the two together keep both cores busy for a bulk
+    /// import, where one pass alone leaves its single-threaded steps idle on the other),
+    /// and returns the vectors in the order of `texts`.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.pool.install(|| {
+            let encodings = self.tokenize(texts)?;
+            let mut order: Vec<usize> = (0..encodings.len()).collect();
+            order.sort_by_key(|&i| encodings.get(i).map_or(0, Encoding::len));
+            let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+            let vectors: Vec<Vec<Vec<f32>>> = batches
+                .par_iter()
+                .map(|batch| {
+                    let batch: Vec<&Encoding> =
+                        batch.iter().filter_map(|&i| encodings.get(i)).collect();
+                    self.forward(&batch)
+                })
+                .collect::<Result<_>>()?;
+            let mut out = vec![Vec::new(); encodings.len()];
+            for (&i, vector) in order.iter().zip(vectors.into_iter().flatten()) {
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = vector;
+                }
+            }
+            Ok(out)
+        })
+    }
+}
