@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use shale::vector::Embedder;
 
-use crate::error::{CliError, Result};
+use crate::error::Result;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EmbedderKind {
@@ -32,22 +32,11 @@ pub fn make(kind: EmbedderKind) -> Result<Arc<dyn Embedder>> {
     }
 }
 
-// === WIRE-UP SPOT: MiniLM ===========================================================
-// When crates/shale-embed is in the workspace:
-//   1. add `shale-embed = { path = "../shale-embed" }` to crates/shale-cli/Cargo.toml;
-//   2. replace the body below with
-//          Ok(Arc::new(shale_embed::MiniLm::from_env()?))
-//      (`?` turns a shale::Error into CliError::Db, whose message says how to fetch the
-//      model; wrap it if MiniLm::from_env returns another error type).
-// Nothing else in the CLI names the model.
+/// The real model, all-MiniLM-L6-v2 (`shale-embed`), from `SHALE_MODEL_DIR` or the cache
+/// `scripts/fetch-model.sh` fills; its error says how to fetch it.
 fn minilm() -> Result<Arc<dyn Embedder>> {
-    Err(CliError::Usage(
-        "the MiniLM model (crate shale-embed) is not built into this shale binary yet; \
-         use --embedder hash for word-overlap search"
-            .into(),
-    ))
+    Ok(Arc::new(shale_embed::MiniLm::from_env()?))
 }
-// =====================================================================================
 
 /// Signed feature hashing of lower-cased words into [`HashEmbedder::DIM`] dimensions,
 /// L2-normalised. Deterministic across runs and platforms (FNV-1a, no random seed).

@@ -153,8 +153,16 @@ fn search_with_the_hash_embedder() {
         .collect();
     assert_eq!(keys.len(), 2);
     assert!(keys.contains(&"a") && keys.contains(&"c"), "{keys:?}");
-    // Until shale-embed is wired in, the default model is a clear error.
-    let r = t.run(&["search", "cat"]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("--embedder hash"), "{}", r.stderr);
+    // The default model is the real MiniLM (the test script fetches it); the index,
+    // built with the hash embedder's 128 dimensions, is re-embedded on open.
+    let r = t.run(&["search", "a kitten resting on a rug", "-k", "1"]);
+    if std::env::var_os("SHALE_MODEL_DIR").is_some() {
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let first: Vec<&str> = r.stdout.lines().next().unwrap().split('\t').collect();
+        assert_eq!(first[2], "a", "{}", r.stdout);
+    } else {
+        // Without the model: one clear line that says how to fetch it.
+        assert_eq!(r.code, 2);
+        assert!(r.stderr.contains("fetch-model.sh"), "{}", r.stderr);
+    }
 }
