@@ -51,7 +51,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
                 dir.display()
             )));
         }
-        RecoveredManifest::load(fs.as_ref(), dir)?
+        let state = RecoveredManifest::load(fs.as_ref(), dir)?;
+        check_oldest_wal(fs.as_ref(), dir, &state)?;
+        state
     } else if opts.create_if_missing {
         RecoveredManifest {
             next_file_number: FileId(2),
@@ -140,6 +142,28 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     });
     inner.publish_pressure(&super::lock(&inner.state));
     Ok(inner)
+}
+
+/// The WAL the manifest names as the oldest live one must exist: a WAL is deleted only
+/// after a manifest edit naming a newer one is durable, so a crash never leaves it missing.
+/// If it is missing, that later edit was lost from the manifest's tail (damage that looks
+/// like a torn write, or a cut file), and with it the SSTable the edit installed. Opening
+/// anyway would drop those writes without a word, bring deleted keys back from older
+/// tables, and remove the SSTable as garbage; refuse instead, leaving every file in place.
+fn check_oldest_wal(fs: &dyn FileSystem, dir: &Path, state: &RecoveredManifest) -> Result<()> {
+    let wal = wal_path(dir, state.log_number);
+    if fs.exists(&wal) {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        dir.join(crate::version::manifest_name(state.manifest_id)),
+        state.valid_bytes,
+        format!(
+            "the manifest names {} as the oldest live WAL, but it is missing: an edit was \
+             lost from the manifest's tail",
+            wal.display()
+        ),
+    ))
 }
 
 fn open_tables(

@@ -64,6 +64,9 @@ pub struct RecoveredManifest {
     pub last_seq: SeqNo,
     /// Live files by id, with their level.
     pub files: BTreeMap<FileId, (Level, FileMeta)>,
+    /// Bytes of the manifest that held whole records: where a dropped (torn) tail starts,
+    /// or the manifest's length.
+    pub valid_bytes: u64,
 }
 
 impl RecoveredManifest {
@@ -71,6 +74,18 @@ impl RecoveredManifest {
     pub fn load(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifest> {
         let manifest_id = read_current(fs, dir)?;
         let path = dir.join(manifest_name(manifest_id));
+        // CURRENT is switched only after the manifest it names is durable: a name that
+        // leads nowhere is damage to CURRENT, not a failure to read the manifest.
+        if !fs.exists(&path) {
+            return Err(Error::corruption(
+                dir.join(CURRENT),
+                0,
+                format!(
+                    "CURRENT names {}, which does not exist",
+                    manifest_name(manifest_id)
+                ),
+            ));
+        }
         let data = fs.read_all(&path)?;
         let mut reader = LogReader::new(&data, &path);
         let mut state = RecoveredManifest {
@@ -116,6 +131,7 @@ impl RecoveredManifest {
                 }
             }
         }
+        state.valid_bytes = reader.tail().map_or(data.len() as u64, |t| t.offset);
         let missing = |what: &str| Error::corruption(&path, 0, format!("manifest lacks {what}"));
         state.log_number = log.ok_or_else(|| missing("a log number"))?;
         state.next_file_number = next.ok_or_else(|| missing("a next file number"))?;

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
 pub use manifest::{
-    parse_manifest_name, read_current, set_current, RecoveredManifest, CURRENT as CURRENT_FILE,
+    manifest_name, parse_manifest_name, read_current, set_current, RecoveredManifest,
+    CURRENT as CURRENT_FILE,
 };
 pub use set::VersionSet;
 

@@ -1,0 +1,162 @@
+//! What the stress workload writes: keys, values derived from (key, write id), the
+//! database options (tiny buffers so that flushes and compactions never stop), and a
+//! deterministic bag-of-words embedder for the semantic index.
+
+use std::sync::Arc;
+
+use shale::vector::{Embedder, SemanticOptions};
+use shale::Options;
+
+/// splitmix64: small, seedable, good enough for choosing operations.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    pub fn percent(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+}
+
+/// The key of index `i`.
+pub fn key(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+/// The index of a key written by [`key`].
+pub fn key_index(key: &[u8]) -> Option<u32> {
+    let digits = key.strip_prefix(b"k")?;
+    if digits.len() != 5 {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+const WORDS: [&str; 32] = [
+    "river", "stone", "cloud", "lamp", "garden", "window", "train", "violin", "desert", "harbor",
+    "pepper", "candle", "mirror", "ladder", "forest", "comet", "anchor", "bridge", "copper",
+    "dune", "ember", "falcon", "glacier", "hollow", "island", "jasmine", "kettle", "lantern",
+    "meadow", "nectar", "orchid", "pebble",
+];
+
+/// `n` random words joined by spaces (a search query).
+pub fn words(rng: &mut Rng, n: usize) -> String {
+    (0..n)
+        .map(|_| WORDS[rng.below(WORDS.len() as u64) as usize])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The value write `wid` gives key `i`: UTF-8 text (so the semantic index accepts it)
+/// that starts with the key and the write id. Most values are short; some span several
+/// 1 KiB blocks.
+pub fn value(i: u32, wid: u64) -> String {
+    let mut rng = Rng::new(wid.wrapping_mul(0x1000_0000_01b3) ^ u64::from(i));
+    let n = match rng.below(100) {
+        0..=79 => 2 + rng.below(20),
+        80..=97 => 20 + rng.below(150),
+        _ => 200 + rng.below(600),
+    };
+    let mut s = format!("k{i:05} w{wid}");
+    for _ in 0..n {
+        s.push(' ');
+        s.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
+    }
+    s
+}
+
+/// The write id a value read back for key `i` claims, if it is exactly a value that
+/// write would have written.
+pub fn parse_value(i: u32, bytes: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let rest = text.strip_prefix(&format!("k{i:05} w"))?;
+    let wid: u64 = rest.split(' ').next()?.parse().ok()?;
+    (value(i, wid) == text).then_some(wid)
+}
+
+/// Each word hashed to one of 64 dimensions; the sum normalised. Deterministic, as the
+/// [`Embedder`] contract requires.
+#[derive(Debug, Default)]
+pub struct BagOfWords;
+
+const DIM: usize = 64;
+
+impl Embedder for BagOfWords {
+    fn dim(&self) -> usize {
+        DIM
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|t| bag(t)).collect())
+    }
+}
+
+fn bag(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; DIM];
+    for word in text.split_whitespace() {
+        let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        v[(h % DIM as u64) as usize] += 1.0;
+    }
+    let norm = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
+}
+
+/// The options of every open in the stress test: 64 KiB memtables, 16 KiB tables, 1 KiB
+/// blocks, compaction after two L0 files; the semantic index with the bag-of-words
+/// embedder when `semantic`.
+pub fn options(semantic: bool) -> Options {
+    Options {
+        write_buffer_size: 64 << 10,
+        max_file_size: 16 << 10,
+        block_size: 1024,
+        max_bytes_for_level_base: 1 << 20,
+        level0_compaction_trigger: 2,
+        cache_size: 256 << 10,
+        semantic: semantic.then(|| SemanticOptions::new(Arc::new(BagOfWords))),
+        ..Options::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_name_their_write() {
+        for wid in [0, 1, 77, 1 << 40] {
+            for i in [0, 5, 99_999] {
+                assert_eq!(parse_value(i, value(i, wid).as_bytes()), Some(wid));
+                assert_eq!(parse_value(i + 1, value(i, wid).as_bytes()), None);
+            }
+        }
+        let mut v = value(3, 9).into_bytes();
+        let last = v.len() - 1;
+        v[last] ^= 1;
+        assert_eq!(parse_value(3, &v), None);
+        assert_eq!(key_index(&key(42)), Some(42));
+    }
+}
