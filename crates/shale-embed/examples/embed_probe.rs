@@ -6,6 +6,7 @@
 //! ```sh
 //! scripts/fetch-model.sh
 //! cargo run --release -p shale-embed --example embed_probe [-- --seconds 3 --batches 1,8,32 --threads 1,2]
+//! CANDLE_NUM_THREADS=1 cargo run --release -p shale-embed --example embed_probe
 //! ```
 //!
 //! The sentences are short English sentences of 8 to 20 words (10 to 25 tokens), the kind of
@@ -65,11 +66,37 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// Set in the child processes, one per thread count.
+const CHILD_ENV: &str = "SHALE_EMBED_PROBE_CHILD";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
     let dir = shale_embed::model_dir_from_env()?;
-    println!("model: {}", dir.display());
-    sha256_cost(&dir.join("model.safetensors"))?;
+    if std::env::var_os(CHILD_ENV).is_none() {
+        println!("model: {}", dir.display());
+        sha256_cost(&dir.join("model.safetensors"))?;
+        // candle sizes two things once per process, from the environment: the thread count
+        // its matrix multiplications split into (RAYON_NUM_THREADS) and a global pool for
+        // large elementwise operations (CANDLE_NUM_THREADS). So each thread count runs in a
+        // process of its own with RAYON_NUM_THREADS set to it, and CANDLE_NUM_THREADS too
+        // unless the caller set it (CANDLE_NUM_THREADS=1 keeps that pool from spinning).
+        let candle_threads = std::env::var("CANDLE_NUM_THREADS").ok();
+        for &threads in &args.threads {
+            let candle = candle_threads.clone().unwrap_or(threads.to_string());
+            println!("-- RAYON_NUM_THREADS={threads} CANDLE_NUM_THREADS={candle}");
+            let status = std::process::Command::new(std::env::current_exe()?)
+                .args(std::env::args().skip(1))
+                .args(["--threads", &threads.to_string()])
+                .env(CHILD_ENV, "1")
+                .env("RAYON_NUM_THREADS", threads.to_string())
+                .env("CANDLE_NUM_THREADS", candle)
+                .status()?;
+            if !status.success() {
+                return Err(format!("the run with {threads} threads failed: {status}").into());
+            }
+        }
+        return Ok(());
+    }
 
     for &threads in &args.threads {
         let start = Instant::now();

@@ -2,11 +2,16 @@
 //! pool over the attention mask, L2-normalise. The same steps as sentence-transformers'
 //! `Transformer -> Pooling(mean) -> Normalize` for this model, so the vectors agree with it.
 //!
-//! Threads: each `MiniLm` owns a rayon pool of its own (default: two threads, or fewer on
-//! a smaller machine) and runs every tokenisation and forward pass inside it, so candle's
-//! matrix multiplications and the tokenizer never spread over more threads than that, and
-//! never onto the global rayon pool that the rest of the engine may use. `MiniLm` is `Send +
-//! Sync`; concurrent calls to `embed` share the pool.
+//! Threads: each `MiniLm` owns a rayon pool of its own (default: two threads, or one on a
+//! one-core machine) and runs every tokenisation and forward pass inside it, so the
+//! tokenizer, the batches of one `embed` call and candle's matrix multiplications run on
+//! those threads and never on the global rayon pool that the rest of the engine may use.
+//! Two things candle sizes for the whole process, once, from the environment, and a
+//! `MiniLm` cannot: how many pieces a matrix multiplication is cut into, and a global pool
+//! (threads named `candle-bp-N`) for large elementwise operations. Both follow
+//! `RAYON_NUM_THREADS` (the pool also `CANDLE_NUM_THREADS`), else the number of physical
+//! cores: two on the project's machines, which matches the default here.
+//! `MiniLm` is `Send + Sync`; concurrent calls to `embed` share its pool.
 //!
 //! Invariants: every vector has [`DIM`] components and unit L2 norm; a text longer than
 //! [`MAX_TOKENS`] tokens (counting `[CLS]` and `[SEP]`) is truncated, as sentence-transformers
