@@ -190,6 +190,7 @@ fn run(cli: &Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    shale_embed::quiet_candle_threads();
     let cli = Cli::parse();
     shale::perf::enable(cli.perf);
     let result = run(&cli);

@@ -46,6 +46,7 @@ const QUERIES: [&str; 8] = [
 ];
 
 fn main() {
+    shale_embed::quiet_candle_threads();
     if let Err(e) = run(&Args::parse()) {
         eprintln!("shale-demo: {e}");
         std::process::exit(1);

@@ -23,3 +23,15 @@ mod model_files;
 
 pub use minilm::{default_threads, MiniLm, DEFAULT_BATCH_SIZE, DIM, MAX_TOKENS};
 pub use model_files::{default_model_dir, model_dir_from_env, CACHE_ENV, MODEL_DIR_ENV};
+
+/// For a program's `main`, before any thread starts: give candle's process-wide pool for
+/// large elementwise operations one thread unless `CANDLE_NUM_THREADS` is already set.
+/// `MiniLm` runs its batches on its own pool; candle's second pool, sized to the cores by
+/// default, spins while it waits and was measured to cost about a third of the
+/// throughput on two busy cores. A library cannot safely set the environment once threads
+/// run, so binaries call this first thing.
+pub fn quiet_candle_threads() {
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
+    }
+}

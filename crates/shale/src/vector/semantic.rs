@@ -47,8 +47,10 @@ pub struct SemanticOptions {
     pub embedder: Arc<dyn Embedder>,
     /// Threads that embed pending texts (each runs batches of `batch_size`). Default: 2.
     pub embed_threads: usize,
-    /// Texts embedded per model call: larger batches use the model better, smaller ones
-    /// make fresh writes searchable sooner. Default: 32.
+    /// Most texts one worker embeds per model call. Larger calls use the model better (a
+    /// model like MiniLM sorts a call's texts by length and pads less; measured on WordNet
+    /// glosses: 150 texts/s at 256, 70 at 32, on two cores); a worker never waits to fill
+    /// a call, so a lone write is embedded at once. Default: 256.
     pub batch_size: usize,
     /// The HNSW graph's parameters (`m`, `m_max`, `m_max0`, `ef_construction`,
     /// `ef_search`, `ml`). Default: [`HnswParams::with_m`]`(16)`.
@@ -61,7 +63,7 @@ impl SemanticOptions {
         SemanticOptions {
             embedder,
             embed_threads: 2,
-            batch_size: 32,
+            batch_size: 256,
             hnsw: HnswParams::with_m(16),
         }
     }
