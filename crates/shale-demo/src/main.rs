@@ -45,6 +45,20 @@ const QUERIES: [&str; 8] = [
     "someone who repairs water pipes",
 ];
 
+/// Synsets the sample always includes, so that the queries above have their answers in it
+/// (the rest of the sample is spread evenly over WordNet).
+const ANSWERS: [&str; 9] = [
+    "noun/whale/",
+    "noun/clock/",
+    "noun/happiness/",
+    "verb/flee/",
+    "noun/library/",
+    "noun/astronomy/",
+    "noun/chocolate/",
+    "noun/plumber/",
+    "verb/sprint/",
+];
+
 fn main() {
     shale_embed::quiet_candle_threads();
     if let Err(e) = run(&Args::parse()) {
@@ -162,9 +176,24 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
         .map_err(|e| e.to_string())
     };
     let db = open()?;
-    // Every n-th gloss, so the sample spans all of WordNet.
+    // Every n-th gloss, so the sample spans all of WordNet, plus the queries' answers.
     let step = (glosses.len() / sample.max(1)).max(1);
-    let chosen: Vec<&Gloss> = glosses.iter().step_by(step).take(sample).collect();
+    let mut chosen: Vec<&Gloss> = glosses.iter().step_by(step).take(sample).collect();
+    let answers: Vec<&Gloss> = glosses
+        .iter()
+        .filter(|g| ANSWERS.iter().any(|a| g.key.starts_with(a)))
+        .collect();
+    println!(
+        "  sample: {} glosses spread over WordNet, plus the {} senses of {}",
+        chosen.len(),
+        answers.len(),
+        ANSWERS
+            .iter()
+            .map(|a| a.trim_end_matches('/'))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    chosen.extend(answers);
     let start = Instant::now();
     for chunk in chosen.chunks(256) {
         let mut batch = WriteBatch::new();
@@ -258,7 +287,11 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
         println!(
             "  after deleting {}: {}",
             String::from_utf8_lossy(&top.key),
-            if gone { "no longer found" } else { "STILL FOUND (bug)" }
+            if gone {
+                "no longer found"
+            } else {
+                "STILL FOUND (bug)"
+            }
         );
     }
 
