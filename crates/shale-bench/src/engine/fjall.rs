@@ -70,6 +70,13 @@ impl Engine for FjallEngine {
         Ok(self.ks.get(key)?.map(|v| v.len()))
     }
 
+    fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
+        use fjall::Readable;
+        let snapshot = self.db.snapshot();
+        let read = snapshot.get(&self.ks, key);
+        Some(read.map(|v| v.map(|v| v.len())).map_err(Into::into))
+    }
+
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()> {
         self.ks.remove(key)?;
         self.persist(durability)

@@ -73,6 +73,13 @@ pub trait Engine {
     fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> BenchResult<()>;
     /// Read `key`; the length of its value if present.
     fn get(&self, key: &[u8]) -> BenchResult<Option<usize>>;
+    /// Take a snapshot and read `key` through it (the snapshot is released after): the
+    /// cost of pinning a consistent view, which must not grow with the size of the tree.
+    /// `None` if the engine has no snapshots.
+    fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
+        let _ = key;
+        None
+    }
     /// Delete `key`.
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()>;
     /// Apply puts (`Some(value)`) and deletes (`None`) atomically.

@@ -54,6 +54,12 @@ impl Engine for ShaleEngine {
         Ok(self.db.get(key)?.map(|v| v.len()))
     }
 
+    fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
+        let snapshot = self.db.snapshot();
+        let read = self.db.get_opt(key, &ReadOptions::at(&snapshot));
+        Some(read.map(|v| v.map(|v| v.len())).map_err(Into::into))
+    }
+
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()> {
         if durability == Durability::Buffered {
             return Ok(self.db.delete(key)?);

@@ -217,8 +217,13 @@ impl Runner {
     }
 
     /// `threads` readers do `num` random gets in all while one writer overwrites random
-    /// keys as fast as it can; the reader latencies are reported.
-    pub(super) fn read_while_writing(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+    /// keys as fast as it can; the reader latencies are reported. With `snapshot`, every
+    /// get takes a fresh snapshot and reads through it (snapshotwhilewriting).
+    pub(super) fn read_while_writing(
+        &mut self,
+        snapshot: bool,
+        pb: &ProgressBar,
+    ) -> BenchResult<Outcome> {
         let (num, keys, seed, vs) = (self.cfg.num, self.keys, self.cfg.seed, self.cfg.value_size);
         let readers = self.cfg.threads.max(1);
         let per_thread = num / readers as u64;
@@ -243,7 +248,11 @@ impl Runner {
                 let mut key = Vec::new();
                 for i in 0..per_thread {
                     keys.key(rng.below(num), &mut key);
-                    lat.time(|| e.get(&key))?;
+                    if snapshot {
+                        lat.time(|| e.snapshot_get(&key).unwrap_or(Ok(None)))?;
+                    } else {
+                        lat.time(|| e.get(&key))?;
+                    }
                     tick(pb, i as usize);
                 }
                 Ok(())
@@ -263,7 +272,8 @@ impl Runner {
             user_bytes_written: w * self.entry_bytes(),
             live_bytes: Some(num * self.entry_bytes()),
             note: Some(format!(
-                "{readers} reader(s); 1 writer did {w} puts ({:.0}/s)",
+                "{readers} reader(s){}; 1 writer did {w} puts ({:.0}/s)",
+                if snapshot { ", each get through a new snapshot" } else { "" },
                 w as f64 / seconds.max(1e-9)
             )),
         })

@@ -26,6 +26,7 @@ pub const ALL: &[&str] = &[
     "seekrandom",
     "readseq",
     "readwhilewriting",
+    "snapshotwhilewriting",
     "deleterandom",
     "fillrandom-nowal",
     "fillbatch",
@@ -267,7 +268,7 @@ impl Runner {
         }
         let threads_needed = match name {
             n if sync_threads(n).is_some() => sync_threads(n).unwrap_or(1),
-            "readwhilewriting" => 2,
+            "readwhilewriting" | "snapshotwhilewriting" => 2,
             "readrandom" | "readmissing" | "seekrandom" | "ycsb-a" | "ycsb-b" | "ycsb-c"
             | "ycsb-d" | "ycsb-e" | "ycsb-f" => self.cfg.threads,
             _ => 1,
@@ -281,7 +282,9 @@ impl Runner {
         }
         match name {
             "readrandom" | "readmissing" | "seekrandom" | "readseq" | "overwrite"
-            | "readwhilewriting" | "deleterandom" => self.ensure_keys()?,
+            | "readwhilewriting" | "snapshotwhilewriting" | "deleterandom" => {
+                self.ensure_keys()?
+            }
             n if n.starts_with("ycsb-") && n != "ycsb-load" => {
                 self.ensure_ycsb()?;
             }
@@ -310,7 +313,14 @@ impl Runner {
             "readmissing" => self.read(true, &pb)?,
             "seekrandom" => self.seek_random(&pb)?,
             "readseq" => self.read_seq(&pb)?,
-            "readwhilewriting" => self.read_while_writing(&pb)?,
+            "readwhilewriting" => self.read_while_writing(false, &pb)?,
+            "snapshotwhilewriting" => {
+                if self.engine()?.snapshot_get(b"probe").is_none() {
+                    eprintln!("[{}] {name}: skipped, the engine has no snapshots", self.engine_name);
+                    return Ok(());
+                }
+                self.read_while_writing(true, &pb)?
+            }
             "deleterandom" => self.delete_random(&pb)?,
             "ycsb-load" => self.ycsb_load(&pb)?,
             n => match n.strip_prefix("ycsb-").and_then(|c| c.chars().next()) {
