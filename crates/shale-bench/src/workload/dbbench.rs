@@ -273,7 +273,11 @@ impl Runner {
             live_bytes: Some(num * self.entry_bytes()),
             note: Some(format!(
                 "{readers} reader(s){}; 1 writer did {w} puts ({:.0}/s)",
-                if snapshot { ", each get through a new snapshot" } else { "" },
+                if snapshot {
+                    ", each get through a new snapshot"
+                } else {
+                    ""
+                },
                 w as f64 / seconds.max(1e-9)
             )),
         })

@@ -281,10 +281,14 @@ impl Runner {
             return Ok(());
         }
         match name {
-            "readrandom" | "readmissing" | "seekrandom" | "readseq" | "overwrite"
-            | "readwhilewriting" | "snapshotwhilewriting" | "deleterandom" => {
-                self.ensure_keys()?
-            }
+            "readrandom"
+            | "readmissing"
+            | "seekrandom"
+            | "readseq"
+            | "overwrite"
+            | "readwhilewriting"
+            | "snapshotwhilewriting"
+            | "deleterandom" => self.ensure_keys()?,
             n if n.starts_with("ycsb-") && n != "ycsb-load" => {
                 self.ensure_ycsb()?;
             }
@@ -316,7 +320,10 @@ impl Runner {
             "readwhilewriting" => self.read_while_writing(false, &pb)?,
             "snapshotwhilewriting" => {
                 if self.engine()?.snapshot_get(b"probe").is_none() {
-                    eprintln!("[{}] {name}: skipped, the engine has no snapshots", self.engine_name);
+                    eprintln!(
+                        "[{}] {name}: skipped, the engine has no snapshots",
+                        self.engine_name
+                    );
                     return Ok(());
                 }
                 self.read_while_writing(true, &pb)?
