@@ -4,9 +4,12 @@
 # works alone too. Needs only python3 (with venv) and the Rust toolchain; maturin and
 # pytest come from PyPI at the pinned versions below.
 #
-#   SHALE_PY_PROFILE  cargo profile of the extension (default: dev, whose dependencies
-#                     are built with opt-level 2, the same as the ones `cargo test` built,
-#                     so candle is not compiled a second time; `release` for speed runs)
+#   SHALE_PY_PROFILE  cargo profile of the extension. Default: dev. Its dependencies are
+#                     built exactly as `cargo test --workspace` builds them (opt-level 2,
+#                     same features: see crates/shale-py/Cargo.toml), so after the cargo
+#                     tests only pyo3, shale, shale-embed and this crate compile, not
+#                     candle. (`test` cannot be used: for a library it means the test
+#                     harness.) `release` for speed runs.
 #   SHALE_MODEL_DIR   the MiniLM model for the semantic search test (scripts/test.sh
 #                     sets it; without it that test is skipped and says why)
 #   PYTEST_ARGS       extra pytest arguments, e.g. "-k batch"

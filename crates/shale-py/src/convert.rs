@@ -61,11 +61,13 @@ pub(crate) fn options(
         ));
     }
     if semantic {
-        let model = match model_dir {
-            Some(dir) => shale_embed::MiniLm::load(dir),
-            None => shale_embed::MiniLm::from_env(),
-        };
-        let model = crate::errors::run(py, || Ok(model?))?;
+        // Reading and checking ~90 MB of weights: without the GIL.
+        let model = crate::errors::run(py, || {
+            Ok(match model_dir {
+                Some(dir) => shale_embed::MiniLm::load(dir),
+                None => shale_embed::MiniLm::from_env(),
+            }?)
+        })?;
         opts.semantic = Some(shale::vector::SemanticOptions::new(Arc::new(model)));
     } else if model_dir.is_some() {
         return Err(new_err(

@@ -374,8 +374,8 @@ impl Db {
 
     /// The directory of the database.
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.shared.path.clone()
+    fn path(&self) -> String {
+        self.shared.path.to_string_lossy().into_owned()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -56,15 +56,15 @@ impl KvIter {
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let (shared, range) = (&self.shared, &self.range);
         let pair = run(py, || {
-            shared.with(|_| {
+            let step = shared.with(|_| {
                 let mut range = range.lock().unwrap_or_else(PoisonError::into_inner);
-                let next = range.as_mut().and_then(Iterator::next).transpose();
-                if !matches!(next, Ok(Some(_))) {
-                    // Exhausted or failed: release the pinned files now.
-                    *range = None;
-                }
-                Ok(next?)
-            })
+                Ok(range.as_mut().and_then(Iterator::next).transpose()?)
+            });
+            if !matches!(step, Ok(Some(_))) {
+                // Exhausted, failed or closed: release the pinned files now.
+                *range.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            }
+            step
         })?;
         let Some((key, value)) = pair else {
             return Ok(None);

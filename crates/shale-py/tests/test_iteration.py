@@ -83,3 +83,17 @@ def test_iterator_after_close_raises_closed(filled):
     filled.close()
     with pytest.raises(shale.ClosedError):
         next(it)
+
+
+def test_reopen_while_an_iterator_of_the_closed_db_lives(db_path):
+    db = shale.open(db_path)
+    db[b"a"] = b"1"
+    it = iter(db)
+    snap = db.snapshot()
+    db.close()
+    with shale.open(db_path) as again:
+        assert again[b"a"] == b"1"
+    with pytest.raises(shale.ClosedError):
+        next(it)
+    with pytest.raises(shale.ClosedError):
+        snap.get(b"a")
