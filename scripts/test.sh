@@ -13,6 +13,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== scripts/test-python.sh (the Python package, crates/shale-py)"
+bash scripts/test-python.sh
 echo "== shale-bench --quick (smoke run, no speed thresholds)"
 bench_tmp="$(mktemp -d "${PWD}/target/bench-quick.XXXXXX" 2>/dev/null || mktemp -d)"
 cargo run --release -p shale-bench -- --quick --engines shale --out "$bench_tmp" --db-dir "$bench_tmp/db"

@@ -1,0 +1,73 @@
+"""Shale: an embedded LSM-tree key-value store with semantic search.
+
+    import shale
+
+    with shale.open("/tmp/db") as db:
+        db[b"k"] = b"v"
+        assert db[b"k"] == b"v"
+        with db.batch() as b:          # atomic: all of it or, if the block raises, none
+            b.put(b"a", b"1")
+            b.delete(b"k")
+        for key, value in db.range(b"a", b"z"):
+            ...
+
+Keys and values are ``bytes`` (a ``bytearray`` works too, and a ``str`` is encoded as
+UTF-8 for convenience); values always come back as ``bytes``. ``open``'s keyword options
+are the engine's ``Options`` fields, listed in ``OPTIONS``. See crates/shale-py/README.md.
+"""
+
+from ._errors import (
+    ClosedError,
+    CorruptionError,
+    EmbeddingError,
+    Error,
+    InvalidArgumentError,
+    IoError,
+    LockedError,
+    PoisonedError,
+)
+from ._shale import DB, Iterator, SearchHit, Snapshot, WriteBatch, open
+
+#: The keyword options ``open`` accepts, with what they mean (defaults in brackets).
+OPTIONS = {
+    "create_if_missing": "create the database if the directory holds none [True]",
+    "error_if_exists": "fail if a database already exists [False]",
+    "write_buffer_size": "bytes a memtable holds before it is flushed [64 MiB]",
+    "max_write_buffers": "memtables in memory before writes stall [4]",
+    "max_file_size": "target SSTable size of compactions [64 MiB]",
+    "block_size": "uncompressed data block size [4096]",
+    "block_restart_interval": "keys between restart points in a block [16]",
+    "filter_bits_per_key": "bloom filter bits per key, 0 for none [10]",
+    "compression": '"lz4", "zstd", "zstd:LEVEL", "snappy" or "none" ["lz4"]',
+    "cache_size": "block cache bytes [64 MiB]",
+    "max_open_files": "SSTables kept open [1000]",
+    "mmap_reads": "read SSTables through memory maps [True on 64-bit]",
+    "level0_compaction_trigger": "L0 files that start a compaction [4]",
+    "level0_slowdown_trigger": "L0 files at which writes slow down [20]",
+    "level0_stop_trigger": "L0 files at which writes stop [36]",
+    "max_bytes_for_level_base": "smallest level target [256 MiB]",
+    "level_size_multiplier": "growth between level targets [10]",
+    "background_threads": "one flush thread plus compaction threads [2]",
+    "rate_limit_bytes_per_sec": "ceiling on background writes, 0 = none [0]",
+    "rate_limit_auto_tune": "let the engine pick the background rate [False]",
+    "semantic": "embed every value with MiniLM and allow db.search() [False]",
+    "model_dir": "the MiniLM files for semantic=True [$SHALE_MODEL_DIR or the cache]",
+}
+
+__all__ = [
+    "DB",
+    "OPTIONS",
+    "ClosedError",
+    "CorruptionError",
+    "EmbeddingError",
+    "Error",
+    "InvalidArgumentError",
+    "IoError",
+    "Iterator",
+    "LockedError",
+    "PoisonedError",
+    "SearchHit",
+    "Snapshot",
+    "WriteBatch",
+    "open",
+]

@@ -1,0 +1,52 @@
+"""Exception classes of shale: every error the engine reports is one of these.
+
+They are plain Python so that each can also derive from the builtin it resembles
+(``InvalidArgumentError`` is a ``ValueError``, ``IoError`` an ``OSError``); the extension
+module raises them by name.
+"""
+
+
+class Error(Exception):
+    """Base class of every error shale raises (besides KeyError and TypeError)."""
+
+
+class IoError(Error, OSError):
+    """An operating-system call failed. ``.op`` says what the engine was doing, ``.path``
+    which file; ``.errno``/``.strerror``/``.filename`` are set as for ``OSError``."""
+
+
+class CorruptionError(Error):
+    """Bytes on disk do not decode: ``.file`` is the damaged file, ``.offset`` the byte
+    offset where the damage was found, ``.reason`` what was wrong."""
+
+    file = None
+    offset = None
+    reason = None
+
+
+class InvalidArgumentError(Error, ValueError):
+    """The call is wrong: an unknown or bad option (``.problems`` lists them all when
+    options failed validation), a key too long, a value that is not text while semantic
+    search is on."""
+
+    problems = None
+
+
+class LockedError(Error):
+    """Another handle, in this process or another, has the database open (``.path``)."""
+
+    path = None
+
+
+class PoisonedError(Error):
+    """An earlier background write or fsync failed; the database refuses writes until
+    it is reopened."""
+
+
+class ClosedError(Error):
+    """The database was closed."""
+
+
+class EmbeddingError(Error):
+    """The embedding model is missing, damaged or failed; the message says how to fetch
+    it (``scripts/fetch-model.sh``, ``SHALE_MODEL_DIR``)."""

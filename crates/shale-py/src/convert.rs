@@ -1,0 +1,151 @@
+//! Python values to engine values: keys and values as bytes, `open()`'s keyword options.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
+
+use crate::errors::new_err;
+
+/// A key or value: `bytes`, `bytearray`, `memoryview`-free; `str` is encoded as UTF-8.
+/// Copied, so the engine call that follows can run without the GIL while Python code
+/// mutates the `bytearray`.
+pub(crate) fn to_bytes(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        Ok(b.as_bytes().to_vec())
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        Ok(s.to_cow()?.as_bytes().to_vec())
+    } else if let Ok(b) = obj.cast::<PyByteArray>() {
+        Ok(b.to_vec())
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{what} must be bytes, bytearray or str, not {}",
+            obj.get_type().name()?
+        )))
+    }
+}
+
+/// `None` or a key.
+pub(crate) fn opt_bytes(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<u8>>> {
+    match obj {
+        Some(o) if !o.is_none() => Ok(Some(to_bytes(o, what)?)),
+        _ => Ok(None),
+    }
+}
+
+/// The options `shale.open` takes by keyword, with the engine's defaults for the rest.
+/// Every unknown name and every ill-typed value is reported at once, like
+/// `Options::validate` does for values out of range.
+pub(crate) fn options(
+    py: Python<'_>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<shale::Options> {
+    let mut opts = shale::Options::default();
+    let mut problems = Vec::new();
+    let mut semantic = false;
+    let mut model_dir: Option<std::path::PathBuf> = None;
+    if let Some(kwargs) = kwargs {
+        for (name, value) in kwargs.iter() {
+            let name: String = name.extract()?;
+            if let Err(why) = set_option(&mut opts, &mut semantic, &mut model_dir, &name, &value) {
+                problems.push(why);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(new_err(
+            py,
+            "InvalidArgumentError",
+            format!("invalid options: {}", problems.join("; ")),
+        ));
+    }
+    if semantic {
+        // Reading and checking ~90 MB of weights: without the GIL.
+        let model = crate::errors::run(py, || {
+            Ok(match model_dir {
+                Some(dir) => shale_embed::MiniLm::load(dir),
+                None => shale_embed::MiniLm::from_env(),
+            }?)
+        })?;
+        opts.semantic = Some(shale::vector::SemanticOptions::new(Arc::new(model)));
+    } else if model_dir.is_some() {
+        return Err(new_err(
+            py,
+            "InvalidArgumentError",
+            "invalid options: model_dir is only used with semantic=True".to_string(),
+        ));
+    }
+    Ok(opts)
+}
+
+fn set_option(
+    opts: &mut shale::Options,
+    semantic: &mut bool,
+    model_dir: &mut Option<std::path::PathBuf>,
+    name: &str,
+    value: &Bound<'_, PyAny>,
+) -> Result<(), String> {
+    fn get<'a, T: pyo3::conversion::FromPyObjectOwned<'a>>(
+        name: &str,
+        value: &Bound<'a, PyAny>,
+        kind: &str,
+    ) -> Result<T, String> {
+        // bool is an int subclass in Python: refuse it where a number is meant.
+        if kind != "bool" && value.cast::<pyo3::types::PyBool>().is_ok() {
+            return Err(format!("{name} must be {kind}, not bool"));
+        }
+        value
+            .extract::<T>()
+            .map_err(|_| format!("{name} must be {kind}, got {value}"))
+    }
+    const INT: &str = "a non-negative int";
+    match name {
+        "create_if_missing" => opts.create_if_missing = get(name, value, "bool")?,
+        "error_if_exists" => opts.error_if_exists = get(name, value, "bool")?,
+        "write_buffer_size" => opts.write_buffer_size = get(name, value, INT)?,
+        "max_write_buffers" => opts.max_write_buffers = get(name, value, INT)?,
+        "max_file_size" => opts.max_file_size = get(name, value, INT)?,
+        "block_size" => opts.block_size = get(name, value, INT)?,
+        "block_restart_interval" => opts.block_restart_interval = get(name, value, INT)?,
+        "filter_bits_per_key" => opts.filter_bits_per_key = get(name, value, INT)?,
+        "compression" => opts.compression = compression(&get::<String>(name, value, "a str")?)?,
+        "cache_size" => opts.cache_size = get(name, value, INT)?,
+        "max_open_files" => opts.max_open_files = get(name, value, INT)?,
+        "mmap_reads" => opts.mmap_reads = get(name, value, "bool")?,
+        "level0_compaction_trigger" => opts.level0_compaction_trigger = get(name, value, INT)?,
+        "level0_slowdown_trigger" => opts.level0_slowdown_trigger = get(name, value, INT)?,
+        "level0_stop_trigger" => opts.level0_stop_trigger = get(name, value, INT)?,
+        "max_bytes_for_level_base" => opts.max_bytes_for_level_base = get(name, value, INT)?,
+        "level_size_multiplier" => opts.level_size_multiplier = get(name, value, INT)?,
+        "background_threads" => opts.background_threads = get(name, value, INT)?,
+        "rate_limit_bytes_per_sec" => opts.rate_limit_bytes_per_sec = get(name, value, INT)?,
+        "rate_limit_auto_tune" => opts.rate_limit_auto_tune = get(name, value, "bool")?,
+        "semantic" => *semantic = get(name, value, "bool")?,
+        "model_dir" => {
+            *model_dir = (!value.is_none())
+                .then(|| get::<std::path::PathBuf>(name, value, "a path"))
+                .transpose()?;
+        }
+        _ => return Err(format!("unknown option {name:?}")),
+    }
+    Ok(())
+}
+
+/// `"lz4"`, `"snappy"`, `"none"`, `"zstd"` (level 3) or `"zstd:LEVEL"`.
+fn compression(name: &str) -> Result<shale::Compression, String> {
+    let lower = name.to_ascii_lowercase();
+    match lower.as_str() {
+        "lz4" => Ok(shale::Compression::Lz4),
+        "snappy" => Ok(shale::Compression::Snappy),
+        "none" => Ok(shale::Compression::None),
+        "zstd" => Ok(shale::Compression::Zstd(3)),
+        other => match other.strip_prefix("zstd:").map(str::parse::<i32>) {
+            Some(Ok(level)) => Ok(shale::Compression::Zstd(level)),
+            _ => Err(format!(
+                "compression must be \"lz4\", \"zstd\", \"zstd:LEVEL\", \"snappy\" or \"none\", \
+                 got {name:?}"
+            )),
+        },
+    }
+}

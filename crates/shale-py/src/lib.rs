@@ -1,0 +1,49 @@
+//! Python bindings for Shale: the extension module `shale._shale`, wrapped by the Python
+//! package in `python/shale` (which defines the exception classes and re-exports these).
+//!
+//! - `db.rs`: `DB` (open, dict-like access, ranges, search, stats, close) and `WriteBatch`.
+//! - `iter.rs`, `snapshot.rs`, `search.rs`: what `DB` hands out.
+//! - `convert.rs`: Python arguments to keys, values and `Options`.
+//! - `errors.rs`: engine errors to exceptions; [`errors::run`], the GIL-free gate every
+//!   engine call passes through.
+//!
+//! Build it with maturin (`scripts/test-python.sh` does); `cargo build` also compiles it,
+//! without the `extension-module` feature, so the workspace builds need no libpython.
+
+// Arguments from Python never reach an unchecked unwrap or index.
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod convert;
+mod db;
+mod errors;
+mod iter;
+mod search;
+mod snapshot;
+mod stats;
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// Open (or create) the database in `path`. Keyword options are `shale.Options`' fields
+/// (see the package docs); `semantic=True` loads the MiniLM model and indexes values.
+#[pyfunction]
+#[pyo3(signature = (path, **options))]
+fn open(py: Python<'_>, path: PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<db::Db> {
+    db::open(py, path, options)
+}
+
+#[pymodule]
+fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Before any of our threads exist: candle's elementwise pool gets one thread unless
+    // the user chose otherwise (see shale_embed::quiet_candle_threads).
+    shale_embed::quiet_candle_threads();
+    m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_class::<db::Db>()?;
+    m.add_class::<db::WriteBatch>()?;
+    m.add_class::<iter::KvIter>()?;
+    m.add_class::<snapshot::Snapshot>()?;
+    m.add_class::<search::SearchHit>()?;
+    Ok(())
+}

@@ -1,0 +1,74 @@
+"""Write batches: atomic commit on leaving the block, nothing written when it raises."""
+
+import pytest
+
+import shale
+
+
+def test_batch_commits_on_exit(db):
+    db[b"gone"] = b"x"
+    with db.batch() as b:
+        b.put(b"a", b"1")
+        b.put("b", "2")
+        b.delete(b"gone")
+        assert len(b) == 3
+        # Not visible before the block ends.
+        assert b"a" not in db
+    assert db[b"a"] == b"1"
+    assert db[b"b"] == b"2"
+    assert b"gone" not in db
+
+
+def test_exception_inside_with_writes_nothing(db):
+    db[b"keep"] = b"old"
+    with pytest.raises(RuntimeError):
+        with db.batch() as b:
+            b.put(b"a", b"1")
+            b.put(b"keep", b"new")
+            b.delete(b"keep")
+            raise RuntimeError("boom")
+    assert b"a" not in db
+    assert db[b"keep"] == b"old"
+
+
+def test_batch_cannot_be_reused(db):
+    b = db.batch(sync=True)
+    b.put(b"a", b"1")
+    b.write()
+    assert db[b"a"] == b"1"
+    with pytest.raises(shale.InvalidArgumentError):
+        b.put(b"b", b"2")
+    with pytest.raises(shale.InvalidArgumentError):
+        b.write()
+
+
+def test_explicit_write_inside_with_is_not_written_twice(db):
+    with db.batch() as b:
+        b.put(b"a", b"1")
+        b.write()
+    assert db[b"a"] == b"1"
+
+
+def test_discard(db):
+    b = db.batch()
+    b.put(b"a", b"1")
+    b.discard()
+    assert len(b) == 0
+    assert b"a" not in db
+
+
+def test_batch_on_closed_db(db):
+    b = db.batch()
+    b.put(b"a", b"1")
+    db.close()
+    with pytest.raises(shale.ClosedError):
+        b.write()
+
+
+def test_large_batch_is_atomic_and_ordered(db):
+    with db.batch() as b:
+        for i in range(10_000):
+            b.put(b"k%05d" % i, b"v%d" % i)
+        b.put(b"k00000", b"last write wins")
+    assert db[b"k00000"] == b"last write wins"
+    assert db[b"k09999"] == b"v9999"

@@ -1,0 +1,115 @@
+"""The dict-like surface: item access, get, in, del, str keys, context manager, reopen."""
+
+import pytest
+
+import shale
+
+
+def test_set_get_delete(db):
+    db[b"k"] = b"v"
+    assert db[b"k"] == b"v"
+    assert db.get(b"k") == b"v"
+    assert b"k" in db
+    del db[b"k"]
+    assert b"k" not in db
+    assert db.get(b"k") is None
+
+
+def test_missing_key_raises_key_error_with_the_key(db):
+    with pytest.raises(KeyError) as info:
+        db[b"nope"]
+    assert info.value.args == (b"nope",)
+    with pytest.raises(KeyError):
+        del db[b"nope"]
+    db.delete(b"nope")  # delete() of a missing key is fine, like dict.pop(k, None)
+
+
+def test_get_default(db):
+    assert db.get(b"missing", b"fallback") == b"fallback"
+    assert db.get(b"missing", default=7) == 7
+
+
+def test_str_and_bytearray_are_accepted_values_come_back_as_bytes(db):
+    db["clé"] = "välue"
+    assert db[b"cl\xc3\xa9"] == "välue".encode()
+    assert db["clé"] == "välue".encode()
+    db[bytearray(b"ba")] = bytearray(b"xy")
+    assert db[b"ba"] == b"xy"
+    assert isinstance(db[b"ba"], bytes)
+
+
+def test_other_key_types_are_type_errors(db):
+    with pytest.raises(TypeError):
+        db[1] = b"v"
+    with pytest.raises(TypeError):
+        db[b"k"] = None
+
+
+def test_empty_and_binary_values(db):
+    db[b"\x00\xff"] = b""
+    assert db[b"\x00\xff"] == b""
+    assert b"\x00\xff" in db
+
+
+def test_put_and_delete_with_sync(db):
+    db.put(b"a", b"1", sync=True)
+    assert db[b"a"] == b"1"
+    db.delete(b"a", sync=True)
+    assert b"a" not in db
+
+
+def test_context_manager_closes(db_path):
+    with shale.open(db_path) as db:
+        db[b"a"] = b"1"
+    assert db.closed
+    with pytest.raises(shale.ClosedError):
+        db[b"a"]
+    with pytest.raises(shale.ClosedError):
+        db[b"a"] = b"2"
+    db.close()  # idempotent
+
+
+def test_reopen_keeps_data(db_path):
+    db = shale.open(db_path)
+    for i in range(1000):
+        db[b"key%04d" % i] = b"value%d" % i
+    db.flush()
+    db[b"after-flush"] = b"in the wal"
+    db.close()
+    with shale.open(db_path) as db:
+        assert db[b"key0000"] == b"value0"
+        assert db[b"key0999"] == b"value999"
+        assert db[b"after-flush"] == b"in the wal"
+        assert len(list(db)) == 1001
+
+
+def test_stats_flush_compact(db):
+    for i in range(100):
+        db[b"k%03d" % i] = b"v" * 100
+    db.flush()
+    db.compact()
+    stats = db.stats()
+    assert stats["writes"] >= 100
+    assert stats["flushes"] >= 1
+    assert isinstance(stats["level_files"], list)
+    assert sum(stats["level_files"]) >= 1
+    assert stats["sst_bytes"] > 0
+    assert "index_applied" not in stats
+
+
+def test_options_are_applied(db_path):
+    with shale.open(db_path, write_buffer_size=1 << 20, cache_size=1 << 20,
+                    compression="zstd") as db:
+        for i in range(200):
+            db[b"k%03d" % i] = b"x" * 1000
+        db.flush()
+        assert db.stats()["block_cache_capacity_bytes"] == 1 << 20
+    for name in ("none", "snappy", "lz4", "zstd:9"):
+        with shale.open(db_path, compression=name) as db:
+            assert db[b"k000"] == b"x" * 1000
+
+
+def test_repr(db):
+    assert repr(db).startswith("<shale.DB ")
+    db.close()
+    assert "closed" in repr(db)

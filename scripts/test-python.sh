@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The Python package's tests: builds crates/shale-py into a virtual environment under
+# target/ and runs its pytest suite. Called by scripts/test.sh after the cargo tests;
+# works alone too. Needs only python3 (with venv) and the Rust toolchain; maturin and
+# pytest come from PyPI at the pinned versions below.
+#
+#   SHALE_PY_PROFILE  cargo profile of the extension. Default: dev. Its dependencies are
+#                     built exactly as `cargo test --workspace` builds them (opt-level 2,
+#                     same features: see crates/shale-py/Cargo.toml), so after the cargo
+#                     tests only pyo3, shale, shale-embed and this crate compile, not
+#                     candle. (`test` cannot be used: for a library it means the test
+#                     harness.) `release` for speed runs.
+#   SHALE_MODEL_DIR   the MiniLM model for the semantic search test (scripts/test.sh
+#                     sets it; without it that test is skipped and says why)
+#   PYTEST_ARGS       extra pytest arguments, e.g. "-k batch"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+maturin_version="1.16.0"
+pytest_version="9.2.0"
+profile="${SHALE_PY_PROFILE:-dev}"
+venv="target/py-venv"
+
+start=$(date +%s)
+if [[ ! -x "$venv/bin/python" ]]; then
+    echo "== python3 -m venv $venv"
+    python3 -m venv "$venv"
+fi
+# Reinstall only when the pins change.
+stamp="$venv/.pins-maturin-$maturin_version-pytest-$pytest_version"
+if [[ ! -f "$stamp" ]]; then
+    echo "== pip install maturin==$maturin_version pytest==$pytest_version"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "maturin==$maturin_version" "pytest==$pytest_version"
+    touch "$stamp"
+fi
+
+echo "== maturin develop --profile $profile (crates/shale-py)"
+# The workspace's target/ so that dependencies already built by cargo are reused.
+# maturin installs into the active environment: activate the venv for it.
+(
+    # shellcheck disable=SC1091
+    source "$venv/bin/activate"
+    CARGO_TARGET_DIR="$PWD/target" maturin develop --quiet --profile "$profile" \
+        --manifest-path crates/shale-py/Cargo.toml
+)
+built=$(date +%s)
+echo "== built the extension in $((built - start)) s"
+
+echo "== pytest crates/shale-py/tests"
+# shellcheck disable=SC2086
+"$venv/bin/python" -m pytest -q crates/shale-py/tests ${PYTEST_ARGS:-}
+echo "== Python tests took $(($(date +%s) - built)) s"
