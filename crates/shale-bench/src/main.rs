@@ -53,7 +53,7 @@ enum Sub {
     },
     /// Vector search: HNSW against hnswlib and exact search, embedding throughput and
     /// semantic query latency (see crates/shale-bench/README.md).
-    Vector(vector::VectorArgs),
+    Vector(Box<vector::VectorArgs>),
 }
 
 #[derive(Args, Debug, Clone)]

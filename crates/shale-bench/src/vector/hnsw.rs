@@ -114,14 +114,6 @@ fn insert_window(n: usize) -> (usize, usize, usize) {
     (at, at - half, at + half)
 }
 
-fn at_name(at: usize) -> String {
-    if at % 1000 == 0 {
-        format!("{}k", at / 1000)
-    } else {
-        at.to_string()
-    }
-}
-
 /// Run every HNSW workload on `ds`.
 pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<()> {
     let n = ds.len();
@@ -200,7 +192,7 @@ pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<(
                 emit(r);
                 let w = VectorRecord::new(
                     "shale",
-                    &format!("hnsw-insert-{}-at{}", ds.name, at_name(at)),
+                    &format!("hnsw-insert-{}-at{}", ds.name, super::short(at)),
                     (hi - lo) as u64,
                     window.mean_us() * (hi - lo) as f64 / 1e6,
                 )
@@ -344,7 +336,7 @@ fn run_hnswlib(
                 emit(
                     VectorRecord::new(
                         "hnswlib",
-                        &format!("hnsw-insert-{}-at{}", ds.name, at_name(at)),
+                        &format!("hnsw-insert-{}-at{}", ds.name, super::short(at)),
                         ops,
                         secs,
                     )

@@ -354,7 +354,6 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             _ => unreachable!("suites were checked"),
         }
     }
-    drop(emit);
     if let Some(e) = failed {
         return Err(format!("writing {}: {e}", jsonl.display()).into());
     }
@@ -365,7 +364,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
 
 /// `100000` -> `100k`.
 fn short(n: usize) -> String {
-    if n % 1000 == 0 {
+    if n.is_multiple_of(1000) {
         format!("{}k", n / 1000)
     } else {
         n.to_string()

@@ -25,9 +25,12 @@ pub fn query_point(workload: &str) -> Option<(&str, usize)> {
     Some((ds, ef.parse().ok()?))
 }
 
-/// Per (data set, engine): (ef, QPS, recall) sorted by ef, from the median cells.
-pub fn curves(s: &Summary) -> BTreeMap<(String, String), Vec<(usize, f64, f64)>> {
-    let mut out: BTreeMap<(String, String), Vec<(usize, f64, f64)>> = BTreeMap::new();
+/// Per (data set, engine): (ef, QPS, recall) sorted by ef.
+pub type Curves = BTreeMap<(String, String), Vec<(usize, f64, f64)>>;
+
+/// The [`Curves`] of the median cells of `s`.
+pub fn curves(s: &Summary) -> Curves {
+    let mut out = Curves::new();
     for ((w, e), (r, _)) in &s.cells {
         if let (Some((ds, ef)), Some(recall)) = (query_point(w), r.recall) {
             out.entry((ds.to_string(), e.clone()))
