@@ -255,11 +255,15 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             durability: "n/a".into(),
             parity: Parity::default(),
             caveats: vec![format!(
-                "vector workloads: load average {load_at_start} (1/5/15 min) when the run started, {} at this result",
-                load_average()
+                "vector workloads: load average {load_at_start} (1/5/15 min) when the run started \
+                 (each note gives it at its result); two shared cores"
             )],
             recall: v.recall,
-            note: v.note,
+            note: Some(format!(
+                "{}; load average {} at this result",
+                v.note.unwrap_or_default(),
+                load_average()
+            )),
             git_commit: git_commit.clone(),
             date: date.clone(),
             machine: machine.clone(),
