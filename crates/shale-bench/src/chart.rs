@@ -93,3 +93,63 @@ pub fn ops_chart(summary: &Summary, path: &Path) -> BenchResult<bool> {
     root.present()?;
     Ok(true)
 }
+
+/// File name of the QPS-against-recall chart, beside the ops/s chart.
+pub const RECALL_CHART: &str = "qps_recall.png";
+
+/// Draw QPS (log scale) against recall@10 for every (data set, engine) curve of `records`.
+/// Returns false (and draws nothing) without a font or without HNSW query records.
+pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResult<bool> {
+    let curves = crate::vector::report::curves(&crate::report::summarize(records));
+    if curves.is_empty() || !register_font() {
+        return Ok(false);
+    }
+    let points = curves.values().flatten();
+    let min_recall = points.clone().map(|p| p.2).fold(1.0f64, f64::min);
+    let x0 = ((min_recall * 20.0).floor() / 20.0).clamp(0.0, 0.95);
+    let (lo, hi) = points.fold((f64::MAX, 1.0f64), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "queries per second against recall@10 (one thread; up and right is better)",
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..1.0f64, ((lo / 1.5).max(1.0)..hi * 1.5).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("recall@10")
+        .y_desc("QPS")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    let target = crate::vector::report::RECALL_TARGET;
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(target, (lo / 1.5).max(1.0)), (target, hi * 1.5)],
+        BLACK.mix(0.3),
+    )))?;
+    for (i, ((ds, engine), pts)) in curves.iter().enumerate() {
+        let color = COLORS.get(i % COLORS.len()).copied().unwrap_or(BLACK);
+        let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.2, p.1)).collect();
+        chart
+            .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))?
+            .label(format!("{engine} ({ds})"))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart.draw_series(
+            line.into_iter()
+                .map(move |p| Circle::new(p, 4, color.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerLeft)
+        .draw()?;
+    root.present()?;
+    Ok(true)
+}

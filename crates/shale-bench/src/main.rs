@@ -14,6 +14,7 @@ mod machine;
 mod metrics;
 mod record;
 mod report;
+mod vector;
 mod workload;
 mod ycsb;
 
@@ -50,6 +51,9 @@ enum Sub {
         #[arg(long)]
         chart: Option<PathBuf>,
     },
+    /// Vector search: HNSW against hnswlib and exact search, embedding throughput and
+    /// semantic query latency (see crates/shale-bench/README.md).
+    Vector(Box<vector::VectorArgs>),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -154,9 +158,12 @@ impl RunArgs {
 }
 
 fn main() {
+    #[cfg(feature = "semantic")]
+    shale_embed::quiet_candle_threads();
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Sub::Report { input, chart }) => report_cmd(input, chart.as_deref()),
+        Some(Sub::Vector(args)) => vector::run(args),
         None if cli.run.internal_run => internal_run(&cli.run),
         None => run(&cli.run),
     };
@@ -184,14 +191,37 @@ fn read_records(path: &Path) -> BenchResult<Vec<Record>> {
 fn report_cmd(input: &Path, chart_path: Option<&Path>) -> BenchResult<()> {
     let records = read_records(input)?;
     let mut link = None;
+    let mut recall_link = None;
     if let Some(p) = chart_path {
         if chart::ops_chart(&report::summarize(&records), p)? {
             link = Some(p.display().to_string());
         } else {
             eprintln!("no DejaVu Sans font found: chart not drawn");
         }
+        let recall_path = p.with_file_name(chart::RECALL_CHART);
+        if chart::recall_chart(&records, &recall_path)? {
+            recall_link = Some(recall_path.display().to_string());
+        }
     }
-    print!("{}", report::markdown(&records, link.as_deref()));
+    print!(
+        "{}",
+        report::markdown_with(&records, link.as_deref(), recall_link.as_deref())
+    );
+    Ok(())
+}
+
+/// Rewrite OUT/report.md and its charts from every record in `jsonl`.
+pub(crate) fn write_report(out: &Path, jsonl: &Path) -> BenchResult<()> {
+    let records = read_records(jsonl)?;
+    let chart_path = out.join("ops_per_sec.png");
+    let link =
+        chart::ops_chart(&report::summarize(&records), &chart_path)?.then_some("ops_per_sec.png");
+    let recall_link = chart::recall_chart(&records, &out.join(chart::RECALL_CHART))?
+        .then_some(chart::RECALL_CHART);
+    std::fs::write(
+        out.join("report.md"),
+        report::markdown_with(&records, link, recall_link),
+    )?;
     Ok(())
 }
 
@@ -337,11 +367,7 @@ fn run(args: &RunArgs) -> BenchResult<()> {
         }
     }
     file.flush()?;
-    let records = read_records(&jsonl)?;
-    let chart_path = args.out.join("ops_per_sec.png");
-    let link =
-        chart::ops_chart(&report::summarize(&records), &chart_path)?.then_some("ops_per_sec.png");
-    std::fs::write(args.out.join("report.md"), report::markdown(&records, link))?;
+    write_report(&args.out, &jsonl)?;
     eprintln!(
         "{produced} results appended to {}; report in {}",
         jsonl.display(),

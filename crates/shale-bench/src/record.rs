@@ -33,6 +33,9 @@ pub struct Record {
     pub durability: String,
     pub parity: Parity,
     pub caveats: Vec<String>,
+    /// Vector search: recall@k against exact search (absent for key-value workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<f64>,
     pub note: Option<String>,
     pub git_commit: String,
     pub date: String,

@@ -59,8 +59,12 @@ fn opt(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.2}"))
 }
 
-/// The whole BENCHMARKS.md text.
-pub fn markdown(records: &[Record], chart: Option<&str>) -> String {
+/// The whole BENCHMARKS.md text; `chart` and `recall_chart` are the PNGs to link.
+pub fn markdown_with(
+    records: &[Record],
+    chart: Option<&str>,
+    recall_chart: Option<&str>,
+) -> String {
     let s = summarize(records);
     let mut out = String::new();
     let set = |f: fn(&Record) -> String| -> Vec<String> {
@@ -99,7 +103,10 @@ pub fn markdown(records: &[Record], chart: Option<&str>) -> String {
         out,
         "- Runs per cell: {fewest} to {most}; each cell is the median run by ops/s (the count per cell is in the detail table)."
     );
-    if let Some(r) = records.first() {
+    if let Some(r) = records
+        .iter()
+        .find(|r| !crate::vector::report::is_vector(&r.workload))
+    {
         let p = &r.parity;
         let _ = writeln!(
             out,
@@ -176,6 +183,8 @@ pub fn markdown(records: &[Record], chart: Option<&str>) -> String {
         let _ = writeln!(out, "\n![ops/s per workload and engine]({c})");
     }
 
+    crate::vector::report::section(&mut out, &s, recall_chart);
+
     let _ = writeln!(out, "\n## Details (median run)\n");
     let _ = writeln!(
         out,
@@ -243,6 +252,7 @@ mod tests {
             durability: "Buffered".into(),
             parity: Parity::default(),
             caveats: vec![],
+            recall: None,
             note: None,
             git_commit: "abc".into(),
             date: "today".into(),
@@ -259,7 +269,7 @@ mod tests {
             rec("shale", "fillrandom", 1, 300.0),
             rec("shale", "fillrandom", 2, 200.0),
         ];
-        let md = markdown(&rs, None);
+        let md = markdown_with(&rs, None, None);
         assert!(md.contains("| fillrandom | 200 | 100 | 2.00x |"), "{md}");
     }
 }

@@ -406,6 +406,7 @@ impl Runner {
                 .as_ref()
                 .map(|e| e.caveats())
                 .unwrap_or_default(),
+            recall: None,
             note: out.note.clone(),
             git_commit: self.git_commit.clone(),
             date: self.date.clone(),

