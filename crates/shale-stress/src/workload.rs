@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use shale::vector::{Embedder, SemanticOptions};
+use shale::vector::{HashEmbedder, SemanticOptions};
 use shale::Options;
 
 /// splitmix64: small, seedable, good enough for choosing operations.
@@ -90,41 +90,6 @@ pub fn parse_value(i: u32, bytes: &[u8]) -> Option<u64> {
     (value(i, wid) == text).then_some(wid)
 }
 
-/// Each word hashed to one of 64 dimensions; the sum normalised. Deterministic, as the
-/// [`Embedder`] contract requires.
-#[derive(Debug, Default)]
-pub struct BagOfWords;
-
-const DIM: usize = 64;
-
-impl Embedder for BagOfWords {
-    fn dim(&self) -> usize {
-        DIM
-    }
-
-    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
-        Ok(texts.iter().map(|t| bag(t)).collect())
-    }
-}
-
-fn bag(text: &str) -> Vec<f32> {
-    let mut v = vec![0f32; DIM];
-    for word in text.split_whitespace() {
-        let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        v[(h % DIM as u64) as usize] += 1.0;
-    }
-    let norm = v
-        .iter()
-        .map(|x| x * x)
-        .sum::<f32>()
-        .sqrt()
-        .max(f32::MIN_POSITIVE);
-    v.iter_mut().for_each(|x| *x /= norm);
-    v
-}
-
 /// The options of every open in the stress test: 64 KiB memtables, 16 KiB tables, 1 KiB
 /// blocks, compaction after two L0 files; the semantic index with the bag-of-words
 /// embedder when `semantic`.
@@ -136,7 +101,7 @@ pub fn options(semantic: bool) -> Options {
         max_bytes_for_level_base: 1 << 20,
         level0_compaction_trigger: 2,
         cache_size: 256 << 10,
-        semantic: semantic.then(|| SemanticOptions::new(Arc::new(BagOfWords))),
+        semantic: semantic.then(|| SemanticOptions::new(Arc::new(HashEmbedder))),
         ..Options::default()
     }
 }

@@ -1,4 +1,4 @@
-//! Semantic search through the engine, with a small deterministic bag-of-words embedder
+//! Semantic search through the engine, with the library's deterministic word-hashing embedder
 //! (the real model's end-to-end tests live in the `shale-embed` crate): read-your-writes,
 //! deletes and overwrites never leak, non-text values are refused, the index survives
 //! reopening and reconciles with data written while it was off.
@@ -6,45 +6,25 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use shale::vector::{Embedder, SearchOptions, SemanticOptions};
+use shale::vector::{Embedder, HashEmbedder, SearchOptions, SemanticOptions};
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
 
-/// Each word hashed to one of 64 dimensions; the sum normalised. Texts sharing words
-/// are close. Counts the texts it embedded.
+/// The library's word-hashing embedder (texts sharing words are close), counting the
+/// texts it embedded.
 #[derive(Debug, Default)]
 struct BagOfWords {
     embedded: AtomicUsize,
 }
 
-const DIM: usize = 64;
-
 impl Embedder for BagOfWords {
     fn dim(&self) -> usize {
-        DIM
+        HashEmbedder.dim()
     }
 
     fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
         self.embedded.fetch_add(texts.len(), Ordering::Relaxed);
-        Ok(texts.iter().map(|t| bag(t)).collect())
+        HashEmbedder.embed(texts)
     }
-}
-
-fn bag(text: &str) -> Vec<f32> {
-    let mut v = vec![0f32; DIM];
-    for word in text.split_whitespace() {
-        let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        v[(h % DIM as u64) as usize] += 1.0;
-    }
-    let norm = v
-        .iter()
-        .map(|x| x * x)
-        .sum::<f32>()
-        .sqrt()
-        .max(f32::MIN_POSITIVE);
-    v.iter_mut().for_each(|x| *x /= norm);
-    v
 }
 
 fn open(path: &std::path::Path, embedder: &Arc<BagOfWords>) -> Db {

@@ -256,6 +256,21 @@ struct PosixRandomFile {
     len: u64,
 }
 
+impl PosixRandomFile {
+    fn open(path: &Path) -> Result<PosixRandomFile> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
+        Ok(PosixRandomFile {
+            file,
+            path: path.to_owned(),
+            len,
+        })
+    }
+}
+
 impl RandomAccessFile for PosixRandomFile {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.file.read_exact_at(buf, offset).map_err(|e| {
@@ -366,38 +381,21 @@ impl FileSystem for PosixFs {
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", path, e))?
-            .len();
-        Ok(Arc::new(PosixRandomFile {
-            file,
-            path: path.to_owned(),
-            len,
-        }))
+        Ok(Arc::new(PosixRandomFile::open(path)?))
     }
 
     fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", path, e))?
-            .len();
-        if len == 0 {
+        let reader = PosixRandomFile::open(path)?;
+        if reader.len == 0 {
             // An empty mapping is not allowed; an empty file has nothing to map anyway.
-            return Ok(Arc::new(PosixRandomFile {
-                file,
-                path: path.to_owned(),
-                len,
-            }));
+            return Ok(Arc::new(reader));
         }
         // SAFETY: the mapping is read-only and the engine never writes or truncates a
         // file it reads this way (SSTables are immutable once renamed into place).
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io("mmap", path, e))?;
+        let map = unsafe { Mmap::map(&reader.file) }.map_err(|e| Error::io("mmap", path, e))?;
         Ok(Arc::new(PosixMappedFile {
             map,
-            path: path.to_owned(),
+            path: reader.path,
         }))
     }
 

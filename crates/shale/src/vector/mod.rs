@@ -13,8 +13,10 @@
 
 use std::cmp::Ordering;
 
+mod hash_embedder;
 mod semantic;
 
+pub use hash_embedder::HashEmbedder;
 pub use semantic::{
     decode_vector, encode_vector, text_hash, IndexRecovery, SearchHit, SearchOptions,
     SemanticOptions,
