@@ -444,22 +444,7 @@ struct MemRandomFile {
 
 impl RandomAccessFile for MemRandomFile {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let src = usize::try_from(offset)
-            .ok()
-            .and_then(|start| self.data.get(start..start.checked_add(buf.len())?))
-            .ok_or_else(|| {
-                Error::corruption(
-                    &self.path,
-                    offset,
-                    format!(
-                        "read of {} bytes past end of file ({})",
-                        buf.len(),
-                        self.data.len()
-                    ),
-                )
-            })?;
-        buf.copy_from_slice(src);
-        Ok(())
+        super::read_from_bytes(&self.data, &self.path, offset, buf)
     }
 
     fn len(&self) -> u64 {

@@ -62,6 +62,32 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     }
 }
 
+/// `read_exact_at` for a file whose bytes are all in memory (a mapping, or `MemFs`'s
+/// buffer): a read past the end is `Corruption` naming `path`.
+pub(crate) fn read_from_bytes(
+    bytes: &[u8],
+    path: &Path,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let src = usize::try_from(offset)
+        .ok()
+        .and_then(|start| bytes.get(start..start.checked_add(buf.len())?))
+        .ok_or_else(|| {
+            crate::error::Error::corruption(
+                path,
+                offset,
+                format!(
+                    "read of {} bytes past end of file ({})",
+                    buf.len(),
+                    bytes.len()
+                ),
+            )
+        })?;
+    buf.copy_from_slice(src);
+    Ok(())
+}
+
 /// Held while a database is open; dropping it releases the lock.
 pub trait FileLock: Send + Sync + Debug {}
 

@@ -316,22 +316,7 @@ impl std::fmt::Debug for PosixMappedFile {
 
 impl RandomAccessFile for PosixMappedFile {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let src = usize::try_from(offset)
-            .ok()
-            .and_then(|start| self.map.get(start..start.checked_add(buf.len())?))
-            .ok_or_else(|| {
-                Error::corruption(
-                    &self.path,
-                    offset,
-                    format!(
-                        "read of {} bytes past end of file ({})",
-                        buf.len(),
-                        self.map.len()
-                    ),
-                )
-            })?;
-        buf.copy_from_slice(src);
-        Ok(())
+        super::read_from_bytes(&self.map, &self.path, offset, buf)
     }
 
     fn len(&self) -> u64 {
