@@ -720,13 +720,15 @@ impl Semantic {
         let method = match method {
             Method::Hnsw(ef) if bounded => {
                 // A narrow range is cheaper (and exact) to scan than to walk the graph for.
+                // Counting stops at the threshold, so a wide range costs little here.
+                let threshold = EXACT_BELOW.max((EXACT_FRACTION * index.live as f64) as usize);
                 let admitted = index
                     .nodes
                     .iter()
                     .filter(|n| n.live && opts.admits(&n.key))
+                    .take(threshold)
                     .count();
-                let narrow = admitted < EXACT_BELOW
-                    || (admitted as f64) < EXACT_FRACTION * index.live as f64;
+                let narrow = admitted < threshold;
                 if narrow {
                     Method::Exact
                 } else {
