@@ -14,14 +14,14 @@
 use std::cmp::Ordering;
 
 mod hash_embedder;
+mod key_index;
 mod semantic;
+mod value;
 
 pub use hash_embedder::HashEmbedder;
-pub use semantic::{
-    decode_vector, encode_vector, text_hash, IndexRecovery, SearchHit, SearchOptions,
-    SemanticOptions,
-};
 pub(crate) use semantic::{Change, Method, Semantic};
+pub use semantic::{IndexRecovery, SearchHit, SearchOptions, SemanticOptions};
+pub use value::{decode_vector, encode_vector, text_hash};
 
 use crate::error::Result;
 

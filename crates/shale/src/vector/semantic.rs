@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
-use xxhash_rust::xxh3::xxh3_64;
-
+use super::key_index::{Applied, Index, KeyState, Node};
+use super::value::{decode_vector, encode_vector, same_vector, text_hash};
 use super::{Embedder, Hnsw, HnswParams, NodeId};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
@@ -126,7 +126,7 @@ pub struct SearchOptions {
 }
 
 impl SearchOptions {
-    fn admits(&self, key: &[u8]) -> bool {
+    pub(super) fn admits(&self, key: &[u8]) -> bool {
         self.lower_bound.as_deref().is_none_or(|lo| key >= lo)
             && self.upper_bound.as_deref().is_none_or(|hi| key < hi)
     }
@@ -166,160 +166,6 @@ impl Pending {
             (Some(a), Some(b)) => a.min(b) - 1,
         };
     }
-}
-
-/// What the index knows about a key.
-#[derive(Debug, Clone, Copy)]
-struct KeyState {
-    /// Sequence number of the write this state reflects; older changes are ignored.
-    seq: u64,
-    /// The node holding its vector; `None` after a delete.
-    node: Option<u32>,
-}
-
-/// The graph, the key of each of its nodes, and the key map.
-struct Index {
-    /// Holds the vectors; exact search scans it, approximate search walks it.
-    graph: Hnsw,
-    /// Per node id: its key, the hash of its text, and whether it is live. Ids are never
-    /// reused while the process runs; a node replaced or deleted stays (dead) until the
-    /// graph is rebuilt.
-    nodes: Vec<Node>,
-    live: usize,
-    keys: HashMap<Vec<u8>, KeyState>,
-}
-
-#[derive(Debug)]
-struct Node {
-    key: Vec<u8>,
-    text_hash: u64,
-    live: bool,
-}
-
-/// What [`Index::apply`] decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Applied {
-    /// An older change than the index has: nothing done.
-    Stale,
-    /// The key's old node (if any) is dead and the key has none.
-    Deleted,
-    /// The key's vector goes under this new node id (the caller inserts it).
-    Put(u32),
-}
-
-impl Index {
-    fn new(dim: usize, params: HnswParams) -> Result<Index> {
-        Ok(Index {
-            graph: Hnsw::new(dim, params)?,
-            nodes: Vec::new(),
-            live: 0,
-            keys: HashMap::new(),
-        })
-    }
-
-    /// Record `key`'s new state (`text_hash` for a put, `None` for a delete) if `seq` is
-    /// not older than what the index holds.
-    fn apply(&mut self, key: &[u8], seq: u64, text_hash: Option<u64>) -> Result<Applied> {
-        if let Some(old) = self.keys.get(key) {
-            if old.seq > seq {
-                return Ok(Applied::Stale);
-            }
-            if let Some(id) = old.node {
-                self.kill(id);
-            }
-        }
-        let node = match text_hash {
-            Some(text_hash) => Some(self.push(key, text_hash)?),
-            None => None,
-        };
-        self.keys.insert(key.to_vec(), KeyState { seq, node });
-        Ok(node.map_or(Applied::Deleted, Applied::Put))
-    }
-
-    /// A new live node for `key`.
-    fn push(&mut self, key: &[u8], text_hash: u64) -> Result<u32> {
-        let id = u32::try_from(self.nodes.len())
-            .ok()
-            .filter(|&id| id < u32::MAX)
-            .ok_or_else(|| Error::invalid("the semantic index is full (2^32 - 1 nodes)"))?;
-        self.nodes.push(Node {
-            key: key.to_vec(),
-            text_hash,
-            live: true,
-        });
-        self.live += 1;
-        Ok(id)
-    }
-
-    /// Make node `id` dead, here and (if it is there yet) in the graph.
-    fn kill(&mut self, id: u32) {
-        if let Some(node) = self.nodes.get_mut(id as usize) {
-            if node.live {
-                node.live = false;
-                self.live -= 1;
-            }
-        }
-        // A node whose insert has not happened yet is tombstoned by its inserter, which
-        // checks liveness after inserting (see `Semantic::insert_vectors`).
-        let _ = self.graph.mark_deleted(NodeId(id));
-    }
-
-    /// True if node `id` is live and its key within `opts`' bounds.
-    fn admits(&self, id: NodeId, opts: &SearchOptions) -> bool {
-        self.nodes
-            .get(id.0 as usize)
-            .is_some_and(|n| n.live && opts.admits(&n.key))
-    }
-
-    fn is_live(&self, id: u32) -> bool {
-        self.nodes.get(id as usize).is_some_and(|n| n.live)
-    }
-}
-
-/// The value the vector store keeps for a key: `text_hash:u64 node:u32 dim:u32
-/// f32[dim]`, little-endian (docs/format.md, section 8).
-pub fn encode_vector(text_hash: u64, node: u32, vector: &[f32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + 4 * vector.len());
-    out.extend_from_slice(&text_hash.to_le_bytes());
-    out.extend_from_slice(&node.to_le_bytes());
-    out.extend_from_slice(
-        &u32::try_from(vector.len())
-            .unwrap_or(u32::MAX)
-            .to_le_bytes(),
-    );
-    for x in vector {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out
-}
-
-/// `(text_hash, node, vector)` of a store value, or `None` if it is malformed or of
-/// another dimension (then the text is simply embedded again).
-pub fn decode_vector(bytes: &[u8], dim: usize) -> Option<(u64, u32, Vec<f32>)> {
-    let mut d = crate::codec::Decoder::new(bytes);
-    let hash = d.u64("text hash").ok()?;
-    let node = d.u32("node").ok()?;
-    let n = d.u32("dimension").ok()? as usize;
-    if n != dim || d.remaining().len() != 4 * n {
-        return None;
-    }
-    let vector = d
-        .remaining()
-        .chunks_exact(4)
-        .map(|c| c.try_into().ok().map(f32::from_le_bytes))
-        .collect::<Option<Vec<f32>>>()?;
-    Some((hash, node, vector))
-}
-
-/// The hash that ties a stored vector to the text it was embedded from: xxh3-64.
-pub fn text_hash(text: &[u8]) -> u64 {
-    xxh3_64(text)
-}
-
-/// True if `a` and `b` are the same vector up to the rounding of a renormalisation (the
-/// graph stores vectors scaled to unit length).
-fn same_vector(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5)
 }
 
 /// The graph checkpoint in the vector store's directory.
@@ -869,35 +715,5 @@ impl std::io::Write for WriteAdapter<'_> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vectors_round_trip_and_reject_other_dimensions() {
-        let v = [0.5f32, -0.25, 1.0];
-        let bytes = encode_vector(42, 7, &v);
-        assert_eq!(decode_vector(&bytes, 3), Some((42, 7, v.to_vec())));
-        assert_eq!(decode_vector(&bytes, 4), None);
-        assert_eq!(decode_vector(&bytes[..bytes.len() - 1], 3), None);
-    }
-
-    #[test]
-    fn stale_changes_are_ignored() {
-        let mut index = Index::new(2, HnswParams::with_m(4)).unwrap();
-        assert_eq!(index.apply(b"k", 5, Some(1)).unwrap(), Applied::Put(0));
-        assert_eq!(
-            index.apply(b"k", 4, None).unwrap(),
-            Applied::Stale,
-            "an older delete must not win"
-        );
-        assert_eq!(index.live, 1);
-        assert_eq!(index.apply(b"k", 6, None).unwrap(), Applied::Deleted);
-        assert_eq!(index.live, 0);
-        assert_eq!(index.apply(b"k", 5, Some(1)).unwrap(), Applied::Stale);
-        assert_eq!(index.live, 0);
     }
 }
