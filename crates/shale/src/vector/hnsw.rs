@@ -565,16 +565,17 @@ impl Hnsw {
                     self.nodes.prefetch_links0(next.id);
                 }
             }
-            if let Some(&first) = s.neighbours.first() {
-                self.nodes.prefetch_vector(first);
+            // Keep the neighbours not seen yet, and start loading all of them before scoring
+            // the first: a dozen or more independent cache misses in flight instead of one.
+            let Scratch {
+                visited,
+                neighbours,
+            } = &mut *s;
+            neighbours.retain(|&n| visited.insert(n));
+            for &n in neighbours.iter() {
+                self.nodes.prefetch_vector(n);
             }
-            for (j, &n) in s.neighbours.iter().enumerate() {
-                if let Some(&next) = s.neighbours.get(j + 1) {
-                    self.nodes.prefetch_vector(next);
-                }
-                if !s.visited.insert(n) {
-                    continue;
-                }
+            for &n in &s.neighbours {
                 let Some(d) = self.dist_to(q, n) else {
                     continue;
                 };

@@ -139,6 +139,12 @@ fn zeroed_f32_cells(n: usize) -> Box<[UnsafeCell<f32>]> {
     unsafe { Box::from_raw(Box::into_raw(plain) as *mut [UnsafeCell<f32>]) }
 }
 
+/// `f32`s in a 64-byte cache line.
+const CELLS_PER_LINE: usize = 16;
+
+/// Most cache lines of one vector [`NodeStore::prefetch_vector`] asks for.
+const PREFETCH_LINES: usize = 4;
+
 /// A hint to load the cache line at `p`; no effect on other architectures.
 #[inline]
 fn prefetch(p: Option<*const i8>) {
@@ -272,18 +278,23 @@ impl NodeStore {
         Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()) })
     }
 
-    /// Ask the CPU to start loading `id`'s meta word and vector: the graph's searches are
-    /// bound by cache misses on nodes reached through links, and hnswlib's prefetching of
-    /// the next neighbour while scoring the current one is what hides them.
+    /// Ask the CPU to start loading `id`'s meta word and the head of its vector: the graph's
+    /// searches are bound by cache misses on nodes reached through links, and starting the
+    /// loads of every neighbour before scoring the first is what hides them.
+    ///
+    /// At most [`PREFETCH_LINES`] lines of the vector are asked for: enough for a short
+    /// vector (50 dimensions are 200 bytes); a long one is streamed by the hardware
+    /// prefetcher once its first lines are read.
     #[inline]
     pub(super) fn prefetch_vector(&self, id: u32) {
         if let Some((seg, i)) = self.slot(id) {
             prefetch(seg.meta.get(i).map(|m| m.as_ptr().cast_const().cast()));
-            prefetch(
-                seg.vectors
-                    .get(i * self.dim)
-                    .map(|c| c.get().cast_const().cast()),
-            );
+            let start = i * self.dim;
+            let end = (start + self.dim).min(seg.vectors.len());
+            let cells = seg.vectors.get(start..end).unwrap_or(&[]);
+            for line in cells.chunks(CELLS_PER_LINE).take(PREFETCH_LINES) {
+                prefetch(line.first().map(|c| c.get().cast_const().cast()));
+            }
         }
     }
 
