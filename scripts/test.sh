@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 echo "== scripts/fetch-model.sh (the embedding model shale-embed's tests run; cached)"
 SHALE_MODEL_DIR="$(bash scripts/fetch-model.sh)"
 export SHALE_MODEL_DIR
+echo "== scripts/fetch-bench-data.sh --vectors-only (GloVe, for the HNSW recall test; cached)"
+bash scripts/fetch-bench-data.sh --vectors-only >/dev/null
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -177,6 +177,11 @@ fn cache_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".cache/shale"))
 }
 
+/// The GloVe `.npy`: `given`, else where `scripts/fetch-bench-data.sh` puts it.
+fn glove_path(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| cache_dir().join("glove/glove_6B_50d_emb.npy"))
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -306,10 +311,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
     for suite in &suites {
         match suite.as_str() {
             "glove" => {
-                let path = args
-                    .glove
-                    .clone()
-                    .unwrap_or_else(|| cache_dir().join("glove/glove_6B_50d_emb.npy"));
+                let path = glove_path(args.glove.clone());
                 if !path.exists() {
                     return Err(format!(
                         "{} is missing: run scripts/fetch-bench-data.sh (or pass --glove)",
