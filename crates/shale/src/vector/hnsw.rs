@@ -429,6 +429,13 @@ impl Hnsw {
         Some(distance(q, self.nodes.vector(id)?))
     }
 
+    /// [`Hnsw::dist_to`] for an id read from a neighbour list (see
+    /// [`NodeStore::linked_vector`]).
+    #[inline]
+    fn dist_to_linked(&self, q: &[f32], id: u32) -> Option<f32> {
+        Some(distance(q, self.nodes.linked_vector(id)?))
+    }
+
     /// Insert node `id` with vector `v` (normalised to unit length on the way in).
     ///
     /// Safe to call from many threads at once, and while searches run.
@@ -507,7 +514,7 @@ impl Hnsw {
                 s.neighbours.clear();
             }
             for &n in &s.neighbours {
-                if let Some(d) = self.dist_to(q, n) {
+                if let Some(d) = self.dist_to_linked(q, n) {
                     let c = Cand { dist: d, id: n };
                     if c < best {
                         best = c;
@@ -576,7 +583,7 @@ impl Hnsw {
                 self.nodes.prefetch_vector(n);
             }
             for &n in &s.neighbours {
-                let Some(d) = self.dist_to(q, n) else {
+                let Some(d) = self.dist_to_linked(q, n) else {
                     continue;
                 };
                 if results.len() < ef || d < bound {
@@ -738,7 +745,12 @@ impl Hnsw {
             ep = self.greedy(&q, ep, l, &mut s);
         }
         let accept = |id: u32| !self.nodes.is_deleted(id) && filter.is_none_or(|f| f(NodeId(id)));
-        let found = self.search_layer(&q, &[ep], ef, 0, Some(&accept), &mut s);
+        // With no tombstones and no filter every node is accepted: skip the check (and its
+        // read of each result's state word). A tombstone made during this search may then be
+        // returned, as it may by a search that started a moment earlier.
+        let everything = filter.is_none() && self.deleted_count() == 0;
+        let accept: Option<&dyn Fn(u32) -> bool> = if everything { None } else { Some(&accept) };
+        let found = self.search_layer(&q, &[ep], ef, 0, accept, &mut s);
         self.give_scratch(s);
         let mut out: Vec<Neighbor> = found
             .into_iter()

@@ -74,13 +74,15 @@ impl Links<'_> {
             return;
         };
         // Acquire pairs with the writer's release of `count`, so the slots written before
-        // it are visible.
+        // it are visible. Each slot is read with acquire too (a plain load on x86): a torn
+        // read may see an id stored by a later writer, and acquire on the slot itself is
+        // what orders that id's vector before this reader's use of it (invariant 3).
         let n = (count.load(Ordering::Acquire) as usize).min(slots.len());
         out.extend(
             slots
                 .iter()
                 .take(n)
-                .map(|slot| slot.load(Ordering::Relaxed)),
+                .map(|slot| slot.load(Ordering::Acquire)),
         );
     }
 
@@ -97,7 +99,7 @@ impl Links<'_> {
         };
         let mut n = 0u32;
         for (slot, &id) in slots.iter().zip(ids) {
-            slot.store(id, Ordering::Relaxed);
+            slot.store(id, Ordering::Release);
             n += 1;
         }
         count.store(n, Ordering::Release);
@@ -278,7 +280,24 @@ impl NodeStore {
         Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()) })
     }
 
-    /// Ask the CPU to start loading `id`'s meta word and the head of its vector: the graph's
+    /// The vector of `id`, read from a neighbour list: no state check, one cache miss
+    /// fewer than [`NodeStore::vector`] on the search's hottest path.
+    ///
+    /// Sound because of invariant 3: an id in a list names a READY node. The thread that
+    /// stored the id saw the node READY (acquire), then stored the id with release; the
+    /// caller read the id from the list with acquire ([`Links::read_into`]). So the
+    /// vector's writes happen before this read, and a READY vector is never written again.
+    /// `None` only if the id's chunk does not exist, which invariant 3 rules out.
+    #[inline]
+    pub(super) fn linked_vector(&self, id: u32) -> Option<&[f32]> {
+        let (seg, i) = self.slot(id)?;
+        let start = i * self.dim;
+        let cells = seg.vectors.get(start..start + self.dim)?;
+        // SAFETY: see above; `UnsafeCell<f32>` has `f32`'s layout.
+        Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()) })
+    }
+
+    /// Ask the CPU to start loading the head of `id`'s vector: the graph's
     /// searches are bound by cache misses on nodes reached through links, and starting the
     /// loads of every neighbour before scoring the first is what hides them.
     ///
@@ -288,7 +307,6 @@ impl NodeStore {
     #[inline]
     pub(super) fn prefetch_vector(&self, id: u32) {
         if let Some((seg, i)) = self.slot(id) {
-            prefetch(seg.meta.get(i).map(|m| m.as_ptr().cast_const().cast()));
             let start = i * self.dim;
             let end = (start + self.dim).min(seg.vectors.len());
             let cells = seg.vectors.get(start..end).unwrap_or(&[]);
