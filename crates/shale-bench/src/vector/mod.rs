@@ -63,6 +63,9 @@ pub struct VectorArgs {
     /// Queries of `semantic-query`, per engine.
     #[arg(long)]
     semantic_queries: Option<usize>,
+    /// `SemanticOptions::batch_size` of `embed-bulk` (default: the engine's default).
+    #[arg(long)]
+    embed_batch: Option<usize>,
     #[arg(long, default_value_t = 16)]
     m: usize,
     #[arg(long, default_value_t = 200)]
@@ -350,6 +353,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
                 semantic::run(
                     n,
                     nq,
+                    args.embed_batch,
                     args.seed,
                     &args.engines,
                     &args.work_dir,

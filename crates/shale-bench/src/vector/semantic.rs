@@ -94,6 +94,7 @@ pub fn minilm_dataset(n: usize, nq: usize, seed: u64, cache: &Path) -> BenchResu
 pub fn run(
     n: usize,
     nq: usize,
+    batch_size: Option<usize>,
     seed: u64,
     engines: &[String],
     work_dir: &Path,
@@ -137,7 +138,10 @@ pub fn run(
     let dir = work_dir.join(format!("semantic-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let embedder: Arc<dyn Embedder> = model.clone();
-    let sem = SemanticOptions::new(embedder);
+    let mut sem = SemanticOptions::new(embedder);
+    if let Some(b) = batch_size {
+        sem.batch_size = b;
+    }
     let sem_about = format!(
         "{} embed thread(s), batches of up to {}",
         sem.embed_threads, sem.batch_size
