@@ -176,6 +176,8 @@ fn counters(s: &shale::StatsSnapshot) -> Vec<(&'static str, u64)> {
         wal_bytes,
         wal_syncs,
         wal_torn_tail_bytes,
+        wal_salvages,
+        wal_salvaged_bytes,
         gets,
         bytes_read,
         bloom_useful,

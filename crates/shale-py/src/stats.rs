@@ -33,6 +33,8 @@ pub(crate) fn to_dict<'py>(
         bytes_read,
         bloom_useful,
         wal_torn_tail_bytes,
+        wal_salvages,
+        wal_salvaged_bytes,
         compactions,
         trivial_moves,
         compaction_bytes_read,

@@ -30,4 +30,4 @@ pub mod wal;
 pub use batch::WriteBatch;
 pub use db::{Db, DbIterator, RangeIter, Snapshot, StatsSnapshot};
 pub use error::{Error, Result};
-pub use options::{Compression, Options, ReadOptions, WriteOptions};
+pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};

@@ -92,11 +92,32 @@ pub struct Options {
     /// times the measured write amplification, with 2x headroom, never below 8 MiB/s and
     /// never above `rate_limit_bytes_per_sec` (when non-zero). Default: false.
     pub rate_limit_auto_tune: bool,
+    /// What open does with a damaged WAL record (a torn tail is always dropped silently).
+    /// Default: [`WalRecovery::Strict`].
+    pub wal_recovery: WalRecovery,
     /// The file system every file goes through (the real one by default).
     pub fs: Arc<dyn FileSystem>,
     /// Semantic search over text values (see [`crate::vector`]): with it on, every value
     /// must be UTF-8 text and is embedded and indexed in the background. Default: off.
     pub semantic: Option<crate::vector::SemanticOptions>,
+}
+
+/// What opening a database does when WAL replay meets a damaged record that is not a torn
+/// tail (a checksum mismatch or a bad length in the middle of a log, a batch that does not
+/// decode). RocksDB calls this `WALRecoveryMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// Refuse to open: `Error::Corruption` naming the WAL and the record's offset, every
+    /// file left as it was. Nothing acknowledged is ever dropped without a word.
+    Strict,
+    /// Salvage a consistent prefix ("point in time"): replay every record before the
+    /// damaged one, and drop that record and everything after it, in its WAL and in every
+    /// later WAL, so the database holds exactly the writes up to some moment, with no
+    /// holes and no reordering. The dropped writes are lost for good (open persists the
+    /// salvaged state); `Db::stats()` reports the cut in `wal_salvages` and the
+    /// bytes dropped in `wal_salvaged_bytes`. Opt in only after `Strict` failed and the loss is accepted,
+    /// like RocksDB's `kPointInTimeRecovery`.
+    PointInTime,
 }
 
 impl Default for Options {
@@ -114,6 +135,7 @@ impl Default for Options {
             cache_size: 64 << 20,
             max_open_files: 1000,
             mmap_reads: cfg!(target_pointer_width = "64"),
+            wal_recovery: WalRecovery::Strict,
             level0_compaction_trigger: 4,
             level0_slowdown_trigger: 20,
             level0_stop_trigger: 36,
@@ -143,6 +165,7 @@ impl fmt::Debug for Options {
             .field("cache_size", &self.cache_size)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
+            .field("wal_recovery", &self.wal_recovery)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_slowdown_trigger", &self.level0_slowdown_trigger)
             .field("level0_stop_trigger", &self.level0_stop_trigger)

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
-use crate::options::Options;
+use crate::options::{Options, WalRecovery};
 use crate::rate_limit::RateLimiter;
 use crate::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
@@ -208,12 +208,38 @@ impl Recovery<'_> {
             .collect();
         wals.sort();
         let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
+        let mut salvaging = false;
         for id in wals {
             let path = wal_path(dir, id);
             let data = fs.read_all(&path)?;
+            if salvaging {
+                // Everything logged after a dropped record goes too: a prefix, no holes.
+                Stats::add(&stats.wal_salvaged_bytes, data.len() as u64);
+                continue;
+            }
             let mut reader = LogReader::new(&data, &path);
-            while let Some((offset, record)) = reader.next_record()? {
-                let batch = BatchReader::new(record).map_err(|e| e.in_file(&path, offset))?;
+            loop {
+                let replayed = reader.next_record().and_then(|next| {
+                    let Some((offset, record)) = next else {
+                        return Ok(None);
+                    };
+                    decode_batch(record, &path, offset).map(|b| Some((offset, b)))
+                });
+                let (offset, batch) = match replayed {
+                    Ok(Some(found)) => found,
+                    Ok(None) => break,
+                    Err(Error::Corruption { offset, .. })
+                        if opts.wal_recovery == WalRecovery::PointInTime =>
+                    {
+                        let dropped = (data.len() as u64).saturating_sub(offset);
+                        Stats::add(&stats.wal_salvaged_bytes, dropped);
+                        Stats::add(&stats.wal_salvages, 1);
+                        salvaging = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
+                // Decoded whole above, so a batch reaches the memtable whole or not at all.
                 for entry in decode_entries(batch.body(), batch.first_seq) {
                     let entry = entry.map_err(|e| e.in_file(&path, offset))?;
                     mem.insert(entry.seq, entry.kind, entry.key, entry.value);
@@ -248,6 +274,16 @@ impl Recovery<'_> {
         }
         Ok(())
     }
+}
+
+/// Check that the WAL record at `offset` of `path` decodes whole, so that a batch is
+/// applied entirely or not at all.
+fn decode_batch<'r>(record: &'r [u8], path: &Path, offset: u64) -> Result<BatchReader<'r>> {
+    let batch = BatchReader::new(record).map_err(|e| e.in_file(path, offset))?;
+    for entry in decode_entries(batch.body(), batch.first_seq) {
+        entry.map_err(|e| e.in_file(path, offset))?;
+    }
+    Ok(batch)
 }
 
 /// Delete WALs below the log number, SSTables no version refers to, old manifests and

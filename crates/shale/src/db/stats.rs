@@ -25,6 +25,10 @@ pub struct Stats {
     /// SSTables a get skipped because their bloom filter ruled the key out.
     pub bloom_useful: AtomicU64,
     pub wal_torn_tail_bytes: AtomicU64,
+    /// Damaged WAL records `WalRecovery::PointInTime` cut the log at when opening (0 or 1),
+    /// and the WAL bytes it dropped: the damaged record and everything logged after it.
+    pub wal_salvages: AtomicU64,
+    pub wal_salvaged_bytes: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
@@ -51,6 +55,8 @@ pub struct StatsSnapshot {
     pub bytes_read: u64,
     pub bloom_useful: u64,
     pub wal_torn_tail_bytes: u64,
+    pub wal_salvages: u64,
+    pub wal_salvaged_bytes: u64,
     pub compactions: u64,
     pub trivial_moves: u64,
     pub compaction_bytes_read: u64,
@@ -95,6 +101,8 @@ impl Stats {
             bytes_read: r(&self.bytes_read),
             bloom_useful: r(&self.bloom_useful),
             wal_torn_tail_bytes: r(&self.wal_torn_tail_bytes),
+            wal_salvages: r(&self.wal_salvages),
+            wal_salvaged_bytes: r(&self.wal_salvaged_bytes),
             compactions: r(&self.compactions),
             trivial_moves: r(&self.trivial_moves),
             compaction_bytes_read: r(&self.compaction_bytes_read),
