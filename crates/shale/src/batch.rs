@@ -160,7 +160,9 @@ pub(crate) fn decode_entries(
             // Stop after the first error.
             d = Decoder::new(&[]);
         }
-        seq = seq.next();
+        // Saturating: a header read from disk may claim any first sequence number (the
+        // reader rejects one that overflows, but only after walking the entries).
+        seq = SeqNo(seq.0.saturating_add(1));
         Some(entry)
     })
 }
@@ -207,6 +209,12 @@ impl<'a> BatchReader<'a> {
         let first_seq = SeqNo(d.u64("batch sequence")?);
         let count = d.u32("batch count")?;
         let body = d.remaining();
+        // The last entry gets `first_seq + count - 1`, which must fit in a trailer. Checked
+        // before the entries are walked, so that no sequence number computed below overflows.
+        let last = first_seq.0.checked_add(u64::from(count.saturating_sub(1)));
+        if last.is_none_or(|last| last > SeqNo::MAX.0) {
+            return Err(DecodeError::new(0, "batch sequence numbers overflow"));
+        }
         let reader = BatchReader {
             first_seq,
             count,
@@ -222,11 +230,6 @@ impl<'a> BatchReader<'a> {
                 8,
                 format!("batch header says {count} entries, found {seen}"),
             ));
-        }
-        // The last entry gets `first_seq + count - 1`, which must fit in a trailer.
-        let last = first_seq.0.checked_add(u64::from(count.saturating_sub(1)));
-        if last.is_none_or(|last| last > SeqNo::MAX.0) {
-            return Err(DecodeError::new(0, "batch sequence numbers overflow"));
         }
         Ok(reader)
     }
@@ -286,6 +289,25 @@ mod tests {
             bad[i] ^= 0x40;
             let _ = BatchReader::new(&bad).map(|r| r.entries().count());
         }
+    }
+
+    #[test]
+    fn sequence_numbers_past_the_trailer_are_rejected_not_overflowed() {
+        // Found by the wal_reader fuzz target: a header claiming first_seq = u64::MAX made
+        // the entry walk overflow (a panic where overflow checks are on).
+        let mut b = WriteBatch::new();
+        b.delete(b"a");
+        b.delete(b"b");
+        for seq in [u64::MAX, SeqNo::MAX.0, SeqNo::MAX.0 + 1] {
+            let bytes = encoded(&b, SeqNo(seq));
+            assert!(BatchReader::new(&bytes).is_err(), "first_seq {seq:#x}");
+        }
+        let bytes = encoded(&b, SeqNo(SeqNo::MAX.0 - 1));
+        assert_eq!(BatchReader::new(&bytes).unwrap().entries().count(), 2);
+        let last = decode_entries(b.body(), SeqNo(u64::MAX))
+            .map(|e| e.unwrap().seq)
+            .last();
+        assert_eq!(last, Some(SeqNo(u64::MAX)));
     }
 
     #[test]

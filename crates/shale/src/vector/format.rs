@@ -12,7 +12,7 @@
 //!
 //! The decoder trusts nothing: it checks the magic, the version and the checksum before it
 //! reads a length, checks every length against the bytes left, and then checks the graph
-//! itself (ids ascending, lists within capacity, every link to an existing node of a high
+//! itself (ids ascending and not too sparse, lists within capacity, every link to an existing node of a high
 //! enough level, the entry point on the top level), so that a file whose checksum happens to
 //! match still cannot produce a graph that breaks the search's invariants.
 
@@ -33,6 +33,18 @@ pub const GRAPH_HEADER_LEN: usize = 64;
 
 /// `entry` when the graph is empty.
 const NO_ENTRY: u32 = u32::MAX;
+
+/// How sparse a loaded graph's ids may be: every id must be below
+/// `node_count * ID_SPARSITY + ID_SLACK`.
+///
+/// Memory and time that follow the highest id, not the node count, are spent by the owner
+/// and the search (a search's visited marks, the semantic index's per-id table), so one
+/// stray id near `u32::MAX` in a file whose checksum happens to match would cost gigabytes
+/// and seconds. The engine allocates ids densely; a graph sparser than this has more dead
+/// ids than live nodes by a factor that makes rebuilding it from the stored vectors (what
+/// the owner does with a graph file that fails to load) cheaper than loading it.
+const ID_SPARSITY: u64 = 256;
+const ID_SLACK: u64 = 1 << 20;
 
 const FLAG_DELETED: u8 = 1;
 
@@ -230,11 +242,23 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
     let mut records: Vec<(u32, usize)> = Vec::new();
     let mut vector = Vec::with_capacity(header.dim);
     let mut links: Vec<Vec<u32>> = Vec::new();
+    let id_limit = (header.node_count as u64)
+        .saturating_mul(ID_SPARSITY)
+        .saturating_add(ID_SLACK);
     for _ in 0..header.node_count {
         let at = d.position();
         let id = d.u32("node id")?;
         if records.last().is_some_and(|&(prev, _)| id <= prev) {
             return Err(DecodeError::new(at, format!("node id {id} out of order")));
+        }
+        if u64::from(id) >= id_limit {
+            return Err(DecodeError::new(
+                at,
+                format!(
+                    "node id {id} is too sparse for {} nodes (ids must be below {id_limit})",
+                    header.node_count
+                ),
+            ));
         }
         let flags = d.u8("node flags")?;
         if flags & !FLAG_DELETED != 0 {
@@ -318,4 +342,49 @@ fn decode_list(d: &mut Decoder<'_>, cap: usize, out: &mut Vec<u32>) -> Result<()
     out.clear();
     out.extend(raw.chunks_exact(4).filter_map(codec::get_u32));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-node graph of dimension 1 whose node (and entry point) has id `id`.
+    fn one_node(id: u32) -> Vec<u8> {
+        let graph = Hnsw::new(1, HnswParams::with_m(4)).expect("parameters");
+        let mut out = Vec::new();
+        encode_header(
+            &mut out,
+            &Header {
+                dim: 1,
+                params: *graph.params(),
+                node_count: 1,
+                entry: Some(id),
+            },
+        )
+        .expect("header");
+        let links = [Vec::new()];
+        let node = NodeRecord {
+            id,
+            deleted: false,
+            vector: &[1.0],
+            links: &links,
+        };
+        encode_node(&mut out, &node).expect("node");
+        let crc = codec::mask_crc(codec::crc32c(&out));
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn sparse_ids_are_corruption() {
+        // Found while writing the vector_graph fuzz target: one node with a huge id made
+        // loading walk 4 billion ids and the first search allocate marks for all of them.
+        assert!(decode(&one_node(0)).is_ok());
+        let limit = u32::try_from(ID_SPARSITY + ID_SLACK).expect("small");
+        assert!(decode(&one_node(limit - 1)).is_ok());
+        for id in [limit, 0xf000_0000, u32::MAX - 1] {
+            let err = decode(&one_node(id)).expect_err("a sparse id must be rejected");
+            assert_eq!(err.offset, GRAPH_HEADER_LEN, "{}", err.reason);
+        }
+    }
 }
