@@ -13,6 +13,9 @@ pub mod compaction;
 mod db;
 pub mod error;
 pub mod fs;
+/// Fuzz entry points, one per decoder (used by `fuzz/` and `tests/fuzz_smoke.rs`).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod iter;
 pub mod key;
 pub mod memtable;
