@@ -99,6 +99,19 @@ struct RunArgs {
     /// Target SSTable size for every engine, KiB (small values make trees of many files).
     #[arg(long, default_value_t = 64 * 1024)]
     target_file_kib: u64,
+    /// Data block size for every engine, bytes.
+    #[arg(long, default_value_t = 4096)]
+    block_bytes: usize,
+    /// Bloom filter bits per key for every engine (0: no filter, Shale only).
+    #[arg(long, default_value_t = 10)]
+    filter_bits: u32,
+    /// Keys between restart points in a data block (Shale only).
+    #[arg(long, default_value_t = 16)]
+    restart_interval: usize,
+    /// Name the results by this label instead of the engine (one engine only): for
+    /// sweeps of one engine's settings, reported side by side like engines.
+    #[arg(long)]
+    label: Option<String>,
     /// Smallest level target (RocksDB's max_bytes_for_level_base), MiB.
     #[arg(long, default_value_t = 256)]
     level_base_mib: u64,
@@ -148,6 +161,9 @@ impl RunArgs {
                 target_file_bytes: self.target_file_kib << 10,
                 level_base_bytes: self.level_base_mib << 20,
                 compression: self.compression,
+                block_bytes: self.block_bytes,
+                filter_bits_per_key: self.filter_bits,
+                restart_interval: self.restart_interval,
                 ..Parity::default()
             },
             db_dir: self.db_dir.clone(),
@@ -285,6 +301,9 @@ fn run(args: &RunArgs) -> BenchResult<()> {
         )
         .into());
     }
+    if args.label.is_some() && args.engines.len() != 1 {
+        return Err("--label names the results of one engine; pass exactly one".into());
+    }
     std::fs::create_dir_all(&args.out)?;
     std::fs::create_dir_all(&args.db_dir)?;
     let jsonl = args
@@ -318,14 +337,10 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--write-buffer-mib", &args.write_buffer_mib.to_string()])
                     .args(["--target-file-kib", &args.target_file_kib.to_string()])
                     .args(["--level-base-mib", &args.level_base_mib.to_string()])
-                    .args([
-                        "--compression",
-                        if args.compression == CompressionChoice::Lz4 {
-                            "lz4"
-                        } else {
-                            "none"
-                        },
-                    ])
+                    .args(["--compression", args.compression.name()])
+                    .args(["--block-bytes", &args.block_bytes.to_string()])
+                    .args(["--filter-bits", &args.filter_bits.to_string()])
+                    .args(["--restart-interval", &args.restart_interval.to_string()])
                     .arg("--db-dir")
                     .arg(&cfg.db_dir)
                     .args(["--seed", &cfg.seed.to_string()])
@@ -342,8 +357,15 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                 let stdout = child.stdout.take().ok_or("child has no stdout")?;
                 for line in BufReader::new(stdout).lines() {
                     let line = line?;
-                    let r: Record = serde_json::from_str(&line)
+                    let mut r: Record = serde_json::from_str(&line)
                         .map_err(|e| format!("bad child output {line:?}: {e}"))?;
+                    let line = match &args.label {
+                        Some(label) => {
+                            r.engine = label.clone();
+                            serde_json::to_string(&r)?
+                        }
+                        None => line,
+                    };
                     eprintln!(
                         "   {:<8} {:<20} {:>12.0} ops/s  p99 {:>9.1} µs  wamp {}",
                         r.engine,

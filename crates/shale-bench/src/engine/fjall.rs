@@ -37,6 +37,7 @@ impl FjallEngine {
         let compression = match p.compression {
             CompressionChoice::None => CompressionType::None,
             CompressionChoice::Lz4 => CompressionType::Lz4,
+            other => return Err(format!("fjall: {} is not built in", other.name()).into()),
         };
         let bits = p.filter_bits_per_key as f32;
         let (wb, block) = (p.write_buffer_bytes as u64, u32::try_from(p.block_bytes)?);

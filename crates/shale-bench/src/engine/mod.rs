@@ -37,6 +37,22 @@ pub enum Durability {
 pub enum CompressionChoice {
     None,
     Lz4,
+    /// Zstandard at level 3 (Shale only: the peers are built without it).
+    Zstd,
+    /// Snappy (Shale only: the peers are built without it).
+    Snappy,
+}
+
+impl CompressionChoice {
+    /// The name `--compression` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionChoice::None => "none",
+            CompressionChoice::Lz4 => "lz4",
+            CompressionChoice::Zstd => "zstd",
+            CompressionChoice::Snappy => "snappy",
+        }
+    }
 }
 
 /// Settings applied to every engine, so results compare like with like.
@@ -50,6 +66,14 @@ pub struct Parity {
     pub compression: CompressionChoice,
     pub background_threads: usize,
     pub level_base_bytes: u64,
+    /// Keys between restart points in a data block (Shale only; RocksDB and LevelDB keep
+    /// their default, also 16).
+    #[serde(default = "default_restart_interval")]
+    pub restart_interval: usize,
+}
+
+fn default_restart_interval() -> usize {
+    16
 }
 
 impl Default for Parity {
@@ -63,6 +87,7 @@ impl Default for Parity {
             compression: CompressionChoice::Lz4,
             background_threads: 2,
             level_base_bytes: 256 << 20,
+            restart_interval: default_restart_interval(),
         }
     }
 }

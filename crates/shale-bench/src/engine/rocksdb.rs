@@ -39,6 +39,7 @@ impl RocksEngine {
         o.set_compression_type(match p.compression {
             CompressionChoice::None => DBCompressionType::None,
             CompressionChoice::Lz4 => DBCompressionType::Lz4,
+            other => return Err(format!("rocksdb: {} is not built in", other.name()).into()),
         });
         Ok(RocksEngine {
             db: DB::open(&o, dir)?,

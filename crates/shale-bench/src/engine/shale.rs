@@ -25,9 +25,12 @@ impl ShaleEngine {
             max_file_size: p.target_file_bytes,
             block_size: p.block_bytes,
             filter_bits_per_key: p.filter_bits_per_key,
+            block_restart_interval: p.restart_interval,
             compression: match p.compression {
                 CompressionChoice::None => Compression::None,
                 CompressionChoice::Lz4 => Compression::Lz4,
+                CompressionChoice::Zstd => Compression::Zstd(3),
+                CompressionChoice::Snappy => Compression::Snappy,
             },
             cache_size: p.block_cache_bytes,
             background_threads: p.background_threads,
