@@ -72,7 +72,7 @@ impl Engine for RocksEngine {
                 None => b.delete(k),
             }
         }
-        Ok(self.db.write_opt(&b, &write_options(durability))?)
+        Ok(self.db.write_opt(b, &write_options(durability))?)
     }
 
     fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize> {
