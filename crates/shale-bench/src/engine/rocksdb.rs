@@ -56,6 +56,12 @@ impl Engine for RocksEngine {
         Ok(self.db.get_pinned(key)?.map(|v| v.len()))
     }
 
+    fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
+        let snapshot = self.db.snapshot();
+        let read = snapshot.get_pinned(key);
+        Some(read.map(|v| v.map(|v| v.len())).map_err(Into::into))
+    }
+
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()> {
         Ok(self.db.delete_opt(key, &write_options(durability))?)
     }
