@@ -15,6 +15,15 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== R9: every fuzz target for 60 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
+fuzz_log="$(mktemp)"
+if ! SHALE_FUZZ_SECONDS=60 cargo test -p shale --test fuzz_smoke -- --test-threads=2 --nocapture \
+    >"$fuzz_log" 2>&1; then
+    cat "$fuzz_log"
+    exit 1
+fi
+grep -E "seeds,|test result" "$fuzz_log"
+rm -f "$fuzz_log"
 echo "== scripts/test-python.sh (the Python package, crates/shale-py)"
 bash scripts/test-python.sh
 echo "== shale-bench --quick (smoke run, no speed thresholds)"

@@ -6,7 +6,11 @@
 //! `cargo fuzz run <target> <file>`.
 //!
 //! `SHALE_FUZZ_SEED` picks the mutation seed (printed on every run); `SHALE_FUZZ_SCALE`
-//! multiplies the number of inputs (default 1: the whole file runs in a few seconds).
+//! multiplies the number of inputs (default 1: the whole file runs in a few seconds);
+//! `SHALE_FUZZ_SECONDS=N` keeps each target going with fresh mutations and random inputs
+//! until it has run N seconds (`scripts/test.sh` gives each target 60). This is random
+//! mutation testing on stable Rust, not coverage-guided: the coverage-guided runs are
+//! cargo-fuzz's, in `fuzz/`.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -175,11 +179,39 @@ fn smoke(name: &str, mutations: u64, randoms: u64) {
             &format!("random {i} (SHALE_FUZZ_SEED={seed})"),
         );
     }
+    // Timed mode: alternate mutants and random strings until the budget is spent.
+    let budget = std::time::Duration::from_secs(env_u64("SHALE_FUZZ_SECONDS", 0));
+    let (mut extra_mutations, mut extra_randoms) = (0u64, 0u64);
+    while start.elapsed() < budget {
+        let input = if rng.below(8) == 0 {
+            extra_randoms += 1;
+            let len = rng.below(300);
+            (0..len).map(|_| rng.byte()).collect()
+        } else {
+            extra_mutations += 1;
+            let base = &corpus[rng.below(corpus.len())];
+            let other = &corpus[rng.below(corpus.len())];
+            let mut input = mutate(&mut rng, base, other);
+            for _ in 0..rng.below(3) {
+                input = mutate(&mut rng, &input, other);
+            }
+            input
+        };
+        run_one(
+            name,
+            target,
+            &input,
+            &format!(
+                "timed input {} (SHALE_FUZZ_SEED={seed})",
+                extra_mutations + extra_randoms
+            ),
+        );
+    }
     println!(
         "{name}: {} seeds, {} mutations, {} random inputs in {:.2?} (SHALE_FUZZ_SEED={seed})",
         corpus.len(),
-        mutations * scale,
-        randoms * scale,
+        mutations * scale + extra_mutations,
+        randoms * scale + extra_randoms,
         start.elapsed()
     );
 }
