@@ -219,25 +219,34 @@ impl Recovery<'_> {
             }
             let mut reader = LogReader::new(&data, &path);
             loop {
-                let replayed = reader.next_record().and_then(|next| {
-                    let Some((offset, record)) = next else {
-                        return Ok(None);
-                    };
-                    decode_batch(record, &path, offset).map(|b| Some((offset, b)))
-                });
+                // A damaged record: the reader's error names where the damage starts; a
+                // batch that does not decode is cut at its record's start.
+                let replayed = match reader.next_record() {
+                    Ok(Some((offset, record))) => decode_batch(record, &path, offset)
+                        .map(|batch| Some((offset, batch)))
+                        .map_err(|e| (offset, e)),
+                    Ok(None) => Ok(None),
+                    Err(e) => {
+                        let at = match &e {
+                            Error::Corruption { offset, .. } => *offset,
+                            _ => 0,
+                        };
+                        Err((at, e))
+                    }
+                };
                 let (offset, batch) = match replayed {
                     Ok(Some(found)) => found,
                     Ok(None) => break,
-                    Err(Error::Corruption { offset, .. })
+                    Err((at, Error::Corruption { .. }))
                         if opts.wal_recovery == WalRecovery::PointInTime =>
                     {
-                        let dropped = (data.len() as u64).saturating_sub(offset);
+                        let dropped = (data.len() as u64).saturating_sub(at);
                         Stats::add(&stats.wal_salvaged_bytes, dropped);
                         Stats::add(&stats.wal_salvages, 1);
                         salvaging = true;
                         break;
                     }
-                    Err(e) => return Err(e),
+                    Err((_, e)) => return Err(e),
                 };
                 // Decoded whole above, so a batch reaches the memtable whole or not at all.
                 for entry in decode_entries(batch.body(), batch.first_seq) {
