@@ -21,6 +21,7 @@ pub mod key;
 pub mod memtable;
 pub mod options;
 pub mod perf;
+mod purge;
 pub mod rate_limit;
 pub mod sst;
 mod sync;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::cache::{BlockCache, ClockCache};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
+use crate::purge::{self, Garbage, Purger};
 use crate::sst::Table;
 use crate::version::{FileId, FileMeta};
 
@@ -25,6 +26,8 @@ pub struct TableCache {
     open: ClockCache<u64, Arc<Table>>,
     /// Open files through memory mappings (`Options::mmap_reads`).
     mmap: bool,
+    /// Where retired tables go to be closed and deleted off the caller's thread.
+    purger: Arc<Purger>,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -45,6 +48,7 @@ impl TableCache {
         blocks: Arc<BlockCache>,
         max_open_files: usize,
         mmap: bool,
+        purger: Arc<Purger>,
     ) -> TableCache {
         TableCache {
             fs,
@@ -52,6 +56,7 @@ impl TableCache {
             blocks,
             open: ClockCache::new(max_open_files),
             mmap,
+            purger,
         }
     }
 
@@ -86,8 +91,16 @@ impl TableCache {
         Ok(self.open.insert(meta.id.0, table, 1).0)
     }
 
-    /// Close table `id` and delete its file (no version lists it any more). Errors are
-    /// ignored: a file left behind is removed by the next open.
+    /// Table `id` is listed by no version any more: close it and delete its file on the
+    /// purge thread (or here, if it is not running).
+    pub fn retire(&self, id: FileId) {
+        if let Some(garbage) = self.purger.defer(Garbage::Table(id)) {
+            purge::dispose(garbage, self);
+        }
+    }
+
+    /// Close table `id` and delete its file, now. Errors are ignored: a file left behind
+    /// is removed by the next open.
     pub fn delete(&self, id: FileId) {
         self.open.remove(&id.0);
         let _ = self.fs.remove(&self.path(id));

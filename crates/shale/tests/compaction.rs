@@ -313,9 +313,11 @@ fn open_tables_stay_bounded_and_replaced_files_outlive_their_readers() {
     let s = db.stats();
     assert!(s.open_tables <= 16 + 16, "{} tables open", s.open_tables);
 
-    // Once the last reader of the old version is gone, its files are deleted.
+    // Once the last reader of the old version is gone, its files are deleted (by the
+    // purge thread, which `wait_idle` waits for).
     let before = sst_files();
     drop(old);
+    db.wait_idle().unwrap();
     assert!(sst_files() < before, "{} !< {before}", sst_files());
     for i in (0..20_000).step_by(97) {
         assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)));

@@ -105,6 +105,11 @@ pub trait Engine {
         let _ = key;
         None
     }
+    /// Take a snapshot and release it: what pinning a consistent view costs alone.
+    /// `None` if the engine has no snapshots.
+    fn snapshot_create(&self) -> Option<BenchResult<()>> {
+        None
+    }
     /// Delete `key`.
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()>;
     /// Apply puts (`Some(value)`) and deletes (`None`) atomically.

@@ -62,6 +62,11 @@ impl Engine for RocksEngine {
         Some(read.map(|v| v.map(|v| v.len())).map_err(Into::into))
     }
 
+    fn snapshot_create(&self) -> Option<BenchResult<()>> {
+        drop(std::hint::black_box(self.db.snapshot()));
+        Some(Ok(()))
+    }
+
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()> {
         Ok(self.db.delete_opt(key, &write_options(durability))?)
     }

@@ -63,6 +63,11 @@ impl Engine for ShaleEngine {
         Some(read.map(|v| v.map(|v| v.len())).map_err(Into::into))
     }
 
+    fn snapshot_create(&self) -> Option<BenchResult<()>> {
+        drop(std::hint::black_box(self.db.snapshot()));
+        Some(Ok(()))
+    }
+
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()> {
         if durability == Durability::Buffered {
             return Ok(self.db.delete(key)?);

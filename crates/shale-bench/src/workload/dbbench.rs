@@ -221,10 +221,11 @@ impl Runner {
     /// get takes a fresh snapshot and reads through it (snapshotwhilewriting).
     pub(super) fn read_while_writing(
         &mut self,
-        snapshot: bool,
+        probe: Probe,
         pb: &ProgressBar,
     ) -> BenchResult<Outcome> {
         let (num, keys, seed, vs) = (self.cfg.num, self.keys, self.cfg.seed, self.cfg.value_size);
+        let files = count_files(&self.dir);
         let readers = self.cfg.threads.max(1);
         let per_thread = num / readers as u64;
         let shared = self.engine()?.shared().ok_or("engine is not shareable")?;
@@ -248,11 +249,15 @@ impl Runner {
                 let mut key = Vec::new();
                 for i in 0..per_thread {
                     keys.key(rng.below(num), &mut key);
-                    if snapshot {
-                        lat.time(|| e.snapshot_get(&key).unwrap_or(Ok(None)))?;
-                    } else {
-                        lat.time(|| e.get(&key))?;
-                    }
+                    match probe {
+                        Probe::Get => lat.time(|| e.get(&key))?,
+                        Probe::SnapshotGet => {
+                            lat.time(|| e.snapshot_get(&key).unwrap_or(Ok(None)))?
+                        }
+                        Probe::SnapshotCreate => {
+                            lat.time(|| e.snapshot_create().unwrap_or(Ok(())).map(|()| None))?
+                        }
+                    };
                     tick(pb, i as usize);
                 }
                 Ok(())
@@ -272,11 +277,12 @@ impl Runner {
             user_bytes_written: w * self.entry_bytes(),
             live_bytes: Some(num * self.entry_bytes()),
             note: Some(format!(
-                "{readers} reader(s){}; 1 writer did {w} puts ({:.0}/s)",
-                if snapshot {
-                    ", each get through a new snapshot"
-                } else {
-                    ""
+                "{readers} reader(s){}; 1 writer did {w} puts ({:.0}/s); {files} files in the \
+                 db directory at the start",
+                match probe {
+                    Probe::Get => "",
+                    Probe::SnapshotGet => ", each get through a new snapshot",
+                    Probe::SnapshotCreate => " timing snapshot creation and release alone",
                 },
                 w as f64 / seconds.max(1e-9)
             )),
@@ -310,4 +316,29 @@ impl Runner {
             note: None,
         })
     }
+}
+
+/// What the reader of a `*whilewriting` workload times.
+#[derive(Clone, Copy)]
+pub(super) enum Probe {
+    Get,
+    /// A snapshot taken, read through once, and released.
+    SnapshotGet,
+    /// A snapshot taken and released, nothing read.
+    SnapshotCreate,
+}
+
+/// Regular files under `dir` (SSTables plus each engine's few logs and manifests).
+fn count_files(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => count_files(&e.path()),
+            Ok(t) if t.is_file() => 1,
+            _ => 0,
+        })
+        .sum()
 }

@@ -4,7 +4,7 @@
 //! fresh database (the fills, `ycsb-load`, `lab`) opens a new one; the others run on what
 //! the group holds, loading it first (unmeasured) if it does not hold what they need.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use crate::gen::{fnv64, shuffled, KeyGen, Rng, ValueGen};
 use crate::metrics::{self, Latencies};
 use crate::record::Record;
 use crate::ycsb::{ScrambledZipfian, SkewedLatest};
+use dbbench::Probe;
 
 /// Every workload, in the default order.
 pub const ALL: &[&str] = &[
@@ -27,6 +28,7 @@ pub const ALL: &[&str] = &[
     "readseq",
     "readwhilewriting",
     "snapshotwhilewriting",
+    "snapshotcreatewhilewriting",
     "deleterandom",
     "fillrandom-nowal",
     "fillbatch",
@@ -268,7 +270,7 @@ impl Runner {
         }
         let threads_needed = match name {
             n if sync_threads(n).is_some() => sync_threads(n).unwrap_or(1),
-            "readwhilewriting" | "snapshotwhilewriting" => 2,
+            "readwhilewriting" | "snapshotwhilewriting" | "snapshotcreatewhilewriting" => 2,
             "readrandom" | "readmissing" | "seekrandom" | "ycsb-a" | "ycsb-b" | "ycsb-c"
             | "ycsb-d" | "ycsb-e" | "ycsb-f" => self.cfg.threads,
             _ => 1,
@@ -288,6 +290,7 @@ impl Runner {
             | "overwrite"
             | "readwhilewriting"
             | "snapshotwhilewriting"
+            | "snapshotcreatewhilewriting"
             | "deleterandom" => self.ensure_keys()?,
             n if n.starts_with("ycsb-") && n != "ycsb-load" => {
                 self.ensure_ycsb()?;
@@ -317,16 +320,21 @@ impl Runner {
             "readmissing" => self.read(true, &pb)?,
             "seekrandom" => self.seek_random(&pb)?,
             "readseq" => self.read_seq(&pb)?,
-            "readwhilewriting" => self.read_while_writing(false, &pb)?,
-            "snapshotwhilewriting" => {
-                if self.engine()?.snapshot_get(b"probe").is_none() {
+            "readwhilewriting" => self.read_while_writing(Probe::Get, &pb)?,
+            "snapshotwhilewriting" | "snapshotcreatewhilewriting" => {
+                if self.engine()?.snapshot_create().is_none() {
                     eprintln!(
                         "[{}] {name}: skipped, the engine has no snapshots",
                         self.engine_name
                     );
                     return Ok(());
                 }
-                self.read_while_writing(true, &pb)?
+                let probe = if name == "snapshotwhilewriting" {
+                    Probe::SnapshotGet
+                } else {
+                    Probe::SnapshotCreate
+                };
+                self.read_while_writing(probe, &pb)?
             }
             "deleterandom" => self.delete_random(&pb)?,
             "ycsb-load" => self.ycsb_load(&pb)?,

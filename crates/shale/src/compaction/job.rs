@@ -154,6 +154,7 @@ mod tests {
             Arc::new(crate::cache::BlockCache::new(1 << 20)),
             64,
             false,
+            Arc::default(),
         ));
         let out = run_compaction(
             input,

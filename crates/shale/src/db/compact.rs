@@ -246,6 +246,13 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
 impl DbInner {
     /// Block until no flush is pending and no compaction is running or needed.
     pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.wait_background()?;
+        // Files the finished work replaced are deleted by now.
+        self.purger.wait_idle();
+        Ok(())
+    }
+
+    fn wait_background(&self) -> Result<()> {
         let mut state = lock(&self.state);
         loop {
             if let Some(why) = &state.bg_error {
@@ -260,8 +267,15 @@ impl DbInner {
 
     /// Compact every file overlapping `[begin, end]` (user keys; `None` is unbounded) down
     /// through the levels to the deepest one holding data, then rewrite that one in place,
-    /// all in the calling thread.
+    /// all in the calling thread. The files it replaced are deleted when it returns,
+    /// unless a reader still uses them.
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let result = self.compact_range_levels(begin, end);
+        self.purger.wait_idle();
+        result
+    }
+
+    fn compact_range_levels(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let policy = policy(self);
         let lo = begin.unwrap_or(&[]);

@@ -120,6 +120,8 @@ pub(crate) struct DbInner {
     cache: Arc<crate::cache::BlockCache>,
     /// Open SSTable readers, at most `max_open_files`.
     tables: Arc<crate::table_cache::TableCache>,
+    /// Deletes obsolete files and frees old memtables off the readers' threads.
+    purger: Arc<crate::purge::Purger>,
     /// Paces the SSTable writes of flushes and compactions.
     rate_limiter: Arc<crate::rate_limit::RateLimiter>,
     /// Writes with sequence numbers up to this one are visible to readers.
@@ -142,7 +144,10 @@ impl Db {
     /// `Corruption` naming the file and offset of damage found during recovery, `Io`.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = open::open(path.as_ref(), opts)?;
-        let mut workers = vec![flush::spawn(Arc::clone(&inner))?];
+        let mut workers = vec![
+            crate::purge::spawn(&inner.purger, Arc::clone(&inner.tables))?,
+            flush::spawn(Arc::clone(&inner))?,
+        ];
         let compactors = inner.opts.background_threads.saturating_sub(1).max(1);
         workers.extend(compact::spawn(&inner, compactors)?);
         let mut db = Db {
@@ -303,8 +308,16 @@ impl Db {
         let indexed = self.semantic.as_ref().map_or(Ok(()), |s| s.close());
         let result = self.inner.close().and(indexed);
         let workers = std::mem::take(&mut *lock(&self.workers));
+        // The flush and compaction threads may still retire files: the purge thread, the
+        // first worker, is stopped after they are gone.
+        let mut workers = workers.into_iter();
+        let purge = workers.next();
         let mut panicked = false;
         for handle in workers {
+            panicked |= handle.join().is_err();
+        }
+        self.inner.purger.stop();
+        if let Some(handle) = purge {
             panicked |= handle.join().is_err();
         }
         if panicked && result.is_ok() {
@@ -387,6 +400,7 @@ impl DbInner {
             mem,
             imm,
             version: state.versions.current(),
+            purger: Arc::clone(&self.purger),
         }));
     }
 

@@ -23,6 +23,7 @@ use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
+use crate::purge::Purger;
 use crate::rate_limit::RateLimiter;
 use crate::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
@@ -68,12 +69,14 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     };
 
     let cache = Arc::new(BlockCache::new(opts.cache_size));
+    let purger = Arc::new(Purger::default());
     let table_cache = Arc::new(TableCache::new(
         Arc::clone(&fs),
         dir.to_owned(),
         Arc::clone(&cache),
         opts.max_open_files,
         opts.mmap_reads,
+        Arc::clone(&purger),
     ));
     let mut tables = open_tables(&table_cache, &state.files)?;
     let recovery = Recovery {
@@ -102,6 +105,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         mem: Arc::clone(&mem),
         imm: Vec::new(),
         version: versions.current(),
+        purger: Arc::clone(&purger),
     };
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
@@ -132,6 +136,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         super_version: SuperVersionCell::new(Arc::new(sv)),
         cache,
         tables: table_cache,
+        purger,
         rate_limiter: Arc::new(RateLimiter::new(opts.rate_limit_bytes_per_sec)),
         visible_seq: AtomicU64::new(last_seq.0),
         pressure: super::Pressure::default(),

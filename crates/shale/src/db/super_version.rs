@@ -15,9 +15,10 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use crate::memtable::MemTable;
+use crate::purge::{Garbage, Purger};
 use crate::sync::lock;
 use crate::version::Version;
 
@@ -27,6 +28,27 @@ pub(crate) struct SuperVersion {
     /// Frozen memtables, newest first.
     pub imm: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
+    /// Takes the parts when this drops (see `Drop`).
+    pub purger: Arc<Purger>,
+}
+
+/// What a dropped super version leaves in its fields: nothing to free.
+static EMPTY: LazyLock<(Arc<MemTable>, Arc<Version>)> =
+    LazyLock::new(|| (Arc::new(MemTable::new()), Arc::default()));
+
+impl Drop for SuperVersion {
+    /// This may be the last reference to a flushed memtable (its arena is freed) or to a
+    /// version (the files a compaction replaced are deleted), and the thread dropping it
+    /// may be a reader's: the purge thread does that work instead.
+    fn drop(&mut self) {
+        let parts = Box::new((
+            std::mem::replace(&mut self.mem, Arc::clone(&EMPTY.0)),
+            std::mem::take(&mut self.imm),
+            std::mem::replace(&mut self.version, Arc::clone(&EMPTY.1)),
+        ));
+        // A stopped purger hands the parts back; they drop here.
+        drop(self.purger.defer(Garbage::Drop(parts)));
+    }
 }
 
 /// Distinguishes cells in the thread-local caches (addresses can be reused; ids cannot).

@@ -89,7 +89,7 @@ impl Drop for TableFile {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
             // A failed delete leaves a file that the next open removes.
-            self.tables.delete(self.meta.id);
+            self.tables.retire(self.meta.id);
         }
     }
 }
