@@ -5,6 +5,10 @@
 #
 #   bash scripts/fuzz-campaign.sh [CPU_SECONDS] [TARGET...]
 #
+# Do not pause a target with SIGSTOP: libFuzzer's per-input timeout runs on wall time, so
+# the input running across the pause is reported as a timeout. Stop the campaign instead
+# (the corpus keeps what it found) and start it again for what is left.
+#
 # Defaults: 3600 s per target, every target of `cargo fuzz list`. Needs the nightly
 # toolchain and cargo-fuzz (see fuzz/README.md). Logs and a summary line per target go to
 # $FUZZ_LOG_DIR (default target/fuzz-campaign/); crashes land in fuzz/artifacts/<target>/.
@@ -34,10 +38,12 @@ for target in "${targets[@]}"; do
         -artifact_prefix="artifacts/$target/" -timeout=60 -print_final_stats=1 \
         >"$log" 2>&1 &
     pid=$!
-    while kill -0 "$pid" 2>/dev/null && [ "$(cpu_seconds "$pid")" -lt "$cpu_budget" ]; do
+    used=0
+    while kill -0 "$pid" 2>/dev/null && [ "$used" -lt "$cpu_budget" ]; do
         sleep 10
+        now=$(cpu_seconds "$pid")
+        if [ "$now" -gt 0 ]; then used=$now; fi
     done
-    used=$(cpu_seconds "$pid")
     kill -INT "$pid" 2>/dev/null || true
     status=0
     wait "$pid" || status=$?

@@ -12,7 +12,8 @@
 //! well-formed values), reads at a snapshot taken before later writes, and with
 //! `--semantic` searches whose hits on its keys must be their current text. The workload:
 //! puts, deletes, batches of 2 to 6 entries, `flush`, `compact_range`, on 64 KiB memtables
-//! and 16 KiB tables, WAL on, no sync. It prints `ready` once the database is open, and
+//! and 16 KiB tables, WAL on, one write in 8 synced (so the group-commit leader's fsync
+//! path is killed in the middle too), the others not. It prints `ready` once the database is open, and
 //! runs until killed (or `--ops` per thread, then closes and prints `finished`). A failed
 //! check prints `FAIL` and exits with status 3; an engine error exits with status 4.
 
@@ -141,7 +142,12 @@ impl Worker<'_> {
                 batch.delete(key(k));
             }
         }
-        engine("write", self.db.write(batch, WriteOptions::default()));
+        let opts = if wid % 8 == 0 {
+            WriteOptions::sync()
+        } else {
+            WriteOptions::default()
+        };
+        engine("write", self.db.write(batch, opts));
         oracle(self.oracle.done(self.tid, wid));
         for &(k, put) in entries {
             self.model[k as usize] = put.then_some(wid);

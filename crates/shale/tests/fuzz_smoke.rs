@@ -293,6 +293,16 @@ const REGRESSIONS: &[(&str, &str)] = &[
          ffffffffffffffffffffffffffffffffffffffffffffffffffffff5dffffffffffffffffffffffff\
          fffffffff7ffff03619e6300000000",
     ),
+    // cargo-fuzz campaign, wal_reader: a log cut right after a whole middle fragment read
+    // as corruption, not a torn tail: the reader found the cut record's own fragments
+    // "after the damage" (wal/reader.rs).
+    (
+        "wal_reader",
+        "83148608f05b59970c009d000000000001000001ffffffff0000000000ffffffffffffffffffffff\
+         ff000000000000000000000000000000000000000031000000000000000000000000000000b8b8b8\
+         b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8000000000000000000000002000000\
+         009c9c9c9c9c9c018510900903bd61ebebebebebebebebebebebebebebebeb5c710a2f",
+    ),
     // Review of vector_graph (re-sealed checksum): one node with id 0xf0000000 took seconds
     // to load and write, and a search then allocated marks for 4 billion ids (format.rs).
     (
