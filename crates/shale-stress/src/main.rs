@@ -142,7 +142,7 @@ impl Worker<'_> {
                 batch.delete(key(k));
             }
         }
-        let opts = if wid % 8 == 0 {
+        let opts = if wid.is_multiple_of(8) {
             WriteOptions::sync()
         } else {
             WriteOptions::default()
