@@ -112,6 +112,9 @@ struct RunArgs {
     /// sweeps of one engine's settings, reported side by side like engines.
     #[arg(long)]
     label: Option<String>,
+    /// SSTables each engine keeps open at most (max_open_files; fjall: max_cached_files).
+    #[arg(long, default_value_t = 1000)]
+    max_open_files: usize,
     /// Smallest level target (RocksDB's max_bytes_for_level_base), MiB.
     #[arg(long, default_value_t = 256)]
     level_base_mib: u64,
@@ -160,6 +163,7 @@ impl RunArgs {
                 write_buffer_bytes: self.write_buffer_mib << 20,
                 target_file_bytes: self.target_file_kib << 10,
                 level_base_bytes: self.level_base_mib << 20,
+                max_open_files: self.max_open_files,
                 compression: self.compression,
                 block_bytes: self.block_bytes,
                 filter_bits_per_key: self.filter_bits,
@@ -337,6 +341,7 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--write-buffer-mib", &args.write_buffer_mib.to_string()])
                     .args(["--target-file-kib", &args.target_file_kib.to_string()])
                     .args(["--level-base-mib", &args.level_base_mib.to_string()])
+                    .args(["--max-open-files", &args.max_open_files.to_string()])
                     .args(["--compression", args.compression.name()])
                     .args(["--block-bytes", &args.block_bytes.to_string()])
                     .args(["--filter-bits", &args.filter_bits.to_string()])

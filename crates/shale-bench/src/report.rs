@@ -112,7 +112,7 @@ pub fn markdown_with(
             out,
             "- Parity settings (all engines): keys {} B, values {} B (≈50% compressible), block cache {} MiB, \
              write buffer {} MiB, target file {} MiB, block {} B, bloom {} bits/key, compression {:?}, \
-             {} background threads, L1 target {} MiB; a fresh directory per group on the same disk as the repo.",
+             {} background threads, L1 target {} MiB, at most {} open SSTables; a fresh directory per group on the same disk as the repo.",
             r.key_size,
             r.value_size,
             p.block_cache_bytes >> 20,
@@ -123,6 +123,7 @@ pub fn markdown_with(
             p.compression,
             p.background_threads,
             p.level_base_bytes >> 20,
+            p.max_open_files,
         );
     }
     let _ = writeln!(

@@ -31,6 +31,7 @@ impl FjallEngine {
     pub fn open(dir: &Path, p: &Parity) -> BenchResult<FjallEngine> {
         let db = Database::builder(dir)
             .cache_size(p.block_cache_bytes as u64)
+            .max_cached_files(Some(p.max_open_files.max(10)))
             .worker_threads(p.background_threads)
             .manual_journal_persist(true)
             .open()?;
@@ -41,8 +42,12 @@ impl FjallEngine {
         };
         let bits = p.filter_bits_per_key as f32;
         let (wb, block) = (p.write_buffer_bytes as u64, u32::try_from(p.block_bytes)?);
+        let target = p.target_file_bytes;
         let ks = db.keyspace("bench", move || {
             KeyspaceCreateOptions::default()
+                .compaction_strategy(std::sync::Arc::new(
+                    fjall::compaction::Leveled::default().with_table_target_size(target),
+                ))
                 .max_memtable_size(wb)
                 .data_block_size_policy(BlockSizePolicy::all(block))
                 .data_block_compression_policy(CompressionPolicy::all(compression))
@@ -135,6 +140,7 @@ impl Engine for FjallEngine {
             "fjall: no WAL-off mode; nowal = journal kept in fjall's user-space buffer (manual_journal_persist), not written per write".into(),
             "fjall: sync/buffered = insert, then Database::persist(SyncData / Buffer) (one call per write)".into(),
             "fjall: wait_background polls active_compactions/outstanding_flushes (no wait API)".into(),
+            "fjall: its L1 target is 4 x the table size (not settable), 256 MiB at the default 64 MiB tables".into(),
         ]
     }
 }

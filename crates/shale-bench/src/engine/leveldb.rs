@@ -28,6 +28,7 @@ impl LevelDbEngine {
                 p.filter_bits_per_key,
             ))),
             compressor: 0,
+            max_open_files: p.max_open_files,
             ..Options::default()
         };
         Ok(LevelDbEngine {

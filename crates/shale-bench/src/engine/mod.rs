@@ -70,10 +70,18 @@ pub struct Parity {
     /// their default, also 16).
     #[serde(default = "default_restart_interval")]
     pub restart_interval: usize,
+    /// SSTables each engine keeps open at most (RocksDB's default, unlimited, runs out of
+    /// descriptors on a tree of tens of thousands of files).
+    #[serde(default = "default_max_open_files")]
+    pub max_open_files: usize,
 }
 
 fn default_restart_interval() -> usize {
     16
+}
+
+fn default_max_open_files() -> usize {
+    1000
 }
 
 impl Default for Parity {
@@ -88,6 +96,7 @@ impl Default for Parity {
             background_threads: 2,
             level_base_bytes: 256 << 20,
             restart_interval: default_restart_interval(),
+            max_open_files: default_max_open_files(),
         }
     }
 }

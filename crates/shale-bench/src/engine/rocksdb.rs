@@ -35,6 +35,7 @@ impl RocksEngine {
         o.set_write_buffer_size(p.write_buffer_bytes);
         o.set_target_file_size_base(p.target_file_bytes);
         o.set_max_bytes_for_level_base(p.level_base_bytes);
+        o.set_max_open_files(i32::try_from(p.max_open_files)?);
         o.set_max_background_jobs(i32::try_from(p.background_threads)?);
         o.set_compression_type(match p.compression {
             CompressionChoice::None => DBCompressionType::None,

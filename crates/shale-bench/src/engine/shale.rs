@@ -35,6 +35,7 @@ impl ShaleEngine {
             cache_size: p.block_cache_bytes,
             background_threads: p.background_threads,
             max_bytes_for_level_base: p.level_base_bytes,
+            max_open_files: p.max_open_files,
             ..Options::default()
         };
         Ok(ShaleEngine {
