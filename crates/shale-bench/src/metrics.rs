@@ -48,16 +48,26 @@ pub fn cpu_seconds() -> f64 {
     secs(u.ru_utime) + secs(u.ru_stime)
 }
 
-/// Total bytes of the regular files under `dir`.
+/// Total bytes of the files under `dir`.
 pub fn dir_bytes(dir: &Path) -> u64 {
+    dir_sum(dir, &|m| m.len())
+}
+
+/// Number of files under `dir` (SSTables plus each engine's few logs and manifests).
+pub fn dir_files(dir: &Path) -> u64 {
+    dir_sum(dir, &|_| 1)
+}
+
+/// `per_file` summed over the files under `dir`, recursively.
+fn dir_sum(dir: &Path, per_file: &dyn Fn(&std::fs::Metadata) -> u64) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
     entries
         .flatten()
         .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
+            Ok(m) if m.is_dir() => dir_sum(&e.path(), per_file),
+            Ok(m) => per_file(&m),
             Err(_) => 0,
         })
         .sum()

@@ -225,7 +225,7 @@ impl Runner {
         pb: &ProgressBar,
     ) -> BenchResult<Outcome> {
         let (num, keys, seed, vs) = (self.cfg.num, self.keys, self.cfg.seed, self.cfg.value_size);
-        let files = count_files(&self.dir);
+        let files = metrics::dir_files(&self.dir);
         let readers = self.cfg.threads.max(1);
         let per_thread = num / readers as u64;
         let shared = self.engine()?.shared().ok_or("engine is not shareable")?;
@@ -326,19 +326,4 @@ pub(super) enum Probe {
     SnapshotGet,
     /// A snapshot taken and released, nothing read.
     SnapshotCreate,
-}
-
-/// Regular files under `dir` (SSTables plus each engine's few logs and manifests).
-fn count_files(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => count_files(&e.path()),
-            Ok(t) if t.is_file() => 1,
-            _ => 0,
-        })
-        .sum()
 }

@@ -4,7 +4,7 @@
 //! fresh database (the fills, `ycsb-load`, `lab`) opens a new one; the others run on what
 //! the group holds, loading it first (unmeasured) if it does not hold what they need.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
