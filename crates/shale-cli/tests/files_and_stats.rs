@@ -154,9 +154,11 @@ fn search_with_the_hash_embedder() {
     assert_eq!(keys.len(), 2);
     assert!(keys.contains(&"a") && keys.contains(&"c"), "{keys:?}");
     // The default model is the real MiniLM (the test script fetches it); the index,
-    // built with the hash embedder's 128 dimensions, is re-embedded on open.
+    // built with the hash embedder's 128 dimensions, is re-embedded on open. The CLI finds
+    // the model through SHALE_MODEL_DIR or in the default cache directory, and so does
+    // this check.
     let r = t.run(&["search", "a kitten resting on a rug", "-k", "1"]);
-    if std::env::var_os("SHALE_MODEL_DIR").is_some() {
+    if shale_embed::MiniLm::from_env().is_ok() {
         assert_eq!(r.code, 0, "{}", r.stderr);
         let first: Vec<&str> = r.stdout.lines().next().unwrap().split('\t').collect();
         assert_eq!(first[2], "a", "{}", r.stdout);
