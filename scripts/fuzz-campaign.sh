@@ -21,6 +21,9 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
 fi
+# nice alone does not yield to other sessions when the kernel groups tasks by session
+# (autogroup): lower the whole group too.
+echo 19 >/proc/self/autogroup 2>/dev/null || true
 log_dir=${FUZZ_LOG_DIR:-$PWD/../target/fuzz-campaign}
 mkdir -p "$log_dir"
 nice -n 19 cargo +nightly fuzz build >/dev/null
