@@ -16,13 +16,15 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
 
-/// A block's decoded bytes plus the parsed restart array.
+/// A block's decoded bytes, with its restart array validated (and read in place: no copy,
+/// so a block read from disk costs no allocation beyond its bytes).
 #[derive(Debug)]
 pub struct Block {
     data: BlockBytes,
-    /// End of the entry area (start of the restart array).
+    /// End of the entry area, which is where the restart array starts.
     entries_end: usize,
-    restarts: Vec<usize>,
+    /// Number of restart points (at least 1).
+    restart_count: usize,
     /// For error reports: the file and the file offset of the block's handle.
     file: Arc<Path>,
     offset: u64,
@@ -54,15 +56,15 @@ impl Block {
                 ))
             })?;
         let mut d = Decoder::new(data.get(entries_end..count_at).unwrap_or_default());
-        let mut restarts = Vec::with_capacity(count);
+        let mut prev = None;
         for i in 0..count {
             let r = d
                 .u32("restart point")
                 .map_err(|e| corrupt(e.reason))
                 .map(|r| usize::try_from(r).unwrap_or(usize::MAX))?;
-            let in_order = match restarts.last() {
+            let in_order = match prev {
                 None => r == 0,
-                Some(&prev) => r > prev && r < entries_end,
+                Some(prev) => r > prev && r < entries_end,
             };
             if !in_order {
                 return Err(corrupt(format!(
@@ -70,24 +72,32 @@ impl Block {
                      bytes of entries"
                 )));
             }
-            restarts.push(r);
+            prev = Some(r);
         }
         Ok(Block {
             data,
             entries_end,
-            restarts,
+            restart_count: count,
             file,
             offset,
         })
     }
 
     /// Bytes held in memory (for cache accounting): the heap bytes of the data (none for a
-    /// view into a mapping, whose pages belong to the OS page cache) and the parsed
-    /// restart array.
+    /// view into a mapping, whose pages belong to the OS page cache).
     pub fn size(&self) -> usize {
-        std::mem::size_of::<Block>()
-            + self.data.heap_bytes()
-            + self.restarts.capacity() * std::mem::size_of::<usize>()
+        std::mem::size_of::<Block>() + self.data.heap_bytes()
+    }
+
+    /// The offset of restart point `index`, or `None` past the last one. [`Block::new`]
+    /// checked that the offsets are in order and inside the entry area.
+    fn restart(&self, index: usize) -> Option<usize> {
+        if index >= self.restart_count {
+            return None;
+        }
+        let at = self.entries_end + 4 * index;
+        let r = codec::get_u32(self.data.get(at..at + 4)?)?;
+        usize::try_from(r).ok()
     }
 
     /// Length of the block's bytes (entries and restart array).
@@ -105,6 +115,18 @@ impl Block {
             key: Vec::new(),
             value: (0, 0),
         }
+    }
+
+    /// The full key stored at restart point `index` (restart entries share nothing with
+    /// their predecessor), read in place.
+    fn restart_key(&self, index: usize) -> Result<&[u8]> {
+        let at = self.restart(index).unwrap_or(self.entries_end);
+        let (shared, delta, _, _) = decode_entry(self, at)
+            .map_err(|e| self.corruption(at.saturating_add(e.offset), &e.reason))?;
+        if shared != 0 {
+            return Err(self.corruption(at, "restart entry shares a key prefix"));
+        }
+        Ok(self.data.get(delta.0..delta.1).unwrap_or_default())
     }
 
     fn corruption(&self, at: usize, reason: &str) -> Error {
@@ -214,46 +236,19 @@ impl BlockIter {
         self.next_offset = end;
         while self
             .block
-            .restarts
-            .get(self.restart_index + 1)
-            .is_some_and(|&r| r <= self.current)
+            .restart(self.restart_index + 1)
+            .is_some_and(|r| r <= self.current)
         {
             self.restart_index += 1;
         }
         Ok(true)
     }
 
-    /// The full key stored at restart point `index` (restart entries share nothing with
-    /// their predecessor), read in place.
-    fn restart_key(&self, index: usize) -> Result<&[u8]> {
-        let at = self
-            .block
-            .restarts
-            .get(index)
-            .copied()
-            .unwrap_or(self.block.entries_end);
-        let (shared, delta, _, _) = decode_entry(&self.block, at).map_err(|e| {
-            self.block
-                .corruption(at.saturating_add(e.offset), &e.reason)
-        })?;
-        if shared != 0 {
-            return Err(self
-                .block
-                .corruption(at, "restart entry shares a key prefix"));
-        }
-        Ok(self.block.data.get(delta.0..delta.1).unwrap_or_default())
-    }
-
     /// Position just before restart point `index`, so `parse_next` decodes it.
     fn seek_to_restart(&mut self, index: usize) {
         self.key.clear();
         self.restart_index = index;
-        self.next_offset = self
-            .block
-            .restarts
-            .get(index)
-            .copied()
-            .unwrap_or(self.block.entries_end);
+        self.next_offset = self.block.restart(index).unwrap_or(self.block.entries_end);
     }
 
     fn is_valid(&self) -> bool {
@@ -272,7 +267,7 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
-        self.seek_to_restart(self.block.restarts.len().saturating_sub(1));
+        self.seek_to_restart(self.block.restart_count - 1);
         while self.parse_next()? {
             if self.next_offset >= self.block.entries_end {
                 break;
@@ -284,10 +279,10 @@ impl InternalIterator for BlockIter {
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         // Binary search for the last restart point whose key is < target; everything before
         // it is < target too, so the answer is in its interval or the next one.
-        let (mut left, mut right) = (0usize, self.block.restarts.len().saturating_sub(1));
+        let (mut left, mut right) = (0usize, self.block.restart_count - 1);
         while left < right {
             let mid = left + (right - left).div_ceil(2);
-            let less = match self.restart_key(mid) {
+            let less = match self.block.restart_key(mid) {
                 Ok(key) => compare_internal(key, target) == Ordering::Less,
                 Err(e) => return self.fail(e),
             };
@@ -317,12 +312,7 @@ impl InternalIterator for BlockIter {
         // entry and scan up to the entry that ends where the current one starts.
         let original = self.current;
         let mut index = self.restart_index;
-        while self
-            .block
-            .restarts
-            .get(index)
-            .is_some_and(|&r| r >= original)
-        {
+        while self.block.restart(index).is_some_and(|r| r >= original) {
             if index == 0 {
                 self.invalidate();
                 return Ok(());
