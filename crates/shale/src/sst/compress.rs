@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! none   = raw bytes
-//! lz4    = raw_len:varint lz4_block(raw)        (lz4_flex block format, no frame)
+//! lz4    = raw_len:varint lz4_block(raw)        (LZ4 block format, no frame; the `lz4` crate)
 //! zstd   = raw_len:varint zstd_frame(raw)       (zstd::bulk)
 //! snappy = snappy_raw(raw)                      (snap::raw; carries its own length)
 //! ```
@@ -35,7 +35,20 @@ pub fn compress(compression: Compression, raw: &[u8], out: &mut Vec<u8>) -> Comp
         Compression::None => return CompressionType::None,
         Compression::Lz4 => {
             codec::put_varint(out, raw.len() as u64);
-            out.extend_from_slice(&lz4_flex::block::compress(raw));
+            let header = out.len();
+            let written = lz4::block::compress_bound(raw.len()).and_then(|bound| {
+                out.resize(header + bound, 0);
+                let body = out.get_mut(header..).unwrap_or_default();
+                lz4::block::compress_to_buffer(raw, None, false, body)
+            });
+            match written {
+                Ok(n) => out.truncate(header + n),
+                // Too large for LZ4 (over 2 GB): store the block raw.
+                Err(_) => {
+                    out.clear();
+                    return CompressionType::None;
+                }
+            }
             CompressionType::Lz4
         }
         Compression::Zstd(level) => {
@@ -77,8 +90,14 @@ pub fn decompress(ty: CompressionType, stored: &[u8]) -> Result<Vec<u8>, String>
                     body.len()
                 ));
             }
-            let out = lz4_flex::block::decompress(body, raw_len)
+            // The reference decoder (the C library): it copies overlapping matches, which
+            // repetitive values are full of, eight bytes at a time.
+            let claimed =
+                i32::try_from(raw_len).map_err(|_| format!("lz4 block claims {raw_len} bytes"))?;
+            let mut out = vec![0u8; raw_len];
+            let n = lz4::block::decompress_to_buffer(body, Some(claimed), &mut out)
                 .map_err(|e| format!("lz4 decompression failed: {e}"))?;
+            out.truncate(n);
             check_len(out, raw_len, "lz4")
         }
         CompressionType::Zstd => {
