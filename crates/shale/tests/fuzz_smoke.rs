@@ -303,6 +303,20 @@ const REGRESSIONS: &[(&str, &str)] = &[
          b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8b8000000000000000000000002000000\
          009c9c9c9c9c9c018510900903bd61ebebebebebebebebebebebebebebebeb5c710a2f",
     ),
+    // cargo-fuzz campaign, wal_reader: a torn record whose value holds a whole valid log
+    // fragment read as corruption; the reader took the copy for a fragment written after
+    // the damage (wal/reader.rs, format.rs checksum_matches_shorter_payload).
+    (
+        "wal_reader",
+        "010185109009021000000100000000000000000000007c0000000000000000030101010101010101\
+         0101010101018510900902000000015a7f1035cee38459721728cd5a015a7f0000002a0000000000\
+         052b2843000001f1b600000000000000000000000000000000000000002001010101010101010101\
+         0301010100f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f50101000000000000000101010101\
+         01010101010101000000000101010101000000000000002c00000000000000000000000000000000\
+         00000000000000000000002e0000000000e6e6000001010101010000010101010101010000000001\
+         0101c6e6e6d00000e6e601010101000101010101010101010101000000000001010122c798bd56bb\
+         6b0c000001005c710a10172fc0e5",
+    ),
     // Review of vector_graph (re-sealed checksum): one node with id 0xf0000000 took seconds
     // to load and write, and a search then allocated marks for 4 billion ids (format.rs).
     (

@@ -96,6 +96,30 @@ pub fn decode_fragment(block: &[u8]) -> Result<Fragment<'_>, FragmentError> {
     Ok(Fragment { kind, payload })
 }
 
+/// For a fragment whose payload runs past the end of the file (`block` holds the header and
+/// every byte after it): whether its checksum matches a shorter payload that is present.
+///
+/// That tells a damaged length from a torn write. A write cut short by a crash never wrote
+/// the payload its checksum covers, so no prefix of what is there matches (short of a
+/// 1-in-2^32 collision per candidate length). A completed fragment whose length field was
+/// damaged later (the checksum does not cover the length) still has its whole payload
+/// right after the header, and its checksum matches at the true length.
+pub fn checksum_matches_shorter_payload(block: &[u8]) -> bool {
+    let Some((&[c0, c1, c2, c3, _, _, kind], payload)) = block.split_first_chunk::<HEADER_LEN>()
+    else {
+        return false;
+    };
+    let stored = u32::from_le_bytes([c0, c1, c2, c3]);
+    let mut crc = codec::crc32c(&[kind]);
+    if codec::mask_crc(crc) == stored {
+        return true;
+    }
+    payload.iter().any(|&b| {
+        crc = codec::crc32c_extend(crc, &[b]);
+        codec::mask_crc(crc) == stored
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +144,26 @@ mod tests {
             assert_eq!(decode_fragment(&buf[..cut]), Err(FragmentError::Truncated));
         }
         assert_eq!(decode_fragment(&[0u8; 32]), Err(FragmentError::Zero));
+    }
+
+    #[test]
+    fn a_damaged_length_is_told_from_a_torn_payload() {
+        let payload: Vec<u8> = (0..300u32).map(|i| (i * 7 % 256) as u8).collect();
+        let crc = fragment_crc(RecordType::Full, &payload);
+        let mut whole = encode_header(RecordType::Full, payload.len() as u16, crc).to_vec();
+        whole.extend_from_slice(&payload);
+        // Torn: the payload was never all written, at any cut.
+        for cut in HEADER_LEN..whole.len() {
+            assert!(
+                !checksum_matches_shorter_payload(&whole[..cut]),
+                "cut {cut}"
+            );
+        }
+        // Damaged: the length claims more than the file holds, the payload is all there.
+        let mut longer = whole.clone();
+        longer[4..6].copy_from_slice(&1000u16.to_le_bytes());
+        longer.extend_from_slice(b"next fragment bytes");
+        assert_eq!(decode_fragment(&longer), Err(FragmentError::Truncated));
+        assert!(checksum_matches_shorter_payload(&longer));
     }
 }

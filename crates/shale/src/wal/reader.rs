@@ -8,7 +8,10 @@
 
 use std::path::Path;
 
-use super::format::{decode_fragment, FragmentError, RecordType, BLOCK_SIZE, HEADER_LEN};
+use super::format::{
+    checksum_matches_shorter_payload, decode_fragment, FragmentError, RecordType, BLOCK_SIZE,
+    HEADER_LEN,
+};
 use crate::error::{Error, Result};
 
 /// What the reader dropped at the end of the log.
@@ -83,13 +86,20 @@ impl<'a> LogReader<'a> {
             let fragment = match decode_fragment(rest) {
                 Ok(f) => f,
                 Err(FragmentError::Zero) => return self.damage(at, at, "zero bytes"),
+                Err(FragmentError::Truncated) if block_end <= self.data.len() => {
+                    return self.damage(at, at, "fragment length exceeds its block");
+                }
                 Err(FragmentError::Truncated) => {
-                    let why = if block_end <= self.data.len() {
-                        "fragment length exceeds its block"
-                    } else {
-                        "fragment cut short by end of file"
-                    };
-                    return self.damage(at, at, why);
+                    let why = "fragment cut short by end of file";
+                    if checksum_matches_shorter_payload(rest) {
+                        // A finished fragment with a damaged length: what follows it counts.
+                        return self.damage(at, at, why);
+                    }
+                    // The write this header began never finished, so everything after it
+                    // is its payload, even bytes that look like fragments (a log stored in
+                    // a value): a torn tail, whatever follows.
+                    let start = self.record_start.unwrap_or(at);
+                    return Ok(self.drop_tail(start, why));
                 }
                 Err(FragmentError::Bad(why)) => return self.damage(at, at, why),
             };
@@ -131,6 +141,11 @@ impl<'a> LogReader<'a> {
         if self.valid_fragment_after(at) {
             return Err(Error::corruption(self.path, at as u64, reason));
         }
+        Ok(self.drop_tail(record_start, reason))
+    }
+
+    /// End the log at `record_start`, reporting the non-zero bytes dropped.
+    fn drop_tail<T>(&mut self, record_start: usize, reason: &str) -> Option<T> {
         let dropped = self
             .data
             .get(record_start..)
@@ -147,7 +162,7 @@ impl<'a> LogReader<'a> {
         }
         self.pos = self.data.len();
         self.record_start = None;
-        Ok(None)
+        None
     }
 
     /// True if a checksummed fragment starts anywhere after `at`. Only the error path pays
@@ -236,6 +251,38 @@ mod tests {
         for cut in (three.len()..data.len()).step_by(97).chain(near_boundaries) {
             let (got, _) = read_all(&data[..cut]).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
             assert_eq!(got, records[..3], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn torn_record_holding_a_log_in_its_value_is_a_torn_tail() {
+        // A record whose bytes are themselves a valid log (a log stored in a value), cut by
+        // a crash: the copy inside it must not read as "valid fragments after the damage"
+        // (found by the wal_reader fuzzing campaign).
+        let inner = write_log(&[b"inner record".to_vec(), vec![3u8; 40]]);
+        let mut value = b"prefix".to_vec();
+        value.extend_from_slice(&inner);
+        value.extend_from_slice(&[5u8; 64]);
+        let records = vec![b"first".to_vec(), value];
+        let data = write_log(&records);
+        let one = write_log(&records[..1]);
+        for cut in one.len()..data.len() {
+            let (got, _) = read_all(&data[..cut]).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            assert_eq!(got, records[..1], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn damaged_length_in_the_last_block_is_corruption() {
+        // The length of a finished fragment grows past the end of the file: the records
+        // after it were acknowledged, so this must not read as a torn tail.
+        let records = vec![b"alpha".to_vec(), b"beta".to_vec(), b"gamma".to_vec()];
+        let data = write_log(&records);
+        let mut bad = data.clone();
+        bad[4..6].copy_from_slice(&u16::MAX.to_le_bytes());
+        match read_all(&bad) {
+            Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 0),
+            other => panic!("expected corruption, got {other:?}"),
         }
     }
 
