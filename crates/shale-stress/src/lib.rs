@@ -12,7 +12,8 @@
 //! The oracle lives outside the stress process: an append-only text file written with one
 //! `write(2)` per line, so a line the process wrote survives its `SIGKILL`. A write is
 //! logged as pending before `Db::write` and as done after it returns `Ok`: a done write must
-//! be in the database after the kill; a pending one may be in it or not, all of a batch or
+//! be in the database after the kill (a done write without the WAL only if a later
+//! WAL-less write of its thread is); a pending one may be in it or not, all of a batch or
 //! none. Values are a function of (key, write id), so the log needs no values and a value
 //! read back names the write that produced it.
 //!

@@ -127,13 +127,22 @@ impl Worker<'_> {
     /// Log, issue and acknowledge one write of `entries` (distinct keys).
     fn write(&mut self, entries: &[Entry]) {
         let wid = self.next_wid.fetch_add(1, Ordering::Relaxed);
+        // One write in 8 is synced, one in 8 skips the WAL, the rest are the default.
+        let opts = match wid % 8 {
+            0 => WriteOptions::sync(),
+            4 => WriteOptions::no_wal(),
+            _ => WriteOptions::default(),
+        };
         let oracle = |r: std::io::Result<()>| {
             r.unwrap_or_else(|e| {
                 eprintln!("oracle write failed: {e}");
                 exit(5)
             })
         };
-        oracle(self.oracle.pending(self.tid, wid, entries));
+        oracle(
+            self.oracle
+                .pending(self.tid, wid, entries, !opts.disable_wal),
+        );
         let mut batch = WriteBatch::new();
         for &(k, put) in entries {
             if put {
@@ -142,11 +151,6 @@ impl Worker<'_> {
                 batch.delete(key(k));
             }
         }
-        let opts = if wid.is_multiple_of(8) {
-            WriteOptions::sync()
-        } else {
-            WriteOptions::default()
-        };
         engine("write", self.db.write(batch, opts));
         oracle(self.oracle.done(self.tid, wid));
         for &(k, put) in entries {

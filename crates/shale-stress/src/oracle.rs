@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! line    := pending | done | ops
-//! pending := "p " tid " " wid (" " entry)+ "\n"    before Db::write
+//! pending := ("p " | "n ") tid " " wid (" " entry)+ "\n"
+//!                                                  before Db::write; "n": without the WAL
 //! done    := "d " tid " " wid "\n"                 after Db::write returned Ok
 //! ops     := "o " tid " " count "\n"               operations so far (any kind)
 //! entry   := "+" key_index | "-" key_index         put value(key, wid) | delete
@@ -31,6 +32,8 @@ pub struct LoggedWrite {
     pub tid: u32,
     pub wid: u64,
     pub entries: Vec<Entry>,
+    /// Written to the WAL (`false`: `WriteOptions::no_wal`, durable only once flushed).
+    pub wal: bool,
 }
 
 /// Appends lines to the oracle log.
@@ -51,9 +54,10 @@ impl OracleWriter {
         (&self.file).write_all(line.as_bytes())
     }
 
-    /// Announce a write before it is issued.
-    pub fn pending(&self, tid: u32, wid: u64, entries: &[Entry]) -> io::Result<()> {
-        let mut line = format!("p {tid} {wid}");
+    /// Announce a write before it is issued; `wal: false` for one that skips the WAL.
+    pub fn pending(&self, tid: u32, wid: u64, entries: &[Entry], wal: bool) -> io::Result<()> {
+        let tag = if wal { "p" } else { "n" };
+        let mut line = format!("{tag} {tid} {wid}");
         for &(k, put) in entries {
             line.push_str(if put { " +" } else { " -" });
             line.push_str(&k.to_string());
@@ -108,7 +112,7 @@ impl RunLog {
             let tid: u32 = parts.next().and_then(|t| t.parse().ok()).ok_or_else(bad)?;
             let n: u64 = parts.next().and_then(|t| t.parse().ok()).ok_or_else(bad)?;
             match tag {
-                "p" => {
+                "p" | "n" => {
                     let entries = parts
                         .map(|e| {
                             let (put, k) = match e.split_at_checked(1) {
@@ -124,6 +128,7 @@ impl RunLog {
                         tid,
                         wid: n,
                         entries,
+                        wal: tag == "p",
                     };
                     if let Some(old) = open.insert(tid, w) {
                         return Err(format!("thread {tid} has two pending writes: {old:?}"));
@@ -172,16 +177,18 @@ mod tests {
 
     #[test]
     fn parses_pending_done_and_a_cut_last_line() {
-        let log = "p 0 10 +3 -5\np 1 11 +4\nd 0 10\no 0 7\np 0 12 +3\nd 0 12\no 1 2\np 0 13 -";
+        let log = "p 0 10 +3 -5\nn 1 11 +4\nd 0 10\no 0 7\np 0 12 +3\nd 0 12\no 1 2\np 0 13 -";
         let run = RunLog::parse(log).unwrap();
         assert_eq!(run.acked.len(), 2);
         assert_eq!(run.acked[0].entries, vec![(3, true), (5, false)]);
+        assert!(run.acked[0].wal);
         assert_eq!(
             run.pending,
             vec![LoggedWrite {
                 tid: 1,
                 wid: 11,
-                entries: vec![(4, true)]
+                entries: vec![(4, true)],
+                wal: false,
             }]
         );
         assert_eq!(run.ops, 9);

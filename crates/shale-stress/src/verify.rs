@@ -3,11 +3,21 @@
 //! Rules, per key of the key space (the database is read by a full scan cross-checked with
 //! a point read of every key):
 //! - every value read is exactly `value(key, wid)` for some write id (else: wrong value);
-//! - a key no pending write touches holds exactly what the acknowledged writes say:
-//!   nothing lost, nothing resurrected, nothing stale;
-//! - a pending write's keys hold either the old state or the new one, and all of a batch's
-//!   keys agree on which (keys where old and new are the same say nothing). The expected
-//!   state then takes whichever the database chose, so the next cycle starts from it;
+//! - each write of the run has a fate. It *survived* if it was acknowledged with the WAL
+//!   on, if its value is visible (a put entry's key holds its write id), or if it skipped
+//!   the WAL and a later WAL-less write of its thread survived: a WAL-less write is
+//!   durable only once a flush covers it, flushes cover sequence numbers in order, and a
+//!   thread's writes take increasing sequence numbers, so the WAL-less writes a kill loses
+//!   are a suffix of each thread's. It is *lost* if it is the last write of some key it
+//!   puts and that key does not hold it. Otherwise (a pending write, or a WAL-less one
+//!   whose keys were all overwritten later) it is *unknown*;
+//! - a key holds the result of its last surviving write (the state before the run if none),
+//!   or of a later write that is not lost: nothing acknowledged lost, nothing resurrected,
+//!   nothing stale;
+//! - a write whose value is visible on one key shows on all its keys, unless a later write
+//!   replaced it there: a batch is never torn;
+//! - the expected state then becomes what the database holds, so the next cycle starts
+//!   from it;
 //! - with the semantic index on: the index holds one vector per live value, and every
 //!   search hit is a live key with exactly its current text.
 
@@ -15,7 +25,7 @@ use std::collections::BTreeMap;
 
 use shale::Db;
 
-use crate::oracle::{Expected, RunLog};
+use crate::oracle::{Expected, LoggedWrite, RunLog};
 use crate::workload::{self, key, parse_value, Rng};
 
 /// Counts from one verification.
@@ -25,9 +35,13 @@ pub struct Verified {
     pub keys: u64,
     /// Acknowledged writes of the run whose effect was checked.
     pub acked: u64,
-    /// Pending writes found applied / found absent.
+    /// Pending writes found applied / found absent (or not known to be applied).
     pub pending_applied: u64,
     pub pending_absent: u64,
+    /// Acknowledged writes without the WAL that survived / were lost (or not known to
+    /// have survived) the kill.
+    pub unlogged_survived: u64,
+    pub unlogged_lost: u64,
     /// Search hits checked against the data.
     pub hits: u64,
 }
@@ -79,8 +93,16 @@ pub fn read_all(db: &Db, keys: u32) -> Result<BTreeMap<u32, u64>, String> {
     Ok(actual)
 }
 
+/// What recovery did with one write of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Survived,
+    Lost,
+    Unknown,
+}
+
 /// Check `db` against `expected` after the run `log`; on success `expected` becomes the
-/// database's state (pending writes resolved).
+/// database's state.
 pub fn verify(
     db: &Db,
     expected: &mut Expected,
@@ -88,72 +110,94 @@ pub fn verify(
     keys: u32,
     semantic: bool,
 ) -> Result<Verified, String> {
-    let mut counts = Verified::default();
-    for w in &log.acked {
-        expected.apply(w);
-    }
-    counts.acked = log.acked.len() as u64;
     let actual = read_all(db, keys)?;
-    let mut touched = std::collections::BTreeSet::new();
-    for w in &log.pending {
-        let (mut new, mut old) = (0, 0);
-        for &(k, put) in &w.entries {
-            touched.insert(k);
-            let before = expected.live.get(&k).copied();
-            let after = put.then_some(w.wid);
-            let now = actual.get(&k).copied();
-            if before == after {
-                if now != before {
-                    return Err(format!(
-                        "k{k:05}: {now:?}, expected {before:?} (pending write {} leaves it so)",
-                        w.wid
-                    ));
-                }
-            } else if now == after {
-                new += 1;
-            } else if now == before {
-                old += 1;
-            } else {
-                return Err(format!(
-                    "k{k:05}: {now:?}, expected {before:?} or {after:?} (pending write {})",
-                    w.wid
-                ));
+    let mut counts = Verified {
+        acked: log.acked.len() as u64,
+        ..Verified::default()
+    };
+    // Each thread's writes in program order: the acknowledged ones, then its pending one.
+    let mut threads: BTreeMap<u32, Vec<(&LoggedWrite, bool)>> = BTreeMap::new();
+    let acked = log.acked.iter().map(|w| (w, true));
+    for (w, is_acked) in acked.chain(log.pending.iter().map(|w| (w, false))) {
+        threads.entry(w.tid).or_default().push((w, is_acked));
+    }
+    let visible = |w: &LoggedWrite| {
+        w.entries
+            .iter()
+            .any(|&(k, put)| put && actual.get(&k) == Some(&w.wid))
+    };
+    // Per key, its writes in order: (result, fate).
+    let mut history: BTreeMap<u32, Vec<(Option<u64>, Fate)>> = BTreeMap::new();
+    for steps in threads.values() {
+        // The last WAL-less write known to have survived: all before it survived too.
+        let cut = steps.iter().rposition(|&(w, _)| !w.wal && visible(w));
+        // Per key, the position of the thread's last write to it.
+        let mut last_write = BTreeMap::new();
+        for (i, (w, _)) in steps.iter().enumerate() {
+            for &(k, _) in &w.entries {
+                last_write.insert(k, i);
             }
         }
-        if new > 0 && old > 0 {
-            return Err(format!(
-                "pending batch {} is torn: {new} entries applied, {old} not: {:?}",
-                w.wid, w.entries
-            ));
-        }
-        if new > 0 {
-            expected.apply(w);
-            counts.pending_applied += 1;
-        } else {
-            counts.pending_absent += 1;
+        for (i, &(w, is_acked)) in steps.iter().enumerate() {
+            let is_last_write_of = |k: u32| last_write.get(&k) == Some(&i);
+            let shown = visible(w);
+            let fate = if shown || (is_acked && w.wal) || cut.is_some_and(|c| i <= c) {
+                Fate::Survived
+            } else if w.entries.iter().any(|&(k, put)| put && is_last_write_of(k)) {
+                Fate::Lost
+            } else {
+                Fate::Unknown
+            };
+            match (is_acked, w.wal, fate) {
+                (false, _, Fate::Survived) => counts.pending_applied += 1,
+                (false, _, _) => counts.pending_absent += 1,
+                (true, false, Fate::Survived) => counts.unlogged_survived += 1,
+                (true, false, _) => counts.unlogged_lost += 1,
+                (true, true, _) => {}
+            }
+            for &(k, put) in &w.entries {
+                let result = put.then_some(w.wid);
+                history.entry(k).or_default().push((result, fate));
+                // A write visible on one key shows on every key it wrote, unless replaced
+                // there. (A survivor that shows nowhere is judged per key below.)
+                if shown && is_last_write_of(k) && actual.get(&k).copied() != result {
+                    let what = if is_acked { "acknowledged" } else { "pending" };
+                    return Err(format!(
+                        "{what} batch {} is torn: k{k:05} holds {:?}, the batch wrote {result:?}: {:?}",
+                        w.wid,
+                        actual.get(&k),
+                        w.entries
+                    ));
+                }
+            }
         }
     }
     for k in 0..keys {
-        if touched.contains(&k) {
-            continue;
-        }
-        let want = expected.live.get(&k);
-        let got = actual.get(&k);
-        if want != got {
-            let what = match (want, got) {
+        let base = expected.live.get(&k).copied();
+        let got = actual.get(&k).copied();
+        let writes = history.get(&k).map_or(&[][..], Vec::as_slice);
+        let last = writes.iter().rposition(|&(_, fate)| fate == Fate::Survived);
+        let must = last.map_or(base, |i| writes[i].0);
+        let later = writes[last.map_or(0, |i| i + 1)..]
+            .iter()
+            .filter(|&&(_, fate)| fate != Fate::Lost)
+            .map(|&(result, _)| result);
+        let allowed: Vec<Option<u64>> = std::iter::once(must).chain(later).collect();
+        if !allowed.contains(&got) {
+            let what = match (must, got) {
                 (Some(_), None) => "acknowledged write lost",
                 (None, Some(_)) => "deleted key resurrected",
                 _ => "stale or wrong write",
             };
-            return Err(format!("k{k:05}: {what}: expected {want:?}, found {got:?}"));
+            return Err(format!(
+                "k{k:05}: {what}: expected one of {allowed:?}, found {got:?}"
+            ));
         }
     }
     counts.keys = u64::from(keys);
-    if expected.live != actual {
-        return Err("expected state and database differ after resolution".into());
-    }
+    expected.live = actual;
     if semantic {
-        counts.hits = check_search(db, &actual, 8, &mut Rng::new(keys.into()))?;
+        counts.hits = check_search(db, &expected.live, 8, &mut Rng::new(keys.into()))?;
     }
     Ok(counts)
 }

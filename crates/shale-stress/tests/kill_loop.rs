@@ -40,6 +40,8 @@ struct Totals {
     keys: u64,
     pending_applied: u64,
     pending_absent: u64,
+    unlogged_survived: u64,
+    unlogged_lost: u64,
     hits: u64,
     failures: Vec<String>,
 }
@@ -108,6 +110,8 @@ fn cycle(
     t.keys += v.keys;
     t.pending_applied += v.pending_applied;
     t.pending_absent += v.pending_absent;
+    t.unlogged_survived += v.unlogged_survived;
+    t.unlogged_lost += v.unlogged_lost;
     t.hits += v.hits;
     Ok(())
 }
@@ -140,7 +144,8 @@ fn kill_loop_loses_no_acknowledged_write() {
     println!(
         "R1 kill loop: {} cycles ({} with the semantic index, {} killed before ready) in {:.1} s; \
          {} ops, {} acknowledged writes verified, {} keys checked, pending writes found \
-         applied {} / absent {}, {} search hits checked; failures {}",
+         applied {} / absent {}, WAL-less writes survived {} / lost {}, {} search hits \
+         checked; failures {}",
         t.cycles,
         t.semantic_cycles,
         t.killed_before_ready,
@@ -150,6 +155,8 @@ fn kill_loop_loses_no_acknowledged_write() {
         t.keys,
         t.pending_applied,
         t.pending_absent,
+        t.unlogged_survived,
+        t.unlogged_lost,
         t.hits,
         t.failures.len()
     );
@@ -209,4 +216,47 @@ fn verifier_catches_lost_resurrected_stale_and_torn() {
         db.put(key(3), "k00003 w1 garbage").unwrap();
     })
     .contains("wrong value"));
+}
+
+/// WAL-less writes: a kill may lose them, but only a suffix of each thread's, and never a
+/// write acknowledged with the WAL.
+#[test]
+fn verifier_judges_walless_writes_by_a_cut() {
+    use shale_stress::workload::{key, value};
+    let dir = tempfile::tempdir().unwrap();
+    // Thread 0: WAL-less put k0 (w1), WAL-less put k1 (w2), logged put k2 (w3), WAL-less
+    // put k0 (w4).
+    let log = RunLog::parse("n 0 1 +0\nd 0 1\nn 0 2 +1\nd 0 2\np 0 3 +2\nd 0 3\nn 0 4 +0\nd 0 4\n")
+        .unwrap();
+    let keys = 3;
+    let check = |state: [Option<u64>; 3]| {
+        let db = Db::open(dir.path(), options(false)).unwrap();
+        for (k, wid) in (0u32..).zip(state) {
+            match wid {
+                Some(wid) => db.put(key(k), value(k, wid)).unwrap(),
+                None => db.delete(key(k)).unwrap(),
+            }
+        }
+        let r = verify(&db, &mut Expected::default(), &log, keys, false);
+        db.close().unwrap();
+        r
+    };
+    // Cuts after w4, after w2, after w1, and before w1.
+    for state in [
+        [Some(4), Some(2), Some(3)],
+        [Some(1), Some(2), Some(3)],
+        [Some(1), None, Some(3)],
+        [None, None, Some(3)],
+    ] {
+        check(state).unwrap_or_else(|e| panic!("{state:?}: {e}"));
+    }
+    // w4 survived, so w2 did; w2 survived, so w1 did; w3 had the WAL.
+    for state in [
+        [Some(4), None, Some(3)],
+        [None, Some(2), Some(3)],
+        [Some(4), Some(2), None],
+    ] {
+        let e = check(state).unwrap_err();
+        assert!(e.contains("acknowledged write lost"), "{state:?}: {e}");
+    }
 }
