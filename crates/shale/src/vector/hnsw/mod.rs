@@ -43,20 +43,24 @@
 //! [`Hnsw::rebuilt`], which inserts the live nodes into a fresh graph. An overwritten value is
 //! a delete of the old id plus an insert of a new one; an id is never reused in one graph.
 
-use std::cmp::{Ordering as CmpOrdering, Reverse};
+mod bulk;
+mod params;
+mod persist;
+mod scratch;
+
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::Write;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use super::distance::{distance, normalize};
 use super::exact;
-use super::format;
 use super::store::{NodeStore, MAX_LEVEL};
 use super::{Neighbor, NodeId};
 use crate::error::{Error, Result};
 use crate::sync::lock;
+pub use params::{HnswParams, MAX_DIM};
+use scratch::{Cand, Scratch};
 
 /// Above this fraction of tombstoned nodes, [`Hnsw::needs_reclaim`] says to rebuild.
 ///
@@ -65,169 +69,6 @@ use crate::sync::lock;
 /// tombstones hold a quarter of the neighbour slots. A rebuild costs as much as building the
 /// live nodes again; below this fraction it does not pay for itself.
 pub const RECLAIM_FRACTION: f64 = 0.25;
-
-/// Largest `m_max` / `m_max0` accepted: lists this long are far past any useful setting and
-/// would make a node's memory unreasonable.
-const MAX_LINKS: usize = 4096;
-
-/// Largest `ef_construction` / `ef_search` accepted (the file stores them as `u32`).
-const MAX_EF: usize = 1 << 24;
-
-/// Largest dimension accepted (the largest embedding models are near 4096).
-pub const MAX_DIM: usize = 65_536;
-
-/// The parameters of the graph, with the paper's names.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HnswParams {
-    /// Neighbours chosen for a new node on each of its levels. Default 16.
-    pub m: usize,
-    /// Most neighbours a node keeps on levels above 0. Default `m`.
-    pub m_max: usize,
-    /// Most neighbours a node keeps on level 0. Default `2 * m`.
-    pub m_max0: usize,
-    /// Candidate list size while inserting. Default 200 (hnswlib's example value).
-    pub ef_construction: usize,
-    /// Candidate list size while searching when the caller gives none. Default 64.
-    pub ef_search: usize,
-    /// Level multiplier: a node's level is `floor(-ln(U) * ml)`. Default `1 / ln(m)`.
-    pub ml: f64,
-    /// Seed of the level generator.
-    pub seed: u64,
-}
-
-impl HnswParams {
-    /// The paper's recommended parameters for a given `m`.
-    pub fn with_m(m: usize) -> HnswParams {
-        HnswParams {
-            m,
-            m_max: m,
-            m_max0: m.saturating_mul(2),
-            ef_construction: 200,
-            ef_search: 64,
-            ml: 1.0 / (m.max(2) as f64).ln(),
-            seed: 0x5eed,
-        }
-    }
-
-    /// Check every parameter, reporting all problems at once.
-    ///
-    /// # Errors
-    /// `Error::InvalidOptions` listing each parameter out of range.
-    pub fn validate(&self) -> Result<()> {
-        let mut problems = Vec::new();
-        if self.m < 2 || self.m > MAX_LINKS {
-            problems.push(format!("hnsw m = {} (must be 2..={MAX_LINKS})", self.m));
-        }
-        if self.m_max < 1 || self.m_max > MAX_LINKS {
-            problems.push(format!(
-                "hnsw m_max = {} (must be 1..={MAX_LINKS})",
-                self.m_max
-            ));
-        }
-        if self.m_max0 < 1 || self.m_max0 > MAX_LINKS {
-            problems.push(format!(
-                "hnsw m_max0 = {} (must be 1..={MAX_LINKS})",
-                self.m_max0
-            ));
-        }
-        if self.ef_construction < 1 || self.ef_construction > MAX_EF {
-            problems.push(format!(
-                "hnsw ef_construction = {} (must be 1..={MAX_EF})",
-                self.ef_construction
-            ));
-        }
-        if self.ef_search < 1 || self.ef_search > MAX_EF {
-            problems.push(format!(
-                "hnsw ef_search = {} (must be 1..={MAX_EF})",
-                self.ef_search
-            ));
-        }
-        if !(self.ml.is_finite() && self.ml > 0.0 && self.ml <= 16.0) {
-            problems.push(format!("hnsw ml = {} (must be in (0, 16])", self.ml));
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::InvalidOptions(problems))
-        }
-    }
-}
-
-impl Default for HnswParams {
-    fn default() -> HnswParams {
-        HnswParams::with_m(16)
-    }
-}
-
-/// A node reached by a search: its distance to the query and its id. Orders by distance,
-/// then id, so heaps break ties the same way every run.
-#[derive(Debug, Clone, Copy)]
-struct Cand {
-    dist: f32,
-    id: u32,
-}
-
-impl PartialEq for Cand {
-    fn eq(&self, other: &Cand) -> bool {
-        self.cmp(other) == CmpOrdering::Equal
-    }
-}
-impl Eq for Cand {}
-impl PartialOrd for Cand {
-    fn partial_cmp(&self, other: &Cand) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Cand {
-    fn cmp(&self, other: &Cand) -> CmpOrdering {
-        self.dist
-            .total_cmp(&other.dist)
-            .then(self.id.cmp(&other.id))
-    }
-}
-
-/// Marks of the nodes one search has visited. A generation counter makes clearing free:
-/// a node is visited when its mark equals the current generation.
-struct Visited {
-    marks: Vec<u16>,
-    generation: u16,
-}
-
-impl Visited {
-    fn start(&mut self, bound: usize) {
-        if self.marks.len() < bound {
-            self.marks.resize(bound, 0);
-        }
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            self.marks.fill(0);
-            self.generation = 1;
-        }
-    }
-
-    /// Mark `id`; true if it was not marked yet in this search.
-    #[inline]
-    fn insert(&mut self, id: u32) -> bool {
-        let i = id as usize;
-        if i >= self.marks.len() {
-            // A node inserted after this search started; grow geometrically.
-            self.marks.resize((i + 1).max(self.marks.len() * 2), 0);
-        }
-        match self.marks.get_mut(i) {
-            Some(m) if *m != self.generation => {
-                *m = self.generation;
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-/// Reusable per-search scratch space, pooled so that a search allocates nothing.
-struct Scratch {
-    visited: Visited,
-    neighbours: Vec<u32>,
-}
 
 /// The entry point and top level, packed so that a search reads both with one load:
 /// `(top_level + 1) << 32 | id`, or 0 when the graph is empty.
@@ -408,13 +249,7 @@ impl Hnsw {
 
     fn take_scratch(&self) -> Scratch {
         let pooled = lock(&self.scratch).pop();
-        let mut s = pooled.unwrap_or_else(|| Scratch {
-            visited: Visited {
-                marks: Vec::new(),
-                generation: 0,
-            },
-            neighbours: Vec::new(),
-        });
+        let mut s = pooled.unwrap_or_default();
         let bound = usize::try_from(self.id_bound()).unwrap_or(usize::MAX);
         s.visited.start(bound);
         s
@@ -811,203 +646,6 @@ impl Hnsw {
                 Ok(true)
             }
             Some(false) => Ok(false),
-        }
-    }
-
-    /// A new graph with the same parameters holding only the live (not tombstoned) nodes,
-    /// under the same ids, built by `threads` threads (at least one).
-    ///
-    /// Inserts and deletes that run concurrently with the rebuild may or may not be in the
-    /// result: the owner either holds its writes off while it rebuilds, or replays them into
-    /// the new graph before swapping it in.
-    ///
-    /// # Errors
-    /// None in practice: every node it inserts came from a valid graph.
-    pub fn rebuilt(&self, threads: usize) -> Result<Hnsw> {
-        let fresh = Hnsw::new(self.dim, self.params)?;
-        let live: Vec<NodeId> = self
-            .ids()
-            .filter(|&id| !self.nodes.is_deleted(id.0))
-            .collect();
-        fresh.insert_all(&live, |id| self.nodes.vector(id.0), threads)?;
-        Ok(fresh)
-    }
-
-    /// Insert `ids` with the vectors `vector_of` gives for them, from `threads` threads that
-    /// take ids in order from a shared counter. With one thread the graph is deterministic.
-    ///
-    /// # Errors
-    /// The first error of [`Hnsw::insert`]; `Error::InvalidArgument` if `vector_of` has no
-    /// vector for an id.
-    pub fn insert_all<'v, F>(&self, ids: &[NodeId], vector_of: F, threads: usize) -> Result<()>
-    where
-        F: Fn(NodeId) -> Option<&'v [f32]> + Sync,
-    {
-        let next = AtomicUsize::new(0);
-        let work = || -> Result<()> {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&id) = ids.get(i) else {
-                    return Ok(());
-                };
-                let v = vector_of(id)
-                    .ok_or_else(|| Error::invalid(format!("no vector for node {}", id.0)))?;
-                self.insert(id, v)?;
-            }
-        };
-        if threads <= 1 {
-            return work();
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
-            let mut result = Ok(());
-            for h in handles {
-                let r = h
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                if result.is_ok() {
-                    result = r;
-                }
-            }
-            result
-        })
-    }
-
-    /// Write the whole graph in the format of docs/format.md ("The HNSW graph file").
-    ///
-    /// Waits for inserts and deletes in flight, and holds new ones off until it returns, so
-    /// the file is one consistent graph. Searches go on meanwhile.
-    ///
-    /// # Errors
-    /// The writer's I/O error.
-    pub fn write_to<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
-        let _exclusive = self
-            .mutation
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let entry = unpack_entry(self.entry.load(Ordering::Acquire)).map(|(id, _)| id);
-        let mut out = format::GraphWriter::new(w);
-        out.header(&format::Header {
-            dim: self.dim,
-            params: self.params,
-            node_count: self.len(),
-            entry,
-        })?;
-        let mut lists: Vec<Vec<u32>> = Vec::new();
-        for id in self.ids() {
-            let (Some(level), Some(vector)) = (self.nodes.level(id.0), self.nodes.vector(id.0))
-            else {
-                continue;
-            };
-            lists.resize_with(usize::from(level) + 1, Vec::new);
-            for (l, list) in (0..=level).zip(lists.iter_mut()) {
-                match self.nodes.links(id.0, l) {
-                    Some(links) => links.read_into(list),
-                    None => list.clear(),
-                }
-            }
-            out.node(&format::NodeRecord {
-                id: id.0,
-                deleted: self.nodes.is_deleted(id.0),
-                vector,
-                links: &lists,
-            })?;
-        }
-        out.finish()
-    }
-
-    /// Read a graph written by [`Hnsw::write_to`]. `file` names the source in errors.
-    ///
-    /// # Errors
-    /// `Error::Corruption` (with the offset in the buffer) for any damage: a bad magic,
-    /// version, checksum, length or parameter, or a graph that is not well formed (a link to
-    /// a missing node or one of too low a level, a list over its capacity, a wrong entry
-    /// point). Never panics, whatever the bytes.
-    pub fn read_from(bytes: &[u8], file: &Path) -> Result<Hnsw> {
-        format::decode(bytes).map_err(|e| e.in_file(file, 0))
-    }
-
-    /// Build a graph from decoded parts. Used by the decoder only.
-    pub(super) fn load_begin(dim: usize, params: HnswParams) -> Result<Hnsw> {
-        Hnsw::new(dim, params)
-    }
-
-    /// Add a decoded node; returns false if the id is taken or the level is out of range.
-    pub(super) fn load_node(
-        &self,
-        id: u32,
-        deleted: bool,
-        level: u8,
-        vector: &[f32],
-        links: &[Vec<u32>],
-    ) -> bool {
-        if level > MAX_LEVEL || vector.len() != self.dim || !self.nodes.claim(id, vector, level) {
-            return false;
-        }
-        for (l, list) in (0..=level).zip(links) {
-            if list.len() > self.cap(l) {
-                return false;
-            }
-            if let Some(slots) = self.nodes.links(id, l) {
-                slots.write(list);
-            }
-        }
-        if deleted {
-            self.nodes.mark_deleted(id);
-            self.deleted.fetch_add(1, Ordering::AcqRel);
-        }
-        self.id_bound.fetch_max(u64::from(id) + 1, Ordering::AcqRel);
-        self.len.fetch_add(1, Ordering::AcqRel);
-        true
-    }
-
-    /// Check invariant 3 of `store.rs` for node `id`: every neighbour on level `l` exists,
-    /// is not `id` itself, appears once, and has a level of at least `l`.
-    pub(super) fn load_check_links(&self, id: u32) -> std::result::Result<(), String> {
-        let level = self.nodes.level(id).ok_or("node vanished")?;
-        let mut list = Vec::new();
-        for l in 0..=level {
-            if let Some(links) = self.nodes.links(id, l) {
-                links.read_into(&mut list);
-            }
-            for (i, &n) in list.iter().enumerate() {
-                if n == id {
-                    return Err(format!("node {id} links to itself on level {l}"));
-                }
-                if list.get(..i).is_some_and(|before| before.contains(&n)) {
-                    return Err(format!("node {id} lists {n} twice on level {l}"));
-                }
-                match self.nodes.level(n) {
-                    None => return Err(format!("node {id} links to missing node {n}")),
-                    Some(nl) if nl < l => {
-                        return Err(format!(
-                            "node {id} links on level {l} to node {n} of level {nl}"
-                        ))
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Install the entry point after loading; it must be a node on the top level.
-    pub(super) fn load_entry(&self, entry: Option<u32>) -> std::result::Result<(), String> {
-        let top = self.ids().filter_map(|id| self.nodes.level(id.0)).max();
-        match (entry, top) {
-            (None, None) => Ok(()),
-            (Some(id), Some(top)) => match self.nodes.level(id) {
-                Some(level) if level == top => {
-                    self.entry.store(pack_entry(id, level), Ordering::Release);
-                    Ok(())
-                }
-                Some(level) => Err(format!(
-                    "entry point {id} has level {level}, the top level is {top}"
-                )),
-                None => Err(format!("entry point {id} is not a node")),
-            },
-            (Some(id), None) => Err(format!("entry point {id} in an empty graph")),
-            (None, Some(_)) => Err("no entry point in a non-empty graph".to_owned()),
         }
     }
 
