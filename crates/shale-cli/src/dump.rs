@@ -386,6 +386,12 @@ fn edit_json(offset: u64, e: &VersionEdit) -> Value {
     })
 }
 
+/// `Db::repair`, with its report on stdout.
+pub fn repair(cli: &Cli, out: &mut impl Write) -> Result<()> {
+    let report = shale::Db::repair(cli.db_dir()?, &shale::Options::default())?;
+    write!(out, "{report}").map_err(CliError::Stdout)
+}
+
 pub fn verify(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
     let report = shale::tools::verify_dir(cli.db_dir()?)?;
     let result = if json {

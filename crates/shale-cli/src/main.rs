@@ -6,7 +6,7 @@
 //! - `import.rs`: bulk load in write batches, with a progress bar
 //! - `search.rs` and `embedder.rs`: semantic search, and which model the CLI uses
 //! - `stats.rs`: the tree's shape and the engine's counters
-//! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify`
+//! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify` and `repair`
 //! - `escape.rs`: the text form of keys and values; `error.rs`: errors and exit codes
 //!
 //! Exit codes: 0 success, 1 a negative answer (missing key, damage found by `verify`),
@@ -104,6 +104,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rebuild a damaged database from whatever of its files can still be read (after
+    /// `verify` or an open reported damage). Lossy: damaged files move to DIR/lost/, and
+    /// the report says what was kept and dropped.
+    Repair,
     /// Print an SSTable: properties, index entries and every entry.
     DumpSst {
         file: PathBuf,
@@ -182,6 +186,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Flush => Ok(cli.open(false, false)?.flush()?),
         Command::Compact => Ok(cli.open(false, false)?.compact_range(None, None)?),
         Command::Verify { json } => dump::verify(cli, out, *json),
+        Command::Repair => dump::repair(cli, out),
         Command::DumpSst { file, json } => dump::sst(out, file, *json),
         Command::DumpWal { file, json } => dump::wal(out, file, *json),
         Command::DumpManifest { file, json } => dump::manifest(cli, out, file.as_deref(), *json),

@@ -1,4 +1,5 @@
-//! stats, compact, verify (clean and after a flipped byte), the dump commands and search.
+//! stats, compact, verify (clean and after a flipped byte), repair, the dump commands and
+//! search.
 
 mod common;
 
@@ -79,6 +80,32 @@ fn verify_passes_then_names_file_and_offset_of_a_flipped_byte() {
         )),
         "{}",
         r.stderr
+    );
+}
+
+#[test]
+fn repair_drops_the_damaged_block_and_verify_passes_again() {
+    let t = flushed_db();
+    let sst = t.files("sst").pop().unwrap();
+    let mut bytes = std::fs::read(&sst).unwrap();
+    bytes[100] ^= 0x20;
+    std::fs::write(&sst, bytes).unwrap();
+    let out = t.run(&["repair"]).ok();
+    assert!(out.contains("1 data blocks dropped"), "{out}");
+    assert!(out.contains("moved to lost/: "), "{out}");
+    assert!(
+        out.contains(&format!("damage: {} at offset 0", sst.display())),
+        "{out}"
+    );
+    let ok = t.run(&["verify"]).ok();
+    assert!(ok.starts_with("ok: "), "{ok}");
+    // The WAL's write and the keys outside the first block are still there.
+    assert_eq!(t.run(&["get", "late"]).ok(), "in the wal\n");
+    assert_eq!(t.run(&["get", "key199"]).ok(), "value number 199\n");
+    assert_eq!(
+        t.run(&["get", "key000"]).code,
+        1,
+        "key000 was in the dropped block"
     );
 }
 

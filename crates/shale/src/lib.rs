@@ -32,6 +32,6 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, RangeIter, Snapshot, StatsSnapshot};
+pub use db::{Db, DbIterator, RangeIter, RepairReport, Snapshot, StatsSnapshot, LOST_DIR};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};

@@ -43,7 +43,7 @@ impl std::fmt::Display for Problem {
 }
 
 impl Problem {
-    fn from_error(e: Error, file: &Path) -> Problem {
+    pub(crate) fn from_error(e: Error, file: &Path) -> Problem {
         match e {
             Error::Corruption {
                 file,
@@ -315,7 +315,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         }
     }
 
-    let vectors = dir.join("vectors");
+    let vectors = dir.join(crate::vector::STORE_DIR);
     if vectors.is_dir() {
         report.absorb(verify_dir(&vectors)?);
     }

@@ -287,12 +287,17 @@ struct Cell {
     wrong_values: u64,
     silent_loss: u64,
     index_wrong: u64,
+    /// After a typed error, `Db::repair`: the repaired database read back every write, or
+    /// a part of them; or repair, or the open and reads after it, failed.
+    repaired_whole: u64,
+    repaired_part: u64,
+    repair_failed: u64,
     examples: Vec<String>,
 }
 
 impl Cell {
     fn failures(&self) -> u64 {
-        self.panics + self.wrong_values + self.silent_loss + self.index_wrong
+        self.panics + self.wrong_values + self.silent_loss + self.index_wrong + self.repair_failed
     }
 
     fn note(&mut self, what: String) {
@@ -397,8 +402,12 @@ fn trial(
                 cell.open_other += 1;
                 cell.note(format!("{label}: open: {e}"));
             }
+            repair_trial(o, work, semantic, cell, label);
         }
-        Ok(Ok(Err(_))) => cell.read_error += 1,
+        Ok(Ok(Err(_))) => {
+            cell.read_error += 1;
+            repair_trial(o, work, semantic, cell, label);
+        }
         Ok(Ok(Ok((state, problems)))) => {
             if !problems.is_empty() {
                 cell.index_wrong += 1;
@@ -438,6 +447,52 @@ fn trial(
                         want.len()
                     ));
                 }
+            }
+        }
+    }
+}
+
+/// After a typed error, the opt-in way out: `Db::repair`, then open and read everything
+/// again. Repair may lose what the damage covered, so the state need not be one of the
+/// oracle's; but it must succeed, every value read must be one its key was given by some
+/// write, and the index must agree with the values.
+fn repair_trial(o: &Oracle, work: &Path, semantic: bool, cell: &mut Cell, label: &str) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        Db::repair(work, &options(semantic))?;
+        let db = Db::open(work, options(semantic))?;
+        let read = read_back(&db, semantic);
+        let _ = db.close();
+        read
+    }));
+    match outcome {
+        Err(_) => {
+            cell.panics += 1;
+            cell.note(format!("{label}: panic in or after repair"));
+        }
+        Ok(Err(e)) => {
+            cell.repair_failed += 1;
+            cell.note(format!("{label}: repair: {e}"));
+        }
+        Ok(Ok((state, problems))) => {
+            if !problems.is_empty() {
+                cell.index_wrong += 1;
+                cell.note(format!("{label}: after repair: {}", problems[0]));
+            }
+            let ever_written = |k: &usize, v: &String| {
+                o.writes
+                    .iter()
+                    .flatten()
+                    .any(|(wk, wv)| wk == k && wv.as_ref() == Some(v))
+            };
+            if let Some((k, v)) = state.iter().find(|(k, v)| !ever_written(k, v)) {
+                cell.wrong_values += 1;
+                cell.note(format!(
+                    "{label}: after repair doc{k:03} = {v:?}, never written"
+                ));
+            } else if state == o.state_at(o.writes.len()) {
+                cell.repaired_whole += 1;
+            } else {
+                cell.repaired_part += 1;
             }
         }
     }
@@ -516,13 +571,13 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
         start.elapsed().as_secs_f64()
     );
     println!(
-        "| file kind | files, bytes | damage | trials | open: Corruption | open: other error | read error | intact | torn tail dropped | panics | wrong values | silent loss | index wrong |"
+        "| file kind | files, bytes | damage | trials | open: Corruption | open: other error | read error | intact | torn tail dropped | panics | wrong values | silent loss | index wrong | repaired: all / part / failed |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut failures = background_panics;
     for (name, how, c, bytes, nfiles) in &rows {
         println!(
-            "| {name} | {nfiles}, {bytes} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {nfiles}, {bytes} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} |",
             match how {
                 Damage::Flip => "bit flip",
                 Damage::Truncate => "truncate",
@@ -536,7 +591,10 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
             c.panics,
             c.wrong_values,
             c.silent_loss,
-            c.index_wrong
+            c.index_wrong,
+            c.repaired_whole,
+            c.repaired_part,
+            c.repair_failed
         );
         failures += c.failures();
     }

@@ -6,6 +6,7 @@
 //! - `read.rs`: the read path over a [`SuperVersion`].
 //!
 //! - `compact.rs`: the compaction threads, `compact_range`, `wait_idle`.
+//! - `repair.rs`: rebuild a damaged database from what can still be read.
 //!
 //! Locks, always taken in this order:
 //! 1. `writers`: the queue of writers waiting to commit (group-commit leader election).
@@ -23,6 +24,7 @@ mod filename;
 mod flush;
 mod open;
 mod read;
+mod repair;
 mod search;
 mod snapshot;
 mod stats;
@@ -36,6 +38,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 pub use read::{DbIterator, RangeIter};
+pub use repair::{RepairReport, LOST_DIR};
 pub use snapshot::Snapshot;
 pub use stats::{Stats, StatsSnapshot};
 
@@ -137,6 +140,18 @@ pub(crate) struct DbInner {
 pub(crate) use crate::sync::lock;
 
 impl Db {
+    /// Rebuild the database in `path`, which no process may have open, from whatever of
+    /// its files can still be read: the opt-in answer to a `Corruption` error from `open`
+    /// (RocksDB's and LevelDB's `RepairDB`). Damaged inputs move to `path/lost/`; the
+    /// report says what was kept and what was dropped. See `db/repair.rs` and
+    /// docs/durability.md.
+    ///
+    /// # Errors
+    /// `InvalidArgument` if `path` holds no database, `Locked` if it is open, `Io`.
+    pub fn repair(path: impl AsRef<Path>, opts: &Options) -> Result<RepairReport> {
+        repair::repair(path.as_ref(), opts)
+    }
+
     /// Open (or create) the database in `path`.
     ///
     /// # Errors

@@ -56,6 +56,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         check_oldest_wal(fs.as_ref(), dir, &state)?;
         state
     } else if opts.create_if_missing {
+        refuse_orphaned_data(fs.as_ref(), dir)?;
         RecoveredManifest {
             next_file_number: FileId(2),
             manifest_id: FileId(1),
@@ -155,7 +156,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
 /// like a torn write, or a cut file), and with it the SSTable the edit installed. Opening
 /// anyway would drop those writes without a word, bring deleted keys back from older
 /// tables, and remove the SSTable as garbage; refuse instead, leaving every file in place.
-fn check_oldest_wal(fs: &dyn FileSystem, dir: &Path, state: &RecoveredManifest) -> Result<()> {
+pub(super) fn check_oldest_wal(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    state: &RecoveredManifest,
+) -> Result<()> {
     let wal = wal_path(dir, state.log_number);
     if fs.exists(&wal) {
         return Ok(());
@@ -169,6 +174,40 @@ fn check_oldest_wal(fs: &dyn FileSystem, dir: &Path, state: &RecoveredManifest) 
             wal.display()
         ),
     ))
+}
+
+/// With CURRENT missing, a new database would be created here, and its first cleanup would
+/// delete every SSTable and WAL as garbage. Refuse instead if any of them holds data: CURRENT
+/// was lost, and `Db::repair` can rebuild the database from them. (A crash during a
+/// database's first open leaves only an empty WAL and a manifest, and open goes on.)
+fn refuse_orphaned_data(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    let mut holding = Vec::new();
+    for name in fs.list(dir)? {
+        let holds_data = match filename::parse(&name) {
+            Some(FileKind::Table(_)) => true,
+            Some(FileKind::Wal(_)) => {
+                let path = dir.join(&name);
+                let data = fs.read_all(&path)?;
+                !matches!(LogReader::new(&data, &path).next_record(), Ok(None))
+            }
+            _ => false,
+        };
+        if holds_data {
+            holding.push(name);
+        }
+    }
+    holding.sort();
+    match holding.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::corruption(
+            dir.join(crate::version::CURRENT_FILE),
+            0,
+            format!(
+                "CURRENT is missing, but {} SSTable or WAL files hold data (the first:                  {first}); refusing to create a new database over them (Db::repair rebuilds                  the database from them)",
+                holding.len()
+            ),
+        )),
+    }
 }
 
 fn open_tables(
@@ -292,7 +331,11 @@ impl Recovery<'_> {
 
 /// Check that the WAL record at `offset` of `path` decodes whole, so that a batch is
 /// applied entirely or not at all.
-fn decode_batch<'r>(record: &'r [u8], path: &Path, offset: u64) -> Result<BatchReader<'r>> {
+pub(super) fn decode_batch<'r>(
+    record: &'r [u8],
+    path: &Path,
+    offset: u64,
+) -> Result<BatchReader<'r>> {
     let batch = BatchReader::new(record).map_err(|e| e.in_file(path, offset))?;
     for entry in decode_entries(batch.body(), batch.first_seq) {
         entry.map_err(|e| e.in_file(path, offset))?;
@@ -302,7 +345,7 @@ fn decode_batch<'r>(record: &'r [u8], path: &Path, offset: u64) -> Result<BatchR
 
 /// Delete WALs below the log number, SSTables no version refers to, old manifests and
 /// temporary files. Called after the new manifest is durable.
-fn remove_obsolete_files(
+pub(super) fn remove_obsolete_files(
     fs: &dyn FileSystem,
     dir: &Path,
     versions: &VersionSet,

@@ -25,6 +25,10 @@ pub use value::{decode_vector, encode_vector, text_hash};
 
 use crate::error::Result;
 
+/// The subdirectory of a database directory that holds its vector store (a database of
+/// its own, with the graph checkpoint beside it).
+pub const STORE_DIR: &str = "vectors";
+
 pub mod distance;
 pub mod exact;
 mod format;

@@ -237,7 +237,7 @@ impl Semantic {
         values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
         seq: u64,
     ) -> Result<Arc<Semantic>> {
-        let store_dir = dir.join("vectors");
+        let store_dir = dir.join(super::STORE_DIR);
         let store_opts = crate::Options {
             semantic: None,
             write_buffer_size: db_opts.write_buffer_size.min(16 << 20),

@@ -1,0 +1,527 @@
+//! Repair: rebuild a database whose CURRENT, MANIFEST, SSTables or WALs are damaged, keeping
+//! every entry that can still be read (LevelDB's and RocksDB's `RepairDB`).
+//!
+//! Open refuses damage (docs/durability.md, promise 4); repair is what a user runs after
+//! that refusal, once the loss is accepted, on a database no process has open. It is lossy
+//! by nature and says what it lost. Four steps:
+//!
+//! 1. **Choose the inputs.** If the live manifest replays and its oldest live WAL exists,
+//!    its live SSTables and the WALs at or above its log number: what open would read. If
+//!    not (CURRENT or the manifest is damaged, or edits were lost from the manifest's
+//!    tail), every SSTable and WAL in the directory. A table that a finished compaction
+//!    replaced but a crash left behind is then read too, and can bring back keys deleted
+//!    since: the price of a lost manifest, as in LevelDB.
+//! 2. **Survey each SSTable** block by block. A table whose footer, index or properties
+//!    are damaged cannot be read at all and is set aside whole; a data block that fails its
+//!    checksum, does not decode or breaks key order is dropped alone.
+//! 3. **Read the WALs** as `WalRecovery::PointInTime` does: whole batches up to the first
+//!    damaged record, nothing logged after it (a prefix, no holes). Batches no newer than
+//!    the newest sequence number the tables hold were flushed before and are skipped.
+//! 4. **Merge everything into one sorted run** in the last level, as a full compaction with
+//!    no snapshot: the newest version of each key, tombstones dropped. A new manifest lists
+//!    the new tables and CURRENT switches to it: the commit point. Then the damaged and
+//!    unused inputs move to `lost/` and the other inputs are deleted.
+//!
+//! Until the switch of CURRENT repair only adds files, so a crash leaves the old state as
+//! it was and repair can run again; after it, the database is repaired and the next open
+//! deletes what repair did not get to. Cost: every table is read twice (survey, merge) and
+//! the live data written once.
+//!
+//! The vector store in `vectors/` is a database of its own and is repaired the same way;
+//! the next open reconciles it with the repaired values (vector/semantic.rs).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::filename::{self, wal_path, FileKind};
+use super::open::{check_oldest_wal, decode_batch, remove_obsolete_files};
+use crate::batch::decode_entries;
+use crate::cache::BlockCache;
+use crate::compaction::{run_compaction, DropPolicy};
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::iter::{InternalIterator, MergingIter, VecIter};
+use crate::key::{compare_internal, encode_internal_key, parse_internal_key, SeqNo};
+use crate::options::Options;
+use crate::sst::{BlockHandle, Table, TableOptions};
+use crate::table_cache::TableCache;
+use crate::tools::{table_index, Problem};
+use crate::version::{
+    manifest_name, FileId, Level, RecoveredManifest, TableFile, Version, VersionSet, CURRENT_FILE,
+    NUM_LEVELS,
+};
+
+/// The directory, inside the database directory, that damaged and unused inputs move to.
+pub const LOST_DIR: &str = "lost";
+
+/// What [`repair`] read, kept, dropped and wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// True if the live manifest replayed and chose the inputs; false if every SSTable
+    /// and WAL in the directory was read.
+    pub manifest_used: bool,
+    /// SSTables read (whole or in part).
+    pub tables_read: u64,
+    /// SSTables that could not be read at all (footer, index or properties damaged).
+    pub tables_unreadable: u64,
+    /// Data blocks dropped from tables that were otherwise read.
+    pub blocks_dropped: u64,
+    /// WAL batches replayed (not counting those the tables already held).
+    pub wal_batches: u64,
+    /// WAL bytes dropped: from the first damaged record on, in its WAL and every later one.
+    pub wal_bytes_dropped: u64,
+    /// Entries read from the inputs, and written to the new tables (after dropping
+    /// shadowed versions and tombstones).
+    pub entries_read: u64,
+    pub entries_written: u64,
+    /// The new SSTables, all in the last level.
+    pub tables_written: u64,
+    /// Inputs moved to `lost/` (damaged, or unused because of damage before them).
+    pub moved_to_lost: Vec<PathBuf>,
+    /// Each piece of damage found, with its file and offset.
+    pub problems: Vec<Problem>,
+    /// The repair of the vector store in `vectors/`, if the database has one.
+    pub vectors: Option<Box<RepairReport>>,
+}
+
+impl std::fmt::Display for RepairReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = if self.manifest_used {
+            "the live manifest's files"
+        } else {
+            "every file in the directory (no usable manifest)"
+        };
+        writeln!(f, "inputs: {source}")?;
+        writeln!(
+            f,
+            "tables: {} read, {} unreadable, {} data blocks dropped",
+            self.tables_read, self.tables_unreadable, self.blocks_dropped
+        )?;
+        writeln!(
+            f,
+            "wal: {} batches replayed, {} bytes dropped",
+            self.wal_batches, self.wal_bytes_dropped
+        )?;
+        writeln!(
+            f,
+            "entries: {} read, {} written to {} tables",
+            self.entries_read, self.entries_written, self.tables_written
+        )?;
+        for path in &self.moved_to_lost {
+            writeln!(f, "moved to lost/: {}", path.display())?;
+        }
+        for problem in &self.problems {
+            writeln!(f, "damage: {problem}")?;
+        }
+        if let Some(vectors) = &self.vectors {
+            writeln!(f, "vector store:")?;
+            for line in vectors.to_string().lines() {
+                writeln!(f, "  {line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Rebuild the database in `dir` from what can still be read; see the module comment.
+/// `opts` gives the file system and the settings of the new tables (compression, block
+/// size, filter bits, file size).
+///
+/// # Errors
+/// `InvalidArgument` if `dir` holds no database; `Locked` if a process has it open; `Io`
+/// if reading or writing fails (the database is then as it was, or repaired, never half).
+/// Damage is not an error: it goes into the report.
+pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
+    opts.validate().map_err(Error::InvalidOptions)?;
+    let fs = Arc::clone(&opts.fs);
+    let _lock = fs.lock(&dir.join(filename::LOCK))?;
+    let mut report = RepairReport::default();
+
+    let mut tables = Vec::new();
+    let mut wals = Vec::new();
+    let mut manifests = Vec::new();
+    let mut highest = FileId(0);
+    for name in fs.list(dir)? {
+        let id = match filename::parse(&name) {
+            Some(FileKind::Table(id)) => {
+                tables.push(id);
+                id
+            }
+            Some(FileKind::Wal(id)) => {
+                wals.push(id);
+                id
+            }
+            Some(FileKind::Manifest(id)) => {
+                manifests.push(id);
+                id
+            }
+            Some(FileKind::Temp(id)) => id,
+            Some(FileKind::Current | FileKind::Lock) | None => continue,
+        };
+        highest = highest.max(id);
+    }
+    if tables.is_empty() && wals.is_empty() && !fs.exists(&dir.join(CURRENT_FILE)) {
+        return Err(Error::invalid(format!(
+            "no database to repair in {}",
+            dir.display()
+        )));
+    }
+    tables.sort();
+    wals.sort();
+
+    let mut last_seq = SeqNo(0);
+    let mut lost = Vec::new();
+    // A manifest that replays but whose oldest live WAL is gone lost edits from its tail
+    // (open refuses it for that): its file set is stale, so it cannot choose the inputs.
+    let loaded = RecoveredManifest::load(fs.as_ref(), dir)
+        .and_then(|m| check_oldest_wal(fs.as_ref(), dir, &m).map(|()| m));
+    match loaded {
+        Ok(manifest) => {
+            report.manifest_used = true;
+            for id in manifest.files.keys() {
+                if tables.binary_search(id).is_err() {
+                    report.problems.push(Problem {
+                        file: filename::table_path(dir, *id),
+                        offset: 0,
+                        reason: "a live SSTable is missing".into(),
+                    });
+                }
+            }
+            tables.retain(|id| manifest.files.contains_key(id));
+            wals.retain(|id| *id >= manifest.log_number);
+            highest = highest.max(FileId(manifest.next_file_number.0.saturating_sub(1)));
+            last_seq = manifest.last_seq;
+        }
+        Err(e) => {
+            report.problems.push(problem(e, &dir.join(CURRENT_FILE)));
+            lost.extend(manifests.iter().map(|&id| dir.join(manifest_name(id))));
+        }
+    }
+
+    let mut sources: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
+    let mut flushed = SeqNo(0);
+    for id in tables {
+        let path = filename::table_path(dir, id);
+        match survey_table(fs.as_ref(), &path, &mut report) {
+            Some(survey) => {
+                report.tables_read += 1;
+                flushed = flushed.max(survey.table.properties().largest_seq);
+                if survey.dropped > 0 {
+                    lost.push(path);
+                }
+                sources.push(Box::new(SalvageIter::new(survey)));
+            }
+            None => {
+                report.tables_unreadable += 1;
+                lost.push(path);
+            }
+        }
+    }
+    let logged = read_wals(fs.as_ref(), dir, &wals, flushed, &mut report, &mut lost)?;
+    last_seq = last_seq.max(flushed).max(logged.last_seq);
+    sources.push(Box::new(VecIter::new(logged.entries)));
+
+    // The merge: one sorted run in the last level, nothing older left for a tombstone
+    // to hide and no snapshot to keep an old version for.
+    let cache = Arc::new(TableCache::new(
+        Arc::clone(&fs),
+        dir.to_owned(),
+        Arc::new(BlockCache::new(opts.cache_size)),
+        opts.max_open_files,
+        false,
+        Arc::default(),
+    ));
+    let mut next_id = highest.0;
+    let mut next_file = || {
+        next_id += 1;
+        (FileId(next_id), filename::table_path(dir, FileId(next_id)))
+    };
+    let out = run_compaction(
+        MergingIter::new(sources),
+        &DropPolicy {
+            snapshots: &[],
+            is_bottommost: &|_| true,
+        },
+        &|path: &Path| fs.create(path),
+        &|meta| {
+            let file = TableFile::new(meta, Arc::clone(&cache));
+            file.table()?; // open (and so verify) the new table
+            Ok(file)
+        },
+        TableOptions::from(opts),
+        opts.max_file_size,
+        &mut next_file,
+    )?;
+    report.entries_read = out.entries_in;
+    report.entries_written = out.entries_in - out.entries_dropped;
+    report.tables_written = out.files.len() as u64;
+
+    // The new manifest, and an empty WAL for it to name as the oldest live one.
+    let bottom = Level((NUM_LEVELS - 1) as u8);
+    let (wal_id, manifest_id) = (next_file().0, next_file().0);
+    let mut wal = fs.create(&wal_path(dir, wal_id))?;
+    wal.sync()?;
+    drop(wal);
+    let files: Vec<(Level, Arc<TableFile>)> = out
+        .files
+        .into_iter()
+        .map(|f| (bottom, Arc::new(f)))
+        .collect();
+    let state = RecoveredManifest {
+        manifest_id,
+        log_number: wal_id,
+        next_file_number: manifest_id,
+        last_seq,
+        files: files
+            .iter()
+            .map(|(level, f)| (f.meta.id, (*level, f.meta.clone())))
+            .collect::<BTreeMap<_, _>>(),
+        valid_bytes: 0,
+    };
+    // Syncs the directory after the new tables and WAL, then switches CURRENT.
+    fs.sync_dir(dir)?;
+    let versions = VersionSet::create(Arc::clone(&fs), dir, state, Version::from_files(files))?;
+
+    if !lost.is_empty() {
+        let lost_dir = dir.join(LOST_DIR);
+        fs.create_dir_all(&lost_dir)?;
+        for path in lost {
+            let Some(name) = path.file_name() else {
+                continue;
+            };
+            let to = lost_dir.join(name);
+            fs.rename(&path, &to)?;
+            report.moved_to_lost.push(to);
+        }
+        fs.sync_dir(&lost_dir)?;
+    }
+    remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
+    fs.sync_dir(dir)?;
+    drop(versions);
+
+    let vectors = dir.join(crate::vector::STORE_DIR);
+    if fs.exists(&vectors) {
+        match repair(&vectors, opts) {
+            Ok(vectors) => report.vectors = Some(Box::new(vectors)),
+            Err(Error::InvalidArgument(_)) => {} // an empty store: nothing to repair
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(report)
+}
+
+fn problem(e: Error, file: &Path) -> Problem {
+    Problem::from_error(e, file)
+}
+
+/// The readable data blocks of one SSTable.
+struct Survey {
+    table: Arc<Table>,
+    blocks: Vec<BlockHandle>,
+    dropped: u64,
+}
+
+/// Open the table at `path` and check each data block: its checksum, its entries, and
+/// that its keys follow the previous readable block's. `None` if the table cannot be
+/// opened or its index read.
+fn survey_table(fs: &dyn FileSystem, path: &Path, report: &mut RepairReport) -> Option<Survey> {
+    let opened = fs
+        .open(path)
+        .and_then(|file| Table::open(file, path.to_owned()))
+        .map(Arc::new)
+        .and_then(|table| table_index(&table).map(|index| (table, index)));
+    let (table, index) = match opened {
+        Ok(found) => found,
+        Err(e) => {
+            report.problems.push(problem(e, path));
+            return None;
+        }
+    };
+    let mut survey = Survey {
+        table,
+        blocks: Vec::with_capacity(index.len()),
+        dropped: 0,
+    };
+    let mut previous: Option<Vec<u8>> = None;
+    for entry in index {
+        match read_entries(&survey.table, entry.handle, previous.as_deref()) {
+            Ok(entries) => {
+                if let Some((last, _)) = entries.last() {
+                    previous = Some(last.clone());
+                    survey.blocks.push(entry.handle);
+                }
+            }
+            Err(e) => {
+                survey.dropped += 1;
+                report.blocks_dropped += 1;
+                report.problems.push(problem(e, path));
+            }
+        }
+    }
+    Some(survey)
+}
+
+/// The entries of the data block at `handle`, checked: internal keys, strictly ascending,
+/// all after `after`.
+fn read_entries(
+    table: &Table,
+    handle: BlockHandle,
+    after: Option<&[u8]>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let block = table.read_block(handle, false)?;
+    let mut it = block.iter();
+    it.seek_to_first()?;
+    let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    while it.valid() {
+        let key = it.key();
+        let previous = entries.last().map(|(k, _)| k.as_slice()).or(after);
+        let ordered = previous.is_none_or(|p| compare_internal(p, key).is_lt());
+        if parse_internal_key(key).is_none() || !ordered {
+            return Err(Error::corruption(
+                table.path(),
+                handle.offset,
+                "data block holds a malformed or out-of-order key",
+            ));
+        }
+        entries.push((key.to_vec(), it.value().to_vec()));
+        it.next()?;
+    }
+    Ok(entries)
+}
+
+/// The entries of a surveyed table, block by block, front to back: a cursor for the
+/// merge, which only moves forward.
+struct SalvageIter {
+    table: Arc<Table>,
+    blocks: std::vec::IntoIter<BlockHandle>,
+    entries: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    current: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl SalvageIter {
+    fn new(survey: Survey) -> SalvageIter {
+        SalvageIter {
+            table: survey.table,
+            blocks: survey.blocks.into_iter(),
+            entries: Vec::new().into_iter(),
+            current: None,
+        }
+    }
+
+    fn backwards() -> Error {
+        Error::invalid("repair reads a table front to back only")
+    }
+}
+
+impl InternalIterator for SalvageIter {
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        // Called once, by the merge, before any `next`.
+        self.next()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        Err(Self::backwards())
+    }
+    fn seek(&mut self, _target: &[u8]) -> Result<()> {
+        Err(Self::backwards())
+    }
+    fn next(&mut self) -> Result<()> {
+        loop {
+            if let Some(entry) = self.entries.next() {
+                self.current = Some(entry);
+                return Ok(());
+            }
+            let Some(handle) = self.blocks.next() else {
+                self.current = None;
+                return Ok(());
+            };
+            // The survey read this block whole; a failure now is a new one, not damage
+            // to skip, so it ends the repair.
+            self.entries = read_entries(&self.table, handle, None)?.into_iter();
+        }
+    }
+    fn prev(&mut self) -> Result<()> {
+        Err(Self::backwards())
+    }
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(k, _)| k)
+    }
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(_, v)| v)
+    }
+}
+
+/// What the WALs held that the tables do not.
+struct Logged {
+    /// Sorted by internal key.
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    last_seq: SeqNo,
+}
+
+/// Replay `wals` (ascending) as `WalRecovery::PointInTime` would, keeping batches newer
+/// than `flushed`. The WAL with the first damaged record and every later one go to `lost`.
+fn read_wals(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    wals: &[FileId],
+    flushed: SeqNo,
+    report: &mut RepairReport,
+    lost: &mut Vec<PathBuf>,
+) -> Result<Logged> {
+    let mut logged = Logged {
+        entries: Vec::new(),
+        last_seq: SeqNo(0),
+    };
+    let mut cut = false;
+    for &id in wals {
+        let path = wal_path(dir, id);
+        let data = fs.read_all(&path)?;
+        if cut {
+            report.wal_bytes_dropped += data.len() as u64;
+            lost.push(path);
+            continue;
+        }
+        let mut reader = crate::wal::LogReader::new(&data, &path);
+        let damage = loop {
+            let (offset, record) = match reader.next_record() {
+                Ok(Some(found)) => found,
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            };
+            let batch = match decode_batch(record, &path, offset) {
+                Ok(batch) => batch,
+                Err(e) => break Some(e),
+            };
+            let last = SeqNo((batch.first_seq.0 + u64::from(batch.count)).saturating_sub(1));
+            logged.last_seq = logged.last_seq.max(last);
+            if last <= flushed {
+                continue;
+            }
+            report.wal_batches += 1;
+            for entry in decode_entries(batch.body(), batch.first_seq) {
+                // `decode_batch` decoded every entry already.
+                let entry = entry.map_err(|e| e.in_file(&path, offset))?;
+                let mut key = Vec::with_capacity(entry.key.len() + 8);
+                encode_internal_key(&mut key, entry.key, entry.seq, entry.kind);
+                logged.entries.push((key, entry.value.to_vec()));
+            }
+        };
+        if let Some(e) = damage {
+            let at = match &e {
+                Error::Corruption { offset, .. } => *offset,
+                _ => return Err(e),
+            };
+            report.wal_bytes_dropped += (data.len() as u64).saturating_sub(at);
+            report.problems.push(problem(e, &path));
+            lost.push(path);
+            cut = true;
+        }
+    }
+    logged
+        .entries
+        .sort_by(|(a, _), (b, _)| compare_internal(a, b));
+    Ok(logged)
+}

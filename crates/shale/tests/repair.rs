@@ -1,0 +1,304 @@
+//! `Db::repair`: a database whose CURRENT, MANIFEST, SSTable blocks or WAL records are
+//! damaged is rebuilt from what can still be read. What survives is exactly what was
+//! written (no wrong value, no deleted key back), what is lost is what the damage covered
+//! and nothing more, and the report counts it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use shale::tools::{open_table, table_index};
+use shale::{Db, Error, Options, WriteBatch, WriteOptions, LOST_DIR};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Small buffers and files, so a few thousand writes make several tables and compactions.
+fn options() -> Options {
+    Options {
+        write_buffer_size: 64 << 10,
+        max_file_size: 64 << 10,
+        ..Options::default()
+    }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// Overwrites and deletes across flushes and compactions, the last writes left in the WAL.
+fn fill_with_history(dir: &Path) -> Model {
+    let db = Db::open(dir, options()).unwrap();
+    let mut model = Model::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..6u64 {
+        for _ in 0..2_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = key(x % 3_000);
+            if x.is_multiple_of(5) {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            } else {
+                let v = format!("round {round} value {x:x}").repeat(1 + (x % 4) as usize);
+                db.put(&k, &v).unwrap();
+                model.insert(k, v.into_bytes());
+            }
+        }
+        if round < 5 {
+            db.flush().unwrap();
+        }
+    }
+    db.close().unwrap();
+    model
+}
+
+/// Every key written once, all flushed into tables.
+fn fill_unique(dir: &Path, n: u64) -> Model {
+    let db = Db::open(dir, options()).unwrap();
+    let mut model = Model::new();
+    for i in 0..n {
+        let v = format!("value of key {i}, unique").into_bytes();
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    model
+}
+
+fn contents(dir: &Path) -> shale::Result<Model> {
+    let db = Db::open(dir, options())?;
+    let model = db.range::<&[u8]>(..)?.collect::<shale::Result<Model>>()?;
+    db.close()?;
+    Ok(model)
+}
+
+fn files_with_extension(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    files.sort();
+    files
+}
+
+fn flip(path: &Path, offset: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[offset as usize] ^= 0x20;
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn manifest(dir: &Path) -> PathBuf {
+    shale::tools::live_manifest_path(dir).unwrap()
+}
+
+#[test]
+fn a_healthy_database_comes_back_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fill_with_history(tmp.path());
+    let report = Db::repair(tmp.path(), &options()).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+    assert!(
+        report.manifest_used && report.moved_to_lost.is_empty(),
+        "{report}"
+    );
+    assert_eq!(report.entries_written, model.len() as u64, "{report}");
+    assert_eq!(contents(tmp.path()).unwrap(), model);
+    // Nothing of the old files is left but the repaired set; a second repair is a no-op.
+    assert!(!tmp.path().join(LOST_DIR).exists());
+    let again = Db::repair(tmp.path(), &options()).unwrap();
+    assert_eq!(again.entries_read, model.len() as u64, "{again}");
+    assert_eq!(contents(tmp.path()).unwrap(), model);
+}
+
+#[test]
+fn a_lost_current_or_damaged_manifest_is_rebuilt_from_tables_and_wals() {
+    for damage in ["remove CURRENT", "flip the manifest"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let model = fill_with_history(tmp.path());
+        let old_manifest = manifest(tmp.path());
+        match damage {
+            "remove CURRENT" => std::fs::remove_file(tmp.path().join("CURRENT")).unwrap(),
+            _ => flip(&old_manifest, 9),
+        }
+        assert!(
+            matches!(contents(tmp.path()), Err(Error::Corruption { .. })),
+            "{damage}: open should refuse"
+        );
+
+        let report = Db::repair(tmp.path(), &options()).unwrap();
+        assert!(!report.manifest_used, "{damage}: {report}");
+        assert_eq!(
+            report.blocks_dropped + report.tables_unreadable,
+            0,
+            "{report}"
+        );
+        assert_eq!(contents(tmp.path()).unwrap(), model, "{damage}");
+        if damage == "flip the manifest" {
+            let name = old_manifest.file_name().unwrap();
+            assert!(tmp.path().join(LOST_DIR).join(name).exists(), "{report}");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_data_block_loses_its_keys_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fill_unique(tmp.path(), 5_000);
+    let table = files_with_extension(tmp.path(), "sst")[1].clone();
+    let index = table_index(&open_table(&table).unwrap()).unwrap();
+    // The block's user keys lie after the previous block's last key, up to its own.
+    let user = |ikey: &[u8]| ikey[..ikey.len() - 8].to_vec();
+    let (after, upto) = (user(&index[1].last_key), user(&index[2].last_key));
+    flip(&table, index[2].handle.offset + 5);
+    assert!(
+        matches!(contents(tmp.path()), Err(Error::Corruption { .. })),
+        "a full scan should hit the damaged block"
+    );
+
+    let report = Db::repair(tmp.path(), &options()).unwrap();
+    assert_eq!(report.blocks_dropped, 1, "{report}");
+    assert_eq!(report.problems.len(), 1, "{report}");
+    assert_eq!(report.problems[0].file, table);
+    assert_eq!(report.problems[0].offset, index[2].handle.offset);
+    let lost = tmp.path().join(LOST_DIR).join(table.file_name().unwrap());
+    assert_eq!(report.moved_to_lost, vec![lost.clone()]);
+    assert!(lost.exists());
+
+    let repaired = contents(tmp.path()).unwrap();
+    let expected: Model = model
+        .into_iter()
+        .filter(|(k, _)| !(*k > after && *k <= upto))
+        .collect();
+    assert!(!expected.is_empty() && repaired.len() < 5_000);
+    assert_eq!(repaired, expected);
+}
+
+#[test]
+fn an_unreadable_table_is_set_aside_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fill_unique(tmp.path(), 5_000);
+    let tables = files_with_extension(tmp.path(), "sst");
+    let victim = tables[0].clone();
+    let keys_in_victim = open_table(&victim).unwrap().properties().entries;
+    let len = std::fs::metadata(&victim).unwrap().len();
+    // Cut the footer off.
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..(len / 2) as usize]).unwrap();
+    assert!(contents(tmp.path()).is_err());
+
+    let report = Db::repair(tmp.path(), &options()).unwrap();
+    assert_eq!(report.tables_unreadable, 1, "{report}");
+    assert_eq!(report.tables_read, tables.len() as u64 - 1, "{report}");
+    let repaired = contents(tmp.path()).unwrap();
+    assert_eq!(repaired.len() as u64, model.len() as u64 - keys_in_victim);
+    for (k, v) in &repaired {
+        assert_eq!(model.get(k), Some(v), "a value that was never written");
+    }
+}
+
+#[test]
+fn a_damaged_wal_keeps_the_whole_batches_before_the_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), options()).unwrap();
+    for i in 0..300u64 {
+        let mut batch = WriteBatch::new();
+        batch.put(key(2 * i), format!("first half of batch {i}"));
+        batch.put(key(2 * i + 1), format!("second half of batch {i}"));
+        db.write(batch, WriteOptions::default()).unwrap();
+    }
+    drop(db); // the writes are only in the WAL
+    let wal = files_with_extension(tmp.path(), "wal").pop().unwrap();
+    let len = std::fs::metadata(&wal).unwrap().len();
+    flip(&wal, len / 2);
+    assert!(matches!(
+        contents(tmp.path()),
+        Err(Error::Corruption { .. })
+    ));
+
+    let report = Db::repair(tmp.path(), &options()).unwrap();
+    assert!(
+        report.wal_bytes_dropped > 0 && report.wal_batches > 0,
+        "{report}"
+    );
+    assert_eq!(report.problems.len(), 1, "{report}");
+    assert!(tmp
+        .path()
+        .join(LOST_DIR)
+        .join(wal.file_name().unwrap())
+        .exists());
+    // A prefix of whole batches (some flushed to a table before, the rest from the WAL):
+    // keys 0..2b, each with its value, for some b short of all 300.
+    let repaired = contents(tmp.path()).unwrap();
+    let batches = repaired.len() as u64 / 2;
+    assert!(batches > 0 && batches < 300, "{report}");
+    let expected: Model = (0..batches)
+        .flat_map(|i| {
+            [
+                (key(2 * i), format!("first half of batch {i}").into_bytes()),
+                (
+                    key(2 * i + 1),
+                    format!("second half of batch {i}").into_bytes(),
+                ),
+            ]
+        })
+        .collect();
+    assert!(
+        repaired == expected,
+        "not a prefix of whole batches: {report}"
+    );
+}
+
+#[test]
+fn the_vector_store_is_repaired_too_and_search_agrees_with_the_values() {
+    use shale::vector::{HashEmbedder, SemanticOptions};
+    let semantic = || Options {
+        semantic: Some(SemanticOptions::new(std::sync::Arc::new(HashEmbedder))),
+        ..options()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), semantic()).unwrap();
+    db.put("cat", "the cat sleeps on the warm mat").unwrap();
+    db.put("dog", "a dog barks at the mail carrier").unwrap();
+    db.put("fish", "fish swim in the cold river").unwrap();
+    db.delete("fish").unwrap();
+    db.wait_indexed().unwrap();
+    drop(db);
+    for store in [tmp.path().to_owned(), tmp.path().join("vectors")] {
+        std::fs::remove_file(store.join("CURRENT")).unwrap();
+    }
+
+    let report = Db::repair(tmp.path(), &options()).unwrap();
+    let vectors = report
+        .vectors
+        .as_ref()
+        .expect("the vector store is repaired");
+    assert!(!report.manifest_used && !vectors.manifest_used, "{report}");
+    let db = Db::open(tmp.path(), semantic()).unwrap();
+    let hits = db.search_knn("cat sleeps on a mat", 3).unwrap();
+    let keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
+    assert_eq!(keys.first(), Some(&b"cat".as_slice()), "{report}");
+    assert!(
+        !keys.contains(&b"fish".as_slice()),
+        "a deleted key came back"
+    );
+    assert_eq!(hits.len(), 2);
+    db.close().unwrap();
+}
+
+#[test]
+fn repair_refuses_an_open_database_and_an_empty_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), options()).unwrap();
+    assert!(matches!(
+        Db::repair(tmp.path(), &options()),
+        Err(Error::Locked { .. })
+    ));
+    drop(db);
+    let empty = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        Db::repair(empty.path(), &options()),
+        Err(Error::InvalidArgument(_))
+    ));
+}
