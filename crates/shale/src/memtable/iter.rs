@@ -30,15 +30,18 @@ pub(super) struct RunIter {
     /// Held only to keep the arena behind `run` alive (invariant 2).
     _table: Arc<MemTable>,
     run: Arc<[RunEntry]>,
+    /// Bytes every key of the run starts with; prefixes are taken after them.
+    skip: usize,
     pos: usize,
 }
 
 impl RunIter {
-    pub(super) fn new(table: Arc<MemTable>, run: Arc<[RunEntry]>) -> RunIter {
+    pub(super) fn new(table: Arc<MemTable>, run: Arc<[RunEntry]>, skip: usize) -> RunIter {
         let pos = run.len();
         RunIter {
             _table: table,
             run,
+            skip,
             pos,
         }
     }
@@ -70,14 +73,32 @@ impl InternalIterator for RunIter {
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let target = split_internal_key(target);
-        let target_prefix = key_prefix(target.0);
-        self.pos = self.run.partition_point(|e| {
-            let order = e.prefix.cmp(&target_prefix).then_with(|| {
-                // SAFETY: invariant 2; `self._table` is alive.
-                compare_split(unsafe { e.entry.split_key() }, target)
-            });
-            order == Ordering::Less
-        });
+        let Some(first) = self.run.first() else {
+            self.pos = 0;
+            return Ok(());
+        };
+        // Against the prefix every key shares first: a target outside it lies before or
+        // after the whole run, and one inside it compares on the bytes after it.
+        // SAFETY: invariant 2; `self._table` is alive (here and below).
+        let shared = unsafe { first.entry.split_key() }.0;
+        let head = target.0.get(..self.skip).unwrap_or(target.0);
+        let order = head.cmp(shared.get(..head.len()).unwrap_or_default());
+        self.pos = match order {
+            Ordering::Less => 0,
+            Ordering::Greater => self.run.len(),
+            // A proper prefix of every key sorts before them all.
+            Ordering::Equal if head.len() < self.skip => 0,
+            Ordering::Equal => {
+                let target_prefix = key_prefix(target.0.get(self.skip..).unwrap_or_default());
+                self.run.partition_point(|e| {
+                    let order = e
+                        .prefix
+                        .cmp(&target_prefix)
+                        .then_with(|| compare_split(unsafe { e.entry.split_key() }, target));
+                    order == Ordering::Less
+                })
+            }
+        };
         Ok(())
     }
 

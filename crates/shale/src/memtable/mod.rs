@@ -407,7 +407,7 @@ impl MemTable {
         let children = runs
             .runs()
             .iter()
-            .map(|run| RunIter::new(Arc::clone(self), Arc::clone(run)))
+            .map(|run| RunIter::new(Arc::clone(self), Arc::clone(run), runs.skip()))
             .collect();
         MemTableIter::new(children)
     }

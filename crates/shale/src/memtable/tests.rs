@@ -391,6 +391,66 @@ fn iteration_after_more_inserts_builds_new_runs() {
     assert_eq!(it.key(), middle.as_slice());
 }
 
+/// Seek every target and compare with a binary search of the sorted `expected`.
+fn assert_seeks(t: &Arc<MemTable>, expected: &[(Vec<u8>, Vec<u8>)], targets: &[Vec<u8>]) {
+    let mut it = t.iter();
+    for target in targets {
+        let seek = ikey(target, SeqNo::MAX.0, ValueKind::SEEK);
+        it.seek(&seek).unwrap();
+        let at = expected.partition_point(|(k, _)| compare_internal(k, &seek).is_lt());
+        match expected.get(at) {
+            Some((k, _)) => assert_eq!(it.key(), k.as_slice(), "seek {target:?}"),
+            None => assert!(!it.valid(), "seek {target:?} past the end"),
+        }
+    }
+}
+
+#[test]
+fn keys_sharing_a_long_prefix_sort_and_seek_and_the_prefix_can_shrink() {
+    let t = Arc::new(MemTable::new());
+    let mut rng = Rng(23);
+    let mut expected = Vec::new();
+    let mut seq = 0;
+    let mut put = |t: &MemTable, key: Vec<u8>, expected: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+        seq += 1;
+        t.insert(SeqNo(seq), ValueKind::Put, &key, b"v");
+        expected.push((ikey(&key, seq, ValueKind::Put), b"v".to_vec()));
+    };
+    let mut targets: Vec<Vec<u8>> = ["", "a", "user", "user/", "user/000000000", "zzz"]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+    // db_bench-like keys: every one starts with "user/0000000000", and 8 bytes from the
+    // start of the key would never tell two apart.
+    for _ in 0..2000 {
+        let key = format!("user/{:016}", rng.below(900_000)).into_bytes();
+        targets.push(key.clone());
+        targets.push(format!("user/{:016}", rng.below(900_000)).into_bytes());
+        put(&t, key, &mut expected);
+    }
+    expected.sort_by(|a, b| compare_internal(&a.0, &b.0));
+    assert_eq!(collect_forward(&t), expected);
+    assert!(t.sorted.lock().unwrap().skip() >= 15);
+    assert_seeks(&t, &expected, &targets);
+
+    // Keys outside that prefix: the older run's prefixes are taken again from further left.
+    for key in [
+        "user/1",
+        "user/00000000009",
+        "a",
+        "user/0000000000",
+        "b/0000000000000000",
+    ] {
+        put(&t, key.as_bytes().to_vec(), &mut expected);
+        targets.push(key.as_bytes().to_vec());
+        targets.push(format!("{key}0").into_bytes());
+        expected.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        assert_eq!(collect_forward(&t), expected, "after {key}");
+        assert_seeks(&t, &expected, &targets);
+    }
+    assert_eq!(t.sorted.lock().unwrap().skip(), 0);
+}
+
 #[test]
 fn is_full_at_the_index_load_limit() {
     // 4 KiB of write buffer: the smallest index, 64 slots, full at 32 keys.
@@ -578,6 +638,18 @@ fn bench_memtable() {
             seq.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
         }
         let seq_ns = per(start);
+        // db_bench's keys: decimal numbers zero-padded to 16 bytes, so that every key of a
+        // table of a few million shares its first 9 or 10 bytes.
+        let decimal = Arc::new(MemTable::with_capacity(64 << 20));
+        for (i, k) in keys.iter().enumerate() {
+            let n = u64::from_le_bytes(k[..8].try_into().unwrap()) % 3_000_000;
+            let key = format!("{n:016}");
+            decimal.insert(SeqNo(i as u64 + 1), ValueKind::Put, key.as_bytes(), &value);
+        }
+        let start = Instant::now();
+        drop(decimal.iter());
+        let decimal_sort_ms = start.elapsed().as_secs_f64() * 1e3;
+        println!("round {round}: decimal keys: first iter() (sort) {decimal_sort_ms:.1} ms");
         println!(
             "round {round}: random insert {insert_ns:.0} ns, get {get_ns:.0} ns, first iter() \
              (sort) {sort_ms:.1} ms, full scan {scan_ns:.1} ns/entry; insert growing from \
