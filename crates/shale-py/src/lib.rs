@@ -34,12 +34,28 @@ fn open(py: Python<'_>, path: PathBuf, options: Option<&Bound<'_, PyDict>>) -> P
     db::open(py, path, options)
 }
 
+/// Rebuild the damaged database in `path` from whatever of its files can still be read
+/// (`Db::repair`; see docs/durability.md) and return its report as a `dict`. Keyword options
+/// as for `open`; they set the format of the tables repair writes.
+#[pyfunction]
+#[pyo3(signature = (path, **options))]
+fn repair<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = convert::options(py, options)?;
+    let report = errors::run(py, || Ok(shale::Db::repair(&path, &opts)?))?;
+    stats::repair_to_dict(py, &report)
+}
+
 #[pymodule]
 fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Before any of our threads exist: candle's elementwise pool gets one thread unless
     // the user chose otherwise (see shale_embed::quiet_candle_threads).
     shale_embed::quiet_candle_threads();
     m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_class::<db::Db>()?;
     m.add_class::<db::WriteBatch>()?;
     m.add_class::<iter::KvIter>()?;

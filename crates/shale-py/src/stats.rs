@@ -51,3 +51,59 @@ pub(crate) fn to_dict<'py>(
         rate_limit_wait_micros,
     ))
 }
+
+/// `shale.repair()`'s report: every field of `RepairReport` under its own name (the file
+/// lists as `str` paths, each problem as a `dict`, the vector store's report nested or
+/// `None`). Destructured without `..` like [`to_dict`].
+pub(crate) fn repair_to_dict<'py>(
+    py: Python<'py>,
+    report: &shale::RepairReport,
+) -> PyResult<Bound<'py, PyDict>> {
+    let shale::RepairReport {
+        manifest_used,
+        tables_read,
+        tables_unreadable,
+        blocks_dropped,
+        wal_batches,
+        wal_bytes_dropped,
+        entries_read,
+        entries_written,
+        tables_written,
+        moved_to_lost,
+        problems,
+        vectors,
+    } = report;
+    let dict = PyDict::new(py);
+    dict.set_item("manifest_used", *manifest_used)?;
+    for (name, value) in [
+        ("tables_read", tables_read),
+        ("tables_unreadable", tables_unreadable),
+        ("blocks_dropped", blocks_dropped),
+        ("wal_batches", wal_batches),
+        ("wal_bytes_dropped", wal_bytes_dropped),
+        ("entries_read", entries_read),
+        ("entries_written", entries_written),
+        ("tables_written", tables_written),
+    ] {
+        dict.set_item(name, *value)?;
+    }
+    let lost: Vec<String> = moved_to_lost
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    dict.set_item("moved_to_lost", lost)?;
+    let mut damage = Vec::with_capacity(problems.len());
+    for p in problems {
+        let item = PyDict::new(py);
+        item.set_item("file", p.file.display().to_string())?;
+        item.set_item("offset", p.offset)?;
+        item.set_item("reason", &p.reason)?;
+        damage.push(item);
+    }
+    dict.set_item("problems", damage)?;
+    match vectors {
+        Some(v) => dict.set_item("vectors", repair_to_dict(py, v)?)?,
+        None => dict.set_item("vectors", py.None())?,
+    }
+    Ok(dict)
+}

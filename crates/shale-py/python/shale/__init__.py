@@ -26,7 +26,7 @@ from ._errors import (
     LockedError,
     PoisonedError,
 )
-from ._shale import DB, Iterator, SearchHit, Snapshot, WriteBatch, open
+from ._shale import DB, Iterator, SearchHit, Snapshot, WriteBatch, open, repair
 
 #: The keyword options ``open`` accepts, with what they mean (defaults in brackets).
 OPTIONS = {
@@ -70,4 +70,5 @@ __all__ = [
     "Snapshot",
     "WriteBatch",
     "open",
+    "repair",
 ]

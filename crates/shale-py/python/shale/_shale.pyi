@@ -1,11 +1,12 @@
 # Types of the extension module (crates/shale-py/src); keep in step with it.
 from os import PathLike
-from typing import Any, Iterator as _Iterator, List, Optional, TypeVar, Union
+from typing import Any, Dict, Iterator as _Iterator, List, Optional, TypeVar, Union
 
 _Key = Union[bytes, bytearray, str]
 _T = TypeVar("_T")
 
 def open(path: Union[str, PathLike[str]], **options: Any) -> DB: ...
+def repair(path: Union[str, PathLike[str]], **options: Any) -> Dict[str, Any]: ...
 
 class DB:
     @property
