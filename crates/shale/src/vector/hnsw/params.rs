@@ -51,33 +51,16 @@ impl HnswParams {
     /// `Error::InvalidOptions` listing each parameter out of range.
     pub fn validate(&self) -> Result<()> {
         let mut problems = Vec::new();
-        if self.m < 2 || self.m > MAX_LINKS {
-            problems.push(format!("hnsw m = {} (must be 2..={MAX_LINKS})", self.m));
-        }
-        if self.m_max < 1 || self.m_max > MAX_LINKS {
-            problems.push(format!(
-                "hnsw m_max = {} (must be 1..={MAX_LINKS})",
-                self.m_max
-            ));
-        }
-        if self.m_max0 < 1 || self.m_max0 > MAX_LINKS {
-            problems.push(format!(
-                "hnsw m_max0 = {} (must be 1..={MAX_LINKS})",
-                self.m_max0
-            ));
-        }
-        if self.ef_construction < 1 || self.ef_construction > MAX_EF {
-            problems.push(format!(
-                "hnsw ef_construction = {} (must be 1..={MAX_EF})",
-                self.ef_construction
-            ));
-        }
-        if self.ef_search < 1 || self.ef_search > MAX_EF {
-            problems.push(format!(
-                "hnsw ef_search = {} (must be 1..={MAX_EF})",
-                self.ef_search
-            ));
-        }
+        let mut check = |name: &str, value: usize, min: usize, max: usize| {
+            if !(min..=max).contains(&value) {
+                problems.push(format!("hnsw {name} = {value} (must be {min}..={max})"));
+            }
+        };
+        check("m", self.m, 2, MAX_LINKS);
+        check("m_max", self.m_max, 1, MAX_LINKS);
+        check("m_max0", self.m_max0, 1, MAX_LINKS);
+        check("ef_construction", self.ef_construction, 1, MAX_EF);
+        check("ef_search", self.ef_search, 1, MAX_EF);
         if !(self.ml.is_finite() && self.ml > 0.0 && self.ml <= 16.0) {
             problems.push(format!("hnsw ml = {} (must be in (0, 16])", self.ml));
         }
