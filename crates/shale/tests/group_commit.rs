@@ -85,6 +85,8 @@ fn limits_and_options_are_checked() {
     ));
     db.close().unwrap();
     assert!(matches!(db.put(b"k", b"v"), Err(shale::Error::Closed)));
+    // Closing released the lock, though the handle is still alive.
+    Db::open(dir.path(), Options::default()).unwrap();
 }
 
 #[test]

@@ -112,7 +112,8 @@ pub(crate) struct DbInner {
     dir: PathBuf,
     opts: Options,
     fs: Arc<dyn FileSystem>,
-    _lock: Box<dyn FileLock>,
+    /// The directory's `LOCK`, held from open until `close` has stopped every thread.
+    lock_file: Mutex<Option<Box<dyn FileLock>>>,
     writers: Mutex<WriteQueue>,
     log: Mutex<LogState>,
     state: Mutex<DbState>,
@@ -317,7 +318,8 @@ impl Db {
     }
 
     /// Close the database: sync the WAL, flush writes that skipped it, stop background
-    /// work. Further calls fail with `Closed`. Dropping a `Db` closes it too, ignoring errors.
+    /// work, release the directory's lock (another handle may then open it). Further calls
+    /// fail with `Closed`. Dropping a `Db` closes it too, ignoring errors.
     pub fn close(&self) -> Result<()> {
         // The index first: it drains its queue into the vector store.
         let indexed = self.semantic.as_ref().map_or(Ok(()), |s| s.close());
@@ -335,6 +337,9 @@ impl Db {
         if let Some(handle) = purge {
             panicked |= handle.join().is_err();
         }
+        // No thread of this handle touches the directory any more. (An iterator still
+        // alive reads only immutable SSTables it holds open.)
+        lock(&self.inner.lock_file).take();
         if panicked && result.is_ok() {
             return Err(Error::Poisoned("a background thread panicked".into()));
         }

@@ -111,7 +111,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
         fs,
-        _lock: lock,
+        lock_file: Mutex::new(Some(lock)),
         writers: Mutex::default(),
         log: Mutex::new(LogState {
             wal,
