@@ -15,8 +15,10 @@
 //!    are damaged cannot be read at all and is set aside whole; a data block that fails its
 //!    checksum, does not decode or breaks key order is dropped alone.
 //! 3. **Read the WALs** as `WalRecovery::PointInTime` does: whole batches up to the first
-//!    damaged record, nothing logged after it (a prefix, no holes). Batches no newer than
-//!    the newest sequence number the tables hold were flushed before and are skipped.
+//!    damaged record, nothing logged after it (a prefix, no holes). With the manifest's
+//!    inputs, batches no newer than the newest sequence number the tables hold were flushed
+//!    before and are skipped; without it, every batch is replayed (a table may be the
+//!    partial output of a crashed repair) and the merge keeps one copy of each entry.
 //! 4. **Merge everything into one sorted run** in the last level, as a full compaction with
 //!    no snapshot: the newest version of each key, tombstones dropped. A new manifest lists
 //!    the new tables and CURRENT switches to it: the commit point. Then the damaged and
@@ -67,7 +69,7 @@ pub struct RepairReport {
     pub tables_unreadable: u64,
     /// Data blocks dropped from tables that were otherwise read.
     pub blocks_dropped: u64,
-    /// WAL batches replayed (not counting those the tables already held).
+    /// WAL batches replayed (not counting those the manifest's tables already held).
     pub wal_batches: u64,
     /// WAL bytes dropped: from the first damaged record on, in its WAL and every later one.
     pub wal_bytes_dropped: u64,
@@ -218,6 +220,16 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
             }
         }
     }
+    // With the manifest's inputs, a WAL batch no newer than the tables' newest entry was
+    // flushed before (memtables flush in sequence order). Without it, a table may be the
+    // partial output of a repair that crashed, holding the WALs' newest entries for part
+    // of the key space only: every batch is replayed, and the merge keeps one copy of an
+    // entry found twice.
+    let flushed = if report.manifest_used {
+        flushed
+    } else {
+        SeqNo(0)
+    };
     let logged = read_wals(fs.as_ref(), dir, &wals, flushed, &mut report, &mut lost)?;
     last_seq = last_seq.max(flushed).max(logged.last_seq);
     sources.push(Box::new(VecIter::new(logged.entries)));
