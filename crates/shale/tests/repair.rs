@@ -376,8 +376,11 @@ fn repair_refuses_an_open_database_and_an_empty_directory() {
     ));
     drop(db);
     let empty = tempfile::tempdir().unwrap();
-    assert!(matches!(
-        Db::repair(empty.path(), &options()),
-        Err(Error::InvalidArgument(_))
-    ));
+    for dir in [empty.path().to_owned(), empty.path().join("missing")] {
+        assert!(matches!(
+            Db::repair(&dir, &options()),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert!(!empty.path().join("missing").exists());
 }

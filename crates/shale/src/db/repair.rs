@@ -137,6 +137,12 @@ impl std::fmt::Display for RepairReport {
 pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     opts.validate().map_err(Error::InvalidOptions)?;
     let fs = Arc::clone(&opts.fs);
+    if !fs.exists(dir) {
+        return Err(Error::invalid(format!(
+            "no database to repair: {} does not exist",
+            dir.display()
+        )));
+    }
     let _lock = fs.lock(&dir.join(filename::LOCK))?;
     let mut report = RepairReport::default();
 
