@@ -74,6 +74,11 @@ struct RunArgs {
     /// Client threads of the read and YCSB workloads (readwhilewriting: readers).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Puts per second of the writer of readwhilewriting and its variants (like db_bench's
+    /// --benchmark_write_rate_limit): every engine's reader then competes with the same
+    /// background work. Default: 0, as fast as the engine takes them.
+    #[arg(long, default_value_t = 0)]
+    writer_rate: u64,
     /// Writes of fillsync and each fillsync-threads-N.
     #[arg(long)]
     sync_num: Option<u64>,
@@ -147,6 +152,7 @@ impl RunArgs {
             key_size: self.key_size,
             value_size: self.value_size,
             threads: self.threads.max(1),
+            writer_rate: self.writer_rate,
             sync_num: self.sync_num.unwrap_or(if q { 1_000 } else { 10_000 }),
             ycsb_records: self
                 .ycsb_records
@@ -334,6 +340,7 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--value-size", &cfg.value_size.to_string()])
                     .args(["--key-size", &cfg.key_size.to_string()])
                     .args(["--threads", &cfg.threads.to_string()])
+                    .args(["--writer-rate", &cfg.writer_rate.to_string()])
                     .args(["--sync-num", &cfg.sync_num.to_string()])
                     .args(["--ycsb-records", &cfg.ycsb_records.to_string()])
                     .args(["--ycsb-ops", &cfg.ycsb_ops.to_string()])

@@ -84,6 +84,8 @@ pub struct Config {
     pub key_size: usize,
     pub value_size: usize,
     pub threads: usize,
+    /// Puts per second of readwhilewriting's writer; 0 for no limit.
+    pub writer_rate: u64,
     pub sync_num: u64,
     pub ycsb_records: u64,
     pub ycsb_ops: u64,
