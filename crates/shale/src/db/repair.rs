@@ -202,7 +202,9 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
             last_seq = manifest.last_seq;
         }
         Err(e) => {
-            report.problems.push(problem(e, &dir.join(CURRENT_FILE)));
+            report
+                .problems
+                .push(Problem::from_error(e, &dir.join(CURRENT_FILE)));
             lost.extend(manifests.iter().map(|&id| dir.join(manifest_name(id))));
         }
     }
@@ -329,10 +331,6 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     Ok(report)
 }
 
-fn problem(e: Error, file: &Path) -> Problem {
-    Problem::from_error(e, file)
-}
-
 /// The readable data blocks of one SSTable.
 struct Survey {
     table: Arc<Table>,
@@ -352,7 +350,7 @@ fn survey_table(fs: &dyn FileSystem, path: &Path, report: &mut RepairReport) -> 
     let (table, index) = match opened {
         Ok(found) => found,
         Err(e) => {
-            report.problems.push(problem(e, path));
+            report.problems.push(Problem::from_error(e, path));
             return None;
         }
     };
@@ -373,7 +371,7 @@ fn survey_table(fs: &dyn FileSystem, path: &Path, report: &mut RepairReport) -> 
             Err(e) => {
                 survey.dropped += 1;
                 report.blocks_dropped += 1;
-                report.problems.push(problem(e, path));
+                report.problems.push(Problem::from_error(e, path));
             }
         }
     }
@@ -533,7 +531,7 @@ fn read_wals(
                 _ => return Err(e),
             };
             report.wal_bytes_dropped += (data.len() as u64).saturating_sub(at);
-            report.problems.push(problem(e, &path));
+            report.problems.push(Problem::from_error(e, &path));
             lost.push(path);
             cut = true;
         }
