@@ -326,6 +326,12 @@ impl MemTable {
 
     /// The newest entry for `user_key` with a seqno `<= snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> MemGet<'_> {
+        // An empty memtable (the usual state just after a flush) has nothing to find, and its
+        // index, sized for a full write buffer, would cost a cache miss to probe. An entry
+        // visible at `snapshot` was counted before its sequence number was published.
+        if self.count.load(Acquire) == 0 {
+            return MemGet::NotFound;
+        }
         let tag = index::tag(user_key);
         let is_key = |id: u32| {
             self.entries.get(id).is_some_and(|e| {
