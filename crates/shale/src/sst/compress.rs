@@ -18,6 +18,7 @@
 
 use crate::codec::{self, Decoder};
 use crate::options::{Compression, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::sst::block::take_buffer;
 use crate::sst::format::CompressionType;
 
 /// The largest uncompressed block a reader accepts: one maximal entry (a block holds at least
@@ -94,7 +95,8 @@ pub fn decompress(ty: CompressionType, stored: &[u8]) -> Result<Vec<u8>, String>
             // repetitive values are full of, eight bytes at a time.
             let claimed =
                 i32::try_from(raw_len).map_err(|_| format!("lz4 block claims {raw_len} bytes"))?;
-            let mut out = vec![0u8; raw_len];
+            let mut out = take_buffer(raw_len);
+            out.resize(raw_len, 0);
             let n = lz4::block::decompress_to_buffer(body, Some(claimed), &mut out)
                 .map_err(|e| format!("lz4 decompression failed: {e}"))?;
             out.truncate(n);
@@ -110,9 +112,13 @@ pub fn decompress(ty: CompressionType, stored: &[u8]) -> Result<Vec<u8>, String>
             let raw_len = snap::raw::decompress_len(stored)
                 .map_err(|e| format!("snappy header unreadable: {e}"))?;
             check_cap(raw_len)?;
-            snap::raw::Decoder::new()
-                .decompress_vec(stored)
-                .map_err(|e| format!("snappy decompression failed: {e}"))
+            let mut out = take_buffer(raw_len);
+            out.resize(raw_len, 0);
+            let n = snap::raw::Decoder::new()
+                .decompress(stored, &mut out)
+                .map_err(|e| format!("snappy decompression failed: {e}"))?;
+            out.truncate(n);
+            check_len(out, raw_len, "snappy")
         }
     }
 }

@@ -4,7 +4,15 @@
 //! A view is what makes a get from a mapped, uncompressed table cheap: the block is
 //! checksummed once when it enters the block cache, and afterwards a lookup touches only
 //! the cache lines of the restart array and the entries it decodes, not all 4 KiB.
+//!
+//! Owned buffers are recycled. A point read that misses the block cache decompresses a
+//! block into a fresh buffer and, once the cache is full, evicts another block; the C
+//! allocator's fast per-thread cache does not take buffers of a block's size, and freeing
+//! and allocating a few KiB through its bins cost as much as the decompression itself.
+//! So a dropped block hands its buffer to a small per-thread stash ([`take_buffer`]
+//! draws from it), a fixed number of buffers of at most [`STASH_MAX_CAPACITY`] bytes.
 
+use std::cell::RefCell;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -63,10 +71,58 @@ impl BlockBytes {
     }
 
     /// The bytes as a `Vec`: moved if owned, copied out of a mapping.
-    pub fn into_vec(self) -> Vec<u8> {
-        match self.owner {
-            Owner::Heap(v) => v,
+    pub fn into_vec(mut self) -> Vec<u8> {
+        match &mut self.owner {
+            // `drop` then finds an empty `Vec`, which it does not keep.
+            Owner::Heap(v) => std::mem::take(v),
             Owner::Mapping { .. } => self.to_vec(),
+        }
+    }
+}
+
+/// Buffers kept per thread.
+const STASH_LEN: usize = 8;
+/// The largest buffer worth keeping (a stash holds at most `STASH_LEN` of these).
+pub const STASH_MAX_CAPACITY: usize = 64 << 10;
+/// Fresh buffers are rounded up to this, so a recycled one fits the next block of about
+/// the same size.
+const BUFFER_ROUNDING: usize = 1 << 10;
+
+thread_local! {
+    static STASH: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer with room for `len` bytes: a recycled one if this thread has one large
+/// enough, else a new one.
+pub fn take_buffer(len: usize) -> Vec<u8> {
+    let recycled = STASH.with(|stash| {
+        let mut stash = stash.try_borrow_mut().ok()?;
+        let i = stash.iter().position(|b| b.capacity() >= len)?;
+        Some(stash.swap_remove(i))
+    });
+    recycled.unwrap_or_else(|| Vec::with_capacity(len.next_multiple_of(BUFFER_ROUNDING)))
+}
+
+/// Keep `buffer` for a later [`take_buffer`] on this thread, or free it.
+fn give_buffer(mut buffer: Vec<u8>) {
+    if buffer.capacity() == 0 || buffer.capacity() > STASH_MAX_CAPACITY {
+        return;
+    }
+    buffer.clear();
+    // During thread teardown the stash may be gone: then the buffer is simply freed.
+    let _ = STASH.try_with(|stash| {
+        if let Ok(mut stash) = stash.try_borrow_mut() {
+            if stash.len() < STASH_LEN {
+                stash.push(buffer);
+            }
+        }
+    });
+}
+
+impl Drop for BlockBytes {
+    fn drop(&mut self) {
+        if let Owner::Heap(bytes) = &mut self.owner {
+            give_buffer(std::mem::take(bytes));
         }
     }
 }
@@ -99,5 +155,34 @@ impl std::fmt::Debug for BlockBytes {
 impl From<Vec<u8>> for BlockBytes {
     fn from(bytes: Vec<u8>) -> Self {
         BlockBytes::owned(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_block_buffer_is_reused_empty_and_large_ones_are_not_kept() {
+        let mut buffer = take_buffer(3000);
+        assert!(buffer.is_empty() && buffer.capacity() >= 3000);
+        buffer.extend_from_slice(&[7u8; 3000]);
+        let at = buffer.as_ptr();
+        drop(BlockBytes::owned(buffer));
+        let again = take_buffer(2500);
+        assert_eq!(again.as_ptr(), at, "the stashed buffer comes back");
+        assert!(again.is_empty(), "and holds nothing of its last block");
+        // Too small a buffer is not handed out for a larger block.
+        drop(BlockBytes::owned(again));
+        assert!(take_buffer(8000).capacity() >= 8000);
+
+        let stashed = || STASH.with(|s| s.borrow().len());
+        let before = stashed();
+        drop(BlockBytes::owned(vec![0u8; STASH_MAX_CAPACITY + 1]));
+        assert_eq!(stashed(), before, "a huge buffer is freed, not kept");
+        for _ in 0..2 * STASH_LEN {
+            drop(BlockBytes::owned(vec![0u8; 100]));
+        }
+        assert_eq!(stashed(), STASH_LEN, "the stash is bounded");
     }
 }

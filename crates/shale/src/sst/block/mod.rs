@@ -21,7 +21,7 @@ mod bytes;
 mod reader;
 
 pub use builder::BlockBuilder;
-pub use bytes::BlockBytes;
+pub use bytes::{take_buffer, BlockBytes};
 pub use reader::{Block, BlockIter};
 
 #[cfg(test)]
