@@ -34,6 +34,17 @@ fn hash(user_key: &[u8]) -> u64 {
     xxh3_64(user_key)
 }
 
+/// A user key's filter hash, computed once by a point read and tried against the filter of
+/// every table it visits (the hash does not depend on the table).
+#[derive(Debug, Clone, Copy)]
+pub struct FilterKey(u64);
+
+impl FilterKey {
+    pub fn new(user_key: &[u8]) -> FilterKey {
+        FilterKey(hash(user_key))
+    }
+}
+
 /// Collects the hashes of the user keys of one table.
 #[derive(Debug)]
 pub struct BloomFilterBuilder {
@@ -108,6 +119,11 @@ impl BloomFilter {
 
     /// False only if `user_key` was certainly not added.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.may_contain_key(FilterKey::new(user_key))
+    }
+
+    /// [`BloomFilter::may_contain`] for a key already hashed.
+    pub fn may_contain_key(&self, key: FilterKey) -> bool {
         let Some((&k, bits)) = self.data.split_last() else {
             return true;
         };
@@ -115,7 +131,7 @@ impl BloomFilter {
             return true;
         }
         let nbits = (bits.len() as u64).saturating_mul(8);
-        let h = hash(user_key);
+        let h = key.0;
         let delta = h.rotate_right(33) | 1;
         let mut g = h;
         for _ in 0..k {

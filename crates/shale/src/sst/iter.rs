@@ -107,7 +107,7 @@ impl TableIter {
 
     fn do_seek(&mut self, target: Option<&[u8]>, last: bool) -> Result<()> {
         match (target, last) {
-            (Some(t), _) => self.index.seek(t)?,
+            (Some(t), _) => self.table.seek_index(&mut self.index, t)?,
             (None, false) => self.index.seek_to_first()?,
             (None, true) => self.index.seek_to_last()?,
         }

@@ -15,9 +15,9 @@ use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
 use crate::perf::Timer;
-use crate::sst::block::{Block, BlockBytes};
+use crate::sst::block::{Block, BlockBytes, BlockIter, RestartWords};
 use crate::sst::compress::decompress;
-use crate::sst::filter::BloomFilter;
+use crate::sst::filter::{BloomFilter, FilterKey};
 use crate::sst::format::{
     decode_trailer, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
@@ -109,6 +109,8 @@ pub struct Table {
     cache: Option<(Arc<BlockCache>, u64)>,
     file_size: u64,
     pub(crate) index: Arc<Block>,
+    /// The index's keys in brief, to narrow every seek in it (see `RestartWords`).
+    index_words: RestartWords,
     filter: Option<BloomFilter>,
     properties: TableProperties,
 }
@@ -149,11 +151,13 @@ impl Table {
             Arc::clone(&source.path),
             footer.index.offset,
         )?);
+        let index_words = RestartWords::new(&index)?;
         Ok(Table {
             source,
             cache: None,
             file_size,
             index,
+            index_words,
             filter,
             properties,
         })
@@ -174,7 +178,16 @@ impl Table {
     /// Bytes of metadata this open table keeps in memory outside the block cache: its
     /// index block and bloom filter.
     pub fn pinned_bytes(&self) -> usize {
-        self.index.size() + self.filter.as_ref().map_or(0, BloomFilter::size)
+        self.index.size()
+            + self.index_words.size()
+            + self.filter.as_ref().map_or(0, BloomFilter::size)
+    }
+
+    /// Position `index` (an iterator over this table's index block) at the first entry
+    /// whose key is `>= target`, an internal key.
+    pub(crate) fn seek_index(&self, index: &mut BlockIter, target: &[u8]) -> Result<()> {
+        let range = self.index_words.range(crate::key::user_key(target));
+        index.seek_in(target, range)
     }
 
     /// The one place data blocks are read: from the cache if it holds the block, else
@@ -221,7 +234,12 @@ impl Table {
 
     /// False only if the table certainly holds no entry for `user_key`.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+        self.may_contain_key(FilterKey::new(user_key))
+    }
+
+    /// [`Table::may_contain`] for a key already hashed.
+    pub fn may_contain_key(&self, key: FilterKey) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain_key(key))
     }
 
     /// The newest entry for `user_key` with sequence number `<= snapshot`: its kind and
@@ -257,7 +275,7 @@ impl Table {
         // No sequence number exceeds `SeqNo::MAX`, so clamping changes no answer.
         let target = InternalKey::new(user_key, snapshot.min(SeqNo::MAX), ValueKind::SEEK);
         let mut index = self.index.iter();
-        index.seek(target.encoded())?;
+        self.seek_index(&mut index, target.encoded())?;
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
             let block = self.read_block(handle, fill_cache)?;

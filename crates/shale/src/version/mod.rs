@@ -27,6 +27,7 @@ pub use set::VersionSet;
 use crate::error::Result;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::perf::Timer;
+use crate::sst::filter::FilterKey;
 use crate::sst::Table;
 use crate::table_cache::TableCache;
 
@@ -151,10 +152,11 @@ impl Version {
         fill_cache: bool,
         counters: &mut GetCounters,
     ) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        let filter_key = FilterKey::new(user_key);
         let mut probe = |file: &TableFile| -> Result<Option<(ValueKind, Vec<u8>)>> {
             let table = file.table()?;
             let filter = Timer::start();
-            let may_contain = table.may_contain(user_key);
+            let may_contain = table.may_contain_key(filter_key);
             filter.stop(|p| &mut p.get_filter_nanos);
             if !may_contain {
                 counters.bloom_useful += 1;

@@ -19,10 +19,12 @@
 mod builder;
 mod bytes;
 mod reader;
+mod words;
 
 pub use builder::BlockBuilder;
 pub use bytes::{take_buffer, BlockBytes};
 pub use reader::{Block, BlockIter};
+pub use words::{RestartRange, RestartWords};
 
 #[cfg(test)]
 mod tests;

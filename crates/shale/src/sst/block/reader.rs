@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::words::RestartRange;
 use super::BlockBytes;
 use crate::codec::{self, Decoder};
 use crate::error::{Error, Result};
@@ -117,9 +118,14 @@ impl Block {
         }
     }
 
+    /// Number of restart points (at least 1).
+    pub(super) fn restart_count(&self) -> usize {
+        self.restart_count
+    }
+
     /// The full key stored at restart point `index` (restart entries share nothing with
     /// their predecessor), read in place.
-    fn restart_key(&self, index: usize) -> Result<&[u8]> {
+    pub(super) fn restart_key(&self, index: usize) -> Result<&[u8]> {
         let at = self.restart(index).unwrap_or(self.entries_end);
         let (shared, delta, _, _) = decode_entry(self, at)
             .map_err(|e| self.corruption(at.saturating_add(e.offset), &e.reason))?;
@@ -254,6 +260,34 @@ impl BlockIter {
     fn is_valid(&self) -> bool {
         self.current < self.block.entries_end
     }
+
+    /// [`InternalIterator::seek`], told that the last restart point whose key is `< target`
+    /// (or restart 0) is within `range`, as [`super::RestartWords::range`] finds it.
+    pub fn seek_in(&mut self, target: &[u8], range: RestartRange) -> Result<()> {
+        // Binary search for the last restart point whose key is < target; everything before
+        // it is < target too, so the answer is in its interval or the next one.
+        let last_restart = self.block.restart_count - 1;
+        let (mut left, mut right) = (range.first.min(last_restart), range.last.min(last_restart));
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            let less = match self.block.restart_key(mid) {
+                Ok(key) => compare_internal(key, target) == Ordering::Less,
+                Err(e) => return self.fail(e),
+            };
+            if less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        self.seek_to_restart(left);
+        while self.parse_next()? {
+            if compare_internal(&self.key, target) != Ordering::Less {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
 }
 
 impl InternalIterator for BlockIter {
@@ -277,28 +311,11 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        // Binary search for the last restart point whose key is < target; everything before
-        // it is < target too, so the answer is in its interval or the next one.
-        let (mut left, mut right) = (0usize, self.block.restart_count - 1);
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            let less = match self.block.restart_key(mid) {
-                Ok(key) => compare_internal(key, target) == Ordering::Less,
-                Err(e) => return self.fail(e),
-            };
-            if less {
-                left = mid;
-            } else {
-                right = mid - 1;
-            }
-        }
-        self.seek_to_restart(left);
-        while self.parse_next()? {
-            if compare_internal(&self.key, target) != Ordering::Less {
-                return Ok(());
-            }
-        }
-        Ok(())
+        let all = RestartRange {
+            first: 0,
+            last: self.block.restart_count - 1,
+        };
+        self.seek_in(target, all)
     }
 
     fn next(&mut self) -> Result<()> {

@@ -242,3 +242,62 @@ fn block_worked_example() {
     want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]); // restart[0] = 0, num_restarts = 1
     assert_eq!(b.finish(), &want[..]);
 }
+
+/// A seek narrowed by `RestartWords` lands where a plain seek does, for every target: keys
+/// present, keys between them, keys before and after the block, and keys that leave the
+/// shared prefix. Keys vary in length around the 8-byte word, and some have many versions.
+#[test]
+fn seek_narrowed_by_restart_words_matches_plain_seek() {
+    use super::RestartWords;
+    let mut user_keys: Vec<Vec<u8>> = Vec::new();
+    for i in 0..300u32 {
+        let mut k = b"tbl/".to_vec();
+        k.extend_from_slice(format!("{:x}", i * 7).as_bytes());
+        if i % 5 == 0 {
+            k.push(0);
+        }
+        if i % 7 == 0 {
+            k.extend_from_slice(b"-a-much-longer-tail");
+        }
+        user_keys.push(k);
+    }
+    user_keys.sort();
+    user_keys.dedup();
+    let mut es = Vec::new();
+    for (i, uk) in user_keys.iter().enumerate() {
+        let versions = if i % 11 == 0 { 20 } else { 1 };
+        for v in (0..versions).rev() {
+            let k = InternalKey::new(uk, SeqNo(100 + v), ValueKind::Put);
+            es.push((k.encoded().to_vec(), vec![i as u8]));
+        }
+    }
+    let mut targets: Vec<Vec<u8>> = vec![Vec::new(), b"a".to_vec(), b"tbl".to_vec(), b"z".to_vec()];
+    targets.push(b"tbl/".to_vec());
+    targets.push(b"tbm".to_vec());
+    for uk in &user_keys {
+        targets.push(uk.clone());
+        let mut after = uk.clone();
+        after.push(0);
+        targets.push(after);
+        let mut before = uk.clone();
+        before.pop();
+        targets.push(before);
+    }
+    for interval in [1, 3, 16] {
+        let block = build(&es, interval);
+        let words = RestartWords::new(&block).unwrap();
+        for uk in &targets {
+            for seq in [0, 105, 200] {
+                let target = InternalKey::new(uk, SeqNo(seq), ValueKind::SEEK);
+                let mut plain = block.iter();
+                plain.seek(target.encoded()).unwrap();
+                let mut narrowed = block.iter();
+                narrowed.seek_in(target.encoded(), words.range(uk)).unwrap();
+                assert_eq!(plain.valid(), narrowed.valid(), "{uk:?}@{seq} interval {interval}");
+                if plain.valid() {
+                    assert_eq!(plain.key(), narrowed.key(), "{uk:?}@{seq} interval {interval}");
+                }
+            }
+        }
+    }
+}
