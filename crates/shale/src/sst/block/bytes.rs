@@ -84,20 +84,24 @@ impl BlockBytes {
 const STASH_LEN: usize = 8;
 /// The largest buffer worth keeping (a stash holds at most `STASH_LEN` of these).
 pub const STASH_MAX_CAPACITY: usize = 64 << 10;
-/// Fresh buffers are rounded up to this, so a recycled one fits the next block of about
-/// the same size.
-const BUFFER_ROUNDING: usize = 1 << 10;
+/// Fresh buffers are rounded up to this, so that a recycled one fits the next block of
+/// about the same size (blocks are cut just past `block_size`, so their sizes cluster)
+/// while the memory the block cache is charged for stays within a few percent of the
+/// bytes it holds.
+const BUFFER_ROUNDING: usize = 128;
 
 thread_local! {
     static STASH: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An empty buffer with room for `len` bytes: a recycled one if this thread has one large
-/// enough, else a new one.
+/// An empty buffer with room for `len` bytes (and at most an eighth more): a recycled one
+/// if this thread has one that fits, else a new one.
 pub fn take_buffer(len: usize) -> Vec<u8> {
     let recycled = STASH.with(|stash| {
         let mut stash = stash.try_borrow_mut().ok()?;
-        let i = stash.iter().position(|b| b.capacity() >= len)?;
+        // Not much larger than needed either: the cache charges a block its capacity.
+        let fits = |b: &Vec<u8>| b.capacity() >= len && b.capacity() - len <= len / 8;
+        let i = stash.iter().position(fits)?;
         Some(stash.swap_remove(i))
     });
     recycled.unwrap_or_else(|| Vec::with_capacity(len.next_multiple_of(BUFFER_ROUNDING)))
@@ -169,12 +173,14 @@ mod tests {
         buffer.extend_from_slice(&[7u8; 3000]);
         let at = buffer.as_ptr();
         drop(BlockBytes::owned(buffer));
-        let again = take_buffer(2500);
+        let again = take_buffer(2900);
         assert_eq!(again.as_ptr(), at, "the stashed buffer comes back");
         assert!(again.is_empty(), "and holds nothing of its last block");
-        // Too small a buffer is not handed out for a larger block.
+        // Neither too small nor much too large a buffer is handed out.
         drop(BlockBytes::owned(again));
         assert!(take_buffer(8000).capacity() >= 8000);
+        assert_ne!(take_buffer(100).as_ptr(), at);
+        assert_eq!(take_buffer(3000).as_ptr(), at);
 
         let stashed = || STASH.with(|s| s.borrow().len());
         let before = stashed();
