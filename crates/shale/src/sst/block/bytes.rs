@@ -179,8 +179,11 @@ mod tests {
         // Neither too small nor much too large a buffer is handed out.
         drop(BlockBytes::owned(again));
         assert!(take_buffer(8000).capacity() >= 8000);
-        assert_ne!(take_buffer(100).as_ptr(), at);
-        assert_eq!(take_buffer(3000).as_ptr(), at);
+        let small = take_buffer(100);
+        assert_ne!(small.as_ptr(), at, "too large a buffer is not handed out");
+        let fits = take_buffer(3000);
+        assert_eq!(fits.as_ptr(), at);
+        drop((small, fits));
 
         let stashed = || STASH.with(|s| s.borrow().len());
         let before = stashed();

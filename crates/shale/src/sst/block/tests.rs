@@ -293,9 +293,17 @@ fn seek_narrowed_by_restart_words_matches_plain_seek() {
                 plain.seek(target.encoded()).unwrap();
                 let mut narrowed = block.iter();
                 narrowed.seek_in(target.encoded(), words.range(uk)).unwrap();
-                assert_eq!(plain.valid(), narrowed.valid(), "{uk:?}@{seq} interval {interval}");
+                assert_eq!(
+                    plain.valid(),
+                    narrowed.valid(),
+                    "{uk:?}@{seq} interval {interval}"
+                );
                 if plain.valid() {
-                    assert_eq!(plain.key(), narrowed.key(), "{uk:?}@{seq} interval {interval}");
+                    assert_eq!(
+                        plain.key(),
+                        narrowed.key(),
+                        "{uk:?}@{seq} interval {interval}"
+                    );
                 }
             }
         }
