@@ -131,6 +131,18 @@ impl DbInner {
             return Err(Error::Poisoned("sequence numbers exhausted".into()));
         }
 
+        // Start the memtable's hash-index misses now, so that they overlap the WAL append
+        // rather than stall the inserts below one after another. A few dozen at most: a
+        // large batch's later slots would only push its earlier ones out of the cache.
+        const PREFETCH_ENTRIES: usize = 32;
+        let keys = group
+            .iter()
+            .flat_map(|w| batch::decode_entries(w.batch.body(), first_seq))
+            .take(PREFETCH_ENTRIES);
+        for entry in keys.flatten() {
+            log.mem.prefetch(entry.key);
+        }
+
         let use_wal = !group.iter().all(|w| w.opts.disable_wal);
         if use_wal {
             let header = batch::encode_header(first_seq, count);

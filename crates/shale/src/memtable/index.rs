@@ -118,6 +118,13 @@ impl Index {
         unreachable!("memtable hash index has no empty slot (invariant 1 broken)");
     }
 
+    /// Start loading the home slot of `tag` into the CPU cache (see `MemTable::prefetch`).
+    pub(super) fn prefetch(&self, tag: u32) {
+        if let Some(cell) = self.slots.get(self.home(tag)) {
+            crate::sync::prefetch(cell);
+        }
+    }
+
     /// Point `slot` at entry `id` of the key with `tag`. Writer only; `slot` came from
     /// [`Index::find`] on this table and entry `id` is complete.
     pub(super) fn set(&self, slot: usize, tag: u32, id: u32) {

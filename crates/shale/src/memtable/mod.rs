@@ -362,6 +362,14 @@ impl MemTable {
         MemGet::NotFound
     }
 
+    /// Start loading the hash-index slot where an insert or get of `user_key` begins. The
+    /// index is sized for a full write buffer (megabytes), so that first probe is usually
+    /// a cache miss; a writer that calls this before its WAL append has the miss overlap
+    /// the append instead of stalling the insert.
+    pub fn prefetch(&self, user_key: &[u8]) {
+        self.index().prefetch(index::tag(user_key));
+    }
+
     /// Bytes of memory the table holds (arena chunks, the id table, every hash table it
     /// has used, and the cached sorted runs once an iterator has asked for them); compare
     /// with `write_buffer_size`. Runs that only older iterators still hold are not counted.
