@@ -155,14 +155,14 @@ impl DbInner {
                 return Err(self.poison(e));
             }
             wal.stop(|p| &mut p.write_wal_nanos);
-            Stats::add(&self.stats.wal_bytes, log.wal.len() - before);
+            Stats::add_serialized(&self.stats.wal_bytes, log.wal.len() - before);
             if group.iter().any(|w| w.opts.sync) {
                 let sync = Timer::start();
                 if let Err(e) = log.wal.sync() {
                     return Err(self.poison(e));
                 }
                 sync.stop(|p| &mut p.write_wal_sync_nanos);
-                Stats::add(&self.stats.wal_syncs, 1);
+                Stats::add_serialized(&self.stats.wal_syncs, 1);
             }
         } else {
             log.unlogged_writes = true;
@@ -183,9 +183,9 @@ impl DbInner {
         insert.stop(|p| &mut p.write_memtable_nanos);
         log.last_seq = last_seq;
         self.visible_seq.store(last_seq.0, Ordering::Release);
-        Stats::add(&self.stats.writes, group.len() as u64);
-        Stats::add(&self.stats.write_groups, 1);
-        Stats::add(&self.stats.user_bytes_written, bytes as u64);
+        Stats::add_serialized(&self.stats.writes, group.len() as u64);
+        Stats::add_serialized(&self.stats.write_groups, 1);
+        Stats::add_serialized(&self.stats.user_bytes_written, bytes as u64);
         Ok(())
     }
 
