@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn footer_worked_example() {
         // The layout, byte by byte, with made-up handles (the real worked example of
-        // docs/format.md is checked by tests/format_examples.rs).
+        // docs/format.md is checked by tests/format_examples/).
         let f = Footer {
             filter: None,
             properties: BlockHandle::new(0x10, 0x20),

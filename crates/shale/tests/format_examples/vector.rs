@@ -1,0 +1,161 @@
+//! Sections 8 and 9 of docs/format.md: the vector store's values and the HNSW graph file.
+
+use std::path::Path;
+
+use shale::codec;
+use shale::vector::{
+    Hnsw, HnswParams, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,
+};
+use shale::Error;
+
+use super::hex;
+
+// ---------------------------------------------------------------------------------------
+// Section 8: the vector store's values.
+
+#[test]
+fn vector_value_example() {
+    let bytes = hex("vector-value-example");
+    let hash = shale::vector::text_hash(b"a cat");
+    let (got_hash, node, vector) = shale::vector::decode_vector(&bytes, 2).unwrap();
+    assert_eq!(got_hash, hash);
+    assert_eq!(node, 3);
+    assert_eq!(vector, vec![0.6f32, 0.8]);
+    assert_eq!(shale::vector::encode_vector(hash, 3, &[0.6, 0.8]), bytes);
+    assert_eq!(
+        shale::vector::decode_vector(&bytes, 3),
+        None,
+        "another dimension"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The HNSW graph file (docs/format.md section 9).
+
+/// The tiny graph of the document: four unit vectors in two dimensions inserted in id order
+/// with `m = 2`, then node 3 tombstoned.
+fn hnsw_example_graph(seed: u64) -> Hnsw {
+    let params = HnswParams {
+        ef_construction: 8,
+        ef_search: 8,
+        seed,
+        ..HnswParams::with_m(2)
+    };
+    let g = Hnsw::new(2, params).unwrap();
+    for (id, v) in HNSW_EXAMPLE_VECTORS.iter().enumerate() {
+        g.insert(NodeId(id as u32), v).unwrap();
+    }
+    g.mark_deleted(NodeId(3)).unwrap();
+    g
+}
+
+const HNSW_EXAMPLE_VECTORS: [[f32; 2]; 4] = [[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [-0.8, 0.6]];
+const HNSW_EXAMPLE_SEED: u64 = 4;
+
+fn hnsw_bytes(g: &Hnsw) -> Vec<u8> {
+    let mut out = Vec::new();
+    g.write_to(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn hnsw_graph_example() {
+    let doc = hex("hnsw-example");
+    assert_eq!(
+        hnsw_bytes(&hnsw_example_graph(HNSW_EXAMPLE_SEED)),
+        doc,
+        "the engine no longer writes the document's bytes"
+    );
+    assert_eq!(doc.len(), 170);
+    assert_eq!(codec::get_u64(&doc).unwrap(), GRAPH_MAGIC);
+    assert_eq!(&doc[..8], b"WNHELAHS");
+    assert_eq!(codec::get_u32(&doc[8..]).unwrap(), GRAPH_FORMAT_VERSION);
+    let crc = codec::get_u32(&doc[doc.len() - 4..]).unwrap();
+    assert_eq!(codec::unmask_crc(crc), codec::crc32c(&doc[..doc.len() - 4]));
+
+    let g = Hnsw::read_from(&doc, Path::new("example.hnsw")).unwrap();
+    let p = g.params();
+    assert_eq!(
+        (
+            g.dim(),
+            p.m,
+            p.m_max,
+            p.m_max0,
+            p.ef_construction,
+            p.ef_search
+        ),
+        (2, 2, 2, 4, 8, 8)
+    );
+    assert_eq!(p.ml, 1.0 / 2f64.ln());
+    assert_eq!(p.seed, HNSW_EXAMPLE_SEED);
+    assert_eq!((g.len(), g.deleted_count()), (4, 1));
+    assert_eq!(g.entry_point(), Some(NodeId(0)));
+    let levels: Vec<u8> = (0..4).map(|i| g.level(NodeId(i)).unwrap()).collect();
+    assert_eq!(levels, [1, 0, 0, 1]);
+    let n = |id: u32, level: u8| -> Vec<u32> {
+        g.neighbours(NodeId(id), level)
+            .iter()
+            .map(|n| n.0)
+            .collect()
+    };
+    assert_eq!(n(0, 0), [1, 2]);
+    assert_eq!(n(0, 1), [3]);
+    assert_eq!(n(1, 0), [0, 2]);
+    assert_eq!(n(2, 0), [1, 0, 3]);
+    assert_eq!(n(3, 0), [2]);
+    assert_eq!(n(3, 1), [0]);
+    assert!(g.is_deleted(NodeId(3)));
+    assert_eq!(g.vector(NodeId(1)), Some(&[0.6, 0.8][..]));
+    // The tombstone is walked through, never returned.
+    let found = g.search(&[-1.0, 0.0], 4, None, None).unwrap();
+    let ids: Vec<u32> = found.iter().map(|r| r.id.0).collect();
+    assert_eq!(ids, [2, 1, 0]);
+
+    // The document's claims about damage.
+    let mut flipped = doc.clone();
+    flipped[100] ^= 0x01;
+    let err = Hnsw::read_from(&flipped, Path::new("example.hnsw")).unwrap_err();
+    assert!(
+        matches!(err, Error::Corruption { offset: 166, .. }),
+        "{err}"
+    );
+    let err = Hnsw::read_from(&doc[..169], Path::new("example.hnsw")).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+}
+
+#[test]
+#[ignore = "prints the HNSW example for docs/format.md"]
+fn print_hnsw_example() {
+    for seed in 0..8 {
+        let g = hnsw_example_graph(seed);
+        let levels: Vec<u8> = (0..4).map(|i| g.level(NodeId(i)).unwrap()).collect();
+        println!("seed {seed}: levels {levels:?} entry {:?}", g.entry_point());
+    }
+    let g = hnsw_example_graph(HNSW_EXAMPLE_SEED);
+    let bytes = hnsw_bytes(&g);
+    println!("```hex hnsw-example");
+    println!("# header");
+    let mut at = GRAPH_HEADER_LEN;
+    for line in bytes[..at].chunks(16) {
+        let hex: Vec<String> = line.iter().map(|b| format!("{b:02x}")).collect();
+        println!("{}", hex.join(" "));
+    }
+    for id in 0..4u32 {
+        let level = g.level(NodeId(id)).unwrap();
+        let lists: usize = (0..=level)
+            .map(|l| 1 + 4 * g.neighbours(NodeId(id), l).len())
+            .sum();
+        let len = 4 + 1 + 1 + 8 + lists;
+        println!("# node {id} at offset {at}");
+        let hex: Vec<String> = bytes[at..at + len]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        println!("{}", hex.join(" "));
+        at += len;
+    }
+    println!("# trailer at offset {at}");
+    let hex: Vec<String> = bytes[at..].iter().map(|b| format!("{b:02x}")).collect();
+    println!("{}", hex.join(" "));
+    println!("```");
+}
