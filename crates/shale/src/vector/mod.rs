@@ -13,6 +13,7 @@
 
 use std::cmp::Ordering;
 
+mod checkpoint;
 mod hash_embedder;
 mod key_index;
 mod semantic;

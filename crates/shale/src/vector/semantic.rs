@@ -33,11 +33,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
+use super::checkpoint::{self, Checkpoint};
 use super::key_index::{Applied, Index, KeyState, Node};
 use super::value::{decode_vector, encode_vector, same_vector, text_hash};
-use super::{Embedder, Hnsw, HnswParams, NodeId};
+use super::{Embedder, HnswParams, NodeId};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, WritableFile};
+use crate::fs::FileSystem;
 use crate::sync::lock;
 
 /// How a database with semantic search embeds and indexes its values.
@@ -170,10 +171,6 @@ impl Pending {
         };
     }
 }
-
-/// The graph checkpoint in the vector store's directory.
-const GRAPH_FILE: &str = "GRAPH";
-const GRAPH_TEMP: &str = "GRAPH.tmp";
 
 /// A filter narrower than this fraction of the live nodes (or than `EXACT_BELOW` nodes)
 /// is searched exactly: walking the graph would visit most of it anyway.
@@ -631,21 +628,7 @@ impl Semantic {
     /// previous one. Inserts wait meanwhile; searches go on.
     pub fn checkpoint(&self) -> Result<()> {
         let index = read(&self.index);
-        let temp = self.dir.join(GRAPH_TEMP);
-        let mut file = self.fs.create(&temp)?;
-        let mut out = WriteAdapter {
-            file: &mut *file,
-            error: None,
-        };
-        let written = index.graph.write_to(&mut out);
-        if let Some(e) = out.error.take() {
-            return Err(e);
-        }
-        written.map_err(|e| Error::io("write", &temp, e))?;
-        file.sync()?;
-        drop(file);
-        self.fs.rename(&temp, &self.dir.join(GRAPH_FILE))?;
-        self.fs.sync_dir(&self.dir)
+        checkpoint::write(self.fs.as_ref(), &self.dir, &index.graph)
     }
 
     /// Stop the workers once their current batches are applied, checkpoint the graph and
@@ -674,49 +657,23 @@ impl Semantic {
 /// The graph checkpoint of `dir`, or an empty graph if there is none or it is damaged
 /// (then `true`: the index is rebuilt from the stored vectors, which are the truth).
 fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &SemanticOptions) -> Result<(Index, bool)> {
-    let dim = opts.embedder.dim();
-    let path = dir.join(GRAPH_FILE);
-    let fresh = || Index::new(dim, opts.hnsw);
-    if !fs.exists(&path) {
-        return Ok((fresh()?, false));
-    }
-    let loaded = fs
-        .read_all(&path)
-        .and_then(|bytes| Hnsw::read_from(&bytes, &path));
-    match loaded {
-        Ok(graph) if graph.dim() == dim && *graph.params() == opts.hnsw => Ok((
-            Index {
-                graph,
-                nodes: Vec::new(),
-                live: 0,
-                keys: HashMap::new(),
-            },
-            false,
-        )),
-        // Other parameters or another model: rebuild, not an error.
-        Ok(_) => Ok((fresh()?, false)),
-        Err(_) => Ok((fresh()?, true)),
-    }
-}
-
-/// `std::io::Write` over a [`WritableFile`], keeping the engine's error.
-struct WriteAdapter<'a> {
-    file: &'a mut dyn WritableFile,
-    error: Option<Error>,
-}
-
-impl std::io::Write for WriteAdapter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self.file.append(buf) {
-            Ok(()) => Ok(buf.len()),
-            Err(e) => {
-                self.error = Some(e);
-                Err(std::io::Error::other("append failed"))
-            }
+    let fresh = || Index::new(opts.embedder.dim(), opts.hnsw);
+    match checkpoint::read(fs, dir) {
+        Checkpoint::Found(graph)
+            if graph.dim() == opts.embedder.dim() && *graph.params() == opts.hnsw =>
+        {
+            Ok((
+                Index {
+                    graph,
+                    nodes: Vec::new(),
+                    live: 0,
+                    keys: HashMap::new(),
+                },
+                false,
+            ))
         }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        // Other parameters or another model: rebuild, not an error.
+        Checkpoint::Found(_) | Checkpoint::Missing => Ok((fresh()?, false)),
+        Checkpoint::Damaged => Ok((fresh()?, true)),
     }
 }
