@@ -210,6 +210,7 @@ pub fn wal(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
         }
     }
     let tail = reader.tail().cloned();
+    let predecessor = reader.predecessor();
     let result = if json {
         let recs: Vec<Value> = records
             .iter()
@@ -239,14 +240,19 @@ pub fn wal(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
         let tail = tail.map(
             |t| json!({"offset": t.offset, "dropped_bytes": t.dropped_bytes, "reason": t.reason}),
         );
+        let predecessor = predecessor.map(|p| json!({"wal": p.wal, "length": p.length}));
         let doc = json!({
             "file": path.display().to_string(),
+            "predecessor": predecessor,
             "records": recs,
             "torn_tail": tail,
         });
         writeln!(out, "{doc:#}")
     } else {
         (|| {
+            if let Some(p) = predecessor {
+                writeln!(out, "follows WAL {:06}, which was {} bytes long", p.wal, p.length)?;
+            }
             for r in &records {
                 writeln!(
                     out,

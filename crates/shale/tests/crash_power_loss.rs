@@ -8,7 +8,7 @@
 //! close), at most the writes attempted. A process crash (kill -9) must keep every
 //! acknowledged write. Some crash points crash a second time while recovering.
 //!
-//! CI mode samples 1,000 crash points. `SHALE_CRASH_POINTS=10000` runs every k of as many
+//! CI mode samples 1,250 crash points. `SHALE_CRASH_POINTS=10000` runs every k of as many
 //! workload seeds as it takes to reach that many points.
 
 mod common;
@@ -31,6 +31,7 @@ struct Tally {
     power_loss: u64,
     torn: u64,
     journaled: u64,
+    write_back: u64,
     process: u64,
     double: u64,
     /// Writes that had to survive (acknowledged with sync, or before a flush, or any
@@ -43,17 +44,23 @@ struct Tally {
 }
 
 /// The crash to simulate at the `i`-th point: plain power loss, a torn last write, a
-/// journaled prefix of the unsynced directory changes, or a kill -9, in turn.
+/// journaled prefix of the unsynced directory changes, write-back that reached some files
+/// and not others, or a kill -9, in turn.
 fn crash_kind(i: u64, rng: &mut Rng) -> CrashKind {
-    match i % 4 {
+    match i % 5 {
         0 => CrashKind::PowerLoss(PowerLoss::default()),
         1 => CrashKind::PowerLoss(PowerLoss {
             tear_last_write: Some(rng.below(1500)),
-            keep_dir_ops: 0,
+            ..PowerLoss::default()
         }),
         2 => CrashKind::PowerLoss(PowerLoss {
-            tear_last_write: None,
             keep_dir_ops: 1 + rng.below(6) as usize,
+            ..PowerLoss::default()
+        }),
+        3 => CrashKind::PowerLoss(PowerLoss {
+            write_back: Some(rng.below(u64::MAX)),
+            keep_dir_ops: rng.below(3) as usize,
+            ..PowerLoss::default()
         }),
         _ => CrashKind::Process,
     }
@@ -84,10 +91,11 @@ fn crash_point(steps: &[Step], oracle: &Oracle, k: u64, tally: &mut Tally) -> Re
         CrashKind::PowerLoss(_) => p.durable,
     };
     let mut image = mem.crash_image().ok_or("no crash image")?;
-    if i.is_multiple_of(5) {
-        // Crash again, during recovery (or the close after it).
+    if i % 6 == 1 {
+        // Crash again, during recovery (or the close after it). Six is prime to the five
+        // crash kinds, so every kind is crashed again in turn.
         let again = 1 + rng.below(40);
-        image.crash_at_op(again, crash_kind(i / 5, &mut rng));
+        image.crash_at_op(again, crash_kind(i / 6, &mut rng));
         if let Ok(db) = Db::open(DIR, common::options(Arc::new(image.clone()))) {
             drop(db);
         }
@@ -103,6 +111,7 @@ fn crash_point(steps: &[Step], oracle: &Oracle, k: u64, tally: &mut Tally) -> Re
     tally.points += 1;
     match kind {
         CrashKind::Process => tally.process += 1,
+        CrashKind::PowerLoss(l) if l.write_back.is_some() => tally.write_back += 1,
         CrashKind::PowerLoss(l) if l.tear_last_write.is_some() => tally.torn += 1,
         CrashKind::PowerLoss(l) if l.keep_dir_ops > 0 => tally.journaled += 1,
         CrashKind::PowerLoss(_) => tally.power_loss += 1,
@@ -140,8 +149,8 @@ fn power_loss_recovers_a_prefix_with_every_synced_write() {
         total_flushes += flushes;
         total_compactions += compactions;
         seeds += 1;
-        // CI mode: 1,000 points spread over the first seed's run. Long mode: every k.
-        let stride = if long { 1 } else { (total / 1000).max(1) };
+        // CI mode: 1,250 points spread over the first seed's run. Long mode: every k.
+        let stride = if long { 1 } else { (total / 1250).max(1) };
         total_ops += total;
         let mut k = 1 + seed % stride;
         loop {
@@ -163,7 +172,8 @@ fn power_loss_recovers_a_prefix_with_every_synced_write() {
         "R2 power loss: {} crash points over {seeds} workload(s) of {STEPS} steps \
          ({total_ops} file-system operations, {total_flushes} flushes, {total_compactions} \
          compactions when run to the end) in {:.1} s: \
-         {} plain power loss, {} torn last write, {} journaled directory prefix, {} kill -9, \
+         {} plain power loss, {} torn last write, {} journaled directory prefix, \
+         {} write-back to some files, {} kill -9, \
          {} crashed again during recovery; {} writes required (synced or before a flush), \
          {} recovered, 0 lost; {} acknowledged unsynced writes dropped by power loss; panics {}",
         tally.points,
@@ -171,6 +181,7 @@ fn power_loss_recovers_a_prefix_with_every_synced_write() {
         tally.power_loss,
         tally.torn,
         tally.journaled,
+        tally.write_back,
         tally.process,
         tally.double,
         tally.required,

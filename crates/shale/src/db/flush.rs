@@ -90,8 +90,10 @@ fn flush_loop(db: &DbInner) {
                 Stats::add(&db.stats.flush_micros, start.elapsed().as_micros() as u64);
                 drop(state);
                 // The memtable is durable in an SSTable: its WAL is garbage now. A failed
-                // delete only leaves a file that the next open removes.
+                // delete only leaves a file that the next open removes. Closing it (an
+                // unmap, a truncate) is this thread's work, not a writer's or a reader's.
                 let _ = db.fs.remove(&wal_path(&db.dir, imm.wal_id));
+                drop(lock(&imm.wal).take());
             }
             Err(e) => {
                 state.bg_error = Some(format!("flush failed: {e}"));

@@ -69,6 +69,10 @@ pub(crate) struct ImmMemTable {
     /// The WAL of the memtable that replaced this one: once this memtable is in an SSTable,
     /// every WAL below `next_wal_id` is obsolete.
     next_wal_id: FileId,
+    /// The open WAL, handed over at the switch without a sync: a sync write in a later WAL
+    /// syncs it first ([`DbInner::sync_older_wals`]); the flush thread closes it once the
+    /// memtable is in an SSTable, so neither the writer nor a reader pays for the unmap.
+    wal: Mutex<Option<LogWriter>>,
 }
 
 /// The WAL and the memtable it protects.
@@ -80,6 +84,9 @@ pub(crate) struct LogState {
     last_seq: SeqNo,
     /// True if the active memtable holds writes that skipped the WAL.
     unlogged_writes: bool,
+    /// True from a memtable switch until the frozen memtables' WALs, and the directory
+    /// entry of the active one, are synced: what a sync write must do first.
+    older_wals_unsynced: bool,
     /// Slowdown delay owed by writers but not yet waited, in seconds; paid in
     /// installments of at least a millisecond.
     delay_debt: f64,
@@ -436,7 +443,7 @@ impl DbInner {
             if log.unlogged_writes {
                 result = self.freeze_memtable(&mut log);
             }
-            if let Err(e) = log.wal.sync() {
+            if let Err(e) = self.sync_older_wals(&mut log).and_then(|()| log.wal.sync()) {
                 result = result.and(Err(e));
             }
         }

@@ -27,7 +27,7 @@ use crate::purge::Purger;
 use crate::rate_limit::RateLimiter;
 use crate::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
-use crate::wal::{LogReader, LogWriter};
+use crate::wal::{LogReader, LogWriter, Predecessor};
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     opts.validate().map_err(Error::InvalidOptions)?;
@@ -119,6 +119,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             mem,
             last_seq,
             unlogged_writes: false,
+            older_wals_unsynced: false,
             delay_debt: 0.0,
         }),
         state: Mutex::new(DbState {
@@ -252,16 +253,28 @@ impl Recovery<'_> {
             .collect();
         wals.sort();
         let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
-        let mut salvaging = false;
+        // Once a WAL is cut short, every later WAL is dropped too (a prefix, no holes), and
+        // its bytes are counted here.
+        let mut drop_rest: Option<&AtomicU64> = None;
+        // The WAL replayed last, and where its last whole record ended.
+        let mut previous: Option<(FileId, u64)> = None;
         for id in wals {
             let path = wal_path(dir, id);
             let data = fs.read_all(&path)?;
-            if salvaging {
-                // Everything logged after a dropped record goes too: a prefix, no holes.
-                Stats::add(&stats.wal_salvaged_bytes, data.len() as u64);
+            if let Some(counter) = drop_rest {
+                Stats::add(counter, data.len() as u64);
                 continue;
             }
             let mut reader = LogReader::new(&data, &path);
+            if !continues(reader.predecessor(), previous, state.log_number) {
+                // The WAL before this one ends short of where it ended when this one
+                // began: a power loss kept later writes and lost earlier ones. Replaying
+                // this WAL would leave a hole, so the write sequence ends there.
+                drop_rest = Some(&stats.wal_torn_tail_bytes);
+                let written = data.iter().filter(|&&b| b != 0).count();
+                Stats::add(&stats.wal_torn_tail_bytes, written as u64);
+                continue;
+            }
             loop {
                 // A damaged record: the reader's error names where the damage starts; a
                 // batch that does not decode is cut at its record's start.
@@ -287,7 +300,7 @@ impl Recovery<'_> {
                         let dropped = (data.len() as u64).saturating_sub(at);
                         Stats::add(&stats.wal_salvaged_bytes, dropped);
                         Stats::add(&stats.wal_salvages, 1);
-                        salvaging = true;
+                        drop_rest = Some(&stats.wal_salvaged_bytes);
                         break;
                     }
                     Err((_, e)) => return Err(e),
@@ -309,6 +322,10 @@ impl Recovery<'_> {
             if let Some(tail) = reader.tail() {
                 Stats::add(&stats.wal_torn_tail_bytes, tail.dropped_bytes);
             }
+            if reader.records_end() > 0 {
+                // An empty WAL is no link: its successor names the one before it.
+                previous = Some((id, reader.records_end()));
+            }
         }
         self.save_memtable(state, tables, &mem)
     }
@@ -327,6 +344,21 @@ impl Recovery<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a WAL whose first fragment names `predecessor` continues the WALs replayed
+/// before it (`previous`: the last one and where its records ended). A WAL the manifest
+/// already covers (below `log_number`) is in an SSTable; any other must have been replayed
+/// to the length it had when its successor began.
+pub(super) fn continues(
+    predecessor: Option<Predecessor>,
+    previous: Option<(FileId, u64)>,
+    log_number: FileId,
+) -> bool {
+    let Some(p) = predecessor else {
+        return true; // the first WAL after an open
+    };
+    p.wal < log_number.0 || previous.is_some_and(|(id, end)| id.0 == p.wal && end >= p.length)
 }
 
 /// Check that the WAL record at `offset` of `path` decodes whole, so that a batch is
@@ -365,4 +397,38 @@ pub(super) fn remove_obsolete_files(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wal_continues_only_a_predecessor_replayed_to_its_named_length() {
+        let named = |wal, length| Some(Predecessor { wal, length });
+        let log_number = FileId(10);
+        // The first WAL after an open names nothing.
+        assert!(continues(None, None, log_number));
+        // Its predecessor is in an SSTable already.
+        assert!(continues(named(9, 500), None, log_number));
+        // Replayed whole, or it had grown no further.
+        assert!(continues(
+            named(10, 500),
+            Some((FileId(10), 500)),
+            log_number
+        ));
+        // Cut short by a power loss: a hole would follow.
+        assert!(!continues(
+            named(10, 500),
+            Some((FileId(10), 499)),
+            log_number
+        ));
+        // The named WAL is missing, or came back empty (not replayed at all).
+        assert!(!continues(
+            named(11, 500),
+            Some((FileId(10), 900)),
+            log_number
+        ));
+        assert!(!continues(named(10, 500), None, log_number));
+    }
 }

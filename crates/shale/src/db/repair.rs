@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::filename::{self, wal_path, FileKind};
-use super::open::{check_oldest_wal, decode_batch, remove_obsolete_files};
+use super::open::{check_oldest_wal, continues, decode_batch, remove_obsolete_files};
 use crate::batch::decode_entries;
 use crate::cache::BlockCache;
 use crate::compaction::{run_compaction, DropPolicy};
@@ -492,6 +492,9 @@ fn read_wals(
         last_seq: SeqNo(0),
     };
     let mut cut = false;
+    // WALs older than the first one left were flushed and deleted.
+    let oldest = wals.first().copied().unwrap_or(FileId(0));
+    let mut previous = None;
     for &id in wals {
         let path = wal_path(dir, id);
         let data = fs.read_all(&path)?;
@@ -501,6 +504,17 @@ fn read_wals(
             continue;
         }
         let mut reader = crate::wal::LogReader::new(&data, &path);
+        if !continues(reader.predecessor(), previous, oldest) {
+            // The WAL before it ends short of where it ended when this one began.
+            report.wal_bytes_dropped += data.len() as u64;
+            report.problems.push(Problem::from_error(
+                Error::corruption(&path, 0, "the WAL before this one lost its tail"),
+                &path,
+            ));
+            lost.push(path);
+            cut = true;
+            continue;
+        }
         let damage = loop {
             let (offset, record) = match reader.next_record() {
                 Ok(Some(found)) => found,
@@ -525,6 +539,9 @@ fn read_wals(
                 logged.entries.push((key, entry.value.to_vec()));
             }
         };
+        if reader.records_end() > 0 {
+            previous = Some((id, reader.records_end()));
+        }
         if let Some(e) = damage {
             let at = match &e {
                 Error::Corruption { offset, .. } => *offset,

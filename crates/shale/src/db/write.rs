@@ -186,7 +186,7 @@ impl DbInner {
             Stats::add_serialized(&self.stats.wal_bytes, log.wal.len() - before);
             if group.iter().any(|w| w.opts.sync) {
                 let sync = Timer::start();
-                if let Err(e) = log.wal.sync() {
+                if let Err(e) = self.sync_older_wals(&mut log).and_then(|()| log.wal.sync()) {
                     return Err(self.poison(e));
                 }
                 sync.stop(|p| &mut p.write_wal_sync_nanos);
@@ -310,34 +310,55 @@ impl DbInner {
         if log.mem.is_empty() {
             return Ok(());
         }
-        // Sync the old WAL before any write goes to the new one: otherwise a later sync
-        // write makes the new WAL durable while earlier non-sync writes in the old one
-        // are still in the page cache, and a power loss leaves a hole instead of a prefix.
-        log.wal.sync().map_err(|e| self.poison(e))?;
+        // The old WAL is neither synced nor closed here: both wait on the disk or the page
+        // tables, and this runs under the log lock with every writer behind it. Instead the
+        // new WAL begins by naming the old one and its length (`LogWriter::following`; in
+        // front of its first record, so an unused WAL stays empty). Should a power loss keep
+        // some of the new WAL's bytes but not all of the old one's, recovery sees the old
+        // WAL end short of that length and stops there: a prefix, not a hole. A sync write
+        // syncs the old WALs before its own (`sync_older_wals`).
         let new_id = lock(&self.state).versions.new_file_id();
         let path = wal_path(&self.dir, new_id);
         let file = self.fs.create_log(&path).map_err(|e| self.poison(e))?;
-        // The new WAL's directory entry must be durable before a sync write in it is
-        // acknowledged.
-        self.fs.sync_dir(&self.dir).map_err(|e| self.poison(e))?;
-        let old_wal = std::mem::replace(&mut log.wal, LogWriter::new(file));
-        drop(old_wal);
+        let new_wal = LogWriter::following(file, &log.wal, log.wal_id.0);
+        let old_wal = std::mem::replace(&mut log.wal, new_wal);
         let old_mem = std::mem::replace(
             &mut log.mem,
             Arc::new(MemTable::with_capacity(self.opts.write_buffer_size)),
         );
         let old_id = std::mem::replace(&mut log.wal_id, new_id);
         log.unlogged_writes = false;
+        log.older_wals_unsynced = true;
 
         let mut state = lock(&self.state);
         state.imm.push_back(Arc::new(ImmMemTable {
             mem: old_mem,
             wal_id: old_id,
             next_wal_id: new_id,
+            wal: Mutex::new(Some(old_wal)),
         }));
         self.install_super_version(&state, Arc::clone(&log.mem));
         self.publish_pressure(&state);
         self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Make the WALs of the frozen memtables durable, and the active WAL's directory entry,
+    /// so that a sync of the active WAL makes every write before it durable too. Nothing to
+    /// do after the first time following a switch.
+    pub(crate) fn sync_older_wals(&self, log: &mut LogState) -> Result<()> {
+        if !log.older_wals_unsynced {
+            return Ok(());
+        }
+        let frozen: Vec<Arc<ImmMemTable>> = lock(&self.state).imm.iter().cloned().collect();
+        for imm in frozen {
+            // `None`: flushed, its writes are in an SSTable already.
+            if let Some(wal) = lock(&imm.wal).as_mut() {
+                wal.sync()?;
+            }
+        }
+        self.fs.sync_dir(&self.dir)?;
+        log.older_wals_unsynced = false;
         Ok(())
     }
 

@@ -14,8 +14,9 @@
 //!   ext4 with `data=ordered`): a renamed file's new name survives only after `sync_dir`,
 //!   a freshly created file whose directory was never synced is gone, and a removed file
 //!   whose removal was not synced comes back. [`PowerLoss`] can soften that the way a
-//!   journaling file system does (keep the first `n` unsynced entry changes, in order) and
-//!   tear the last unsynced write (keep a prefix of it).
+//!   journaling file system does (keep the first `n` unsynced entry changes, in order),
+//!   tear the last unsynced write (keep a prefix of it), and let write-back have reached
+//!   some files and not others (each keeps a prefix of its unsynced bytes).
 //!
 //! A crash can also be planned for the k-th mutating operation ([`MemFs::crash_at_op`]):
 //! the image is taken at that moment, atomically with respect to every thread, and from
@@ -63,6 +64,11 @@ pub struct PowerLoss {
     /// `sync_dir`, in the order they happened (a journaling file system commits metadata
     /// in order). 0 drops them all.
     pub keep_dir_ops: usize,
+    /// Let the kernel's background write-back have reached some files before the power
+    /// went: each file also keeps a prefix of its unsynced bytes, none, all or some, drawn
+    /// from this seed and the file, independently of the other files. `None` keeps none.
+    /// This is what breaks an ordering between files that only a sync would enforce.
+    pub write_back: Option<u64>,
 }
 
 /// Which crash a planned crash produces.
@@ -197,6 +203,10 @@ impl State {
                             keep = keep.max(torn.min(end));
                         }
                     }
+                    if let Some(seed) = loss.write_back {
+                        keep = keep
+                            .max(n.durable + written_back(seed, *node, n.data.len() - n.durable));
+                    }
                     keep
                 }
             };
@@ -251,6 +261,21 @@ impl State {
         if let Some(n) = self.nodes.get_mut(&node) {
             n.durable = n.data.len();
         }
+    }
+}
+
+/// How many of `unsynced` bytes of file `node` write-back kept: a third of the files none,
+/// a third all, a third a random prefix.
+fn written_back(seed: u64, node: u64, unsynced: usize) -> usize {
+    // SplitMix64 of the pair: any fixed mixing does; this one is two lines.
+    let mut z = seed ^ node.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    match z % 3 {
+        0 => 0,
+        1 => unsynced,
+        _ => usize::try_from((z >> 8) % (unsynced as u64 + 1)).unwrap_or(unsynced),
     }
 }
 

@@ -81,9 +81,11 @@ pub fn db_ops(data: &[u8]) {
                     fs.process_crash()
                 } else {
                     let tear = op & 0x20 != 0;
+                    let write_back = op & 0x40 != 0;
                     fs.power_loss(PowerLoss {
                         tear_last_write: tear.then(|| u64::from(input.u16())),
                         keep_dir_ops: usize::from(input.u8() % 4),
+                        write_back: write_back.then(|| u64::from(input.u16())),
                     })
                 };
                 drop(db);

@@ -8,6 +8,8 @@ use super::*;
 /// written by [`LogWriter`] read back exactly; cut at any point (a torn tail) the log reads
 /// back, without an error, every record that ended before the cut; padded with zeros it
 /// reads back whole; with a byte flipped it reads back a prefix or reports `Corruption`.
+/// With mode bit 2 the log is written as a WAL following another, and reads back its
+/// predecessor.
 pub fn wal_reader(data: &[u8]) {
     let (mode, rest) = mode(data);
     if mode & 1 == 0 {
@@ -32,7 +34,24 @@ pub fn wal_reader(data: &[u8]) {
     }
     let fs = mem_fs();
     let path = fuzz_path("000001.log");
-    let mut writer = LogWriter::new(fs.create_log(&path).expect("MemFs create_log"));
+    let file = fs.create_log(&path).expect("MemFs create_log");
+    // Mode bit 2: the log follows another WAL, so it begins with a predecessor fragment.
+    let mut previous = LogWriter::new(
+        fs.create_log(&fuzz_path("000000.log"))
+            .expect("MemFs create_log"),
+    );
+    previous
+        .add_record(&[b"earlier"])
+        .expect("LogWriter::add_record");
+    let predecessor = (mode & 2 != 0 && !records.is_empty()).then(|| crate::wal::Predecessor {
+        wal: 0,
+        length: previous.len(),
+    });
+    let mut writer = if predecessor.is_some() {
+        LogWriter::following(file, &previous, 0)
+    } else {
+        LogWriter::new(file)
+    };
     let mut ends = Vec::new();
     for r in &records {
         writer.add_record(&[r]).expect("LogWriter::add_record");
@@ -43,6 +62,11 @@ pub fn wal_reader(data: &[u8]) {
     let log = fs.read_all(&path).expect("MemFs read_all");
     let got = read_log(&log).expect("a written log must read back");
     assert_eq!(got, records, "log round trip");
+    assert_eq!(
+        LogReader::new(&log, &path).predecessor(),
+        predecessor,
+        "the predecessor fragment"
+    );
 
     // A torn tail: every record that ended before the cut, and no error.
     let cut = usize::try_from(input.u32()).unwrap_or(0) % (log.len() + 1);

@@ -27,6 +27,9 @@ pub enum RecordType {
     Middle = 3,
     /// The last fragment of a logical record.
     Last = 4,
+    /// Only as a WAL's first fragment: which WAL came before it and how long that one
+    /// was when this one began ([`Predecessor`]). Not a record of its own.
+    Predecessor = 5,
 }
 
 impl RecordType {
@@ -37,8 +40,45 @@ impl RecordType {
             2 => Some(RecordType::First),
             3 => Some(RecordType::Middle),
             4 => Some(RecordType::Last),
+            5 => Some(RecordType::Predecessor),
             _ => None,
         }
+    }
+}
+
+/// The payload of a [`RecordType::Predecessor`] fragment: the WAL this one follows and the
+/// length it had when this one was created, so that recovery can tell whether the
+/// earlier WAL lost bytes that this one's records come after.
+///
+/// ```text
+/// predecessor := wal:u64 length:u64      (little-endian)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Predecessor {
+    /// File number of the previous WAL.
+    pub wal: u64,
+    /// Its length in bytes, which is where its last record ends.
+    pub length: u64,
+}
+
+impl Predecessor {
+    pub const ENCODED_LEN: usize = 16;
+
+    pub fn encode(&self) -> [u8; Self::ENCODED_LEN] {
+        let mut out = [0; Self::ENCODED_LEN];
+        out[..8].copy_from_slice(&self.wal.to_le_bytes());
+        out[8..].copy_from_slice(&self.length.to_le_bytes());
+        out
+    }
+
+    /// `None` unless `payload` is exactly one encoded predecessor.
+    pub fn decode(payload: &[u8]) -> Option<Predecessor> {
+        let (wal, length) = payload.split_first_chunk::<8>()?;
+        let length: [u8; 8] = length.try_into().ok()?;
+        Some(Predecessor {
+            wal: u64::from_le_bytes(*wal),
+            length: u64::from_le_bytes(length),
+        })
     }
 }
 

@@ -14,6 +14,6 @@ mod format;
 mod reader;
 mod writer;
 
-pub use format::{RecordType, BLOCK_SIZE, HEADER_LEN};
+pub use format::{Predecessor, RecordType, BLOCK_SIZE, HEADER_LEN};
 pub use reader::{LogReader, TailReport};
 pub use writer::LogWriter;

@@ -9,8 +9,8 @@
 use std::path::Path;
 
 use super::format::{
-    checksum_matches_shorter_payload, decode_fragment, FragmentError, RecordType, BLOCK_SIZE,
-    HEADER_LEN,
+    checksum_matches_shorter_payload, decode_fragment, FragmentError, Predecessor, RecordType,
+    BLOCK_SIZE, HEADER_LEN,
 };
 use crate::error::{Error, Result};
 
@@ -34,19 +34,48 @@ pub struct LogReader<'a> {
     scratch: Vec<u8>,
     record_start: Option<usize>,
     tail: Option<TailReport>,
+    predecessor: Option<Predecessor>,
+    /// Where the last record returned (or the predecessor fragment) ends.
+    records_end: usize,
 }
 
 impl<'a> LogReader<'a> {
     /// Read the log `data`, which came from the file `path` (used in error messages).
     pub fn new(data: &'a [u8], path: &'a Path) -> Self {
+        // A WAL that began at a memtable switch starts with a predecessor fragment. Read it
+        // now, so the caller knows it before the first record; a damaged one is left to
+        // `next_record`, which reports it like any other damage.
+        let first = data.get(..BLOCK_SIZE.min(data.len())).unwrap_or(&[]);
+        let predecessor = decode_fragment(first)
+            .ok()
+            .filter(|f| f.kind == RecordType::Predecessor)
+            .and_then(|f| Predecessor::decode(f.payload));
+        let pos = if predecessor.is_some() {
+            HEADER_LEN + Predecessor::ENCODED_LEN
+        } else {
+            0
+        };
         LogReader {
             data,
             path,
-            pos: 0,
+            pos,
             scratch: Vec::new(),
             record_start: None,
             tail: None,
+            predecessor,
+            records_end: pos,
         }
+    }
+
+    /// The WAL this one follows, from its first fragment.
+    pub fn predecessor(&self) -> Option<Predecessor> {
+        self.predecessor
+    }
+
+    /// The offset just past the last record returned so far: the length the log had when
+    /// that record was written.
+    pub fn records_end(&self) -> u64 {
+        self.records_end as u64
     }
 
     /// The torn tail dropped at the end, if the reader reached one.
@@ -106,6 +135,7 @@ impl<'a> LogReader<'a> {
             self.pos += HEADER_LEN + fragment.payload.len();
             match (fragment.kind, self.record_start) {
                 (RecordType::Full, None) => {
+                    self.records_end = self.pos;
                     let payload = fragment.payload;
                     return Ok(Some((at as u64, payload)));
                 }
@@ -118,6 +148,7 @@ impl<'a> LogReader<'a> {
                 (RecordType::Last, Some(start)) => {
                     self.scratch.extend_from_slice(fragment.payload);
                     self.record_start = None;
+                    self.records_end = self.pos;
                     return Ok(Some((start as u64, &self.scratch)));
                 }
                 (RecordType::Full | RecordType::First, Some(start)) => {
@@ -125,6 +156,10 @@ impl<'a> LogReader<'a> {
                 }
                 (RecordType::Middle | RecordType::Last, None) => {
                     return self.damage(at, at, "continuation fragment without a first");
+                }
+                (RecordType::Predecessor, _) => {
+                    // A well-formed one at the start was consumed by `new`.
+                    return self.damage(at, at, "misplaced or malformed predecessor fragment");
                 }
                 (RecordType::Zero, _) => return self.damage(at, at, "zero fragment type"),
             }
@@ -173,7 +208,7 @@ impl<'a> LogReader<'a> {
             self.data
                 .get(p..block_end.min(self.data.len()))
                 .is_some_and(|rest| {
-                    rest.get(6).is_some_and(|&t| (1..=4).contains(&t))
+                    rest.get(6).is_some_and(|&t| (1..=5).contains(&t))
                         && decode_fragment(rest).is_ok()
                 })
         })

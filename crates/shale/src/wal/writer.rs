@@ -1,6 +1,6 @@
 //! Appends logical records to a log file as checksummed fragments.
 
-use super::format::{encode_header, RecordType, BLOCK_SIZE, HEADER_LEN};
+use super::format::{encode_header, fragment_crc, Predecessor, RecordType, BLOCK_SIZE, HEADER_LEN};
 use crate::codec;
 use crate::error::Result;
 use crate::fs::WritableFile;
@@ -10,18 +10,45 @@ pub struct LogWriter {
     file: Box<dyn WritableFile>,
     /// Offset inside the current block.
     block_offset: usize,
+    /// The WAL this one follows, written just before the first record: a WAL that never
+    /// gets a record (the WAL is off) stays empty.
+    predecessor: Option<Predecessor>,
 }
 
 impl LogWriter {
     /// Append records to `file`, continuing its block layout from its current length.
     pub fn new(file: Box<dyn WritableFile>) -> Self {
         let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
-        LogWriter { file, block_offset }
+        LogWriter {
+            file,
+            block_offset,
+            predecessor: None,
+        }
+    }
+
+    /// A new WAL that continues the one `previous` wrote as file number `previous_id`.
+    pub fn following(file: Box<dyn WritableFile>, previous: &LogWriter, previous_id: u64) -> Self {
+        // An empty WAL added nothing to the sequence: link to what it would have linked to.
+        let predecessor = if previous.is_empty() {
+            previous.predecessor
+        } else {
+            Some(Predecessor {
+                wal: previous_id,
+                length: previous.len(),
+            })
+        };
+        LogWriter {
+            predecessor,
+            ..LogWriter::new(file)
+        }
     }
 
     /// Append one logical record whose payload is the concatenation of `parts` (so a
     /// header and a body can be written without first copying them together).
     pub fn add_record(&mut self, parts: &[&[u8]]) -> Result<()> {
+        if let Some(previous) = self.predecessor.take() {
+            self.add_predecessor(previous)?;
+        }
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut cursor = PartsCursor::new(parts);
         let mut left = total;
@@ -65,6 +92,18 @@ impl LogWriter {
                 return Ok(());
             }
         }
+    }
+
+    /// Begin the log by naming the WAL it follows.
+    fn add_predecessor(&mut self, previous: Predecessor) -> Result<()> {
+        debug_assert!(self.file.is_empty(), "the predecessor goes first");
+        let payload = previous.encode();
+        let crc = fragment_crc(RecordType::Predecessor, &payload);
+        let header = encode_header(RecordType::Predecessor, payload.len() as u16, crc);
+        self.file.append(&header)?;
+        self.file.append(&payload)?;
+        self.block_offset += HEADER_LEN + payload.len();
+        Ok(())
     }
 
     /// Hand buffered bytes to the OS.

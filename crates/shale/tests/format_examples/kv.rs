@@ -18,7 +18,7 @@ use shale::sst::format::{
 };
 use shale::sst::{BloomFilter, BloomFilterBuilder, Table, TableProperties};
 use shale::version::{read_current, FileId, FileMeta, Level, VersionEdit};
-use shale::wal::{LogReader, RecordType, HEADER_LEN};
+use shale::wal::{LogReader, Predecessor, RecordType, HEADER_LEN};
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
 
 use super::{hex, text};
@@ -254,6 +254,65 @@ fn log_and_wal_example() {
     }
 
     assert_eq!(wal, generate().wal);
+}
+
+/// `000004.wal` after the sample's writes, a flush and one more put: the first WAL that
+/// began at a memtable switch.
+fn wal_after_switch() -> Vec<u8> {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put("apple", "red");
+    batch.delete("pear");
+    db.write(batch, WriteOptions::default()).unwrap();
+    db.put("apricot", "orange").unwrap();
+    db.flush().unwrap();
+    db.put("fig", "green").unwrap();
+    db.close().unwrap();
+    std::fs::read(tmp.path().join("000004.wal")).unwrap()
+}
+
+#[test]
+fn predecessor_example() {
+    let example = hex("predecessor-example");
+    let wal = wal_after_switch();
+    assert_eq!(
+        &wal[..example.len()],
+        &example[..],
+        "the WAL's first 23 bytes"
+    );
+
+    let path = Path::new("example");
+    let mut r = LogReader::new(&wal, path);
+    assert_eq!(r.predecessor(), Some(Predecessor { wal: 2, length: 71 }));
+    let (offset, record) = r.next_record().unwrap().unwrap();
+    assert_eq!(offset, 23);
+    let batch = BatchReader::new(record).unwrap();
+    let e: Vec<_> = batch.entries().map(Result::unwrap).collect();
+    assert_eq!((e[0].key, e[0].value), (&b"fig"[..], &b"green"[..]));
+    assert!(r.next_record().unwrap().is_none());
+    // WAL 2 of the sample was 71 bytes long (section 3's example).
+    assert_eq!(generate().wal.len(), 71);
+
+    // The fragment alone is a WAL with no records, and the predecessor read at once.
+    let alone = LogReader::new(&example, path);
+    assert_eq!(alone.predecessor().map(|p| p.length), Some(71));
+    assert_eq!(alone.records_end(), 23);
+    // Anywhere but the start it is damage: here followed by a valid record, corruption.
+    let mut twice = example.clone();
+    twice.extend_from_slice(&wal);
+    let mut r = LogReader::new(&twice, path);
+    assert!(matches!(
+        r.next_record(),
+        Err(Error::Corruption { offset: 23, .. })
+    ));
+    // A flipped payload byte fails the checksum: no predecessor, and nothing valid follows.
+    let mut bad = example.clone();
+    bad[10] ^= 0x01;
+    let mut r = LogReader::new(&bad, path);
+    assert_eq!(r.predecessor(), None);
+    assert!(r.next_record().unwrap().is_none());
+    assert_eq!(r.tail().unwrap().offset, 0);
 }
 
 fn expected_flush_edit(sst_size: u64) -> VersionEdit {

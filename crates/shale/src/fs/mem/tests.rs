@@ -40,9 +40,46 @@ fn power_loss_keeps_only_synced_bytes_and_entries() {
 
     let torn = fs.power_loss(PowerLoss {
         tear_last_write: Some(2),
-        keep_dir_ops: 0,
+        ..PowerLoss::default()
     });
     assert_eq!(torn.read_all(&dir.join("log")).unwrap(), b"onetw");
+}
+
+#[test]
+fn write_back_keeps_a_prefix_of_each_file_independently() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).unwrap();
+    let mut first = fs.create_log(&dir.join("first")).unwrap();
+    let mut second = fs.create_log(&dir.join("second")).unwrap();
+    fs.sync_dir(dir).unwrap();
+    first.append(b"old-").unwrap();
+    first.sync().unwrap();
+    first.append(b"unsynced").unwrap();
+    second.append(b"later").unwrap();
+
+    let mut kept = std::collections::BTreeSet::new();
+    for seed in 0..64 {
+        let image = fs.power_loss(PowerLoss {
+            write_back: Some(seed),
+            ..PowerLoss::default()
+        });
+        let a = image.read_all(&dir.join("first")).unwrap();
+        let b = image.read_all(&dir.join("second")).unwrap();
+        assert!(
+            a.starts_with(b"old-") && b"old-unsynced".starts_with(&a[..]),
+            "{a:?}"
+        );
+        assert!(b"later".starts_with(&b[..]), "{b:?}");
+        kept.insert((a.len(), b.len()));
+    }
+    // The later file survives whole while the earlier one lost its tail: the case a
+    // missing sync would turn into a hole.
+    assert!(kept.iter().any(|&(a, b)| a < 12 && b == 5), "{kept:?}");
+    assert!(
+        kept.contains(&(4, 0)) && kept.contains(&(12, 5)),
+        "{kept:?}"
+    );
 }
 
 #[test]
@@ -58,8 +95,8 @@ fn rename_survives_only_after_sync_dir() {
     assert_eq!(before.read_all(&dir.join("CURRENT")).unwrap(), b"old");
     // In order, the create of tmp and then the rename.
     let journaled = fs.power_loss(PowerLoss {
-        tear_last_write: None,
         keep_dir_ops: 2,
+        ..PowerLoss::default()
     });
     assert_eq!(journaled.read_all(&dir.join("CURRENT")).unwrap(), b"new");
     fs.sync_dir(dir).unwrap();
@@ -123,7 +160,7 @@ fn planned_crash_freezes_the_image_and_fails_later_operations() {
         5,
         CrashKind::PowerLoss(PowerLoss {
             tear_last_write: Some(1),
-            keep_dir_ops: 0,
+            ..PowerLoss::default()
         }),
     );
     assert!(log.append(b"def").is_err()); // op 5: torn, never acknowledged
