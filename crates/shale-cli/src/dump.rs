@@ -251,7 +251,11 @@ pub fn wal(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
     } else {
         (|| {
             if let Some(p) = predecessor {
-                writeln!(out, "follows WAL {:06}, which was {} bytes long", p.wal, p.length)?;
+                writeln!(
+                    out,
+                    "follows WAL {:06}, which was {} bytes long",
+                    p.wal, p.length
+                )?;
             }
             for r in &records {
                 writeln!(
