@@ -33,7 +33,7 @@ mod write;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -122,6 +122,8 @@ pub(crate) struct DbInner {
     /// The directory's `LOCK`, held from open until `close` has stopped every thread.
     lock_file: Mutex<Option<Box<dyn FileLock>>>,
     writers: Mutex<WriteQueue>,
+    /// Writers in the queue, mirrored outside its lock for the uncontended fast path.
+    writers_queued: AtomicUsize,
     log: Mutex<LogState>,
     state: Mutex<DbState>,
     /// Signalled (with `state`) when a flush finishes, fails, or work arrives.

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::filename::{self, wal_path, FileKind};
@@ -113,6 +113,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         fs,
         lock_file: Mutex::new(Some(lock)),
         writers: Mutex::default(),
+        writers_queued: AtomicUsize::new(0),
         log: Mutex::new(LogState {
             wal,
             wal_id,

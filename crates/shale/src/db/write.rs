@@ -4,12 +4,14 @@
 //! batches of the writers behind it (a *group*), writes them to the WAL as one record,
 //! syncs once if any of them asked for `sync`, inserts them into the memtable, publishes
 //! their sequence numbers, and wakes the followers. So N concurrent sync writers share
-//! one fsync. A writer that finds the queue empty and no one committing does not queue at
-//! all: it commits alone (`WriteQueue::solo`), and a writer arriving meanwhile waits at the
-//! front of the queue until it is done. That lone writer pays three uncontended lock round
-//! trips (`writers` twice, `log`), allocates nothing shared, and, in the default mode, makes
-//! no system call: the WAL is a memory mapping (see `fs/`) whose next chunk a helper thread
-//! prepares ahead of time.
+//! one fsync. The leader collects its group only once it holds the `log` lock, so every
+//! writer that queued while the previous group committed joins it.
+//!
+//! A writer that finds nobody queued and the `log` lock free does not queue at all: it
+//! commits alone under that one lock (a `try_lock`), allocates nothing shared, and, in the
+//! default mode, makes no system call: the WAL is a memory mapping (see `fs/`) whose next
+//! chunk a helper thread prepares ahead of time. A writer arriving meanwhile queues; it
+//! leads once the lone writer releases `log`.
 //!
 //! ```text
 //!   writers ──► [ w1 | w2 | w3 ]      w1 leads: WAL(w1+w2+w3) ─► fsync? ─► memtable
@@ -74,9 +76,6 @@ impl Writer {
 #[derive(Default)]
 pub(crate) struct WriteQueue {
     queue: VecDeque<Arc<Writer>>,
-    /// A writer that found the queue empty is committing alone, outside the queue; the
-    /// writer at the front waits until it is done.
-    solo: bool,
 }
 
 impl DbInner {
@@ -88,25 +87,20 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(SeqNo(self.visible_seq.load(Ordering::Acquire)));
         }
-        let queued = Timer::start();
-        let mut q = lock(&self.writers);
-        if q.queue.is_empty() && !q.solo {
-            // Nobody is writing or waiting: lead a group of one without joining the queue
-            // (no shared `Writer` to allocate, nothing to hand back).
-            q.solo = true;
-            drop(q);
-            queued.stop(|p| &mut p.write_queue_nanos);
-            let me = Writer::new(batch, opts);
-            let result = self.commit_group(&[&me]);
-            let mut q = lock(&self.writers);
-            q.solo = false;
-            if let Some(next) = q.queue.front() {
-                next.cv.notify_one();
+        // Nobody queued and the log free: commit alone, under the log lock only. A writer
+        // that queues meanwhile leads once it gets the log lock after us.
+        if self.writers_queued.load(Ordering::Acquire) == 0 {
+            if let Ok(mut log) = self.log.try_lock() {
+                let me = Writer::new(batch, opts);
+                self.commit_locked(&mut log, &[&me])?;
+                return Ok(SeqNo(me.first_seq.load(Ordering::Relaxed)));
             }
-            return result.map(|()| SeqNo(me.first_seq.load(Ordering::Relaxed)));
         }
+        let queued = Timer::start();
         let me = Arc::new(Writer::new(batch, opts));
+        let mut q = lock(&self.writers);
         q.queue.push_back(Arc::clone(&me));
+        self.writers_queued.fetch_add(1, Ordering::Release);
         loop {
             if me.done.load(Ordering::Acquire) {
                 queued.stop(|p| &mut p.write_queue_nanos);
@@ -115,22 +109,26 @@ impl DbInner {
                     None => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
                 };
             }
-            if !q.solo && q.queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
+            if q.queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
                 break;
             }
             q = me.cv.wait(q).unwrap_or_else(|e| e.into_inner());
         }
-        queued.stop(|p| &mut p.write_queue_nanos);
-        // We lead. Collect the group while we still hold the queue lock.
-        let group = build_group(&q.queue);
         drop(q);
-
-        let result = self.commit_group(&group);
+        // We lead. Take the log first, then collect the group: whoever queued while the
+        // log was busy (the group before, or a lone writer) commits with us. Lock order:
+        // `log`, then `writers`; no one takes them the other way round.
+        let mut log = lock(&self.log);
+        queued.stop(|p| &mut p.write_queue_nanos);
+        let group = build_group(&lock(&self.writers).queue);
+        let result = self.commit_locked(&mut log, &group);
+        drop(log);
 
         let mut q = lock(&self.writers);
         let failure = result.as_ref().err().map(|e| e.to_string());
         for _ in 0..group.len() {
             let Some(w) = q.queue.pop_front() else { break };
+            self.writers_queued.fetch_sub(1, Ordering::Release);
             if !Arc::ptr_eq(&w, &me) {
                 *lock(&w.error) = failure.clone();
                 w.done.store(true, Ordering::Release);
@@ -143,13 +141,16 @@ impl DbInner {
         result.map(|()| SeqNo(me.first_seq.load(Ordering::Acquire)))
     }
 
-    /// Write a group: make room, WAL, memtable, publish. Runs in the leader, unlocked
-    /// except for `log`.
-    fn commit_group<W: Deref<Target = Writer>>(&self, group: &[W]) -> Result<()> {
-        let mut log = lock(&self.log);
+    /// Write a group: make room, WAL, memtable, publish. Runs in the leader, with the `log`
+    /// lock held and no other.
+    fn commit_locked<W: Deref<Target = Writer>>(
+        &self,
+        log: &mut LogState,
+        group: &[W],
+    ) -> Result<()> {
         let bytes: usize = group.iter().map(|w| w.batch.approximate_size()).sum();
         let delay = Timer::start();
-        self.make_room(&mut log, bytes)?;
+        self.make_room(log, bytes)?;
         delay.stop(|p| &mut p.write_delay_nanos);
 
         let count: u32 = group.iter().map(|w| w.batch.count()).sum();
@@ -186,7 +187,7 @@ impl DbInner {
             Stats::add_serialized(&self.stats.wal_bytes, log.wal.len() - before);
             if group.iter().any(|w| w.opts.sync) {
                 let sync = Timer::start();
-                if let Err(e) = self.sync_older_wals(&mut log).and_then(|()| log.wal.sync()) {
+                if let Err(e) = self.sync_older_wals(log).and_then(|()| log.wal.sync()) {
                     return Err(self.poison(e));
                 }
                 sync.stop(|p| &mut p.write_wal_sync_nanos);
