@@ -403,6 +403,64 @@ pub(super) fn remove_obsolete_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::{self, WriteBatch};
+    use crate::fs::MemFs;
+    use crate::wal::HEADER_LEN;
+    use crate::Db;
+
+    /// A database whose WAL 2 holds `a` and `b`, followed by an empty WAL 3 (the WAL was off
+    /// while it was current) and a WAL 4 that holds `c` and names WAL 2, the last one with
+    /// records, as its predecessor; with WAL 2 cut by `cut` bytes before the reopen.
+    fn reopen_with_chain(cut: usize) -> [Option<Vec<u8>>; 3] {
+        let fs = MemFs::new();
+        let dir = Path::new("/db");
+        let opts = Options {
+            fs: Arc::new(fs.clone()),
+            ..Options::default()
+        };
+        let db = Db::open(dir, opts.clone()).unwrap();
+        db.put("a", "1").unwrap();
+        db.put("b", "2").unwrap();
+        db.close().unwrap();
+        drop(db);
+
+        let wal2 = fs.read_all(&wal_path(dir, FileId(2))).unwrap();
+        // A stand-in for WAL 2's writer: a log of the same length.
+        let mut stand_in = LogWriter::new(fs.create_log(Path::new("/db/scratch")).unwrap());
+        stand_in
+            .add_record(&[&vec![0u8; wal2.len() - HEADER_LEN]])
+            .unwrap();
+        let wal3 = LogWriter::following(
+            fs.create_log(&wal_path(dir, FileId(3))).unwrap(),
+            &stand_in,
+            2,
+        );
+        let mut wal4 =
+            LogWriter::following(fs.create_log(&wal_path(dir, FileId(4))).unwrap(), &wal3, 3);
+        let mut c = WriteBatch::new();
+        c.put("c", "3");
+        wal4.add_record(&[&batch::encode_header(SeqNo(3), 1), c.body()])
+            .unwrap();
+        drop((stand_in, wal3, wal4));
+        fs.remove(Path::new("/db/scratch")).unwrap();
+
+        let mut w = fs.create_log(&wal_path(dir, FileId(2))).unwrap();
+        w.append(&wal2[..wal2.len() - cut]).unwrap();
+        drop(w);
+
+        let db = Db::open(dir, opts).unwrap();
+        let got = |k: &str| db.get(k).unwrap();
+        [got("a"), got("b"), got("c")]
+    }
+
+    #[test]
+    fn replay_skips_an_empty_wal_and_stops_where_the_named_predecessor_came_back_short() {
+        let some = |v: &str| Some(v.as_bytes().to_vec());
+        // Whole: WAL 4 continues WAL 2 across the empty WAL 3.
+        assert_eq!(reopen_with_chain(0), [some("1"), some("2"), some("3")]);
+        // WAL 2 lost its last record: `c` came after it, so it goes too (a prefix).
+        assert_eq!(reopen_with_chain(1), [some("1"), None, None]);
+    }
 
     #[test]
     fn a_wal_continues_only_a_predecessor_replayed_to_its_named_length() {

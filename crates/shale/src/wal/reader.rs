@@ -360,4 +360,33 @@ mod tests {
             }
         }
     }
+
+    /// A WAL names the one before it in front of its first record; a WAL that never got a
+    /// record stays empty, and the WAL after it names what the empty one would have named.
+    #[test]
+    fn a_wal_names_its_predecessor_and_an_empty_one_passes_the_link_on() {
+        use crate::fs::MemFs;
+        let fs = MemFs::new();
+        let dir = Path::new("/wal");
+        fs.create_dir_all(dir).unwrap();
+        let log = |n: u64| dir.join(format!("{n:06}.wal"));
+        let mut first = LogWriter::new(fs.create_log(&log(5)).unwrap());
+        first.add_record(&[b"one"]).unwrap();
+        // The WAL is off while WAL 6 is current: it stays empty.
+        let second = LogWriter::following(fs.create_log(&log(6)).unwrap(), &first, 5);
+        let mut third = LogWriter::following(fs.create_log(&log(7)).unwrap(), &second, 6);
+        assert!(second.is_empty() && third.is_empty());
+        third.add_record(&[b"two"]).unwrap();
+        drop((first, second, third));
+
+        let named = Predecessor { wal: 5, length: 10 };
+        assert_eq!(fs.read_all(&log(5)).unwrap().len() as u64, named.length);
+        assert!(fs.read_all(&log(6)).unwrap().is_empty());
+        let path = log(7);
+        let data = fs.read_all(&path).unwrap();
+        let mut r = LogReader::new(&data, &path);
+        assert_eq!(r.predecessor(), Some(named));
+        assert_eq!(r.next_record().unwrap().unwrap(), (23, &b"two"[..]));
+        assert_eq!(r.records_end(), data.len() as u64);
+    }
 }
