@@ -204,8 +204,8 @@ impl State {
                         }
                     }
                     if let Some(seed) = loss.write_back {
-                        keep = keep
-                            .max(n.durable + written_back(seed, *node, n.data.len() - n.durable));
+                        let unsynced = n.data.len().saturating_sub(n.durable);
+                        keep = keep.max(n.durable + written_back(seed, *node, unsynced));
                     }
                     keep
                 }
@@ -267,7 +267,7 @@ impl State {
 /// How many of `unsynced` bytes of file `node` write-back kept: a third of the files none,
 /// a third all, a third a random prefix.
 fn written_back(seed: u64, node: u64, unsynced: usize) -> usize {
-    // SplitMix64 of the pair: any fixed mixing does; this one is two lines.
+    // SplitMix64's finaliser over the pair: any fixed mixing would do.
     let mut z = seed ^ node.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
