@@ -1,5 +1,5 @@
 //! `shale-bench`: db_bench and YCSB style workloads against Shale and, behind cargo
-//! features, RocksDB, fjall and LevelDB (rusty-leveldb).
+//! features, RocksDB, fjall, LevelDB (rusty-leveldb) and redb.
 //!
 //! The parent process splits the workloads into groups (a group starts at each workload
 //! that needs a fresh database) and runs every (engine, group) in a child process of this
@@ -58,7 +58,7 @@ enum Sub {
 
 #[derive(Args, Debug, Clone)]
 struct RunArgs {
-    /// Engines, comma-separated: shale, rocksdb, fjall, leveldb (peers need their feature).
+    /// Engines, comma-separated: shale, rocksdb, fjall, leveldb, redb (peers need their feature).
     #[arg(long, default_value = "shale", value_delimiter = ',')]
     engines: Vec<String>,
     /// Workloads, comma-separated, in order (default: all). See `workload::ALL`.

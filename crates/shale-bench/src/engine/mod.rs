@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 mod fjall;
 #[cfg(feature = "leveldb")]
 mod leveldb;
+#[cfg(feature = "redb")]
+mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 mod shale;
@@ -158,6 +160,9 @@ pub fn available() -> Vec<&'static str> {
     if cfg!(feature = "leveldb") {
         v.push("leveldb");
     }
+    if cfg!(feature = "redb") {
+        v.push("redb");
+    }
     v
 }
 
@@ -174,6 +179,8 @@ pub fn open(name: &str, dir: &Path, parity: &Parity) -> BenchResult<Box<dyn Engi
         "fjall" => Ok(Box::new(fjall::FjallEngine::open(dir, parity)?)),
         #[cfg(feature = "leveldb")]
         "leveldb" => Ok(Box::new(leveldb::LevelDbEngine::open(dir, parity)?)),
+        #[cfg(feature = "redb")]
+        "redb" => Ok(Box::new(redb::RedbEngine::open(dir, parity)?)),
         other => Err(format!(
             "engine {other:?} is not compiled in (available: {}); build with --features {other}",
             available().join(",")
