@@ -3,7 +3,7 @@
 //! With `load`, writes N random keys (16 B, 100 B values, as db_bench) into DIR, compacts,
 //! and exits; without, opens DIR and times N random gets of existing keys, printing the
 //! per-stage timings of the perf context. Environment: `COMPRESSION=none` (when loading),
-//! `MMAP=0` (read with pread).
+//! `MMAP=0` (read with pread), `CACHE_MIB=N` (block cache size).
 
 use std::time::Instant;
 
@@ -32,6 +32,12 @@ fn main() -> shale::Result<()> {
     }
     if std::env::var("MMAP").is_ok_and(|c| c == "0") {
         opts.mmap_reads = false;
+    }
+    if let Some(mib) = std::env::var("CACHE_MIB")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+    {
+        opts.cache_size = mib << 20;
     }
     let db = Db::open(&dir, opts)?;
     if args.get(3).is_some_and(|a| a == "load") {
