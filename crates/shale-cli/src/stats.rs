@@ -156,6 +156,7 @@ fn counters(s: &shale::StatsSnapshot) -> Vec<(&'static str, u64)> {
         block_cache_capacity_bytes,
         block_cache_hits,
         block_cache_misses,
+        block_cache_rejections,
         pinned_table_metadata_bytes,
         open_tables,
         stalls,

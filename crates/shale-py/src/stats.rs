@@ -43,6 +43,7 @@ pub(crate) fn to_dict<'py>(
         compaction_micros,
         block_cache_hits,
         block_cache_misses,
+        block_cache_rejections,
         block_cache_usage_bytes,
         block_cache_capacity_bytes,
         pinned_table_metadata_bytes,

@@ -9,6 +9,18 @@
 //! probes, the working set of point reads) and lets one-off scan blocks go first, at the
 //! cost of one bit per entry instead of LRU's list splicing on every hit.
 //!
+//! The block cache also has an **admission** filter (after TinyLFU's "doorkeeper", Einziger
+//! et al.). Once a shard is full, caching a block means evicting one, and a block read once
+//! and never again is not worth that: its insert evicts a block that might have been read,
+//! and the memory it is decompressed into is the evicted block's, long out of the CPU's
+//! caches. (Uniform gets over six times the cache's worth of blocks ran at 226 k/s caching
+//! every block and at 328 k/s caching none: `examples/readrandom.rs`.) So a full shard
+//! admits a block only at its second miss, and only if the first was recent: among the
+//! last half to whole shard's worth of misses it turned away, which a small bitset in two
+//! generations remembers. A block that comes back within about the cache's size in other
+//! blocks (one the cache could have hit) gets in; a scan, or uniform reads over data many
+//! times the cache, mostly pass through. Until a shard is full, every block is admitted.
+//!
 //! Index and filter blocks are not here: each open table pins its own (see
 //! `sst/reader.rs`); their total is reported separately.
 //!
@@ -74,18 +86,87 @@ struct Shard<K, V> {
     free: Vec<usize>,
     hand: usize,
     usage: usize,
+    /// The admission filter of a full shard; `None` admits everything.
+    doorkeeper: Option<Doorkeeper>,
 }
 
-impl<K, V> Default for Shard<K, V> {
-    fn default() -> Self {
+impl<K, V> Shard<K, V> {
+    fn new(doorkeeper: Option<Doorkeeper>) -> Self {
         Shard {
             map: KeyMap::default(),
             ring: Vec::new(),
             free: Vec::new(),
             hand: 0,
             usage: 0,
+            doorkeeper,
         }
     }
+}
+
+/// The keys that missed once in the current window or the one before it, as one bit each
+/// in a bitset of 16 bits per key of the window (a false "seen" about 6% of the time at the
+/// window's end, which only admits a block early). Two generations, so that a key seen
+/// just before the window turns over is still remembered for a whole window.
+///
+/// Invariant: `seen <= window`; when `seen` reaches `window`, `current` becomes `previous`
+/// and starts again empty.
+struct Doorkeeper {
+    current: Vec<u64>,
+    previous: Vec<u64>,
+    seen: usize,
+    window: usize,
+}
+
+impl Doorkeeper {
+    const BITS_PER_KEY: usize = 16;
+
+    fn new(window: usize) -> Doorkeeper {
+        let window = window.max(1);
+        let words = (window * Self::BITS_PER_KEY).div_ceil(64);
+        Doorkeeper {
+            current: vec![0; words],
+            previous: vec![0; words],
+            seen: 0,
+            window,
+        }
+    }
+
+    /// Whether the key of hash `h` missed before (then admit it); if not, remember that it
+    /// missed now.
+    fn admit(&mut self, h: u64) -> bool {
+        // The cache's hash is weak in some bits (block offsets are multiples of a few KiB)
+        // and the shard was chosen by others: remix it (SplitMix64's finaliser).
+        let mut h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^= h >> 31;
+        let nbits = (self.current.len() * 64) as u64;
+        // `h % nbits < nbits`, so the word index is in range of both generations.
+        let bit = h % nbits.max(1);
+        let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
+        let seen_in = |bits: &[u64]| bits.get(word).is_none_or(|w| w & mask != 0);
+        if seen_in(&self.current) || seen_in(&self.previous) {
+            return true;
+        }
+        if let Some(w) = self.current.get_mut(word) {
+            *w |= mask;
+        }
+        self.seen += 1;
+        if self.seen >= self.window {
+            std::mem::swap(&mut self.current, &mut self.previous);
+            self.current.fill(0);
+            self.seen = 0;
+        }
+        false
+    }
+}
+
+/// What [`ClockCache::insert`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inserted {
+    /// Entries evicted to make room.
+    pub evicted: u64,
+    /// False if the admission filter turned the value away (it was not cached).
+    pub admitted: bool,
 }
 
 /// A sharded CLOCK cache: values with a charge each, within a total capacity.
@@ -95,19 +176,42 @@ pub struct ClockCache<K, V> {
 }
 
 impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
-    /// A cache holding values whose charges add up to at most about `capacity`.
+    /// A cache holding values whose charges add up to at most about `capacity`; it admits
+    /// every value.
     pub fn new(capacity: usize) -> Self {
         ClockCache {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new(None))).collect(),
             shard_capacity: capacity / SHARDS,
         }
     }
 
-    fn shard(&self, key: &K) -> Option<&Mutex<Shard<K, V>>> {
+    /// [`ClockCache::new`] with an admission filter: once full, a shard admits a value only
+    /// if it was offered before within the last `entries / 2` to `entries` offers turned
+    /// away (two generations of half that), where `entries` is the number of values the
+    /// whole cache holds when full. That admits a value whose reuse distance is under
+    /// about the cache's size: one that a cache of this size could have hit.
+    pub fn with_admission(capacity: usize, entries: usize) -> Self {
+        let window = entries / SHARDS / 2;
+        ClockCache {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(Shard::new(Some(Doorkeeper::new(window)))))
+                .collect(),
+            shard_capacity: capacity / SHARDS,
+        }
+    }
+
+    fn hash(key: &K) -> u64 {
         let mut h = IntHasher::default();
         key.hash(&mut h);
-        let h = h.finish();
+        h.finish()
+    }
+
+    fn shard_of(&self, h: u64) -> Option<&Mutex<Shard<K, V>>> {
         self.shards.get((h as usize ^ (h >> 40) as usize) % SHARDS)
+    }
+
+    fn shard(&self, key: &K) -> Option<&Mutex<Shard<K, V>>> {
+        self.shard_of(Self::hash(key))
     }
 
     /// The cached value, marking it recently used.
@@ -121,14 +225,19 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
     }
 
     /// Add `value` unless `key` is present (then the present value is kept and returned);
-    /// evict others as needed to stay within the budget. Returns the value now cached
-    /// and how many entries were evicted.
-    pub fn insert(&self, key: K, value: V, charge: usize) -> (V, u64) {
-        let Some(shard) = self.shard(&key) else {
-            return (value, 0);
+    /// evict others as needed to stay within the budget. Returns the value now cached (or
+    /// `value` itself if it was not admitted) and what happened.
+    pub fn insert(&self, key: K, value: V, charge: usize) -> (V, Inserted) {
+        let turned_away = Inserted {
+            evicted: 0,
+            admitted: false,
+        };
+        let h = Self::hash(&key);
+        let Some(shard) = self.shard_of(h) else {
+            return (value, turned_away);
         };
         if self.shard_capacity == 0 {
-            return (value, 0);
+            return (value, turned_away);
         }
         let charge = charge.max(1);
         let mut s = lock(shard);
@@ -138,7 +247,20 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
             .and_then(|&i| s.ring.get(i))
             .and_then(Option::as_ref)
         {
-            return (existing.value.clone(), 0);
+            let kept = Inserted {
+                evicted: 0,
+                admitted: true,
+            };
+            return (existing.value.clone(), kept);
+        }
+        let full = s.usage + charge > self.shard_capacity;
+        // The shard picked its key by the hash's low bits: the filter uses the high ones.
+        if full
+            && s.doorkeeper
+                .as_mut()
+                .is_some_and(|d| !d.admit(h.rotate_left(32)))
+        {
+            return (value, turned_away);
         }
         let mut evicted = 0;
         while s.usage + charge > self.shard_capacity && s.usage > 0 {
@@ -164,7 +286,11 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
         };
         s.map.insert(key, i);
         s.usage += charge;
-        (value, evicted)
+        let inserted = Inserted {
+            evicted,
+            admitted: true,
+        };
+        (value, inserted)
     }
 
     /// Drop `key` if cached.
@@ -232,6 +358,8 @@ pub struct CacheStats {
     pub misses: AtomicU64,
     pub inserts: AtomicU64,
     pub evictions: AtomicU64,
+    /// Blocks the admission filter did not cache (their first miss in a window).
+    pub rejections: AtomicU64,
 }
 
 /// The block cache: decoded data blocks by (table, offset), charged by size.
@@ -251,10 +379,12 @@ impl std::fmt::Debug for BlockCache {
 }
 
 impl BlockCache {
-    /// A cache holding at most about `capacity` bytes of blocks (0 disables caching).
-    pub fn new(capacity: usize) -> BlockCache {
+    /// A cache holding at most about `capacity` bytes of blocks of about `block_size`
+    /// bytes each (0 disables caching). The block size only sets the admission window.
+    pub fn new(capacity: usize, block_size: usize) -> BlockCache {
+        let entries = capacity / block_size.max(1);
         BlockCache {
-            blocks: ClockCache::new(capacity),
+            blocks: ClockCache::with_admission(capacity, entries),
             next_table_id: AtomicU64::new(1),
             stats: CacheStats::default(),
         }
@@ -277,12 +407,19 @@ impl BlockCache {
         found
     }
 
-    /// Add `block`, evicting others as needed to stay within the budget.
+    /// Add `block` if the admission filter lets it in, evicting others as needed to stay
+    /// within the budget.
     pub fn insert(&self, key: BlockKey, block: Arc<Block>) {
         let charge = block.size();
-        let (_, evicted) = self.blocks.insert(key, block, charge);
-        self.stats.inserts.fetch_add(1, Ordering::Relaxed);
-        self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
+        let (_, inserted) = self.blocks.insert(key, block, charge);
+        if inserted.admitted {
+            self.stats.inserts.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .evictions
+                .fetch_add(inserted.evicted, Ordering::Relaxed);
+        } else {
+            self.stats.rejections.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Drop the block at `key`, if cached.
@@ -321,38 +458,74 @@ mod tests {
     }
 
     #[test]
-    fn stays_within_budget_and_keeps_hot_blocks() {
-        let cache = BlockCache::new(16 * 8 * 1024);
-        let b = block(30); // ~3.5 KiB
-        let size = b.size();
-        let t = cache.new_table_id();
-        let hot = BlockKey {
-            table: t,
-            offset: 0,
-        };
-        cache.insert(hot, Arc::clone(&b));
-        for off in 1..2000u64 {
-            // Keep touching the hot block while streaming others through.
-            assert!(cache.get(&hot).is_some(), "hot block evicted at {off}");
-            cache.insert(
-                BlockKey {
-                    table: t,
-                    offset: off * 4096,
-                },
-                Arc::clone(&b),
-            );
-            assert!(cache.usage() <= cache.capacity() + size);
+    fn clock_keeps_hot_values_while_others_stream_through() {
+        let cache: ClockCache<u64, u64> = ClockCache::new(16 * 100);
+        cache.insert(0, 0, 10);
+        let mut evicted = 0;
+        for key in 1..2000u64 {
+            // Keep touching the hot value while streaming others through.
+            assert!(cache.get(&0).is_some(), "hot value evicted at {key}");
+            let (_, inserted) = cache.insert(key, key, 10);
+            assert!(inserted.admitted, "no admission filter");
+            evicted += inserted.evicted;
+            assert!(cache.usage() <= cache.capacity() + 10);
         }
         assert!(
-            cache.get(&hot).is_some(),
-            "a block hit on every round survives a scan"
+            cache.get(&0).is_some(),
+            "a value hit every round survives a scan"
         );
-        assert!(cache.stats.evictions.load(Ordering::Relaxed) > 1000);
+        assert!(evicted > 1000);
+    }
+
+    /// Once full, the block cache turns away most blocks seen once (a few pass as false
+    /// "seen" bits) and admits a block at its second miss; the budget holds throughout.
+    #[test]
+    fn a_full_cache_admits_a_block_at_its_second_miss() {
+        let b = block(30); // ~3.5 KiB
+        let size = b.size();
+        let cache = BlockCache::new(16 * 8 * size, size);
+        let t = cache.new_table_id();
+        let key = |i: u64| BlockKey {
+            table: t,
+            offset: i * 4096,
+        };
+        // An empty cache admits at the first insert.
+        cache.insert(key(0), Arc::clone(&b));
+        assert!(cache.get(&key(0)).is_some());
+        for i in 1..200 {
+            cache.insert(key(i), Arc::clone(&b));
+            assert!(cache.usage() <= cache.capacity() + size);
+        }
+        let cached = (0..200).filter(|&i| cache.get(&key(i)).is_some()).count();
+        assert!(cached >= 100, "{cached} cached");
+
+        let stats = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let (evictions, rejections) = (
+            stats(&cache.stats.evictions),
+            stats(&cache.stats.rejections),
+        );
+        for i in 1000..3000 {
+            cache.insert(key(i), Arc::clone(&b));
+            assert!(cache.usage() <= cache.capacity() + size);
+        }
+        let rejected = stats(&cache.stats.rejections) - rejections;
+        let evicted = stats(&cache.stats.evictions) - evictions;
+        assert!(
+            rejected > 1600,
+            "{rejected} of 2000 one-off blocks turned away"
+        );
+        assert!(evicted < 400, "{evicted} evictions");
+        // A block missed twice in a row is cached at the second.
+        for i in 5000..5050 {
+            cache.insert(key(i), Arc::clone(&b));
+            cache.insert(key(i), Arc::clone(&b));
+            assert!(cache.get(&key(i)).is_some(), "block {i} not admitted");
+        }
     }
 
     #[test]
     fn zero_capacity_caches_nothing() {
-        let cache = BlockCache::new(0);
+        let cache = BlockCache::new(0, 4096);
         let key = BlockKey {
             table: 1,
             offset: 0,

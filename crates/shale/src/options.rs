@@ -55,7 +55,10 @@ pub struct Options {
     pub filter_bits_per_key: u32,
     /// Compression of SSTable blocks. Default: LZ4.
     pub compression: Compression,
-    /// Byte budget of the block cache. Default: 64 MiB.
+    /// Byte budget of the block cache. Default: 64 MiB. Once the cache is full, a data
+    /// block is cached at its second miss, if the first was recent (within about as many
+    /// misses as the cache holds blocks; `block_size` sets that estimate), not at its
+    /// first: a block read once would evict one that may be read again.
     pub cache_size: usize,
     /// SSTables kept open at once (each holds a file descriptor, its index block and its
     /// bloom filter); others are reopened when read. Must leave room under the process's

@@ -118,6 +118,56 @@ fn snapshots_keep_what_they_need_through_compaction() {
     }
 }
 
+/// Reads over four times the cache's worth of blocks fill it, and then most blocks are
+/// turned away at their first miss; a small set read again soon is admitted at its second
+/// miss and served from the cache after that.
+#[test]
+fn a_full_block_cache_admits_blocks_that_miss_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            cache_size: 1 << 20,
+            // Blocks read with pread live on the heap and are charged their full size
+            // (a mapped, uncompressed block is a view into the mapping and costs the cache
+            // next to nothing).
+            mmap_reads: false,
+            ..options()
+        },
+    )
+    .unwrap();
+    for i in 0..20_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_idle().unwrap();
+    for i in 0..20_000 {
+        db.get(key(i)).unwrap();
+    }
+    let s = db.stats();
+    assert!(
+        s.block_cache_usage_bytes * 10 > s.block_cache_capacity_bytes * 9,
+        "{s:?}"
+    );
+    assert!(s.block_cache_rejections > 0, "{s:?}");
+    let hot = 10_000..10_200;
+    for _ in 0..2 {
+        for i in hot.clone() {
+            db.get(key(i)).unwrap();
+        }
+    }
+    let before = db.stats();
+    for i in hot {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 0)));
+    }
+    let after = db.stats();
+    assert_eq!(
+        after.block_cache_misses, before.block_cache_misses,
+        "{after:?}"
+    );
+    assert!(after.block_cache_usage_bytes <= after.block_cache_capacity_bytes + 64 * 1024);
+}
+
 #[test]
 fn block_cache_serves_repeated_reads_within_its_budget() {
     let dir = tempfile::tempdir().unwrap();

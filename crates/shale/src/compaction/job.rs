@@ -151,7 +151,7 @@ mod tests {
         let tables = Arc::new(TableCache::new(
             Arc::new(PosixFs),
             dir.path().to_owned(),
-            Arc::new(crate::cache::BlockCache::new(1 << 20)),
+            Arc::new(crate::cache::BlockCache::new(1 << 20, 4096)),
             64,
             false,
             Arc::default(),

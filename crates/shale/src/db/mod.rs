@@ -308,6 +308,7 @@ impl Db {
         StatsSnapshot {
             block_cache_hits: r(&cache.stats.hits),
             block_cache_misses: r(&cache.stats.misses),
+            block_cache_rejections: r(&cache.stats.rejections),
             block_cache_usage_bytes: cache.usage() as u64,
             block_cache_capacity_bytes: cache.capacity() as u64,
             pinned_table_metadata_bytes: pinned as u64,

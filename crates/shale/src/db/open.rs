@@ -69,7 +69,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         )));
     };
 
-    let cache = Arc::new(BlockCache::new(opts.cache_size));
+    let cache = Arc::new(BlockCache::new(opts.cache_size, opts.block_size));
     let purger = Arc::new(Purger::default());
     let table_cache = Arc::new(TableCache::new(
         Arc::clone(&fs),

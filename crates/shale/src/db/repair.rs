@@ -247,7 +247,7 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     let cache = Arc::new(TableCache::new(
         Arc::clone(&fs),
         dir.to_owned(),
-        Arc::new(BlockCache::new(opts.cache_size)),
+        Arc::new(BlockCache::new(opts.cache_size, opts.block_size)),
         opts.max_open_files,
         false,
         Arc::default(),

@@ -65,6 +65,9 @@ pub struct StatsSnapshot {
     pub compaction_micros: u64,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
+    /// Blocks read from a file and not cached: the full cache's admission filter turned
+    /// them away at their first miss (see `cache.rs`).
+    pub block_cache_rejections: u64,
     pub block_cache_usage_bytes: u64,
     pub block_cache_capacity_bytes: u64,
     /// Index blocks and bloom filters of open tables, held outside the block cache.
