@@ -58,7 +58,10 @@ pub struct Options {
     /// Byte budget of the block cache. Default: 64 MiB. Once the cache is full, a data
     /// block is cached at its second miss, if the first was recent (within about as many
     /// misses as the cache holds blocks; `block_size` sets that estimate), not at its
-    /// first: a block read once would evict one that may be read again.
+    /// first: a block read once would evict one that may be read again. With
+    /// `mmap_reads`, an uncompressed block is a view into the mapping and is charged only
+    /// its small header: the budget then bounds heap use, and the OS page cache holds the
+    /// bytes.
     pub cache_size: usize,
     /// SSTables kept open at once (each holds a file descriptor, its index block and its
     /// bloom filter); others are reopened when read. Must leave room under the process's
