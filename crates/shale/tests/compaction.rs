@@ -121,17 +121,14 @@ fn snapshots_keep_what_they_need_through_compaction() {
 /// Reads over four times the cache's worth of blocks fill it, and then most blocks are
 /// turned away at their first miss; a small set read again soon is admitted at its second
 /// miss and served from the cache after that.
-#[test]
-fn a_full_block_cache_admits_blocks_that_miss_again() {
-    let dir = tempfile::tempdir().unwrap();
+/// A database with a 1 MiB block cache holding 20,000 keys of about 200 bytes in
+/// flushed tables.
+fn loaded_with_small_cache(dir: &std::path::Path, mmap_reads: bool) -> Db {
     let db = Db::open(
-        dir.path(),
+        dir,
         Options {
             cache_size: 1 << 20,
-            // Blocks read with pread live on the heap and are charged their full size
-            // (a mapped, uncompressed block is a view into the mapping and costs the cache
-            // next to nothing).
-            mmap_reads: false,
+            mmap_reads,
             ..options()
         },
     )
@@ -141,6 +138,15 @@ fn a_full_block_cache_admits_blocks_that_miss_again() {
     }
     db.flush().unwrap();
     db.wait_idle().unwrap();
+    db
+}
+
+#[test]
+fn a_full_block_cache_admits_blocks_that_miss_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // Blocks read with pread live on the heap and are charged their full size (a mapped,
+    // uncompressed block is a view into the mapping and costs the cache next to nothing).
+    let db = loaded_with_small_cache(dir.path(), false);
     for i in 0..20_000 {
         db.get(key(i)).unwrap();
     }
@@ -171,19 +177,7 @@ fn a_full_block_cache_admits_blocks_that_miss_again() {
 #[test]
 fn block_cache_serves_repeated_reads_within_its_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            cache_size: 1 << 20,
-            ..options()
-        },
-    )
-    .unwrap();
-    for i in 0..20_000 {
-        db.put(key(i), value(i, 0)).unwrap();
-    }
-    db.flush().unwrap();
-    db.wait_idle().unwrap();
+    let db = loaded_with_small_cache(dir.path(), Options::default().mmap_reads);
     let start = db.stats();
     for _ in 0..3 {
         for i in 0..200 {
