@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::sst::block::Block;
-use crate::sync::lock;
+use crate::sync::{lock, Striped};
 
 /// Identifies a block: the cache id of its table and its offset in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -354,12 +354,12 @@ impl<K: Copy + Eq + Hash, V> Shard<K, V> {
 /// Counters of cache traffic.
 #[derive(Debug, Default)]
 pub struct CacheStats {
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub inserts: AtomicU64,
-    pub evictions: AtomicU64,
+    pub hits: Striped,
+    pub misses: Striped,
+    pub inserts: Striped,
+    pub evictions: Striped,
     /// Blocks the admission filter did not cache (their first miss in a window).
-    pub rejections: AtomicU64,
+    pub rejections: Striped,
 }
 
 /// The block cache: decoded data blocks by (table, offset), charged by size.
@@ -403,7 +403,7 @@ impl BlockCache {
         } else {
             &self.stats.misses
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.add(1);
         found
     }
 
@@ -413,12 +413,10 @@ impl BlockCache {
         let charge = block.size();
         let (_, inserted) = self.blocks.insert(key, block, charge);
         if inserted.admitted {
-            self.stats.inserts.fetch_add(1, Ordering::Relaxed);
-            self.stats
-                .evictions
-                .fetch_add(inserted.evicted, Ordering::Relaxed);
+            self.stats.inserts.add(1);
+            self.stats.evictions.add(inserted.evicted);
         } else {
-            self.stats.rejections.fetch_add(1, Ordering::Relaxed);
+            self.stats.rejections.add(1);
         }
     }
 
@@ -499,7 +497,7 @@ mod tests {
         let cached = (0..200).filter(|&i| cache.get(&key(i)).is_some()).count();
         assert!(cached >= 100, "{cached} cached");
 
-        let stats = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let stats = |c: &Striped| c.load();
         let (evictions, rejections) = (
             stats(&cache.stats.evictions),
             stats(&cache.stats.rejections),

@@ -306,9 +306,9 @@ impl Db {
         let pinned = self.inner.tables.pinned_bytes();
         let r = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         StatsSnapshot {
-            block_cache_hits: r(&cache.stats.hits),
-            block_cache_misses: r(&cache.stats.misses),
-            block_cache_rejections: r(&cache.stats.rejections),
+            block_cache_hits: cache.stats.hits.load(),
+            block_cache_misses: cache.stats.misses.load(),
+            block_cache_rejections: cache.stats.rejections.load(),
             block_cache_usage_bytes: cache.usage() as u64,
             block_cache_capacity_bytes: cache.capacity() as u64,
             pinned_table_metadata_bytes: pinned as u64,

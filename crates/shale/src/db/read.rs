@@ -4,7 +4,6 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 
-use super::stats::Stats;
 use super::super_version::SuperVersion;
 use super::DbInner;
 use crate::error::Result;
@@ -152,7 +151,7 @@ impl DbInner {
 
     pub(crate) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        Stats::add(&self.stats.gets, 1);
+        self.stats.gets.add(1);
         let snapshot = self.read_seq(opts);
         let sv = self.super_version.load();
         let in_memory = Timer::start();
@@ -160,7 +159,7 @@ impl DbInner {
             match mem.get(key, snapshot) {
                 MemGet::Found(v) => {
                     in_memory.stop(|p| &mut p.get_memtable_nanos);
-                    Stats::add(&self.stats.bytes_read, v.len() as u64);
+                    self.stats.bytes_read.add(v.len() as u64);
                     return Ok(Some(v.to_vec()));
                 }
                 MemGet::Deleted => {
@@ -175,10 +174,10 @@ impl DbInner {
         let found = sv
             .version
             .get(key, snapshot, opts.fill_cache, &mut counters)?;
-        Stats::add(&self.stats.bloom_useful, counters.bloom_useful);
+        self.stats.bloom_useful.add(counters.bloom_useful);
         Ok(match found {
             Some((ValueKind::Put, v)) => {
-                Stats::add(&self.stats.bytes_read, v.len() as u64);
+                self.stats.bytes_read.add(v.len() as u64);
                 Some(v)
             }
             Some((ValueKind::Delete, _)) | None => None,

@@ -1,7 +1,11 @@
 //! Counters the engine keeps about itself. Every field is a relaxed atomic: cheap to bump
-//! on hot paths, read as a best-effort snapshot by [`Stats::snapshot`].
+//! on hot paths, read as a best-effort snapshot by [`Stats::snapshot`]. The counters every
+//! read bumps are [`Striped`], so that readers on different cores do not fight over one
+//! cache line.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::sync::Striped;
 
 /// Live counters.
 #[derive(Debug, Default)]
@@ -19,11 +23,11 @@ pub struct Stats {
     pub stalls: AtomicU64,
     /// Time writers were delayed in proportion to the flush backlog (soft limit).
     pub slowdown_micros: AtomicU64,
-    pub gets: AtomicU64,
+    pub gets: Striped,
     /// Value bytes returned by gets.
-    pub bytes_read: AtomicU64,
+    pub bytes_read: Striped,
     /// SSTables a get skipped because their bloom filter ruled the key out.
-    pub bloom_useful: AtomicU64,
+    pub bloom_useful: Striped,
     pub wal_torn_tail_bytes: AtomicU64,
     /// Damaged WAL records `WalRecovery::PointInTime` cut the log at when opening (0 or 1),
     /// and the WAL bytes it dropped: the damaged record and everything logged after it.
@@ -109,9 +113,9 @@ impl Stats {
             stall_micros: r(&self.stall_micros),
             stalls: r(&self.stalls),
             slowdown_micros: r(&self.slowdown_micros),
-            gets: r(&self.gets),
-            bytes_read: r(&self.bytes_read),
-            bloom_useful: r(&self.bloom_useful),
+            gets: self.gets.load(),
+            bytes_read: self.bytes_read.load(),
+            bloom_useful: self.bloom_useful.load(),
             wal_torn_tail_bytes: r(&self.wal_torn_tail_bytes),
             wal_salvages: r(&self.wal_salvages),
             wal_salvaged_bytes: r(&self.wal_salvaged_bytes),
