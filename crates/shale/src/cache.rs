@@ -104,9 +104,10 @@ impl<K, V> Shard<K, V> {
 }
 
 /// The keys that missed once in the current window or the one before it, as one bit each
-/// in a bitset of 16 bits per key of the window (a false "seen" about 6% of the time at the
-/// window's end, which only admits a block early). Two generations, so that a key seen
-/// just before the window turns over is still remembered for a whole window.
+/// in a bitset of 16 bits per key of the window (a generation answers a false "seen" up to
+/// about 6% of the time, at its window's end; that only admits a block early). Two
+/// generations, so that a key seen just before a window turns over is still remembered
+/// for the whole next window.
 ///
 /// Invariant: `seen <= window`; when `seen` reaches `window`, `current` becomes `previous`
 /// and starts again empty.
