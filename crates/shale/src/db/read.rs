@@ -174,7 +174,9 @@ impl DbInner {
         let found = sv
             .version
             .get(key, snapshot, opts.fill_cache, &mut counters)?;
-        self.stats.bloom_useful.add(counters.bloom_useful);
+        if counters.bloom_useful > 0 {
+            self.stats.bloom_useful.add(counters.bloom_useful);
+        }
         Ok(match found {
             Some((ValueKind::Put, v)) => {
                 self.stats.bytes_read.add(v.len() as u64);

@@ -5,8 +5,9 @@
 //! checksummed once when it enters the block cache, and afterwards a lookup touches only
 //! the cache lines of the restart array and the entries it decodes, not all 4 KiB.
 //!
-//! Owned buffers are recycled. A point read that misses the block cache decompresses a
-//! block into a fresh buffer and, once the cache is full, evicts another block; the C
+//! Owned buffers are recycled. Once the block cache is full, a point read that misses it
+//! decompresses a block into a buffer and then frees one: the evicted block's, or its own
+//! after the read when the cache's admission filter turns it away. The C
 //! allocator's fast per-thread cache does not take buffers of a block's size, and freeing
 //! and allocating a few KiB through its bins cost as much as the decompression itself.
 //! So a dropped block hands its buffer to a small per-thread stash ([`take_buffer`]
