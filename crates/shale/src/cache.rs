@@ -43,7 +43,8 @@ pub struct BlockKey {
     pub offset: u64,
 }
 
-const SHARDS: usize = 16;
+/// Shards of every cache (each with its own mutex).
+pub(crate) const SHARDS: usize = 16;
 
 /// Cache keys are small integers that are already well spread (table ids count up,
 /// offsets and file numbers are distinct): a multiply-rotate mix is all the hashing they

@@ -1,14 +1,24 @@
 //! The table cache: open SSTable readers (a file descriptor, the index block and the bloom
 //! filter each), at most `max_open_files` of them.
 //!
-//! Live SSTables are opened on first use and closed when the cache evicts them (CLOCK, like
-//! the block cache: a table read again soon after keeps its place) or when compaction
-//! deletes them. A reader that holds an `Arc<Table>` keeps that table open until it lets
-//! go, so the number of open files can exceed the budget by the tables in use at once.
-//! Without this cache every live file would hold a descriptor, and a tree of small files
-//! would run out of them (`EMFILE`) and stop.
+//! The budget has two halves:
+//! - **Pins.** A table opened while pins are left is held by its own [`TableFile`] until
+//!   that file leaves the tree. A get reaches it through the super version it already
+//!   holds: no lock and no reference count, so reader threads share no cache line on the
+//!   way to a table. Most trees (fewer than half `max_open_files` files) are all pinned.
+//! - **A CLOCK cache** for the rest: a table opened once the pins are used up is cached
+//!   by file number (like the block cache: a table read again soon after keeps its place)
+//!   and closed when evicted. A get takes a shard's mutex and clones the `Arc` there.
+//!
+//! A file's table is closed when compaction deletes the file. A reader that holds an
+//! `Arc<Table>` keeps that table open until it lets go, so the number of open files can
+//! exceed the budget by the tables in use at once. Without this cache every live file
+//! would hold a descriptor, and a tree of small files would run out of them (`EMFILE`)
+//! and stop.
 
+use std::ops::Deref;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::cache::{BlockCache, ClockCache};
@@ -16,7 +26,25 @@ use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::purge::{self, Garbage, Purger};
 use crate::sst::Table;
-use crate::version::{FileId, FileMeta};
+use crate::version::{FileId, FileMeta, TableFile};
+
+/// A table reader lent for one read: borrowed from its file's pin, or a clone out of the
+/// CLOCK cache.
+pub enum TableRef<'a> {
+    Pinned(&'a Arc<Table>),
+    Cached(Arc<Table>),
+}
+
+impl Deref for TableRef<'_> {
+    type Target = Arc<Table>;
+
+    fn deref(&self) -> &Arc<Table> {
+        match self {
+            TableRef::Pinned(t) => t,
+            TableRef::Cached(t) => t,
+        }
+    }
+}
 
 /// Open tables by file number.
 pub struct TableCache {
@@ -24,6 +52,11 @@ pub struct TableCache {
     dir: PathBuf,
     blocks: Arc<BlockCache>,
     open: ClockCache<u64, Arc<Table>>,
+    /// Tables pinned by their files now, at most `pin_budget`.
+    pins: AtomicUsize,
+    pin_budget: usize,
+    /// What the pinned tables keep outside the block cache (`Table::pinned_bytes`).
+    pinned_table_bytes: AtomicUsize,
     /// Open files through memory mappings (`Options::mmap_reads`).
     mmap: bool,
     /// Where retired tables go to be closed and deleted off the caller's thread.
@@ -33,15 +66,18 @@ pub struct TableCache {
 impl std::fmt::Debug for TableCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TableCache")
-            .field("open", &self.open.usage())
+            .field("cached", &self.open.usage())
             .field("capacity", &self.open.capacity())
+            .field("pins", &self.pins.load(Ordering::Relaxed))
+            .field("pin_budget", &self.pin_budget)
             .finish()
     }
 }
 
 impl TableCache {
-    /// A cache keeping at most about `max_open_files` tables open (rounded down to a
-    /// multiple of the shard count, at least one per shard).
+    /// A cache keeping at most about `max_open_files` tables open: about half of them
+    /// pinned, the rest in the CLOCK cache (rounded down to a multiple of its shard count,
+    /// at least one per shard).
     pub fn new(
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
@@ -50,25 +86,68 @@ impl TableCache {
         mmap: bool,
         purger: Arc<Purger>,
     ) -> TableCache {
+        let open = ClockCache::new((max_open_files / 2).max(crate::cache::SHARDS));
         TableCache {
             fs,
             dir,
             blocks,
-            open: ClockCache::new(max_open_files),
+            pin_budget: max_open_files.saturating_sub(open.capacity()),
+            open,
+            pins: AtomicUsize::new(0),
+            pinned_table_bytes: AtomicUsize::new(0),
             mmap,
             purger,
         }
     }
 
-    /// The reader of table `meta`, opening it if it is not open.
+    /// The reader of `file`'s table, opening it if it is not open: pinned by `file` if
+    /// a pin is left, else cached.
     ///
     /// # Errors
     /// `Io` if the file cannot be opened; `Corruption` if its length differs from the
     /// manifest's or its footer, index, filter or properties are damaged.
-    pub fn get(&self, meta: &FileMeta) -> Result<Arc<Table>> {
-        if let Some(table) = self.open.get(&meta.id.0) {
-            return Ok(table);
+    pub fn get<'f>(&self, file: &'f TableFile) -> Result<TableRef<'f>> {
+        if let Some(table) = file.pinned_table() {
+            return Ok(TableRef::Pinned(table));
         }
+        if let Some(table) = self.open.get(&file.meta.id.0) {
+            return Ok(TableRef::Cached(table));
+        }
+        let table = self.open_table(&file.meta)?;
+        let reserved = self
+            .pins
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.pin_budget).then_some(n + 1)
+            })
+            .is_ok();
+        if reserved {
+            let bytes = table.pinned_bytes();
+            let (pinned, ours) = file.pin(table);
+            if ours {
+                self.pinned_table_bytes.fetch_add(bytes, Ordering::Relaxed);
+            } else {
+                // Another reader pinned it meanwhile: ours closed, give its pin back.
+                self.pins.fetch_sub(1, Ordering::AcqRel);
+            }
+            return Ok(TableRef::Pinned(pinned));
+        }
+        // If another reader opened it meanwhile, use theirs and let ours close.
+        if let Some(pinned) = file.pinned_table() {
+            return Ok(TableRef::Pinned(pinned));
+        }
+        Ok(TableRef::Cached(
+            self.open.insert(file.meta.id.0, table, 1).0,
+        ))
+    }
+
+    /// `table` was pinned by a file that is gone now.
+    pub(crate) fn unpinned(&self, table: &Table) {
+        self.pins.fetch_sub(1, Ordering::AcqRel);
+        self.pinned_table_bytes
+            .fetch_sub(table.pinned_bytes(), Ordering::Relaxed);
+    }
+
+    fn open_table(&self, meta: &FileMeta) -> Result<Arc<Table>> {
         let path = self.path(meta.id);
         let file = if self.mmap {
             self.fs.open_mapped(&path)?
@@ -86,9 +165,11 @@ impl TableCache {
                 ),
             ));
         }
-        let table = Arc::new(Table::open_cached(file, path, Arc::clone(&self.blocks))?);
-        // If another reader opened it meanwhile, use theirs and let ours close.
-        Ok(self.open.insert(meta.id.0, table, 1).0)
+        Ok(Arc::new(Table::open_cached(
+            file,
+            path,
+            Arc::clone(&self.blocks),
+        )?))
     }
 
     /// Table `id` is listed by no version any more: close it and delete its file on the
@@ -99,8 +180,9 @@ impl TableCache {
         }
     }
 
-    /// Close table `id` and delete its file, now. Errors are ignored: a file left behind
-    /// is removed by the next open.
+    /// Close table `id` (if the CLOCK cache holds it; a pinned table closed with its
+    /// file) and delete its file, now. Errors are ignored: a file left behind is removed
+    /// by the next open.
     pub fn delete(&self, id: FileId) {
         self.open.remove(&id.0);
         let _ = self.fs.remove(&self.path(id));
@@ -112,13 +194,86 @@ impl TableCache {
 
     /// Tables open now.
     pub fn open_count(&self) -> usize {
-        self.open.usage()
+        self.open.usage() + self.pins.load(Ordering::Acquire)
     }
 
     /// Bytes the open tables keep outside the block cache (index blocks and filters).
     pub fn pinned_bytes(&self) -> usize {
-        let mut total = 0;
+        let mut total = self.pinned_table_bytes.load(Ordering::Relaxed);
         self.open.for_each(|t| total += t.pinned_bytes());
         total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::fs::MemFs;
+    use crate::key::{InternalKey, SeqNo, ValueKind};
+    use crate::sst::{TableBuilder, TableOptions};
+
+    /// `n` one-entry tables in `fs` under `/db`, as files of the tree.
+    fn files(fs: &Arc<MemFs>, tables: &Arc<TableCache>, n: u64) -> Vec<TableFile> {
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        (1..=n)
+            .map(|id| {
+                let path = tables.path(FileId(id));
+                let mut b = TableBuilder::new(
+                    fs.create(&path).unwrap(),
+                    path.clone(),
+                    TableOptions::default(),
+                );
+                let key = InternalKey::new(&id.to_be_bytes(), SeqNo(id), ValueKind::Put);
+                b.add(key.encoded(), b"v").unwrap();
+                let summary = b.finish().unwrap();
+                TableFile::new(
+                    FileMeta::from_summary(FileId(id), summary),
+                    Arc::clone(tables),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn half_the_budget_is_pinned_by_files_and_a_dropped_file_frees_its_pin() {
+        let fs = Arc::new(MemFs::new());
+        // 64 tables: 32 in the CLOCK cache, 32 pins.
+        let tables = Arc::new(TableCache::new(
+            fs.clone(),
+            PathBuf::from("/db"),
+            Arc::new(BlockCache::new(1 << 20, 4096)),
+            64,
+            false,
+            Arc::default(),
+        ));
+        let mut files = files(&fs, &tables, 100);
+        for f in &files {
+            let id = f.meta.id.0.to_be_bytes();
+            let got = f
+                .table_ref()
+                .unwrap()
+                .get(&id, SeqNo(u64::MAX >> 8))
+                .unwrap();
+            assert_eq!(got, Some((ValueKind::Put, b"v".to_vec())));
+        }
+        let pinned = files.iter().filter(|f| f.pinned_table().is_some()).count();
+        assert_eq!(pinned, 32, "the first 32 opened are pinned");
+        assert!(files[..32].iter().all(|f| f.pinned_table().is_some()));
+        assert_eq!(tables.open_count(), 64, "32 pinned and 32 cached");
+        assert!(tables.pinned_bytes() > 0);
+
+        // A pinned file leaves the tree: its pin goes to the next table opened.
+        files.remove(0);
+        assert_eq!(tables.open_count(), 63);
+        let last = files.last().unwrap();
+        if last.pinned_table().is_none() {
+            tables.open.remove(&last.meta.id.0);
+        }
+        assert!(matches!(last.table_ref().unwrap(), TableRef::Pinned(_)));
+        drop(files);
+        assert_eq!(tables.pins.load(Ordering::Relaxed), 0);
+        assert_eq!(tables.pinned_table_bytes.load(Ordering::Relaxed), 0);
     }
 }

@@ -15,7 +15,7 @@ mod manifest;
 mod set;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
 pub use manifest::{
@@ -29,7 +29,7 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::perf::Timer;
 use crate::sst::filter::FilterKey;
 use crate::sst::Table;
-use crate::table_cache::TableCache;
+use crate::table_cache::{TableCache, TableRef};
 
 /// What a point read through a version did, for statistics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -57,6 +57,9 @@ impl FileMeta {
 pub struct TableFile {
     pub meta: FileMeta,
     tables: Arc<TableCache>,
+    /// The open reader, when the table cache had a pin to give it (see `table_cache.rs`):
+    /// held until this file leaves the tree.
+    pinned: OnceLock<Arc<Table>>,
     /// Set when a compaction has replaced this file: it is deleted once no version lists
     /// it any more (when the last `Arc` drops).
     obsolete: AtomicBool,
@@ -67,8 +70,24 @@ impl TableFile {
         TableFile {
             meta,
             tables,
+            pinned: OnceLock::new(),
             obsolete: AtomicBool::new(false),
         }
+    }
+
+    pub(crate) fn pinned_table(&self) -> Option<&Arc<Table>> {
+        self.pinned.get()
+    }
+
+    /// Hold `table` until this file drops. Returns the table held and whether it is
+    /// `table`: if another reader pinned one first, that one is kept and `table` dropped.
+    pub(crate) fn pin(&self, table: Arc<Table>) -> (&Arc<Table>, bool) {
+        let mut ours = false;
+        let pinned = self.pinned.get_or_init(|| {
+            ours = true;
+            table
+        });
+        (pinned, ours)
     }
 
     /// The current version no longer lists this file: delete it once older versions,
@@ -82,12 +101,24 @@ impl TableFile {
     /// # Errors
     /// See [`TableCache::get`].
     pub fn table(&self) -> Result<Arc<Table>> {
-        self.tables.get(&self.meta)
+        self.tables.get(self).map(|t| Arc::clone(&t))
+    }
+
+    /// [`TableFile::table`], lent for one read: a pinned table costs no reference count.
+    ///
+    /// # Errors
+    /// See [`TableCache::get`].
+    pub fn table_ref(&self) -> Result<TableRef<'_>> {
+        self.tables.get(self)
     }
 }
 
 impl Drop for TableFile {
     fn drop(&mut self) {
+        // Close the table before its file may be deleted.
+        if let Some(table) = self.pinned.take() {
+            self.tables.unpinned(&table);
+        }
         if self.obsolete.load(Ordering::Acquire) {
             // A failed delete leaves a file that the next open removes.
             self.tables.retire(self.meta.id);
@@ -154,7 +185,7 @@ impl Version {
     ) -> Result<Option<(ValueKind, Vec<u8>)>> {
         let filter_key = FilterKey::new(user_key);
         let mut probe = |file: &TableFile| -> Result<Option<(ValueKind, Vec<u8>)>> {
-            let table = file.table()?;
+            let table = file.table_ref()?;
             let filter = Timer::start();
             let may_contain = table.may_contain_key(filter_key);
             filter.stop(|p| &mut p.get_filter_nanos);
