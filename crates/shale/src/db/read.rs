@@ -153,7 +153,7 @@ impl DbInner {
         self.check_open()?;
         self.stats.gets.add(1);
         let snapshot = self.read_seq(opts);
-        let sv = self.super_version.load();
+        let sv = self.super_version.pin();
         let in_memory = Timer::start();
         for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match mem.get(key, snapshot) {

@@ -2,20 +2,41 @@
 //! SSTables), bundled so that one pointer gives a consistent view.
 //!
 //! Reading it must not contend with anything: TiKV measured p99 snapshot latencies over
-//! 100 ms on RocksDB when version installs held the DB mutex. So a reader does an atomic
-//! load of the cell's install counter and, when its thread already saw that install,
-//! upgrades a thread-local `Weak` (one reference-count increment). Only the first read
-//! after an install takes the cell's mutex, for a pointer copy. An install is a pointer
-//! swap and a counter increment under that mutex, whatever the size of the tree; the
-//! version it installs was built before (see `version/set.rs`).
+//! 100 ms on RocksDB when version installs held the DB mutex. Nor should two reader
+//! threads write to one cache line per get, which a shared reference count does: each
+//! increment takes the line from the other core.
 //!
-//! The thread-local cache holds `Weak`s, so a thread that stops reading pins nothing: an
-//! old super version (and the memtables and files it references) is freed when its last
-//! strong reader drops it.
+//! So every reader thread keeps a strong reference to the current super version in a slot
+//! of its own (RocksDB's thread-local super version, after the same lesson). A get swaps
+//! the slot to "in use", reads through the reference it found, and swaps it back: two
+//! atomic operations on a line no other thread writes, except an install. An iterator
+//! clones the reference from there (one reference-count increment) and keeps it.
+//!
+//! An install is a pointer swap under the cell's mutex, whatever the size of the tree
+//! (the version it installs was built before, see `version/set.rs`), and then a sweep
+//! that empties every thread's slot, dropping what it held: its cost grows with the
+//! number of reader threads, never with the number of files. A slot found "in use" is
+//! emptied too; its reader drops its reference when it finishes, instead of putting it
+//! back. So after an install returns, no slot holds an old super version, and an old one
+//! (with the memtables and files it references) is freed when its last reader lets go.
+//!
+//! Protocol of a slot (one `AtomicPtr`):
+//! - null: empty. The reader takes the current super version under the cell's mutex.
+//! - `IN_USE`: its thread is reading. Only that thread puts a reference back, and only
+//!   with a compare-exchange from `IN_USE`, so a sweep that emptied it wins.
+//! - any other value: a strong reference (`Arc::into_raw`), owned by the slot.
+//!
+//! Why a reader never uses a super version older than an install that happened before
+//! its get: the install's sweep swaps the slot after storing the new super version, and
+//! the reader's swap comes later in the slot's modification order, so it reads null (or
+//! what the same thread put back after taking the new one under the mutex).
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::ops::Deref;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use thread_local::ThreadLocal;
 
 use crate::memtable::MemTable;
 use crate::purge::{Garbage, Purger};
@@ -51,69 +72,189 @@ impl Drop for SuperVersion {
     }
 }
 
-/// Distinguishes cells in the thread-local caches (addresses can be reused; ids cannot).
-static NEXT_CELL_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Cached super versions per thread: (cell id, install number, the super version).
-const CACHE_ENTRIES: usize = 8;
-thread_local! {
-    static CACHE: RefCell<Vec<(u64, u64, Weak<SuperVersion>)>> = const { RefCell::new(Vec::new()) };
+/// The "in use" mark of a slot: never the address of a super version (it is the
+/// dangling, aligned address no allocation returns), and never dereferenced.
+fn in_use() -> *mut SuperVersion {
+    ptr::dangling_mut()
 }
 
-/// Holds the current super version.
+/// One reader thread's reference to a super version (see the protocol above).
+#[derive(Default)]
+struct Slot(AtomicPtr<SuperVersion>);
+
+impl Slot {
+    /// Empty the slot; drop the reference it held, if any.
+    fn clear(&self) {
+        release(self.0.swap(ptr::null_mut(), Ordering::AcqRel));
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        release(std::mem::replace(self.0.get_mut(), ptr::null_mut()));
+    }
+}
+
+/// Drop the reference `p` stood for, if it is one.
+fn release(p: *mut SuperVersion) {
+    if !p.is_null() && p != in_use() {
+        // SAFETY: a slot's pointer other than null and `IN_USE` came from
+        // `Arc::into_raw`, and the swap that took it out of the slot made its reference
+        // ours alone.
+        drop(unsafe { Arc::from_raw(p) });
+    }
+}
+
+/// Holds the current super version, and each reader thread's reference to it.
 pub(crate) struct SuperVersionCell {
-    id: u64,
     current: Mutex<Arc<SuperVersion>>,
-    /// Incremented (under `current`'s lock) by every install.
-    installs: AtomicU64,
+    slots: ThreadLocal<Slot>,
 }
 
 impl SuperVersionCell {
     pub fn new(sv: Arc<SuperVersion>) -> Self {
         SuperVersionCell {
-            id: NEXT_CELL_ID.fetch_add(1, Ordering::Relaxed),
             current: Mutex::new(sv),
-            installs: AtomicU64::new(0),
+            slots: ThreadLocal::new(),
         }
     }
 
-    /// The current super version.
+    /// The current super version, lent to this thread until the guard drops. No
+    /// reference count changes, unless an install happened since this thread's last
+    /// read.
+    pub fn pin(&self) -> PinnedSuperVersion<'_> {
+        let slot = self.slots.get_or_default();
+        let p = slot.0.swap(in_use(), Ordering::AcqRel);
+        if p == in_use() {
+            // This thread pinned it already (a read inside a read): borrow nothing.
+            return PinnedSuperVersion {
+                slot: None,
+                sv: Some(Arc::clone(&lock(&self.current))),
+            };
+        }
+        let sv = if p.is_null() {
+            Arc::clone(&lock(&self.current))
+        } else {
+            // SAFETY: see `release`; the slot is `IN_USE` now, so only this guard gives
+            // the reference back.
+            unsafe { Arc::from_raw(p) }
+        };
+        PinnedSuperVersion {
+            slot: Some(slot),
+            sv: Some(sv),
+        }
+    }
+
+    /// The current super version, to keep: what an iterator holds.
     pub fn load(&self) -> Arc<SuperVersion> {
-        let installs = self.installs.load(Ordering::Acquire);
-        let cached = CACHE.with(|c| {
-            c.borrow()
-                .iter()
-                .find(|(id, n, _)| *id == self.id && *n == installs)
-                .and_then(|(_, _, weak)| weak.upgrade())
-        });
-        if let Some(sv) = cached {
-            return sv;
-        }
-        // First read on this thread since an install.
-        let (sv, installs) = {
-            let current = lock(&self.current);
-            (Arc::clone(&current), self.installs.load(Ordering::Relaxed))
-        };
-        CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            c.retain(|(id, _, weak)| *id != self.id && weak.strong_count() > 0);
-            if c.len() >= CACHE_ENTRIES {
-                c.remove(0);
-            }
-            c.push((self.id, installs, Arc::downgrade(&sv)));
-        });
-        sv
+        Arc::clone(&self.pin())
     }
 
-    /// Make `sv` current.
+    /// Make `sv` current, and empty every reader's slot.
     pub fn store(&self, sv: Arc<SuperVersion>) {
-        let old = {
-            let mut current = lock(&self.current);
-            let old = std::mem::replace(&mut *current, sv);
-            self.installs.fetch_add(1, Ordering::Release);
-            old
-        };
+        let old = std::mem::replace(&mut *lock(&self.current), sv);
+        for slot in self.slots.iter() {
+            slot.clear();
+        }
         // Dropped outside the lock: it may free a whole memtable.
         drop(old);
+    }
+}
+
+/// A super version lent to one read (see [`SuperVersionCell::pin`]).
+pub(crate) struct PinnedSuperVersion<'a> {
+    /// The slot to give the reference back to; `None` for a read inside a read.
+    slot: Option<&'a Slot>,
+    /// Always `Some` until dropped.
+    sv: Option<Arc<SuperVersion>>,
+}
+
+impl Deref for PinnedSuperVersion<'_> {
+    type Target = Arc<SuperVersion>;
+
+    fn deref(&self) -> &Arc<SuperVersion> {
+        // `sv` is taken only by `drop`.
+        self.sv.as_ref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for PinnedSuperVersion<'_> {
+    fn drop(&mut self) {
+        let (Some(slot), Some(sv)) = (self.slot, self.sv.take()) else {
+            return;
+        };
+        let p = Arc::into_raw(sv).cast_mut();
+        // An install emptied the slot meanwhile: this reference may be old, so drop it.
+        if slot
+            .0
+            .compare_exchange(in_use(), p, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            release(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sv(purger: &Arc<Purger>) -> Arc<SuperVersion> {
+        Arc::new(SuperVersion {
+            mem: Arc::new(MemTable::new()),
+            imm: Vec::new(),
+            version: Arc::default(),
+            purger: Arc::clone(purger),
+        })
+    }
+
+    #[test]
+    fn an_install_takes_every_threads_reference_to_the_old_super_version() {
+        let purger = Arc::default();
+        let first = sv(&purger);
+        let cell = Arc::new(SuperVersionCell::new(Arc::clone(&first)));
+        // Four threads read at once, so each has a slot of its own.
+        let together = Arc::new(std::sync::Barrier::new(4));
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                let (cell, together) = (Arc::clone(&cell), Arc::clone(&together));
+                std::thread::spawn(move || {
+                    let pinned = cell.pin();
+                    together.wait();
+                    Arc::as_ptr(&pinned) as usize
+                })
+            })
+            .collect();
+        for r in readers {
+            assert_eq!(r.join().unwrap(), Arc::as_ptr(&first) as usize);
+        }
+        // `first`, the cell and the four slots, which outlive their threads (the slot
+        // of a thread that exits goes to the next thread that starts).
+        assert_eq!(Arc::strong_count(&first), 6);
+        // A read inside a read on this thread borrows nothing from the slot.
+        {
+            let outer = cell.pin();
+            let inner = cell.pin();
+            assert!(Arc::ptr_eq(&outer, &inner));
+        }
+        // This thread's slot: a fresh one, or an exited thread's that held `first`.
+        assert!((6..=7).contains(&Arc::strong_count(&first)));
+
+        let second = sv(&purger);
+        let during = cell.pin();
+        cell.store(Arc::clone(&second));
+        assert_eq!(Arc::strong_count(&first), 2, "`first` and the pinned read");
+        assert!(Arc::ptr_eq(&during, &first), "a read keeps its view");
+        drop(during);
+        assert_eq!(
+            Arc::strong_count(&first),
+            1,
+            "not put back after the install"
+        );
+        assert!(Arc::ptr_eq(&cell.pin(), &second));
+        let kept = cell.load();
+        assert!(Arc::ptr_eq(&kept, &second));
+        drop(cell);
+        assert_eq!(Arc::strong_count(&second), 2, "`second` and `kept`");
     }
 }
