@@ -3,7 +3,8 @@
 //! With `load`, writes N random keys (16 B, 100 B values, as db_bench) into DIR, compacts,
 //! and exits; without, opens DIR and times N random gets of existing keys, printing the
 //! per-stage timings of the perf context. Environment: `COMPRESSION=none` (when loading),
-//! `MMAP=0` (read with pread), `CACHE_MIB=N` (block cache size).
+//! `MMAP=0` (read with pread), `CACHE_MIB=N` (block cache size), `PERF=0` (no stage
+//! timers), `MISSING=1` (keys never written), `THREADS=N` (readers, N gets in all).
 
 use std::time::Instant;
 
@@ -67,24 +68,48 @@ fn main() -> shale::Result<()> {
         );
         return Ok(());
     }
-    shale::perf::enable(true);
-    let mut x = 0x2545_f491_4f6c_dd1d_u64;
-    let mut found = 0u64;
+    // PERF=0: no stage timers. MISSING=1: keys that were never written. THREADS=N readers.
+    let perf = !std::env::var("PERF").is_ok_and(|c| c == "0");
+    let missing = std::env::var("MISSING").is_ok_and(|c| c == "1");
+    let threads: u64 = std::env::var("THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1);
     let start = Instant::now();
-    for _ in 0..n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        if db.get(key(x % n))?.is_some() {
-            found += 1;
-        }
-    }
+    let found = std::thread::scope(|s| {
+        let readers: Vec<_> = (0..threads)
+            .map(|t| {
+                let db = &db;
+                s.spawn(move || -> shale::Result<u64> {
+                    shale::perf::enable(perf);
+                    let mut x = 0x2545_f491_4f6c_dd1d_u64 ^ t.wrapping_mul(0x9e37_79b9);
+                    let mut found = 0u64;
+                    for _ in 0..n / threads {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let i = x % n + if missing { n } else { 0 };
+                        if db.get(key(i))?.is_some() {
+                            found += 1;
+                        }
+                    }
+                    if perf && t == 0 {
+                        println!("{:?}", shale::perf::take());
+                    }
+                    Ok(found)
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap_or(Ok(0)))
+            .sum::<shale::Result<u64>>()
+    })?;
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "{n} random gets ({found} found) in {secs:.2} s: {:.0} ops/s",
+        "{n} random gets ({found} found) on {threads} threads in {secs:.2} s: {:.0} ops/s",
         n as f64 / secs
     );
-    println!("{:?}", shale::perf::take());
     println!("files per level {:?}", db.level_file_counts());
     Ok(())
 }
