@@ -64,8 +64,12 @@ pub struct Options {
     /// bytes.
     pub cache_size: usize,
     /// SSTables kept open at once (each holds a file descriptor, its index block and its
-    /// bloom filter); others are reopened when read. Must leave room under the process's
-    /// open-file limit (`ulimit -n`), which is checked at open. Default: 1000.
+    /// bloom filter); others are reopened when read. About half are pinned: the first
+    /// tables opened while pins are left stay open until compaction deletes them, and a get
+    /// reads them with no lock. The rest share a CLOCK cache. A tree of fewer files than
+    /// half this budget is read without ever taking the table cache's locks. Must leave
+    /// room under the process's open-file limit (`ulimit -n`), which is checked at open.
+    /// Default: 1000.
     pub max_open_files: usize,
     /// Read SSTables through read-only memory mappings instead of `pread`: a block read
     /// costs no system call and no copy, which roughly halves the cost of a get that
