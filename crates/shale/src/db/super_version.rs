@@ -85,22 +85,28 @@ struct Slot(AtomicPtr<SuperVersion>);
 impl Slot {
     /// Empty the slot; drop the reference it held, if any.
     fn clear(&self) {
-        release(self.0.swap(ptr::null_mut(), Ordering::AcqRel));
+        let held = self.0.swap(ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: the swap took the slot's value out, and with it the slot's reference.
+        unsafe { release(held) };
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        release(std::mem::replace(self.0.get_mut(), ptr::null_mut()));
+        let held = std::mem::replace(self.0.get_mut(), ptr::null_mut());
+        // SAFETY: as in `clear`; no guard borrows a slot that is dropping.
+        unsafe { release(held) };
     }
 }
 
-/// Drop the reference `p` stood for, if it is one.
-fn release(p: *mut SuperVersion) {
+/// Drop the reference `p` stands for, if it is one.
+///
+/// # Safety
+/// `p` is null, `in_use()`, or a pointer from `Arc::into_raw` whose reference the caller
+/// owns: it took it out of a slot with an atomic swap, or never put it in one.
+unsafe fn release(p: *mut SuperVersion) {
     if !p.is_null() && p != in_use() {
-        // SAFETY: a slot's pointer other than null and `IN_USE` came from
-        // `Arc::into_raw`, and the swap that took it out of the slot made its reference
-        // ours alone.
+        // SAFETY: by this function's contract, the reference is ours to drop.
         drop(unsafe { Arc::from_raw(p) });
     }
 }
@@ -135,8 +141,9 @@ impl SuperVersionCell {
         let sv = if p.is_null() {
             Arc::clone(&lock(&self.current))
         } else {
-            // SAFETY: see `release`; the slot is `IN_USE` now, so only this guard gives
-            // the reference back.
+            // SAFETY: a slot's value other than null and `IN_USE` came from
+            // `Arc::into_raw`, and the swap took its reference out; the slot is `IN_USE`
+            // now, so only this guard puts a reference back.
             unsafe { Arc::from_raw(p) }
         };
         PinnedSuperVersion {
@@ -190,7 +197,8 @@ impl Drop for PinnedSuperVersion<'_> {
             .compare_exchange(in_use(), p, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            release(p);
+            // SAFETY: `p` came from `Arc::into_raw` above and was never put in the slot.
+            unsafe { release(p) };
         }
     }
 }
