@@ -101,6 +101,37 @@ impl BlockSource {
     }
 }
 
+/// What one data block says about a point read.
+enum BlockAnswer {
+    /// The newest visible entry of the key, or `None` if the table has none (the first
+    /// entry at or after the target belongs to another user key).
+    Done(Option<(ValueKind, Vec<u8>)>),
+    /// Every key of the block sorts before the target: the next block decides.
+    Next,
+}
+
+/// Decode an index entry's value, a block handle, of the table at `path`; a bad one is
+/// reported at `offset`.
+fn decode_index_value(value: &[u8], path: &Path, offset: u64) -> Result<BlockHandle> {
+    BlockHandle::decode_varint(value).map_err(|e| {
+        let why = format!("bad block handle in index: {}", e.reason);
+        Error::corruption(path, offset, why)
+    })
+}
+
+/// The value of every entry of `index`, decoded, if every entry is a restart point (so
+/// entry `i` is restart `i`, the position [`RestartWords`] speaks of); else `None`.
+fn block_handles(index: &Arc<Block>, path: &Path, offset: u64) -> Result<Option<Vec<BlockHandle>>> {
+    let mut handles = Vec::with_capacity(index.restart_count());
+    let mut it = index.iter();
+    it.seek_to_first()?;
+    while it.valid() {
+        handles.push(decode_index_value(it.value(), path, offset)?);
+        it.next()?;
+    }
+    Ok((handles.len() == index.restart_count()).then_some(handles))
+}
+
 /// An open, verified SSTable.
 #[derive(Debug)]
 pub struct Table {
@@ -110,7 +141,11 @@ pub struct Table {
     file_size: u64,
     pub(crate) index: Arc<Block>,
     /// The index's keys in brief, to narrow every seek in it (see `RestartWords`).
-    index_words: RestartWords,
+    pub(super) index_words: RestartWords,
+    /// The handle of every data block, in index order, when every index entry is a
+    /// restart point (as in every index this engine writes). With `index_words`, a point
+    /// read then finds its block without touching the index block: see `get_unfiltered`.
+    block_handles: Option<Vec<BlockHandle>>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
 }
@@ -152,12 +187,14 @@ impl Table {
             footer.index.offset,
         )?);
         let index_words = RestartWords::new(&index)?;
+        let block_handles = block_handles(&index, &source.path, source.metadata_end)?;
         Ok(Table {
             source,
             cache: None,
             file_size,
             index,
             index_words,
+            block_handles,
             filter,
             properties,
         })
@@ -176,10 +213,14 @@ impl Table {
     }
 
     /// Bytes of metadata this open table keeps in memory outside the block cache: its
-    /// index block and bloom filter.
+    /// index block, the index words and block handles, and its bloom filter.
     pub fn pinned_bytes(&self) -> usize {
         self.index.size()
             + self.index_words.size()
+            + self
+                .block_handles
+                .as_ref()
+                .map_or(0, |h| h.capacity() * std::mem::size_of::<BlockHandle>())
             + self.filter.as_ref().map_or(0, BloomFilter::size)
     }
 
@@ -223,13 +264,7 @@ impl Table {
 
     /// Decode an index entry's value.
     pub(crate) fn decode_handle(&self, index_value: &[u8]) -> Result<BlockHandle> {
-        BlockHandle::decode_varint(index_value).map_err(|e| {
-            Error::corruption(
-                &*self.source.path,
-                self.source.metadata_end,
-                format!("bad block handle in index: {}", e.reason),
-            )
-        })
+        decode_index_value(index_value, &self.source.path, self.source.metadata_end)
     }
 
     /// False only if the table certainly holds no entry for `user_key`.
@@ -274,28 +309,59 @@ impl Table {
         // Versions newer than the snapshot sort before this key, older ones after it.
         // No sequence number exceeds `SeqNo::MAX`, so clamping changes no answer.
         let target = InternalKey::new(user_key, snapshot.min(SeqNo::MAX), ValueKind::SEEK);
+        let target = target.encoded();
+        // The fast way: the index words say which index entry is the first >= target, and
+        // the handles array holds its value. The entries before it have user keys below
+        // `user_key`; it and those after have user keys above it.
+        let decided = self.index_words.restarts_before(user_key);
+        if let (Some(handles), Some(first)) = (&self.block_handles, decided) {
+            for &handle in handles.get(first..).unwrap_or_default() {
+                if let BlockAnswer::Done(found) =
+                    self.get_in_block(handle, user_key, target, fill_cache)?
+                {
+                    return Ok(found);
+                }
+            }
+            return Ok(None);
+        }
         let mut index = self.index.iter();
-        self.seek_index(&mut index, target.encoded())?;
+        self.seek_index(&mut index, target)?;
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let block = self.read_block(handle, fill_cache)?;
-            let mut it = block.iter();
-            it.seek(target.encoded())?;
-            if it.valid() {
-                let parsed = parse_internal_key(it.key()).ok_or_else(|| {
-                    let why = "data block key is not an internal key";
-                    Error::corruption(&*self.source.path, handle.offset, why)
-                })?;
-                if parsed.user_key != user_key {
-                    return Ok(None);
-                }
-                return Ok(Some((parsed.kind, it.value().to_vec())));
+            if let BlockAnswer::Done(found) =
+                self.get_in_block(handle, user_key, target, fill_cache)?
+            {
+                return Ok(found);
             }
-            // The block's keys all sort before the target. With last-key index entries
-            // this does not happen, but a shorter separator could cause it: go on.
             index.next()?;
         }
         Ok(None)
+    }
+
+    /// Seek `target` (an internal key of `user_key`) in the data block at `handle`.
+    fn get_in_block(
+        &self,
+        handle: BlockHandle,
+        user_key: &[u8],
+        target: &[u8],
+        fill_cache: bool,
+    ) -> Result<BlockAnswer> {
+        let block = self.read_block(handle, fill_cache)?;
+        let mut it = block.iter();
+        it.seek(target)?;
+        if !it.valid() {
+            // The block's keys all sort before the target. With last-key index entries
+            // this does not happen, but a shorter separator could cause it: go on.
+            return Ok(BlockAnswer::Next);
+        }
+        let parsed = parse_internal_key(it.key()).ok_or_else(|| {
+            let why = "data block key is not an internal key";
+            Error::corruption(&*self.source.path, handle.offset, why)
+        })?;
+        if parsed.user_key != user_key {
+            return Ok(BlockAnswer::Done(None));
+        }
+        Ok(BlockAnswer::Done(Some((parsed.kind, it.value().to_vec()))))
     }
 
     /// A two-level iterator over every entry; blocks it reads go into the cache.

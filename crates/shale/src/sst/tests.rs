@@ -429,3 +429,44 @@ fn corruption_errors_name_the_file_and_block() {
         Ordering::Less
     );
 }
+
+/// Point reads find their block through the index words and the handles array when the
+/// words decide, and through the index block when a word ties. Keys here share their first
+/// eight bytes after the common prefix in runs, so targets tie with some index keys and not
+/// others; every answer must match the model either way.
+#[test]
+fn gets_agree_whether_the_index_words_decide_or_tie() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut entries = Vec::new();
+    for i in 0..3000u64 {
+        let uk = format!("user/{:04}/{:06}", i / 64, i * 3);
+        entries.push((ikey(uk.as_bytes(), i + 1, ValueKind::Put), uk.into_bytes()));
+    }
+    for restart in [1, 16] {
+        let path = dir.path().join(format!("words{restart}.sst"));
+        write_table(&path, opts(Compression::Lz4, 256, restart), &entries);
+        for open in OPENERS {
+            let table = open(&path).unwrap();
+            let (mut decided, mut tied) = (0, 0);
+            for i in 0..3000u64 {
+                for (j, snap) in [(0, u64::MAX), (1, u64::MAX), (0, i)] {
+                    let uk = format!("user/{:04}/{:06}", i / 64, i * 3 + j);
+                    let uk = uk.as_bytes();
+                    match table.index_words.restarts_before(uk) {
+                        Some(_) => decided += 1,
+                        None => tied += 1,
+                    }
+                    let want = model_get(&entries, uk, snap);
+                    assert_eq!(table.get(uk, SeqNo(snap)).unwrap(), want, "{i}+{j}@{snap}");
+                }
+            }
+            assert!(
+                decided > 1000 && tied > 1000,
+                "{decided} decided, {tied} tied"
+            );
+            for absent in [&b""[..], b"user/", b"user/9999", b"v"] {
+                assert_eq!(table.get(absent, SeqNo::MAX).unwrap(), None);
+            }
+        }
+    }
+}

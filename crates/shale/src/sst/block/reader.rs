@@ -119,7 +119,7 @@ impl Block {
     }
 
     /// Number of restart points (at least 1).
-    pub(super) fn restart_count(&self) -> usize {
+    pub(crate) fn restart_count(&self) -> usize {
         self.restart_count
     }
 

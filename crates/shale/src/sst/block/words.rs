@@ -112,16 +112,11 @@ impl RestartWords {
         start + group.partition_point(|&x| x < w)
     }
 
-    /// The restart points among which the last one whose key sorts before any internal
-    /// key of `user_key` lies (restart 0 when none does): what [`BlockIter::seek`]
-    /// searches for.
-    ///
-    /// [`BlockIter::seek`]: super::BlockIter
-    pub fn range(&self, user_key: &[u8]) -> RestartRange {
+    /// Restarts `lo..hi` have `user_key`'s word: those before `lo` sort before any
+    /// internal key of `user_key`, those from `hi` on after all of them.
+    fn bounds(&self, user_key: &[u8]) -> (usize, usize) {
         let n = self.words.len();
-        // Restarts in `lo..hi` have the target's word; those before sort before it,
-        // those from `hi` on after it.
-        let (lo, hi) = match user_key.get(..self.skip.len()) {
+        match user_key.get(..self.skip.len()) {
             Some(head) if head == self.skip.as_slice() => {
                 let w = word(user_key.get(self.skip.len()..).unwrap_or_default());
                 let lo = self.lower_bound(w);
@@ -133,11 +128,29 @@ impl RestartWords {
                 Ordering::Less => (0, 0),
                 _ => (n, n),
             },
-        };
+        }
+    }
+
+    /// The restart points among which the last one whose key sorts before any internal
+    /// key of `user_key` lies (restart 0 when none does): what [`BlockIter::seek`]
+    /// searches for.
+    ///
+    /// [`BlockIter::seek`]: super::BlockIter
+    pub fn range(&self, user_key: &[u8]) -> RestartRange {
+        let (lo, hi) = self.bounds(user_key);
         RestartRange {
             first: lo.saturating_sub(1),
             last: hi.saturating_sub(1),
         }
+    }
+
+    /// The number of restart keys that sort before any internal key of `user_key`, when
+    /// the words alone decide it: no restart key has `user_key`'s word, so every restart
+    /// key from that point on sorts after all of `user_key`'s internal keys. `None` when
+    /// a word ties and only the keys themselves can tell.
+    pub fn restarts_before(&self, user_key: &[u8]) -> Option<usize> {
+        let (lo, hi) = self.bounds(user_key);
+        (lo == hi).then_some(lo)
     }
 }
 
