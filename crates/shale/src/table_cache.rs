@@ -35,6 +35,16 @@ pub enum TableRef<'a> {
     Cached(Arc<Table>),
 }
 
+impl TableRef<'_> {
+    /// An owned reference: a clone of a pinned table's `Arc`, or the cached one moved out.
+    pub fn into_owned(self) -> Arc<Table> {
+        match self {
+            TableRef::Pinned(t) => Arc::clone(t),
+            TableRef::Cached(t) => t,
+        }
+    }
+}
+
 impl Deref for TableRef<'_> {
     type Target = Arc<Table>;
 

@@ -101,7 +101,7 @@ impl TableFile {
     /// # Errors
     /// See [`TableCache::get`].
     pub fn table(&self) -> Result<Arc<Table>> {
-        self.tables.get(self).map(|t| Arc::clone(&t))
+        self.tables.get(self).map(TableRef::into_owned)
     }
 
     /// [`TableFile::table`], lent for one read: a pinned table costs no reference count.
