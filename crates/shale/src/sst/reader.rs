@@ -347,21 +347,20 @@ impl Table {
         fill_cache: bool,
     ) -> Result<BlockAnswer> {
         let block = self.read_block(handle, fill_cache)?;
-        let mut it = block.iter();
-        it.seek(target)?;
-        if !it.valid() {
+        let mut key = Vec::with_capacity(target.len());
+        let Some(value) = block.seek_entry(target, &mut key)? else {
             // The block's keys all sort before the target. With last-key index entries
             // this does not happen, but a shorter separator could cause it: go on.
             return Ok(BlockAnswer::Next);
-        }
-        let parsed = parse_internal_key(it.key()).ok_or_else(|| {
+        };
+        let parsed = parse_internal_key(&key).ok_or_else(|| {
             let why = "data block key is not an internal key";
             Error::corruption(&*self.source.path, handle.offset, why)
         })?;
         if parsed.user_key != user_key {
             return Ok(BlockAnswer::Done(None));
         }
-        Ok(BlockAnswer::Done(Some((parsed.kind, it.value().to_vec()))))
+        Ok(BlockAnswer::Done(Some((parsed.kind, value.to_vec()))))
     }
 
     /// A two-level iterator over every entry; blocks it reads go into the cache.

@@ -135,6 +135,53 @@ impl Block {
         Ok(self.data.get(delta.0..delta.1).unwrap_or_default())
     }
 
+    /// The last restart point within `range` whose key is `< target` (restart `range.first`
+    /// when none is): every entry before it is `< target` too, so the first entry `>= target`
+    /// is in its interval or the next one.
+    fn last_restart_before(&self, target: &[u8], range: RestartRange) -> Result<usize> {
+        let last_restart = self.restart_count - 1;
+        let (mut left, mut right) = (range.first.min(last_restart), range.last.min(last_restart));
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            if compare_internal(self.restart_key(mid)?, target) == Ordering::Less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        Ok(left)
+    }
+
+    /// A point read's seek: the value of the first entry whose key is `>= target`, with
+    /// that key in `key`, or `None` when every entry sorts before `target`. The same answer
+    /// as [`InternalIterator::seek`] on an iterator, without one: no reference count, no
+    /// restart index kept up to date, and the key buffer is the caller's.
+    pub fn seek_entry<'b>(&'b self, target: &[u8], key: &mut Vec<u8>) -> Result<Option<&'b [u8]>> {
+        let all = RestartRange {
+            first: 0,
+            last: self.restart_count - 1,
+        };
+        let restart = self.last_restart_before(target, all)?;
+        let mut at = self.restart(restart).unwrap_or(self.entries_end);
+        key.clear();
+        while at < self.entries_end {
+            let (shared, delta, value, end) = decode_entry(self, at)
+                .map_err(|e| self.corruption(at.saturating_add(e.offset), &e.reason))?;
+            if shared > key.len() {
+                let why = format!("shares {shared} bytes with a {}-byte key", key.len());
+                return Err(self.corruption(at, &why));
+            }
+            key.truncate(shared);
+            key.extend_from_slice(self.data.get(delta.0..delta.1).unwrap_or_default());
+            if compare_internal(key, target) != Ordering::Less {
+                return Ok(self.data.get(value.0..value.1));
+            }
+            at = end;
+        }
+        key.clear();
+        Ok(None)
+    }
+
     fn corruption(&self, at: usize, reason: &str) -> Error {
         Error::corruption(
             &*self.file,
@@ -264,23 +311,11 @@ impl BlockIter {
     /// [`InternalIterator::seek`], told that the last restart point whose key is `< target`
     /// (or restart 0) is within `range`, as [`super::RestartWords::range`] finds it.
     pub fn seek_in(&mut self, target: &[u8], range: RestartRange) -> Result<()> {
-        // Binary search for the last restart point whose key is < target; everything before
-        // it is < target too, so the answer is in its interval or the next one.
-        let last_restart = self.block.restart_count - 1;
-        let (mut left, mut right) = (range.first.min(last_restart), range.last.min(last_restart));
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            let less = match self.block.restart_key(mid) {
-                Ok(key) => compare_internal(key, target) == Ordering::Less,
-                Err(e) => return self.fail(e),
-            };
-            if less {
-                left = mid;
-            } else {
-                right = mid - 1;
-            }
-        }
-        self.seek_to_restart(left);
+        let restart = match self.block.last_restart_before(target, range) {
+            Ok(restart) => restart,
+            Err(e) => return self.fail(e),
+        };
+        self.seek_to_restart(restart);
         while self.parse_next()? {
             if compare_internal(&self.key, target) != Ordering::Less {
                 return Ok(());

@@ -116,6 +116,67 @@ fn seeks_hit_miss_and_fall_off_the_ends() {
     }
 }
 
+/// [`Block::seek_entry`] gives what an iterator's seek gives: the same entry, the same end,
+/// or an error for both.
+fn seek_entry_agrees(block: &Arc<Block>, target: &[u8]) {
+    let mut it = block.iter();
+    let seek = it.seek(target);
+    let mut key = vec![0xEE; 3]; // stale contents must not leak into the answer
+    match (seek, block.seek_entry(target, &mut key)) {
+        (Err(_), Err(_)) => {}
+        (Ok(()), Ok(Some(value))) => {
+            assert!(it.valid());
+            assert_eq!((it.key(), it.value()), (&key[..], value));
+        }
+        (Ok(()), Ok(None)) => assert!(!it.valid()),
+        (seek, entry) => panic!("iterator {seek:?}, seek_entry {entry:?}"),
+    }
+}
+
+#[test]
+fn seek_entry_matches_the_iterator() {
+    let es = entries(50);
+    let prefix = "a-rather-long-shared-prefix/".repeat(4);
+    let mut targets: Vec<Vec<u8>> = es.iter().map(|(k, _)| k.clone()).collect();
+    for i in [0, 7, 49] {
+        let uk = format!("{prefix}{i:05}");
+        for seq in [0, 5, 20, SeqNo::MAX.0] {
+            targets.push(
+                InternalKey::new(uk.as_bytes(), SeqNo(seq), ValueKind::SEEK)
+                    .encoded()
+                    .to_vec(),
+            );
+        }
+        let between = format!("{uk}x");
+        targets.push(
+            InternalKey::new(between.as_bytes(), SeqNo::MAX, ValueKind::SEEK)
+                .encoded()
+                .to_vec(),
+        );
+    }
+    for edge in [&b""[..], b"a", b"zzz"] {
+        targets.push(
+            InternalKey::new(edge, SeqNo::MAX, ValueKind::SEEK)
+                .encoded()
+                .to_vec(),
+        );
+    }
+    for interval in [1, 2, 16] {
+        let block = build(&es, interval);
+        for target in &targets {
+            seek_entry_agrees(&block, target);
+        }
+        let mut key = Vec::new();
+        let last = &es[es.len() - 1].0;
+        assert_eq!(
+            block.seek_entry(last, &mut key).unwrap(),
+            Some(&es[es.len() - 1].1[..])
+        );
+        let past = InternalKey::new(b"zzz", SeqNo::MAX, ValueKind::SEEK);
+        assert_eq!(block.seek_entry(past.encoded(), &mut key).unwrap(), None);
+    }
+}
+
 #[test]
 fn single_entry_and_reset() {
     let mut b = BlockBuilder::new(16);
@@ -193,7 +254,7 @@ fn flipped_and_truncated_blocks_never_panic() {
             }
         }
         for (k, _) in &es {
-            let _ = it.seek(k);
+            seek_entry_agrees(&block, k);
         }
     };
     for i in 0..bytes.len() {
