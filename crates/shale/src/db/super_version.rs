@@ -31,6 +31,7 @@
 //! the reader's swap comes later in the slot's modification order, so it reads null (or
 //! what the same thread put back after taking the new one under the mutex).
 
+use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -135,7 +136,7 @@ impl SuperVersionCell {
             // This thread pinned it already (a read inside a read): borrow nothing.
             return PinnedSuperVersion {
                 slot: None,
-                sv: Some(Arc::clone(&lock(&self.current))),
+                sv: ManuallyDrop::new(Arc::clone(&lock(&self.current))),
             };
         }
         let sv = if p.is_null() {
@@ -148,7 +149,7 @@ impl SuperVersionCell {
         };
         PinnedSuperVersion {
             slot: Some(slot),
-            sv: Some(sv),
+            sv: ManuallyDrop::new(sv),
         }
     }
 
@@ -172,22 +173,23 @@ impl SuperVersionCell {
 pub(crate) struct PinnedSuperVersion<'a> {
     /// The slot to give the reference back to; `None` for a read inside a read.
     slot: Option<&'a Slot>,
-    /// Always `Some` until dropped.
-    sv: Option<Arc<SuperVersion>>,
+    /// The reference lent; `drop` moves it out (back to the slot, or released).
+    sv: ManuallyDrop<Arc<SuperVersion>>,
 }
 
 impl Deref for PinnedSuperVersion<'_> {
     type Target = Arc<SuperVersion>;
 
     fn deref(&self) -> &Arc<SuperVersion> {
-        // `sv` is taken only by `drop`.
-        self.sv.as_ref().unwrap_or_else(|| unreachable!())
+        &self.sv
     }
 }
 
 impl Drop for PinnedSuperVersion<'_> {
     fn drop(&mut self) {
-        let (Some(slot), Some(sv)) = (self.slot, self.sv.take()) else {
+        // SAFETY: `sv` is taken only here, once, and not used after.
+        let sv = unsafe { ManuallyDrop::take(&mut self.sv) };
+        let Some(slot) = self.slot else {
             return;
         };
         let p = Arc::into_raw(sv).cast_mut();
