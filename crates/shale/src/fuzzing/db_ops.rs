@@ -5,7 +5,7 @@ use super::*;
 /// Operations and crashes on a [`crate::Db`] over [`MemFs`], checked against a `BTreeMap`.
 ///
 /// The bytes are a program: put, delete, batch (each synced or not), flush, compact, read
-/// checks, a clean reopen, and crashes (kill -9, power loss, power loss with a torn last
+/// checks, a clean reopen (with or without a repair first), and crashes (kill -9, power loss, power loss with a torn last
 /// write). Reads must always match the model. After a crash the database must hold exactly
 /// the state after some prefix of the acknowledged writes: all of them after kill -9, at
 /// least the synced ones (and everything before a flush, compaction or close) after a
@@ -72,6 +72,9 @@ pub fn db_ops(data: &[u8]) {
                 db.close().expect("Db::close");
                 drop(db);
                 model.durable = model.writes.len();
+                if op & 0x40 != 0 {
+                    repair_clean(&fs, compression);
+                }
                 db = open_db(&fs, compression);
                 model.check_reads(&db);
             }
@@ -102,8 +105,28 @@ pub(super) fn ops_key(b: u8) -> Vec<u8> {
     format!("k{:02}", b % 24).into_bytes()
 }
 
+/// Repair a database that was closed cleanly: it must find no damage, read the live
+/// manifest's files, and move nothing to `lost/`, so the data it rewrites is all of it.
+fn repair_clean(fs: &MemFs, compression: Compression) {
+    let report = crate::Db::repair("db", &db_options(fs, compression)).expect("Db::repair");
+    assert!(report.manifest_used, "repair of a clean database: {report}");
+    assert!(
+        report.problems.is_empty(),
+        "repair of a clean database: {report}"
+    );
+    assert!(
+        report.moved_to_lost.is_empty(),
+        "repair of a clean database: {report}"
+    );
+}
+
 pub(super) fn open_db(fs: &MemFs, compression: Compression) -> crate::Db {
-    let opts = Options {
+    crate::Db::open("db", db_options(fs, compression))
+        .expect("Db::open on a crash image must succeed")
+}
+
+fn db_options(fs: &MemFs, compression: Compression) -> Options {
+    Options {
         fs: Arc::new(fs.clone()),
         write_buffer_size: 64 << 10,
         max_file_size: 16 << 10,
@@ -114,8 +137,7 @@ pub(super) fn open_db(fs: &MemFs, compression: Compression) -> crate::Db {
         level0_compaction_trigger: 2,
         max_bytes_for_level_base: 1 << 20,
         ..Options::default()
-    };
-    crate::Db::open("db", opts).expect("Db::open on a crash image must succeed")
+    }
 }
 
 type Change = (Vec<u8>, Option<Vec<u8>>);

@@ -125,6 +125,11 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 0, 7, 3, 1, 0, 2, b'q', b'r', 2, 1, 0x87, 2, 4, 0, 1, b'z', 9, 1, 0, 0, 0x2e, 0x40,
                 0, 0, 12, 11,
             ],
+            // put, put, flush, delete, compact, put, clean close + repair + reopen, reads.
+            vec![
+                1, 0, 3, 4, b'a', b'b', b'c', b'd', 1, 5, 2, b'x', b'y', 9, 5, 3, 10, 2, 7, 1,
+                b'z', 0x4c, 11,
+            ],
             with_mode(2, &structured),
         ],
         _ => Vec::new(),
