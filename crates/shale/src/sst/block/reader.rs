@@ -174,7 +174,8 @@ impl Block {
             key.truncate(shared);
             key.extend_from_slice(self.data.get(delta.0..delta.1).unwrap_or_default());
             if compare_internal(key, target) != Ordering::Less {
-                return Ok(self.data.get(value.0..value.1));
+                // In range: `decode_entry` checked it, as for the key's delta above.
+                return Ok(Some(self.data.get(value.0..value.1).unwrap_or_default()));
             }
             at = end;
         }
