@@ -5,11 +5,11 @@ use super::*;
 /// Operations and crashes on a [`crate::Db`] over [`MemFs`], checked against a `BTreeMap`.
 ///
 /// The bytes are a program: put, delete, batch (each synced or not), flush, compact, read
-/// checks, a clean reopen (with or without a repair first), and crashes (kill -9, power loss, power loss with a torn last
-/// write). Reads must always match the model. After a crash the database must hold exactly
-/// the state after some prefix of the acknowledged writes: all of them after kill -9, at
-/// least the synced ones (and everything before a flush, compaction or close) after a
-/// power loss.
+/// checks, a clean reopen (with or without a repair first), and crashes (kill -9, power
+/// loss, power loss with a torn last write). Reads must always match the model. After a
+/// crash the database must hold exactly the state after some prefix of the acknowledged
+/// writes: all of them after kill -9, at least the synced ones (and everything before a
+/// flush, compaction or close) after a power loss.
 pub fn db_ops(data: &[u8]) {
     let mut input = Input::new(data);
     let compression = match input.u8() % 3 {

@@ -165,22 +165,31 @@ impl Block {
         let mut at = self.restart(restart).unwrap_or(self.entries_end);
         key.clear();
         while at < self.entries_end {
-            let (shared, delta, value, end) = decode_entry(self, at)
-                .map_err(|e| self.corruption(at.saturating_add(e.offset), &e.reason))?;
-            if shared > key.len() {
-                let why = format!("shares {shared} bytes with a {}-byte key", key.len());
-                return Err(self.corruption(at, &why));
-            }
-            key.truncate(shared);
-            key.extend_from_slice(self.data.get(delta.0..delta.1).unwrap_or_default());
+            let (value, end) = self.read_entry(at, key)?;
             if compare_internal(key, target) != Ordering::Less {
-                // In range: `decode_entry` checked it, as for the key's delta above.
+                // In range: `decode_entry` checked it.
                 return Ok(Some(self.data.get(value.0..value.1).unwrap_or_default()));
             }
             at = end;
         }
         key.clear();
         Ok(None)
+    }
+
+    /// Decode the entry at `at` into `key`, which holds the key of the entry before it (or
+    /// nothing, at a restart point). Returns the entry's value range and where the next
+    /// entry starts.
+    fn read_entry(&self, at: usize, key: &mut Vec<u8>) -> Result<((usize, usize), usize)> {
+        let (shared, delta, value, end) = decode_entry(self, at)
+            .map_err(|e| self.corruption(at.saturating_add(e.offset), &e.reason))?;
+        if shared > key.len() {
+            let why = format!("shares {shared} bytes with a {}-byte key", key.len());
+            return Err(self.corruption(at, &why));
+        }
+        key.truncate(shared);
+        // In range: `decode_entry` checked it.
+        key.extend_from_slice(self.data.get(delta.0..delta.1).unwrap_or_default());
+        Ok((value, end))
     }
 
     fn corruption(&self, at: usize, reason: &str) -> Error {
@@ -264,27 +273,10 @@ impl BlockIter {
             self.invalidate();
             return Ok(false);
         }
-        let parsed = decode_entry(&self.block, at);
-        let (shared, delta, value, end) = match parsed {
-            Ok(e) => e,
-            Err(e) => {
-                let err = self
-                    .block
-                    .corruption(at.saturating_add(e.offset), &e.reason);
-                return self.fail(err);
-            }
+        let (value, end) = match self.block.read_entry(at, &mut self.key) {
+            Ok(entry) => entry,
+            Err(e) => return self.fail(e),
         };
-        if shared > self.key.len() {
-            let why = format!("shares {shared} bytes with a {}-byte key", self.key.len());
-            let err = self.block.corruption(at, &why);
-            return self.fail(err);
-        }
-        self.key.truncate(shared);
-        // `delta` is a range of the block: copy it without holding a borrow of `self.block`
-        // across the mutation of `self.key`.
-        let block = &self.block;
-        self.key
-            .extend_from_slice(block.data.get(delta.0..delta.1).unwrap_or_default());
         self.current = at;
         self.value = value;
         self.next_offset = end;
