@@ -24,7 +24,7 @@ use std::process::{Command, Stdio};
 
 use clap::{Args, Parser, Subcommand};
 
-use engine::{BenchResult, CompressionChoice, Parity};
+use engine::{BenchResult, CompressionChoice, FileReads, Parity};
 use record::Record;
 
 #[derive(Parser, Debug)]
@@ -113,6 +113,10 @@ struct RunArgs {
     /// Keys between restart points in a data block (Shale only).
     #[arg(long, default_value_t = 16)]
     restart_interval: usize,
+    /// How Shale and RocksDB read table files: each its own default (Shale maps them,
+    /// RocksDB uses pread), or both the same way.
+    #[arg(long, value_enum, default_value_t = FileReads::EngineDefault)]
+    file_reads: FileReads,
     /// Name the results by this label instead of the engine (one engine only): for
     /// sweeps of one engine's settings, reported side by side like engines.
     #[arg(long)]
@@ -174,6 +178,7 @@ impl RunArgs {
                 block_bytes: self.block_bytes,
                 filter_bits_per_key: self.filter_bits,
                 restart_interval: self.restart_interval,
+                file_reads: self.file_reads,
                 ..Parity::default()
             },
             db_dir: self.db_dir.clone(),
@@ -353,6 +358,7 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--block-bytes", &args.block_bytes.to_string()])
                     .args(["--filter-bits", &args.filter_bits.to_string()])
                     .args(["--restart-interval", &args.restart_interval.to_string()])
+                    .args(["--file-reads", args.file_reads.name()])
                     .arg("--db-dir")
                     .arg(&cfg.db_dir)
                     .args(["--seed", &cfg.seed.to_string()])

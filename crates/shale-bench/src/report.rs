@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use crate::engine::FileReads;
 use crate::record::Record;
 
 /// Median record (by ops/s) per (workload, engine), and how many runs it is the median of.
@@ -112,7 +113,8 @@ pub fn markdown_with(
             out,
             "- Parity settings (all engines): keys {} B, values {} B (≈50% compressible), block cache {} MiB, \
              write buffer {} MiB, target file {} MiB, block {} B, bloom {} bits/key, compression {:?}, \
-             {} background threads, L1 target {} MiB, at most {} open SSTables; a fresh directory per group on the same disk as the repo.",
+             {} background threads, L1 target {} MiB, at most {} open SSTables, table files read by {}; \
+             a fresh directory per group on the same disk as the repo.",
             r.key_size,
             r.value_size,
             p.block_cache_bytes >> 20,
@@ -124,6 +126,11 @@ pub fn markdown_with(
             p.background_threads,
             p.level_base_bytes >> 20,
             p.max_open_files,
+            match p.file_reads {
+                FileReads::EngineDefault => "each engine's default (Shale: mmap; RocksDB: pread)",
+                FileReads::Pread => "pread (Shale and RocksDB)",
+                FileReads::Mmap => "mmap (Shale and RocksDB)",
+            },
         );
     }
     let _ = writeln!(

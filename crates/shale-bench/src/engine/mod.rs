@@ -76,6 +76,33 @@ pub struct Parity {
     /// descriptors on a tree of tens of thousands of files).
     #[serde(default = "default_max_open_files")]
     pub max_open_files: usize,
+    /// How Shale and RocksDB read table files (the other engines have one way each).
+    #[serde(default)]
+    pub file_reads: FileReads,
+}
+
+/// How an engine that has the choice reads its table files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileReads {
+    /// Each engine's own default: Shale maps its files, RocksDB reads with `pread`.
+    #[default]
+    EngineDefault,
+    /// `pread` into a buffer (Shale `mmap_reads = false`, RocksDB's default).
+    Pread,
+    /// Reads from a mapping (Shale's default, RocksDB `allow_mmap_reads`).
+    Mmap,
+}
+
+impl FileReads {
+    /// The name `--file-reads` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileReads::EngineDefault => "engine-default",
+            FileReads::Pread => "pread",
+            FileReads::Mmap => "mmap",
+        }
+    }
 }
 
 fn default_restart_interval() -> usize {
@@ -99,6 +126,7 @@ impl Default for Parity {
             level_base_bytes: 256 << 20,
             restart_interval: default_restart_interval(),
             max_open_files: default_max_open_files(),
+            file_reads: FileReads::EngineDefault,
         }
     }
 }

@@ -7,7 +7,7 @@ use rocksdb::{
     WriteOptions, DB,
 };
 
-use super::{BenchResult, CompressionChoice, Durability, Engine, Parity};
+use super::{BenchResult, CompressionChoice, Durability, Engine, FileReads, Parity};
 
 pub struct RocksEngine {
     db: DB,
@@ -37,6 +37,7 @@ impl RocksEngine {
         o.set_max_bytes_for_level_base(p.level_base_bytes);
         o.set_max_open_files(i32::try_from(p.max_open_files)?);
         o.set_max_background_jobs(i32::try_from(p.background_threads)?);
+        o.set_allow_mmap_reads(p.file_reads == FileReads::Mmap);
         o.set_compression_type(match p.compression {
             CompressionChoice::None => DBCompressionType::None,
             CompressionChoice::Lz4 => DBCompressionType::Lz4,

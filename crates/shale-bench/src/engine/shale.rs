@@ -4,7 +4,7 @@ use std::path::Path;
 
 use shale::{Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use super::{BenchResult, CompressionChoice, Durability, Engine, Parity};
+use super::{BenchResult, CompressionChoice, Durability, Engine, FileReads, Parity};
 
 pub struct ShaleEngine {
     db: Db,
@@ -37,6 +37,17 @@ impl ShaleEngine {
             max_bytes_for_level_base: p.level_base_bytes,
             max_open_files: p.max_open_files,
             ..Options::default()
+        };
+        let opts = match p.file_reads {
+            FileReads::EngineDefault => opts,
+            FileReads::Pread => Options {
+                mmap_reads: false,
+                ..opts
+            },
+            FileReads::Mmap => Options {
+                mmap_reads: true,
+                ..opts
+            },
         };
         Ok(ShaleEngine {
             db: Db::open(dir, opts)?,
