@@ -117,6 +117,10 @@ struct RunArgs {
     /// RocksDB uses pread), or both the same way.
     #[arg(long, value_enum, default_value_t = FileReads::EngineDefault)]
     file_reads: FileReads,
+    /// Open RocksDB with the settings its tuning guide gives for point lookups
+    /// (HyperClockCache, a hash index in each data block) instead of its defaults.
+    #[arg(long)]
+    rocksdb_point_lookup: bool,
     /// Name the results by this label instead of the engine (one engine only): for
     /// sweeps of one engine's settings, reported side by side like engines.
     #[arg(long)]
@@ -179,6 +183,7 @@ impl RunArgs {
                 filter_bits_per_key: self.filter_bits,
                 restart_interval: self.restart_interval,
                 file_reads: self.file_reads,
+                rocksdb_point_lookup: self.rocksdb_point_lookup,
                 ..Parity::default()
             },
             db_dir: self.db_dir.clone(),
@@ -359,6 +364,11 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--filter-bits", &args.filter_bits.to_string()])
                     .args(["--restart-interval", &args.restart_interval.to_string()])
                     .args(["--file-reads", args.file_reads.name()])
+                    .args(if args.rocksdb_point_lookup {
+                        &["--rocksdb-point-lookup"][..]
+                    } else {
+                        &[][..]
+                    })
                     .arg("--db-dir")
                     .arg(&cfg.db_dir)
                     .args(["--seed", &cfg.seed.to_string()])

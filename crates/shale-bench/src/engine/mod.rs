@@ -79,6 +79,10 @@ pub struct Parity {
     /// How Shale and RocksDB read table files (the other engines have one way each).
     #[serde(default)]
     pub file_reads: FileReads,
+    /// RocksDB only: the settings its own tuning guide gives for point lookups, instead of
+    /// its defaults (see `engine/rocksdb.rs`).
+    #[serde(default)]
+    pub rocksdb_point_lookup: bool,
 }
 
 /// How an engine that has the choice reads its table files.
@@ -127,6 +131,7 @@ impl Default for Parity {
             restart_interval: default_restart_interval(),
             max_open_files: default_max_open_files(),
             file_reads: FileReads::EngineDefault,
+            rocksdb_point_lookup: false,
         }
     }
 }
