@@ -26,7 +26,7 @@ pub struct ScanArgs {
     /// Print at most N pairs.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// One JSON object per line instead of key<TAB>value.
+    /// One JSON object per line instead of a tab-separated key and value.
     #[arg(long)]
     json: bool,
 }

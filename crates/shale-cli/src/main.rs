@@ -81,7 +81,7 @@ enum Command {
     },
     /// Delete KEY (deleting a missing key is not an error).
     Del { key: String },
-    /// Print key<TAB>value lines in key order, escaped.
+    /// Print a tab-separated key and value per line, in key order, escaped.
     Scan(kv::ScanArgs),
     /// Load key-value pairs from FILE ("-" for stdin).
     Import(import::ImportArgs),
@@ -133,7 +133,7 @@ enum Command {
 pub enum Format {
     /// One value per line; keys are line numbers (see --key-prefix). Import only.
     Lines,
-    /// key<TAB>value, both escaped.
+    /// A tab-separated key and value, both escaped.
     Tsv,
     /// {"key": .., "value": ..} per line (`key_hex`/`value_hex` for non-UTF-8 bytes).
     Jsonl,

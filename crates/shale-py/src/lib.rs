@@ -4,7 +4,7 @@
 //! - `db.rs`: `DB` (open, dict-like access, ranges, search, stats, close) and `WriteBatch`.
 //! - `iter.rs`, `snapshot.rs`, `search.rs`: what `DB` hands out.
 //! - `convert.rs`: Python arguments to keys, values and `Options`.
-//! - `errors.rs`: engine errors to exceptions; [`errors::run`], the GIL-free gate every
+//! - `errors.rs`: engine errors to exceptions; `errors::run`, the GIL-free gate every
 //!   engine call passes through.
 //!
 //! Build it with maturin (`scripts/test-python.sh` does); `cargo build` also compiles it,

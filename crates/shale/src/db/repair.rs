@@ -57,7 +57,7 @@ use crate::version::{
 /// The directory, inside the database directory, that damaged and unused inputs move to.
 pub const LOST_DIR: &str = "lost";
 
-/// What [`repair`] read, kept, dropped and wrote.
+/// What [`Db::repair`](crate::Db::repair) read, kept, dropped and wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepairReport {
     /// True if the live manifest replayed and chose the inputs; false if every SSTable

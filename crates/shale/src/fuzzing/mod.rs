@@ -5,7 +5,7 @@
 //! decoders, `Error::Corruption`), and where the engine has an encoder, decoding what it
 //! encoded gives back what went in. The cargo-fuzz project in `fuzz/` calls these
 //! functions, one target each; `tests/fuzz_smoke.rs` runs them on every `cargo test` over
-//! [`seeds`] and mutations of them.
+//! the seeds in `seeds.rs` and mutations of them.
 //!
 //! Most targets read their first byte as a *mode*: an even mode hands the rest of the
 //! bytes to the decoder as they are; an odd mode parses the rest into structured input

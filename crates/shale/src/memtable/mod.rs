@@ -148,7 +148,7 @@ impl MemTable {
     }
 
     /// An empty memtable whose hash index is sized for `write_buffer_size` bytes of entries
-    /// of [`PLANNED_ENTRY_BYTES`] or more, so that it rarely fills (or has to grow) before
+    /// of `PLANNED_ENTRY_BYTES` (128) or more, so that it rarely fills (or has to grow) before
     /// the arena reaches `write_buffer_size`. The index is allocated now and counted in
     /// [`MemTable::approximate_memory_usage`].
     pub fn with_capacity(write_buffer_size: usize) -> MemTable {

@@ -99,7 +99,8 @@ impl TableFile {
     /// The table's reader, opened (or found open) in the table cache.
     ///
     /// # Errors
-    /// See [`TableCache::get`].
+    /// As `TableCache::get`: `Io` if the file cannot be opened, `Corruption` if it is
+    /// damaged.
     pub fn table(&self) -> Result<Arc<Table>> {
         self.tables.get(self).map(TableRef::into_owned)
     }
@@ -107,7 +108,8 @@ impl TableFile {
     /// [`TableFile::table`], lent for one read: a pinned table costs no reference count.
     ///
     /// # Errors
-    /// See [`TableCache::get`].
+    /// As `TableCache::get`: `Io` if the file cannot be opened, `Corruption` if it is
+    /// damaged.
     pub fn table_ref(&self) -> Result<TableRef<'_>> {
         self.tables.get(self)
     }
