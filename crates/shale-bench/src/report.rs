@@ -132,6 +132,25 @@ pub fn markdown_with(
                 FileReads::Mmap => "mmap (Shale and RocksDB)",
             },
         );
+        if p.rocksdb_point_lookup {
+            let _ = writeln!(
+                out,
+                "- RocksDB tuned for point lookups (`--rocksdb-point-lookup`): HyperClockCache and a \
+                 hash index in each data block, instead of its defaults."
+            );
+        }
+        let settings = |r: &Record| serde_json::to_value(&r.parity).ok();
+        let differ = records
+            .iter()
+            .filter(|o| !crate::vector::report::is_vector(&o.workload))
+            .any(|o| settings(o) != settings(r));
+        if differ {
+            let _ = writeln!(
+                out,
+                "- **Not every result ran with these settings**: the lines above are the first \
+                 result's; each result line's `parity` has its own."
+            );
+        }
     }
     let _ = writeln!(
         out,
@@ -279,5 +298,36 @@ mod tests {
         ];
         let md = markdown_with(&rs, None, None);
         assert!(md.contains("| fillrandom | 200 | 100 | 2.00x |"), "{md}");
+    }
+
+    #[test]
+    fn settings_that_differ_between_results_are_flagged() {
+        let warning = "Not every result ran with these settings";
+        let same = vec![
+            rec("shale", "readrandom", 0, 1.0),
+            rec("rocksdb", "readrandom", 0, 1.0),
+        ];
+        let md = markdown_with(&same, None, None);
+        assert!(
+            md.contains("each engine's default (Shale: mmap; RocksDB: pread)"),
+            "{md}"
+        );
+        assert!(
+            !md.contains(warning) && !md.contains("tuned for point lookups"),
+            "{md}"
+        );
+
+        let mut tuned = rec("rocksdb", "readrandom", 0, 1.0);
+        tuned.parity.rocksdb_point_lookup = true;
+        tuned.parity.file_reads = FileReads::Mmap;
+        let md = markdown_with(
+            &[rec("shale", "readrandom", 0, 1.0), tuned.clone()],
+            None,
+            None,
+        );
+        assert!(md.contains(warning), "{md}");
+        let md = markdown_with(&[tuned], None, None);
+        assert!(md.contains("tuned for point lookups") && md.contains("mmap (Shale and RocksDB)"));
+        assert!(!md.contains(warning), "{md}");
     }
 }
