@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use crate::engine::FileReads;
 use crate::record::Record;
 
 /// Median record (by ops/s) per (workload, engine), and how many runs it is the median of.
@@ -126,11 +125,7 @@ pub fn markdown_with(
             p.background_threads,
             p.level_base_bytes >> 20,
             p.max_open_files,
-            match p.file_reads {
-                FileReads::EngineDefault => "each engine's default (Shale: mmap; RocksDB: pread)",
-                FileReads::Pread => "pread (Shale and RocksDB)",
-                FileReads::Mmap => "mmap (Shale and RocksDB)",
-            },
+            p.file_reads.describe(),
         );
         if p.rocksdb_point_lookup {
             let _ = writeln!(
@@ -139,11 +134,12 @@ pub fn markdown_with(
                  hash index in each data block, instead of its defaults."
             );
         }
-        let settings = |r: &Record| serde_json::to_value(&r.parity).ok();
+        let settings = |rec: &Record| serde_json::to_value(&rec.parity).ok();
+        let first = settings(r);
         let differ = records
             .iter()
-            .filter(|o| !crate::vector::report::is_vector(&o.workload))
-            .any(|o| settings(o) != settings(r));
+            .filter(|rec| !crate::vector::report::is_vector(&rec.workload))
+            .any(|rec| settings(rec) != first);
         if differ {
             let _ = writeln!(
                 out,
@@ -251,7 +247,7 @@ pub fn markdown_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Parity;
+    use crate::engine::{FileReads, Parity};
 
     fn rec(engine: &str, workload: &str, run: u32, ops_per_sec: f64) -> Record {
         Record {

@@ -107,6 +107,15 @@ impl FileReads {
             FileReads::Mmap => "mmap",
         }
     }
+
+    /// What the report says of it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FileReads::EngineDefault => "each engine's default (Shale: mmap; RocksDB: pread)",
+            FileReads::Pread => "pread (Shale and RocksDB)",
+            FileReads::Mmap => "mmap (Shale and RocksDB)",
+        }
+    }
 }
 
 fn default_restart_interval() -> usize {
