@@ -113,6 +113,7 @@ fn set_option(
         "cache_size" => opts.cache_size = get(name, value, INT)?,
         "max_open_files" => opts.max_open_files = get(name, value, INT)?,
         "mmap_reads" => opts.mmap_reads = get(name, value, "bool")?,
+        "max_manifest_file_size" => opts.max_manifest_file_size = get(name, value, INT)?,
         "level0_compaction_trigger" => opts.level0_compaction_trigger = get(name, value, INT)?,
         "level0_slowdown_trigger" => opts.level0_slowdown_trigger = get(name, value, INT)?,
         "level0_stop_trigger" => opts.level0_stop_trigger = get(name, value, INT)?,

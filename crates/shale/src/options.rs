@@ -79,6 +79,15 @@ pub struct Options {
     /// mapped pages count toward the process's resident memory (they are the page
     /// cache's, and reclaimable). Default: true on 64-bit targets.
     pub mmap_reads: bool,
+    /// Length past which the live MANIFEST is replaced by a new one that starts with a
+    /// snapshot of the live files (RocksDB's option of the same name). Every flush and
+    /// compaction appends an edit, and an open replays the whole manifest, so this bounds
+    /// how long an open takes to read it after a long run. A roll writes the metadata of
+    /// every live file under the database's state lock, so a manifest is never rolled
+    /// before the edits since its snapshot are as long as the snapshot. So any value is
+    /// safe: even 1 does not make a large tree roll at every edit, only whenever its
+    /// manifest has doubled. Default: 64 MiB.
+    pub max_manifest_file_size: u64,
     /// L0 files that trigger a compaction into the base level. Default: 4.
     pub level0_compaction_trigger: usize,
     /// L0 files at which writes start to be slowed. Default: 20.
@@ -146,6 +155,7 @@ impl Default for Options {
             cache_size: 64 << 20,
             max_open_files: 1000,
             mmap_reads: cfg!(target_pointer_width = "64"),
+            max_manifest_file_size: 64 << 20,
             wal_recovery: WalRecovery::Strict,
             level0_compaction_trigger: 4,
             level0_slowdown_trigger: 20,
@@ -176,6 +186,7 @@ impl fmt::Debug for Options {
             .field("cache_size", &self.cache_size)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
+            .field("max_manifest_file_size", &self.max_manifest_file_size)
             .field("wal_recovery", &self.wal_recovery)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_slowdown_trigger", &self.level0_slowdown_trigger)
@@ -281,6 +292,10 @@ impl Options {
                 "background_threads = {} must be between 2 (a flush and a compaction thread) and 64",
                 self.background_threads
             ),
+        );
+        check(
+            self.max_manifest_file_size >= 1,
+            "max_manifest_file_size must be at least 1 (there is no \"never roll\")".to_owned(),
         );
         check(
             self.max_open_files >= 16,

@@ -42,6 +42,7 @@ OPTIONS = {
     "cache_size": "block cache bytes [64 MiB]",
     "max_open_files": "SSTables kept open [1000]",
     "mmap_reads": "read SSTables through memory maps [True on 64-bit]",
+    "max_manifest_file_size": "MANIFEST bytes before it is replaced by a snapshot [64 MiB]",
     "level0_compaction_trigger": "L0 files that start a compaction [4]",
     "level0_slowdown_trigger": "L0 files at which writes slow down [20]",
     "level0_stop_trigger": "L0 files at which writes stop [36]",

@@ -97,7 +97,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     let last_seq = state.last_seq;
     // Writes the new manifest and switches CURRENT (which syncs the directory, making the
     // new WAL's and SSTables' entries durable too).
-    let versions = VersionSet::create(Arc::clone(&fs), dir, state, version)?;
+    let versions = VersionSet::create(
+        Arc::clone(&fs),
+        dir,
+        state,
+        version,
+        opts.max_manifest_file_size,
+    )?;
     let l0_files = versions.current().files(0).len();
     remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
 

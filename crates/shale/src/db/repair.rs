@@ -301,7 +301,13 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     };
     // Syncs the directory after the new tables and WAL, then switches CURRENT.
     fs.sync_dir(dir)?;
-    let versions = VersionSet::create(Arc::clone(&fs), dir, state, Version::from_files(files))?;
+    let versions = VersionSet::create(
+        Arc::clone(&fs),
+        dir,
+        state,
+        Version::from_files(files),
+        opts.max_manifest_file_size,
+    )?;
 
     if !lost.is_empty() {
         let lost_dir = dir.join(LOST_DIR);

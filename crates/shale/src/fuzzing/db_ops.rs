@@ -136,6 +136,9 @@ fn db_options(fs: &MemFs, compression: Compression) -> Options {
         cache_size: 64 << 10,
         level0_compaction_trigger: 2,
         max_bytes_for_level_base: 1 << 20,
+        // The smallest allowed: the manifest rolls whenever it has doubled since its
+        // snapshot, so crashes and power losses land around rolls too.
+        max_manifest_file_size: 1,
         ..Options::default()
     }
 }

@@ -31,6 +31,11 @@ pub struct VersionSet {
     /// record, and a record appended after it would turn that torn tail into corruption
     /// in the middle of the log. No edit is logged after that.
     failed: Option<String>,
+    /// The live manifest is replaced by a fresh one (a snapshot) once it is longer than
+    /// this, `Options::max_manifest_file_size`, and than twice its own snapshot.
+    max_manifest_bytes: u64,
+    /// The length at which the next roll is due.
+    roll_at: u64,
 }
 
 impl VersionSet {
@@ -38,11 +43,15 @@ impl VersionSet {
     ///
     /// Starting a new manifest at every open keeps manifests short and means a damaged
     /// tail of the old one is never appended to.
+    ///
+    /// `max_manifest_bytes` is the length past which [`VersionSet::log_and_apply`] starts a
+    /// new manifest.
     pub fn create(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         state: RecoveredManifest,
         version: Version,
+        max_manifest_bytes: u64,
     ) -> Result<VersionSet> {
         let manifest_id = state.next_file_number;
         let mut set = VersionSet {
@@ -56,11 +65,67 @@ impl VersionSet {
             files: state.files,
             current: Arc::new(version),
             failed: None,
+            max_manifest_bytes,
+            roll_at: 0,
         };
         let snapshot = set.snapshot_edit();
         set.write_edit(&snapshot)?;
         set_current(set.fs.as_ref(), &set.dir, manifest_id)?;
+        set.roll_at = set.next_roll(set.manifest.len());
         Ok(set)
+    }
+
+    /// Where a manifest that starts with a snapshot of `snapshot_bytes` is next rolled:
+    /// past the limit, and never before the edits since the snapshot are as long as it,
+    /// so that a roll (which writes every live file's metadata) costs each edit at most
+    /// its own length again, however small the limit and however large the tree.
+    fn next_roll(&self, snapshot_bytes: u64) -> u64 {
+        self.max_manifest_bytes
+            .max(snapshot_bytes.saturating_mul(2))
+    }
+
+    /// Replace the live manifest by a new one that starts with a snapshot of the current
+    /// state; point CURRENT at it; delete the old one.
+    ///
+    /// Crash safety: the edit that made the old manifest too long is already durable in
+    /// it, and nothing more is appended to it, so until the rename of CURRENT the old
+    /// manifest is complete and named; after it, the new one is, having been synced
+    /// first; the old one is deleted only after the directory sync that makes the rename
+    /// durable. A failure while writing the new manifest leaves the old one live, and the
+    /// roll is tried again once the manifest has doubled. A failure while switching CURRENT
+    /// may or may not have renamed it, so CURRENT names one of the two, both complete; it
+    /// poisons the set, as a failed manifest write does, since no edit may follow into a
+    /// manifest that CURRENT might not name.
+    fn roll(&mut self) {
+        let id = self.new_file_id();
+        let path = self.dir.join(manifest_name(id));
+        let written = self.fs.create(&path).and_then(|file| {
+            let mut manifest = LogWriter::new(file);
+            let mut buf = Vec::new();
+            self.snapshot_edit().encode(&mut buf);
+            manifest.add_record(&[&buf])?;
+            manifest.sync()?;
+            Ok(manifest)
+        });
+        let manifest = match written {
+            Ok(manifest) => manifest,
+            Err(_) => {
+                // Best effort: an open deletes manifests CURRENT does not name anyway.
+                let _ = self.fs.remove(&path);
+                self.roll_at = self.next_roll(self.manifest.len());
+                return;
+            }
+        };
+        if let Err(e) = set_current(self.fs.as_ref(), &self.dir, id) {
+            self.failed = Some(format!("switching CURRENT to a new manifest failed: {e}"));
+            return;
+        }
+        self.manifest = manifest;
+        let old_path = self.dir.join(manifest_name(self.manifest_id));
+        self.manifest_id = id;
+        // Best effort, as above.
+        let _ = self.fs.remove(&old_path);
+        self.roll_at = self.next_roll(self.manifest.len());
     }
 
     fn snapshot_edit(&self) -> VersionEdit {
@@ -146,6 +211,10 @@ impl VersionSet {
             self.files.insert(meta.id, (*level, meta.clone()));
         }
         self.current = Arc::new(self.current.apply(&edit, added));
+        if self.manifest.len() > self.roll_at {
+            // The edit is durable either way: a roll that fails only poisons later edits.
+            self.roll();
+        }
         Ok(self.current())
     }
 }
@@ -171,8 +240,14 @@ mod tests {
             next_file_number: FileId(2),
             ..RecoveredManifest::default()
         };
-        let mut set =
-            VersionSet::create(Arc::new(fs.clone()), dir, state, Version::default()).unwrap();
+        let mut set = VersionSet::create(
+            Arc::new(fs.clone()),
+            dir,
+            state,
+            Version::default(),
+            64 << 20,
+        )
+        .unwrap();
         let edit = || VersionEdit {
             last_seq: Some(SeqNo(7)),
             ..VersionEdit::default()
@@ -192,5 +267,189 @@ mod tests {
         ));
         let recovered = RecoveredManifest::load(&mem, dir).unwrap();
         assert_eq!(recovered.last_seq, SeqNo(7));
+    }
+
+    /// A set over `fs` in `/db` rolling its manifest past `limit` bytes.
+    fn rolling_set(fs: Arc<dyn FileSystem>, limit: u64) -> VersionSet {
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let state = RecoveredManifest {
+            manifest_id: FileId(1),
+            next_file_number: FileId(2),
+            ..RecoveredManifest::default()
+        };
+        VersionSet::create(fs, Path::new("/db"), state, Version::default(), limit).unwrap()
+    }
+
+    /// An edit that adds table `id` to L1 and deletes table `id - 1`, at sequence `id`.
+    fn churn(set: &mut VersionSet) -> Result<Arc<Version>> {
+        let id = set.new_file_id();
+        let key = |k: &str| {
+            crate::key::InternalKey::new(k.as_bytes(), SeqNo(id.0), crate::key::ValueKind::Put)
+        };
+        let meta = FileMeta {
+            id,
+            size: 1000 + id.0,
+            smallest: key("a"),
+            largest: key("z"),
+            smallest_seq: SeqNo(id.0),
+            largest_seq: SeqNo(id.0),
+        };
+        let edit = VersionEdit {
+            last_seq: Some(SeqNo(id.0)),
+            new_files: vec![(Level(1), meta)],
+            deleted_files: set.live_files().map(|f| (Level(1), f)).collect(),
+            ..VersionEdit::default()
+        };
+        set.log_and_apply(edit, &[])
+    }
+
+    fn manifests(fs: &dyn FileSystem) -> Vec<String> {
+        let mut names: Vec<String> = fs
+            .list(Path::new("/db"))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.starts_with("MANIFEST-"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_manifest_rolls_past_its_limit_and_reloads_the_same_state() {
+        let mem = MemFs::new();
+        let mut set = rolling_set(Arc::new(mem.clone()), 4 << 10);
+        let first = set.manifest_id();
+        let mut rolls = 0;
+        let mut last = set.manifest_id();
+        for _ in 0..1000 {
+            churn(&mut set).unwrap();
+            if set.manifest_id() != last {
+                rolls += 1;
+                last = set.manifest_id();
+                // The old manifest is gone; CURRENT names the new one.
+                assert_eq!(manifests(&mem), vec![manifest_name(last)]);
+            }
+            assert!(
+                set.manifest.len() <= (4 << 10) + 200,
+                "{}",
+                set.manifest.len()
+            );
+        }
+        assert!(rolls >= 8, "{rolls} rolls");
+        assert_ne!(first, set.manifest_id());
+        let recovered = RecoveredManifest::load(&mem, Path::new("/db")).unwrap();
+        assert_eq!(recovered.manifest_id, set.manifest_id());
+        assert_eq!(recovered.files, set.files);
+        assert_eq!(recovered.last_seq, set.last_seq());
+        assert_eq!(recovered.next_file_number.0, set.next_file);
+    }
+
+    #[test]
+    fn a_large_snapshot_is_not_rolled_at_every_edit() {
+        let mem = MemFs::new();
+        let mut set = rolling_set(Arc::new(mem.clone()), 4 << 10);
+        // 200 live files: a snapshot of more than the limit.
+        for _ in 0..200 {
+            let id = set.new_file_id();
+            let key = |k: String| {
+                crate::key::InternalKey::new(k.as_bytes(), SeqNo(1), crate::key::ValueKind::Put)
+            };
+            let meta = FileMeta {
+                id,
+                size: 1,
+                smallest: key(format!("k{:06}", id.0)),
+                largest: key(format!("k{:06}~", id.0)),
+                smallest_seq: SeqNo(1),
+                largest_seq: SeqNo(1),
+            };
+            let edit = VersionEdit {
+                new_files: vec![(Level(6), meta)],
+                ..VersionEdit::default()
+            };
+            set.log_and_apply(edit, &[]).unwrap();
+        }
+        set.roll();
+        let rolled = set.manifest_id();
+        let snapshot = set.manifest.len();
+        assert!(snapshot > 4 << 10, "{snapshot}");
+        // Small edits: none rolls until they are as long as the snapshot.
+        let mut before = snapshot;
+        while set.manifest_id() == rolled {
+            before = set.manifest.len();
+            let edit = VersionEdit {
+                last_seq: Some(SeqNo(2)),
+                ..VersionEdit::default()
+            };
+            set.log_and_apply(edit, &[]).unwrap();
+        }
+        assert!(
+            before - snapshot + 64 > snapshot,
+            "rolled at {before}, snapshot {snapshot}"
+        );
+        assert_eq!(
+            RecoveredManifest::load(&mem, Path::new("/db"))
+                .unwrap()
+                .files,
+            set.files
+        );
+    }
+
+    #[test]
+    fn a_roll_that_fails_keeps_the_old_manifest_or_poisons() {
+        // Fail the roll's first write (the new manifest's snapshot): the old manifest stays
+        // live and complete, later edits go on into it, and the roll is tried again later.
+        let mem = MemFs::new();
+        let fs = FaultFs::new(Arc::new(mem.clone()));
+        let mut set = rolling_set(Arc::new(fs.clone()), 4 << 10);
+        let start = set.manifest_id();
+        while set.manifest.len() + 300 < 4 << 10 {
+            churn(&mut set).unwrap();
+        }
+        // The next edits reach the limit: an edit's own record is two writes (header and
+        // payload), which succeed; the roll's first write, the third, fails.
+        let mut armed_at = None;
+        for _ in 0..10 {
+            fs.arm(Fault {
+                at: 3,
+                kinds: vec![OpKind::Write],
+                persistent: false,
+                errno: Errno::Enospc,
+            });
+            churn(&mut set).unwrap();
+            fs.disarm();
+            if set.roll_at > 4 << 10 {
+                armed_at = Some(set.manifest.len());
+                break;
+            }
+        }
+        assert!(armed_at.is_some(), "no roll was attempted");
+        assert_eq!(set.manifest_id(), start, "a failed roll switched manifests");
+        churn(&mut set).unwrap();
+        let recovered = RecoveredManifest::load(&mem, Path::new("/db")).unwrap();
+        assert_eq!(recovered.manifest_id, start);
+        assert_eq!(recovered.files, set.files);
+
+        // Fail the rename of CURRENT: the edit that triggered the roll stands, later edits
+        // are refused, and whichever manifest CURRENT names holds the same state.
+        let mem = MemFs::new();
+        let fs = FaultFs::new(Arc::new(mem.clone()));
+        let mut set = rolling_set(Arc::new(fs.clone()), 4 << 10);
+        fs.arm(Fault {
+            at: 0,
+            kinds: vec![OpKind::Rename],
+            persistent: true,
+            errno: Errno::Eio,
+        });
+        let mut tries = 0;
+        while set.failed.is_none() {
+            churn(&mut set).unwrap();
+            tries += 1;
+            assert!(tries < 1000, "never rolled");
+        }
+        assert!(matches!(churn(&mut set), Err(Error::Poisoned(_))));
+        fs.disarm();
+        let recovered = RecoveredManifest::load(&mem, Path::new("/db")).unwrap();
+        assert_eq!(recovered.files, set.files);
+        assert_eq!(recovered.last_seq, set.last_seq());
     }
 }
