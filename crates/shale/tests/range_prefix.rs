@@ -1,6 +1,6 @@
 //! `range`, `prefix` and reverse iteration over memtables and SSTables together.
 
-use shale::{Db, Options};
+use shale::{Db, Options, ReadOptions};
 
 #[test]
 fn range_prefix_and_reverse_span_memtable_and_tables() {
@@ -42,4 +42,41 @@ fn range_prefix_and_reverse_span_memtable_and_tables() {
     assert_eq!(all.len(), 191);
     assert_eq!(all.last().unwrap().0, vec![0xff, 0xff]);
     assert_eq!(db.prefix([0xffu8]).unwrap().count(), 1);
+}
+
+/// `range_opt` and `prefix_opt` read at a snapshot: later writes, deletes and a flush do
+/// not show.
+#[test]
+fn range_and_prefix_at_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for i in 0..20u32 {
+        db.put(format!("p/{i:02}"), "old").unwrap();
+    }
+    let snapshot = db.snapshot();
+    for i in 0..20u32 {
+        if i % 2 == 0 {
+            db.delete(format!("p/{i:02}")).unwrap();
+        } else {
+            db.put(format!("p/{i:02}"), "new").unwrap();
+        }
+    }
+    db.put("p/99", "new").unwrap();
+    db.flush().unwrap();
+    let opts = ReadOptions {
+        snapshot: Some(&snapshot),
+        ..ReadOptions::default()
+    };
+    let at_snapshot: Vec<_> = db
+        .prefix_opt("p/", &opts)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(at_snapshot.len(), 20);
+    assert!(at_snapshot.iter().all(|(_, v)| v == b"old"));
+    let ranged = db.range_opt("p/05".."p/10", &opts).unwrap().count();
+    assert_eq!(ranged, 5);
+    let latest: Vec<_> = db.prefix("p/").unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(latest.len(), 11);
+    assert!(latest.iter().all(|(_, v)| v == b"new"));
 }

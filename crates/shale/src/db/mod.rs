@@ -266,10 +266,19 @@ impl Db {
 
     /// The `(key, value)` pairs whose key starts with `prefix`, in key order.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
+        self.prefix_opt(prefix, &ReadOptions::default())
+    }
+
+    /// [`Db::prefix`] with read options (a snapshot, `fill_cache`); the prefix replaces
+    /// any bounds in `opts`.
+    pub fn prefix_opt(
+        &self,
+        prefix: impl AsRef<[u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<RangeIter> {
         let prefix = prefix.as_ref();
         let upper = read::prefix_successor(prefix);
-        self.inner
-            .range_iter(&ReadOptions::default(), Some(prefix.to_vec()), upper)
+        self.inner.range_iter(opts, Some(prefix.to_vec()), upper)
     }
 
     /// Freeze the active memtable and wait until every memtable is in an SSTable.
