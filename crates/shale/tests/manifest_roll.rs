@@ -83,3 +83,66 @@ fn the_manifest_rolls_while_flushes_and_compactions_run() {
         "a scan after the reopen differs from the model"
     );
 }
+
+/// A roll whose switch of CURRENT fails (every rename fails) leaves the flush that set it
+/// off installed, but refuses writes from then on, as a failed manifest write does; a
+/// reopen on a healthy file system finds every acknowledged write.
+#[test]
+fn a_failed_switch_of_current_refuses_later_writes() {
+    use shale::fs::{Errno, Fault, FaultFs, MemFs, OpKind};
+    use std::sync::Arc;
+
+    let mem = MemFs::new();
+    let faulty = FaultFs::new(Arc::new(mem.clone()));
+    let opts = |fs: Arc<dyn shale::fs::FileSystem>| Options {
+        fs,
+        max_manifest_file_size: 1,
+        level0_compaction_trigger: 100, // no compactions: only flushes install
+        level0_slowdown_trigger: 100,
+        level0_stop_trigger: 100,
+        ..options()
+    };
+    let db = Db::open("/db", opts(Arc::new(faulty.clone()))).unwrap();
+    faulty.arm(Fault {
+        at: 1,
+        kinds: vec![OpKind::Rename],
+        persistent: true,
+        errno: Errno::Eio,
+    });
+    let mut acknowledged = Vec::new();
+    let mut refused = false;
+    for round in 0..20u32 {
+        let key = format!("k{round:02}");
+        match db.put(&key, "v") {
+            Ok(()) => acknowledged.push(key),
+            Err(shale::Error::Poisoned(_)) => {
+                refused = true;
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+        if db.flush().is_ok() {
+            assert_eq!(
+                faulty.injected(),
+                0,
+                "a roll failed, and its flush said nothing"
+            );
+        } else {
+            // The flush installed, but its roll poisoned the database.
+            assert!(matches!(
+                db.put("after", "x"),
+                Err(shale::Error::Poisoned(_))
+            ));
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "no roll failed in 20 flushes");
+    assert!(faulty.injected() > 0);
+    drop(db);
+    let db = Db::open("/db", opts(Arc::new(mem))).unwrap();
+    for key in &acknowledged {
+        assert_eq!(db.get(key).unwrap().as_deref(), Some(&b"v"[..]), "{key}");
+    }
+    db.put("after", "x").unwrap();
+}

@@ -101,7 +101,7 @@ pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
         state.compacting.remove(&id);
     }
     let installed = result.and_then(|(edit, added, deleted)| {
-        let version = state.versions.log_and_apply(edit, &added)?;
+        let version = state.log_and_apply(edit, &added)?;
         Ok((version, added, deleted))
     });
     let (version, added, deleted) = match installed {

@@ -73,7 +73,7 @@ fn flush_loop(db: &DbInner) {
                 edit.new_files.push((Level(0), file.meta.clone()));
                 added.push((Level(0), Arc::new(file)));
             }
-            state.versions.log_and_apply(edit, &added)
+            state.log_and_apply(edit, &added)
         });
         match result {
             Ok(version) => {

@@ -48,7 +48,7 @@ use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
-use crate::version::{FileId, VersionSet};
+use crate::version::{FileId, Level, TableFile, Version, VersionEdit, VersionSet};
 use crate::wal::LogWriter;
 use super_version::{SuperVersion, SuperVersionCell};
 use write::WriteQueue;
@@ -113,6 +113,23 @@ pub(crate) struct DbState {
     /// When the rate limit was last tuned, and the user and background bytes written
     /// then.
     tune_mark: (std::time::Instant, u64, u64),
+}
+
+impl DbState {
+    /// Log `edit` and make its version current ([`VersionSet::log_and_apply`]). If the
+    /// manifest roll that the edit set off failed to switch CURRENT, the edit still stands
+    /// but the database refuses writes from now on, as after a failed manifest write.
+    pub(crate) fn log_and_apply(
+        &mut self,
+        edit: VersionEdit,
+        added: &[(Level, Arc<TableFile>)],
+    ) -> Result<Arc<Version>> {
+        let version = self.versions.log_and_apply(edit, added)?;
+        if let (Some(why), None) = (self.versions.failure(), &self.bg_error) {
+            self.bg_error = Some(why.to_owned());
+        }
+        Ok(version)
+    }
 }
 
 pub(crate) struct DbInner {

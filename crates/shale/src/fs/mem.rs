@@ -29,8 +29,8 @@
 //!
 //! Durability checker: `MemFs` records a [`MemFs::violations`] entry when a file is renamed
 //! while some of its bytes are not synced (the new name could then point at a short file),
-//! and when a file is synced while an earlier rename is still waiting for its `sync_dir`
-//! (the engine has moved on as if the rename were durable). [`MemFs::unsynced`] lists
+//! and when a thread syncs a file while a rename it made is still waiting for its
+//! `sync_dir` (it has moved on as if the rename were durable). [`MemFs::unsynced`] lists
 //! what a power loss would drop right now, for tests that assert that a clean close leaves
 //! nothing behind.
 //!
@@ -99,13 +99,14 @@ struct Node {
 enum DirOp {
     Link(PathBuf, u64),
     Unlink(PathBuf),
-    Rename(PathBuf, PathBuf),
+    /// From, to, and the thread that renamed (see `sync_node`).
+    Rename(PathBuf, PathBuf, std::thread::ThreadId),
 }
 
 impl DirOp {
     fn dir(&self) -> Option<&Path> {
         match self {
-            DirOp::Link(p, _) | DirOp::Unlink(p) | DirOp::Rename(_, p) => p.parent(),
+            DirOp::Link(p, _) | DirOp::Unlink(p) | DirOp::Rename(_, p, _) => p.parent(),
         }
     }
 
@@ -117,7 +118,7 @@ impl DirOp {
             DirOp::Unlink(p) => {
                 entries.remove(p);
             }
-            DirOp::Rename(from, to) => {
+            DirOp::Rename(from, to, _) => {
                 if let Some(node) = entries.remove(from) {
                     entries.insert(to.clone(), node);
                 }
@@ -244,11 +245,15 @@ impl State {
         }
     }
 
+    /// Only a sync on the thread that renamed counts against a pending rename: that
+    /// thread has moved on as if its rename were durable. Other threads' syncs (a writer's
+    /// WAL while a background thread switches CURRENT) do not depend on it.
     fn sync_node(&mut self, node: u64, path: &Path) {
-        if let Some(DirOp::Rename(from, to)) = self
+        let me = std::thread::current().id();
+        if let Some(DirOp::Rename(from, to, _)) = self
             .pending
             .iter()
-            .find(|op| matches!(op, DirOp::Rename(..)))
+            .find(|op| matches!(op, DirOp::Rename(_, _, by) if *by == me))
         {
             let v = format!(
                 "{} synced while the rename {} -> {} still waits for sync_dir",
@@ -567,9 +572,11 @@ impl FileSystem for MemFs {
         }
         state.live.remove(from);
         state.live.insert(to.to_owned(), node);
-        state
-            .pending
-            .push(DirOp::Rename(from.to_owned(), to.to_owned()));
+        state.pending.push(DirOp::Rename(
+            from.to_owned(),
+            to.to_owned(),
+            std::thread::current().id(),
+        ));
         Ok(())
     }
 

@@ -54,12 +54,16 @@ impl VersionSet {
         max_manifest_bytes: u64,
     ) -> Result<VersionSet> {
         let manifest_id = state.next_file_number;
+        let next_file = manifest_id.0 + 1;
+        let snapshot = snapshot_edit(state.log_number, next_file, state.last_seq, &state.files);
+        let manifest = write_snapshot(fs.as_ref(), dir, manifest_id, &snapshot)?;
+        set_current(fs.as_ref(), dir, manifest_id)?;
         let mut set = VersionSet {
-            manifest: LogWriter::new(fs.create(&dir.join(manifest_name(manifest_id)))?),
+            manifest,
             fs,
             dir: dir.to_owned(),
             manifest_id,
-            next_file: manifest_id.0 + 1,
+            next_file,
             log_number: state.log_number,
             last_seq: state.last_seq,
             files: state.files,
@@ -68,9 +72,6 @@ impl VersionSet {
             max_manifest_bytes,
             roll_at: 0,
         };
-        let snapshot = set.snapshot_edit();
-        set.write_edit(&snapshot)?;
-        set_current(set.fs.as_ref(), &set.dir, manifest_id)?;
         set.roll_at = set.next_roll(set.manifest.len());
         Ok(set)
     }
@@ -89,8 +90,8 @@ impl VersionSet {
     ///
     /// Crash safety: the edit that made the old manifest too long is already durable in
     /// it, and nothing more is appended to it, so until the rename of CURRENT the old
-    /// manifest is complete and named; after it, the new one is, having been synced
-    /// first; the old one is deleted only after the directory sync that makes the rename
+    /// manifest is complete and named; after it, the new one is, having been synced first
+    /// with its directory entry; the old one is deleted only after the directory sync that makes the rename
     /// durable. A failure while writing the new manifest leaves the old one live, and the
     /// roll is tried again once the manifest has doubled. A failure while switching CURRENT
     /// may or may not have renamed it, so CURRENT names one of the two, both complete; it
@@ -98,20 +99,12 @@ impl VersionSet {
     /// manifest that CURRENT might not name.
     fn roll(&mut self) {
         let id = self.new_file_id();
-        let path = self.dir.join(manifest_name(id));
-        let written = self.fs.create(&path).and_then(|file| {
-            let mut manifest = LogWriter::new(file);
-            let mut buf = Vec::new();
-            self.snapshot_edit().encode(&mut buf);
-            manifest.add_record(&[&buf])?;
-            manifest.sync()?;
-            Ok(manifest)
-        });
-        let manifest = match written {
+        let snapshot = self.snapshot_edit();
+        let manifest = match write_snapshot(self.fs.as_ref(), &self.dir, id, &snapshot) {
             Ok(manifest) => manifest,
             Err(_) => {
                 // Best effort: an open deletes manifests CURRENT does not name anyway.
-                let _ = self.fs.remove(&path);
+                let _ = self.fs.remove(&self.dir.join(manifest_name(id)));
                 self.roll_at = self.next_roll(self.manifest.len());
                 return;
             }
@@ -129,13 +122,14 @@ impl VersionSet {
     }
 
     fn snapshot_edit(&self) -> VersionEdit {
-        VersionEdit {
-            log_number: Some(self.log_number),
-            next_file_number: Some(FileId(self.next_file)),
-            last_seq: Some(self.last_seq),
-            new_files: self.files.values().cloned().collect(),
-            deleted_files: Vec::new(),
-        }
+        snapshot_edit(self.log_number, self.next_file, self.last_seq, &self.files)
+    }
+
+    /// Whether a failed manifest write or CURRENT switch has poisoned the set, and why.
+    /// A failed switch is found by the install whose edit triggered the roll, which
+    /// itself succeeded: its caller must refuse writes from then on.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
     }
 
     fn write_edit(&mut self, edit: &VersionEdit) -> Result<()> {
@@ -217,6 +211,39 @@ impl VersionSet {
         }
         Ok(self.current())
     }
+}
+
+/// The edit that starts a manifest: every live file and the counters.
+fn snapshot_edit(
+    log_number: FileId,
+    next_file: u64,
+    last_seq: SeqNo,
+    files: &BTreeMap<FileId, (Level, FileMeta)>,
+) -> VersionEdit {
+    VersionEdit {
+        log_number: Some(log_number),
+        next_file_number: Some(FileId(next_file)),
+        last_seq: Some(last_seq),
+        new_files: files.values().cloned().collect(),
+        deleted_files: Vec::new(),
+    }
+}
+
+/// Create manifest `id` in `dir` holding `snapshot` as its first record, and make it and
+/// its directory entry durable, so that CURRENT may name it.
+fn write_snapshot(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    id: FileId,
+    snapshot: &VersionEdit,
+) -> Result<LogWriter> {
+    let mut manifest = LogWriter::new(fs.create(&dir.join(manifest_name(id)))?);
+    let mut buf = Vec::new();
+    snapshot.encode(&mut buf);
+    manifest.add_record(&[&buf])?;
+    manifest.sync()?;
+    fs.sync_dir(dir)?;
+    Ok(manifest)
 }
 
 #[cfg(test)]
@@ -374,7 +401,10 @@ mod tests {
         assert!(snapshot > 4 << 10, "{snapshot}");
         // Small edits: none rolls until they are as long as the snapshot.
         let mut before = snapshot;
+        let mut edits = 0;
         while set.manifest_id() == rolled {
+            edits += 1;
+            assert!(edits < 10_000, "never rolled");
             before = set.manifest.len();
             let edit = VersionEdit {
                 last_seq: Some(SeqNo(2)),

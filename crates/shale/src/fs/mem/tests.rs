@@ -132,6 +132,25 @@ fn checker_flags_rename_of_unsynced_file_and_sync_before_sync_dir() {
     assert!(v[1].contains("waits for sync_dir"));
 }
 
+/// Another thread's sync does not depend on a rename this thread has not made durable yet
+/// (a writer syncing its WAL while a background thread switches CURRENT): not flagged.
+#[test]
+fn checker_ignores_another_threads_sync_before_sync_dir() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).unwrap();
+    write(&fs, &dir.join("tmp"), b"synced", true);
+    fs.rename(&dir.join("tmp"), &dir.join("CURRENT")).unwrap();
+    let other = fs.clone();
+    std::thread::spawn(move || write(&other, Path::new("/db/wal"), b"x", true))
+        .join()
+        .unwrap();
+    assert!(fs.violations().is_empty(), "{:?}", fs.violations());
+    write(&fs, &dir.join("mine"), b"x", true);
+    assert_eq!(fs.violations().len(), 1);
+    fs.sync_dir(dir).unwrap();
+}
+
 #[test]
 fn buffered_bytes_die_with_the_process() {
     let fs = MemFs::new();
