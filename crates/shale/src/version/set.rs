@@ -91,12 +91,12 @@ impl VersionSet {
     /// Crash safety: the edit that made the old manifest too long is already durable in
     /// it, and nothing more is appended to it, so until the rename of CURRENT the old
     /// manifest is complete and named; after it, the new one is, having been synced first
-    /// with its directory entry; the old one is deleted only after the directory sync that makes the rename
-    /// durable. A failure while writing the new manifest leaves the old one live, and the
-    /// roll is tried again once the manifest has doubled. A failure while switching CURRENT
-    /// may or may not have renamed it, so CURRENT names one of the two, both complete; it
-    /// poisons the set, as a failed manifest write does, since no edit may follow into a
-    /// manifest that CURRENT might not name.
+    /// with its directory entry. The old one is deleted only after the directory sync that
+    /// makes the rename durable. A failure while writing the new manifest leaves the old
+    /// one live, and the roll is tried again once the manifest has doubled. A failure
+    /// while switching CURRENT may or may not have renamed it, so CURRENT names one of the
+    /// two, both complete; it poisons the set, as a failed manifest write does, since no
+    /// edit may follow into a manifest that CURRENT might not name.
     fn roll(&mut self) {
         let id = self.new_file_id();
         let snapshot = self.snapshot_edit();
@@ -133,10 +133,7 @@ impl VersionSet {
     }
 
     fn write_edit(&mut self, edit: &VersionEdit) -> Result<()> {
-        let mut buf = Vec::new();
-        edit.encode(&mut buf);
-        self.manifest.add_record(&[&buf])?;
-        self.manifest.sync()
+        append_synced(&mut self.manifest, edit)
     }
 
     /// Reserve a new file number.
@@ -238,12 +235,17 @@ fn write_snapshot(
     snapshot: &VersionEdit,
 ) -> Result<LogWriter> {
     let mut manifest = LogWriter::new(fs.create(&dir.join(manifest_name(id)))?);
-    let mut buf = Vec::new();
-    snapshot.encode(&mut buf);
-    manifest.add_record(&[&buf])?;
-    manifest.sync()?;
+    append_synced(&mut manifest, snapshot)?;
     fs.sync_dir(dir)?;
     Ok(manifest)
+}
+
+/// Append `edit` to `manifest` as one record and make it durable.
+fn append_synced(manifest: &mut LogWriter, edit: &VersionEdit) -> Result<()> {
+    let mut buf = Vec::new();
+    edit.encode(&mut buf);
+    manifest.add_record(&[&buf])?;
+    manifest.sync()
 }
 
 #[cfg(test)]
@@ -437,7 +439,7 @@ mod tests {
         }
         // The next edits reach the limit: an edit's own record is two writes (header and
         // payload), which succeed; the roll's first write, the third, fails.
-        let mut armed_at = None;
+        let mut roll_failed = false;
         for _ in 0..10 {
             fs.arm(Fault {
                 at: 3,
@@ -447,12 +449,13 @@ mod tests {
             });
             churn(&mut set).unwrap();
             fs.disarm();
+            // A failed roll defers the next one to twice the manifest's length.
             if set.roll_at > 4 << 10 {
-                armed_at = Some(set.manifest.len());
+                roll_failed = true;
                 break;
             }
         }
-        assert!(armed_at.is_some(), "no roll was attempted");
+        assert!(roll_failed, "no roll was attempted");
         assert_eq!(set.manifest_id(), start, "a failed roll switched manifests");
         churn(&mut set).unwrap();
         let recovered = RecoveredManifest::load(&mem, Path::new("/db")).unwrap();
