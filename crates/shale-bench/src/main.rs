@@ -121,6 +121,10 @@ struct RunArgs {
     /// (HyperClockCache, a hash index in each data block) instead of its defaults.
     #[arg(long)]
     rocksdb_point_lookup: bool,
+    /// Shale only: compress the tables compacted into the last level with this codec
+    /// (`Options::bottommost_compression`), and with `--compression` above it.
+    #[arg(long, value_enum)]
+    bottommost_compression: Option<CompressionChoice>,
     /// Name the results by this label instead of the engine (one engine only): for
     /// sweeps of one engine's settings, reported side by side like engines.
     #[arg(long)]
@@ -184,6 +188,7 @@ impl RunArgs {
                 restart_interval: self.restart_interval,
                 file_reads: self.file_reads,
                 rocksdb_point_lookup: self.rocksdb_point_lookup,
+                bottommost_compression: self.bottommost_compression,
                 ..Parity::default()
             },
             db_dir: self.db_dir.clone(),
@@ -364,6 +369,12 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--filter-bits", &args.filter_bits.to_string()])
                     .args(["--restart-interval", &args.restart_interval.to_string()])
                     .args(["--file-reads", args.file_reads.name()])
+                    .args(
+                        args.bottommost_compression
+                            .map(|c| ["--bottommost-compression", c.name()])
+                            .as_ref()
+                            .map_or(&[][..], |a| &a[..]),
+                    )
                     .args(if args.rocksdb_point_lookup {
                         &["--rocksdb-point-lookup"][..]
                     } else {

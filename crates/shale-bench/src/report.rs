@@ -127,6 +127,15 @@ pub fn markdown_with(
             p.max_open_files,
             p.file_reads.describe(),
         );
+        if let Some(c) = p.bottommost_compression {
+            let _ = writeln!(
+                out,
+                "- Shale's last level compressed with {} (`--bottommost-compression`), the \
+                 levels above with {:?}.",
+                c.name(),
+                p.compression
+            );
+        }
         if p.rocksdb_point_lookup {
             let _ = writeln!(
                 out,

@@ -110,6 +110,11 @@ fn set_option(
         "block_restart_interval" => opts.block_restart_interval = get(name, value, INT)?,
         "filter_bits_per_key" => opts.filter_bits_per_key = get(name, value, INT)?,
         "compression" => opts.compression = compression(&get::<String>(name, value, "a str")?)?,
+        "bottommost_compression" => {
+            opts.bottommost_compression = (!value.is_none())
+                .then(|| compression(&get::<String>(name, value, "a str or None")?))
+                .transpose()?;
+        }
         "cache_size" => opts.cache_size = get(name, value, INT)?,
         "max_open_files" => opts.max_open_files = get(name, value, INT)?,
         "mmap_reads" => opts.mmap_reads = get(name, value, "bool")?,

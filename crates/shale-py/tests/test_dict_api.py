@@ -107,6 +107,11 @@ def test_options_are_applied(db_path):
     for name in ("none", "snappy", "lz4", "zstd:9"):
         with shale.open(db_path, compression=name) as db:
             assert db[b"k000"] == b"x" * 1000
+    with shale.open(db_path, bottommost_compression="zstd:19") as db:
+        db.compact()
+        assert db[b"k199"] == b"x" * 1000
+    with pytest.raises(ValueError, match="bottommost_compression"):
+        shale.open(db_path, bottommost_compression="zstd:0")
 
 
 def test_repr(db):

@@ -55,6 +55,14 @@ pub struct Options {
     pub filter_bits_per_key: u32,
     /// Compression of SSTable blocks. Default: LZ4.
     pub compression: Compression,
+    /// Compression of the tables compactions write to the last level (L6), which holds
+    /// most of a settled tree (about 90% with the default `level_size_multiplier`);
+    /// `None` uses `compression`. RocksDB's `bottommost_compression`. The usual choice is
+    /// a fast codec above and a dense one at the bottom, for example LZ4 and
+    /// `Zstd(3)`: most of the data then takes zstd's space, while the recent data that
+    /// flushes and the upper levels rewrite often pays LZ4's CPU. A file a trivial move
+    /// takes to L6 keeps its codec until a compaction rewrites it. Default: `None`.
+    pub bottommost_compression: Option<Compression>,
     /// Byte budget of the block cache. Default: 64 MiB. Once the cache is full, a data
     /// block is cached at its second miss, if the first was recent (within about as many
     /// misses as the cache holds blocks; `block_size` sets that estimate), not at its
@@ -152,6 +160,7 @@ impl Default for Options {
             block_restart_interval: 16,
             filter_bits_per_key: 10,
             compression: Compression::Lz4,
+            bottommost_compression: None,
             cache_size: 64 << 20,
             max_open_files: 1000,
             mmap_reads: cfg!(target_pointer_width = "64"),
@@ -183,6 +192,7 @@ impl fmt::Debug for Options {
             .field("block_restart_interval", &self.block_restart_interval)
             .field("filter_bits_per_key", &self.filter_bits_per_key)
             .field("compression", &self.compression)
+            .field("bottommost_compression", &self.bottommost_compression)
             .field("cache_size", &self.cache_size)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
@@ -252,11 +262,16 @@ impl Options {
                 self.filter_bits_per_key
             ),
         );
-        if let Compression::Zstd(level) = self.compression {
-            check(
-                (1..=22).contains(&level),
-                format!("zstd compression level {level} must be between 1 and 22"),
-            );
+        for (name, c) in [
+            ("compression", Some(self.compression)),
+            ("bottommost_compression", self.bottommost_compression),
+        ] {
+            if let Some(Compression::Zstd(level)) = c {
+                check(
+                    (1..=22).contains(&level),
+                    format!("{name}: zstd compression level {level} must be between 1 and 22"),
+                );
+            }
         }
         check(
             self.level0_compaction_trigger >= 1,
@@ -427,9 +442,13 @@ mod tests {
             block_restart_interval: 0,
             level0_stop_trigger: 1,
             compression: Compression::Zstd(99),
+            bottommost_compression: Some(Compression::Zstd(0)),
             ..Options::default()
         };
         let problems = opts.validate().unwrap_err();
-        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert_eq!(problems.len(), 6, "{problems:#?}");
+        assert!(problems
+            .iter()
+            .any(|p| p.starts_with("bottommost_compression")));
     }
 }

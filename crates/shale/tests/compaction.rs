@@ -60,6 +60,65 @@ fn space_stays_within_1_3x_of_live_data_after_overwrites() {
     }
 }
 
+/// The codec of each table in `dir`, as its properties block records it.
+fn table_codecs(dir: &std::path::Path) -> Vec<Compression> {
+    let mut codecs = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "sst") {
+            codecs.push(
+                shale::tools::open_table(&path)
+                    .unwrap()
+                    .properties()
+                    .compression,
+            );
+        }
+    }
+    codecs
+}
+
+#[test]
+fn bottommost_compression_applies_to_the_last_level_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        compression: Compression::Lz4,
+        bottommost_compression: Some(Compression::Zstd(3)),
+        // One table per flush, and no compaction but the one asked for.
+        write_buffer_size: 4 << 20,
+        ..options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let fill = |round| {
+        for i in 0..2_000 {
+            db.put(key(i), value(i, round)).unwrap();
+        }
+        db.flush().unwrap();
+    };
+    fill(0);
+    assert_eq!(
+        table_codecs(dir.path()),
+        [Compression::Lz4],
+        "a flush writes L0"
+    );
+    db.compact_range(None, None).unwrap();
+    // A small tree's base level is the last one: everything went there.
+    let counts = db.level_file_counts();
+    assert!(counts[..6].iter().all(|&n| n == 0), "levels {counts:?}");
+    let codecs = table_codecs(dir.path());
+    assert!(
+        !codecs.is_empty() && codecs.iter().all(|c| *c == Compression::Zstd(3)),
+        "{codecs:?}"
+    );
+    fill(1);
+    let mut codecs = table_codecs(dir.path());
+    codecs.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(codecs.first(), Some(&Compression::Lz4), "{codecs:?}");
+    assert_eq!(codecs.last(), Some(&Compression::Zstd(3)), "{codecs:?}");
+    for i in 0..2_000 {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)));
+    }
+}
+
 #[test]
 fn tombstones_disappear_after_a_full_compaction() {
     let dir = tempfile::tempdir().unwrap();

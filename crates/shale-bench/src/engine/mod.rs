@@ -83,6 +83,10 @@ pub struct Parity {
     /// its defaults (see `engine/rocksdb.rs`).
     #[serde(default)]
     pub rocksdb_point_lookup: bool,
+    /// Shale only: the codec of tables compacted into the last level
+    /// (`Options::bottommost_compression`); `None` keeps `compression` there too.
+    #[serde(default)]
+    pub bottommost_compression: Option<CompressionChoice>,
 }
 
 /// How an engine that has the choice reads its table files.
@@ -141,6 +145,7 @@ impl Default for Parity {
             max_open_files: default_max_open_files(),
             file_reads: FileReads::EngineDefault,
             rocksdb_point_lookup: false,
+            bottommost_compression: None,
         }
     }
 }

@@ -18,6 +18,15 @@ fn write_options(d: Durability) -> WriteOptions {
     }
 }
 
+fn codec(choice: CompressionChoice) -> Compression {
+    match choice {
+        CompressionChoice::None => Compression::None,
+        CompressionChoice::Lz4 => Compression::Lz4,
+        CompressionChoice::Zstd => Compression::Zstd(3),
+        CompressionChoice::Snappy => Compression::Snappy,
+    }
+}
+
 impl ShaleEngine {
     pub fn open(dir: &Path, p: &Parity) -> BenchResult<ShaleEngine> {
         let opts = Options {
@@ -26,12 +35,8 @@ impl ShaleEngine {
             block_size: p.block_bytes,
             filter_bits_per_key: p.filter_bits_per_key,
             block_restart_interval: p.restart_interval,
-            compression: match p.compression {
-                CompressionChoice::None => Compression::None,
-                CompressionChoice::Lz4 => Compression::Lz4,
-                CompressionChoice::Zstd => Compression::Zstd(3),
-                CompressionChoice::Snappy => Compression::Snappy,
-            },
+            compression: codec(p.compression),
+            bottommost_compression: p.bottommost_compression.map(codec),
             cache_size: p.block_cache_bytes,
             background_threads: p.background_threads,
             max_bytes_for_level_base: p.level_base_bytes,

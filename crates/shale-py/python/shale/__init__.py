@@ -39,6 +39,7 @@ OPTIONS = {
     "block_restart_interval": "keys between restart points in a block [16]",
     "filter_bits_per_key": "bloom filter bits per key, 0 for none [10]",
     "compression": '"lz4", "zstd", "zstd:LEVEL", "snappy" or "none" ["lz4"]',
+    "bottommost_compression": "compression of tables compacted into the last level (L6); None: as compression [None]",
     "cache_size": "block cache bytes [64 MiB]",
     "max_open_files": "SSTables kept open [1000]",
     "mmap_reads": "read SSTables through memory maps [True on 64-bit]",

@@ -156,6 +156,18 @@ type Installable = (
 );
 
 /// Do the I/O of `task`: the edit to install, the new files, the files it replaces.
+/// How a compaction writes its tables into `level`: with `bottommost_compression` (if
+/// set) in the last level, with `compression` above it.
+fn table_options(opts: &crate::Options, level: Level) -> TableOptions {
+    let mut table = TableOptions::from(opts);
+    if usize::from(level.0) == NUM_LEVELS - 1 {
+        if let Some(c) = opts.bottommost_compression {
+            table.compression = c;
+        }
+    }
+    table
+}
+
 fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     let version = lock(&db.state).versions.current();
     let find = |level: usize, ids: &[FileId]| -> Vec<Arc<TableFile>> {
@@ -227,7 +239,7 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
             file.table()?; // open (and so verify) the new table
             Ok(file)
         },
-        TableOptions::from(&db.opts),
+        table_options(&db.opts, out_level),
         db.opts.max_file_size,
         &mut next_file,
     )?;
