@@ -72,6 +72,8 @@ def test_paraphrase_finds_the_sentence_and_deleted_keys_never_return(db_path):
 
         stats = db.stats()
         assert stats["index_applied"] == stats["index_queued"]
+        # One node id per text written; the delete took none.
+        assert stats["index_id_space"] == 20
 
 
 @needs_model

@@ -17,22 +17,58 @@ pub(super) struct KeyState {
 }
 
 /// The graph, the key of each of its nodes, and the key map.
+///
+/// Node ids are reused, so that the id space (and with it `nodes`, the graph's node store
+/// and each search's visited marks) stays near the number of live values however many
+/// overwrites come: an id becomes **free** when a graph rebuild has left its dead node
+/// out, and [`Index::apply`] hands free ids out before new ones. An id handed out but not
+/// yet inserted into the graph (**pending**) is never freed, since its inserter is about
+/// to use it.
 pub(super) struct Index {
     /// Holds the vectors; exact search scans it, approximate search walks it.
     pub(super) graph: Hnsw,
-    /// Per node id: its key, the hash of its text, and whether it is live. Ids are never
-    /// reused while the process runs; a node replaced or deleted stays (dead) until the
-    /// graph is rebuilt.
+    /// Per node id: its key, the hash of its text, and its state.
     pub(super) nodes: Vec<Node>,
     pub(super) live: usize,
     pub(super) keys: HashMap<Vec<u8>, KeyState>,
+    /// Free ids, taken from the end.
+    free: Vec<u32>,
 }
 
 #[derive(Debug)]
 pub(super) struct Node {
+    /// The key while the node is live; empty once it is dead.
     pub(super) key: Vec<u8>,
     pub(super) text_hash: u64,
-    pub(super) live: bool,
+    pub(super) state: NodeState,
+    /// Handed out by `apply`, not yet inserted into the graph (see [`Index::inserted`]).
+    pub(super) pending: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NodeState {
+    /// Holds its key's current vector.
+    Live,
+    /// Replaced or deleted; its graph node (if inserted) is a tombstone.
+    Dead,
+    /// Not in the graph; [`Index::apply`] may hand the id out again.
+    Free,
+}
+
+impl Node {
+    /// A dead node: the state of an id a checkpoint holds that no value claims.
+    pub(super) fn dead() -> Node {
+        Node {
+            key: Vec::new(),
+            text_hash: 0,
+            state: NodeState::Dead,
+            pending: false,
+        }
+    }
+
+    pub(super) fn is_live(&self) -> bool {
+        self.state == NodeState::Live
+    }
 }
 
 /// What [`Index::apply`] decided.
@@ -42,18 +78,26 @@ pub(super) enum Applied {
     Stale,
     /// The key's old node (if any) is dead and the key has none.
     Deleted,
-    /// The key's vector goes under this new node id (the caller inserts it).
+    /// The key's vector goes under this node id (the caller inserts it, then reports it
+    /// to [`Index::inserted`]).
     Put(u32),
 }
 
 impl Index {
     pub(super) fn new(dim: usize, params: HnswParams) -> Result<Index> {
-        Ok(Index {
-            graph: Hnsw::new(dim, params)?,
+        Ok(Index::with_graph(Hnsw::new(dim, params)?))
+    }
+
+    /// An index around `graph` (a checkpoint's) whose nodes and keys are still to be laid
+    /// out.
+    pub(super) fn with_graph(graph: Hnsw) -> Index {
+        Index {
+            graph,
             nodes: Vec::new(),
             live: 0,
             keys: HashMap::new(),
-        })
+            free: Vec::new(),
+        }
     }
 
     /// Record `key`'s new state (`text_hash` for a put, `None` for a delete) if `seq` is
@@ -80,17 +124,29 @@ impl Index {
         Ok(node.map_or(Applied::Deleted, Applied::Put))
     }
 
-    /// A new live node for `key`.
+    /// A live, pending node for `key`: a free id if there is one, else a new one.
     fn push(&mut self, key: &[u8], text_hash: u64) -> Result<u32> {
-        let id = u32::try_from(self.nodes.len())
-            .ok()
-            .filter(|&id| id < u32::MAX)
-            .ok_or_else(|| Error::invalid("the semantic index is full (2^32 - 1 nodes)"))?;
-        self.nodes.push(Node {
+        let node = Node {
             key: key.to_vec(),
             text_hash,
-            live: true,
-        });
+            state: NodeState::Live,
+            pending: true,
+        };
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                let id = u32::try_from(self.nodes.len())
+                    .ok()
+                    .filter(|&id| id < u32::MAX)
+                    .ok_or_else(|| Error::invalid("the semantic index is full (2^32 - 1 nodes)"))?;
+                self.nodes.push(Node::dead());
+                id
+            }
+        };
+        if let Some(slot) = self.nodes.get_mut(id as usize) {
+            debug_assert!(slot.state != NodeState::Live && !slot.pending);
+            *slot = node;
+        }
         self.live += 1;
         Ok(id)
     }
@@ -98,8 +154,9 @@ impl Index {
     /// Make node `id` dead, here and (if it is there yet) in the graph.
     pub(super) fn kill(&mut self, id: u32) {
         if let Some(node) = self.nodes.get_mut(id as usize) {
-            if node.live {
-                node.live = false;
+            if node.is_live() {
+                node.state = NodeState::Dead;
+                node.key = Vec::new();
                 self.live -= 1;
             }
         }
@@ -108,15 +165,50 @@ impl Index {
         let _ = self.graph.mark_deleted(NodeId(id));
     }
 
+    /// The graph now holds `ids` (handed out by `apply`): they are no longer pending.
+    pub(super) fn inserted(&mut self, ids: impl IntoIterator<Item = u32>) {
+        for id in ids {
+            if let Some(node) = self.nodes.get_mut(id as usize) {
+                node.pending = false;
+            }
+        }
+    }
+
+    /// If tombstones fill too much of the graph, rebuild it without them and free the
+    /// ids of the dead nodes it left out.
+    pub(super) fn reclaim(&mut self, threads: usize) -> Result<()> {
+        if !self.graph.needs_reclaim() {
+            return Ok(());
+        }
+        self.graph = self.graph.rebuilt(threads)?;
+        // A dead node that is not pending was inserted and then tombstoned (by `kill` or
+        // by its inserter), so the rebuilt graph does not hold it.
+        for (id, node) in self.nodes.iter_mut().enumerate() {
+            if node.state == NodeState::Dead && !node.pending {
+                node.state = NodeState::Free;
+                self.free.push(u32::try_from(id).unwrap_or(u32::MAX));
+            }
+        }
+        // Lowest ids first (`pop` takes from the end), so the id space stays compact.
+        self.free.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(())
+    }
+
     /// True if node `id` is live and its key within `opts`' bounds.
     pub(super) fn admits(&self, id: NodeId, opts: &SearchOptions) -> bool {
         self.nodes
             .get(id.0 as usize)
-            .is_some_and(|n| n.live && opts.admits(&n.key))
+            .is_some_and(|n| n.is_live() && opts.admits(&n.key))
     }
 
     pub(super) fn is_live(&self, id: u32) -> bool {
-        self.nodes.get(id as usize).is_some_and(|n| n.live)
+        self.nodes.get(id as usize).is_some_and(Node::is_live)
+    }
+
+    /// One more than the highest id ever handed out: what `nodes`, the graph's node store
+    /// and the visited marks of a search scale with.
+    pub(super) fn id_space(&self) -> usize {
+        self.nodes.len()
     }
 }
 
@@ -138,5 +230,53 @@ mod tests {
         assert_eq!(index.live, 0);
         assert_eq!(index.apply(b"k", 5, Some(1)).unwrap(), Applied::Stale);
         assert_eq!(index.live, 0);
+    }
+
+    /// Insert the vector of `id` as its inserter does (then tombstone it if it died).
+    fn insert(index: &mut Index, id: u32, x: f32) {
+        index.graph.insert(NodeId(id), &[x, 1.0]).unwrap();
+        if !index.is_live(id) {
+            index.graph.mark_deleted(NodeId(id)).unwrap();
+        }
+        index.inserted([id]);
+    }
+
+    #[test]
+    fn ids_are_reused_after_a_rebuild_but_never_while_pending() {
+        let mut index = Index::new(2, HnswParams::with_m(4)).unwrap();
+        for (i, key) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
+            assert_eq!(
+                index.apply(*key, 1, Some(1)).unwrap(),
+                Applied::Put(i as u32)
+            );
+            insert(&mut index, i as u32, i as f32);
+        }
+        // `a` is replaced and its new node inserted; `b` is replaced twice before either of
+        // its new nodes is inserted, so one of those is dead and still pending.
+        assert_eq!(index.apply(b"a", 2, Some(2)).unwrap(), Applied::Put(4));
+        insert(&mut index, 4, 4.0);
+        assert_eq!(index.apply(b"b", 2, Some(2)).unwrap(), Applied::Put(5));
+        assert_eq!(index.apply(b"b", 3, Some(3)).unwrap(), Applied::Put(6));
+        assert!(index.graph.needs_reclaim());
+        index.reclaim(1).unwrap();
+        // Ids 0 and 1 (dead, inserted) are free; 5 (dead, pending) is not.
+        assert_eq!(index.graph.len(), 3, "the rebuild keeps live nodes only");
+        assert_eq!(index.apply(b"e", 1, Some(1)).unwrap(), Applied::Put(0));
+        assert_eq!(index.apply(b"f", 1, Some(1)).unwrap(), Applied::Put(1));
+        assert_eq!(index.apply(b"g", 1, Some(1)).unwrap(), Applied::Put(7));
+        // The late inserts of 5 and 6 still find their slots empty.
+        insert(&mut index, 5, 5.0);
+        insert(&mut index, 6, 6.0);
+        for (id, x) in [(0, 10.0), (1, 11.0), (7, 12.0)] {
+            insert(&mut index, id, x);
+        }
+        assert!(index.graph.is_deleted(NodeId(5)));
+        assert_eq!(index.live, 7);
+        assert_eq!(index.id_space(), 8);
+        let keys: Vec<&[u8]> = (0..8)
+            .filter(|&id| index.is_live(id))
+            .map(|id| &index.nodes[id as usize].key[..])
+            .collect();
+        assert_eq!(keys, [&b"e"[..], b"f", b"c", b"d", b"a", b"b", b"g"]);
     }
 }

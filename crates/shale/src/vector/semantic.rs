@@ -34,7 +34,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
 use super::checkpoint::{self, Checkpoint};
-use super::key_index::{Applied, Index, KeyState, Node};
+use super::key_index::{Applied, Index, KeyState, Node, NodeState};
 use super::value::{decode_vector, encode_vector, same_vector, text_hash};
 use super::{Embedder, HnswParams, NodeId};
 use crate::error::{Error, Result};
@@ -346,13 +346,7 @@ impl Semantic {
             orphans.push(rest?.0);
         }
         // Checkpointed nodes keep their ids: lay out `nodes` to match, the unclaimed dead.
-        index.nodes = (0..checkpointed)
-            .map(|_| Node {
-                key: Vec::new(),
-                text_hash: 0,
-                live: false,
-            })
-            .collect();
+        index.nodes = (0..checkpointed).map(|_| Node::dead()).collect();
         for (id, claim) in claimed.iter().enumerate() {
             if !claim {
                 let _ = index
@@ -366,7 +360,8 @@ impl Semantic {
                 *slot = Node {
                     key: key.clone(),
                     text_hash,
-                    live: true,
+                    state: NodeState::Live,
+                    pending: false,
                 };
                 index.live += 1;
                 index.keys.insert(
@@ -399,14 +394,13 @@ impl Semantic {
             |id| by_id.get(&id.0).copied(),
             self.opts.embed_threads.max(1),
         )?;
+        index.inserted(ids.iter().map(|id| id.0));
         for key in &orphans {
             fix.delete(key);
         }
         self.recovery.orphans_deleted = orphans.len();
         self.recovery.texts_to_embed = to_embed.len();
-        if index.graph.needs_reclaim() {
-            index.graph = index.graph.rebuilt(self.opts.embed_threads.max(1))?;
-        }
+        index.reclaim(self.opts.embed_threads.max(1))?;
         self.store.write(fix, crate::WriteOptions::default())?;
         self.enqueue(to_embed);
         Ok(())
@@ -520,12 +514,10 @@ impl Semantic {
             self.store.write(batch, crate::WriteOptions::default())?;
         }
         self.insert_vectors(&inserts)?;
-        let reclaim = read(&self.index).graph.needs_reclaim();
-        if reclaim {
+        if !inserts.is_empty() || read(&self.index).graph.needs_reclaim() {
             let mut index = write(&self.index);
-            if index.graph.needs_reclaim() {
-                index.graph = index.graph.rebuilt(self.opts.embed_threads.max(1))?;
-            }
+            index.inserted(inserts.iter().map(|(id, _)| *id));
+            index.reclaim(self.opts.embed_threads.max(1))?;
         }
         Ok(())
     }
@@ -571,7 +563,7 @@ impl Semantic {
                 let admitted = index
                     .nodes
                     .iter()
-                    .filter(|n| n.live && opts.admits(&n.key))
+                    .filter(|n| n.is_live() && opts.admits(&n.key))
                     .take(threshold)
                     .count();
                 let narrow = admitted < threshold;
@@ -609,6 +601,11 @@ impl Semantic {
     pub fn len(&self) -> Result<usize> {
         self.catch_up()?;
         Ok(read(&self.index).live)
+    }
+
+    /// See [`Index::id_space`] (does not wait).
+    pub fn id_space(&self) -> usize {
+        read(&self.index).id_space()
     }
 
     /// `(applied, queued)`: changes applied so far and changes queued so far, counted
@@ -662,15 +659,7 @@ fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &SemanticOptions) -> Result
         Checkpoint::Found(graph)
             if graph.dim() == opts.embedder.dim() && *graph.params() == opts.hnsw =>
         {
-            Ok((
-                Index {
-                    graph,
-                    nodes: Vec::new(),
-                    live: 0,
-                    keys: HashMap::new(),
-                },
-                false,
-            ))
+            Ok((Index::with_graph(graph), false))
         }
         // Other parameters or another model: rebuild, not an error.
         Checkpoint::Found(_) | Checkpoint::Missing => Ok((fresh()?, false)),
