@@ -131,9 +131,9 @@ pub fn markdown_with(
             let _ = writeln!(
                 out,
                 "- Shale's last level compressed with {} (`--bottommost-compression`), the \
-                 levels above with {:?}.",
+                 levels above with {}.",
                 c.name(),
-                p.compression
+                p.compression.name()
             );
         }
         if p.rocksdb_point_lookup {

@@ -109,10 +109,12 @@ fn set_option(
         "block_size" => opts.block_size = get(name, value, INT)?,
         "block_restart_interval" => opts.block_restart_interval = get(name, value, INT)?,
         "filter_bits_per_key" => opts.filter_bits_per_key = get(name, value, INT)?,
-        "compression" => opts.compression = compression(&get::<String>(name, value, "a str")?)?,
+        "compression" => {
+            opts.compression = compression(name, &get::<String>(name, value, "a str")?)?;
+        }
         "bottommost_compression" => {
             opts.bottommost_compression = (!value.is_none())
-                .then(|| compression(&get::<String>(name, value, "a str or None")?))
+                .then(|| compression(name, &get::<String>(name, value, "a str or None")?))
                 .transpose()?;
         }
         "cache_size" => opts.cache_size = get(name, value, INT)?,
@@ -138,8 +140,9 @@ fn set_option(
     Ok(())
 }
 
-/// `"lz4"`, `"snappy"`, `"none"`, `"zstd"` (level 3) or `"zstd:LEVEL"`.
-fn compression(name: &str) -> Result<shale::Compression, String> {
+/// `"lz4"`, `"snappy"`, `"none"`, `"zstd"` (level 3) or `"zstd:LEVEL"`, the value of the
+/// option `option`.
+fn compression(option: &str, name: &str) -> Result<shale::Compression, String> {
     let lower = name.to_ascii_lowercase();
     match lower.as_str() {
         "lz4" => Ok(shale::Compression::Lz4),
@@ -149,7 +152,7 @@ fn compression(name: &str) -> Result<shale::Compression, String> {
         other => match other.strip_prefix("zstd:").map(str::parse::<i32>) {
             Some(Ok(level)) => Ok(shale::Compression::Zstd(level)),
             _ => Err(format!(
-                "compression must be \"lz4\", \"zstd\", \"zstd:LEVEL\", \"snappy\" or \"none\", \
+                "{option} must be \"lz4\", \"zstd\", \"zstd:LEVEL\", \"snappy\" or \"none\", \
                  got {name:?}"
             )),
         },

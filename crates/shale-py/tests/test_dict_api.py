@@ -110,8 +110,9 @@ def test_options_are_applied(db_path):
     with shale.open(db_path, bottommost_compression="zstd:19") as db:
         db.compact()
         assert db[b"k199"] == b"x" * 1000
-    with pytest.raises(ValueError, match="bottommost_compression"):
-        shale.open(db_path, bottommost_compression="zstd:0")
+    for bad in ("zstd:0", "gzip"):
+        with pytest.raises(ValueError, match="bottommost_compression"):
+            shale.open(db_path, bottommost_compression=bad)
 
 
 def test_repr(db):

@@ -60,8 +60,10 @@ pub struct Options {
     /// `None` uses `compression`. RocksDB's `bottommost_compression`. The usual choice is
     /// a fast codec above and a dense one at the bottom, for example LZ4 and
     /// `Zstd(3)`: most of the data then takes zstd's space, while the recent data that
-    /// flushes and the upper levels rewrite often pays LZ4's CPU. A file a trivial move
-    /// takes to L6 keeps its codec until a compaction rewrites it. Default: `None`.
+    /// flushes and the upper levels rewrite often pays LZ4's CPU. When the two codecs
+    /// differ, a file entering L6 is rewritten, never moved as it is (as RocksDB does), so
+    /// append-only loads get the codec too; `Db::repair`, which writes everything to L6,
+    /// uses it as well. Default: `None`.
     pub bottommost_compression: Option<Compression>,
     /// Byte budget of the block cache. Default: 64 MiB. Once the cache is full, a data
     /// block is cached at its second miss, if the first was recent (within about as many

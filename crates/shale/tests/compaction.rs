@@ -87,7 +87,7 @@ fn bottommost_compression_applies_to_the_last_level_only() {
         write_buffer_size: 4 << 20,
         ..options()
     };
-    let db = Db::open(dir.path(), opts).unwrap();
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
     let fill = |round| {
         for i in 0..2_000 {
             db.put(key(i), value(i, round)).unwrap();
@@ -117,6 +117,17 @@ fn bottommost_compression_applies_to_the_last_level_only() {
     for i in 0..2_000 {
         assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)));
     }
+    // A repair writes everything into the last level: with its codec.
+    db.close().unwrap();
+    drop(db);
+    Db::repair(dir.path(), &opts).unwrap();
+    let codecs = table_codecs(dir.path());
+    assert!(
+        !codecs.is_empty() && codecs.iter().all(|c| *c == Compression::Zstd(3)),
+        "{codecs:?}"
+    );
+    let db = Db::open(dir.path(), opts).unwrap();
+    assert_eq!(db.get(key(7)).unwrap(), Some(value(7, 1)));
 }
 
 #[test]

@@ -46,6 +46,9 @@ pub struct CompactionPolicy {
     pub level0_trigger: usize,
     pub base_bytes: u64,
     pub multiplier: u32,
+    /// The last level stores another codec (`Options::bottommost_compression`), so a file
+    /// moving into it is rewritten, not moved (as RocksDB does when the codecs differ).
+    pub rewrite_into_last_level: bool,
 }
 
 /// Files to merge from `level` into `output_level` (the next level, or `level` itself for
@@ -201,7 +204,10 @@ impl CompactionPolicy {
                 file.largest,
                 busy,
             );
-            if let Some(t) = t {
+            if let Some(mut t) = t {
+                if t.output_level == NUM_LEVELS - 1 && self.rewrite_into_last_level {
+                    t.trivial_move = false;
+                }
                 return Some(t);
             }
         }
@@ -322,6 +328,7 @@ mod tests {
             level0_trigger: 4,
             base_bytes: 100,
             multiplier: 10,
+            rewrite_into_last_level: false,
         }
     }
 
@@ -400,6 +407,41 @@ mod tests {
     }
 
     #[test]
+    fn a_move_into_the_last_level_is_a_rewrite_when_its_codec_differs() {
+        // Base level L5 (target 100) holds 500 bytes in one file that overlaps nothing in
+        // L6, as an append-only load leaves it.
+        let lv = tree(
+            Vec::new(),
+            vec![
+                (5, vec![file(1, 500, "a", "c")]),
+                (LAST, vec![file(8, 1000, "m", "z")]),
+            ],
+        );
+        let t = policy().pick(&lv, &|_| false, &[]).unwrap();
+        assert_eq!((t.level, t.output_level), (5, LAST));
+        assert!(t.trivial_move);
+        let rewrite = CompactionPolicy {
+            rewrite_into_last_level: true,
+            ..policy()
+        };
+        let t = rewrite.pick(&lv, &|_| false, &[]).unwrap();
+        assert_eq!((t.inputs, t.next_inputs), (vec![FileId(1)], Vec::new()));
+        assert!(!t.trivial_move, "L6 takes another codec: rewrite");
+        // Moves between upper levels stay moves.
+        let lv = tree(
+            Vec::new(),
+            vec![
+                (4, vec![file(1, 500, "a", "c")]),
+                (5, vec![file(2, 100, "m", "n")]),
+                (LAST, vec![file(8, 10_000, "m", "z")]),
+            ],
+        );
+        let t = rewrite.pick(&lv, &|_| false, &[]).unwrap();
+        assert_eq!((t.level, t.output_level), (4, 5));
+        assert!(t.trivial_move);
+    }
+
+    #[test]
     fn oversized_level_moves_a_lone_file_and_round_robins() {
         // Base level L4 (target 100) holds 180 bytes; L5 has one file overlapping d..f.
         let l4 = vec![
@@ -470,6 +512,7 @@ mod tests {
             level0_trigger: 4,
             base_bytes: 1000,
             multiplier: 10,
+            rewrite_into_last_level: false,
         };
         // level -> id -> (size, lo, hi); keys are u32 encoded big-endian
         let mut tree: Vec<SimLevel> = vec![SimLevel::new(); NUM_LEVELS];

@@ -39,6 +39,10 @@ pub(crate) fn policy(db: &DbInner) -> CompactionPolicy {
         level0_trigger: db.opts.level0_compaction_trigger,
         base_bytes: db.opts.max_bytes_for_level_base,
         multiplier: db.opts.level_size_multiplier,
+        rewrite_into_last_level: db
+            .opts
+            .bottommost_compression
+            .is_some_and(|c| c != db.opts.compression),
     }
 }
 
@@ -156,18 +160,6 @@ type Installable = (
 );
 
 /// Do the I/O of `task`: the edit to install, the new files, the files it replaces.
-/// How a compaction writes its tables into `level`: with `bottommost_compression` (if
-/// set) in the last level, with `compression` above it.
-fn table_options(opts: &crate::Options, level: Level) -> TableOptions {
-    let mut table = TableOptions::from(opts);
-    if usize::from(level.0) == NUM_LEVELS - 1 {
-        if let Some(c) = opts.bottommost_compression {
-            table.compression = c;
-        }
-    }
-    table
-}
-
 fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     let version = lock(&db.state).versions.current();
     let find = |level: usize, ids: &[FileId]| -> Vec<Arc<TableFile>> {
@@ -239,7 +231,7 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
             file.table()?; // open (and so verify) the new table
             Ok(file)
         },
-        table_options(&db.opts, out_level),
+        TableOptions::for_level(&db.opts, usize::from(out_level.0)),
         db.opts.max_file_size,
         &mut next_file,
     )?;

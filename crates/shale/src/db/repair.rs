@@ -269,7 +269,7 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
             file.table()?; // open (and so verify) the new table
             Ok(file)
         },
-        TableOptions::from(opts),
+        TableOptions::for_level(opts, NUM_LEVELS - 1),
         opts.max_file_size,
         &mut next_file,
     )?;

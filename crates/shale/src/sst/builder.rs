@@ -48,6 +48,20 @@ impl From<&Options> for TableOptions {
     }
 }
 
+impl TableOptions {
+    /// How a compaction (or a repair) writes its tables into `level`: with
+    /// `bottommost_compression` (if set) in the last level, with `compression` above it.
+    pub fn for_level(o: &Options, level: usize) -> TableOptions {
+        let mut table = TableOptions::from(o);
+        if level == crate::version::NUM_LEVELS - 1 {
+            if let Some(c) = o.bottommost_compression {
+                table.compression = c;
+            }
+        }
+        table
+    }
+}
+
 /// What a finished table holds: what the manifest records about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSummary {
