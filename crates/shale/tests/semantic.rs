@@ -248,6 +248,64 @@ fn node_ids_are_reused_through_overwrites_and_reopen() {
     check(&db);
 }
 
+/// The word-hashing embedder, except that a text containing "void" gets a zero vector.
+#[derive(Debug)]
+struct ZeroForVoid;
+
+impl Embedder for ZeroForVoid {
+    fn dim(&self) -> usize {
+        HashEmbedder.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        let mut vectors = HashEmbedder.embed(texts)?;
+        for (v, text) in vectors.iter_mut().zip(texts) {
+            if text.contains("void") {
+                v.fill(0.0);
+            }
+        }
+        Ok(vectors)
+    }
+}
+
+#[test]
+fn a_vector_without_direction_is_an_error_and_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = |embedder: Arc<dyn Embedder>| Options {
+        semantic: Some(SemanticOptions::new(embedder)),
+        ..Options::default()
+    };
+    {
+        let db = Db::open(dir.path(), opts(Arc::new(ZeroForVoid))).unwrap();
+        db.put("a", "the cat sleeps").unwrap();
+        db.put("b", "into the void").unwrap();
+        match db.search_knn("cat", 1) {
+            Err(Error::Embedding(why)) => assert!(why.contains("no direction"), "{why}"),
+            other => panic!("expected an embedding error, got {other:?}"),
+        }
+        db.close().unwrap();
+    }
+    // As an older version could have: a zero vector stored for "b" (the vector store is
+    // a database of its own in `vectors/`).
+    {
+        let store = Db::open(dir.path().join("vectors"), Options::default()).unwrap();
+        let hash = shale::vector::text_hash(b"into the void");
+        let zeros = vec![0.0; HashEmbedder.dim()];
+        store
+            .put("b", shale::vector::encode_vector(hash, 7, &zeros))
+            .unwrap();
+        store.close().unwrap();
+    }
+    // A working model next time: the open embeds the text again, nothing stored blocks it.
+    let embedder = Arc::new(BagOfWords::default());
+    let db = open(dir.path(), &embedder);
+    // "a" too if it was in the failed batch; "b" in any case, its stored vector refused.
+    let again = db.index_recovery().unwrap().texts_to_embed;
+    assert!((1..=2).contains(&again), "{again}");
+    assert_eq!(db.indexed_len().unwrap(), 2);
+    assert_eq!(db.search_knn("void", 1).unwrap()[0].key, b"b");
+}
+
 /// 128 distinct texts built from a small vocabulary, so that each has its own words.
 fn lab_text(i: usize) -> String {
     const WORDS: [&str; 16] = [

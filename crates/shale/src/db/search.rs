@@ -183,12 +183,13 @@ impl Db {
         Ok(self.semantic()?.recovery())
     }
 
-    /// One more than the highest node id the semantic index has handed out, without
-    /// waiting. The index's memory per node (its node table, the graph's node store, the
-    /// visited marks of a search) scales with this, not with the writes so far: the ids
-    /// of replaced and deleted values are reused once a graph rebuild has dropped their
-    /// nodes, which keeps it within about 4/3 of the indexed values plus the batches
-    /// being inserted.
+    /// One more than the highest node id the semantic index has handed out since open, a
+    /// high-water mark (it does not shrink after deletes), without waiting. The index's
+    /// memory per node (its node table, the graph's node store, the visited marks of a
+    /// search) scales with this, not with the writes so far: the ids of replaced and
+    /// deleted values are reused once a graph rebuild has dropped their nodes, which keeps
+    /// it within about 4/3 of the most values indexed at once plus the batches being
+    /// inserted.
     pub fn index_id_space(&self) -> Result<usize> {
         Ok(self.semantic()?.id_space())
     }

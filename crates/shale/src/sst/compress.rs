@@ -16,10 +16,13 @@
 //! allocate more than [`MAX_RAW_BLOCK_BYTES`], because a CRC can collide and a newer or buggy
 //! writer can lie. Nor may a short block claiming a long output cost that output's memory: a
 //! claimed length is checked against the most the codec can expand the bytes given (LZ4, Snappy)
-//! or against the frame's own content size (zstd) before any buffer is allocated.
+//! or against the frame's own content size (zstd) before any buffer is allocated. (A zstd frame
+//! that records no content size, which Shale never writes, gets a buffer of the claimed length
+//! reserved, within `MAX_RAW_BLOCK_BYTES`; its pages are touched only as output fills them.)
 //!
 //! Thread safety: free functions callable from any thread. zstd keeps one compression and one
-//! decompression context per thread that uses it (about 90 KiB each at level 3; reusing them
+//! decompression context per thread that uses it (about 90 KiB each at level 3 for 4 KiB blocks,
+//! more at high levels and for large blocks; reusing them
 //! made zstd random gets 1.28x faster, see BENCHMARKS.md); a thread that never touches a zstd
 //! block allocates neither.
 
@@ -38,7 +41,7 @@ pub const MAX_RAW_BLOCK_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + (8 << 2
 const LZ4_MAX_RATIO: usize = 255;
 
 /// Snappy's densest element is a 3-byte copy of 64 bytes, so no Snappy stream expands more
-/// than 21.4x; a claimed length beyond 22x is a lie.
+/// than 21.3x (64/3); a claimed length beyond 22x is a lie.
 const SNAPPY_MAX_RATIO: usize = 22;
 
 thread_local! {
@@ -193,39 +196,66 @@ fn lz4_decompress(src: &[u8], dst: &mut [std::mem::MaybeUninit<u8>]) -> Option<u
     usize::try_from(n).ok()
 }
 
-/// Compress `raw` at `level` into `dst` with this thread's context; the bytes written, or
-/// `None` if zstd failed (a level it rejects, or `dst` too small).
+/// Compress `raw` at `level` into `dst`; the bytes written, or `None` if zstd failed (a
+/// level it rejects, or `dst` too small). Uses this thread's context, or a fresh one while
+/// that is unavailable (in use further up this thread's stack, or gone at thread exit).
 fn zstd_compress(raw: &[u8], level: i32, dst: &mut [u8]) -> Option<usize> {
-    ZSTD.with(|cell| {
-        let mut contexts = cell.try_borrow_mut().ok()?;
-        let (cctx, at) = match &mut contexts.compress {
-            Some(c) => c,
-            slot @ None => slot.insert((zstd::bulk::Compressor::new(level).ok()?, level)),
-        };
-        if *at != level {
-            cctx.set_compression_level(level).ok()?;
-            *at = level;
-        }
+    let once = |cctx: &mut zstd::bulk::Compressor<'static>, dst: &mut [u8]| {
         cctx.compress_to_buffer(raw, dst).ok()
-    })
+    };
+    let cached = ZSTD
+        .try_with(|cell| {
+            let mut contexts = cell.try_borrow_mut().ok()?;
+            let slot = &mut contexts.compress;
+            let (cctx, at) = match slot {
+                Some(c) => c,
+                None => slot.insert((zstd::bulk::Compressor::new(level).ok()?, level)),
+            };
+            let ok = *at == level || cctx.set_compression_level(level).is_ok();
+            *at = level;
+            let written = if ok { once(cctx, dst) } else { None };
+            if written.is_none() {
+                // A context's state after a failure is not worth reasoning about: drop it.
+                *slot = None;
+            }
+            Some(written)
+        })
+        .ok()
+        .flatten();
+    match cached {
+        Some(written) => written,
+        None => once(&mut zstd::bulk::Compressor::new(level).ok()?, dst),
+    }
 }
 
-/// Decompress the zstd frame `src` into `out`'s spare capacity (no zero fill) with this
-/// thread's context. Output that would exceed the capacity is an error.
+/// Decompress the zstd frame `src` into `out`, which must be empty: zstd writes from its
+/// start up to its capacity (no zero fill) and sets its length. Output that would exceed
+/// the capacity is an error. Uses this thread's context, or a fresh one while that is
+/// unavailable.
 fn zstd_decompress(src: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    debug_assert!(out.is_empty());
     let failed = |e: std::io::Error| format!("zstd decompression failed: {e}");
-    ZSTD.with(|cell| {
-        let mut contexts = cell
-            .try_borrow_mut()
-            .map_err(|_| "zstd context in use".to_string())?;
-        let dctx = match &mut contexts.decompress {
-            Some(d) => d,
-            slot @ None => slot.insert(zstd::bulk::Decompressor::new().map_err(failed)?),
-        };
+    let once = |dctx: &mut zstd::bulk::Decompressor<'static>, out: &mut Vec<u8>| {
         dctx.decompress_to_buffer(src, out)
             .map(drop)
             .map_err(failed)
-    })
+    };
+    let cached = ZSTD
+        .try_with(|cell| {
+            let mut contexts = cell.try_borrow_mut().ok()?;
+            let slot = &mut contexts.decompress;
+            let dctx = match slot {
+                Some(d) => d,
+                None => slot.insert(zstd::bulk::Decompressor::new().ok()?),
+            };
+            Some(once(dctx, &mut *out))
+        })
+        .ok()
+        .flatten();
+    match cached {
+        Some(result) => result,
+        None => once(&mut zstd::bulk::Decompressor::new().map_err(failed)?, out),
+    }
 }
 
 fn length_prefix(stored: &[u8]) -> Result<(usize, &[u8]), String> {

@@ -114,20 +114,31 @@ pub fn distance(a: &[f32], b: &[f32]) -> f32 {
     -dot(a, b)
 }
 
+/// Whether `v` has a direction, so that [`normalize`] accepts it: finite components, not
+/// all zero.
+pub fn has_direction(v: &[f32]) -> bool {
+    norm2(v).is_some()
+}
+
+/// The squared length of `v`, if it is finite and not zero.
+fn norm2(v: &[f32]) -> Option<f64> {
+    if v.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    // Accumulate in f64: a 384-d vector of large components must not overflow or lose the
+    // small ones.
+    let norm2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+    (norm2 > 0.0 && norm2.is_finite()).then_some(norm2)
+}
+
 /// Scale `v` to unit length in place.
 ///
 /// Returns `false` (leaving `v` unchanged) for a vector that has no direction: all zeros,
 /// or with a NaN or infinite component.
 pub fn normalize(v: &mut [f32]) -> bool {
-    if v.iter().any(|x| !x.is_finite()) {
+    let Some(norm2) = norm2(v) else {
         return false;
-    }
-    // Accumulate in f64: a 384-d vector of large components must not overflow or lose the
-    // small ones.
-    let norm2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
-    if !(norm2 > 0.0 && norm2.is_finite()) {
-        return false;
-    }
+    };
     let inv = 1.0 / norm2.sqrt();
     for x in v.iter_mut() {
         *x = (f64::from(*x) * inv) as f32;

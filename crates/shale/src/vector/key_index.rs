@@ -153,13 +153,13 @@ impl Index {
 
     /// Make node `id` dead, here and (if it is there yet) in the graph.
     pub(super) fn kill(&mut self, id: u32) {
-        if let Some(node) = self.nodes.get_mut(id as usize) {
-            if node.is_live() {
-                node.state = NodeState::Dead;
-                node.key = Vec::new();
-                self.live -= 1;
-            }
-        }
+        let Some(node) = self.nodes.get_mut(id as usize).filter(|n| n.is_live()) else {
+            // Already dead or free: its id may hold another key's node by now.
+            return;
+        };
+        node.state = NodeState::Dead;
+        node.key = Vec::new();
+        self.live -= 1;
         // A node whose insert has not happened yet is tombstoned by its inserter, which
         // checks liveness after inserting (see `Semantic::insert_vectors`).
         let _ = self.graph.mark_deleted(NodeId(id));
@@ -181,17 +181,22 @@ impl Index {
             return Ok(());
         }
         self.graph = self.graph.rebuilt(threads)?;
-        // A dead node that is not pending was inserted and then tombstoned (by `kill` or
-        // by its inserter), so the rebuilt graph does not hold it.
-        for (id, node) in self.nodes.iter_mut().enumerate() {
-            if node.state == NodeState::Dead && !node.pending {
+        self.free_absent();
+        Ok(())
+    }
+
+    /// Free the ids of dead nodes the graph does not hold: after a rebuild, every dead node
+    /// that is not pending (it was inserted, then tombstoned by `kill` or its inserter);
+    /// after an open, also the ids a checkpoint had freed.
+    pub(super) fn free_absent(&mut self) {
+        for (id, node) in (0u32..).zip(self.nodes.iter_mut()) {
+            if node.state == NodeState::Dead && !node.pending && !self.graph.contains(NodeId(id)) {
                 node.state = NodeState::Free;
-                self.free.push(u32::try_from(id).unwrap_or(u32::MAX));
+                self.free.push(id);
             }
         }
         // Lowest ids first (`pop` takes from the end), so the id space stays compact.
         self.free.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(())
     }
 
     /// True if node `id` is live and its key within `opts`' bounds.

@@ -34,6 +34,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
 use super::checkpoint::{self, Checkpoint};
+use super::distance::has_direction;
 use super::key_index::{Applied, Index, KeyState, Node, NodeState};
 use super::value::{decode_vector, encode_vector, same_vector, text_hash};
 use super::{Embedder, HnswParams, NodeId};
@@ -312,7 +313,9 @@ impl Semantic {
             let hash = text_hash(text.as_bytes());
             let current = match stored.peek() {
                 Some(Ok((skey, svalue))) if *skey == key => {
-                    let found = decode_vector(svalue, dim).filter(|(h, _, _)| *h == hash);
+                    // A vector with no direction cannot enter the graph: embed it again.
+                    let found = decode_vector(svalue, dim)
+                        .filter(|(h, _, v)| *h == hash && has_direction(v));
                     stored.next();
                     found
                 }
@@ -400,6 +403,7 @@ impl Semantic {
         }
         self.recovery.orphans_deleted = orphans.len();
         self.recovery.texts_to_embed = to_embed.len();
+        index.free_absent();
         index.reclaim(self.opts.embed_threads.max(1))?;
         self.store.write(fix, crate::WriteOptions::default())?;
         self.enqueue(to_embed);
@@ -483,6 +487,15 @@ impl Semantic {
                 "the embedder returned {} vectors for {} texts (dimension {dim} expected)",
                 vectors.len(),
                 texts.len()
+            )));
+        }
+        // Checked before anything is stored: a stored vector the graph refuses would stop
+        // every later open's reconcile.
+        if let Some(i) = vectors.iter().position(|v| !has_direction(v)) {
+            return Err(Error::Embedding(format!(
+                "the embedder returned a vector with no direction (all zeros, or a NaN or \
+                 infinite component) for the text {:?}",
+                texts.get(i).copied().unwrap_or_default()
             )));
         }
         let mut vectors = vectors.into_iter();

@@ -197,7 +197,8 @@ impl Hnsw {
         self.nodes.vector(id.0)
     }
 
-    /// One more than the largest id in the graph: ids are dense, so this sizes a bitmap.
+    /// One more than the largest id in the graph. The semantic index keeps ids nearly dense
+    /// (it reuses the ids a rebuild frees), so this sizes a bitmap.
     pub fn id_bound(&self) -> u64 {
         self.id_bound.load(Ordering::Acquire)
     }
