@@ -336,22 +336,28 @@ impl Db {
     }
 
     /// The engine's counters, plus `level_files` (SSTables per level), `sst_bytes` and,
-    /// with semantic search on, `index_applied` / `index_queued` and `index_id_space`.
+    /// with semantic search on, `index_applied` / `index_queued`, `index_id_space` and
+    /// `index_tracked_keys`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let shared = &self.shared;
         let (stats, levels, sst_bytes, index) = run(py, || {
             shared.with(|db| {
-                let index = db.index_progress().ok().zip(db.index_id_space().ok());
+                let index = db
+                    .index_progress()
+                    .ok()
+                    .zip(db.index_id_space().ok())
+                    .zip(db.index_tracked_keys().ok());
                 Ok((db.stats(), db.level_file_counts(), db.sst_bytes(), index))
             })
         })?;
         let dict = crate::stats::to_dict(py, &stats)?;
         dict.set_item("level_files", levels)?;
         dict.set_item("sst_bytes", sst_bytes)?;
-        if let Some(((applied, queued), ids)) = index {
+        if let Some((((applied, queued), ids), keys)) = index {
             dict.set_item("index_applied", applied)?;
             dict.set_item("index_queued", queued)?;
             dict.set_item("index_id_space", ids)?;
+            dict.set_item("index_tracked_keys", keys)?;
         }
         Ok(dict)
     }

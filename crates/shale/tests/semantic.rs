@@ -248,6 +248,34 @@ fn node_ids_are_reused_through_overwrites_and_reopen() {
     check(&db);
 }
 
+#[test]
+fn deleted_keys_are_forgotten_once_no_older_change_can_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    let db = open(dir.path(), &embedder);
+    for i in 0..300 {
+        db.put(key(i), lab_text(i % 128)).unwrap();
+    }
+    db.wait_indexed().unwrap();
+    for i in 0..300 {
+        db.delete(key(i)).unwrap();
+    }
+    db.wait_indexed().unwrap();
+    assert_eq!(db.indexed_len().unwrap(), 0);
+    // The batch that applied a delete still held its writer's bound; any later batch
+    // forgets the key.
+    db.put("last", "one more text").unwrap();
+    db.wait_indexed().unwrap();
+    assert_eq!(db.index_tracked_keys().unwrap(), 1);
+    // A deleted key written again is indexed as new.
+    db.put(key(3), "written again after its delete").unwrap();
+    assert_eq!(
+        db.search_knn("written again", 1).unwrap()[0].key,
+        key(3).as_bytes()
+    );
+    assert_eq!(db.indexed_len().unwrap(), 2);
+}
+
 /// The word-hashing embedder, except that a text containing "void" gets a zero vector.
 #[derive(Debug)]
 struct ZeroForVoid;

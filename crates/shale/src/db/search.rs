@@ -51,11 +51,17 @@ pub(super) fn write_indexed(
             text,
         });
     }
+    // The write gets sequence numbers above every one visible now.
+    let visible = db
+        .inner
+        .visible_seq
+        .load(std::sync::atomic::Ordering::Acquire);
+    let registration = semantic.register(visible + 1);
     let first = db.inner.write(batch, opts)?;
     for change in &mut changes {
         change.seq += first.0;
     }
-    semantic.enqueue(changes);
+    semantic.enqueue(changes, registration);
     Ok(())
 }
 
@@ -192,6 +198,13 @@ impl Db {
     /// inserted.
     pub fn index_id_space(&self) -> Result<usize> {
         Ok(self.semantic()?.id_space())
+    }
+
+    /// Keys the semantic index keeps a state for, without waiting: one per indexed value,
+    /// plus deleted keys whose deletes are recent (each is forgotten once no older change
+    /// of its key can still be applied, at the end of a later batch).
+    pub fn index_tracked_keys(&self) -> Result<usize> {
+        Ok(self.semantic()?.tracked_keys())
     }
 
     /// Values in the semantic index, once everything written so far is embedded.

@@ -2,7 +2,7 @@
 //! what the index knows about each key (the sequence number of the change it reflects), so
 //! that changes applied out of order by two workers end in the newest state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{Hnsw, HnswParams, NodeId, SearchOptions};
 use crate::error::{Error, Result};
@@ -33,6 +33,8 @@ pub(super) struct Index {
     pub(super) keys: HashMap<Vec<u8>, KeyState>,
     /// Free ids, taken from the end.
     free: Vec<u32>,
+    /// The deletes whose key states `keys` still holds, by sequence number.
+    deleted: BTreeMap<u64, Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -97,6 +99,7 @@ impl Index {
             live: 0,
             keys: HashMap::new(),
             free: Vec::new(),
+            deleted: BTreeMap::new(),
         }
     }
 
@@ -118,10 +121,36 @@ impl Index {
         }
         let node = match text_hash {
             Some(text_hash) => Some(self.push(key, text_hash)?),
-            None => None,
+            None => {
+                self.deleted.insert(seq, key.to_vec());
+                None
+            }
         };
         self.keys.insert(key.to_vec(), KeyState { seq, node });
         Ok(node.map_or(Applied::Deleted, Applied::Put))
+    }
+
+    /// Forget the deleted keys whose deletes are older than `horizon`: no change older
+    /// than it can still be applied (see the module comment of `semantic.rs`), so no
+    /// stale change can need their sequence numbers any more.
+    pub(super) fn forget_deleted_before(&mut self, horizon: u64) {
+        while let Some(entry) = self.deleted.first_entry() {
+            if *entry.key() >= horizon {
+                break;
+            }
+            let (seq, key) = entry.remove_entry();
+            // Unless a later change of the key replaced this state.
+            if self
+                .keys
+                .get(&key)
+                .is_some_and(|k| k.seq == seq && k.node.is_none())
+            {
+                self.keys.remove(&key);
+            }
+        }
+        if self.keys.capacity() > 64 && self.keys.len() < self.keys.capacity() / 4 {
+            self.keys.shrink_to_fit();
+        }
     }
 
     /// A live, pending node for `key`: a free id if there is one, else a new one.
@@ -244,6 +273,29 @@ mod tests {
             index.graph.mark_deleted(NodeId(id)).unwrap();
         }
         index.inserted([id]);
+    }
+
+    #[test]
+    fn deleted_keys_are_forgotten_below_the_horizon_only() {
+        let mut index = Index::new(2, HnswParams::with_m(4)).unwrap();
+        index.apply(b"a", 1, Some(1)).unwrap();
+        assert_eq!(index.apply(b"a", 5, None).unwrap(), Applied::Deleted);
+        assert_eq!(index.apply(b"b", 6, None).unwrap(), Applied::Deleted);
+        assert_eq!(index.apply(b"c", 7, None).unwrap(), Applied::Deleted);
+        assert_eq!(index.apply(b"c", 8, Some(2)).unwrap(), Applied::Put(1));
+        index.forget_deleted_before(6);
+        // A change of `a` older than its delete could not come any more: forgotten.
+        assert!(!index.keys.contains_key(&b"a"[..]));
+        assert_eq!(
+            index.apply(b"b", 5, Some(3)).unwrap(),
+            Applied::Stale,
+            "6 is kept"
+        );
+        index.forget_deleted_before(u64::MAX);
+        assert!(!index.keys.contains_key(&b"b"[..]));
+        // `c` was put again after its delete: its state stays.
+        assert_eq!(index.keys[&b"c"[..]].node, Some(1));
+        assert_eq!(index.keys.len(), 1);
     }
 
     #[test]

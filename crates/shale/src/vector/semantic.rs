@@ -23,9 +23,17 @@
 //! matching vector is embedded again, a vector without a value is deleted. So recovery
 //! never trusts the index over the data, and the model runs only for what was lost.
 //!
-//! Locks: `pending` (queue and tickets) and `index` (vectors and key map) are never held
-//! together, except that `index` may be taken while no `pending` guard is alive; the
-//! embedder runs with neither held.
+//! Locks: `pending` (queue, tickets and horizon) and `index` (vectors and key map). Both
+//! are held only in the order `index`, then `pending` (a worker reads the horizon under
+//! the index's write lock); no code takes `index` while it holds `pending`. The embedder
+//! runs with neither held.
+//!
+//! Deleted keys: the key map remembers a deleted key's sequence number so that an older
+//! change of the key, applied late (writers queue after their write returns, so not in
+//! sequence order, and two workers apply batches out of order), cannot revive it. It
+//! forgets the key once the **horizon** has passed the delete: every writer registers a
+//! lower bound of its sequence numbers before it writes and holds it until its changes
+//! are applied, so nothing older than the least bound held can still arrive.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -159,6 +167,14 @@ struct Pending {
     shutting_down: bool,
     /// The first embedding failure; searches report it.
     failure: Option<String>,
+    /// A multiset of lower bounds of the sequence numbers of changes not yet applied: one
+    /// per writer, held from before its write until its changes are applied (see
+    /// [`Registration`]). Its least element is the **horizon**: no change older than it
+    /// can still reach the index.
+    lower_bounds: BTreeMap<u64, usize>,
+    /// The lower bound of each queued write, by the last ticket of its changes: released
+    /// once `applied_through` reaches that ticket.
+    bound_by_ticket: BTreeMap<u64, u64>,
 }
 
 impl Pending {
@@ -170,6 +186,65 @@ impl Pending {
             (Some(a), None) | (None, Some(a)) => a - 1,
             (Some(a), Some(b)) => a.min(b) - 1,
         };
+        while let Some((&last, &lower)) = self.bound_by_ticket.first_key_value() {
+            if last > self.applied_through {
+                break;
+            }
+            self.bound_by_ticket.pop_first();
+            self.release(lower);
+        }
+    }
+
+    fn hold(&mut self, lower: u64) {
+        *self.lower_bounds.entry(lower).or_default() += 1;
+    }
+
+    fn release(&mut self, lower: u64) {
+        if let Some(n) = self.lower_bounds.get_mut(&lower) {
+            *n -= 1;
+            if *n == 0 {
+                self.lower_bounds.remove(&lower);
+            }
+        }
+    }
+
+    /// Queue `changes` (in order) under the lower bound a [`Registration`] held.
+    fn push(&mut self, changes: Vec<Change>, lower: u64) {
+        if changes.is_empty() {
+            self.release(lower);
+            return;
+        }
+        for change in changes {
+            let ticket = self.next_ticket;
+            self.next_ticket += 1;
+            self.queue.push_back((ticket, change));
+        }
+        self.bound_by_ticket.insert(self.next_ticket - 1, lower);
+    }
+
+    /// Every change still to be applied, queued or not yet, has a sequence number at
+    /// least this (`u64::MAX` when none is outstanding).
+    fn horizon(&self) -> u64 {
+        self.lower_bounds.keys().next().copied().unwrap_or(u64::MAX)
+    }
+}
+
+/// A writer's claim, taken before its write, that the changes it will queue have sequence
+/// numbers of at least `lower`. While it (or the changes it queued) is outstanding, the
+/// index keeps what it knows about deleted keys from `lower` on, so that none of those
+/// changes, applied late, can revive a key deleted after it. Dropped without queueing
+/// (the write failed), it lets go.
+pub(crate) struct Registration<'a> {
+    semantic: &'a Semantic,
+    lower: u64,
+    queued: bool,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if !self.queued {
+            lock(&self.semantic.pending).release(self.lower);
+        }
     }
 }
 
@@ -406,22 +481,27 @@ impl Semantic {
         index.free_absent();
         index.reclaim(self.opts.embed_threads.max(1))?;
         self.store.write(fix, crate::WriteOptions::default())?;
-        self.enqueue(to_embed);
+        let registration = self.register(seq);
+        self.enqueue(to_embed, registration);
         Ok(())
     }
 
-    /// Queue changes for the embed workers (in the order given).
-    pub fn enqueue(&self, changes: Vec<Change>) {
-        if changes.is_empty() {
-            return;
+    /// Claim, before a write, that its changes will have sequence numbers of at least
+    /// `lower` (see [`Registration`]).
+    pub fn register(&self, lower: u64) -> Registration<'_> {
+        lock(&self.pending).hold(lower);
+        Registration {
+            semantic: self,
+            lower,
+            queued: false,
         }
-        let mut p = lock(&self.pending);
-        for change in changes {
-            let ticket = p.next_ticket;
-            p.next_ticket += 1;
-            p.queue.push_back((ticket, change));
-        }
-        drop(p);
+    }
+
+    /// Queue the changes of the write `registration` was taken for, for the embed workers
+    /// (in the order given).
+    pub fn enqueue(&self, changes: Vec<Change>, mut registration: Registration<'_>) {
+        registration.queued = true;
+        lock(&self.pending).push(changes, registration.lower);
         self.cv.notify_all();
     }
 
@@ -527,11 +607,13 @@ impl Semantic {
             self.store.write(batch, crate::WriteOptions::default())?;
         }
         self.insert_vectors(&inserts)?;
-        if !inserts.is_empty() || read(&self.index).graph.needs_reclaim() {
-            let mut index = write(&self.index);
-            index.inserted(inserts.iter().map(|(id, _)| *id));
-            index.reclaim(self.opts.embed_threads.max(1))?;
-        }
+        let mut index = write(&self.index);
+        index.inserted(inserts.iter().map(|(id, _)| *id));
+        // Read under the index's write lock, so that no change is applied meanwhile (the
+        // order index, then pending is the only one in which both are held).
+        let horizon = lock(&self.pending).horizon();
+        index.forget_deleted_before(horizon);
+        index.reclaim(self.opts.embed_threads.max(1))?;
         Ok(())
     }
 
@@ -621,6 +703,12 @@ impl Semantic {
         read(&self.index).id_space()
     }
 
+    /// Keys the index keeps a state for (does not wait): one per indexed value, plus the
+    /// deleted keys whose deletes are too recent to forget.
+    pub fn tracked_keys(&self) -> usize {
+        read(&self.index).keys.len()
+    }
+
     /// `(applied, queued)`: changes applied so far and changes queued so far, counted
     /// since open (for progress reports; does not wait).
     pub fn progress(&self) -> (u64, u64) {
@@ -677,5 +765,43 @@ fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &SemanticOptions) -> Result
         // Other parameters or another model: rebuild, not an error.
         Checkpoint::Found(_) | Checkpoint::Missing => Ok((fresh()?, false)),
         Checkpoint::Damaged => Ok((fresh()?, true)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delete(seq: u64) -> Change {
+        Change {
+            key: b"k".to_vec(),
+            seq,
+            text: None,
+        }
+    }
+
+    /// A worker takes the oldest queued change and applies it.
+    fn apply_one(p: &mut Pending) {
+        p.queue.pop_front();
+        p.recompute_applied();
+    }
+
+    #[test]
+    fn the_horizon_holds_until_a_writers_changes_are_applied() {
+        let mut p = Pending {
+            next_ticket: 1,
+            ..Pending::default()
+        };
+        assert_eq!(p.horizon(), u64::MAX);
+        p.hold(10); // writer A registers, then writer B
+        p.hold(12);
+        p.push(vec![delete(13), delete(14)], 12); // B queues tickets 1 and 2
+        assert_eq!(p.horizon(), 10, "A may still write sequence number 10");
+        p.push(Vec::new(), 10); // A's write queued nothing
+        assert_eq!(p.horizon(), 12);
+        apply_one(&mut p);
+        assert_eq!(p.horizon(), 12, "B's ticket 2 is still queued");
+        apply_one(&mut p);
+        assert_eq!(p.horizon(), u64::MAX);
     }
 }
