@@ -276,6 +276,46 @@ fn deleted_keys_are_forgotten_once_no_older_change_can_come() {
     assert_eq!(db.indexed_len().unwrap(), 2);
 }
 
+/// An embedder that panics on any text containing "boom".
+#[derive(Debug)]
+struct Panicky;
+
+impl Embedder for Panicky {
+    fn dim(&self) -> usize {
+        HashEmbedder.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        assert!(
+            !texts.iter().any(|t| t.contains("boom")),
+            "the model fell over"
+        );
+        HashEmbedder.embed(texts)
+    }
+}
+
+#[test]
+fn a_panicking_embedder_fails_searches_instead_of_hanging_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            semantic: Some(SemanticOptions::new(Arc::new(Panicky))),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    db.put("a", "boom goes the model").unwrap();
+    match db.search_knn("model", 1) {
+        Err(Error::Embedding(why)) => assert!(why.contains("the model fell over"), "{why}"),
+        other => panic!("expected an embedding error, got {other:?}"),
+    }
+    assert_eq!(
+        db.get("a").unwrap().as_deref(),
+        Some(&b"boom goes the model"[..])
+    );
+}
+
 /// The word-hashing embedder, except that a text containing "void" gets a zero vector.
 #[derive(Debug)]
 struct ZeroForVoid;

@@ -357,7 +357,8 @@ impl Db {
     /// work, release the directory's lock (another handle may then open it). Further calls
     /// fail with `Closed`. Dropping a `Db` closes it too, ignoring errors.
     pub fn close(&self) -> Result<()> {
-        // The index first: it drains its queue into the vector store.
+        // The index first: its workers stop after their current batch (what was still
+        // queued is re-derived from the data by the next open).
         let indexed = self.semantic.as_ref().map_or(Ok(()), |s| s.close());
         let result = self.inner.close().and(indexed);
         let workers = std::mem::take(&mut *lock(&self.workers));

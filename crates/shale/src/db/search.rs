@@ -201,8 +201,8 @@ impl Db {
     }
 
     /// Keys the semantic index keeps a state for, without waiting: one per indexed value,
-    /// plus deleted keys whose deletes are recent (each is forgotten once no older change
-    /// of its key can still be applied, at the end of a later batch).
+    /// plus deleted keys whose deletes are recent. A delete is forgotten at the end of a
+    /// later batch once no change older than it, of any key, is still to be applied.
     pub fn index_tracked_keys(&self) -> Result<usize> {
         Ok(self.semantic()?.tracked_keys())
     }

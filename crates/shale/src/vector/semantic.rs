@@ -169,8 +169,10 @@ struct Pending {
     failure: Option<String>,
     /// A multiset of lower bounds of the sequence numbers of changes not yet applied: one
     /// per writer, held from before its write until its changes are applied (see
-    /// [`Registration`]). Its least element is the **horizon**: no change older than it
-    /// can still reach the index.
+    /// [`Registration`]), and one for the texts an open queued for embedding. Its least
+    /// element is the **horizon**: no change older than it can still reach the index. (So
+    /// a long re-embedding after an open, or a large backlog, keeps every delete applied
+    /// meanwhile until it is through.)
     lower_bounds: BTreeMap<u64, usize>,
     /// The lower bound of each queued write, by the last ticket of its changes: released
     /// once `applied_through` reaches that ticket.
@@ -539,7 +541,19 @@ impl Semantic {
                 p.in_flight.insert(first, last);
                 (first, taken.into_iter().map(|(_, c)| c).collect::<Vec<_>>())
             };
-            let result = self.embed_and_apply(&changes);
+            // A panicking embedder must not take the worker down with its batch in flight:
+            // searches would wait for that batch forever. It becomes the index's failure.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.embed_and_apply(&changes)
+            }))
+            .unwrap_or_else(|panic| {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(Error::Embedding(format!("an embed worker panicked: {why}")))
+            });
             let mut p = lock(&self.pending);
             p.in_flight.remove(&first);
             if let Err(e) = result {
@@ -552,8 +566,10 @@ impl Semantic {
     }
 
     /// Embed the texts of `changes` (no lock held), record them in the index and the
-    /// store (index write lock: a few map updates), then insert the vectors into the graph
-    /// (index read lock: other workers insert at the same time).
+    /// store (index write lock: a few map updates), insert the vectors into the graph
+    /// (index read lock: other workers insert at the same time), then, under the write
+    /// lock again, mark them inserted, forget the deletes below the horizon and rebuild
+    /// the graph if tombstones fill too much of it.
     fn embed_and_apply(&self, changes: &[Change]) -> Result<()> {
         let texts: Vec<&str> = changes.iter().filter_map(|c| c.text.as_deref()).collect();
         let vectors = if texts.is_empty() {
