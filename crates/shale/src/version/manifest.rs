@@ -6,7 +6,7 @@
 //! file, fsync it, rename it over CURRENT, fsync the directory.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::edit::{FileId, FileMeta, Level, VersionEdit};
 use crate::error::{Error, Result};
@@ -33,12 +33,30 @@ pub fn parse_manifest_name(name: &str) -> Option<FileId> {
 
 /// Point CURRENT at manifest `id`, atomically and durably.
 pub fn set_current(fs: &dyn FileSystem, dir: &Path, id: FileId) -> Result<()> {
-    let tmp = dir.join(format!("{:06}.dbtmp", id.0));
+    let tmp = write_current_tmp(fs, dir, id)?;
+    install_current(fs, dir, &tmp)
+}
+
+/// The first half of [`set_current`]: a synced temporary file naming manifest `id`, whose
+/// path it returns. A failure here leaves CURRENT as it was (and may leave the temporary
+/// file, which an open removes).
+pub fn write_current_tmp(fs: &dyn FileSystem, dir: &Path, id: FileId) -> Result<PathBuf> {
+    let tmp = current_tmp_path(dir, id);
     let mut f = fs.create(&tmp)?;
     f.append(format!("{}\n", manifest_name(id)).as_bytes())?;
     f.sync()?;
-    drop(f);
-    fs.rename(&tmp, &dir.join(CURRENT))?;
+    Ok(tmp)
+}
+
+/// The temporary file that becomes CURRENT naming manifest `id`.
+pub fn current_tmp_path(dir: &Path, id: FileId) -> PathBuf {
+    dir.join(format!("{:06}.dbtmp", id.0))
+}
+
+/// The second half of [`set_current`]: rename `tmp` over CURRENT and sync the directory.
+/// After a failure CURRENT may name either manifest.
+pub fn install_current(fs: &dyn FileSystem, dir: &Path, tmp: &Path) -> Result<()> {
+    fs.rename(tmp, &dir.join(CURRENT))?;
     fs.sync_dir(dir)
 }
 

@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::edit::{FileId, FileMeta, Level, VersionEdit};
-use super::manifest::{manifest_name, set_current, RecoveredManifest};
+use super::manifest::{
+    current_tmp_path, install_current, manifest_name, set_current, write_current_tmp,
+    RecoveredManifest,
+};
 use super::{TableFile, Version};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
@@ -92,24 +95,34 @@ impl VersionSet {
     /// it, and nothing more is appended to it, so until the rename of CURRENT the old
     /// manifest is complete and named; after it, the new one is, having been synced first
     /// with its directory entry. The old one is deleted only after the directory sync that
-    /// makes the rename durable. A failure while writing the new manifest leaves the old
-    /// one live, and the roll is tried again once the manifest has doubled. A failure
-    /// while switching CURRENT may or may not have renamed it, so CURRENT names one of the
-    /// two, both complete; it poisons the set, as a failed manifest write does, since no
-    /// edit may follow into a manifest that CURRENT might not name.
+    /// makes the rename durable. A failure while writing the new manifest, or CURRENT's
+    /// temporary file, leaves the old one live and named, and the roll is tried again
+    /// once the manifest has doubled. A failure of the rename or of the directory sync
+    /// after it may or may not have switched CURRENT, so it names one of the two, both
+    /// complete; that poisons the set, as a failed manifest write does, since no edit may
+    /// follow into a manifest that CURRENT might not name.
     fn roll(&mut self) {
         let id = self.new_file_id();
         let snapshot = self.snapshot_edit();
-        let manifest = match write_snapshot(self.fs.as_ref(), &self.dir, id, &snapshot) {
-            Ok(manifest) => manifest,
+        let written =
+            write_snapshot(self.fs.as_ref(), &self.dir, id, &snapshot).and_then(|manifest| {
+                Ok((
+                    manifest,
+                    write_current_tmp(self.fs.as_ref(), &self.dir, id)?,
+                ))
+            });
+        let (manifest, tmp) = match written {
+            Ok(written) => written,
             Err(_) => {
-                // Best effort: an open deletes manifests CURRENT does not name anyway.
+                // Best effort: an open deletes manifests CURRENT does not name, and
+                // temporary files, anyway.
                 let _ = self.fs.remove(&self.dir.join(manifest_name(id)));
+                let _ = self.fs.remove(&current_tmp_path(&self.dir, id));
                 self.roll_at = self.next_roll(self.manifest.len());
                 return;
             }
         };
-        if let Err(e) = set_current(self.fs.as_ref(), &self.dir, id) {
+        if let Err(e) = install_current(self.fs.as_ref(), &self.dir, &tmp) {
             self.failed = Some(format!("switching CURRENT to a new manifest failed: {e}"));
             return;
         }
@@ -481,6 +494,65 @@ mod tests {
         }
         assert!(matches!(churn(&mut set), Err(Error::Poisoned(_))));
         fs.disarm();
+        let recovered = RecoveredManifest::load(&mem, Path::new("/db")).unwrap();
+        assert_eq!(recovered.files, set.files);
+        assert_eq!(recovered.last_seq, set.last_seq());
+    }
+
+    /// Churn `set` with `fault` armed before each edit until a roll meets it; the set
+    /// after that roll.
+    fn roll_into(fault: Fault) -> (MemFs, VersionSet, FileId) {
+        let mem = MemFs::new();
+        let fs = FaultFs::new(Arc::new(mem.clone()));
+        let mut set = rolling_set(Arc::new(fs.clone()), 4 << 10);
+        let start = set.manifest_id();
+        for _ in 0..1000 {
+            fs.arm(fault.clone());
+            let result = churn(&mut set);
+            fs.disarm();
+            result.unwrap();
+            if set.roll_at > 4 << 10 || set.failed.is_some() {
+                return (mem, set, start);
+            }
+        }
+        panic!("no roll met the fault");
+    }
+
+    #[test]
+    fn a_roll_whose_current_file_fails_keeps_the_old_manifest() {
+        // The roll's second create is CURRENT's temporary file (the first is the new
+        // manifest); edits create nothing.
+        let (mem, mut set, start) = roll_into(Fault {
+            at: 2,
+            kinds: vec![OpKind::Create],
+            persistent: false,
+            errno: Errno::Enospc,
+        });
+        assert!(
+            set.failed.is_none(),
+            "CURRENT was never touched: nothing to poison"
+        );
+        assert_eq!(set.manifest_id(), start);
+        churn(&mut set).unwrap();
+        let recovered = RecoveredManifest::load(&mem, Path::new("/db")).unwrap();
+        assert_eq!(recovered.manifest_id, start);
+        assert_eq!(recovered.files, set.files);
+        assert_eq!(recovered.last_seq, set.last_seq());
+    }
+
+    #[test]
+    fn a_roll_whose_directory_sync_after_the_rename_fails_poisons() {
+        // The roll syncs the directory twice: for the new manifest's entry, and after the
+        // rename of CURRENT; edits do not. The second fails: CURRENT's switch may not be
+        // durable, so no edit may follow into either manifest.
+        let (mem, mut set, _) = roll_into(Fault {
+            at: 2,
+            kinds: vec![OpKind::SyncDir],
+            persistent: false,
+            errno: Errno::Eio,
+        });
+        assert!(set.failed.is_some());
+        assert!(matches!(churn(&mut set), Err(Error::Poisoned(_))));
         let recovered = RecoveredManifest::load(&mem, Path::new("/db")).unwrap();
         assert_eq!(recovered.files, set.files);
         assert_eq!(recovered.last_seq, set.last_seq());
