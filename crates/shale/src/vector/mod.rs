@@ -16,12 +16,14 @@ use std::cmp::Ordering;
 mod checkpoint;
 mod hash_embedder;
 mod key_index;
+mod pending;
 mod semantic;
 mod value;
 
 pub use hash_embedder::HashEmbedder;
-pub(crate) use semantic::{Change, Method, Semantic};
+pub(crate) use pending::Change;
 pub use semantic::{IndexRecovery, SearchHit, SearchOptions, SemanticOptions};
+pub(crate) use semantic::{Method, Semantic};
 pub use value::{decode_vector, encode_vector, text_hash};
 
 use crate::error::Result;

@@ -35,7 +35,7 @@
 //! lower bound of its sequence numbers before it writes and holds it until its changes
 //! are applied, so nothing older than the least bound held can still arrive.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -44,6 +44,7 @@ use std::thread::JoinHandle;
 use super::checkpoint::{self, Checkpoint};
 use super::distance::has_direction;
 use super::key_index::{Applied, Index, KeyState, Node, NodeState};
+use super::pending::{Change, Pending, Registration};
 use super::value::{decode_vector, encode_vector, same_vector, text_hash};
 use super::{Embedder, HnswParams, NodeId};
 use crate::error::{Error, Result};
@@ -145,111 +146,6 @@ impl SearchOptions {
     }
 }
 
-/// A write the index has yet to apply.
-#[derive(Debug)]
-pub(crate) struct Change {
-    pub key: Vec<u8>,
-    pub seq: u64,
-    /// The new text, or `None` for a delete.
-    pub text: Option<String>,
-}
-
-/// The queue of changes, numbered by tickets in the order they were queued.
-#[derive(Default)]
-struct Pending {
-    queue: VecDeque<(u64, Change)>,
-    /// The ticket the next change gets; tickets start at 1.
-    next_ticket: u64,
-    /// Ticket ranges taken by workers and not yet applied: first -> last.
-    in_flight: BTreeMap<u64, u64>,
-    /// Every ticket up to this one is applied.
-    applied_through: u64,
-    shutting_down: bool,
-    /// The first embedding failure; searches report it.
-    failure: Option<String>,
-    /// A multiset of lower bounds of the sequence numbers of changes not yet applied: one
-    /// per writer, held from before its write until its changes are applied (see
-    /// [`Registration`]), and one for the texts an open queued for embedding. Its least
-    /// element is the **horizon**: no change older than it can still reach the index. (So
-    /// a long re-embedding after an open, or a large backlog, keeps every delete applied
-    /// meanwhile until it is through.)
-    lower_bounds: BTreeMap<u64, usize>,
-    /// The lower bound of each queued write, by the last ticket of its changes: released
-    /// once `applied_through` reaches that ticket.
-    bound_by_ticket: BTreeMap<u64, u64>,
-}
-
-impl Pending {
-    fn recompute_applied(&mut self) {
-        let oldest_waiting = self.queue.front().map(|(t, _)| *t);
-        let oldest_running = self.in_flight.keys().next().copied();
-        self.applied_through = match (oldest_waiting, oldest_running) {
-            (None, None) => self.next_ticket.saturating_sub(1),
-            (Some(a), None) | (None, Some(a)) => a - 1,
-            (Some(a), Some(b)) => a.min(b) - 1,
-        };
-        while let Some((&last, &lower)) = self.bound_by_ticket.first_key_value() {
-            if last > self.applied_through {
-                break;
-            }
-            self.bound_by_ticket.pop_first();
-            self.release(lower);
-        }
-    }
-
-    fn hold(&mut self, lower: u64) {
-        *self.lower_bounds.entry(lower).or_default() += 1;
-    }
-
-    fn release(&mut self, lower: u64) {
-        if let Some(n) = self.lower_bounds.get_mut(&lower) {
-            *n -= 1;
-            if *n == 0 {
-                self.lower_bounds.remove(&lower);
-            }
-        }
-    }
-
-    /// Queue `changes` (in order) under the lower bound a [`Registration`] held.
-    fn push(&mut self, changes: Vec<Change>, lower: u64) {
-        if changes.is_empty() {
-            self.release(lower);
-            return;
-        }
-        for change in changes {
-            let ticket = self.next_ticket;
-            self.next_ticket += 1;
-            self.queue.push_back((ticket, change));
-        }
-        self.bound_by_ticket.insert(self.next_ticket - 1, lower);
-    }
-
-    /// Every change still to be applied, queued or not yet, has a sequence number at
-    /// least this (`u64::MAX` when none is outstanding).
-    fn horizon(&self) -> u64 {
-        self.lower_bounds.keys().next().copied().unwrap_or(u64::MAX)
-    }
-}
-
-/// A writer's claim, taken before its write, that the changes it will queue have sequence
-/// numbers of at least `lower`. While it (or the changes it queued) is outstanding, the
-/// index keeps what it knows about deleted keys from `lower` on, so that none of those
-/// changes, applied late, can revive a key deleted after it. Dropped without queueing
-/// (the write failed), it lets go.
-pub(crate) struct Registration<'a> {
-    semantic: &'a Semantic,
-    lower: u64,
-    queued: bool,
-}
-
-impl Drop for Registration<'_> {
-    fn drop(&mut self) {
-        if !self.queued {
-            lock(&self.semantic.pending).release(self.lower);
-        }
-    }
-}
-
 /// A filter narrower than this fraction of the live nodes (or than `EXACT_BELOW` nodes)
 /// is searched exactly: walking the graph would visit most of it anyway.
 const EXACT_FRACTION: f64 = 0.05;
@@ -325,10 +221,7 @@ impl Semantic {
             opts,
             fs,
             dir: store_dir,
-            pending: Mutex::new(Pending {
-                next_ticket: 1,
-                ..Pending::default()
-            }),
+            pending: Mutex::new(Pending::new()),
             cv: Condvar::new(),
             index: RwLock::new(index),
             store,
@@ -491,19 +384,13 @@ impl Semantic {
     /// Claim, before a write, that its changes will have sequence numbers of at least
     /// `lower` (see [`Registration`]).
     pub fn register(&self, lower: u64) -> Registration<'_> {
-        lock(&self.pending).hold(lower);
-        Registration {
-            semantic: self,
-            lower,
-            queued: false,
-        }
+        Registration::new(&self.pending, lower)
     }
 
     /// Queue the changes of the write `registration` was taken for, for the embed workers
     /// (in the order given).
-    pub fn enqueue(&self, changes: Vec<Change>, mut registration: Registration<'_>) {
-        registration.queued = true;
-        lock(&self.pending).push(changes, registration.lower);
+    pub fn enqueue(&self, changes: Vec<Change>, registration: Registration<'_>) {
+        registration.queue(changes);
         self.cv.notify_all();
     }
 
@@ -781,43 +668,5 @@ fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &SemanticOptions) -> Result
         // Other parameters or another model: rebuild, not an error.
         Checkpoint::Found(_) | Checkpoint::Missing => Ok((fresh()?, false)),
         Checkpoint::Damaged => Ok((fresh()?, true)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn delete(seq: u64) -> Change {
-        Change {
-            key: b"k".to_vec(),
-            seq,
-            text: None,
-        }
-    }
-
-    /// A worker takes the oldest queued change and applies it.
-    fn apply_one(p: &mut Pending) {
-        p.queue.pop_front();
-        p.recompute_applied();
-    }
-
-    #[test]
-    fn the_horizon_holds_until_a_writers_changes_are_applied() {
-        let mut p = Pending {
-            next_ticket: 1,
-            ..Pending::default()
-        };
-        assert_eq!(p.horizon(), u64::MAX);
-        p.hold(10); // writer A registers, then writer B
-        p.hold(12);
-        p.push(vec![delete(13), delete(14)], 12); // B queues tickets 1 and 2
-        assert_eq!(p.horizon(), 10, "A may still write sequence number 10");
-        p.push(Vec::new(), 10); // A's write queued nothing
-        assert_eq!(p.horizon(), 12);
-        apply_one(&mut p);
-        assert_eq!(p.horizon(), 12, "B's ticket 2 is still queued");
-        apply_one(&mut p);
-        assert_eq!(p.horizon(), u64::MAX);
     }
 }
