@@ -117,6 +117,12 @@ fn set_option(
                 .then(|| compression(name, &get::<String>(name, value, "a str or None")?))
                 .transpose()?;
         }
+        "compression_per_level" => {
+            opts.compression_per_level = get::<Vec<String>>(name, value, "a list of str")?
+                .iter()
+                .map(|c| compression(name, c))
+                .collect::<Result<_, _>>()?;
+        }
         "cache_size" => opts.cache_size = get(name, value, INT)?,
         "max_open_files" => opts.max_open_files = get(name, value, INT)?,
         "mmap_reads" => opts.mmap_reads = get(name, value, "bool")?,

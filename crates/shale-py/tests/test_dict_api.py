@@ -113,6 +113,14 @@ def test_options_are_applied(db_path):
     for bad in ("zstd:0", "gzip"):
         with pytest.raises(ValueError, match="bottommost_compression"):
             shale.open(db_path, bottommost_compression=bad)
+    with shale.open(db_path, compression_per_level=["none", "lz4", "zstd:1"]) as db:
+        db[b"k200"] = b"y"
+        db.flush()
+        db.compact()
+        assert db[b"k199"] == b"x" * 1000
+    for bad in (["lz4"] * 8, ["gzip"], ["zstd:23"], "lz4"):
+        with pytest.raises(ValueError, match="compression_per_level"):
+            shale.open(db_path, compression_per_level=bad)
 
 
 def test_repr(db):

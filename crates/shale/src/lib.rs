@@ -32,6 +32,8 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, RangeIter, RepairReport, Snapshot, StatsSnapshot, LOST_DIR};
+pub use db::{
+    Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot, LOST_DIR,
+};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};

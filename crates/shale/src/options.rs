@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::fs::{FileSystem, PosixFs};
+use crate::version::NUM_LEVELS;
 
 /// The largest key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
@@ -65,6 +66,20 @@ pub struct Options {
     /// append-only loads get the codec too; `Db::repair`, which writes everything to L6,
     /// uses it as well. Default: `None`.
     pub bottommost_compression: Option<Compression>,
+    /// Compression per level, RocksDB's `compression_per_level`: entry `i` is the codec of
+    /// the tables written into level `i` (L0 is what flushes write), and the last entry
+    /// also covers every deeper level. Empty uses `compression` everywhere; at most
+    /// `NUM_LEVELS` (7) entries. `bottommost_compression`, when set, still decides L6.
+    /// A file moving into a level with another codec is rewritten, not moved.
+    ///
+    /// Levels are the tree's own numbers. The tree is sized from the bottom (see
+    /// `max_bytes_for_level_base`), so L6 always holds most of the data and L5 about a
+    /// tenth of it, however large the tree is. RocksDB with
+    /// `level_compaction_dynamic_level_bytes` instead counts entries after the first from
+    /// its base level, so there a small tree's data takes entry 1's codec; here it takes
+    /// the last entry's. TiKV's `[None, None, Lz4, Lz4, Lz4, Zstd(3), Zstd(3)]` means here:
+    /// flushes and the small top levels uncompressed, L5 and L6 dense. Default: empty.
+    pub compression_per_level: Vec<Compression>,
     /// Byte budget of the block cache. Default: 64 MiB. Once the cache is full, a data
     /// block is cached at its second miss, if the first was recent (within about as many
     /// misses as the cache holds blocks; `block_size` sets that estimate), not at its
@@ -163,6 +178,7 @@ impl Default for Options {
             filter_bits_per_key: 10,
             compression: Compression::Lz4,
             bottommost_compression: None,
+            compression_per_level: Vec::new(),
             cache_size: 64 << 20,
             max_open_files: 1000,
             mmap_reads: cfg!(target_pointer_width = "64"),
@@ -195,6 +211,7 @@ impl fmt::Debug for Options {
             .field("filter_bits_per_key", &self.filter_bits_per_key)
             .field("compression", &self.compression)
             .field("bottommost_compression", &self.bottommost_compression)
+            .field("compression_per_level", &self.compression_per_level)
             .field("cache_size", &self.cache_size)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
@@ -214,6 +231,23 @@ impl fmt::Debug for Options {
 }
 
 impl Options {
+    /// The codec of the tables written into `level`: `bottommost_compression` in the last
+    /// level if set, else `compression_per_level` (its last entry for deeper levels), else
+    /// `compression`.
+    pub fn compression_for_level(&self, level: usize) -> Compression {
+        if level == NUM_LEVELS - 1 {
+            if let Some(c) = self.bottommost_compression {
+                return c;
+            }
+        }
+        let per_level = &self.compression_per_level;
+        per_level
+            .get(level)
+            .or(per_level.last())
+            .copied()
+            .unwrap_or(self.compression)
+    }
+
     /// Check every option; return the list of all problems found.
     pub fn validate(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
@@ -264,10 +298,26 @@ impl Options {
                 self.filter_bits_per_key
             ),
         );
-        for (name, c) in [
-            ("compression", Some(self.compression)),
-            ("bottommost_compression", self.bottommost_compression),
-        ] {
+        check(
+            self.compression_per_level.len() <= NUM_LEVELS,
+            format!(
+                "compression_per_level has {} entries; there are {NUM_LEVELS} levels",
+                self.compression_per_level.len()
+            ),
+        );
+        let per_level = self
+            .compression_per_level
+            .iter()
+            .enumerate()
+            .map(|(level, &c)| (format!("compression_per_level[{level}]"), Some(c)));
+        let codecs = [
+            ("compression".to_owned(), Some(self.compression)),
+            (
+                "bottommost_compression".to_owned(),
+                self.bottommost_compression,
+            ),
+        ];
+        for (name, c) in codecs.into_iter().chain(per_level) {
             if let Some(Compression::Zstd(level)) = c {
                 check(
                     (1..=22).contains(&level),
@@ -452,5 +502,38 @@ mod tests {
         assert!(problems
             .iter()
             .any(|p| p.starts_with("bottommost_compression")));
+    }
+
+    #[test]
+    fn per_level_compression_is_checked() {
+        let opts = Options {
+            compression_per_level: vec![Compression::None; NUM_LEVELS + 1],
+            ..Options::default()
+        };
+        let problems = opts.validate().unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(problems[0].contains("8 entries"), "{problems:#?}");
+        let opts = Options {
+            compression_per_level: vec![Compression::Lz4, Compression::Zstd(23)],
+            ..Options::default()
+        };
+        let problems = opts.validate().unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(problems[0].starts_with("compression_per_level[1]"));
+    }
+
+    #[test]
+    fn codec_per_level() {
+        let mut opts = Options::default();
+        assert!((0..NUM_LEVELS).all(|l| opts.compression_for_level(l) == Compression::Lz4));
+        opts.compression_per_level = vec![Compression::None, Compression::Snappy];
+        let codecs: Vec<_> = (0..NUM_LEVELS)
+            .map(|l| opts.compression_for_level(l))
+            .collect();
+        assert_eq!(codecs[0], Compression::None);
+        assert!(codecs[1..].iter().all(|&c| c == Compression::Snappy));
+        opts.bottommost_compression = Some(Compression::Zstd(3));
+        assert_eq!(opts.compression_for_level(5), Compression::Snappy);
+        assert_eq!(opts.compression_for_level(6), Compression::Zstd(3));
     }
 }

@@ -198,8 +198,8 @@ impl TableCache {
         let _ = self.fs.remove(&self.path(id));
     }
 
-    fn path(&self, id: FileId) -> PathBuf {
-        self.dir.join(format!("{:06}.sst", id.0))
+    pub(crate) fn path(&self, id: FileId) -> PathBuf {
+        crate::db::filename::table_path(&self.dir, id)
     }
 
     /// Tables open now.

@@ -131,6 +131,88 @@ fn bottommost_compression_applies_to_the_last_level_only() {
 }
 
 #[test]
+fn compression_per_level_applies_to_each_level() {
+    let dir = tempfile::tempdir().unwrap();
+    // `options()` has `compression: None`, which no level names: a table written with
+    // it would show that some path ignores the list.
+    let per_level = vec![
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Lz4,
+        Compression::Lz4,
+        Compression::Lz4,
+        Compression::Zstd(1),
+    ];
+    let opts = Options {
+        compression_per_level: per_level.clone(),
+        bottommost_compression: Some(Compression::Zstd(3)),
+        // A multiplier of 2 puts a real share of a small tree above the last level.
+        level_size_multiplier: 2,
+        ..options()
+    };
+    // Values that do not compress, so the last level stays large enough (4 MB) to give
+    // L5 a target above `max_bytes_for_level_base`.
+    let value = |i: u32, round: u32| {
+        let mut x = u64::from(i) << 8 | u64::from(round);
+        (0..200)
+            .map(|_| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (x >> 56) as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let n = 20_000u32;
+    for round in 0..2 {
+        for i in 0..n {
+            let k = (i * 7919) % n;
+            db.put(key(k), value(k, round)).unwrap();
+        }
+    }
+    // Then an append-only load: its files overlap nothing below them, so they would be
+    // moved down as they are if the codecs allowed it.
+    for i in n..2 * n {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_idle().unwrap();
+    let mut flushed = false;
+    for i in 0..500 {
+        db.put(key(i), value(i, 2)).unwrap();
+    }
+    db.flush().unwrap();
+    let files = db.live_files();
+    let mut levels_seen = [false; 7];
+    for f in &files {
+        let codec = shale::tools::open_table(&f.path)
+            .unwrap()
+            .properties()
+            .compression;
+        let want = match f.level {
+            6 => Compression::Zstd(3),
+            l => per_level[l],
+        };
+        assert_eq!(codec, want, "{} in L{}", f.path.display(), f.level);
+        levels_seen[f.level] = true;
+        flushed |= f.level == 0;
+    }
+    // The tree must have exercised the interesting levels: a flush (L0), a level above
+    // the last (whose codec comes from the list), and the last.
+    assert!(flushed, "{files:#?}");
+    assert!(levels_seen[6], "{files:#?}");
+    assert!(levels_seen[1..6].iter().any(|&s| s), "{files:#?}");
+    println!("levels with files: {levels_seen:?}");
+    for i in (0..2 * n).step_by(97) {
+        let round = match i {
+            _ if i < 500 => 2,
+            _ if i < n => 1,
+            _ => 0,
+        };
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, round)));
+    }
+}
+
+#[test]
 fn tombstones_disappear_after_a_full_compaction() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options()).unwrap();

@@ -40,6 +40,7 @@ OPTIONS = {
     "filter_bits_per_key": "bloom filter bits per key, 0 for none [10]",
     "compression": '"lz4", "zstd", "zstd:LEVEL", "snappy" or "none" ["lz4"]',
     "bottommost_compression": "compression of tables compacted into the last level (L6); None: as compression [None]",
+    "compression_per_level": "codec names per level from L0, the last one for deeper levels; [] for compression everywhere [[]]",
     "cache_size": "block cache bytes [64 MiB]",
     "max_open_files": "SSTables kept open [1000]",
     "mmap_reads": "read SSTables through memory maps [True on 64-bit]",

@@ -46,9 +46,10 @@ pub struct CompactionPolicy {
     pub level0_trigger: usize,
     pub base_bytes: u64,
     pub multiplier: u32,
-    /// The last level stores another codec (`Options::bottommost_compression`), so a file
-    /// moving into it is rewritten, not moved (as RocksDB does when the codecs differ).
-    pub rewrite_into_last_level: bool,
+    /// `rewrite_into[l]`: level `l` stores another codec than level `l - 1`
+    /// (`Options::compression_per_level`, `bottommost_compression`), so a file moving into
+    /// it is rewritten, not moved (as RocksDB does when the codecs differ).
+    pub rewrite_into: [bool; NUM_LEVELS],
 }
 
 /// Files to merge from `level` into `output_level` (the next level, or `level` itself for
@@ -205,7 +206,7 @@ impl CompactionPolicy {
                 busy,
             );
             if let Some(mut t) = t {
-                if t.output_level == NUM_LEVELS - 1 && self.rewrite_into_last_level {
+                if self.rewrite_into.get(t.output_level) == Some(&true) {
                     t.trivial_move = false;
                 }
                 return Some(t);
@@ -328,7 +329,7 @@ mod tests {
             level0_trigger: 4,
             base_bytes: 100,
             multiplier: 10,
-            rewrite_into_last_level: false,
+            rewrite_into: [false; NUM_LEVELS],
         }
     }
 
@@ -407,7 +408,7 @@ mod tests {
     }
 
     #[test]
-    fn a_move_into_the_last_level_is_a_rewrite_when_its_codec_differs() {
+    fn a_move_into_a_level_of_another_codec_is_a_rewrite() {
         // Base level L5 (target 100) holds 500 bytes in one file that overlaps nothing in
         // L6, as an append-only load leaves it.
         let lv = tree(
@@ -420,10 +421,8 @@ mod tests {
         let t = policy().pick(&lv, &|_| false, &[]).unwrap();
         assert_eq!((t.level, t.output_level), (5, LAST));
         assert!(t.trivial_move);
-        let rewrite = CompactionPolicy {
-            rewrite_into_last_level: true,
-            ..policy()
-        };
+        let mut rewrite = policy();
+        rewrite.rewrite_into[LAST] = true;
         let t = rewrite.pick(&lv, &|_| false, &[]).unwrap();
         assert_eq!((t.inputs, t.next_inputs), (vec![FileId(1)], Vec::new()));
         assert!(!t.trivial_move, "L6 takes another codec: rewrite");
@@ -439,6 +438,11 @@ mod tests {
         let t = rewrite.pick(&lv, &|_| false, &[]).unwrap();
         assert_eq!((t.level, t.output_level), (4, 5));
         assert!(t.trivial_move);
+        // Unless L5 takes another codec than L4 (`compression_per_level`).
+        rewrite.rewrite_into[5] = true;
+        let t = rewrite.pick(&lv, &|_| false, &[]).unwrap();
+        assert_eq!((t.level, t.output_level), (4, 5));
+        assert!(!t.trivial_move, "L5 takes another codec: rewrite");
     }
 
     #[test]
@@ -512,7 +516,7 @@ mod tests {
             level0_trigger: 4,
             base_bytes: 1000,
             multiplier: 10,
-            rewrite_into_last_level: false,
+            rewrite_into: [false; NUM_LEVELS],
         };
         // level -> id -> (size, lo, hi); keys are u32 encoded big-endian
         let mut tree: Vec<SimLevel> = vec![SimLevel::new(); NUM_LEVELS];

@@ -39,10 +39,10 @@ pub(crate) fn policy(db: &DbInner) -> CompactionPolicy {
         level0_trigger: db.opts.level0_compaction_trigger,
         base_bytes: db.opts.max_bytes_for_level_base,
         multiplier: db.opts.level_size_multiplier,
-        rewrite_into_last_level: db
-            .opts
-            .bottommost_compression
-            .is_some_and(|c| c != db.opts.compression),
+        rewrite_into: std::array::from_fn(|level| {
+            level > 0
+                && db.opts.compression_for_level(level) != db.opts.compression_for_level(level - 1)
+        }),
     }
 }
 

@@ -122,7 +122,7 @@ pub(crate) fn write_table(
     if let Some(limiter) = limiter {
         file = Box::new(RateLimitedFile::new(file, Arc::clone(limiter)));
     }
-    let mut builder = TableBuilder::new(file, path.clone(), TableOptions::from(opts));
+    let mut builder = TableBuilder::new(file, path.clone(), TableOptions::for_level(opts, 0));
     let mut it = mem.iter();
     it.seek_to_first()?;
     while it.valid() {

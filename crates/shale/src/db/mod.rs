@@ -20,7 +20,7 @@
 //! 4. `super_version`: a leaf lock around the pointer readers start from.
 
 mod compact;
-mod filename;
+pub(crate) mod filename;
 mod flush;
 mod open;
 mod read;
@@ -41,6 +41,20 @@ pub use read::{DbIterator, RangeIter};
 pub use repair::{RepairReport, LOST_DIR};
 pub use snapshot::Snapshot;
 pub use stats::{Stats, StatsSnapshot};
+
+/// What [`Db::live_files`] says about one live SSTable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFile {
+    pub level: usize,
+    pub path: PathBuf,
+    pub size: u64,
+    /// The smallest and largest user keys in the file.
+    pub smallest_key: Vec<u8>,
+    pub largest_key: Vec<u8>,
+    /// The range of sequence numbers of its entries.
+    pub smallest_seq: u64,
+    pub largest_seq: u64,
+}
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -350,6 +364,25 @@ impl Db {
         let sv = self.inner.super_version.load();
         (0..crate::version::NUM_LEVELS)
             .map(|l| sv.version.files(l).len())
+            .collect()
+    }
+
+    /// Every live SSTable, level by level (L0 newest first, deeper levels in key order),
+    /// like RocksDB's `GetLiveFilesMetaData`.
+    pub fn live_files(&self) -> Vec<LiveFile> {
+        let sv = self.inner.super_version.load();
+        (0..crate::version::NUM_LEVELS)
+            .flat_map(|level| {
+                sv.version.files(level).iter().map(move |f| LiveFile {
+                    level,
+                    path: self.inner.tables.path(f.meta.id),
+                    size: f.meta.size,
+                    smallest_key: f.meta.smallest.user_key().to_vec(),
+                    largest_key: f.meta.largest.user_key().to_vec(),
+                    smallest_seq: f.meta.smallest_seq.0,
+                    largest_seq: f.meta.largest_seq.0,
+                })
+            })
             .collect()
     }
 

@@ -49,16 +49,13 @@ impl From<&Options> for TableOptions {
 }
 
 impl TableOptions {
-    /// How a compaction (or a repair) writes its tables into `level`: with
-    /// `bottommost_compression` (if set) in the last level, with `compression` above it.
+    /// How a flush, a compaction or a repair writes its tables into `level`: with the
+    /// level's codec ([`Options::compression_for_level`]).
     pub fn for_level(o: &Options, level: usize) -> TableOptions {
-        let mut table = TableOptions::from(o);
-        if level == crate::version::NUM_LEVELS - 1 {
-            if let Some(c) = o.bottommost_compression {
-                table.compression = c;
-            }
+        TableOptions {
+            compression: o.compression_for_level(level),
+            ..TableOptions::from(o)
         }
-        table
     }
 }
 
