@@ -34,6 +34,11 @@ fn range_prefix_and_reverse_span_memtable_and_tables() {
     let mut fwd = r.clone();
     fwd.reverse();
     assert_eq!(rev, fwd);
+    // `rev` on a partly used iterator starts over from the other end.
+    let mut part = db.range("a/050".."a/060").unwrap();
+    part.next().unwrap().unwrap();
+    part.next().unwrap().unwrap();
+    assert_eq!(keys(part.rev()), fwd);
 
     let inclusive = keys(db.range("b/098"..="b/099").unwrap());
     assert_eq!(inclusive, vec!["b/098", "b/099"]);

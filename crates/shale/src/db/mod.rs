@@ -260,8 +260,10 @@ impl Db {
     /// Pin the current state: reads with `ReadOptions::at(&snapshot)` see exactly the
     /// writes acknowledged before this call.
     pub fn snapshot(&self) -> Snapshot {
-        let seq = SeqNo(self.inner.visible_seq.load(Ordering::Acquire));
-        self.inner.snapshots.pin(seq)
+        let visible = &self.inner.visible_seq;
+        self.inner
+            .snapshots
+            .pin_current(|| SeqNo(visible.load(Ordering::Acquire)))
     }
 
     /// A cursor over the whole database (within `opts`' bounds), unpositioned: call one

@@ -73,9 +73,12 @@ pub struct RangeIter {
 }
 
 impl RangeIter {
-    /// Iterate from the last key backwards instead.
+    /// Iterate from the other end instead: from the last key backwards (or, reversed
+    /// again, from the first key forwards). It starts over from that end even if items
+    /// were already taken.
     pub fn rev(mut self) -> Self {
         self.reverse = !self.reverse;
+        self.started = false;
         self
     }
 }
@@ -152,8 +155,11 @@ impl DbInner {
     pub(crate) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
         self.stats.gets.add(1);
-        let snapshot = self.read_seq(opts);
+        // The super version first, then the sequence number (RocksDB's order). The other
+        // way round, a flush and a compaction could run in between, keep only a version
+        // newer than the sequence number read, and drop the one it should see.
         let sv = self.super_version.pin();
+        let snapshot = self.read_seq(opts);
         let in_memory = Timer::start();
         for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match mem.get(key, snapshot) {
@@ -188,8 +194,9 @@ impl DbInner {
 
     pub(crate) fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
         self.check_open()?;
-        let snapshot = self.read_seq(opts);
+        // As in `get`: the super version before the sequence number.
         let sv = self.super_version.load();
+        let snapshot = self.read_seq(opts);
         let merged = MergingIter::new(internal_iters(&sv, opts.fill_cache)?);
         Ok(DbIterator {
             inner: DbIter::new(

@@ -1,7 +1,8 @@
 //! Snapshots: a pinned sequence number, registered so compaction keeps what it needs.
 //!
 //! The registry is a sorted multiset of pinned sequence numbers behind its own small mutex;
-//! taking a snapshot is an atomic load (the visible sequence number) plus an insert there.
+//! taking a snapshot is an atomic load (the visible sequence number) and an insert, both
+//! under that mutex.
 //! Compaction reads the registry once per job.
 
 use std::collections::BTreeMap;
@@ -17,8 +18,15 @@ pub(crate) struct SnapshotList {
 }
 
 impl SnapshotList {
-    pub fn pin(self: &Arc<Self>, seq: SeqNo) -> Snapshot {
-        *lock(&self.pinned).entry(seq).or_insert(0) += 1;
+    /// Pin the sequence number `current` returns, read under the registry's lock: a
+    /// compaction that lists the pinned numbers either sees this one or ran its listing
+    /// before it was read, when every entry it compacts was already at or below it.
+    /// (Read first and pinned after, a compaction could list the pins in between and
+    /// drop the version this snapshot needs.)
+    pub fn pin_current(self: &Arc<Self>, current: impl FnOnce() -> SeqNo) -> Snapshot {
+        let mut pinned = lock(&self.pinned);
+        let seq = current();
+        *pinned.entry(seq).or_insert(0) += 1;
         Snapshot {
             seq,
             list: Arc::clone(self),

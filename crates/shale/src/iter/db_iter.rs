@@ -88,19 +88,36 @@ impl<I: InternalIterator> DbIter<I> {
         self.lower.as_deref().is_some_and(|l| user_key < l)
     }
 
-    pub fn seek_to_first(&mut self) -> Result<()> {
-        match self.lower.clone() {
-            Some(lower) => self.seek(&lower),
-            None => {
-                self.direction = Direction::Forward;
-                self.inner.seek_to_first()?;
-                self.find_next_user_entry(false)
-            }
+    /// Run one move; if it fails, leave the cursor invalid. A failed move can leave the
+    /// merged sources half moved (some past the key shown, one not repositioned at all),
+    /// so going on from there could skip keys without another error. A seek starts over.
+    fn guarded(&mut self, step: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let moved = step(self);
+        if moved.is_err() {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
         }
+        moved
+    }
+
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.guarded(|it| match it.lower.clone() {
+            Some(lower) => it.seek_inner(&lower),
+            None => {
+                it.direction = Direction::Forward;
+                it.inner.seek_to_first()?;
+                it.find_next_user_entry(false)
+            }
+        })
     }
 
     /// Move to the first key `>= target` (and `>= lower`).
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.guarded(|it| it.seek_inner(target))
+    }
+
+    fn seek_inner(&mut self, target: &[u8]) -> Result<()> {
         let target = match &self.lower {
             Some(l) if target < l.as_slice() => l.clone(),
             _ => target.to_vec(),
@@ -112,6 +129,10 @@ impl<I: InternalIterator> DbIter<I> {
     }
 
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.guarded(Self::seek_to_last_inner)
+    }
+
+    fn seek_to_last_inner(&mut self) -> Result<()> {
         self.direction = Direction::Reverse;
         match self.upper.clone() {
             Some(upper) => {
@@ -130,6 +151,15 @@ impl<I: InternalIterator> DbIter<I> {
 
     /// Move to the last key `<= target` (and `< upper`).
     pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.guarded(|it| it.seek_for_prev_inner(target))
+    }
+
+    fn seek_for_prev_inner(&mut self, target: &[u8]) -> Result<()> {
+        if self.above_upper(target) {
+            // The answer is the last key below the bound: seek there rather than step
+            // back over every entry between the bound and `target`.
+            return self.seek_to_last_inner();
+        }
         self.direction = Direction::Reverse;
         // The first entry after every version of `target`.
         let ikey = InternalKey::new(target, SeqNo::ZERO, ValueKind::Delete);
@@ -157,6 +187,14 @@ impl<I: InternalIterator> DbIter<I> {
         reason = "a cursor, like RocksDB's raw iterator: next() moves it and yields nothing"
     )]
     pub fn next(&mut self) -> Result<()> {
+        self.guarded(Self::next_inner)
+    }
+
+    pub fn prev(&mut self) -> Result<()> {
+        self.guarded(Self::prev_inner)
+    }
+
+    fn next_inner(&mut self) -> Result<()> {
         if !self.valid {
             return Ok(());
         }
@@ -178,7 +216,7 @@ impl<I: InternalIterator> DbIter<I> {
         self.find_next_user_entry(true)
     }
 
-    pub fn prev(&mut self) -> Result<()> {
+    fn prev_inner(&mut self) -> Result<()> {
         if !self.valid {
             return Ok(());
         }
@@ -306,6 +344,94 @@ mod tests {
             .filter(|&(k, _)| lower.is_none_or(|l| k >= l) && upper.is_none_or(|u| k < u))
             .filter_map(|(k, (_, v))| v.map(|v| (vec![k], vec![v])))
             .collect()
+    }
+
+    /// A source whose `fail_at`-th move (counting `next` and `prev`) fails.
+    struct Failing {
+        inner: VecIter,
+        moves: usize,
+        fail_at: usize,
+    }
+
+    impl Failing {
+        fn step(&mut self, forward: bool) -> Result<()> {
+            self.moves += 1;
+            if self.moves == self.fail_at {
+                return Err(Error::corruption("<test>", 0, "injected".to_owned()));
+            }
+            if forward {
+                self.inner.next()
+            } else {
+                self.inner.prev()
+            }
+        }
+    }
+
+    impl InternalIterator for Failing {
+        fn valid(&self) -> bool {
+            self.inner.valid()
+        }
+        fn seek_to_first(&mut self) -> Result<()> {
+            self.inner.seek_to_first()
+        }
+        fn seek_to_last(&mut self) -> Result<()> {
+            self.inner.seek_to_last()
+        }
+        fn seek(&mut self, target: &[u8]) -> Result<()> {
+            self.inner.seek(target)
+        }
+        fn next(&mut self) -> Result<()> {
+            self.step(true)
+        }
+        fn prev(&mut self) -> Result<()> {
+            self.step(false)
+        }
+        fn key(&self) -> &[u8] {
+            self.inner.key()
+        }
+        fn value(&self) -> &[u8] {
+            self.inner.value()
+        }
+    }
+
+    #[test]
+    fn a_failed_move_leaves_the_cursor_invalid_until_a_seek() {
+        let entries = [(1, 1, Some(10)), (2, 2, Some(20)), (3, 3, Some(30))];
+        for fail_at in 1..=4 {
+            let inner = Failing {
+                inner: source(&entries),
+                moves: 0,
+                fail_at,
+            };
+            let mut it = DbIter::new(inner, SeqNo(9), None, None);
+            it.seek_to_first().unwrap();
+            let mut moved = Ok(());
+            for forward in [true, true, false, false] {
+                moved = if forward { it.next() } else { it.prev() };
+                if moved.is_err() {
+                    break;
+                }
+            }
+            assert!(moved.is_err(), "move {fail_at} should fail");
+            assert!(!it.valid(), "invalid after the failed move {fail_at}");
+            // Moving on does nothing; a seek starts over.
+            it.next().unwrap();
+            assert!(!it.valid());
+            it.seek(&[2]).unwrap();
+            assert_eq!((it.key(), it.value()), (&[2u8][..], &[20u8][..]));
+        }
+    }
+
+    #[test]
+    fn seek_for_prev_past_the_upper_bound_lands_below_it() {
+        let entries: Vec<_> = (0..200u8).map(|k| (k, 1, Some(k))).collect();
+        let mut it = DbIter::new(source(&entries), SeqNo(9), None, Some(vec![50]));
+        it.seek_for_prev(&[199]).unwrap();
+        assert_eq!(it.key(), &[49]);
+        it.seek_for_prev(&[50]).unwrap();
+        assert_eq!(it.key(), &[49]);
+        it.seek_for_prev(&[20]).unwrap();
+        assert_eq!(it.key(), &[20]);
     }
 
     proptest! {
