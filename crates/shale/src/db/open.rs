@@ -254,10 +254,19 @@ impl Recovery<'_> {
             .list(dir)?
             .iter()
             .filter_map(|name| match filename::parse(name) {
-                Some(FileKind::Wal(id)) if id >= state.log_number => Some(id),
+                Some(FileKind::Wal(id)) => Some(id),
                 _ => None,
             })
             .collect();
+        // A WAL's number is logged only with the next version edit, so a crash can leave
+        // WALs numbered at or above the manifest's next file number. Mark them used
+        // (RocksDB's `MarkFileNumberUsed`): the tables written below and the new WAL must
+        // not take their numbers, or the new WAL would truncate one before the new
+        // manifest is durable, and a leftover one would be replayed again at a later open.
+        if let Some(&highest) = wals.iter().max() {
+            state.next_file_number = state.next_file_number.max(FileId(highest.0 + 1));
+        }
+        wals.retain(|&id| id >= state.log_number);
         wals.sort();
         let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
         // Once a WAL is cut short, every later WAL is dropped too (a prefix, no holes), and
@@ -457,6 +466,55 @@ mod tests {
         let db = Db::open(dir, opts).unwrap();
         let got = |k: &str| db.get(k).unwrap();
         [got("a"), got("b"), got("c")]
+    }
+
+    #[test]
+    fn a_wal_numbered_past_the_manifest_counter_is_replayed_once() {
+        let fs = MemFs::new();
+        let dir = Path::new("/db");
+        let opts = Options {
+            fs: Arc::new(fs.clone()),
+            ..Options::default()
+        };
+        let db = Db::open(dir, opts.clone()).unwrap();
+        db.put("a", "1").unwrap();
+        db.close().unwrap();
+        drop(db);
+        // A crash can leave a WAL numbered past the manifest's next file number (4 here):
+        // a WAL's number is logged only with the next edit. Make WAL 50 follow WAL 2.
+        let wal2 = fs.read_all(&wal_path(dir, FileId(2))).unwrap();
+        let mut stand_in = LogWriter::new(fs.create_log(Path::new("/db/scratch")).unwrap());
+        stand_in
+            .add_record(&[&vec![0u8; wal2.len() - HEADER_LEN]])
+            .unwrap();
+        let mut wal50 = LogWriter::following(
+            fs.create_log(&wal_path(dir, FileId(50))).unwrap(),
+            &stand_in,
+            2,
+        );
+        let mut b = WriteBatch::new();
+        b.put("b", "old");
+        wal50
+            .add_record(&[&batch::encode_header(SeqNo(2), 1), b.body()])
+            .unwrap();
+        drop((stand_in, wal50));
+        fs.remove(Path::new("/db/scratch")).unwrap();
+
+        let db = Db::open(dir, opts.clone()).unwrap();
+        assert_eq!(db.get("b").unwrap(), Some(b"old".to_vec()));
+        assert!(
+            !fs.list(dir).unwrap().contains(&"000050.wal".to_owned()),
+            "WAL 50 is in a table now: obsolete"
+        );
+        db.put("b", "new").unwrap();
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        db.close().unwrap();
+        drop(db);
+        // Replayed a second time, WAL 50 would put the old value in L0, above the new one.
+        let db = Db::open(dir, opts).unwrap();
+        assert_eq!(db.get("b").unwrap(), Some(b"new".to_vec()));
+        assert_eq!(db.get("a").unwrap(), Some(b"1".to_vec()));
     }
 
     #[test]
