@@ -21,8 +21,9 @@
 //! - from L0, every L0 file plus the base-level files they overlap, into the base level;
 //! - from Ln, one file (round-robin through the key space, as LevelDB's compaction pointer
 //!   does, so every key range gets its turn) plus the files of Ln+1 it overlaps.
-//!   A level above the base level that still holds data (the base level moved down after
-//!   deletions) is drained the same way.
+//!   A level above the sized base level that still holds data (the last level shrank
+//!   after deletions) is drained the same way, and until it is empty it is the base level:
+//!   L0 never compacts past a level holding data, which is older than L0's.
 //!
 //! A single file from Ln (n >= 1) that overlaps nothing in Ln+1 is moved, not rewritten.
 //! Files already in a running compaction are never picked again, and at most one L0
@@ -77,7 +78,13 @@ impl CompactionTask {
 
 impl CompactionPolicy {
     /// The base level (where L0 compacts to) and the target size of every level, from
-    /// the size of the last level. Levels above the base level target 0.
+    /// the size of the last level. Levels above the sized base level target 0.
+    ///
+    /// The base level is never below a level (other than L0) that still holds data: that
+    /// is left above the sized base after the last level shrank (deletions), until it is
+    /// drained. Its entries are older than L0's, and a get takes the first level that
+    /// holds a key, so L0 compacting past it would let its old versions shadow newer
+    /// ones. (RocksDB's base level likewise never goes below the first non-empty level.)
     pub fn targets(&self, levels: &[Vec<LevelFile<'_>>]) -> (usize, [u64; NUM_LEVELS]) {
         let last = NUM_LEVELS - 1;
         let size =
@@ -100,12 +107,13 @@ impl CompactionPolicy {
             }
             base = level;
         }
-        (base, targets)
+        let first_used = (1..last).find(|&l| size(l) > 0).unwrap_or(last);
+        (base.min(first_used), targets)
     }
 
     /// The score of each level; a level needs compaction when its score is >= 1.
     pub fn scores(&self, levels: &[Vec<LevelFile<'_>>]) -> Vec<f64> {
-        let (base, targets) = self.targets(levels);
+        let (_, targets) = self.targets(levels);
         levels
             .iter()
             .enumerate()
@@ -115,8 +123,8 @@ impl CompactionPolicy {
                     0.0 // the last level has nowhere to go
                 } else if level == 0 {
                     files.len() as f64 / self.level0_trigger.max(1) as f64
-                } else if level < base {
-                    // Above the base level: drain whatever is left there.
+                } else if targets.get(level).is_none_or(|&t| t == 0) {
+                    // Above the sized base level: drain whatever is left there.
                     if bytes > 0 {
                         1.0
                     } else {
@@ -488,6 +496,27 @@ mod tests {
         );
         let t = policy().pick(&lv, &|_| false, &[]).unwrap();
         assert_eq!((t.level, t.output_level), (2, 3));
+    }
+
+    #[test]
+    fn l0_never_compacts_past_a_level_holding_data() {
+        // The last level shrank below the base size (deletions), leaving data in L5
+        // above it: L0 must compact into L5, whose files are older than L0's, not past
+        // them into L6.
+        let l0 = || (10..14).map(|id| file(id, 1, "b", "c")).collect::<Vec<_>>();
+        let lv = tree(
+            l0(),
+            vec![
+                (5, vec![file(1, 5, "a", "m")]),
+                (LAST, vec![file(2, 50, "a", "z")]),
+            ],
+        );
+        assert_eq!(policy().targets(&lv).0, 5);
+        let t = policy().pick(&lv, &|_| false, &[]).unwrap();
+        assert_eq!((t.level, t.output_level), (0, 5));
+        // Once L5 is drained, the base is the last level again.
+        let lv = tree(l0(), vec![(LAST, vec![file(2, 50, "a", "z")])]);
+        assert_eq!(policy().targets(&lv).0, LAST);
     }
 
     #[test]
