@@ -9,4 +9,4 @@ mod job;
 mod picker;
 
 pub use job::{run_compaction, CompactionOutput, DropPolicy};
-pub use picker::{CompactionPolicy, CompactionTask, LevelFile};
+pub use picker::{CompactionPolicy, CompactionTask, InFlight, LevelFile, RunningOutputs};

@@ -26,9 +26,12 @@
 //!   L0 never compacts past a level holding data, which is older than L0's.
 //!
 //! A single file from Ln (n >= 1) that overlaps nothing in Ln+1 is moved, not rewritten.
-//! Files already in a running compaction are never picked again, and at most one L0
-//! compaction runs at a time; the input sets of concurrent tasks are then disjoint, and so
-//! are their output key ranges.
+//! Files already in a running compaction are never picked again, at most one L0
+//! compaction runs at a time, and no task writes into a level a key range that a running
+//! task writes into it ([`InFlight`]). Disjoint inputs alone do not ensure that: a manual
+//! rewrite of the last level in place spans the gaps between its files, where a file
+//! moving down from the level above may land. So the input sets of concurrent tasks are
+//! disjoint, and so are the ranges they write into each level.
 
 use crate::version::{FileId, NUM_LEVELS};
 
@@ -39,6 +42,65 @@ pub struct LevelFile<'a> {
     pub size: u64,
     pub smallest: &'a [u8],
     pub largest: &'a [u8],
+}
+
+/// What running compactions hold, which a new task must stay clear of.
+pub trait InFlight {
+    /// `id` is an input of a running compaction.
+    fn busy(&self, id: FileId) -> bool;
+    /// A running compaction writes into `level` a key range that overlaps
+    /// `[smallest, largest]` (user keys). Two tasks writing overlapping ranges into one
+    /// level would leave overlapping files there, which a get's one-file-per-level search
+    /// cannot read (RocksDB's `RangeOverlapWithCompaction`).
+    fn writes_into(&self, level: usize, smallest: &[u8], largest: &[u8]) -> bool;
+}
+
+/// The key ranges running compactions write, by output level.
+#[derive(Debug, Default)]
+pub struct RunningOutputs {
+    ranges: Vec<(usize, Vec<u8>, Vec<u8>)>,
+}
+
+impl RunningOutputs {
+    /// `task` has started: its outputs will lie within its key range.
+    pub fn add(&mut self, task: &CompactionTask) {
+        self.ranges.push((
+            task.output_level,
+            task.smallest.clone(),
+            task.largest.clone(),
+        ));
+    }
+
+    /// `task` has ended.
+    pub fn remove(&mut self, task: &CompactionTask) {
+        let running = |(l, lo, hi): &(usize, Vec<u8>, Vec<u8>)| {
+            *l == task.output_level && *lo == task.smallest && *hi == task.largest
+        };
+        if let Some(i) = self.ranges.iter().position(running) {
+            self.ranges.swap_remove(i);
+        }
+    }
+
+    pub fn overlap(&self, level: usize, smallest: &[u8], largest: &[u8]) -> bool {
+        self.ranges
+            .iter()
+            .any(|(l, lo, hi)| *l == level && smallest <= hi.as_slice() && lo.as_slice() <= largest)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// A closure that says which files are busy, with no output ranges held (for callers and
+/// tests that track only files).
+impl<F: Fn(FileId) -> bool> InFlight for F {
+    fn busy(&self, id: FileId) -> bool {
+        self(id)
+    }
+    fn writes_into(&self, _level: usize, _smallest: &[u8], _largest: &[u8]) -> bool {
+        false
+    }
 }
 
 /// The knobs of the policy (taken from `Options`).
@@ -144,7 +206,7 @@ impl CompactionPolicy {
     pub fn pick(
         &self,
         levels: &[Vec<LevelFile<'_>>],
-        busy: &dyn Fn(FileId) -> bool,
+        busy: &dyn InFlight,
         pointers: &[Vec<u8>],
     ) -> Option<CompactionTask> {
         let mut order: Vec<(usize, f64)> = self
@@ -170,10 +232,10 @@ impl CompactionPolicy {
     pub fn pick_level0(
         &self,
         levels: &[Vec<LevelFile<'_>>],
-        busy: &dyn Fn(FileId) -> bool,
+        busy: &dyn InFlight,
     ) -> Option<CompactionTask> {
         let l0 = levels.first()?;
-        if l0.is_empty() || l0.iter().any(|f| busy(f.id)) {
+        if l0.is_empty() || l0.iter().any(|f| busy.busy(f.id)) {
             return None; // one L0 compaction at a time
         }
         let (smallest, largest) = bounds(l0.iter())?;
@@ -193,7 +255,7 @@ impl CompactionPolicy {
         &self,
         levels: &[Vec<LevelFile<'_>>],
         level: usize,
-        busy: &dyn Fn(FileId) -> bool,
+        busy: &dyn InFlight,
         pointer: &[u8],
     ) -> Option<CompactionTask> {
         let files = levels.get(level)?;
@@ -201,7 +263,7 @@ impl CompactionPolicy {
         let start = files.partition_point(|f| !pointer.is_empty() && f.largest <= pointer);
         let order = files.iter().skip(start).chain(files.iter().take(start));
         for file in order {
-            if busy(file.id) {
+            if busy.busy(file.id) {
                 continue;
             }
             let t = task(
@@ -234,7 +296,7 @@ impl CompactionPolicy {
         level: usize,
         range: (&[u8], &[u8]),
         in_place: bool,
-        busy: &dyn Fn(FileId) -> bool,
+        busy: &dyn InFlight,
     ) -> Option<CompactionTask> {
         if level == 0 {
             return None;
@@ -250,7 +312,7 @@ impl CompactionPolicy {
             t.trivial_move = false;
             return Some(t);
         }
-        if inputs.iter().any(|f| busy(f.id)) {
+        if inputs.iter().any(|f| busy.busy(f.id)) || busy.writes_into(level, lo, hi) {
             return None;
         }
         Some(CompactionTask {
@@ -266,7 +328,7 @@ impl CompactionPolicy {
 }
 
 /// Build the task for `inputs` of `level`: add the overlapping files of `output_level`.
-/// `None` if any of them is busy.
+/// `None` if any of them is busy, or a running task writes into the range it would.
 fn task<'a>(
     levels: &[Vec<LevelFile<'a>>],
     level: usize,
@@ -274,9 +336,9 @@ fn task<'a>(
     inputs: Vec<&LevelFile<'a>>,
     smallest: &'a [u8],
     largest: &'a [u8],
-    busy: &dyn Fn(FileId) -> bool,
+    busy: &dyn InFlight,
 ) -> Option<CompactionTask> {
-    if inputs.iter().any(|f| busy(f.id)) {
+    if inputs.iter().any(|f| busy.busy(f.id)) {
         return None;
     }
     let next: Vec<&LevelFile<'_>> = levels
@@ -288,10 +350,13 @@ fn task<'a>(
                 .collect()
         })
         .unwrap_or_default();
-    if next.iter().any(|f| busy(f.id)) {
+    if next.iter().any(|f| busy.busy(f.id)) {
         return None;
     }
     let (lo, hi) = bounds(inputs.iter().chain(next.iter()).copied())?;
+    if busy.writes_into(output_level, lo, hi) {
+        return None;
+    }
     Some(CompactionTask {
         level,
         output_level,
@@ -496,6 +561,55 @@ mod tests {
         );
         let t = policy().pick(&lv, &|_| false, &[]).unwrap();
         assert_eq!((t.level, t.output_level), (2, 3));
+    }
+
+    /// Running tasks as the database tracks them.
+    struct Running {
+        files: Vec<FileId>,
+        outputs: RunningOutputs,
+    }
+
+    impl InFlight for Running {
+        fn busy(&self, id: FileId) -> bool {
+            self.files.contains(&id)
+        }
+        fn writes_into(&self, level: usize, smallest: &[u8], largest: &[u8]) -> bool {
+            self.outputs.overlap(level, smallest, largest)
+        }
+    }
+
+    #[test]
+    fn no_task_writes_into_a_range_a_running_task_writes() {
+        // L6 holds a..c and m..z; a manual rewrite of L6 in place is running, writing
+        // a..z into L6. L5's lone file d..e overlaps no L6 file, so it would move into
+        // the gap, inside the range the rewrite's outputs span.
+        let lv = tree(
+            Vec::new(),
+            vec![
+                (5, vec![file(3, 500, "d", "e")]),
+                (LAST, vec![file(1, 1000, "a", "c"), file(2, 1000, "m", "z")]),
+            ],
+        );
+        let rewrite = policy()
+            .pick_manual(&lv, LAST, (b"a", b"z"), true, &|_| false)
+            .unwrap();
+        assert_eq!((rewrite.output_level, rewrite.inputs.len()), (LAST, 2));
+        let mut running = Running {
+            files: rewrite.all_inputs().collect(),
+            outputs: RunningOutputs::default(),
+        };
+        running.outputs.add(&rewrite);
+        assert_eq!(policy().pick(&lv, &running, &[]), None);
+        // Without the rewrite running, the move goes ahead; and with it, a task writing
+        // elsewhere does too.
+        let t = policy().pick(&lv, &|_| false, &[]).unwrap();
+        assert!(t.trivial_move && t.output_level == LAST);
+        running.outputs.remove(&rewrite);
+        assert!(running.outputs.is_empty());
+        let mut elsewhere = rewrite.clone();
+        elsewhere.output_level = 4;
+        running.outputs.add(&elsewhere);
+        assert!(policy().pick(&lv, &running, &[]).is_some());
     }
 
     #[test]

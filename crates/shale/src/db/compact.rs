@@ -5,7 +5,6 @@
 //! concurrent tasks disjoint (see `compaction/picker.rs`). Replaced files are deleted after
 //! the new version is installed; readers still holding an older version keep them open.
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -14,7 +13,9 @@ use std::time::Instant;
 use super::filename::table_path;
 use super::stats::Stats;
 use super::{lock, DbInner, DbState};
-use crate::compaction::{run_compaction, CompactionPolicy, CompactionTask, DropPolicy, LevelFile};
+use crate::compaction::{
+    run_compaction, CompactionPolicy, CompactionTask, DropPolicy, InFlight, LevelFile,
+};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::{InternalIterator, LevelIter, MergingIter};
@@ -76,7 +77,7 @@ fn compaction_loop(db: &DbInner) {
             }
             state = db.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
         };
-        mark(&mut state.compacting, &task);
+        mark(&mut state, &task);
         drop(state);
         // A failure poisons the database inside `execute`.
         let _ = execute(db, &task);
@@ -87,12 +88,23 @@ fn compaction_loop(db: &DbInner) {
 fn pick(db: &DbInner, state: &DbState) -> Option<CompactionTask> {
     let version = state.versions.current();
     let view = level_view(&version);
-    let busy = |id: FileId| state.compacting.contains(&id);
-    policy(db).pick(&view, &busy, &state.compact_pointers)
+    policy(db).pick(&view, state, &state.compact_pointers)
 }
 
-fn mark(compacting: &mut HashSet<FileId>, task: &CompactionTask) {
-    compacting.extend(task.all_inputs());
+/// The running compactions, as the picker sees them.
+impl InFlight for DbState {
+    fn busy(&self, id: FileId) -> bool {
+        self.compacting.contains(&id)
+    }
+    fn writes_into(&self, level: usize, smallest: &[u8], largest: &[u8]) -> bool {
+        self.compaction_outputs.overlap(level, smallest, largest)
+    }
+}
+
+/// `task` starts: its files are busy and its output range taken until it ends.
+fn mark(state: &mut DbState, task: &CompactionTask) {
+    state.compacting.extend(task.all_inputs());
+    state.compaction_outputs.add(task);
 }
 
 /// Run `task` (already marked busy) and install its result; unmark its files either way.
@@ -104,6 +116,7 @@ pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
     for id in task.all_inputs() {
         state.compacting.remove(&id);
     }
+    state.compaction_outputs.remove(task);
     let installed = result.and_then(|(edit, added, deleted)| {
         let version = state.log_and_apply(edit, &added)?;
         Ok((version, added, deleted))
@@ -262,7 +275,11 @@ impl DbInner {
             if let Some(why) = &state.bg_error {
                 return Err(Error::Poisoned(why.clone()));
             }
-            if state.imm.is_empty() && state.compacting.is_empty() && pick(self, &state).is_none() {
+            if state.imm.is_empty()
+                && state.compacting.is_empty()
+                && state.compaction_outputs.is_empty()
+                && pick(self, &state).is_none()
+            {
                 return Ok(());
             }
             state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
@@ -307,12 +324,11 @@ impl DbInner {
                 level += 1;
                 continue;
             }
-            let busy = |id: FileId| state.compacting.contains(&id);
             let task = if level == 0 {
                 // All of L0, whatever the range (see `pick_level0`).
-                policy.pick_level0(&view, &busy)
+                policy.pick_level0(&view, &*state)
             } else {
-                policy.pick_manual(&view, level, (lo, hi), level >= deepest, &busy)
+                policy.pick_manual(&view, level, (lo, hi), level >= deepest, &*state)
             };
             drop(view);
             let Some(task) = task else {
@@ -320,7 +336,7 @@ impl DbInner {
                 let _state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
                 continue;
             };
-            mark(&mut state.compacting, &task);
+            mark(&mut state, &task);
             drop(state);
             let result = execute(self, &task);
             self.bg_cv.notify_all();

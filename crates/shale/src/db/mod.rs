@@ -122,6 +122,8 @@ pub(crate) struct DbState {
     l0_files: usize,
     /// Files in running compactions.
     compacting: std::collections::HashSet<FileId>,
+    /// The key range each running compaction writes into its output level.
+    compaction_outputs: crate::compaction::RunningOutputs,
     /// Per level, the largest key of the last file compacted from it (round robin).
     compact_pointers: Vec<Vec<u8>>,
     /// When the rate limit was last tuned, and the user and background bytes written

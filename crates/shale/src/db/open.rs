@@ -138,6 +138,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             compaction_bytes_per_sec: 64.0 * 1024.0 * 1024.0,
             l0_files,
             compacting: Default::default(),
+            compaction_outputs: Default::default(),
             compact_pointers: vec![Vec::new(); crate::version::NUM_LEVELS],
             tune_mark: (std::time::Instant::now(), 0, 0),
         }),
