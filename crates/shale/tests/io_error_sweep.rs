@@ -240,3 +240,46 @@ fn failed_manual_compaction_refuses_later_writes() {
     assert_eq!(db.get("k007").unwrap().as_deref(), Some(&b"v1"[..]));
     db.put("after", "x").unwrap();
 }
+
+/// Regression: `close` flushes writes that skipped the WAL; when that flush failed (or the
+/// database was already poisoned, so the flush thread saved nothing), `close` still
+/// returned `Ok`, although those acknowledged writes were lost.
+#[test]
+fn close_reports_a_final_flush_that_failed() {
+    for already_poisoned in [false, true] {
+        let mem = MemFs::new();
+        let faulty = FaultFs::new(Arc::new(mem.clone()));
+        let db = shale::Db::open(common::DIR, common::options(Arc::new(faulty.clone()))).unwrap();
+        if already_poisoned {
+            db.put("logged", "x").unwrap();
+            faulty.arm(Fault {
+                at: 1,
+                kinds: vec![OpKind::Create],
+                persistent: false,
+                errno: Errno::Eio,
+            });
+            assert!(db.flush().is_err());
+            faulty.disarm();
+        }
+        let mut batch = shale::WriteBatch::new();
+        batch.put("unlogged", "y");
+        let written = db.write(batch, shale::WriteOptions::no_wal());
+        if already_poisoned {
+            assert!(matches!(written, Err(Error::Poisoned(_))), "{written:?}");
+        } else {
+            written.unwrap();
+            // The first create is close's new WAL, the second the flush's table.
+            faulty.arm(Fault {
+                at: 2,
+                kinds: vec![OpKind::Create],
+                persistent: true,
+                errno: Errno::Enospc,
+            });
+        }
+        let closed = db.close();
+        assert!(
+            matches!(closed, Err(Error::Poisoned(_))),
+            "poisoned before: {already_poisoned}: {closed:?}"
+        );
+    }
+}

@@ -392,7 +392,9 @@ impl Db {
 
     /// Close the database: sync the WAL, flush writes that skipped it, stop background
     /// work, release the directory's lock (another handle may then open it). Further calls
-    /// fail with `Closed`. Dropping a `Db` closes it too, ignoring errors.
+    /// fail with `Closed`. Dropping a `Db` closes it too, ignoring errors. `Ok` means
+    /// every acknowledged write is durable; a database poisoned by a background failure
+    /// (before the close or during its last flush) returns `Poisoned`.
     pub fn close(&self) -> Result<()> {
         // The index first: its workers stop after their current batch (what was still
         // queued is re-derived from the data by the next open).
@@ -416,6 +418,12 @@ impl Db {
         lock(&self.inner.lock_file).take();
         if panicked && result.is_ok() {
             return Err(Error::Poisoned("a background thread panicked".into()));
+        }
+        // A failure in the background, before or during the close (the flush of writes
+        // that skipped the WAL runs after `inner.close` returned), means not everything
+        // acknowledged may be on disk: `Ok` would promise that it is.
+        if let (Ok(()), Some(why)) = (&result, &lock(&self.inner.state).bg_error) {
+            return Err(Error::Poisoned(why.clone()));
         }
         result
     }
