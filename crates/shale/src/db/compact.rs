@@ -275,6 +275,9 @@ impl DbInner {
             if let Some(why) = &state.bg_error {
                 return Err(Error::Poisoned(why.clone()));
             }
+            if state.shutting_down {
+                return Err(Error::Closed); // the compaction threads have stopped
+            }
             if state.imm.is_empty()
                 && state.compacting.is_empty()
                 && state.compaction_outputs.is_empty()

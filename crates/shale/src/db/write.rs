@@ -55,8 +55,9 @@ pub(crate) struct Writer {
     done: AtomicBool,
     /// The sequence number of the batch's first entry, set by the leader.
     first_seq: AtomicU64,
-    /// The error of a failed group, for followers.
-    error: Mutex<Option<String>>,
+    /// The error of a failed group, for followers: `Closed` if the database closed
+    /// before the group committed, else the leader's failure, which poisoned it.
+    error: Mutex<Option<Error>>,
     cv: Condvar,
 }
 
@@ -105,7 +106,7 @@ impl DbInner {
             if me.done.load(Ordering::Acquire) {
                 queued.stop(|p| &mut p.write_queue_nanos);
                 return match lock(&me.error).take() {
-                    Some(why) => Err(Error::Poisoned(why)),
+                    Some(e) => Err(e),
                     None => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
                 };
             }
@@ -125,12 +126,15 @@ impl DbInner {
         drop(log);
 
         let mut q = lock(&self.writers);
-        let failure = result.as_ref().err().map(|e| e.to_string());
+        let failure = |e: &Error| match e {
+            Error::Closed => Error::Closed,
+            e => Error::Poisoned(e.to_string()),
+        };
         for _ in 0..group.len() {
             let Some(w) = q.queue.pop_front() else { break };
             self.writers_queued.fetch_sub(1, Ordering::Release);
             if !Arc::ptr_eq(&w, &me) {
-                *lock(&w.error) = failure.clone();
+                *lock(&w.error) = result.as_ref().err().map(failure);
                 w.done.store(true, Ordering::Release);
                 w.cv.notify_one();
             }
@@ -148,6 +152,11 @@ impl DbInner {
         log: &mut LogState,
         group: &[W],
     ) -> Result<()> {
+        // Under the log lock: `close` marks the database closed before it takes this lock
+        // to sync the WAL and freeze writes that skipped it, so a group that passed the
+        // check at the start of `write` and got here after the close must not commit (its
+        // WAL-less writes would be in no flush, and nothing would sync the WAL after it).
+        self.check_open()?;
         let bytes: usize = group.iter().map(|w| w.batch.approximate_size()).sum();
         let delay = Timer::start();
         self.make_room(log, bytes)?;
@@ -252,6 +261,10 @@ impl DbInner {
             let mut state = lock(&self.state);
             if let Some(why) = &state.bg_error {
                 return Err(Error::Poisoned(why.clone()));
+            }
+            if state.shutting_down {
+                // The background threads are gone or going: nothing would free room.
+                return Err(Error::Closed);
             }
             let mem_full =
                 log.mem.approximate_memory_usage() >= opts.write_buffer_size || log.mem.is_full();
@@ -367,10 +380,14 @@ impl DbInner {
         self.check_open()?;
         let target = {
             let mut log = lock(&self.log);
+            // As in `commit_locked`: a close that took the log lock first has frozen
+            // what it will flush, and the flush thread may have exited since.
+            self.check_open()?;
             self.freeze_memtable(&mut log)?;
             log.wal_id
         };
-        // Wait until every memtable frozen before ours is flushed.
+        // Wait until every memtable frozen before ours is flushed. (A close after this
+        // point still has the flush thread drain every frozen memtable before it exits.)
         let mut state = lock(&self.state);
         loop {
             if let Some(why) = &state.bg_error {
