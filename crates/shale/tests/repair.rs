@@ -153,6 +153,27 @@ fn a_lost_current_or_damaged_manifest_is_rebuilt_from_tables_and_wals() {
     }
 }
 
+/// Regression: without a manifest, repair took the new `last_seq` from the WALs alone.
+/// With every write flushed (an empty WAL), the repaired database read at sequence 0 and
+/// looked empty, and new writes got numbers below the kept entries, which then shadowed
+/// them.
+#[test]
+fn repair_without_a_manifest_keeps_sequence_numbers_above_the_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fill_unique(tmp.path(), 500);
+    std::fs::remove_file(tmp.path().join("CURRENT")).unwrap();
+    let report = Db::repair(tmp.path(), &options()).unwrap();
+    assert!(!report.manifest_used, "{report}");
+    assert_eq!(contents(tmp.path()).unwrap(), model);
+    let db = Db::open(tmp.path(), options()).unwrap();
+    db.put(key(7), "after the repair").unwrap();
+    db.compact_range(None, None).unwrap();
+    assert_eq!(
+        db.get(key(7)).unwrap().as_deref(),
+        Some(&b"after the repair"[..])
+    );
+}
+
 #[test]
 fn a_damaged_data_block_loses_its_keys_and_nothing_else() {
     let tmp = tempfile::tempdir().unwrap();

@@ -233,12 +233,22 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     // partial output of a repair that crashed, holding the WALs' newest entries for part
     // of the key space only: every batch is replayed, and the merge keeps one copy of an
     // entry found twice.
-    let flushed = if report.manifest_used {
+    let replay_above = if report.manifest_used {
         flushed
     } else {
         SeqNo(0)
     };
-    let logged = read_wals(fs.as_ref(), dir, &wals, flushed, &mut report, &mut lost)?;
+    let logged = read_wals(
+        fs.as_ref(),
+        dir,
+        &wals,
+        replay_above,
+        &mut report,
+        &mut lost,
+    )?;
+    // The tables' newest entry counts either way: below it, the repaired database would
+    // read at a sequence number that hides what it keeps, and give new writes numbers
+    // that the kept entries shadow.
     last_seq = last_seq.max(flushed).max(logged.last_seq);
     sources.push(Box::new(VecIter::new(logged.entries)));
 
