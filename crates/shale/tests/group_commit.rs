@@ -188,3 +188,28 @@ fn close_racing_writers_neither_hangs_nor_loses_acknowledged_writes() {
         assert!(checked > 0);
     }
 }
+
+/// Two threads closing one database: neither returns before the close is complete (the
+/// WAL-less writes flushed, the threads joined, the directory released), so an open right
+/// after either returns finds every write. Before, the second caller returned at once and
+/// released the directory while the first's flush still ran.
+#[test]
+fn concurrent_closes_both_wait_for_the_close() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+        for i in 0..2_000u32 {
+            let mut batch = WriteBatch::new();
+            batch.put(i.to_be_bytes(), [7u8; 64]);
+            db.write(batch, WriteOptions::no_wal()).unwrap();
+        }
+        let other = Arc::clone(&db);
+        let closer = std::thread::spawn(move || other.close());
+        db.close().unwrap();
+        // Whichever returned first, the close is complete now.
+        let reopened = Db::open(dir.path(), Options::default()).unwrap();
+        assert!(reopened.get(1_999u32.to_be_bytes()).unwrap().is_some());
+        drop(reopened);
+        closer.join().unwrap().unwrap();
+    }
+}

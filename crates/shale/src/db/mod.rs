@@ -396,17 +396,21 @@ impl Db {
     /// every acknowledged write is durable; a database poisoned by a background failure
     /// (before the close or during its last flush) returns `Poisoned`.
     pub fn close(&self) -> Result<()> {
+        // Held to the end: a second `close` in another thread waits here until the first
+        // has joined the threads and released the directory, instead of returning while
+        // they still write.
+        let mut workers = lock(&self.workers);
         // The index first: its workers stop after their current batch (what was still
         // queued is re-derived from the data by the next open).
         let indexed = self.semantic.as_ref().map_or(Ok(()), |s| s.close());
         let result = self.inner.close().and(indexed);
-        let workers = std::mem::take(&mut *lock(&self.workers));
+        let workers_left = std::mem::take(&mut *workers);
         // The flush and compaction threads may still retire files: the purge thread, the
         // first worker, is stopped after they are gone.
-        let mut workers = workers.into_iter();
-        let purge = workers.next();
+        let mut threads = workers_left.into_iter();
+        let purge = threads.next();
         let mut panicked = false;
-        for handle in workers {
+        for handle in threads {
             panicked |= handle.join().is_err();
         }
         self.inner.purger.stop();
