@@ -13,7 +13,7 @@ use crate::fs::WritableFile;
 use crate::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
 use crate::options::{Compression, Options, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::sst::block::BlockBuilder;
-use crate::sst::compress::compress;
+use crate::sst::compress::{compress, MAX_RAW_BLOCK_BYTES};
 use crate::sst::filter::BloomFilterBuilder;
 use crate::sst::format::{encode_trailer, BlockHandle, CompressionType, Footer};
 use crate::sst::properties::TableProperties;
@@ -248,9 +248,9 @@ impl TableBuilder {
         self.props.smallest = smallest.clone();
         self.props.largest = largest.clone();
         let properties = self.writer.write(&self.props.encode(), Compression::None)?;
-        let index = self
-            .writer
-            .write(self.index.finish(), self.opts.compression)?;
+        let index_block = self.index.finish();
+        let codec = index_codec(index_block.len(), self.opts.compression);
+        let index = self.writer.write(index_block, codec)?;
         let footer = Footer {
             filter,
             properties,
@@ -266,5 +266,36 @@ impl TableBuilder {
             smallest_seq: self.props.smallest_seq,
             largest_seq: self.props.largest_seq,
         })
+    }
+}
+
+/// The codec of an index block of `raw_len` bytes. A reader refuses to decompress more than
+/// [`MAX_RAW_BLOCK_BYTES`] (a bound that holds for data blocks, whose size the writer
+/// caps). An index has no such cap: a large table of long keys (a flush of a 1 GiB
+/// memtable of 8 KiB keys) can need more, so that index is stored uncompressed, which
+/// the reader takes at the file's own size.
+fn index_codec(raw_len: usize, codec: Compression) -> Compression {
+    if raw_len > MAX_RAW_BLOCK_BYTES {
+        Compression::None
+    } else {
+        codec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_too_large_to_decompress_is_stored_as_it_is() {
+        assert_eq!(index_codec(4096, Compression::Lz4), Compression::Lz4);
+        assert_eq!(
+            index_codec(MAX_RAW_BLOCK_BYTES, Compression::Zstd(3)),
+            Compression::Zstd(3)
+        );
+        assert_eq!(
+            index_codec(MAX_RAW_BLOCK_BYTES + 1, Compression::Lz4),
+            Compression::None
+        );
     }
 }
