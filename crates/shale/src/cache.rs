@@ -121,9 +121,14 @@ struct Doorkeeper {
 
 impl Doorkeeper {
     const BITS_PER_KEY: usize = 16;
+    /// The most offers one generation remembers: 2 MiB of bits per generation, enough for
+    /// a shard of a million blocks (a cache of tens of GiB). A larger window would cost
+    /// memory in proportion to `cache_size` outside its budget, and for a cache sized
+    /// "unbounded" (`usize::MAX`) an allocation that cannot succeed.
+    const MAX_WINDOW: usize = 1 << 20;
 
     fn new(window: usize) -> Doorkeeper {
-        let window = window.max(1);
+        let window = window.clamp(1, Self::MAX_WINDOW);
         let words = (window * Self::BITS_PER_KEY).div_ceil(64);
         Doorkeeper {
             current: vec![0; words],
@@ -455,6 +460,24 @@ mod tests {
             b.add(k.encoded(), &[7u8; 100]);
         }
         Arc::new(Block::new(b.finish().to_vec(), Arc::from(Path::new("t")), 0).unwrap())
+    }
+
+    #[test]
+    fn an_unbounded_cache_size_opens_with_a_bounded_admission_filter() {
+        // Before the cap, this tried to allocate 2^45 words per bitset and aborted.
+        let cache = BlockCache::new(usize::MAX, 4096);
+        assert_eq!(cache.capacity(), usize::MAX / SHARDS * SHARDS);
+        let doorkeeper_words = |shard: &Mutex<Shard<BlockKey, Arc<Block>>>| {
+            lock(shard)
+                .doorkeeper
+                .as_ref()
+                .map_or(0, |d| d.current.len() + d.previous.len())
+        };
+        let words: usize = cache.blocks.shards.iter().map(doorkeeper_words).sum();
+        assert_eq!(
+            words,
+            SHARDS * 2 * Doorkeeper::MAX_WINDOW * Doorkeeper::BITS_PER_KEY / 64
+        );
     }
 
     #[test]
