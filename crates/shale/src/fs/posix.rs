@@ -105,12 +105,19 @@ fn prepare_chunk(file: &File, start: u64, size: u64) -> io::Result<MmapMut> {
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, off, len) };
     if rc != 0 {
         let err = io::Error::last_os_error();
-        // File systems without fallocate: fall back to extending the length.
         if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
             return Err(err);
         }
-        if file.metadata()?.len() < start + size {
-            file.set_len(start + size)?;
+        // A file system without fallocate: `posix_fallocate` writes the range's blocks
+        // (glibc's emulation), so that they are allocated now and a full disk is an error
+        // here. (Extending the length alone would leave a sparse range, and a store into
+        // the mapping on a full disk would be a SIGBUS. A file system that stores written
+        // zeros as holes, such as a compressing one, still can: that is not preventable
+        // through a mapping.)
+        // SAFETY: plain syscall on a valid fd; no memory is passed.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), off, len) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
         }
     }
     let map_len = usize::try_from(size).map_err(|_| io::Error::other("WAL chunk size"))?;
