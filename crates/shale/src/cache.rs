@@ -269,9 +269,19 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
         {
             return (value, turned_away);
         }
+        // Evicted values are dropped after the shard's lock is released: the last
+        // reference to a table closes it, which takes its blocks out of the block cache
+        // and unmaps its file, too long to make the shard's other readers wait.
+        // (Usually one is evicted: `first` keeps that one without an allocation.)
+        let (mut first, mut more) = (None, Vec::new());
         let mut evicted = 0;
         while s.usage + charge > self.shard_capacity && s.usage > 0 {
-            evicted += s.evict_one();
+            let Some(value) = s.evict_one() else { break };
+            evicted += 1;
+            match first {
+                None => first = Some(value),
+                Some(_) => more.push(value),
+            }
         }
         let slot = Slot {
             key,
@@ -293,6 +303,8 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
         };
         s.map.insert(key, i);
         s.usage += charge;
+        drop(s);
+        drop((first, more));
         let inserted = Inserted {
             evicted,
             admitted: true,
@@ -300,16 +312,19 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
         (value, inserted)
     }
 
-    /// Drop `key` if cached.
+    /// Drop `key` if cached (its value after the shard's lock is released, as in
+    /// `insert`).
     pub fn remove(&self, key: &K) {
         let Some(shard) = self.shard(key) else { return };
         let mut s = lock(shard);
-        if let Some(i) = s.map.remove(key) {
-            if let Some(slot) = s.ring.get_mut(i).and_then(Option::take) {
-                s.usage -= slot.charge;
-                s.free.push(i);
-            }
-        }
+        let taken = s.map.remove(key).and_then(|i| {
+            let slot = s.ring.get_mut(i).and_then(Option::take)?;
+            s.usage -= slot.charge;
+            s.free.push(i);
+            Some(slot)
+        });
+        drop(s);
+        drop(taken);
     }
 
     /// The sum of the charges held.
@@ -333,8 +348,9 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
 }
 
 impl<K: Copy + Eq + Hash, V> Shard<K, V> {
-    /// Advance the hand until one entry is evicted; returns 1, or 0 if the ring is empty.
-    fn evict_one(&mut self) -> u64 {
+    /// Advance the hand until one entry is evicted, and return its value (`None` if the
+    /// ring is empty).
+    fn evict_one(&mut self) -> Option<V> {
         let n = self.ring.len();
         // Two sweeps clear every reference bit, so this ends.
         for _ in 0..2 * n + 1 {
@@ -351,10 +367,10 @@ impl<K: Copy + Eq + Hash, V> Shard<K, V> {
                 self.map.remove(&slot.key);
                 self.usage -= slot.charge;
                 self.free.push(i);
-                return 1;
+                return Some(slot.value);
             }
         }
-        0
+        None
     }
 }
 
@@ -478,6 +494,49 @@ mod tests {
             words,
             SHARDS * 2 * Doorkeeper::MAX_WINDOW * Doorkeeper::BITS_PER_KEY / 64
         );
+    }
+
+    /// A value that records, when its last reference drops, whether any shard of its
+    /// cache was locked then.
+    struct Probe {
+        cache: std::sync::OnceLock<Arc<ClockCache<u64, Arc<Probe>>>>,
+        locked_at_drop: Arc<AtomicU64>,
+    }
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            if let Some(cache) = self.cache.get() {
+                let locked = cache
+                    .shards
+                    .iter()
+                    .filter(|s| s.try_lock().is_err())
+                    .count();
+                self.locked_at_drop
+                    .fetch_add(locked as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    #[test]
+    fn evicted_and_removed_values_drop_outside_the_shard_lock() {
+        let cache = Arc::new(ClockCache::<u64, Arc<Probe>>::new(SHARDS));
+        let locked_at_drop = Arc::new(AtomicU64::new(0));
+        let probe = || {
+            let p = Arc::new(Probe {
+                cache: std::sync::OnceLock::new(),
+                locked_at_drop: Arc::clone(&locked_at_drop),
+            });
+            let _ = p.cache.set(Arc::clone(&cache));
+            p
+        };
+        // One unit per shard: every insert into a used shard evicts.
+        for key in 0..200u64 {
+            cache.insert(key, probe(), 1);
+        }
+        for key in 0..200u64 {
+            cache.remove(&key);
+        }
+        assert_eq!(locked_at_drop.load(Ordering::Relaxed), 0);
     }
 
     #[test]
