@@ -23,16 +23,13 @@ use crate::rate_limit::RateLimitedFile;
 use crate::sst::TableOptions;
 use crate::version::{FileId, Level, TableFile, Version, VersionEdit, NUM_LEVELS};
 
-pub(crate) fn spawn(db: &Arc<DbInner>, threads: usize) -> Result<Vec<JoinHandle<()>>> {
-    (0..threads)
-        .map(|i| {
-            let db = Arc::clone(db);
-            std::thread::Builder::new()
-                .name(format!("shale-compact-{i}"))
-                .spawn(move || compaction_loop(&db))
-                .map_err(|e| Error::io("spawn compaction thread", Path::new(""), e))
-        })
-        .collect()
+/// Start compaction thread number `i`.
+pub(crate) fn spawn(db: &Arc<DbInner>, i: usize) -> Result<JoinHandle<()>> {
+    let db = Arc::clone(db);
+    std::thread::Builder::new()
+        .name(format!("shale-compact-{i}"))
+        .spawn(move || compaction_loop(&db))
+        .map_err(|e| Error::io("spawn compaction thread", Path::new(""), e))
 }
 
 pub(crate) fn policy(db: &DbInner) -> CompactionPolicy {

@@ -201,18 +201,24 @@ impl Db {
     /// `InvalidOptions` listing every bad option, `Locked` if another handle has it open,
     /// `Corruption` naming the file and offset of damage found during recovery, `Io`.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let inner = open::open(path.as_ref(), opts)?;
-        let mut workers = vec![
-            crate::purge::spawn(&inner.purger, Arc::clone(&inner.tables))?,
-            flush::spawn(Arc::clone(&inner))?,
-        ];
-        let compactors = inner.opts.background_threads.saturating_sub(1).max(1);
-        workers.extend(compact::spawn(&inner, compactors)?);
+        // The handle exists before its threads, so that a failure to start one (or to
+        // open the index) drops it: its close stops the threads already started and
+        // releases the directory's lock.
         let mut db = Db {
-            inner,
-            workers: Mutex::new(workers),
+            inner: open::open(path.as_ref(), opts)?,
+            workers: Mutex::new(Vec::new()),
             semantic: None,
         };
+        let inner = &db.inner;
+        // The purge thread first: `close` stops it after the others.
+        let purge = crate::purge::spawn(&inner.purger, Arc::clone(&inner.tables))?;
+        lock(&db.workers).push(purge);
+        let flusher = flush::spawn(Arc::clone(inner))?;
+        lock(&db.workers).push(flusher);
+        for i in 0..inner.opts.background_threads.saturating_sub(1).max(1) {
+            let compactor = compact::spawn(inner, i)?;
+            lock(&db.workers).push(compactor);
+        }
         if let Some(semantic) = db.inner.opts.semantic.clone() {
             db.semantic = Some(search::open_semantic(&db, semantic)?);
         }
