@@ -39,12 +39,10 @@ impl Shared {
     }
 
     fn close(&self) -> Result<(), Failure> {
-        let db = self
-            .db
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        match db {
+        // The write lock is held through the engine's close, so that a second `close`
+        // (or any call) in another thread returns only once the directory is released.
+        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        match db.take() {
             // Dropping `db` joins the background threads and releases the lock file.
             Some(db) => Ok(db.close()?),
             None => Ok(()),
@@ -289,16 +287,25 @@ impl Db {
         &self,
         py: Python<'_>,
         query: &str,
-        k: usize,
+        k: i64,
         exact: bool,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        ef: Option<usize>,
+        ef: Option<i64>,
     ) -> PyResult<Vec<SearchHit>> {
+        // Taken signed, so that a negative count is the engine's kind of error, not an
+        // OverflowError from the conversion (the engine bounds them from above).
+        let count = |name: &str, n: i64| {
+            usize::try_from(n).map_err(|_| {
+                let why = format!("search {name} = {n} must not be negative");
+                crate::errors::new_err(py, "InvalidArgumentError", why)
+            })
+        };
+        let k = count("k", k)?;
         let opts = shale::vector::SearchOptions {
             lower_bound: opt_bytes(start, "start")?,
             upper_bound: opt_bytes(end, "end")?,
-            ef,
+            ef: ef.map(|ef| count("ef", ef)).transpose()?,
         };
         let shared = &self.shared;
         let hits = run(py, || {

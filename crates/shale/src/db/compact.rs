@@ -62,6 +62,17 @@ fn level_view(version: &Version) -> Vec<Vec<LevelFile<'_>>> {
         .collect()
 }
 
+/// A `compact_range` in progress, counted in `DbState::manual_compactions` until it ends
+/// (a panic included), so that `close` waits for it.
+struct ManualCompaction<'a>(&'a DbInner);
+
+impl Drop for ManualCompaction<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.state).manual_compactions -= 1;
+        self.0.bg_cv.notify_all();
+    }
+}
+
 fn compaction_loop(db: &DbInner) {
     loop {
         let mut state = lock(&db.state);
@@ -291,6 +302,14 @@ impl DbInner {
     /// all in the calling thread. The files it replaced are deleted when it returns,
     /// unless a reader still uses them.
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        {
+            let mut state = lock(&self.state);
+            if state.shutting_down {
+                return Err(Error::Closed);
+            }
+            state.manual_compactions += 1;
+        }
+        let _running = ManualCompaction(self);
         let result = self.compact_range_levels(begin, end);
         self.purger.wait_idle();
         result
@@ -305,6 +324,9 @@ impl DbInner {
             let mut state = lock(&self.state);
             if let Some(why) = &state.bg_error {
                 return Err(Error::Poisoned(why.clone()));
+            }
+            if state.shutting_down {
+                return Err(Error::Closed);
             }
             let version = state.versions.current();
             let Some(deepest) = (0..NUM_LEVELS)

@@ -114,6 +114,9 @@ pub(crate) struct DbState {
     /// Set when a background write failed; writes are refused from then on.
     bg_error: Option<String>,
     shutting_down: bool,
+    /// `compact_range` calls running in callers' threads: `close` waits for them, as it
+    /// joins its own threads, before it releases the directory.
+    manual_compactions: usize,
     /// Bytes per second the last flushes achieved (moving average), for write slowdown.
     flush_bytes_per_sec: f64,
     /// Bytes per second compactions write (moving average), for write slowdown.
@@ -535,6 +538,10 @@ impl DbInner {
         let mut state = lock(&self.state);
         state.shutting_down = true;
         self.bg_cv.notify_all();
+        // A manual compaction stops at its next step once it sees `shutting_down`.
+        while state.manual_compactions > 0 {
+            state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
         drop(state);
         result
     }

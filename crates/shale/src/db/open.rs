@@ -139,6 +139,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             l0_files,
             compacting: Default::default(),
             compaction_outputs: Default::default(),
+            manual_compactions: 0,
             compact_pointers: vec![Vec::new(); crate::version::NUM_LEVELS],
             tune_mark: (std::time::Instant::now(), 0, 0),
         }),
