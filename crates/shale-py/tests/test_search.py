@@ -93,3 +93,17 @@ def test_search_index_survives_reopen(db_path):
         db[b"b"] = "He repaired the flat tire on his bicycle."
     with shale.open(db_path, semantic=True) as db:
         assert db.search("exoplanet found by scientists", k=1)[0].key == b"a"
+
+
+@needs_model
+def test_search_counts_out_of_range_raise_instead_of_aborting(db_path):
+    # Regression: k=2**40 made the engine reserve memory for k hits; the failed
+    # allocation aborted the interpreter.
+    with shale.open(db_path, semantic=True) as db:
+        db[b"a"] = "Astronomers discovered a planet orbiting a distant star."
+        for exact in (False, True):
+            for kwargs in ({"k": 2**40}, {"k": -1}, {"k": 3, "ef": 2**40},
+                           {"k": 3, "ef": -5}):
+                with pytest.raises(shale.InvalidArgumentError):
+                    db.search("planet", exact=exact, **kwargs)
+        assert db.search("planet", k=3)[0].key == b"a"

@@ -13,7 +13,7 @@
 use crate::codec::{self, DecodeError, Decoder};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
-use crate::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::options::{MAX_BATCH_ENTRIES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// Size of the batch header (`seq` and `count`).
 pub const HEADER_LEN: usize = 12;
@@ -66,7 +66,7 @@ impl WriteBatch {
         self.rep.push(ValueKind::Put as u8);
         codec::put_length_prefixed(&mut self.rep, key);
         codec::put_length_prefixed(&mut self.rep, value);
-        self.count += 1;
+        self.count = self.count.saturating_add(1);
     }
 
     /// Remove `key`.
@@ -75,14 +75,16 @@ impl WriteBatch {
         self.check_limits(key, None);
         self.rep.push(ValueKind::Delete as u8);
         codec::put_length_prefixed(&mut self.rep, key);
-        self.count += 1;
+        self.count = self.count.saturating_add(1);
     }
 
     fn check_limits(&mut self, key: &[u8], value: Option<&[u8]>) {
         if self.oversized.is_some() {
             return;
         }
-        if key.len() > MAX_KEY_BYTES {
+        if self.count >= MAX_BATCH_ENTRIES {
+            self.oversized = Some(format!("a batch holds at most {MAX_BATCH_ENTRIES} entries"));
+        } else if key.len() > MAX_KEY_BYTES {
             self.oversized = Some(format!(
                 "key of {} bytes exceeds the limit of {MAX_KEY_BYTES}",
                 key.len()
@@ -253,6 +255,21 @@ mod tests {
         let mut v = encode_header(seq, b.count()).to_vec();
         v.extend_from_slice(b.body());
         v
+    }
+
+    #[test]
+    fn a_batch_past_the_entry_limit_is_refused() {
+        let mut b = WriteBatch::new();
+        b.delete(b"a");
+        // As if MAX_BATCH_ENTRIES - 1 more entries had been added (hundreds of MB).
+        b.count = MAX_BATCH_ENTRIES;
+        assert!(b.check().is_ok());
+        b.delete(b"b");
+        let refused = b.check().unwrap_err();
+        assert!(refused.to_string().contains("at most"), "{refused}");
+        b.clear();
+        b.put(b"k", b"v");
+        assert!(b.check().is_ok());
     }
 
     #[test]

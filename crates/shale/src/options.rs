@@ -13,6 +13,10 @@ use crate::version::NUM_LEVELS;
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
 /// The largest value accepted, in bytes.
 pub const MAX_VALUE_BYTES: usize = 256 * 1024 * 1024;
+/// The most entries one `WriteBatch` may hold (2^28, at least 2.7 GB of batch). A batch is
+/// applied to one memtable, whose entries are numbered by a `u32`: this keeps a batch
+/// plus a full memtable within that count.
+pub const MAX_BATCH_ENTRIES: u32 = 1 << 28;
 
 /// Block compression, chosen per SSTable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

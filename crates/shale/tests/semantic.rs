@@ -529,3 +529,39 @@ fn lab_scenario_after_kill() {
     let db = open(dir.path(), &Arc::new(BagOfWords::default()));
     check_lab(&db, &expected);
 }
+
+/// Regression: a huge `k` or `ef` reserved memory in proportion before searching, and the
+/// failed allocation aborted the process (from Python too). Past the limit they are
+/// refused; up to it they cost what the index holds.
+#[test]
+fn huge_k_and_ef_are_refused_or_bounded_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = Arc::new(BagOfWords::default());
+    let db = open(dir.path(), &embedder);
+    for (i, text) in ANIMALS.iter().enumerate() {
+        db.put(key(i), text).unwrap();
+    }
+    let limit = shale::vector::hnsw::MAX_EF;
+    let huge = SearchOptions {
+        ef: Some(1 << 40),
+        ..SearchOptions::default()
+    };
+    for exact in [false, true] {
+        let refused = db.search_text("cat", 1 << 40, &SearchOptions::default(), exact);
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument(_))),
+            "{refused:?}"
+        );
+        let refused = db.search_text("cat", 3, &huge, exact);
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument(_))),
+            "{refused:?}"
+        );
+        let at_limit = SearchOptions {
+            ef: Some(limit),
+            ..SearchOptions::default()
+        };
+        let hits = db.search_text("cat", limit, &at_limit, exact).unwrap();
+        assert_eq!(hits.len(), ANIMALS.len());
+    }
+}

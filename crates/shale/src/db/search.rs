@@ -8,6 +8,7 @@ use crate::batch::{self, WriteBatch};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::options::WriteOptions;
+use crate::vector::hnsw::MAX_EF;
 use crate::vector::{
     text_hash, Change, IndexRecovery, Method, SearchHit, SearchOptions, Semantic, SemanticOptions,
 };
@@ -133,6 +134,14 @@ impl Db {
         method: Method,
     ) -> Result<Vec<SearchHit>> {
         let semantic = self.semantic()?;
+        for (name, n) in [("k", Some(k)), ("ef", opts.ef)] {
+            if n.is_some_and(|n| n > MAX_EF) {
+                return Err(Error::invalid(format!(
+                    "search {name} = {} exceeds the limit of {MAX_EF}",
+                    n.unwrap_or_default()
+                )));
+            }
+        }
         let mut fetch = k;
         loop {
             let candidates = semantic.search(vector, fetch, opts, method)?;
@@ -148,7 +157,7 @@ impl Db {
 
     /// Keep the candidates whose current value still has the text the index embedded.
     fn verify(&self, candidates: Vec<(Vec<u8>, u64, f32)>, k: usize) -> Result<Vec<SearchHit>> {
-        let mut hits = Vec::with_capacity(k);
+        let mut hits = Vec::with_capacity(k.min(candidates.len()));
         for (key, hash, score) in candidates {
             if hits.len() == k {
                 break;

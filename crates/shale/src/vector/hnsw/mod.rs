@@ -59,7 +59,7 @@ use super::store::{NodeStore, MAX_LEVEL};
 use super::{Neighbor, NodeId};
 use crate::error::{Error, Result};
 use crate::sync::lock;
-pub use params::{HnswParams, MAX_DIM};
+pub use params::{HnswParams, MAX_DIM, MAX_EF};
 use scratch::{Cand, Scratch};
 
 /// Above this fraction of tombstoned nodes, [`Hnsw::needs_reclaim`] says to rebuild.
@@ -380,8 +380,12 @@ impl Hnsw {
         s: &mut Scratch,
     ) -> Vec<Cand> {
         let accepts = |id: u32| accept.is_none_or(|f| f(id));
-        let mut candidates: BinaryHeap<Reverse<Cand>> = BinaryHeap::with_capacity(ef * 2);
-        let mut results: BinaryHeap<Cand> = BinaryHeap::with_capacity(ef + 1);
+        // Reserved up to what the graph can hold: a caller's `ef` may be far larger.
+        let nodes = self.len();
+        let mut candidates: BinaryHeap<Reverse<Cand>> =
+            BinaryHeap::with_capacity(ef.saturating_mul(2).min(nodes));
+        let mut results: BinaryHeap<Cand> =
+            BinaryHeap::with_capacity(ef.saturating_add(1).min(nodes + 1));
         for &e in entry {
             if !s.visited.insert(e.id) {
                 continue;

@@ -6,8 +6,9 @@ use crate::error::{Error, Result};
 /// would make a node's memory unreasonable.
 pub(super) const MAX_LINKS: usize = 4096;
 
-/// Largest `ef_construction` / `ef_search` accepted (the file stores them as `u32`).
-const MAX_EF: usize = 1 << 24;
+/// Largest `ef_construction` / `ef_search` accepted (the file stores them as `u32`), and
+/// the largest `k` and `ef` a search takes.
+pub const MAX_EF: usize = 1 << 24;
 
 /// Largest dimension accepted (the largest embedding models are near 4096).
 pub const MAX_DIM: usize = 65_536;
