@@ -57,8 +57,7 @@ pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
             Some(b'x') => {
                 let hex = bytes
                     .get(i + 2..i + 4)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .and_then(hex_byte)
                     .ok_or_else(|| format!("bad \\x escape at byte {at} (want \\xNN)"))?;
                 out.push(hex);
                 i += 2;
@@ -92,9 +91,7 @@ pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
     text.as_bytes()
         .chunks(2)
         .map(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
+            hex_byte(pair)
                 .ok_or_else(|| format!("bad hex digits {:?}", String::from_utf8_lossy(pair)))
         })
         .collect()
@@ -128,6 +125,17 @@ pub fn json_field(
     }
 }
 
+/// The byte two hex digits spell, if `pair` is exactly two hex digits (`from_str_radix`
+/// alone would also take a sign, as in `+1`).
+fn hex_byte(pair: &[u8]) -> Option<u8> {
+    match pair {
+        [hi, lo] if hi.is_ascii_hexdigit() && lo.is_ascii_hexdigit() => {
+            u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +159,9 @@ mod tests {
         assert!(unescape("\\q").is_err());
         assert!(unescape("\\x4").is_err());
         assert!(unescape("\\xzz").is_err());
+        assert!(unescape("k\\x+1").is_err());
+        assert!(from_hex("+1").is_err());
+        assert_eq!(from_hex("0aFf").unwrap(), [0x0a, 0xff]);
     }
 
     #[test]

@@ -50,7 +50,10 @@ pub fn put(cli: &Cli, key: &str, value: &str) -> Result<()> {
 pub fn get(cli: &Cli, out: &mut impl Write, key: &str, raw: bool) -> Result<()> {
     let key = cli.bytes(key)?;
     let db = cli.open(false, false)?;
-    let Some(value) = db.get(&key)? else {
+    let value = db.get(&key)?;
+    // Every command closes explicitly: a failure found then (a background one) is an error.
+    db.close()?;
+    let Some(value) = value else {
         return Err(CliError::NotFound(escape(&key)));
     };
     if raw {
@@ -110,7 +113,7 @@ pub fn scan(cli: &Cli, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
         let (key, value) = pair?;
         write_pair(out, &key, &value, args.json).map_err(CliError::Stdout)?;
     }
-    Ok(())
+    Ok(db.close()?)
 }
 
 /// One pair as `key<TAB>value` (escaped) or a JSON line.
@@ -170,7 +173,7 @@ pub fn export(cli: &Cli, stdout: &mut impl Write, args: &ExportArgs) -> Result<(
     }
     bar.finish_and_clear();
     eprintln!("{}", throughput("exported", keys, bytes, start));
-    Ok(())
+    Ok(db.close()?)
 }
 
 /// The closing line of import and export: counts and rates.

@@ -183,8 +183,16 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Export(args) => kv::export(cli, out, args),
         Command::Search(args) => search::run(cli, out, args),
         Command::Stats { json } => stats::run(cli, out, *json),
-        Command::Flush => Ok(cli.open(false, false)?.flush()?),
-        Command::Compact => Ok(cli.open(false, false)?.compact_range(None, None)?),
+        Command::Flush => {
+            let db = cli.open(false, false)?;
+            db.flush()?;
+            Ok(db.close()?)
+        }
+        Command::Compact => {
+            let db = cli.open(false, false)?;
+            db.compact_range(None, None)?;
+            Ok(db.close()?)
+        }
         Command::Verify { json } => dump::verify(cli, out, *json),
         Command::Repair => dump::repair(cli, out),
         Command::DumpSst { file, json } => dump::sst(out, file, *json),

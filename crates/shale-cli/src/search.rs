@@ -28,6 +28,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
     } else {
         db.search_knn_hnsw(&args.text, args.k)?
     };
+    db.close()?;
     let write = |out: &mut dyn Write| -> std::io::Result<()> {
         if args.json {
             let rows: Vec<serde_json::Value> = hits
