@@ -121,10 +121,11 @@ struct Doorkeeper {
 
 impl Doorkeeper {
     const BITS_PER_KEY: usize = 16;
-    /// The most offers one generation remembers: 2 MiB of bits per generation, enough for
-    /// a shard of a million blocks (a cache of tens of GiB). A larger window would cost
-    /// memory in proportion to `cache_size` outside its budget, and for a cache sized
-    /// "unbounded" (`usize::MAX`) an allocation that cannot succeed.
+    /// The most offers one generation remembers: 2 MiB of bits per generation, the
+    /// window of a shard of two million blocks (a cache of about 128 GiB of 4 KiB blocks;
+    /// a larger cache's filter remembers a shorter reuse distance than it could hold). A
+    /// larger window would cost memory in proportion to `cache_size` outside its budget,
+    /// and for a cache sized "unbounded" (`usize::MAX`) an allocation that cannot succeed.
     const MAX_WINDOW: usize = 1 << 20;
 
     fn new(window: usize) -> Doorkeeper {

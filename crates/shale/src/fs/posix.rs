@@ -116,7 +116,12 @@ fn prepare_chunk(file: &File, start: u64, size: u64) -> io::Result<MmapMut> {
         // through a mapping.)
         // SAFETY: plain syscall on a valid fd; no memory is passed.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), off, len) };
-        if rc != 0 {
+        if rc == libc::EOPNOTSUPP {
+            // A C library without the emulation (musl): only the length can be set.
+            if file.metadata()?.len() < start + size {
+                file.set_len(start + size)?;
+            }
+        } else if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
     }

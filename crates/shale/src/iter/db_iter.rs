@@ -346,7 +346,8 @@ mod tests {
             .collect()
     }
 
-    /// A source whose `fail_at`-th move (counting `next` and `prev`) fails.
+    /// A source whose `fail_at`-th move (counting `next` and `prev`) fails; with
+    /// `fail_at: 0`, one that only counts them.
     struct Failing {
         inner: VecIter,
         moves: usize,
@@ -425,9 +426,17 @@ mod tests {
     #[test]
     fn seek_for_prev_past_the_upper_bound_lands_below_it() {
         let entries: Vec<_> = (0..200u8).map(|k| (k, 1, Some(k))).collect();
-        let mut it = DbIter::new(source(&entries), SeqNo(9), None, Some(vec![50]));
+        // Counting the source's moves (`fail_at: 0` never fails).
+        let counted = Failing {
+            inner: source(&entries),
+            moves: 0,
+            fail_at: 0,
+        };
+        let mut it = DbIter::new(counted, SeqNo(9), None, Some(vec![50]));
         it.seek_for_prev(&[199]).unwrap();
         assert_eq!(it.key(), &[49]);
+        // It sought the bound, not stepped back from 199 over the 149 keys past it.
+        assert!(it.inner.moves < 5, "{} moves", it.inner.moves);
         it.seek_for_prev(&[50]).unwrap();
         assert_eq!(it.key(), &[49]);
         it.seek_for_prev(&[20]).unwrap();
