@@ -425,41 +425,56 @@ mod tests {
     use crate::wal::HEADER_LEN;
     use crate::Db;
 
-    /// A database whose WAL 2 holds `a` and `b`, followed by an empty WAL 3 (the WAL was off
-    /// while it was current) and a WAL 4 that holds `c` and names WAL 2, the last one with
-    /// records, as its predecessor; with WAL 2 cut by `cut` bytes before the reopen.
-    fn reopen_with_chain(cut: usize) -> [Option<Vec<u8>>; 3] {
+    /// An empty database on a `MemFs` in `/db`, after one handle put `writes` and closed:
+    /// its WAL 2 holds them. Returns the file system and the options that open it.
+    fn closed_with_wal2(writes: &[(&str, &str)]) -> (MemFs, Options) {
         let fs = MemFs::new();
-        let dir = Path::new("/db");
         let opts = Options {
             fs: Arc::new(fs.clone()),
             ..Options::default()
         };
-        let db = Db::open(dir, opts.clone()).unwrap();
-        db.put("a", "1").unwrap();
-        db.put("b", "2").unwrap();
+        let db = Db::open(Path::new("/db"), opts.clone()).unwrap();
+        for (k, v) in writes {
+            db.put(k, v).unwrap();
+        }
         db.close().unwrap();
-        drop(db);
+        (fs, opts)
+    }
 
+    /// A new WAL `id` whose predecessor fragment names WAL 2 at its present length.
+    fn wal_following_wal2(fs: &MemFs, dir: &Path, id: u64) -> LogWriter {
         let wal2 = fs.read_all(&wal_path(dir, FileId(2))).unwrap();
         // A stand-in for WAL 2's writer: a log of the same length.
-        let mut stand_in = LogWriter::new(fs.create_log(Path::new("/db/scratch")).unwrap());
+        let scratch = dir.join("scratch");
+        let mut stand_in = LogWriter::new(fs.create_log(&scratch).unwrap());
         stand_in
             .add_record(&[&vec![0u8; wal2.len() - HEADER_LEN]])
             .unwrap();
-        let wal3 = LogWriter::following(
-            fs.create_log(&wal_path(dir, FileId(3))).unwrap(),
+        let wal = LogWriter::following(
+            fs.create_log(&wal_path(dir, FileId(id))).unwrap(),
             &stand_in,
             2,
         );
+        drop(stand_in);
+        fs.remove(&scratch).unwrap();
+        wal
+    }
+
+    /// A database whose WAL 2 holds `a` and `b`, followed by an empty WAL 3 (the WAL was off
+    /// while it was current) and a WAL 4 that holds `c` and names WAL 2, the last one with
+    /// records, as its predecessor; with WAL 2 cut by `cut` bytes before the reopen.
+    fn reopen_with_chain(cut: usize) -> [Option<Vec<u8>>; 3] {
+        let (fs, opts) = closed_with_wal2(&[("a", "1"), ("b", "2")]);
+        let dir = Path::new("/db");
+        let wal2 = fs.read_all(&wal_path(dir, FileId(2))).unwrap();
+        let wal3 = wal_following_wal2(&fs, dir, 3);
         let mut wal4 =
             LogWriter::following(fs.create_log(&wal_path(dir, FileId(4))).unwrap(), &wal3, 3);
         let mut c = WriteBatch::new();
         c.put("c", "3");
         wal4.add_record(&[&batch::encode_header(SeqNo(3), 1), c.body()])
             .unwrap();
-        drop((stand_in, wal3, wal4));
-        fs.remove(Path::new("/db/scratch")).unwrap();
+        drop((wal3, wal4));
 
         let mut w = fs.create_log(&wal_path(dir, FileId(2))).unwrap();
         w.append(&wal2[..wal2.len() - cut]).unwrap();
@@ -472,35 +487,17 @@ mod tests {
 
     #[test]
     fn a_wal_numbered_past_the_manifest_counter_is_replayed_once() {
-        let fs = MemFs::new();
+        let (fs, opts) = closed_with_wal2(&[("a", "1")]);
         let dir = Path::new("/db");
-        let opts = Options {
-            fs: Arc::new(fs.clone()),
-            ..Options::default()
-        };
-        let db = Db::open(dir, opts.clone()).unwrap();
-        db.put("a", "1").unwrap();
-        db.close().unwrap();
-        drop(db);
         // A crash can leave a WAL numbered past the manifest's next file number (4 here):
         // a WAL's number is logged only with the next edit. Make WAL 50 follow WAL 2.
-        let wal2 = fs.read_all(&wal_path(dir, FileId(2))).unwrap();
-        let mut stand_in = LogWriter::new(fs.create_log(Path::new("/db/scratch")).unwrap());
-        stand_in
-            .add_record(&[&vec![0u8; wal2.len() - HEADER_LEN]])
-            .unwrap();
-        let mut wal50 = LogWriter::following(
-            fs.create_log(&wal_path(dir, FileId(50))).unwrap(),
-            &stand_in,
-            2,
-        );
+        let mut wal50 = wal_following_wal2(&fs, dir, 50);
         let mut b = WriteBatch::new();
         b.put("b", "old");
         wal50
             .add_record(&[&batch::encode_header(SeqNo(2), 1), b.body()])
             .unwrap();
-        drop((stand_in, wal50));
-        fs.remove(Path::new("/db/scratch")).unwrap();
+        drop(wal50);
 
         let db = Db::open(dir, opts.clone()).unwrap();
         assert_eq!(db.get("b").unwrap(), Some(b"old".to_vec()));
