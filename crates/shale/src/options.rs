@@ -459,7 +459,9 @@ pub struct WriteOptions {
     /// Make the write durable (fdatasync) before returning: survives power loss.
     /// Without it the write survives a crash of the process but not of the machine.
     pub sync: bool,
-    /// Skip the WAL: the write is lost on any crash until its memtable is flushed.
+    /// Skip the WAL: the write is lost on any crash until its memtable is flushed. Not
+    /// with `sync` (nothing would be synced): that pair is `InvalidArgument`, as in
+    /// RocksDB.
     pub disable_wal: bool,
 }
 

@@ -78,6 +78,18 @@ fn limits_and_options_are_checked() {
         Err(shale::Error::InvalidArgument(_))
     ));
     assert_eq!(db.get(&big_key).unwrap(), None);
+    // A synced write without the WAL would sync nothing: refused, and nothing written.
+    let mut batch = WriteBatch::new();
+    batch.put(b"unsynced", b"v");
+    let both = WriteOptions {
+        sync: true,
+        disable_wal: true,
+    };
+    assert!(matches!(
+        db.write(batch, both),
+        Err(shale::Error::InvalidArgument(_))
+    ));
+    assert_eq!(db.get(b"unsynced").unwrap(), None);
     // A second handle on the same directory is refused.
     assert!(matches!(
         Db::open(dir.path(), Options::default()),

@@ -85,6 +85,11 @@ impl DbInner {
     pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<SeqNo> {
         self.check_open()?;
         batch.check()?;
+        if opts.sync && opts.disable_wal {
+            return Err(Error::invalid(
+                "WriteOptions: sync with disable_wal would make nothing durable",
+            ));
+        }
         if batch.is_empty() {
             return Ok(SeqNo(self.visible_seq.load(Ordering::Acquire)));
         }
