@@ -565,3 +565,26 @@ fn huge_k_and_ef_are_refused_or_bounded_not_an_abort() {
         assert_eq!(hits.len(), ANIMALS.len());
     }
 }
+
+/// Regression: the vector store was opened with the user's options, so turning search on
+/// for an existing database with `create_if_missing: false` (as the CLI's search does)
+/// failed: the store's directory did not exist yet.
+#[test]
+fn search_turns_on_for_an_existing_database_without_create_if_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.put(key(0), ANIMALS[0]).unwrap();
+    }
+    let embedder: Arc<dyn Embedder> = Arc::new(BagOfWords::default());
+    let db = Db::open(
+        dir.path(),
+        Options {
+            create_if_missing: false,
+            semantic: Some(SemanticOptions::new(embedder)),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(db.search_knn("cat sleeps", 1).unwrap()[0].key, b"doc000");
+}

@@ -209,9 +209,13 @@ impl Semantic {
         seq: u64,
     ) -> Result<Arc<Semantic>> {
         let store_dir = dir.join(super::STORE_DIR);
+        // The store is derived data: it is created whenever it is missing (search turned
+        // on for an existing database), whatever the user's `create_if_missing` says.
         let store_opts = crate::Options {
             semantic: None,
             write_buffer_size: db_opts.write_buffer_size.min(16 << 20),
+            create_if_missing: true,
+            error_if_exists: false,
             ..db_opts.clone()
         };
         let store = crate::Db::open(&store_dir, store_opts)?;
