@@ -98,7 +98,7 @@ pub fn scan(cli: &Cli, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
     let db = cli.open(false, false)?;
     if let (Some(lo), Some(hi)) = (&lower, &upper) {
         if lo >= hi {
-            return Ok(()); // An empty range.
+            return Ok(db.close()?); // An empty range.
         }
     }
     let range = (

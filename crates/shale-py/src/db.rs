@@ -379,11 +379,13 @@ impl Db {
     /// True once `close()` ran.
     #[getter]
     fn closed(&self) -> bool {
-        self.shared
-            .db
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        // Called with the GIL held: never wait for the lock. Only `close` holds it for
+        // writing, so a lock held that way means a close in progress: closed.
+        match self.shared.db.try_read() {
+            Ok(db) => db.is_none(),
+            Err(std::sync::TryLockError::Poisoned(db)) => db.into_inner().is_none(),
+            Err(std::sync::TryLockError::WouldBlock) => true,
+        }
     }
 
     /// The directory of the database.

@@ -13,7 +13,8 @@ use crate::version::NUM_LEVELS;
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
 /// The largest value accepted, in bytes.
 pub const MAX_VALUE_BYTES: usize = 256 * 1024 * 1024;
-/// The most entries one `WriteBatch` may hold (2^28, at least 2.7 GB of batch). A batch is
+/// The most entries one `WriteBatch` may hold (2^28; at least 512 MiB of batch, as a
+/// delete of an empty key takes 2 bytes). A batch is
 /// applied to one memtable, whose entries are numbered by a `u32`: this keeps a batch
 /// plus a full memtable within that count.
 pub const MAX_BATCH_ENTRIES: u32 = 1 << 28;

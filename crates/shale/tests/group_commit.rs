@@ -185,7 +185,10 @@ fn close_racing_writers_neither_hangs_nor_loses_acknowledged_writes() {
             });
         }
         // Close once writes are flowing (the first acknowledgement), then a little later.
-        let first = acked[0].recv_timeout(Duration::from_secs(30)).unwrap();
+        let Ok(first) = acked[0].recv_timeout(Duration::from_secs(30)) else {
+            let why = finished.recv_timeout(Duration::from_secs(30));
+            panic!("no write acknowledged; a writer ended with {why:?}");
+        };
         std::thread::sleep(Duration::from_millis(5 + 10 * round));
         db.close().unwrap();
         for _ in 0..4 {
