@@ -1,7 +1,7 @@
 //! Leveled compaction.
 //!
-//! - `picker.rs`: the policy, with no I/O: given the files of each level, which files to
-//!   merge next and where to. Unit-tested and simulated on its own.
+//! - `picker/`: the policy, with no I/O: given the files of each level, which files to
+//!   merge next and where to. Unit-tested and simulated on its own (`picker/tests.rs`).
 //! - `job.rs`: the work: merge the chosen files, drop what no reader can see, write new
 //!   SSTables cut at `max_file_size`.
 

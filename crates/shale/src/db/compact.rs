@@ -2,7 +2,7 @@
 //! unlocked, and install the result (a manifest edit and a pointer swap under the lock).
 //!
 //! Input files are marked busy in `DbState::compacting` from pick to install, which keeps
-//! concurrent tasks disjoint (see `compaction/picker.rs`). Replaced files are deleted after
+//! concurrent tasks disjoint (see `compaction/picker/mod.rs`). Replaced files are deleted after
 //! the new version is installed; readers still holding an older version keep them open.
 
 use std::path::Path;
