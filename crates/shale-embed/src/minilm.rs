@@ -240,6 +240,19 @@ impl Embedder for MiniLm {
         DIM
     }
 
+    /// The model's name, the sha256 of each file `load` verified, and the steps around it.
+    fn model_id(&self) -> String {
+        format!(
+            "all-MiniLM-L6-v2 {}:{} {}:{} {}:{} max_tokens:{MAX_TOKENS} mean-pool l2-normalise",
+            model_files::WEIGHTS.name,
+            model_files::WEIGHTS.sha256,
+            model_files::TOKENIZER.name,
+            model_files::TOKENIZER.sha256,
+            model_files::CONFIG.name,
+            model_files::CONFIG.sha256,
+        )
+    }
+
     /// Tokenises everything, sorts by length so that each batch pads little, runs batches
     /// of [`MiniLm::batch_size`] on the pool's threads at once (besides the threads each
     /// matrix multiplication uses: the two together keep both cores busy for a bulk

@@ -47,6 +47,10 @@ impl Embedder for BagOfWords {
         16
     }
 
+    fn model_id(&self) -> String {
+        "corruption-matrix bag of words, 16 buckets".into()
+    }
+
     fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
         Ok(texts
             .iter()

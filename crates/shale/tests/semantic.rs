@@ -21,6 +21,10 @@ impl Embedder for BagOfWords {
         HashEmbedder.dim()
     }
 
+    fn model_id(&self) -> String {
+        HashEmbedder.model_id()
+    }
+
     fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
         self.embedded.fetch_add(texts.len(), Ordering::Relaxed);
         HashEmbedder.embed(texts)
@@ -285,6 +289,11 @@ impl Embedder for Panicky {
         HashEmbedder.dim()
     }
 
+    /// HashEmbedder's vectors whenever it returns any.
+    fn model_id(&self) -> String {
+        HashEmbedder.model_id()
+    }
+
     fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
         assert!(
             !texts.iter().any(|t| t.contains("boom")),
@@ -323,6 +332,11 @@ struct ZeroForVoid;
 impl Embedder for ZeroForVoid {
     fn dim(&self) -> usize {
         HashEmbedder.dim()
+    }
+
+    /// HashEmbedder's for every vector it can store: a zero vector is refused, never stored.
+    fn model_id(&self) -> String {
+        HashEmbedder.model_id()
     }
 
     fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
@@ -587,4 +601,139 @@ fn search_turns_on_for_an_existing_database_without_create_if_missing() {
     )
     .unwrap();
     assert_eq!(db.search_knn("cat sleeps", 1).unwrap()[0].key, b"doc000");
+}
+
+/// HashEmbedder's vectors negated: the same dimension and, for one text, the same text
+/// hash, but another space. A query it embeds, matched against HashEmbedder's vectors,
+/// ranks them backwards.
+#[derive(Debug, Default)]
+struct Negated {
+    embedded: AtomicUsize,
+}
+
+impl Embedder for Negated {
+    fn dim(&self) -> usize {
+        HashEmbedder.dim()
+    }
+
+    fn model_id(&self) -> String {
+        "HashEmbedder, negated".into()
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        self.embedded.fetch_add(texts.len(), Ordering::Relaxed);
+        let mut vectors = HashEmbedder.embed(texts)?;
+        for v in &mut vectors {
+            v.iter_mut().for_each(|x| *x = -*x);
+        }
+        Ok(vectors)
+    }
+}
+
+fn semantic_options(fs: Arc<dyn shale::fs::FileSystem>, embedder: Arc<dyn Embedder>) -> Options {
+    Options {
+        fs,
+        semantic: Some(SemanticOptions::new(embedder)),
+        ..Options::default()
+    }
+}
+
+/// Each text, searched for, finds its own key first with a similarity of 1: the query and
+/// every stored vector come from one model.
+fn assert_one_vector_space(db: &Db, texts: &[&str]) {
+    for (i, text) in texts.iter().enumerate() {
+        let hits = db.search_knn(text, 1).unwrap();
+        assert_eq!(hits[0].key, key(i).as_bytes(), "{text}");
+        assert!(hits[0].score > 0.99, "{text}: {}", hits[0].score);
+    }
+}
+
+#[test]
+fn another_model_of_the_same_dimension_embeds_every_value_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn shale::fs::FileSystem> = Arc::new(shale::fs::PosixFs);
+    let first = Arc::new(BagOfWords::default());
+    let db = open(dir.path(), &first);
+    for (i, text) in ANIMALS.iter().enumerate() {
+        db.put(key(i), text).unwrap();
+    }
+    assert_eq!(db.indexed_len().unwrap(), ANIMALS.len());
+    db.close().unwrap();
+
+    // The same model again: every vector and graph node is reused.
+    let db = open(dir.path(), &first);
+    let r = db.index_recovery().unwrap();
+    assert_eq!((r.graph_nodes_reused, r.texts_to_embed), (ANIMALS.len(), 0));
+    assert_eq!(r.other_model_vectors, 0);
+    db.close().unwrap();
+
+    // Another model: nothing stored is reused, everything is embedded by it.
+    let second = Arc::new(Negated::default());
+    let db = Db::open(
+        dir.path(),
+        semantic_options(Arc::clone(&fs), Arc::clone(&second) as Arc<dyn Embedder>),
+    )
+    .unwrap();
+    let r = db.index_recovery().unwrap();
+    assert_eq!(r.other_model_vectors, ANIMALS.len());
+    assert_eq!(r.texts_to_embed, ANIMALS.len());
+    assert_eq!(r.graph_nodes_reused + r.vectors_reinserted, 0);
+    assert_one_vector_space(&db, &ANIMALS);
+    assert_eq!(second.embedded.load(Ordering::Relaxed), 2 * ANIMALS.len());
+    db.close().unwrap();
+
+    // And back: the store now names the second model.
+    let db = open(dir.path(), &first);
+    assert_eq!(
+        db.index_recovery().unwrap().other_model_vectors,
+        ANIMALS.len()
+    );
+    assert_one_vector_space(&db, &ANIMALS);
+    db.close().unwrap();
+}
+
+/// A power loss at every step of the open that switches models (and of the embedding and
+/// close after it) leaves a store that the next open with the new model never mixes
+/// with the old one's vectors.
+#[test]
+fn a_crash_while_switching_models_never_mixes_two_vector_spaces() {
+    use shale::fs::{CrashKind, MemFs, PowerLoss};
+    const DIR: &str = "/db";
+    let base = MemFs::new();
+    {
+        let db = Db::open(
+            DIR,
+            semantic_options(Arc::new(base.clone()), Arc::new(HashEmbedder)),
+        )
+        .unwrap();
+        for (i, text) in ANIMALS.iter().enumerate() {
+            db.put(key(i), text).unwrap();
+        }
+        db.wait_indexed().unwrap();
+        db.close().unwrap();
+    }
+    let mut points = 0;
+    for k in 1.. {
+        let mem = base.process_crash();
+        mem.crash_at_op(k, CrashKind::PowerLoss(PowerLoss::default()));
+        if let Ok(db) = Db::open(
+            DIR,
+            semantic_options(Arc::new(mem.clone()), Arc::new(Negated::default())),
+        ) {
+            let _ = db.wait_indexed();
+            let _ = db.close();
+        }
+        let Some(image) = mem.crash_image() else {
+            break; // the open, the embedding and the close all finished before op k
+        };
+        points += 1;
+        let db = Db::open(
+            DIR,
+            semantic_options(Arc::new(image), Arc::new(Negated::default())),
+        )
+        .unwrap_or_else(|e| panic!("crash at op {k}: {e}"));
+        assert_one_vector_space(&db, &ANIMALS);
+        db.close().unwrap();
+    }
+    assert!(points > 10, "only {points} crash points");
 }

@@ -122,3 +122,25 @@ pub trait FileSystem: Send + Sync + Debug {
     /// handle holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
 }
+
+/// Replace `dir/name` with what `fill` appends, atomically: the bytes go to `dir/temp`,
+/// which is synced and renamed over `name`, and then the directory is synced, so a crash
+/// at any point leaves the whole old file or the whole new one.
+///
+/// # Errors
+/// The first error of `fill` or of any step; the old file is then still in place.
+pub(crate) fn replace_file(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    name: &str,
+    temp: &str,
+    fill: impl FnOnce(&mut dyn WritableFile) -> Result<()>,
+) -> Result<()> {
+    let temp = dir.join(temp);
+    let mut file = fs.create(&temp)?;
+    fill(&mut *file)?;
+    file.sync()?;
+    drop(file);
+    fs.rename(&temp, &dir.join(name))?;
+    fs.sync_dir(dir)
+}

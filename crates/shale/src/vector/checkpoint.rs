@@ -45,19 +45,26 @@ pub(super) fn read(fs: &dyn FileSystem, dir: &Path) -> Checkpoint {
 /// `Io` from any step; the old checkpoint is then still in place.
 pub(super) fn write(fs: &dyn FileSystem, dir: &Path, graph: &Hnsw) -> Result<()> {
     let temp = dir.join(GRAPH_TEMP);
-    let mut file = fs.create(&temp)?;
-    let mut out = WriteAdapter {
-        file: &mut *file,
-        error: None,
-    };
-    let written = graph.write_to(&mut out);
-    if let Some(e) = out.error.take() {
-        return Err(e);
+    crate::fs::replace_file(fs, dir, GRAPH_FILE, GRAPH_TEMP, |file| {
+        let mut out = WriteAdapter { file, error: None };
+        let written = graph.write_to(&mut out);
+        if let Some(e) = out.error.take() {
+            return Err(e);
+        }
+        written.map_err(|e| Error::io("write", &temp, e))
+    })
+}
+
+/// Delete the checkpoint of `dir`, if any, durably.
+///
+/// # Errors
+/// `Io` from the delete or the directory sync.
+pub(super) fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    let path = dir.join(GRAPH_FILE);
+    if !fs.exists(&path) {
+        return Ok(());
     }
-    written.map_err(|e| Error::io("write", &temp, e))?;
-    file.sync()?;
-    drop(file);
-    fs.rename(&temp, &dir.join(GRAPH_FILE))?;
+    fs.remove(&path)?;
     fs.sync_dir(dir)
 }
 

@@ -50,6 +50,10 @@ impl Embedder for HashEmbedder {
         Self::DIM
     }
 
+    fn model_id(&self) -> String {
+        "shale HashEmbedder v1: FNV-1a feature hashing of lower-cased words".into()
+    }
+
     fn embed(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>> {
         Ok(texts.iter().map(|t| Self::embed_one(t)).collect())
     }

@@ -16,11 +16,13 @@ use std::cmp::Ordering;
 mod checkpoint;
 mod hash_embedder;
 mod key_index;
+mod model_file;
 mod pending;
 mod semantic;
 mod value;
 
 pub use hash_embedder::HashEmbedder;
+pub use model_file::{ModelRecord, MAX_MODEL_ID_BYTES, MODEL_FORMAT_VERSION, MODEL_MAGIC};
 pub(crate) use pending::Change;
 pub use semantic::{IndexRecovery, SearchHit, SearchOptions, SemanticOptions};
 pub(crate) use semantic::{Method, Semantic};
@@ -87,6 +89,13 @@ impl Eq for Neighbor {}
 pub trait Embedder: Send + Sync + std::fmt::Debug {
     /// The number of dimensions of every vector this embedder returns.
     fn dim(&self) -> usize;
+
+    /// Names the model and everything else that decides its vectors (weights, tokenizer,
+    /// truncation, pooling): two embedders with different vectors for one text must have
+    /// different ids. The vector store records it (docs/format.md section 10), and an open
+    /// with another id embeds every value again rather than mix two models' vectors in one
+    /// index. Not empty, at most [`MAX_MODEL_ID_BYTES`] bytes.
+    fn model_id(&self) -> String;
 
     /// Embed `texts`, one unit-length (L2-normalised) vector per text, in order.
     ///

@@ -21,7 +21,9 @@
 //! valued `text hash + vector`. After any crash, open reconciles the two trees in one
 //! merged scan: a vector whose text hash matches the value is reused, a value without a
 //! matching vector is embedded again, a vector without a value is deleted. So recovery
-//! never trusts the index over the data, and the model runs only for what was lost.
+//! never trusts the index over the data, and the model runs only for what was lost. A
+//! store's vectors are reused only by the model that made them: `vectors/MODEL` names it
+//! (`model_file.rs`), and an open with another model embeds every value again.
 //!
 //! Locks: `pending` (queue, tickets and horizon) and `index` (vectors and key map). Both
 //! are held only in the order `index`, then `pending` (a worker reads the horizon under
@@ -44,6 +46,7 @@ use std::thread::JoinHandle;
 use super::checkpoint::{self, Checkpoint};
 use super::distance::has_direction;
 use super::key_index::{Applied, Index, KeyState, Node, NodeState};
+use super::model_file::{self, ModelRecord};
 use super::pending::{Change, Pending, Registration};
 use super::value::{decode_vector, encode_vector, same_vector, text_hash};
 use super::{Embedder, HnswParams, NodeId};
@@ -97,6 +100,14 @@ impl SemanticOptions {
         }
         if let Err(Error::InvalidOptions(p)) = self.hnsw.validate() {
             problems.extend(p);
+        }
+        let model_id = self.embedder.model_id();
+        if model_id.is_empty() || model_id.len() > super::MAX_MODEL_ID_BYTES {
+            problems.push(format!(
+                "the embedder's model id has {} bytes; it must have 1 to {}",
+                model_id.len(),
+                super::MAX_MODEL_ID_BYTES
+            ));
         }
         if !(1..=65_536).contains(&self.embedder.dim()) {
             problems.push(format!(
@@ -172,6 +183,10 @@ pub struct IndexRecovery {
     pub orphans_deleted: usize,
     /// True if a graph checkpoint existed but could not be read (it was rebuilt).
     pub graph_damaged: bool,
+    /// Stored vectors deleted because the store named another model than the embedder's
+    /// (or named none: a store written before the model file existed, or a damaged file);
+    /// their values are among `texts_to_embed`.
+    pub other_model_vectors: usize,
 }
 
 /// The semantic index of one database.
@@ -220,7 +235,17 @@ impl Semantic {
         };
         let store = crate::Db::open(&store_dir, store_opts)?;
         let fs = Arc::clone(&db_opts.fs);
-        let (index, graph_damaged) = load_graph(fs.as_ref(), &store_dir, &opts)?;
+        let model = ModelRecord {
+            dim: u32::try_from(opts.embedder.dim()).unwrap_or(u32::MAX),
+            model_id: opts.embedder.model_id(),
+        };
+        // A store that names another model, or none, holds vectors that cannot be reused.
+        let same_model = model_file::read(fs.as_ref(), &store_dir).as_ref() == Some(&model);
+        let (index, graph_damaged) = if same_model {
+            load_graph(fs.as_ref(), &store_dir, &opts)?
+        } else {
+            (Index::new(opts.embedder.dim(), opts.hnsw)?, false)
+        };
         let mut semantic = Semantic {
             opts,
             fs,
@@ -236,7 +261,13 @@ impl Semantic {
                 ..IndexRecovery::default()
             },
         };
-        semantic.reconcile(values, seq)?;
+        semantic.reconcile(values, seq, same_model)?;
+        if !same_model {
+            // Reconcile has deleted every stored vector, durably: only now may the file
+            // name the new model. The old model's graph goes first.
+            checkpoint::remove(semantic.fs.as_ref(), &semantic.dir)?;
+            model_file::write(semantic.fs.as_ref(), &semantic.dir, &model)?;
+        }
         let semantic = Arc::new(semantic);
         let mut workers = Vec::new();
         for i in 0..semantic.opts.embed_threads {
@@ -254,13 +285,21 @@ impl Semantic {
     /// Merge the database's values with the stored vectors and the graph checkpoint:
     /// take over checkpointed nodes whose vector is still current, insert other current
     /// stored vectors, queue the remaining values for embedding, and delete stored vectors
-    /// whose value is gone.
+    /// whose value is gone. Unless `same_model`, every stored vector is deleted instead
+    /// (and the deletes flushed) and every value is queued.
     fn reconcile(
         &mut self,
         values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
         seq: u64,
+        same_model: bool,
     ) -> Result<()> {
         let mut stored = self.store.range::<&[u8]>(..)?.peekable();
+        let mut discarded = Vec::new();
+        if !same_model {
+            for pair in stored.by_ref() {
+                discarded.push(pair?.0);
+            }
+        }
         let index = self.index.get_mut().unwrap_or_else(|e| e.into_inner());
         let dim = index.graph.dim();
         // Node ids the checkpoint holds; the ones no current value claims are tombstoned.
@@ -372,14 +411,20 @@ impl Semantic {
             self.opts.embed_threads.max(1),
         )?;
         index.inserted(ids.iter().map(|id| id.0));
-        for key in &orphans {
+        for key in orphans.iter().chain(&discarded) {
             fix.delete(key);
         }
         self.recovery.orphans_deleted = orphans.len();
+        self.recovery.other_model_vectors = discarded.len();
         self.recovery.texts_to_embed = to_embed.len();
         index.free_absent();
         index.reclaim(self.opts.embed_threads.max(1))?;
         self.store.write(fix, crate::WriteOptions::default())?;
+        if !discarded.is_empty() {
+            // Into an SSTable, whatever the store's WAL mode: the model file must never
+            // name the new model while the old one's vectors could come back.
+            self.store.flush()?;
+        }
         let registration = self.register(seq);
         self.enqueue(to_embed, registration);
         Ok(())

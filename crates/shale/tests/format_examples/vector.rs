@@ -1,10 +1,12 @@
-//! Sections 8 and 9 of docs/format.md: the vector store's values and the HNSW graph file.
+//! Sections 8, 9 and 10 of docs/format.md: the vector store's values, the HNSW graph file
+//! and the model file.
 
 use std::path::Path;
 
 use shale::codec;
 use shale::vector::{
-    Hnsw, HnswParams, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,
+    Hnsw, HnswParams, ModelRecord, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,
+    MODEL_FORMAT_VERSION, MODEL_MAGIC,
 };
 use shale::Error;
 
@@ -158,4 +160,63 @@ fn print_hnsw_example() {
     let hex: Vec<String> = bytes[at..].iter().map(|b| format!("{b:02x}")).collect();
     println!("{}", hex.join(" "));
     println!("```");
+}
+
+// ---------------------------------------------------------------------------------------
+// Section 10: the model file.
+
+/// Two dimensions, model id "toy-v1": the document's example embedder.
+#[derive(Debug)]
+struct Toy;
+
+impl shale::vector::Embedder for Toy {
+    fn dim(&self) -> usize {
+        2
+    }
+
+    fn model_id(&self) -> String {
+        "toy-v1".into()
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect())
+    }
+}
+
+#[test]
+fn model_file_example() {
+    let doc = hex("model-example");
+    let record = ModelRecord::decode(&doc).unwrap();
+    assert_eq!(
+        record,
+        ModelRecord {
+            dim: 2,
+            model_id: "toy-v1".into()
+        }
+    );
+    assert_eq!(record.encode(), doc);
+    assert_eq!(codec::get_u64(&doc).unwrap(), MODEL_MAGIC);
+    assert_eq!(&doc[..8], b"DOMELAHS");
+    assert_eq!(codec::get_u32(&doc[8..]).unwrap(), MODEL_FORMAT_VERSION);
+    let crc = codec::get_u32(&doc[23..]).unwrap();
+    assert_eq!(codec::unmask_crc(crc), codec::crc32c(&doc[..23]));
+
+    // The engine writes exactly these bytes for a store made with that embedder.
+    let dir = tempfile::tempdir().unwrap();
+    let db = shale::Db::open(
+        dir.path(),
+        shale::Options {
+            semantic: Some(shale::vector::SemanticOptions::new(std::sync::Arc::new(
+                Toy,
+            ))),
+            ..shale::Options::default()
+        },
+    )
+    .unwrap();
+    db.close().unwrap();
+    let written = std::fs::read(dir.path().join("vectors").join("MODEL")).unwrap();
+    assert_eq!(
+        written, doc,
+        "the engine no longer writes the document's bytes"
+    );
 }
