@@ -19,7 +19,7 @@ pub(super) fn open_semantic(db: &Db, opts: SemanticOptions) -> Result<Arc<Semant
         .inner
         .visible_seq
         .load(std::sync::atomic::Ordering::Acquire);
-    let values = db.range::<&[u8]>(..)?;
+    let values = || db.range::<&[u8]>(..);
     Semantic::open(&db.inner.dir, &db.inner.opts, opts, values, seq)
 }
 

@@ -16,6 +16,11 @@ use crate::fs::{FileSystem, WritableFile};
 const GRAPH_FILE: &str = "GRAPH";
 const GRAPH_TEMP: &str = "GRAPH.tmp";
 
+/// True if `name` is one of the checkpoint's files.
+pub(super) fn owns(name: &str) -> bool {
+    name == GRAPH_FILE || name == GRAPH_TEMP
+}
+
 /// What the directory holds.
 pub(super) enum Checkpoint {
     Missing,

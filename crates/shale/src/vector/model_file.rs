@@ -112,6 +112,24 @@ pub(super) fn write(fs: &dyn FileSystem, dir: &Path, record: &ModelRecord) -> Re
     fs::replace_file(fs, dir, MODEL_FILE, MODEL_TEMP, |file| file.append(&bytes))
 }
 
+/// True if `name` is one of this module's files.
+pub(super) fn owns(name: &str) -> bool {
+    name == MODEL_FILE || name == MODEL_TEMP
+}
+
+/// Delete the record of `dir`, if any, durably (the store's vectors are then never reused).
+///
+/// # Errors
+/// `Io` from the delete or the directory sync.
+pub(super) fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    let path = dir.join(MODEL_FILE);
+    if !fs.exists(&path) {
+        return Ok(());
+    }
+    fs.remove(&path)?;
+    fs.sync_dir(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

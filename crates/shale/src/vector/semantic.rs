@@ -183,6 +183,9 @@ pub struct IndexRecovery {
     pub orphans_deleted: usize,
     /// True if a graph checkpoint existed but could not be read (it was rebuilt).
     pub graph_damaged: bool,
+    /// True if the vector store itself was damaged (`Corruption` from its open or its
+    /// scan): its files were deleted and every value is embedded again.
+    pub store_rebuilt: bool,
     /// Stored vectors deleted because the store named another model than the embedder's
     /// (or named none: a store written before the model file existed, or a damaged file);
     /// their values are among `texts_to_embed`.
@@ -214,18 +217,57 @@ fn write(index: &RwLock<Index>) -> RwLockWriteGuard<'_, Index> {
 }
 
 impl Semantic {
-    /// Open the vector store in `dir/vectors` and reconcile it with `values`, the live
+    /// Open the vector store in `dir/vectors` and reconcile it with `values()`, the live
     /// `(key, value)` pairs of the database in key order; start the embed workers.
-    pub fn open(
+    ///
+    /// The store is derived data: if it is damaged (`Corruption` from its open or its
+    /// scan), its files are deleted and it is built again from `values()`, a second scan.
+    pub fn open<I>(
         dir: &Path,
         db_opts: &crate::Options,
         opts: SemanticOptions,
+        values: impl Fn() -> Result<I>,
+        seq: u64,
+    ) -> Result<Arc<Semantic>>
+    where
+        I: Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+    {
+        let store_dir = dir.join(super::STORE_DIR);
+        let semantic = match Self::build(&store_dir, db_opts, &opts, values()?, seq) {
+            Ok(semantic) => semantic,
+            Err(OpenError::StoreDamaged(_)) => {
+                clear_store(db_opts.fs.as_ref(), &store_dir)?;
+                let mut semantic = Self::build(&store_dir, db_opts, &opts, values()?, seq)
+                    .map_err(OpenError::into_error)?;
+                semantic.recovery.store_rebuilt = true;
+                semantic
+            }
+            Err(OpenError::Other(e)) => return Err(e),
+        };
+        let semantic = Arc::new(semantic);
+        let mut workers = Vec::new();
+        for i in 0..semantic.opts.embed_threads {
+            let s = Arc::clone(&semantic);
+            let handle = std::thread::Builder::new()
+                .name(format!("shale-embed-{i}"))
+                .spawn(move || s.work())
+                .map_err(|e| Error::io("spawn embed thread", dir, e))?;
+            workers.push(handle);
+        }
+        *lock(&semantic.workers) = workers;
+        Ok(semantic)
+    }
+
+    /// Open the store and reconcile it with `values` (see [`Semantic::open`]); no workers.
+    fn build(
+        store_dir: &Path,
+        db_opts: &crate::Options,
+        opts: &SemanticOptions,
         values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
         seq: u64,
-    ) -> Result<Arc<Semantic>> {
-        let store_dir = dir.join(super::STORE_DIR);
-        // The store is derived data: it is created whenever it is missing (search turned
-        // on for an existing database), whatever the user's `create_if_missing` says.
+    ) -> std::result::Result<Semantic, OpenError> {
+        // Created whenever it is missing (search turned on for an existing database),
+        // whatever the user's `create_if_missing` says.
         let store_opts = crate::Options {
             semantic: None,
             write_buffer_size: db_opts.write_buffer_size.min(16 << 20),
@@ -233,23 +275,23 @@ impl Semantic {
             error_if_exists: false,
             ..db_opts.clone()
         };
-        let store = crate::Db::open(&store_dir, store_opts)?;
+        let store = crate::Db::open(store_dir, store_opts).map_err(OpenError::store)?;
         let fs = Arc::clone(&db_opts.fs);
         let model = ModelRecord {
             dim: u32::try_from(opts.embedder.dim()).unwrap_or(u32::MAX),
             model_id: opts.embedder.model_id(),
         };
         // A store that names another model, or none, holds vectors that cannot be reused.
-        let same_model = model_file::read(fs.as_ref(), &store_dir).as_ref() == Some(&model);
+        let same_model = model_file::read(fs.as_ref(), store_dir).as_ref() == Some(&model);
         let (index, graph_damaged) = if same_model {
-            load_graph(fs.as_ref(), &store_dir, &opts)?
+            load_graph(fs.as_ref(), store_dir, opts)?
         } else {
             (Index::new(opts.embedder.dim(), opts.hnsw)?, false)
         };
         let mut semantic = Semantic {
-            opts,
+            opts: opts.clone(),
             fs,
-            dir: store_dir,
+            dir: store_dir.to_path_buf(),
             pending: Mutex::new(Pending::new()),
             cv: Condvar::new(),
             index: RwLock::new(index),
@@ -268,17 +310,6 @@ impl Semantic {
             checkpoint::remove(semantic.fs.as_ref(), &semantic.dir)?;
             model_file::write(semantic.fs.as_ref(), &semantic.dir, &model)?;
         }
-        let semantic = Arc::new(semantic);
-        let mut workers = Vec::new();
-        for i in 0..semantic.opts.embed_threads {
-            let s = Arc::clone(&semantic);
-            let handle = std::thread::Builder::new()
-                .name(format!("shale-embed-{i}"))
-                .spawn(move || s.work())
-                .map_err(|e| Error::io("spawn embed thread", dir, e))?;
-            workers.push(handle);
-        }
-        *lock(&semantic.workers) = workers;
         Ok(semantic)
     }
 
@@ -292,8 +323,13 @@ impl Semantic {
         values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
         seq: u64,
         same_model: bool,
-    ) -> Result<()> {
-        let mut stored = self.store.range::<&[u8]>(..)?.peekable();
+    ) -> std::result::Result<(), OpenError> {
+        let mut stored = self
+            .store
+            .range::<&[u8]>(..)
+            .map_err(OpenError::store)?
+            .map(|pair| pair.map_err(OpenError::store))
+            .peekable();
         let mut discarded = Vec::new();
         if !same_model {
             for pair in stored.by_ref() {
@@ -702,6 +738,66 @@ impl Semantic {
     pub fn wait_indexed(&self) -> Result<()> {
         self.catch_up()
     }
+}
+
+/// Why building the index failed.
+enum OpenError {
+    /// The vector store is damaged: derived data, deleted and built again.
+    StoreDamaged(Error),
+    Other(Error),
+}
+
+impl OpenError {
+    /// An error of the vector store: `Corruption` is damage, anything else is not.
+    fn store(e: Error) -> OpenError {
+        if e.is_corruption() {
+            OpenError::StoreDamaged(e)
+        } else {
+            OpenError::Other(e)
+        }
+    }
+
+    fn into_error(self) -> Error {
+        match self {
+            OpenError::StoreDamaged(e) | OpenError::Other(e) => e,
+        }
+    }
+}
+
+impl From<Error> for OpenError {
+    fn from(e: Error) -> OpenError {
+        OpenError::Other(e)
+    }
+}
+
+/// Delete a damaged vector store's files, in an order that is safe to stop anywhere:
+/// `MODEL` first, so that whatever survives a crash is never reused (section 10 of
+/// docs/format.md); then the store's own files but `CURRENT`, so that none of them can be
+/// taken for part of a new store; `CURRENT` last. Files that are not the engine's stay.
+fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    use crate::db::filename::{self, FileKind};
+    model_file::remove(fs, dir)?;
+    let mut current = false;
+    for name in fs.list(dir)? {
+        let remove = match filename::parse(&name) {
+            Some(FileKind::Current) => {
+                current = true;
+                false
+            }
+            Some(FileKind::Lock) => false,
+            Some(_) => true,
+            None => checkpoint::owns(&name) || model_file::owns(&name),
+        };
+        if remove {
+            fs.remove(&dir.join(&name))?;
+        }
+    }
+    fs.sync_dir(dir)?;
+    if current {
+        fs.remove(&dir.join("CURRENT"))?;
+        fs.sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// The graph checkpoint of `dir`, or an empty graph if there is none or it is damaged
