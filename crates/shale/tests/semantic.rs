@@ -887,3 +887,58 @@ fn a_crash_while_rebuilding_a_damaged_store_is_safe() {
     }
     assert!(points > 10, "only {points} crash points");
 }
+
+/// HashEmbedder's vectors three times as long: not unit vectors, which the index accepts
+/// (and keeps rescaled).
+#[derive(Debug)]
+struct Long;
+
+impl Embedder for Long {
+    fn dim(&self) -> usize {
+        HashEmbedder.dim()
+    }
+
+    fn model_id(&self) -> String {
+        "HashEmbedder, times 3".into()
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        let mut vectors = HashEmbedder.embed(texts)?;
+        for v in &mut vectors {
+            v.iter_mut().for_each(|x| *x *= 3.0);
+        }
+        Ok(vectors)
+    }
+}
+
+#[test]
+fn reopening_reuses_the_graph_with_non_unit_vectors_and_a_new_search_ef() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn shale::fs::FileSystem> = Arc::new(shale::fs::PosixFs);
+    let options = |ef_search: usize| {
+        let mut semantic = SemanticOptions::new(Arc::new(Long));
+        semantic.hnsw.ef_search = ef_search;
+        Options {
+            fs: Arc::clone(&fs),
+            semantic: Some(semantic),
+            ..Options::default()
+        }
+    };
+    let db = Db::open(dir.path(), options(64)).unwrap();
+    for (i, text) in ANIMALS.iter().enumerate() {
+        db.put(key(i), text).unwrap();
+    }
+    db.wait_indexed().unwrap();
+    db.close().unwrap();
+    for ef_search in [64, 32] {
+        let db = Db::open(dir.path(), options(ef_search)).unwrap();
+        let r = db.index_recovery().unwrap();
+        assert_eq!(
+            (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed),
+            (ANIMALS.len(), 0, 0),
+            "ef_search {ef_search}: {r:?}"
+        );
+        assert_one_vector_space(&db, &ANIMALS);
+        db.close().unwrap();
+    }
+}

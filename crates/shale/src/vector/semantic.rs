@@ -44,7 +44,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
 use super::checkpoint::{self, Checkpoint};
-use super::distance::has_direction;
+use super::distance::{has_direction, normalize};
 use super::key_index::{Applied, Index, KeyState, Node, NodeState};
 use super::model_file::{self, ModelRecord};
 use super::pending::{Change, Pending, Registration};
@@ -363,8 +363,11 @@ impl Semantic {
             let current = match stored.peek() {
                 Some(Ok((skey, svalue))) if *skey == key => {
                     // A vector with no direction cannot enter the graph: embed it again.
+                    // The graph holds it at unit length (an embedder need not return
+                    // unit vectors), so it is compared at unit length.
                     let found = decode_vector(svalue, dim)
-                        .filter(|(h, _, v)| *h == hash && has_direction(v));
+                        .filter(|(h, _, _)| *h == hash)
+                        .and_then(|(h, node, mut v)| normalize(&mut v).then_some((h, node, v)));
                     stored.next();
                     found
                 }
@@ -804,10 +807,17 @@ fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 /// (then `true`: the index is rebuilt from the stored vectors, which are the truth).
 fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &SemanticOptions) -> Result<(Index, bool)> {
     let fresh = || Index::new(opts.embedder.dim(), opts.hnsw);
+    // The graph's shape does not depend on the search's default `ef`.
+    let same_shape = |graph: &super::Hnsw| {
+        let built = HnswParams {
+            ef_search: opts.hnsw.ef_search,
+            ..*graph.params()
+        };
+        graph.dim() == opts.embedder.dim() && built == opts.hnsw
+    };
     match checkpoint::read(fs, dir) {
-        Checkpoint::Found(graph)
-            if graph.dim() == opts.embedder.dim() && *graph.params() == opts.hnsw =>
-        {
+        Checkpoint::Found(mut graph) if same_shape(&graph) => {
+            graph.set_ef_search(opts.hnsw.ef_search)?;
             Ok((Index::with_graph(graph), false))
         }
         // Other parameters or another model: rebuild, not an error.

@@ -288,6 +288,20 @@ fn bad_arguments_are_refused() {
     }
 }
 
+#[test]
+fn only_the_search_ef_changes_on_a_built_graph() {
+    let mut g = Hnsw::new(3, HnswParams::default()).unwrap();
+    g.set_ef_search(7).unwrap();
+    assert_eq!(g.params().ef_search, 7);
+    for bad in [0, super::hnsw::MAX_EF + 1] {
+        assert!(matches!(
+            g.set_ef_search(bad),
+            Err(Error::InvalidOptions(_))
+        ));
+    }
+    assert_eq!(g.params().ef_search, 7);
+}
+
 fn encoded(g: &Hnsw) -> Vec<u8> {
     let mut out = Vec::new();
     g.write_to(&mut out).unwrap();

@@ -146,6 +146,21 @@ impl Hnsw {
         &self.params
     }
 
+    /// Change the default candidate list size of a search: the one parameter that does
+    /// not shape the graph.
+    ///
+    /// # Errors
+    /// `InvalidOptions` outside `1..=MAX_EF`.
+    pub fn set_ef_search(&mut self, ef_search: usize) -> Result<()> {
+        HnswParams {
+            ef_search,
+            ..self.params
+        }
+        .validate()?;
+        self.params.ef_search = ef_search;
+        Ok(())
+    }
+
     /// The dimension of every vector.
     pub fn dim(&self) -> usize {
         self.dim
