@@ -6,7 +6,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
-use crate::errors::new_err;
+use crate::errors::{to_py, Failure};
 
 /// A key or value: `bytes`, `bytearray`, `memoryview`-free; `str` is encoded as UTF-8.
 /// Copied, so the engine call that follows can run without the GIL while Python code
@@ -54,10 +54,14 @@ pub(crate) fn options(
         }
     }
     if !problems.is_empty() {
-        return Err(new_err(
+        // With the engine's own complaints about the values that were set, so that one
+        // exception lists everything (and carries `.problems` like the engine's).
+        if let Err(more) = opts.validate() {
+            problems.extend(more);
+        }
+        return Err(to_py(
             py,
-            "InvalidArgumentError",
-            format!("invalid options: {}", problems.join("; ")),
+            Failure::Engine(shale::Error::InvalidOptions(problems)),
         ));
     }
     if semantic {
@@ -70,10 +74,13 @@ pub(crate) fn options(
         })?;
         opts.semantic = Some(shale::vector::SemanticOptions::new(Arc::new(model)));
     } else if model_dir.is_some() {
-        return Err(new_err(
+        let mut problems = vec!["model_dir is only used with semantic=True".to_string()];
+        if let Err(more) = opts.validate() {
+            problems.extend(more);
+        }
+        return Err(to_py(
             py,
-            "InvalidArgumentError",
-            "invalid options: model_dir is only used with semantic=True".to_string(),
+            Failure::Engine(shale::Error::InvalidOptions(problems)),
         ));
     }
     Ok(opts)

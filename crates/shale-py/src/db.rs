@@ -278,34 +278,27 @@ impl Db {
         Ok(Snapshot::new(Arc::clone(shared), snap))
     }
 
-    /// The `k` values closest in meaning to `query` (needs `semantic=True`), best first.
+    /// The `k` values (default 10) closest in meaning to `query` (needs `semantic=True`),
+    /// best first.
     /// `exact=True` compares with every value instead of walking the HNSW graph;
     /// `start`/`end` restrict the keys searched (`start <= key < end`).
-    #[pyo3(signature = (query, k = 10, exact = false, start = None, end = None, ef = None))]
+    #[pyo3(signature = (query, k = None, exact = false, start = None, end = None, ef = None))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn search(
         &self,
         py: Python<'_>,
         query: &str,
-        k: i64,
+        k: Option<&Bound<'_, PyAny>>,
         exact: bool,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        ef: Option<i64>,
+        ef: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<SearchHit>> {
-        // Taken signed, so that a negative count is the engine's kind of error, not an
-        // OverflowError from the conversion (the engine bounds them from above).
-        let count = |name: &str, n: i64| {
-            usize::try_from(n).map_err(|_| {
-                let why = format!("search {name} = {n} must not be negative");
-                crate::errors::new_err(py, "InvalidArgumentError", why)
-            })
-        };
-        let k = count("k", k)?;
+        let k = k.map_or(Ok(10), |k| search_count(py, "k", k))?;
         let opts = shale::vector::SearchOptions {
             lower_bound: opt_bytes(start, "start")?,
             upper_bound: opt_bytes(end, "end")?,
-            ef: ef.map(|ef| count("ef", ef)).transpose()?,
+            ef: ef.map(|ef| search_count(py, "ef", ef)).transpose()?,
         };
         let shared = &self.shared;
         let hits = run(py, || {
@@ -523,4 +516,30 @@ impl WriteBatch {
     fn __repr__(&self) -> String {
         format!("<shale.WriteBatch {} changes>", self.__len__())
     }
+}
+
+/// A search's `k` or `ef`: any Python int, checked here so that a negative or huge one is
+/// an `InvalidArgumentError`, like the engine's own bound, and not an `OverflowError`
+/// from the conversion.
+fn search_count(py: Python<'_>, name: &str, n: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if let Some(n) = n
+        .extract::<u64>()
+        .ok()
+        .and_then(|n| usize::try_from(n).ok())
+    {
+        return Ok(n); // the engine refuses what is above its bound
+    }
+    if n.cast::<pyo3::types::PyInt>().is_err() {
+        let why = format!("search {name} must be an int, not {}", n.get_type().name()?);
+        return Err(pyo3::exceptions::PyTypeError::new_err(why));
+    }
+    let why = if n.lt(0)? {
+        format!("search {name} = {n} must not be negative")
+    } else {
+        format!(
+            "search {name} = {n} is above the limit {}",
+            shale::vector::hnsw::MAX_EF
+        )
+    };
+    Err(crate::errors::new_err(py, "InvalidArgumentError", why))
 }

@@ -36,6 +36,15 @@ def test_unknown_and_ill_typed_options_are_reported_together(db_path):
         shale.open(db_path, write_bufer_size=1, cache_size="big", mmap_reads=3)
     msg = str(info.value)
     assert "write_bufer_size" in msg and "cache_size" in msg and "mmap_reads" in msg
+    assert len(info.value.problems) == 3
+
+
+def test_binding_and_engine_option_problems_come_in_one_error(db_path):
+    with pytest.raises(shale.InvalidArgumentError) as info:
+        shale.open(db_path, write_bufer_size=1, block_size=0)
+    problems = info.value.problems
+    assert any("write_bufer_size" in p for p in problems), problems
+    assert any("block_size" in p for p in problems), problems
 
 
 def test_missing_database_without_create(tmp_path):

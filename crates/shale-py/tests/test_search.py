@@ -103,7 +103,10 @@ def test_search_counts_out_of_range_raise_instead_of_aborting(db_path):
         db[b"a"] = "Astronomers discovered a planet orbiting a distant star."
         for exact in (False, True):
             for kwargs in ({"k": 2**40}, {"k": -1}, {"k": 3, "ef": 2**40},
-                           {"k": 3, "ef": -5}):
+                           {"k": 3, "ef": -5}, {"k": 2**63}, {"k": -(2**70)},
+                           {"k": 3, "ef": 2**100}):
                 with pytest.raises(shale.InvalidArgumentError):
                     db.search("planet", exact=exact, **kwargs)
+            with pytest.raises(TypeError):
+                db.search("planet", k="3", exact=exact)
         assert db.search("planet", k=3)[0].key == b"a"
