@@ -692,55 +692,6 @@ fn another_model_of_the_same_dimension_embeds_every_value_again() {
     db.close().unwrap();
 }
 
-/// A power loss at every step of the open that switches models (and of the embedding and
-/// close after it) leaves a store that the next open with the new model never mixes
-/// with the old one's vectors.
-#[test]
-fn a_crash_while_switching_models_never_mixes_two_vector_spaces() {
-    use shale::fs::{CrashKind, MemFs, PowerLoss};
-    const DIR: &str = "/db";
-    let base = MemFs::new();
-    {
-        let db = Db::open(
-            DIR,
-            semantic_options(Arc::new(base.clone()), Arc::new(HashEmbedder)),
-        )
-        .unwrap();
-        for (i, text) in ANIMALS.iter().enumerate() {
-            db.put(key(i), text).unwrap();
-        }
-        db.wait_indexed().unwrap();
-        db.close().unwrap();
-    }
-    let mut points = 0;
-    for k in 1.. {
-        let mem = base.process_crash();
-        mem.crash_at_op(k, CrashKind::PowerLoss(PowerLoss::default()));
-        if let Ok(db) = Db::open(
-            DIR,
-            semantic_options(Arc::new(mem.clone()), Arc::new(Negated::default())),
-        ) {
-            let _ = db.wait_indexed();
-            let _ = db.close();
-        }
-        let Some(image) = mem.crash_image() else {
-            break; // the open, the embedding and the close all finished before op k
-        };
-        points += 1;
-        // Twice: a file the crash left behind may only be picked up by a later open.
-        for _ in 0..2 {
-            let db = Db::open(
-                DIR,
-                semantic_options(Arc::new(image.clone()), Arc::new(Negated::default())),
-            )
-            .unwrap_or_else(|e| panic!("crash at op {k}: {e}"));
-            assert_one_vector_space(&db, &ANIMALS);
-            db.close().unwrap();
-        }
-    }
-    assert!(points > 10, "only {points} crash points");
-}
-
 /// Write the animals, wait until they are indexed, and close; the vector store's writes
 /// are then flushed into an SSTable of its own (opened directly: it is a database).
 fn indexed_animals(path: &std::path::Path) {
@@ -768,7 +719,7 @@ fn files_ending(dir: &std::path::Path, suffix: &str) -> Vec<std::path::PathBuf> 
 
 #[test]
 fn a_damaged_vector_store_is_built_again_from_the_data() {
-    for damage in ["current", "table block"] {
+    for damage in ["current", "table block", "missing table"] {
         let dir = tempfile::tempdir().unwrap();
         indexed_animals(dir.path());
         let store = dir.path().join("vectors");
@@ -776,6 +727,7 @@ fn a_damaged_vector_store_is_built_again_from_the_data() {
         std::fs::write(store.join("notes.txt"), "mine").unwrap();
         match damage {
             "current" => std::fs::write(store.join("CURRENT"), "MANIFEST-00000").unwrap(),
+            "missing table" => std::fs::remove_file(&files_ending(&store, ".sst")[0]).unwrap(),
             _ => {
                 // A byte in the first data block: the open reads only the table's
                 // footer, index and filter; the reconcile's scan finds the damage.
@@ -788,7 +740,7 @@ fn a_damaged_vector_store_is_built_again_from_the_data() {
         let embedder = Arc::new(BagOfWords::default());
         let db = open(dir.path(), &embedder);
         let r = db.index_recovery().unwrap();
-        assert!(r.store_rebuilt, "{damage}: {r:?}");
+        assert!(r.store_damage.is_some(), "{damage}: {r:?}");
         assert_eq!(r.texts_to_embed, ANIMALS.len(), "{damage}");
         assert_one_vector_space(&db, &ANIMALS);
         assert_eq!(
@@ -801,7 +753,7 @@ fn a_damaged_vector_store_is_built_again_from_the_data() {
         // And the store is whole again: the next open reuses everything.
         let db = open(dir.path(), &embedder);
         let r = db.index_recovery().unwrap();
-        assert!(!r.store_rebuilt, "{damage}: {r:?}");
+        assert_eq!(r.store_damage, None, "{damage}");
         assert_eq!(r.graph_nodes_reused, ANIMALS.len(), "{damage}");
         db.close().unwrap();
     }
@@ -832,60 +784,6 @@ fn damage_in_the_data_itself_still_fails_the_open() {
         files_ending(&dir.path().join("vectors"), ".sst").len() == 1,
         "the vector store was left as it was"
     );
-}
-
-/// A power loss at every step of rebuilding a damaged store (here, with another model
-/// too) leaves one the next open can use, never reviving a vector of the old store.
-#[test]
-fn a_crash_while_rebuilding_a_damaged_store_is_safe() {
-    use shale::fs::{CrashKind, MemFs, PowerLoss};
-    const DIR: &str = "/db";
-    let base = MemFs::new();
-    {
-        let db = Db::open(
-            DIR,
-            semantic_options(Arc::new(base.clone()), Arc::new(HashEmbedder)),
-        )
-        .unwrap();
-        for (i, text) in ANIMALS.iter().enumerate() {
-            db.put(key(i), text).unwrap();
-        }
-        db.wait_indexed().unwrap();
-        db.close().unwrap();
-    }
-    base.overwrite(
-        std::path::Path::new("/db/vectors/CURRENT"),
-        b"MANIFEST-0".to_vec(),
-    )
-    .unwrap();
-    let mut points = 0;
-    for k in 1.. {
-        let mem = base.process_crash();
-        mem.crash_at_op(k, CrashKind::PowerLoss(PowerLoss::default()));
-        if let Ok(db) = Db::open(
-            DIR,
-            semantic_options(Arc::new(mem.clone()), Arc::new(Negated::default())),
-        ) {
-            assert!(db.index_recovery().unwrap().store_rebuilt);
-            let _ = db.wait_indexed();
-            let _ = db.close();
-        }
-        let Some(image) = mem.crash_image() else {
-            break;
-        };
-        points += 1;
-        // Twice: a file the crash left behind may only be picked up by a later open.
-        for _ in 0..2 {
-            let db = Db::open(
-                DIR,
-                semantic_options(Arc::new(image.clone()), Arc::new(Negated::default())),
-            )
-            .unwrap_or_else(|e| panic!("crash at op {k}: {e}"));
-            assert_one_vector_space(&db, &ANIMALS);
-            db.close().unwrap();
-        }
-    }
-    assert!(points > 10, "only {points} crash points");
 }
 
 /// HashEmbedder's vectors three times as long: not unit vectors, which the index accepts
@@ -941,4 +839,144 @@ fn reopening_reuses_the_graph_with_non_unit_vectors_and_a_new_search_ef() {
         assert_one_vector_space(&db, &ANIMALS);
         db.close().unwrap();
     }
+}
+
+/// The crashes each crash test tries at every step: a killed process, and power losses that
+/// keep no unsynced directory change, a prefix of them (a journaling file system), or
+/// some files' unsynced bytes (background write-back).
+fn crash_kinds() -> Vec<shale::fs::CrashKind> {
+    use shale::fs::{CrashKind, PowerLoss};
+    let mut kinds = vec![
+        CrashKind::Process,
+        CrashKind::PowerLoss(PowerLoss::default()),
+    ];
+    for keep_dir_ops in 1..=3 {
+        kinds.push(CrashKind::PowerLoss(PowerLoss {
+            keep_dir_ops,
+            ..PowerLoss::default()
+        }));
+    }
+    for seed in 1..=2 {
+        kinds.push(CrashKind::PowerLoss(PowerLoss {
+            write_back: Some(seed),
+            keep_dir_ops: 2,
+            ..PowerLoss::default()
+        }));
+    }
+    kinds
+}
+
+/// `base` holds the animals indexed by HashEmbedder. Crash an open with `Negated` (and its
+/// embedding and close) at every step, with every kind of crash; then open each image
+/// twice with `Negated` (a file a crash left behind may be picked up only by a later
+/// open): it must open, and every vector in it must be `Negated`'s.
+fn crash_every_step_of_an_open_with_negated(base: &shale::fs::MemFs) {
+    const DIR: &str = "/db";
+    for kind in crash_kinds() {
+        let mut points = 0;
+        for k in 1.. {
+            let mem = base.process_crash();
+            mem.crash_at_op(k, kind);
+            if let Ok(db) = Db::open(
+                DIR,
+                semantic_options(Arc::new(mem.clone()), Arc::new(Negated::default())),
+            ) {
+                let _ = db.wait_indexed();
+                let _ = db.close();
+            }
+            let Some(image) = mem.crash_image() else {
+                break; // the open, the embedding and the close all finished before op k
+            };
+            points += 1;
+            for _ in 0..2 {
+                let db = Db::open(
+                    DIR,
+                    semantic_options(Arc::new(image.clone()), Arc::new(Negated::default())),
+                )
+                .unwrap_or_else(|e| panic!("{kind:?} at op {k}: {e}"));
+                assert_one_vector_space(&db, &ANIMALS);
+                db.close().unwrap();
+            }
+        }
+        assert!(points > 10, "{kind:?}: only {points} crash points");
+    }
+}
+
+/// The animals, indexed by HashEmbedder, on a `MemFs` at "/db".
+fn animals_in_memory() -> shale::fs::MemFs {
+    let base = shale::fs::MemFs::new();
+    let db = Db::open(
+        "/db",
+        semantic_options(Arc::new(base.clone()), Arc::new(HashEmbedder)),
+    )
+    .unwrap();
+    for (i, text) in ANIMALS.iter().enumerate() {
+        db.put(key(i), text).unwrap();
+    }
+    db.wait_indexed().unwrap();
+    db.close().unwrap();
+    base
+}
+
+#[test]
+fn a_crash_while_switching_models_never_mixes_two_vector_spaces() {
+    crash_every_step_of_an_open_with_negated(&animals_in_memory());
+}
+
+#[test]
+fn a_crash_while_rebuilding_a_damaged_store_is_safe() {
+    use shale::fs::FileSystem;
+    // Damage the open finds (CURRENT), and damage only the scan finds (a table's block,
+    // with the manifest intact).
+    for damage in ["current", "table block"] {
+        let base = animals_in_memory();
+        if damage == "current" {
+            let current = std::path::Path::new("/db/vectors/CURRENT");
+            base.overwrite(current, b"MANIFEST-0".to_vec()).unwrap();
+        } else {
+            let vectors = std::path::Path::new("/db/vectors");
+            let store = Db::open(vectors, plain_options(&base)).unwrap();
+            store.flush().unwrap();
+            store.close().unwrap();
+            let table = base
+                .files()
+                .into_iter()
+                .find(|p| p.starts_with(vectors) && p.to_string_lossy().ends_with(".sst"))
+                .unwrap();
+            let mut bytes = base.read_all(&table).unwrap();
+            bytes[20] ^= 0x40;
+            base.overwrite(&table, bytes).unwrap();
+        }
+        crash_every_step_of_an_open_with_negated(&base);
+    }
+}
+
+/// Plain options (no search) over `mem`.
+fn plain_options(mem: &shale::fs::MemFs) -> Options {
+    Options {
+        fs: Arc::new(mem.clone()),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn an_unreadable_model_file_fails_the_open_and_keeps_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    indexed_animals(dir.path());
+    let model = dir.path().join("vectors").join("MODEL");
+    std::fs::remove_file(&model).unwrap();
+    std::fs::create_dir(&model).unwrap(); // exists, but reading it fails
+    let embedder = Arc::new(BagOfWords::default());
+    let err = Db::open(
+        dir.path(),
+        Options {
+            semantic: Some(SemanticOptions::new(
+                Arc::clone(&embedder) as Arc<dyn Embedder>
+            )),
+            ..Options::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert_eq!(files_ending(&dir.path().join("vectors"), ".sst").len(), 1);
 }

@@ -74,7 +74,7 @@ impl ModelRecord {
         let at = d.position();
         let id = usize::try_from(len)
             .ok()
-            .filter(|&n| n <= MAX_MODEL_ID_BYTES)
+            .filter(|&n| (1..=MAX_MODEL_ID_BYTES).contains(&n))
             .ok_or_else(|| DecodeError::new(at, format!("model id of {len} bytes")))?;
         let id = d.bytes(id, "model id")?;
         let covered = d.position();
@@ -94,13 +94,16 @@ impl ModelRecord {
 
 /// The record in `dir`; `None` when there is no file or it does not decode (either way
 /// the store's vectors cannot be trusted to come from any particular model).
-pub(super) fn read(fs: &dyn FileSystem, dir: &Path) -> Option<ModelRecord> {
+///
+/// # Errors
+/// `Io` if the file is there but cannot be read: not a reason to discard the store.
+pub(super) fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<ModelRecord>> {
     let path = dir.join(MODEL_FILE);
     if !fs.exists(&path) {
-        return None;
+        return Ok(None);
     }
-    let bytes = fs.read_all(&path).ok()?;
-    ModelRecord::decode(&bytes).ok()
+    let bytes = fs.read_all(&path)?;
+    Ok(ModelRecord::decode(&bytes).ok())
 }
 
 /// Replace the record in `dir` (atomically: a crash leaves the old file or the new one).
@@ -159,6 +162,15 @@ mod tests {
         let mut long = bytes.clone();
         long.push(0);
         assert!(ModelRecord::decode(&long).is_err(), "trailing byte");
+    }
+
+    #[test]
+    fn an_empty_id_is_refused() {
+        let empty = ModelRecord {
+            dim: 2,
+            model_id: String::new(),
+        };
+        assert!(ModelRecord::decode(&empty.encode()).is_err());
     }
 
     #[test]

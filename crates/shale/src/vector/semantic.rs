@@ -171,7 +171,8 @@ pub(crate) enum Method {
 }
 
 /// How the last open found the index, for stats and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IndexRecovery {
     /// Nodes taken over from the graph checkpoint.
     pub graph_nodes_reused: usize,
@@ -183,9 +184,10 @@ pub struct IndexRecovery {
     pub orphans_deleted: usize,
     /// True if a graph checkpoint existed but could not be read (it was rebuilt).
     pub graph_damaged: bool,
-    /// True if the vector store itself was damaged (`Corruption` from its open or its
-    /// scan): its files were deleted and every value is embedded again.
-    pub store_rebuilt: bool,
+    /// The damage found in the vector store itself (`Corruption`, or a file its manifest
+    /// lists missing, at its open or in its scan), if any: its files were deleted and every
+    /// value is embedded again.
+    pub store_damage: Option<String>,
     /// Stored vectors deleted because the store named another model than the embedder's
     /// (or named none: a store written before the model file existed, or a damaged file);
     /// their values are among `texts_to_embed`.
@@ -235,11 +237,11 @@ impl Semantic {
         let store_dir = dir.join(super::STORE_DIR);
         let semantic = match Self::build(&store_dir, db_opts, &opts, values()?, seq) {
             Ok(semantic) => semantic,
-            Err(OpenError::StoreDamaged(_)) => {
+            Err(OpenError::StoreDamaged(damage)) => {
                 clear_store(db_opts.fs.as_ref(), &store_dir)?;
                 let mut semantic = Self::build(&store_dir, db_opts, &opts, values()?, seq)
                     .map_err(OpenError::into_error)?;
-                semantic.recovery.store_rebuilt = true;
+                semantic.recovery.store_damage = Some(damage.to_string());
                 semantic
             }
             Err(OpenError::Other(e)) => return Err(e),
@@ -248,11 +250,18 @@ impl Semantic {
         let mut workers = Vec::new();
         for i in 0..semantic.opts.embed_threads {
             let s = Arc::clone(&semantic);
-            let handle = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("shale-embed-{i}"))
-                .spawn(move || s.work())
-                .map_err(|e| Error::io("spawn embed thread", dir, e))?;
-            workers.push(handle);
+                .spawn(move || s.work());
+            match spawned {
+                Ok(handle) => workers.push(handle),
+                Err(e) => {
+                    // Stop the workers already running (they hold the index) first.
+                    *lock(&semantic.workers) = workers;
+                    let _ = semantic.close();
+                    return Err(Error::io("spawn embed thread", dir, e));
+                }
+            }
         }
         *lock(&semantic.workers) = workers;
         Ok(semantic)
@@ -268,11 +277,14 @@ impl Semantic {
     ) -> std::result::Result<Semantic, OpenError> {
         // Created whenever it is missing (search turned on for an existing database),
         // whatever the user's `create_if_missing` says.
+        // A damaged WAL record costs the vectors after it, which reconcile embeds again,
+        // rather than the whole store.
         let store_opts = crate::Options {
             semantic: None,
             write_buffer_size: db_opts.write_buffer_size.min(16 << 20),
             create_if_missing: true,
             error_if_exists: false,
+            wal_recovery: crate::WalRecovery::PointInTime,
             ..db_opts.clone()
         };
         let store = crate::Db::open(store_dir, store_opts).map_err(OpenError::store)?;
@@ -282,7 +294,7 @@ impl Semantic {
             model_id: opts.embedder.model_id(),
         };
         // A store that names another model, or none, holds vectors that cannot be reused.
-        let same_model = model_file::read(fs.as_ref(), store_dir).as_ref() == Some(&model);
+        let same_model = model_file::read(fs.as_ref(), store_dir)?.as_ref() == Some(&model);
         let (index, graph_damaged) = if same_model {
             load_graph(fs.as_ref(), store_dir, opts)?
         } else {
@@ -460,8 +472,9 @@ impl Semantic {
         index.reclaim(self.opts.embed_threads.max(1))?;
         self.store.write(fix, crate::WriteOptions::default())?;
         if !discarded.is_empty() {
-            // Into an SSTable, whatever the store's WAL mode: the model file must never
-            // name the new model while the old one's vectors could come back.
+            // The store's writes are not synced: flush them into an SSTable, so that the
+            // model file never names the new model while the old one's vectors could
+            // come back.
             self.store.flush()?;
         }
         let registration = self.register(seq);
@@ -709,7 +722,7 @@ impl Semantic {
 
     /// How the last open found the index.
     pub fn recovery(&self) -> IndexRecovery {
-        self.recovery
+        self.recovery.clone()
     }
 
     /// Write the graph to its checkpoint file: a temporary file, synced, renamed over the
@@ -751,9 +764,12 @@ enum OpenError {
 }
 
 impl OpenError {
-    /// An error of the vector store: `Corruption` is damage, anything else is not.
+    /// An error of the vector store: `Corruption`, or a file that is not there, is
+    /// damage; anything else (a failing disk, no permission) is not, and fails the open.
     fn store(e: Error) -> OpenError {
-        if e.is_corruption() {
+        let missing = matches!(&e, Error::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound);
+        if e.is_corruption() || missing {
             OpenError::StoreDamaged(e)
         } else {
             OpenError::Other(e)
@@ -775,18 +791,19 @@ impl From<Error> for OpenError {
 
 /// Delete a damaged vector store's files, in an order that is safe to stop anywhere:
 /// `MODEL` first, so that whatever survives a crash is never reused (section 10 of
-/// docs/format.md); then the store's own files but `CURRENT`, so that none of them can be
-/// taken for part of a new store; `CURRENT` last. Files that are not the engine's stay.
+/// docs/format.md); then `CURRENT`, after which an open finds the files left over without
+/// a manifest to name them and calls that damage (so clears again); then the rest. Files
+/// that are not the engine's stay.
 fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     use crate::db::filename::{self, FileKind};
     model_file::remove(fs, dir)?;
-    let mut current = false;
+    let current = dir.join("CURRENT");
+    if fs.exists(&current) {
+        fs.remove(&current)?;
+        fs.sync_dir(dir)?;
+    }
     for name in fs.list(dir)? {
         let remove = match filename::parse(&name) {
-            Some(FileKind::Current) => {
-                current = true;
-                false
-            }
             Some(FileKind::Lock) => false,
             Some(_) => true,
             None => checkpoint::owns(&name) || model_file::owns(&name),
@@ -795,12 +812,7 @@ fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
             fs.remove(&dir.join(&name))?;
         }
     }
-    fs.sync_dir(dir)?;
-    if current {
-        fs.remove(&dir.join("CURRENT"))?;
-        fs.sync_dir(dir)?;
-    }
-    Ok(())
+    fs.sync_dir(dir)
 }
 
 /// The graph checkpoint of `dir`, or an empty graph if there is none or it is damaged
