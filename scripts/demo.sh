@@ -5,6 +5,7 @@
 # embedded with all-MiniLM-L6-v2 and searched by meaning, exactly and through HNSW.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/toolchain.sh
 
 SHALE_MODEL_DIR="$(bash scripts/fetch-model.sh)"
 export SHALE_MODEL_DIR

@@ -22,9 +22,15 @@ profile="${SHALE_PY_PROFILE:-dev}"
 venv="target/py-venv"
 
 start=$(date +%s)
-if [[ ! -x "$venv/bin/python" ]]; then
+# A venv with a working pip (one left half-made by a failed run is made again).
+if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
     echo "== python3 -m venv $venv"
-    python3 -m venv "$venv"
+    rm -rf "$venv"
+    if ! python3 -m venv "$venv"; then
+        rm -rf "$venv"
+        echo "test-python: python3 -m venv failed; on Debian install the python3-venv package" >&2
+        exit 1
+    fi
 fi
 # Reinstall only when the pins change.
 stamp="$venv/.pins-maturin-$maturin_version-pytest-$pytest_version"

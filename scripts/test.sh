@@ -3,6 +3,7 @@
 # This is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/toolchain.sh
 
 echo "== scripts/fetch-model.sh (the embedding model shale-embed's tests run; cached)"
 SHALE_MODEL_DIR="$(bash scripts/fetch-model.sh)"

@@ -75,11 +75,37 @@ fn run(args: &Args) -> Result<(), String> {
         glosses.iter().map(|g| g.text.len()).sum::<usize>() as f64 / 1e6,
         args.wordnet.display()
     );
-    if args.db.exists() {
-        std::fs::remove_dir_all(&args.db).map_err(|e| format!("{}: {e}", args.db.display()))?;
-    }
+    clear_demo_dir(&args.db)?;
     key_value_tour(&args.db.join("kv"), &glosses).map_err(|e| e.to_string())?;
     semantic_tour(&args.db.join("semantic"), &glosses, args.semantic_sample)
+}
+
+/// Remove the previous run's databases (`kv/` and `semantic/` under `dir`), refusing a
+/// directory that holds anything else: `--db` may name a directory the user cares about.
+fn clear_demo_dir(dir: &std::path::Path) -> Result<(), String> {
+    let show = |e: std::io::Error| format!("{}: {e}", dir.display());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(()); // not there yet
+    };
+    let mut ours = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(show)?;
+        match entry.file_name().to_str() {
+            Some("kv" | "semantic") => ours.push(entry.path()),
+            _ => {
+                return Err(format!(
+                    "{} holds {:?}, not only a previous demo's kv/ and semantic/; \
+                     give --db an empty or new directory",
+                    dir.display(),
+                    entry.file_name()
+                ))
+            }
+        }
+    }
+    for path in ours {
+        std::fs::remove_dir_all(&path).map_err(show)?;
+    }
+    Ok(())
 }
 
 fn progress(len: usize, what: &str) -> ProgressBar {
