@@ -37,14 +37,19 @@ fn run(cmd: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The commit checked out, with "-dirty" if the work tree has changes.
+/// The commit this binary was built from (at build time; `build.rs`), with "-dirty" if
+/// the work tree differs from it now: the binary may then have been built from edits that
+/// were not committed.
 pub fn git_commit() -> String {
+    let built = env!("SHALE_BENCH_BUILT_FROM");
     let head = run("git", &["rev-parse", "--short=12", "HEAD"]);
     let dirty = !run("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
-    if dirty && head != "unknown" {
-        format!("{head}-dirty")
+    if head != built && head != "unknown" {
+        format!("{built} (HEAD is now {head})")
+    } else if dirty && built != "unknown" {
+        format!("{built}-dirty")
     } else {
-        head
+        built.to_string()
     }
 }
 

@@ -101,6 +101,9 @@ struct RunArgs {
     /// Write buffer (memtable) size for every engine, MiB.
     #[arg(long, default_value_t = 64)]
     write_buffer_mib: usize,
+    /// Memtables every engine that has the setting may hold at once (Shale, RocksDB).
+    #[arg(long, default_value_t = 4)]
+    write_buffers: usize,
     /// Target SSTable size for every engine, KiB (small values make trees of many files).
     #[arg(long, default_value_t = 64 * 1024)]
     target_file_kib: u64,
@@ -179,6 +182,7 @@ impl RunArgs {
             parity: Parity {
                 block_cache_bytes: self.cache_mib << 20,
                 write_buffer_bytes: self.write_buffer_mib << 20,
+                write_buffers: self.write_buffers,
                 target_file_bytes: self.target_file_kib << 10,
                 level_base_bytes: self.level_base_mib << 20,
                 max_open_files: self.max_open_files,
@@ -254,6 +258,12 @@ fn report_cmd(input: &Path, chart_path: Option<&Path>) -> BenchResult<()> {
 /// Rewrite OUT/report.md and its charts from every record in `jsonl`.
 pub(crate) fn write_report(out: &Path, jsonl: &Path) -> BenchResult<()> {
     let records = read_records(jsonl)?;
+    report::check_one_configuration(&records).map_err(|why| {
+        format!(
+            "{}: {why}; give each configuration its own --json-lines file",
+            jsonl.display()
+        )
+    })?;
     let chart_path = out.join("ops_per_sec.png");
     let link =
         chart::ops_chart(&report::summarize(&records), &chart_path)?.then_some("ops_per_sec.png");
@@ -344,8 +354,15 @@ fn run(args: &RunArgs) -> BenchResult<()> {
         .open(&jsonl)?;
     let mut produced = 0usize;
     for run_index in 0..args.repeat {
+        // Each round starts with the next engine: the one that runs first meets a machine
+        // that has just been idle, and the others the write-back of the one before.
+        let mut engines = args.engines.clone();
+        if !engines.is_empty() {
+            let shift = run_index as usize % engines.len();
+            engines.rotate_left(shift);
+        }
         for g in groups(&workloads) {
-            for e in &args.engines {
+            for e in &engines {
                 eprintln!("== run {run_index} engine {e}: {}", g.join(","));
                 let mut child = Command::new(&exe)
                     .arg("--internal-run")
@@ -361,6 +378,7 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .args(["--ycsb-ops", &cfg.ycsb_ops.to_string()])
                     .args(["--cache-mib", &args.cache_mib.to_string()])
                     .args(["--write-buffer-mib", &args.write_buffer_mib.to_string()])
+                    .args(["--write-buffers", &args.write_buffers.to_string()])
                     .args(["--target-file-kib", &args.target_file_kib.to_string()])
                     .args(["--level-base-mib", &args.level_base_mib.to_string()])
                     .args(["--max-open-files", &args.max_open_files.to_string()])

@@ -23,6 +23,11 @@ pub struct Record {
     pub write_amp: Option<f64>,
     /// Bytes in the database directory after background work, per live user byte.
     pub space_amp: Option<f64>,
+    /// Seconds the background work a writing workload left behind took to finish after
+    /// its clock stopped (flushes and compactions; not in `seconds`). Absent for read-only
+    /// workloads and in results recorded before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_seconds: Option<f64>,
     pub disk_bytes: u64,
     pub user_bytes_written: u64,
     pub peak_rss_bytes: u64,

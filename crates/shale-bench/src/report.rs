@@ -5,7 +5,43 @@ use std::fmt::Write as _;
 
 use crate::record::Record;
 
-/// Median record (by ops/s) per (workload, engine), and how many runs it is the median of.
+/// What must be equal for two runs of one (workload, engine) to be pooled into a median.
+fn configuration(r: &Record) -> String {
+    format!(
+        "ops {} key {} value {} threads {} durability {} parity {}",
+        r.ops,
+        r.key_size,
+        r.value_size,
+        r.threads,
+        r.durability,
+        serde_json::to_string(&r.parity).unwrap_or_default()
+    )
+}
+
+/// `Err` naming the first (workload, engine) whose runs differ in their settings: their
+/// median would mix configurations (a results file appended to by two different runs).
+pub fn check_one_configuration(records: &[Record]) -> Result<(), String> {
+    let mut seen: BTreeMap<(&str, &str), String> = BTreeMap::new();
+    for r in records {
+        let c = configuration(r);
+        match seen.get(&(r.workload.as_str(), r.engine.as_str())) {
+            Some(first) if *first != c => {
+                return Err(format!(
+                    "{} on {} ran with two settings: {first} and {c}",
+                    r.workload, r.engine
+                ))
+            }
+            Some(_) => {}
+            None => {
+                seen.insert((r.workload.as_str(), r.engine.as_str()), c);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Median record (by ops/s) per (workload, engine), and how many runs it is the median of
+/// (for an even count, the lower of the two middle runs).
 pub struct Summary {
     pub workloads: Vec<String>,
     pub engines: Vec<String>,
@@ -35,7 +71,7 @@ pub fn summarize(records: &[Record]) -> Summary {
         .filter_map(|(k, mut v)| {
             v.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
             let n = v.len();
-            v.get(n / 2).cloned().map(|r| (k, (r, n)))
+            v.get(n.saturating_sub(1) / 2).cloned().map(|r| (k, (r, n)))
         })
         .collect();
     Summary {
@@ -274,6 +310,7 @@ mod tests {
             max_us: 1.0,
             write_amp: None,
             space_amp: None,
+            settle_seconds: None,
             disk_bytes: 0,
             user_bytes_written: 0,
             peak_rss_bytes: 0,

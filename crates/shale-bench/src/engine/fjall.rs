@@ -120,9 +120,17 @@ impl Engine for FjallEngine {
 
     fn wait_background(&self) -> BenchResult<()> {
         self.ks.rotate_memtable_and_wait()?;
-        // fjall has no "wait for compactions" call: poll its counters.
-        while self.db.active_compactions() > 0 || self.db.outstanding_flushes() > 0 {
+        // fjall has no "wait for compactions" call: poll its counters until they have
+        // read idle for 5 polls in a row (100 ms), since a compaction that a flush just
+        // made due may not have started at the first idle poll.
+        let mut idle = 0;
+        while idle < 5 {
             std::thread::sleep(std::time::Duration::from_millis(20));
+            if self.db.active_compactions() > 0 || self.db.outstanding_flushes() > 0 {
+                idle = 0;
+            } else {
+                idle += 1;
+            }
         }
         Ok(())
     }
@@ -139,7 +147,8 @@ impl Engine for FjallEngine {
         vec![
             "fjall: no WAL-off mode; nowal = journal kept in fjall's user-space buffer (manual_journal_persist), not written per write".into(),
             "fjall: sync/buffered = insert, then Database::persist(SyncData / Buffer) (one call per write)".into(),
-            "fjall: wait_background polls active_compactions/outstanding_flushes (no wait API)".into(),
+            "fjall: wait_background polls active_compactions/outstanding_flushes until idle for 100 ms (no wait API)".into(),
+            "fjall: no limit on the number of memtables (write_buffers does not apply)".into(),
             "fjall: its L1 target is 4 x the table size (not settable), 256 MiB at the default 64 MiB tables".into(),
         ]
     }

@@ -62,6 +62,11 @@ impl CompressionChoice {
 pub struct Parity {
     pub block_cache_bytes: usize,
     pub write_buffer_bytes: usize,
+    /// Memtables an engine may hold at once, the active one included (Shale's
+    /// `max_write_buffers`, RocksDB's `max_write_buffer_number`; LevelDB has two and fjall
+    /// no such limit). More of them defer more flush work past the end of a fill.
+    #[serde(default = "default_write_buffers")]
+    pub write_buffers: usize,
     pub target_file_bytes: u64,
     pub block_bytes: usize,
     pub filter_bits_per_key: u32,
@@ -130,11 +135,18 @@ fn default_max_open_files() -> usize {
     1000
 }
 
+/// Shale's default; RocksDB's is 2. Results recorded before this field existed ran Shale
+/// with 4 and RocksDB with 2.
+fn default_write_buffers() -> usize {
+    4
+}
+
 impl Default for Parity {
     fn default() -> Self {
         Parity {
             block_cache_bytes: 64 << 20,
             write_buffer_bytes: 64 << 20,
+            write_buffers: default_write_buffers(),
             target_file_bytes: 64 << 20,
             block_bytes: 4096,
             filter_bits_per_key: 10,

@@ -31,6 +31,7 @@ impl ShaleEngine {
     pub fn open(dir: &Path, p: &Parity) -> BenchResult<ShaleEngine> {
         let opts = Options {
             write_buffer_size: p.write_buffer_bytes,
+            max_write_buffers: p.write_buffers,
             max_file_size: p.target_file_bytes,
             block_size: p.block_bytes,
             filter_bits_per_key: p.filter_bits_per_key,

@@ -253,6 +253,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             max_us: v.lat[4],
             write_amp: None,
             space_amp: None,
+            settle_seconds: None,
             disk_bytes: 0,
             user_bytes_written: 0,
             peak_rss_bytes: v.peak_rss_bytes,

@@ -347,14 +347,17 @@ impl Runner {
         };
         pb.finish_and_clear();
         let wrote = out.user_bytes_written > 0;
+        let mut settle = None;
         if wrote {
             // Background work caused by the writes counts towards write amplification.
+            let t0 = std::time::Instant::now();
             self.engine()?.wait_background()?;
+            settle = Some(t0.elapsed().as_secs_f64());
         }
         let io_bytes = metrics::io_write_bytes().saturating_sub(io0);
         let cpu = metrics::cpu_seconds() - cpu0;
         let disk = metrics::dir_bytes(&self.dir);
-        let rec = self.record(
+        let mut rec = self.record(
             name,
             durability,
             threads_needed,
@@ -364,6 +367,7 @@ impl Runner {
             disk,
             cpu,
         );
+        rec.settle_seconds = settle;
         emit(&rec);
         Ok(())
     }
@@ -402,6 +406,7 @@ impl Runner {
                 .live_bytes
                 .filter(|&b| b > 0)
                 .map(|b| disk as f64 / b as f64),
+            settle_seconds: None,
             disk_bytes: disk,
             user_bytes_written: out.user_bytes_written,
             peak_rss_bytes: metrics::peak_rss_bytes(),
