@@ -123,6 +123,19 @@ pub trait FileSystem: Send + Sync + Debug {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
 }
 
+/// Delete `dir/name` if it is there, and make that durable (`dir` synced).
+///
+/// # Errors
+/// `Io` from the delete or the directory sync.
+pub(crate) fn remove_durably(fs: &dyn FileSystem, dir: &Path, name: &str) -> Result<()> {
+    let path = dir.join(name);
+    if !fs.exists(&path) {
+        return Ok(());
+    }
+    fs.remove(&path)?;
+    fs.sync_dir(dir)
+}
+
 /// Replace `dir/name` with what `fill` appends, atomically: the bytes go to `dir/temp`,
 /// which is synced and renamed over `name`, and then the directory is synced, so a crash
 /// at any point leaves the whole old file or the whole new one.

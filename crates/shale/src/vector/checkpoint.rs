@@ -65,12 +65,7 @@ pub(super) fn write(fs: &dyn FileSystem, dir: &Path, graph: &Hnsw) -> Result<()>
 /// # Errors
 /// `Io` from the delete or the directory sync.
 pub(super) fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    let path = dir.join(GRAPH_FILE);
-    if !fs.exists(&path) {
-        return Ok(());
-    }
-    fs.remove(&path)?;
-    fs.sync_dir(dir)
+    crate::fs::remove_durably(fs, dir, GRAPH_FILE)
 }
 
 /// `std::io::Write` over a [`WritableFile`], keeping the engine's error.

@@ -125,12 +125,7 @@ pub(super) fn owns(name: &str) -> bool {
 /// # Errors
 /// `Io` from the delete or the directory sync.
 pub(super) fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    let path = dir.join(MODEL_FILE);
-    if !fs.exists(&path) {
-        return Ok(());
-    }
-    fs.remove(&path)?;
-    fs.sync_dir(dir)
+    fs::remove_durably(fs, dir, MODEL_FILE)
 }
 
 #[cfg(test)]

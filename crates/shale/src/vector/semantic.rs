@@ -797,11 +797,7 @@ impl From<Error> for OpenError {
 fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     use crate::db::filename::{self, FileKind};
     model_file::remove(fs, dir)?;
-    let current = dir.join("CURRENT");
-    if fs.exists(&current) {
-        fs.remove(&current)?;
-        fs.sync_dir(dir)?;
-    }
+    crate::fs::remove_durably(fs, dir, "CURRENT")?;
     for name in fs.list(dir)? {
         let remove = match filename::parse(&name) {
             Some(FileKind::Lock) => false,
