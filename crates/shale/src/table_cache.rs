@@ -10,6 +10,9 @@
 //!   by file number (like the block cache: a table read again soon after keeps its place)
 //!   and closed when evicted. A get takes a shard's mutex and clones the `Arc` there.
 //!
+//! Readers that miss one table at the same time open it once: the opener holds one of
+//! 16 locks striped by file number, and the others, waiting on it, then find its table.
+//!
 //! A file's table is closed when compaction deletes the file. A reader that holds an
 //! `Arc<Table>` keeps that table open until it lets go, so the number of open files can
 //! exceed the budget by the tables in use at once. Without this cache every live file
@@ -19,13 +22,14 @@
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::cache::{BlockCache, ClockCache};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::purge::{self, Garbage, Purger};
 use crate::sst::Table;
+use crate::sync::lock;
 use crate::version::{FileId, FileMeta, TableFile};
 
 /// A table reader lent for one read: borrowed from its file's pin, or a clone out of the
@@ -71,7 +75,15 @@ pub struct TableCache {
     mmap: bool,
     /// Where retired tables go to be closed and deleted off the caller's thread.
     purger: Arc<Purger>,
+    /// Held by the reader opening a table (by file number, striped), so that readers
+    /// missing the same table at once open it once: the others wait, then find it
+    /// (RocksDB's `loader_mutex_`). Without it each opened its own copy, and one of them
+    /// could stay in the CLOCK cache beside the pinned one.
+    loaders: [Mutex<()>; LOADERS],
 }
+
+/// Stripes of [`TableCache::loaders`].
+const LOADERS: usize = 16;
 
 impl std::fmt::Debug for TableCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -107,6 +119,7 @@ impl TableCache {
             pinned_table_bytes: AtomicUsize::new(0),
             mmap,
             purger,
+            loaders: Default::default(),
         }
     }
 
@@ -117,6 +130,15 @@ impl TableCache {
     /// `Io` if the file cannot be opened; `Corruption` if its length differs from the
     /// manifest's or its footer, index, filter or properties are damaged.
     pub fn get<'f>(&self, file: &'f TableFile) -> Result<TableRef<'f>> {
+        if let Some(table) = file.pinned_table() {
+            return Ok(TableRef::Pinned(table));
+        }
+        if let Some(table) = self.open.get(&file.meta.id.0) {
+            return Ok(TableRef::Cached(table));
+        }
+        let stripe = (file.meta.id.0 % LOADERS as u64) as usize;
+        let _loading = self.loaders.get(stripe).map(lock);
+        // Another reader may have opened it while this one waited.
         if let Some(table) = file.pinned_table() {
             return Ok(TableRef::Pinned(table));
         }
@@ -244,6 +266,83 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// A `MemFs` whose table opens are counted and slow, so that readers arriving
+    /// together all miss.
+    #[derive(Debug)]
+    struct SlowOpens {
+        mem: MemFs,
+        opens: AtomicUsize,
+    }
+
+    impl FileSystem for SlowOpens {
+        fn create(&self, path: &Path) -> Result<Box<dyn crate::fs::WritableFile>> {
+            self.mem.create(path)
+        }
+        fn create_log(&self, path: &Path) -> Result<Box<dyn crate::fs::WritableFile>> {
+            self.mem.create_log(path)
+        }
+        fn open(&self, path: &Path) -> Result<Arc<dyn crate::fs::RandomAccessFile>> {
+            self.opens.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            self.mem.open(path)
+        }
+        fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+            self.mem.read_all(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+            self.mem.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> Result<()> {
+            self.mem.remove(path)
+        }
+        fn list(&self, dir: &Path) -> Result<Vec<String>> {
+            self.mem.list(dir)
+        }
+        fn create_dir_all(&self, dir: &Path) -> Result<()> {
+            self.mem.create_dir_all(dir)
+        }
+        fn sync_dir(&self, dir: &Path) -> Result<()> {
+            self.mem.sync_dir(dir)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.mem.exists(path)
+        }
+        fn lock(&self, path: &Path) -> Result<Box<dyn crate::fs::FileLock>> {
+            self.mem.lock(path)
+        }
+    }
+
+    #[test]
+    fn readers_missing_one_table_together_open_it_once() {
+        let mem = MemFs::new();
+        let fs = Arc::new(SlowOpens {
+            mem: mem.clone(),
+            opens: AtomicUsize::new(0),
+        });
+        // 8 tables: 4 pinned, 4 in the CLOCK cache; two of each are read.
+        let tables = Arc::new(TableCache::new(
+            fs.clone(),
+            PathBuf::from("/db"),
+            Arc::new(BlockCache::new(1 << 20, 4096)),
+            8,
+            false,
+            Arc::default(),
+        ));
+        let files = files(&Arc::new(mem), &tables, 8);
+        let read = [&files[0], &files[1], &files[6], &files[7]];
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for f in read {
+                        f.table_ref().unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(fs.opens.load(Ordering::SeqCst), read.len());
+        assert_eq!(tables.open_count(), read.len(), "one copy of each");
     }
 
     #[test]
