@@ -37,17 +37,22 @@ fn run(cmd: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The commit this binary was built from (at build time; `build.rs`), with "-dirty" if
-/// the work tree differs from it now: the binary may then have been built from edits that
-/// were not committed.
+/// The commit this binary was built from (`build.rs`), and the checkout's HEAD now if
+/// that has moved on since (the binary is older than the source next to it).
 pub fn git_commit() -> String {
     let built = env!("SHALE_BENCH_BUILT_FROM");
-    let head = run("git", &["rev-parse", "--short=12", "HEAD"]);
-    let dirty = !run("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
-    if head != built && head != "unknown" {
+    let head = run(
+        "git",
+        &[
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short=12",
+            "HEAD",
+        ],
+    );
+    if head != "unknown" && !built.starts_with(head.as_str()) {
         format!("{built} (HEAD is now {head})")
-    } else if dirty && built != "unknown" {
-        format!("{built}-dirty")
     } else {
         built.to_string()
     }

@@ -23,9 +23,10 @@ pub struct Record {
     pub write_amp: Option<f64>,
     /// Bytes in the database directory after background work, per live user byte.
     pub space_amp: Option<f64>,
-    /// Seconds the background work a writing workload left behind took to finish after
-    /// its clock stopped (flushes and compactions; not in `seconds`). Absent for read-only
-    /// workloads and in results recorded before it was measured.
+    /// Seconds the engine's wait for background work took after a writing workload's
+    /// clock stopped (not in `seconds`): a flush of the active memtable, then the pending
+    /// flushes and compactions; fjall's wait adds 100 ms of idle polling. Absent for
+    /// read-only workloads and in results recorded before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle_seconds: Option<f64>,
     pub disk_bytes: u64,

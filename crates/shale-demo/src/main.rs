@@ -84,8 +84,10 @@ fn run(args: &Args) -> Result<(), String> {
 /// directory that holds anything else: `--db` may name a directory the user cares about.
 fn clear_demo_dir(dir: &std::path::Path) -> Result<(), String> {
     let show = |e: std::io::Error| format!("{}: {e}", dir.display());
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(()); // not there yet
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(show(e)),
     };
     let mut ours = Vec::new();
     for entry in entries {
