@@ -58,12 +58,19 @@ install_hnswlib() {
 }
 
 if ! have_npy; then
-    # pip: the interpreter's own, else Debian's python3-pip (as fetch-model.sh does).
+    # pip: the interpreter's own, else one bootstrapped into a private venv in the cache,
+    # else Debian's python3-pip (as fetch-model.sh does).
     pip_cmd=()
     if "$python" -m pip --version >/dev/null 2>&1; then
         pip_cmd=("$python" -m pip)
+    elif "$python" -m venv "$cache/pip-venv" >/dev/null 2>&1 &&
+        "$cache/pip-venv/bin/python" -m pip --version >/dev/null 2>&1; then
+        pip_cmd=("$cache/pip-venv/bin/python" -m pip)
     elif [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-        apt-get update -qq >&2 && apt-get install -y -qq python3-pip >&2
+        if ! { apt-get update -qq >&2 && apt-get install -y -qq python3-pip >&2; }; then
+            echo "fetch-bench-data: apt-get could not install python3-pip" >&2
+            exit 1
+        fi
         pip_cmd=(/usr/bin/python3 -m pip)
     else
         echo "fetch-bench-data: $python has no pip" >&2

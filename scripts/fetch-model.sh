@@ -87,9 +87,12 @@ if "$python" -m pip --version >/dev/null 2>&1; then
 elif "$python" -m venv "$cache/pip-venv" >/dev/null 2>&1 &&
     "$cache/pip-venv/bin/python" -m pip --version >/dev/null 2>&1; then
     pip_cmd=("$cache/pip-venv/bin/python" -m pip)
-elif command -v apt-get >/dev/null 2>&1; then
+elif [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "fetch-model: no pip for $python; installing Debian's python3-pip" >&2
-    apt-get update -qq >&2 && apt-get install -y -qq python3-pip >&2
+    if ! { apt-get update -qq >&2 && apt-get install -y -qq python3-pip >&2; }; then
+        echo "fetch-model: apt-get could not install python3-pip" >&2
+        exit 1
+    fi
     pip_cmd=(/usr/bin/python3 -m pip)
 else
     echo "fetch-model: $python has no pip and none could be installed" >&2

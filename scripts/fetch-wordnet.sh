@@ -9,7 +9,7 @@
 # to stderr; stdout is only the directory, so `dir=$(scripts/fetch-wordnet.sh)`.
 set -euo pipefail
 
-cache="${SHALE_CACHE:-$HOME/.cache/shale}"
+cache="${SHALE_CACHE:-${HOME:?set HOME or SHALE_CACHE}/.cache/shale}"
 out="$cache/wordnet"
 files=(data.noun data.verb data.adj data.adv)
 

@@ -20,16 +20,17 @@ echo "== cargo test"
 cargo test --workspace
 echo "== R9: every fuzz target for 60 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
 fuzz_log="$(mktemp)"
+bench_tmp=""
+# Temporary files go whether the script passes or fails.
+trap 'rm -rf "$fuzz_log" ${bench_tmp:+"$bench_tmp"}' EXIT
 if ! SHALE_FUZZ_SECONDS=60 cargo test -p shale --test fuzz_smoke -- --test-threads=2 --nocapture \
     >"$fuzz_log" 2>&1; then
     cat "$fuzz_log"
     exit 1
 fi
 grep -E "seeds,|test result" "$fuzz_log"
-rm -f "$fuzz_log"
 echo "== scripts/test-python.sh (the Python package, crates/shale-py)"
 bash scripts/test-python.sh
 echo "== shale-bench --quick (smoke run, no speed thresholds)"
 bench_tmp="$(mktemp -d "${PWD}/target/bench-quick.XXXXXX" 2>/dev/null || mktemp -d)"
 cargo run --release -p shale-bench -- --quick --engines shale --out "$bench_tmp" --db-dir "$bench_tmp/db"
-rm -rf "$bench_tmp"
