@@ -30,7 +30,7 @@
 //! the live data written once.
 //!
 //! The vector store in `vectors/` is a database of its own and is repaired the same way;
-//! the next open reconciles it with the repaired values (vector/semantic.rs).
+//! the next open reconciles it with the repaired values (vector/semantic/open.rs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

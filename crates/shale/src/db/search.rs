@@ -1,5 +1,5 @@
 //! Semantic search on a [`Db`]: the write hook that queues texts for the index, and the
-//! search calls (see `vector/semantic.rs` for the index and its consistency rules).
+//! search calls (see `vector/semantic/` for the index and its consistency rules).
 
 use std::sync::Arc;
 

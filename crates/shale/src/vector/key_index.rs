@@ -131,7 +131,7 @@ impl Index {
     }
 
     /// Forget the deleted keys whose deletes are older than `horizon`: no change older
-    /// than it can still be applied (see the module comment of `semantic.rs`), so no
+    /// than it can still be applied (see the module comment of `semantic/mod.rs`), so no
     /// stale change can need their sequence numbers any more.
     pub(super) fn forget_deleted_before(&mut self, horizon: u64) {
         while let Some(entry) = self.deleted.first_entry() {

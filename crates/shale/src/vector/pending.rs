@@ -1,7 +1,7 @@
 //! The queue between writers and the embed workers of the semantic index: changes
 //! numbered by tickets, the tickets applied so far (read-your-writes for searches), and the
 //! **horizon**, the least sequence number a change still to be applied can have (see the
-//! module comment of `semantic.rs` for why the key map needs it).
+//! module comment of `semantic/mod.rs` for why the key map needs it).
 //!
 //! Thread safety: `Pending` lives in the index's `pending` mutex; a [`Registration`] takes
 //! that mutex itself, so it must not be created or dropped while it is held.
