@@ -111,5 +111,14 @@ fn main() -> shale::Result<()> {
         n as f64 / secs
     );
     println!("files per level {:?}", db.level_file_counts());
+    let stats = db.stats();
+    println!(
+        "block cache: {} hits, {} misses ({} turned away), {} of {} bytes used",
+        stats.block_cache_hits,
+        stats.block_cache_misses,
+        stats.block_cache_rejections,
+        stats.block_cache_usage_bytes,
+        stats.block_cache_capacity_bytes
+    );
     Ok(())
 }

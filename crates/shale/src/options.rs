@@ -86,9 +86,9 @@ pub struct Options {
     /// flushes and the small top levels uncompressed, L5 and L6 dense. Default: empty.
     pub compression_per_level: Vec<Compression>,
     /// Byte budget of the block cache. Default: 64 MiB. Once the cache is full, a data
-    /// block is cached at its second miss, if the first was recent (within about as many
-    /// misses as the cache holds blocks; `block_size` sets that estimate), not at its
-    /// first: a block read once would evict one that may be read again. With
+    /// block is cached at its third miss, if the first two were recent (within about as
+    /// many misses as the cache holds blocks; `block_size` sets that estimate), not at its
+    /// first: a block read once or twice would evict one as likely to be read again. With
     /// `mmap_reads`, an uncompressed block is a view into the mapping and is charged only
     /// its small header: the budget then bounds heap use, and the OS page cache holds the
     /// bytes.
