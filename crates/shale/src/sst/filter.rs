@@ -124,28 +124,42 @@ impl BloomFilter {
 
     /// [`BloomFilter::may_contain`] for a key already hashed.
     pub fn may_contain_key(&self, key: FilterKey) -> bool {
-        let Some((&k, bits)) = self.data.split_last() else {
-            return true;
-        };
+        match self.probes(key) {
+            Some((bits, mut probes)) => probes.all(|bit| {
+                usize::try_from(bit / 8)
+                    .ok()
+                    .and_then(|i| bits.get(i))
+                    .is_none_or(|&byte| byte & (1 << (bit % 8)) != 0)
+            }),
+            None => true,
+        }
+    }
+
+    /// Start loading the cache lines that [`BloomFilter::may_contain_key`] reads for
+    /// `key`: a point read does this for every table it may visit before it probes the
+    /// first, so that the memory waits of all the probes overlap.
+    pub fn prefetch(&self, key: FilterKey) {
+        if let Some((bits, probes)) = self.probes(key) {
+            for bit in probes {
+                if let Some(byte) = usize::try_from(bit / 8).ok().and_then(|i| bits.get(i)) {
+                    crate::sync::prefetch(byte);
+                }
+            }
+        }
+    }
+
+    /// The bit array and the positions in it of `key`'s probes; `None` if the filter
+    /// says "may contain" for every key (empty, too short, or an unknown encoding).
+    fn probes(&self, key: FilterKey) -> Option<(&[u8], impl Iterator<Item = u64>)> {
+        let (&k, bits) = self.data.split_last()?;
         if bits.is_empty() || k == 0 || k > MAX_PROBES {
-            return true;
+            return None;
         }
         let nbits = (bits.len() as u64).saturating_mul(8);
         let h = key.0;
         let delta = h.rotate_right(33) | 1;
-        let mut g = h;
-        for _ in 0..k {
-            let bit = g % nbits;
-            let set = usize::try_from(bit / 8)
-                .ok()
-                .and_then(|i| bits.get(i))
-                .is_none_or(|&byte| byte & (1 << (bit % 8)) != 0);
-            if !set {
-                return false;
-            }
-            g = g.wrapping_add(delta);
-        }
-        true
+        let probes = (0..u64::from(k)).map(move |i| h.wrapping_add(i.wrapping_mul(delta)) % nbits);
+        Some((bits, probes))
     }
 }
 

@@ -267,6 +267,14 @@ impl Table {
         decode_index_value(index_value, &self.source.path, self.source.metadata_end)
     }
 
+    /// Start loading the bloom filter's cache lines for `key` (see
+    /// `BloomFilter::prefetch`).
+    pub(crate) fn prefetch_filter(&self, key: FilterKey) {
+        if let Some(f) = &self.filter {
+            f.prefetch(key);
+        }
+    }
+
     /// False only if the table certainly holds no entry for `user_key`.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         self.may_contain_key(FilterKey::new(user_key))
