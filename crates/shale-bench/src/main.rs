@@ -101,8 +101,9 @@ struct RunArgs {
     /// Write buffer (memtable) size for every engine, MiB.
     #[arg(long, default_value_t = 64)]
     write_buffer_mib: usize,
-    /// Memtables every engine that has the setting may hold at once (Shale, RocksDB).
-    #[arg(long, default_value_t = 4)]
+    /// Memtables every engine that has the setting may hold at once (Shale, RocksDB):
+    /// 2 to 64, the range both take as given (RocksDB would raise a 1 to 2 silently).
+    #[arg(long, default_value_t = 4, value_parser = write_buffers_in_range)]
     write_buffers: usize,
     /// Target SSTable size for every engine, KiB (small values make trees of many files).
     #[arg(long, default_value_t = 64 * 1024)]
@@ -156,6 +157,13 @@ struct RunArgs {
     run_index: u32,
     #[arg(long, hide = true)]
     command_line: Option<String>,
+}
+
+fn write_buffers_in_range(arg: &str) -> Result<usize, String> {
+    match arg.parse::<usize>() {
+        Ok(n) if (2..=64).contains(&n) => Ok(n),
+        _ => Err(format!("{arg} is not a count from 2 to 64")),
+    }
 }
 
 impl RunArgs {
@@ -488,5 +496,16 @@ mod tests {
             "--quick",
         ])
         .unwrap();
+    }
+
+    #[test]
+    fn write_buffers_outside_what_both_engines_take_are_refused() {
+        let parse = |n: &str| Cli::try_parse_from(["shale-bench", "--write-buffers", n]);
+        for ok in ["2", "4", "64"] {
+            assert_eq!(parse(ok).unwrap().run.write_buffers.to_string(), ok);
+        }
+        for bad in ["0", "1", "65", "four"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }

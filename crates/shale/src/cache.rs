@@ -21,7 +21,8 @@
 //! in other blocks (one the cache will hit) gets in; a scan, or uniform reads over data
 //! many times the cache, pass through. (At the second miss, as until session 18, 31% of
 //! the misses of such uniform reads each exchanged a block for one as likely to be read,
-//! and random gets ran 14% slower in `shale-bench`: 360 k/s against 420 k/s.) Until a shard is full, every block is admitted.
+//! and random gets ran 14% slower in `shale-bench`: 360 k/s against 420 k/s.) Until a
+//! shard is full, every block is admitted.
 //!
 //! Index and filter blocks are not here: each open table pins its own (see
 //! `sst/reader.rs`); their total is reported separately.
