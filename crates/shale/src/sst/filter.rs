@@ -125,12 +125,9 @@ impl BloomFilter {
     /// [`BloomFilter::may_contain`] for a key already hashed.
     pub fn may_contain_key(&self, key: FilterKey) -> bool {
         match self.probes(key) {
-            Some((bits, mut probes)) => probes.all(|bit| {
-                usize::try_from(bit / 8)
-                    .ok()
-                    .and_then(|i| bits.get(i))
-                    .is_none_or(|&byte| byte & (1 << (bit % 8)) != 0)
-            }),
+            Some((bits, mut probes)) => {
+                probes.all(|(i, mask)| bits.get(i).is_none_or(|&byte| byte & mask != 0))
+            }
             None => true,
         }
     }
@@ -140,17 +137,18 @@ impl BloomFilter {
     /// first, so that the memory waits of all the probes overlap.
     pub fn prefetch(&self, key: FilterKey) {
         if let Some((bits, probes)) = self.probes(key) {
-            for bit in probes {
-                if let Some(byte) = usize::try_from(bit / 8).ok().and_then(|i| bits.get(i)) {
+            for (i, _) in probes {
+                if let Some(byte) = bits.get(i) {
                     crate::sync::prefetch(byte);
                 }
             }
         }
     }
 
-    /// The bit array and the positions in it of `key`'s probes; `None` if the filter
-    /// says "may contain" for every key (empty, too short, or an unknown encoding).
-    fn probes(&self, key: FilterKey) -> Option<(&[u8], impl Iterator<Item = u64>)> {
+    /// The bit array and `key`'s probes in it, each a byte index and the mask of its bit
+    /// in that byte; `None` if the filter says "may contain" for every key (empty, too
+    /// short, or an unknown encoding).
+    fn probes(&self, key: FilterKey) -> Option<(&[u8], impl Iterator<Item = (usize, u8)>)> {
         let (&k, bits) = self.data.split_last()?;
         if bits.is_empty() || k == 0 || k > MAX_PROBES {
             return None;
@@ -158,7 +156,14 @@ impl BloomFilter {
         let nbits = (bits.len() as u64).saturating_mul(8);
         let h = key.0;
         let delta = h.rotate_right(33) | 1;
-        let probes = (0..u64::from(k)).map(move |i| h.wrapping_add(i.wrapping_mul(delta)) % nbits);
+        let probes = (0..u64::from(k)).map(move |i| {
+            let bit = h.wrapping_add(i.wrapping_mul(delta)) % nbits;
+            // `bit < nbits = 8 * bits.len()`, so the index fits (and is in range).
+            (
+                usize::try_from(bit / 8).unwrap_or(usize::MAX),
+                1u8 << (bit % 8),
+            )
+        });
         Some((bits, probes))
     }
 }
