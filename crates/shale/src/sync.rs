@@ -14,15 +14,45 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// does not wait for memory. A hint only; a no-op on targets other than x86-64.
 #[inline]
 pub(crate) fn prefetch<T>(value: &T) {
+    prefetch_address(std::ptr::from_ref(value).cast());
+}
+
+/// [`prefetch`] every cache line that holds part of `values`: the lines then load in
+/// parallel, where a loop that reads them in order would wait for memory a few lines at
+/// a time until the hardware prefetcher noticed the stream.
+#[inline]
+pub(crate) fn prefetch_slice<T>(values: &[T]) {
+    let range = values.as_ptr_range();
+    let start = range.start.cast::<u8>();
+    for offset in line_offsets(start as usize, range.end as usize) {
+        prefetch_address(start.wrapping_offset(offset));
+    }
+}
+
+/// The offsets from `start` of the starts of the cache lines that hold `start..end`. The
+/// first is at or before `start`: a range that begins mid-line may reach one more line
+/// than its length alone would take.
+fn line_offsets(start: usize, end: usize) -> impl Iterator<Item = isize> {
+    let first = start - start % CACHE_LINE;
+    (first..end)
+        .step_by(CACHE_LINE)
+        .map(move |line| line.wrapping_sub(start) as isize)
+}
+
+/// The cache line size assumed by [`prefetch_slice`] (x86-64 and most ARM cores).
+const CACHE_LINE: usize = 64;
+
+#[inline]
+fn prefetch_address(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch has no architectural effect and never faults; the address comes
-    // from a valid reference in any case.
+    // SAFETY: a prefetch has no architectural effect and never faults, whatever the
+    // address; every address passed here lies in a line the caller may read anyway.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());
+        _mm_prefetch::<_MM_HINT_T0>(address.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = address;
 }
 
 /// Slots of a [`Striped`] counter: threads beyond this many share slots.
@@ -69,7 +99,20 @@ impl Striped {
 
 #[cfg(test)]
 mod tests {
-    use super::Striped;
+    use super::{line_offsets, Striped, CACHE_LINE};
+
+    #[test]
+    fn line_offsets_name_every_line_a_range_touches() {
+        let lines = |start, len| line_offsets(start, start + len).collect::<Vec<_>>();
+        let l = CACHE_LINE as isize;
+        assert_eq!(lines(4096, 0), Vec::<isize>::new());
+        assert_eq!(lines(4096, 1), [0]);
+        assert_eq!(lines(4096, 64), [0]);
+        assert_eq!(lines(4096, 65), [0, l]);
+        // 128 bytes from mid-line touch three lines; the first starts before the range.
+        assert_eq!(lines(4096 + 16, 128), [-16, l - 16, 2 * l - 16]);
+        assert_eq!(lines(4096 + 63, 2), [-63, 1]);
+    }
 
     #[test]
     fn striped_counter_sums_every_threads_adds() {

@@ -80,6 +80,20 @@ impl BlockSource {
         self.inflate(handle, ty, stored).map(BlockBytes::owned)
     }
 
+    /// Start loading the block at `handle` (and its trailer) into the CPU's caches, if
+    /// the file is mapped and the handle lies within the block area; else do nothing.
+    fn prefetch(&self, handle: BlockHandle) {
+        let (Some(map), Some(end)) = (self.file.mapped(), handle.end_with_trailer()) else {
+            return;
+        };
+        let range = usize::try_from(handle.offset)
+            .ok()
+            .zip(usize::try_from(end).ok());
+        if let Some(bytes) = range.and_then(|(start, end)| map.get(start..end)) {
+            crate::sync::prefetch_slice(bytes);
+        }
+    }
+
     /// Check the trailer of the block in `buf` (block and trailer) and split off the block.
     fn verify<'b>(
         &self,
@@ -275,6 +289,18 @@ impl Table {
         }
     }
 
+    /// Start loading what a point read of `user_key` reads of the index first: its group
+    /// of index words and their block handles.
+    pub(crate) fn prefetch_index(&self, user_key: &[u8]) {
+        let Some(group) = self.index_words.group_of(user_key) else {
+            return;
+        };
+        self.index_words.prefetch(group.clone());
+        if let Some(handles) = self.block_handles.as_ref().and_then(|h| h.get(group)) {
+            crate::sync::prefetch_slice(handles);
+        }
+    }
+
     /// False only if the table certainly holds no entry for `user_key`.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         self.may_contain_key(FilterKey::new(user_key))
@@ -354,6 +380,10 @@ impl Table {
         target: &[u8],
         fill_cache: bool,
     ) -> Result<BlockAnswer> {
+        // Most point reads miss the cache and then read the whole block: its lines load
+        // while the cache is searched, and all at once rather than as the checksum
+        // reaches them.
+        self.source.prefetch(handle);
         let block = self.read_block(handle, fill_cache)?;
         let mut key = Vec::with_capacity(target.len());
         let Some(value) = block.seek_entry(target, &mut key)? else {

@@ -202,10 +202,18 @@ impl Version {
         // start loading every one's lines first, so that their misses overlap instead of
         // following each other (a key in L1 under three L0 tables waits once, not four
         // times). Only pinned tables: the others would pay a table cache lookup twice.
+        // The last table is where most gets of a present key end (it holds most of the
+        // data): the index words and block handles its search reads load too. A get of a
+        // missing key pays for that (a search of the index's top words) and gains nothing.
+        let mut last = None;
         for file in self.candidates(user_key, snapshot) {
-            if let Some(table) = file.pinned_table() {
+            last = file.pinned_table();
+            if let Some(table) = last {
                 table.prefetch_filter(filter_key);
             }
+        }
+        if let Some(table) = last {
+            table.prefetch_index(user_key);
         }
         for file in self.candidates(user_key, snapshot) {
             if let Some(found) = probe(file)? {

@@ -19,6 +19,7 @@
 //! word means a smaller byte at the first difference, or a key that ended first.
 
 use std::cmp::Ordering;
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::reader::Block;
@@ -102,14 +103,35 @@ impl RestartWords {
 
     /// The number of words `< w`: a binary search over `top`, then over one group.
     fn lower_bound(&self, w: u64) -> usize {
+        let group = self.group(w);
+        let start = group.start;
+        let words = self.words.get(group).unwrap_or_default();
+        start + words.partition_point(|&x| x < w)
+    }
+
+    /// The words among which `lower_bound(w)` lies (or just past which), found in `top`.
+    fn group(&self, w: u64) -> Range<usize> {
         // `words[(j - 1) * GROUP] < w <= words[j * GROUP]` (where they exist), so the
         // answer is in `(j - 1) * GROUP + 1 ..= j * GROUP`: inside group `j - 1` or at its
         // end. With `j == 0` it is 0.
         let j = self.top.partition_point(|&x| x < w);
         let start = j.saturating_sub(1) * GROUP;
-        let end = (j * GROUP).min(self.words.len());
-        let group = self.words.get(start..end).unwrap_or_default();
-        start + group.partition_point(|&x| x < w)
+        start..(j * GROUP).min(self.words.len())
+    }
+
+    /// The restart points whose words a search for `user_key` reads after `top`: a
+    /// caller can start loading them (and what it keeps per restart point) early. `None`
+    /// when the key lies outside the shared prefix and no word is read.
+    pub fn group_of(&self, user_key: &[u8]) -> Option<Range<usize>> {
+        let rest = user_key.strip_prefix(self.skip.as_slice())?;
+        Some(self.group(word(rest)))
+    }
+
+    /// Start loading the words of `restarts` into the CPU's caches.
+    pub fn prefetch(&self, restarts: Range<usize>) {
+        if let Some(words) = self.words.get(restarts) {
+            crate::sync::prefetch_slice(words);
+        }
     }
 
     /// Restarts `lo..hi` have `user_key`'s word: those before `lo` sort before any
@@ -180,6 +202,10 @@ mod tests {
             for w in 0..=10 * (len as u64 / 3 + 1) {
                 let want = words.partition_point(|&x| x < w);
                 assert_eq!(rw.lower_bound(w), want, "len {len} w {w}");
+                // What `group_of` tells a caller to prefetch is what the search reads.
+                let group = rw.group(w);
+                assert!(group.start <= want && want <= group.end, "len {len} w {w}");
+                assert!(group.len() <= GROUP, "len {len} w {w}");
             }
         }
     }
