@@ -14,6 +14,7 @@ mod edit;
 mod manifest;
 mod set;
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -186,37 +187,38 @@ impl Version {
         counters: &mut GetCounters,
     ) -> Result<Option<(ValueKind, Vec<u8>)>> {
         let filter_key = FilterKey::new(user_key);
-        let mut probe = |file: &TableFile| -> Result<Option<(ValueKind, Vec<u8>)>> {
-            let table = file.table_ref()?;
-            let filter = Timer::start();
-            let may_contain = table.may_contain_key(filter_key);
-            filter.stop(|p| &mut p.get_filter_nanos);
-            if !may_contain {
-                counters.bloom_useful += 1;
-                crate::perf::count(|p| &mut p.bloom_useful, 1);
-                return Ok(None);
-            }
-            table.get_unfiltered(user_key, snapshot, fill_cache)
-        };
         // The filters of the tables ahead are in memory but rarely in the CPU's caches:
         // start loading every one's lines first, so that their misses overlap instead of
         // following each other (a key in L1 under three L0 tables waits once, not four
         // times). Only pinned tables: the others would pay a table cache lookup twice.
-        // The last table is where most gets of a present key end (it holds most of the
-        // data): the index words and block handles its search reads load too. A get of a
-        // missing key pays for that (a search of the index's top words) and gains nothing.
         let mut last = None;
         for file in self.candidates(user_key, snapshot) {
-            last = file.pinned_table();
-            if let Some(table) = last {
+            if let Some(table) = file.pinned_table() {
                 table.prefetch_filter(filter_key);
             }
+            last = Some(file);
         }
-        if let Some(table) = last {
+        // The last table holds most of the data. If this thread's recent gets got past
+        // its filter, this one likely will too: start loading the index words and block
+        // handles its search reads, so that they arrive with the filter's lines.
+        let last_pinned = last.and_then(TableFile::pinned_table);
+        if let (Some(table), true) = (last_pinned, LastFilter::predicts_pass()) {
             table.prefetch_index(user_key);
         }
         for file in self.candidates(user_key, snapshot) {
-            if let Some(found) = probe(file)? {
+            let table = file.table_ref()?;
+            let filter = Timer::start();
+            let may_contain = table.may_contain_key(filter_key);
+            filter.stop(|p| &mut p.get_filter_nanos);
+            if last.is_some_and(|last| std::ptr::eq(last, file)) {
+                LastFilter::record(may_contain);
+            }
+            if !may_contain {
+                counters.bloom_useful += 1;
+                crate::perf::count(|p| &mut p.bloom_useful, 1);
+                continue;
+            }
+            if let Some(found) = table.get_unfiltered(user_key, snapshot, fill_cache)? {
                 return Ok(Some(found));
             }
         }
@@ -245,7 +247,60 @@ impl Version {
     }
 }
 
+/// Whether this thread's recent point reads that reached the last candidate table got
+/// past its filter: a 2-bit saturating counter, as a branch predictor keeps. Gets of
+/// present keys gain from loading that table's index early (with its filter); gets of
+/// missing keys would only pay for it (a search of the index's top words and up to eight cache
+/// lines of bandwidth), so they stop asking for it after two rejections in a row.
+struct LastFilter;
+
+thread_local! {
+    static LAST_FILTER_PASSES: Cell<u8> = const { Cell::new(0) };
+}
+
+impl LastFilter {
+    fn predicts_pass() -> bool {
+        LAST_FILTER_PASSES.with(Cell::get) >= 2
+    }
+
+    fn record(passed: bool) {
+        LAST_FILTER_PASSES.with(|c| {
+            let n = c.get();
+            c.set(if passed {
+                (n + 1).min(3)
+            } else {
+                n.saturating_sub(1)
+            });
+        });
+    }
+}
+
 fn file_covers(meta: &FileMeta, user_key: &[u8]) -> bool {
     key::user_key(meta.smallest.encoded()) <= user_key
         && user_key <= key::user_key(meta.largest.encoded())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LastFilter;
+
+    #[test]
+    fn the_last_filter_prediction_follows_the_recent_answers() {
+        for _ in 0..3 {
+            LastFilter::record(false);
+        }
+        assert!(!LastFilter::predicts_pass());
+        LastFilter::record(true);
+        assert!(!LastFilter::predicts_pass(), "one pass is not yet a pattern");
+        LastFilter::record(true);
+        assert!(LastFilter::predicts_pass());
+        for _ in 0..10 {
+            LastFilter::record(true);
+        }
+        // Saturated: two rejections in a row end the prediction, one does not.
+        LastFilter::record(false);
+        assert!(LastFilter::predicts_pass());
+        LastFilter::record(false);
+        assert!(!LastFilter::predicts_pass());
+    }
 }
