@@ -291,7 +291,10 @@ mod tests {
         }
         assert!(!LastFilter::predicts_pass());
         LastFilter::record(true);
-        assert!(!LastFilter::predicts_pass(), "one pass is not yet a pattern");
+        assert!(
+            !LastFilter::predicts_pass(),
+            "one pass is not yet a pattern"
+        );
         LastFilter::record(true);
         assert!(LastFilter::predicts_pass());
         for _ in 0..10 {
