@@ -1,5 +1,6 @@
 //! Small synchronisation helpers shared by every module.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -55,6 +56,32 @@ fn prefetch_address(address: *const u8) {
     let _ = address;
 }
 
+/// What happened lately, as a 2-bit saturating counter (a branch predictor's): an outcome
+/// is [`likely`](Trend::likely) once it happened twice more than its opposite, recently.
+/// Kept per thread (in a `thread_local!`), to choose between two ways of doing a thing by
+/// which recent calls would have gained from.
+#[derive(Debug, Default)]
+pub(crate) struct Trend(Cell<u8>);
+
+impl Trend {
+    pub(crate) const fn new() -> Trend {
+        Trend(Cell::new(0))
+    }
+
+    pub(crate) fn likely(&self) -> bool {
+        self.0.get() >= 2
+    }
+
+    pub(crate) fn record(&self, happened: bool) {
+        let n = self.0.get();
+        self.0.set(if happened {
+            (n + 1).min(3)
+        } else {
+            n.saturating_sub(1)
+        });
+    }
+}
+
 /// Slots of a [`Striped`] counter: threads beyond this many share slots.
 const STRIPES: usize = 16;
 
@@ -99,7 +126,30 @@ impl Striped {
 
 #[cfg(test)]
 mod tests {
-    use super::{line_offsets, Striped, CACHE_LINE};
+    use super::{line_offsets, Striped, Trend, CACHE_LINE};
+
+    #[test]
+    fn a_trend_follows_the_recent_outcomes() {
+        let t = Trend::new();
+        assert!(!t.likely());
+        t.record(true);
+        assert!(!t.likely(), "once is not yet a trend");
+        t.record(true);
+        assert!(t.likely());
+        for _ in 0..10 {
+            t.record(true);
+        }
+        // Saturated: two opposite outcomes in a row end it, one does not.
+        t.record(false);
+        assert!(t.likely());
+        t.record(false);
+        assert!(!t.likely());
+        for _ in 0..10 {
+            t.record(false);
+        }
+        t.record(true);
+        assert!(!t.likely());
+    }
 
     #[test]
     fn line_offsets_name_every_line_a_range_touches() {

@@ -23,6 +23,7 @@ use crate::sst::format::{
 };
 use crate::sst::iter::TableIter;
 use crate::sst::properties::TableProperties;
+use crate::sync::Trend;
 
 /// Positional block reads over the block area of one file.
 #[derive(Debug)]
@@ -113,6 +114,11 @@ impl BlockSource {
         inflate.stop(|p| &mut p.get_decompress_nanos);
         block.map_err(|reason| Error::corruption(&*self.path, handle.offset, reason))
     }
+}
+
+thread_local! {
+    /// Whether this thread's recent point reads missed the block cache.
+    static CACHE_MISSES: Trend = const { Trend::new() };
 }
 
 /// What one data block says about a point read.
@@ -248,29 +254,44 @@ impl Table {
     /// The one place data blocks are read: from the cache if it holds the block, else
     /// from the file (verified and decompressed), added to the cache if `fill_cache`.
     pub(crate) fn read_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
-        let key = self.cache.as_ref().map(|(cache, id)| {
-            (
-                cache,
-                BlockKey {
-                    table: *id,
-                    offset: handle.offset,
-                },
-            )
-        });
-        if let Some(block) = key.as_ref().and_then(|(cache, key)| cache.get(key)) {
-            crate::perf::count(|p| &mut p.block_cache_hits, 1);
-            return Ok(block);
+        match self.cached_block(handle) {
+            Some(block) => Ok(block),
+            None => self.load_block(handle, fill_cache),
         }
-        if key.is_some() {
+    }
+
+    /// The block cache, if any, and the key of the block at `handle` in it.
+    fn cache_key(&self, handle: BlockHandle) -> Option<(&BlockCache, BlockKey)> {
+        let (cache, table) = self.cache.as_ref()?;
+        let key = BlockKey {
+            table: *table,
+            offset: handle.offset,
+        };
+        Some((cache, key))
+    }
+
+    /// The block at `handle` if the cache holds it (counted as a hit or a miss).
+    fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
+        let (cache, key) = self.cache_key(handle)?;
+        let block = cache.get(&key);
+        if block.is_some() {
+            crate::perf::count(|p| &mut p.block_cache_hits, 1);
+        } else {
             crate::perf::count(|p| &mut p.block_cache_misses, 1);
         }
+        block
+    }
+
+    /// Read the block at `handle` from the file (verified and decompressed), and offer it
+    /// to the cache if `fill_cache`.
+    fn load_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         let data = self.source.read_raw(handle)?;
         let block = Arc::new(Block::new(
             data,
             Arc::clone(&self.source.path),
             handle.offset,
         )?);
-        if let (Some((cache, key)), true) = (key, fill_cache) {
+        if let (Some((cache, key)), true) = (self.cache_key(handle), fill_cache) {
             cache.insert(key, Arc::clone(&block));
         }
         Ok(block)
@@ -380,11 +401,29 @@ impl Table {
         target: &[u8],
         fill_cache: bool,
     ) -> Result<BlockAnswer> {
-        // Most point reads miss the cache and then read the whole block: its lines load
-        // while the cache is searched, and all at once rather than as the checksum
-        // reaches them.
-        self.source.prefetch(handle);
-        let block = self.read_block(handle, fill_cache)?;
+        // A get that misses the cache reads the whole block: its lines are prefetched to
+        // load all at once rather than as the checksum reaches them. If this thread's
+        // recent gets mostly missed, that starts before the cache is searched, so the
+        // search overlaps the wait; if they mostly hit, only after a miss, so that a hit,
+        // whose block is in memory already, does not pay for the bandwidth.
+        let miss_likely = CACHE_MISSES.with(Trend::likely);
+        if miss_likely {
+            self.source.prefetch(handle);
+        }
+        let cached = self.cached_block(handle);
+        CACHE_MISSES.with(|t| t.record(cached.is_none()));
+        let block = match cached {
+            Some(block) => {
+                block.prefetch();
+                block
+            }
+            None => {
+                if !miss_likely {
+                    self.source.prefetch(handle);
+                }
+                self.load_block(handle, fill_cache)?
+            }
+        };
         let mut key = Vec::with_capacity(target.len());
         let Some(value) = block.seek_entry(target, &mut key)? else {
             // The block's keys all sort before the target. With last-key index entries

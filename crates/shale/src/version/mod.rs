@@ -14,7 +14,6 @@ mod edit;
 mod manifest;
 mod set;
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -30,6 +29,7 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::perf::Timer;
 use crate::sst::filter::FilterKey;
 use crate::sst::Table;
+use crate::sync::Trend;
 use crate::table_cache::{TableCache, TableRef};
 
 /// What a point read through a version did, for statistics.
@@ -202,7 +202,7 @@ impl Version {
         // its filter, this one likely will too: start loading the index words and block
         // handles its search reads, so that they arrive with the filter's lines.
         let last_pinned = last.and_then(TableFile::pinned_table);
-        if let (Some(table), true) = (last_pinned, LastFilter::predicts_pass()) {
+        if let (Some(table), true) = (last_pinned, LAST_FILTER_PASSES.with(Trend::likely)) {
             table.prefetch_index(user_key);
         }
         for file in self.candidates(user_key, snapshot) {
@@ -211,7 +211,7 @@ impl Version {
             let may_contain = table.may_contain_key(filter_key);
             filter.stop(|p| &mut p.get_filter_nanos);
             if last.is_some_and(|last| std::ptr::eq(last, file)) {
-                LastFilter::record(may_contain);
+                LAST_FILTER_PASSES.with(|t| t.record(may_contain));
             }
             if !may_contain {
                 counters.bloom_useful += 1;
@@ -247,63 +247,16 @@ impl Version {
     }
 }
 
-/// Whether this thread's recent point reads that reached the last candidate table got
-/// past its filter: a 2-bit saturating counter, as a branch predictor keeps. Gets of
-/// present keys gain from loading that table's index early (with its filter); gets of
-/// missing keys would only pay for it (a search of the index's top words and up to eight cache
-/// lines of bandwidth), so they stop asking for it after two rejections in a row.
-struct LastFilter;
-
 thread_local! {
-    static LAST_FILTER_PASSES: Cell<u8> = const { Cell::new(0) };
-}
-
-impl LastFilter {
-    fn predicts_pass() -> bool {
-        LAST_FILTER_PASSES.with(Cell::get) >= 2
-    }
-
-    fn record(passed: bool) {
-        LAST_FILTER_PASSES.with(|c| {
-            let n = c.get();
-            c.set(if passed {
-                (n + 1).min(3)
-            } else {
-                n.saturating_sub(1)
-            });
-        });
-    }
+    /// Whether this thread's recent point reads that reached the last candidate table got
+    /// past its filter. Gets of present keys gain from loading that table's index early
+    /// (with its filter); gets of missing keys would only pay for it (a search of the
+    /// index's top words and up to eight cache lines of bandwidth), so they stop asking
+    /// for it after two rejections in a row.
+    static LAST_FILTER_PASSES: Trend = const { Trend::new() };
 }
 
 fn file_covers(meta: &FileMeta, user_key: &[u8]) -> bool {
     key::user_key(meta.smallest.encoded()) <= user_key
         && user_key <= key::user_key(meta.largest.encoded())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::LastFilter;
-
-    #[test]
-    fn the_last_filter_prediction_follows_the_recent_answers() {
-        for _ in 0..3 {
-            LastFilter::record(false);
-        }
-        assert!(!LastFilter::predicts_pass());
-        LastFilter::record(true);
-        assert!(
-            !LastFilter::predicts_pass(),
-            "one pass is not yet a pattern"
-        );
-        LastFilter::record(true);
-        assert!(LastFilter::predicts_pass());
-        for _ in 0..10 {
-            LastFilter::record(true);
-        }
-        // Saturated: two rejections in a row end the prediction, one does not.
-        LastFilter::record(false);
-        assert!(LastFilter::predicts_pass());
-        LastFilter::record(false);
-        assert!(!LastFilter::predicts_pass());
-    }
 }
