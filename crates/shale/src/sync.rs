@@ -1,4 +1,5 @@
-//! Small synchronisation helpers shared by every module.
+//! Small helpers shared by every module: locking, striped counters, prefetching and
+//! per-thread trends.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -58,8 +59,8 @@ fn prefetch_address(address: *const u8) {
 
 /// What happened lately, as a 2-bit saturating counter (a branch predictor's): an outcome
 /// is [`likely`](Trend::likely) once it happened twice more than its opposite, recently.
-/// Kept per thread (in a `thread_local!`), to choose between two ways of doing a thing by
-/// which recent calls would have gained from.
+/// Kept per thread (in a `thread_local!`) to choose, for the next call, the way of doing
+/// something that recent calls would have gained from.
 #[derive(Debug, Default)]
 pub(crate) struct Trend(Cell<u8>);
 

@@ -17,6 +17,9 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
 
+/// The largest block [`Block::prefetch`] loads whole: 16 KiB, four default blocks.
+const PREFETCH_WHOLE_MAX: usize = 16 << 10;
+
 /// A block's decoded bytes, with its restart array validated (and read in place: no copy,
 /// so a block read from disk costs no allocation beyond its bytes).
 #[derive(Debug)]
@@ -101,11 +104,18 @@ impl Block {
         usize::try_from(r).ok()
     }
 
-    /// Start loading all of the block's bytes into the CPU's caches: a search of a block
-    /// that no cache line holds would otherwise wait for its restart array, then a
-    /// restart key, then the entries, one after the other.
+    /// Start loading the block's bytes into the CPU's caches: a search of a block that no
+    /// cache line holds would otherwise wait for its restart array, then a restart key,
+    /// then the entries, one after the other. A block larger than `PREFETCH_WHOLE_MAX`
+    /// (a large `block_size`) has only its restart array loaded: a search reads a small
+    /// part of the rest.
     pub fn prefetch(&self) {
-        crate::sync::prefetch_slice(&self.data);
+        let bytes = if self.data.len() <= PREFETCH_WHOLE_MAX {
+            &self.data[..]
+        } else {
+            self.data.get(self.entries_end..).unwrap_or_default()
+        };
+        crate::sync::prefetch_slice(bytes);
     }
 
     /// Length of the block's bytes (entries and restart array).
