@@ -12,28 +12,44 @@ use semantic_support::{key, open, BagOfWords, ANIMALS};
 use shale::vector::{Embedder, HashEmbedder, SemanticOptions};
 use shale::{Db, Error, Options};
 
-/// HashEmbedder's vectors negated: the same dimension and, for one text, the same text
-/// hash, but another space. A query it embeds, matched against HashEmbedder's vectors,
-/// ranks them backwards.
-#[derive(Debug, Default)]
-struct Negated {
+/// HashEmbedder's vectors times `factor`, counting the texts it embedded. Negated
+/// (`Scaled::negated()`): the same dimension and, for one text, the same text hash, but
+/// another space, so a query it embeds, matched against HashEmbedder's vectors, ranks them
+/// backwards. Longer (`factor` 3): not unit vectors, which the index accepts (and keeps
+/// rescaled).
+#[derive(Debug)]
+struct Scaled {
+    factor: f32,
     embedded: AtomicUsize,
 }
 
-impl Embedder for Negated {
+impl Scaled {
+    fn new(factor: f32) -> Scaled {
+        Scaled {
+            factor,
+            embedded: AtomicUsize::new(0),
+        }
+    }
+
+    fn negated() -> Scaled {
+        Scaled::new(-1.0)
+    }
+}
+
+impl Embedder for Scaled {
     fn dim(&self) -> usize {
         HashEmbedder.dim()
     }
 
     fn model_id(&self) -> String {
-        "HashEmbedder, negated".into()
+        format!("HashEmbedder, times {}", self.factor)
     }
 
     fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
         self.embedded.fetch_add(texts.len(), Ordering::Relaxed);
         let mut vectors = HashEmbedder.embed(texts)?;
         for v in &mut vectors {
-            v.iter_mut().for_each(|x| *x = -*x);
+            v.iter_mut().for_each(|x| *x *= self.factor);
         }
         Ok(vectors)
     }
@@ -77,7 +93,7 @@ fn another_model_of_the_same_dimension_embeds_every_value_again() {
     db.close().unwrap();
 
     // Another model: nothing stored is reused, everything is embedded by it.
-    let second = Arc::new(Negated::default());
+    let second = Arc::new(Scaled::negated());
     let db = Db::open(
         dir.path(),
         semantic_options(Arc::clone(&fs), Arc::clone(&second) as Arc<dyn Embedder>),
@@ -195,35 +211,12 @@ fn damage_in_the_data_itself_still_fails_the_open() {
     );
 }
 
-/// HashEmbedder's vectors three times as long: not unit vectors, which the index accepts
-/// (and keeps rescaled).
-#[derive(Debug)]
-struct Long;
-
-impl Embedder for Long {
-    fn dim(&self) -> usize {
-        HashEmbedder.dim()
-    }
-
-    fn model_id(&self) -> String {
-        "HashEmbedder, times 3".into()
-    }
-
-    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
-        let mut vectors = HashEmbedder.embed(texts)?;
-        for v in &mut vectors {
-            v.iter_mut().for_each(|x| *x *= 3.0);
-        }
-        Ok(vectors)
-    }
-}
-
 #[test]
 fn reopening_reuses_the_graph_with_non_unit_vectors_and_a_new_search_ef() {
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn shale::fs::FileSystem> = Arc::new(shale::fs::PosixFs);
     let options = |ef_search: usize| {
-        let mut semantic = SemanticOptions::new(Arc::new(Long));
+        let mut semantic = SemanticOptions::new(Arc::new(Scaled::new(3.0)));
         semantic.hnsw.ef_search = ef_search;
         Options {
             fs: Arc::clone(&fs),
@@ -275,10 +268,10 @@ fn crash_kinds() -> Vec<shale::fs::CrashKind> {
     kinds
 }
 
-/// `base` holds the animals indexed by HashEmbedder. Crash an open with `Negated` (and its
-/// embedding and close) at every step, with every kind of crash; then open each image
-/// twice with `Negated` (a file a crash left behind may be picked up only by a later
-/// open): it must open, and every vector in it must be `Negated`'s.
+/// `base` holds the animals indexed by HashEmbedder. Crash an open with the negated
+/// embedder (and its embedding and close) at every step, with every kind of crash; then
+/// open each image twice with it (a file a crash left behind may be picked up only by a
+/// later open): it must open, and every vector in it must be a negated one.
 fn crash_every_step_of_an_open_with_negated(base: &shale::fs::MemFs) {
     const DIR: &str = "/db";
     for kind in crash_kinds() {
@@ -288,7 +281,7 @@ fn crash_every_step_of_an_open_with_negated(base: &shale::fs::MemFs) {
             mem.crash_at_op(k, kind);
             if let Ok(db) = Db::open(
                 DIR,
-                semantic_options(Arc::new(mem.clone()), Arc::new(Negated::default())),
+                semantic_options(Arc::new(mem.clone()), Arc::new(Scaled::negated())),
             ) {
                 let _ = db.wait_indexed();
                 let _ = db.close();
@@ -300,7 +293,7 @@ fn crash_every_step_of_an_open_with_negated(base: &shale::fs::MemFs) {
             for _ in 0..2 {
                 let db = Db::open(
                     DIR,
-                    semantic_options(Arc::new(image.clone()), Arc::new(Negated::default())),
+                    semantic_options(Arc::new(image.clone()), Arc::new(Scaled::negated())),
                 )
                 .unwrap_or_else(|e| panic!("{kind:?} at op {k}: {e}"));
                 assert_one_vector_space(&db, &ANIMALS);
