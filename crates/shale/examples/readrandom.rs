@@ -61,6 +61,7 @@ fn main() -> shale::Result<()> {
             }
         }
         db.write(shale::WriteBatch::new(), WriteOptions::default())?;
+        db.compact_range(None, None)?;
         db.wait_idle()?;
         println!(
             "loaded {n} keys; files per level {:?}",
