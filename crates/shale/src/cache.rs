@@ -445,8 +445,8 @@ impl BlockCache {
     }
 
     /// Add `block` if the admission filter lets it in, evicting others as needed to stay
-    /// within the budget.
-    pub fn insert(&self, key: BlockKey, block: Arc<Block>) {
+    /// within the budget. Returns whether the cache holds a block at `key` now.
+    pub fn insert(&self, key: BlockKey, block: Arc<Block>) -> bool {
         let charge = block.size();
         let (_, inserted) = self.blocks.insert(key, block, charge);
         if inserted.admitted {
@@ -455,6 +455,7 @@ impl BlockCache {
         } else {
             self.stats.rejections.add(1);
         }
+        inserted.admitted
     }
 
     /// Drop the block at `key`, if cached.

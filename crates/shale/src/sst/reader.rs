@@ -7,6 +7,7 @@
 //! passed its checksum and decompressed to a block whose restart array is valid.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::cache::{BlockCache, BlockKey};
@@ -168,6 +169,10 @@ pub struct Table {
     block_handles: Option<Vec<BlockHandle>>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
+    /// Whether the cache admitted any of this table's blocks: a table that never had one
+    /// cached has none to take out when it closes. Many tables never do: with more tables
+    /// than `max_open_files`, most are opened for a read or two and closed again.
+    cached_any: AtomicBool,
 }
 
 impl Table {
@@ -217,6 +222,7 @@ impl Table {
             block_handles,
             filter,
             properties,
+            cached_any: AtomicBool::new(false),
         })
     }
 
@@ -292,7 +298,11 @@ impl Table {
             handle.offset,
         )?);
         if let (Some((cache, key)), true) = (self.cache_key(handle), fill_cache) {
-            cache.insert(key, Arc::clone(&block));
+            // Checked first: a store on every admitted block would bounce this line
+            // between the cores of the table's readers.
+            if cache.insert(key, Arc::clone(&block)) && !self.cached_any.load(Ordering::Relaxed) {
+                self.cached_any.store(true, Ordering::Relaxed);
+            }
         }
         Ok(block)
     }
@@ -477,9 +487,20 @@ impl Drop for Table {
     /// reopened table gets a new cache id), and a view into a mapping would otherwise keep
     /// a deleted file's disk space allocated until the block aged out.
     fn drop(&mut self) {
-        let Some((cache, table)) = &self.cache else {
+        // Exclusive here: `Arc`'s last drop orders every reader's store before it.
+        let cached_any = *self.cached_any.get_mut();
+        let Some((cache, table)) = self.cache.as_ref().filter(|_| cached_any) else {
             return;
         };
+        if let Some(handles) = &self.block_handles {
+            for handle in handles {
+                cache.remove(&BlockKey {
+                    table: *table,
+                    offset: handle.offset,
+                });
+            }
+            return;
+        }
         let mut index = self.index.iter();
         let mut more = index.seek_to_first().is_ok();
         while more && index.valid() {

@@ -470,3 +470,38 @@ fn gets_agree_whether_the_index_words_decide_or_tie() {
         }
     }
 }
+
+#[test]
+fn a_closing_table_takes_its_cached_blocks_out_of_the_cache() {
+    use crate::cache::BlockCache;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cached.sst");
+    let entries = dataset(2000);
+    write_table(&path, opts(Compression::Lz4, 512, 16), &entries);
+    let cache = Arc::new(BlockCache::new(64 << 20, 512));
+    let open_cached = || {
+        let file = PosixFs.open_mapped(&path).unwrap();
+        Arc::new(Table::open_cached(file, path.clone(), Arc::clone(&cache)).unwrap())
+    };
+    // Read without filling the cache: nothing to take out at close.
+    let table = open_cached();
+    for (k, _) in entries.iter().step_by(50) {
+        table
+            .get_opt(crate::key::user_key(k), SeqNo::MAX, false)
+            .unwrap();
+    }
+    assert_eq!(cache.usage(), 0);
+    drop(table);
+    // Fill it: every block read is admitted (the cache is far from full), and all of
+    // them leave with the table.
+    let table = open_cached();
+    for (k, _) in &entries {
+        let user_key = crate::key::user_key(k);
+        let want = model_get(&entries, user_key, u64::MAX);
+        assert_eq!(table.get(user_key, SeqNo::MAX).unwrap(), want);
+    }
+    assert!(cache.usage() > 0);
+    assert!(cache.stats.inserts.load() > 10);
+    drop(table);
+    assert_eq!(cache.usage(), 0);
+}
