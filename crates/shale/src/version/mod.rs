@@ -27,6 +27,7 @@ pub use set::VersionSet;
 use crate::error::Result;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::perf::Timer;
+use crate::sst::block::RestartWords;
 use crate::sst::filter::FilterKey;
 use crate::sst::Table;
 use crate::sync::Trend;
@@ -129,10 +130,22 @@ impl Drop for TableFile {
     }
 }
 
+/// The fewest files a level needs for its largest keys to be summarised in words: in a
+/// smaller level the few steps of a binary search over the files' keys stay in the CPU's
+/// caches, and searching words first only adds work.
+const WORDS_MIN_FILES: usize = 64;
+
 /// An immutable set of live files.
 #[derive(Debug, Default)]
 pub struct Version {
     levels: [Vec<Arc<TableFile>>; NUM_LEVELS],
+    /// For each level from 1 on with `WORDS_MIN_FILES` files or more, its files' largest
+    /// user keys in brief (see `RestartWords`; empty for the others). A point read's
+    /// search for its file in a level runs over these, contiguous in memory, and compares
+    /// whole keys only where words tie: a binary search over the files themselves reaches
+    /// each key through two pointers, two cache misses a step on a level of thousands of
+    /// files.
+    largest_words: [RestartWords; NUM_LEVELS],
 }
 
 impl Version {
@@ -147,30 +160,72 @@ impl Version {
     }
 
     /// Apply `edit` to this version: drop its deleted files and add `added` (the opened
-    /// tables of its new files).
+    /// tables of its new files). Levels the edit does not touch keep their order and
+    /// their words.
     pub fn apply(&self, edit: &VersionEdit, added: &[(Level, Arc<TableFile>)]) -> Version {
-        let mut levels = self.levels.clone();
+        let mut v = Version {
+            levels: self.levels.clone(),
+            largest_words: Default::default(),
+        };
+        let mut changed = [false; NUM_LEVELS];
         for (level, id) in &edit.deleted_files {
-            if let Some(files) = levels.get_mut(level.index()) {
+            let i = level.index();
+            if let (Some(files), Some(c)) = (v.levels.get_mut(i), changed.get_mut(i)) {
                 files.retain(|f| f.meta.id != *id);
+                *c = true;
             }
         }
         for (level, file) in added {
-            if let Some(files) = levels.get_mut(level.index()) {
+            let i = level.index();
+            if let (Some(files), Some(c)) = (v.levels.get_mut(i), changed.get_mut(i)) {
                 files.push(Arc::clone(file));
+                *c = true;
             }
         }
-        let mut v = Version { levels };
-        v.sort();
+        v.sort(&changed);
+        for (level, words) in v.largest_words.iter_mut().enumerate().skip(1) {
+            *words = match (changed.get(level), self.largest_words.get(level)) {
+                (Some(false), Some(unchanged)) => unchanged.clone(),
+                _ => match v.levels.get(level) {
+                    Some(files) if files.len() >= WORDS_MIN_FILES => {
+                        RestartWords::from_sorted(files.iter().map(|f| f.meta.largest.user_key()))
+                    }
+                    _ => RestartWords::default(),
+                },
+            };
+        }
         v
     }
 
-    fn sort(&mut self) {
+    /// Put each `changed` level in the order of the invariants above (the others are
+    /// still in it, as in the version they were copied from).
+    fn sort(&mut self, changed: &[bool; NUM_LEVELS]) {
         let [l0, deeper @ ..] = &mut self.levels;
-        l0.sort_by_key(|f| std::cmp::Reverse((f.meta.largest_seq, f.meta.id)));
-        for files in deeper {
+        if changed[0] {
+            l0.sort_by_key(|f| std::cmp::Reverse((f.meta.largest_seq, f.meta.id)));
+        }
+        for (files, _) in deeper.iter_mut().zip(&changed[1..]).filter(|(_, &c)| c) {
             files.sort_by(|a, b| a.meta.smallest.cmp(&b.meta.smallest));
         }
+    }
+
+    /// The first file of `level` (1 or deeper) whose largest user key is `>= user_key`.
+    fn first_reaching(&self, level: usize, user_key: &[u8]) -> Option<&Arc<TableFile>> {
+        let files = self.files(level);
+        let below =
+            |f: &Arc<TableFile>| key::compare_bytes(f.meta.largest.user_key(), user_key).is_lt();
+        if files.len() < WORDS_MIN_FILES {
+            return files.get(files.partition_point(below));
+        }
+        let words = self.largest_words.get(level)?;
+        debug_assert_eq!(words.count(), files.len());
+        // Files before `lo` end below `user_key`, those from `hi` on above it.
+        let (lo, hi) = words.bounds(user_key);
+        let i = match files.get(lo..hi) {
+            Some(tied) => lo + tied.partition_point(below),
+            None => files.partition_point(below),
+        };
+        files.get(i)
     }
 
     /// Build a version from files and their levels.
@@ -238,10 +293,8 @@ impl Version {
             .iter()
             .filter(move |f| f.meta.smallest_seq <= snapshot && file_covers(&f.meta, user_key));
         let deeper = (1..NUM_LEVELS).filter_map(move |level| {
-            let files = self.files(level);
-            // The first file whose largest key is >= user_key.
-            let i = files.partition_point(|f| f.meta.largest.user_key() < user_key);
-            files.get(i).filter(|f| file_covers(&f.meta, user_key))
+            self.first_reaching(level, user_key)
+                .filter(|f| file_covers(&f.meta, user_key))
         });
         level0.chain(deeper).map(AsRef::as_ref)
     }
@@ -256,7 +309,101 @@ thread_local! {
     static LAST_FILTER_PASSES: Trend = const { Trend::new() };
 }
 
+/// Whether `user_key` lies within the file's key range.
 fn file_covers(meta: &FileMeta, user_key: &[u8]) -> bool {
-    key::user_key(meta.smallest.encoded()) <= user_key
-        && user_key <= key::user_key(meta.largest.encoded())
+    key::compare_bytes(key::user_key(meta.smallest.encoded()), user_key).is_le()
+        && key::compare_bytes(user_key, key::user_key(meta.largest.encoded())).is_le()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::{TableFile, Version};
+    use crate::cache::BlockCache;
+    use crate::fs::MemFs;
+    use crate::key::{InternalKey, SeqNo, ValueKind};
+    use crate::table_cache::TableCache;
+    use crate::version::edit::{FileId, FileMeta, Level, VersionEdit};
+
+    fn file(tables: &Arc<TableCache>, id: u64, smallest: &str, largest: &str) -> Arc<TableFile> {
+        let key = |k: &str| InternalKey::new(k.as_bytes(), SeqNo(id), ValueKind::Put);
+        let meta = FileMeta {
+            id: FileId(id),
+            size: 1,
+            smallest: key(smallest),
+            largest: key(largest),
+            smallest_seq: SeqNo(id),
+            largest_seq: SeqNo(id),
+        };
+        Arc::new(TableFile::new(meta, Arc::clone(tables)))
+    }
+
+    /// The file search over the largest keys' words finds what a binary search over the
+    /// keys finds, where words tie (keys that agree on 8 bytes past the shared prefix)
+    /// and where they do not, before the keys' shared prefix and after it, and after
+    /// edits that change one level and leave others as they were.
+    #[test]
+    fn the_file_search_by_words_matches_a_binary_search_over_the_keys() {
+        let tables = Arc::new(TableCache::new(
+            Arc::new(MemFs::new()),
+            PathBuf::from("/db"),
+            Arc::new(BlockCache::new(1 << 20, 4096)),
+            64,
+            false,
+            Arc::default(),
+        ));
+        // Level 1: 600 files. Past their shared `table/0`, the keys' words (8 bytes) tie
+        // in runs of 25 files and differ between runs. Level 2: a few files of other keys.
+        let name = |i: u64| format!("table/{:03}/--------/{:06}", i / 50, i);
+        let mut files: Vec<_> = (0..600)
+            .map(|i| {
+                (
+                    Level(1),
+                    file(&tables, i + 1, &name(2 * i), &name(2 * i + 1)),
+                )
+            })
+            .collect();
+        files.extend((0..3).map(|i| {
+            (
+                Level(2),
+                file(&tables, 1000 + i, &format!("a{i}"), &format!("b{i}")),
+            )
+        }));
+        let version = Version::from_files(files);
+        let delete = |v: &Version, level, id| {
+            let edit = VersionEdit {
+                deleted_files: vec![(Level(level), FileId(id))],
+                ..VersionEdit::default()
+            };
+            v.apply(&edit, &[])
+        };
+        // Level 1 unchanged (its words kept), then changed (its words built again).
+        let level2_edited = delete(&version, 2, 1001);
+        let level1_edited = delete(&level2_edited, 1, 300);
+        let mut probes: Vec<String> = (0..1210).map(name).collect();
+        probes.extend(["", "a", "b1", "table/", "table/1", "tablf", "z"].map(String::from));
+        for v in [&version, &level2_edited, &level1_edited] {
+            for level in 1..3 {
+                for probe in &probes {
+                    let files = v.files(level);
+                    let want =
+                        files.partition_point(|f| f.meta.largest.user_key() < probe.as_bytes());
+                    let got = v.first_reaching(level, probe.as_bytes());
+                    assert_eq!(
+                        got.map(|f| f.meta.id),
+                        files.get(want).map(|f| f.meta.id),
+                        "{probe}"
+                    );
+                }
+            }
+        }
+        let (lo, hi) = version.largest_words[1].bounds(name(101).as_bytes());
+        assert_eq!((lo, hi), (50, 75), "a run of 25 tied words");
+        assert_eq!(level1_edited.largest_words[1].count(), 599);
+        // Too few files at level 2 for words: a plain binary search serves it.
+        assert_eq!(level2_edited.files(2).len(), 2);
+        assert_eq!(level2_edited.largest_words[2].count(), 0);
+    }
 }

@@ -14,6 +14,9 @@
 //! table prefix), and words taken from the start would all be equal. Keys shorter than
 //! `skip + 8` bytes are padded with zeros. Built when a table opens; nothing is stored.
 //!
+//! The summary serves any sorted keys: a version also keeps one per level over its files'
+//! largest keys ([`RestartWords::from_sorted`]), where a "restart point" is a file.
+//!
 //! Invariant: `words` is non-decreasing, and `words[i] < word(u)` implies that restart
 //! `i`'s user key is `< u` (and `>` likewise): after the shared prefix, a smaller padded
 //! word means a smaller byte at the first difference, or a key that ended first.
@@ -26,7 +29,7 @@ use super::reader::Block;
 use crate::error::Result;
 use crate::key;
 
-#[derive(Debug)]
+#[derive(Debug, Default, Clone)]
 pub struct RestartWords {
     skip: Vec<u8>,
     words: Vec<u64>,
@@ -91,8 +94,35 @@ impl RestartWords {
             let user_key = key::user_key(block.restart_key(i)?);
             words.push(word(user_key.get(shared..).unwrap_or_default()));
         }
+        Ok(RestartWords::with_words(skip, words))
+    }
+
+    /// Summarise `keys`, user keys in non-decreasing order.
+    pub fn from_sorted<'k, I>(keys: I) -> RestartWords
+    where
+        I: IntoIterator<Item = &'k [u8]>,
+        I::IntoIter: Clone,
+    {
+        let keys = keys.into_iter();
+        let (first, last) = (keys.clone().next(), keys.clone().last());
+        let (Some(first), Some(last)) = (first, last) else {
+            return RestartWords::default();
+        };
+        let shared = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+        let words = keys
+            .map(|k| word(k.get(shared..).unwrap_or_default()))
+            .collect();
+        RestartWords::with_words(first.get(..shared).unwrap_or_default().to_vec(), words)
+    }
+
+    fn with_words(skip: Vec<u8>, words: Vec<u64>) -> RestartWords {
         let top = words.iter().step_by(GROUP).copied().collect();
-        Ok(RestartWords { skip, words, top })
+        RestartWords { skip, words, top }
+    }
+
+    /// How many keys were summarised.
+    pub fn count(&self) -> usize {
+        self.words.len()
     }
 
     /// Heap bytes held.
@@ -136,10 +166,11 @@ impl RestartWords {
 
     /// Restarts `lo..hi` have `user_key`'s word: those before `lo` sort before any
     /// internal key of `user_key`, those from `hi` on after all of them.
-    fn bounds(&self, user_key: &[u8]) -> (usize, usize) {
+    pub fn bounds(&self, user_key: &[u8]) -> (usize, usize) {
         let n = self.words.len();
+        // `compare_bytes`, not `==`, which calls `memcmp` (see `compare_bytes`).
         match user_key.get(..self.skip.len()) {
-            Some(head) if head == self.skip.as_slice() => {
+            Some(head) if key::compare_bytes(head, &self.skip).is_eq() => {
                 let w = word(user_key.get(self.skip.len()..).unwrap_or_default());
                 let lo = self.lower_bound(w);
                 let after = self.words.get(lo..).unwrap_or_default();
