@@ -485,7 +485,8 @@ impl Table {
 impl Drop for Table {
     /// Take this table's blocks out of the cache: no reader can ask for them again (a
     /// reopened table gets a new cache id), and a view into a mapping would otherwise keep
-    /// a deleted file's disk space allocated until the block aged out.
+    /// a deleted file's disk space allocated until the block aged out. Nothing to do for a
+    /// table the cache never admitted a block of.
     fn drop(&mut self) {
         // Exclusive here: `Arc`'s last drop orders every reader's store before it.
         let cached_any = *self.cached_any.get_mut();
