@@ -489,17 +489,16 @@ impl Drop for Table {
     /// table the cache never admitted a block of.
     fn drop(&mut self) {
         // Exclusive here: `Arc`'s last drop orders every reader's store before it.
-        let cached_any = *self.cached_any.get_mut();
-        let Some((cache, table)) = self.cache.as_ref().filter(|_| cached_any) else {
+        if !*self.cached_any.get_mut() {
             return;
+        }
+        let remove = |handle: BlockHandle| {
+            if let Some((cache, key)) = self.cache_key(handle) {
+                cache.remove(&key);
+            }
         };
         if let Some(handles) = &self.block_handles {
-            for handle in handles {
-                cache.remove(&BlockKey {
-                    table: *table,
-                    offset: handle.offset,
-                });
-            }
+            handles.iter().copied().for_each(remove);
             return;
         }
         let mut index = self.index.iter();
@@ -508,10 +507,7 @@ impl Drop for Table {
             let Ok(handle) = BlockHandle::decode_varint(index.value()) else {
                 break;
             };
-            cache.remove(&BlockKey {
-                table: *table,
-                offset: handle.offset,
-            });
+            remove(handle);
             more = index.next().is_ok();
         }
     }

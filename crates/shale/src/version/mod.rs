@@ -246,8 +246,9 @@ impl Version {
         // start loading every one's lines first, so that their misses overlap instead of
         // following each other (a key in L1 under three L0 tables waits once, not four
         // times). Only pinned tables: the others would pay a table cache lookup twice.
+        let deeper = self.deeper_candidates(user_key);
         let mut last = None;
-        for file in self.candidates(user_key, snapshot) {
+        for file in self.candidates(user_key, snapshot, &deeper) {
             if let Some(table) = file.pinned_table() {
                 table.prefetch_filter(filter_key);
             }
@@ -260,7 +261,7 @@ impl Version {
         if let (Some(table), true) = (last_pinned, LAST_FILTER_PASSES.with(Trend::likely)) {
             table.prefetch_index(user_key);
         }
-        for file in self.candidates(user_key, snapshot) {
+        for file in self.candidates(user_key, snapshot, &deeper) {
             let table = file.table_ref()?;
             let filter = Timer::start();
             let may_contain = table.may_contain_key(filter_key);
@@ -281,22 +282,29 @@ impl Version {
     }
 
     /// The tables that may hold `user_key` at `snapshot`, in the order a point read
-    /// consults them: every L0 table whose range covers it, newest first, then at most one
-    /// table of each deeper level.
+    /// consults them: every L0 table whose range covers it, newest first, then `deeper`
+    /// (from [`Version::deeper_candidates`], found once for both of a get's passes).
     fn candidates<'a>(
         &'a self,
         user_key: &'a [u8],
         snapshot: SeqNo,
+        deeper: &'a [Option<&'a TableFile>],
     ) -> impl Iterator<Item = &'a TableFile> + 'a {
         let level0 = self
             .files(0)
             .iter()
-            .filter(move |f| f.meta.smallest_seq <= snapshot && file_covers(&f.meta, user_key));
-        let deeper = (1..NUM_LEVELS).filter_map(move |level| {
-            self.first_reaching(level, user_key)
+            .filter(move |f| f.meta.smallest_seq <= snapshot && file_covers(&f.meta, user_key))
+            .map(AsRef::as_ref);
+        level0.chain(deeper.iter().flatten().copied())
+    }
+
+    /// The one table of each level from 1 on whose range covers `user_key`, if any.
+    fn deeper_candidates(&self, user_key: &[u8]) -> [Option<&TableFile>; NUM_LEVELS - 1] {
+        std::array::from_fn(|i| {
+            self.first_reaching(i + 1, user_key)
                 .filter(|f| file_covers(&f.meta, user_key))
-        });
-        level0.chain(deeper).map(AsRef::as_ref)
+                .map(AsRef::as_ref)
+        })
     }
 }
 
