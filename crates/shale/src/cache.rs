@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::sst::block::Block;
-use crate::sync::{lock, Striped};
+use crate::sync::{lock, PrefetchHint, Striped};
 
 /// Identifies a block: the cache id of its table and its offset in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,19 +74,26 @@ impl std::hash::Hasher for IntHasher {
     }
 }
 
-type KeyMap<K> = HashMap<K, usize, std::hash::BuildHasherDefault<IntHasher>>;
+/// The entries of a shard by key. A hit reads only its key's bucket, which holds the value
+/// and the reference bit: the fewer dependent cache misses, the better, for a cache larger
+/// than the CPU's is cold, and each one costs a wait for memory (and often a page walk).
+type KeyMap<K, V> = HashMap<K, Entry<V>, std::hash::BuildHasherDefault<IntHasher>>;
 
-struct Slot<K, V> {
-    key: K,
+struct Entry<V> {
     value: V,
     charge: usize,
     referenced: bool,
+    /// The entry's place in the clock ring.
+    slot: usize,
+    /// What a hit reads of the value first, loaded before the value is cloned.
+    hint: PrefetchHint,
 }
 
 struct Shard<K, V> {
-    map: KeyMap<K>,
-    /// The clock ring; `None` marks a free slot.
-    ring: Vec<Option<Slot<K, V>>>,
+    map: KeyMap<K, V>,
+    /// The clock ring: the key of each entry, in the order the hand visits them; `None`
+    /// marks a free slot.
+    ring: Vec<Option<K>>,
     free: Vec<usize>,
     hand: usize,
     usage: usize,
@@ -239,16 +246,28 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
     pub fn get(&self, key: &K) -> Option<V> {
         let shard = self.shard(key)?;
         let mut s = lock(shard);
-        let &i = s.map.get(key)?;
-        let slot = s.ring.get_mut(i)?.as_mut()?;
-        slot.referenced = true;
-        Some(slot.value.clone())
+        let entry = s.map.get_mut(key)?;
+        entry.referenced = true;
+        entry.hint.prefetch();
+        Some(entry.value.clone())
     }
 
     /// Add `value` unless `key` is present (then the present value is kept and returned);
     /// evict others as needed to stay within the budget. Returns the value now cached (or
     /// `value` itself if it was not admitted) and what happened.
     pub fn insert(&self, key: K, value: V, charge: usize) -> (V, Inserted) {
+        self.insert_hinted(key, value, charge, PrefetchHint::default())
+    }
+
+    /// [`ClockCache::insert`], with what a hit on the entry should start loading before it
+    /// touches the value (see [`PrefetchHint`]).
+    pub(crate) fn insert_hinted(
+        &self,
+        key: K,
+        value: V,
+        charge: usize,
+        hint: PrefetchHint,
+    ) -> (V, Inserted) {
         let turned_away = Inserted {
             evicted: 0,
             admitted: false,
@@ -262,12 +281,7 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
         }
         let charge = charge.max(1);
         let mut s = lock(shard);
-        if let Some(existing) = s
-            .map
-            .get(&key)
-            .and_then(|&i| s.ring.get(i))
-            .and_then(Option::as_ref)
-        {
+        if let Some(existing) = s.map.get(&key) {
             let kept = Inserted {
                 evicted: 0,
                 admitted: true,
@@ -297,25 +311,26 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
                 Some(_) => more.push(value),
             }
         }
-        let slot = Slot {
-            key,
-            value: value.clone(),
-            charge,
-            referenced: false,
-        };
-        let i = match s.free.pop() {
+        let slot = match s.free.pop() {
             Some(i) => {
                 if let Some(place) = s.ring.get_mut(i) {
-                    *place = Some(slot);
+                    *place = Some(key);
                 }
                 i
             }
             None => {
-                s.ring.push(Some(slot));
+                s.ring.push(Some(key));
                 s.ring.len() - 1
             }
         };
-        s.map.insert(key, i);
+        let entry = Entry {
+            value: value.clone(),
+            charge,
+            referenced: false,
+            slot,
+            hint,
+        };
+        s.map.insert(key, entry);
         s.usage += charge;
         drop(s);
         drop((first, more));
@@ -331,11 +346,12 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
     pub fn remove(&self, key: &K) {
         let Some(shard) = self.shard(key) else { return };
         let mut s = lock(shard);
-        let taken = s.map.remove(key).and_then(|i| {
-            let slot = s.ring.get_mut(i).and_then(Option::take)?;
-            s.usage -= slot.charge;
-            s.free.push(i);
-            Some(slot)
+        let taken = s.map.remove(key).inspect(|entry| {
+            if let Some(place) = s.ring.get_mut(entry.slot) {
+                *place = None;
+            }
+            s.usage -= entry.charge;
+            s.free.push(entry.slot);
         });
         drop(s);
         drop(taken);
@@ -354,8 +370,8 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
     /// Call `f` on every cached value.
     pub fn for_each(&self, mut f: impl FnMut(&V)) {
         for shard in &self.shards {
-            for slot in lock(shard).ring.iter().flatten() {
-                f(&slot.value);
+            for entry in lock(shard).map.values() {
+                f(&entry.value);
             }
         }
     }
@@ -370,18 +386,24 @@ impl<K: Copy + Eq + Hash, V> Shard<K, V> {
         for _ in 0..2 * n + 1 {
             let i = self.hand % n.max(1);
             self.hand = i + 1;
-            let Some(Some(slot)) = self.ring.get_mut(i) else {
+            let Some(Some(key)) = self.ring.get(i) else {
                 continue;
             };
-            if slot.referenced {
-                slot.referenced = false;
-                continue;
-            }
-            if let Some(slot) = self.ring.get_mut(i).and_then(Option::take) {
-                self.map.remove(&slot.key);
-                self.usage -= slot.charge;
-                self.free.push(i);
-                return Some(slot.value);
+            let key = *key;
+            match self.map.get_mut(&key) {
+                Some(entry) if entry.referenced => entry.referenced = false,
+                _ => {
+                    if let Some(place) = self.ring.get_mut(i) {
+                        *place = None;
+                    }
+                    self.free.push(i);
+                    // Every key in the ring is in the map (`insert` and `remove` keep
+                    // them in step); a stray one only frees its slot.
+                    if let Some(entry) = self.map.remove(&key) {
+                        self.usage -= entry.charge;
+                        return Some(entry.value);
+                    }
+                }
             }
         }
         None
@@ -448,7 +470,8 @@ impl BlockCache {
     /// within the budget. Returns whether the cache holds a block at `key` now.
     pub fn insert(&self, key: BlockKey, block: Arc<Block>) -> bool {
         let charge = block.size();
-        let (_, inserted) = self.blocks.insert(key, block, charge);
+        let hint = block.prefetch_hint();
+        let (_, inserted) = self.blocks.insert_hinted(key, block, charge, hint);
         if inserted.admitted {
             self.stats.inserts.add(1);
             self.stats.evictions.add(inserted.evicted);
@@ -552,6 +575,53 @@ mod tests {
             cache.remove(&key);
         }
         assert_eq!(locked_at_drop.load(Ordering::Relaxed), 0);
+    }
+
+    /// Inserts, hits and removes in a pseudo-random mix: whatever CLOCK evicts, every key
+    /// the cache answers for has its own value, the usage is the sum of those keys'
+    /// charges, and freed ring slots are reused rather than the ring growing.
+    #[test]
+    fn the_ring_and_the_map_stay_in_step() {
+        let cache: ClockCache<u64, u64> = ClockCache::new(SHARDS * 64);
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = x % 500;
+            match x >> 60 {
+                0..=7 => {
+                    cache.insert(key, key * 10, 1 + (x >> 32) as usize % 8);
+                }
+                8..=12 => {
+                    if let Some(v) = cache.get(&key) {
+                        assert_eq!(v, key * 10);
+                    }
+                }
+                _ => cache.remove(&key),
+            }
+        }
+        let mut present = 0;
+        for shard in &cache.shards {
+            let s = lock(shard);
+            let charges: usize = s.map.values().map(|e| e.charge).sum();
+            assert_eq!(s.usage, charges);
+            assert!(s.usage <= cache.shard_capacity);
+            for (key, entry) in &s.map {
+                assert_eq!(entry.value, key * 10);
+                assert_eq!(s.ring[entry.slot], Some(*key), "the ring holds its key");
+            }
+            let in_ring = s.ring.iter().flatten().count();
+            assert_eq!(in_ring, s.map.len(), "no stray keys in the ring");
+            assert_eq!(
+                s.ring.len(),
+                in_ring + s.free.len(),
+                "every slot used or free"
+            );
+            assert!(s.ring.len() <= 64, "freed slots are reused");
+            present += s.map.len();
+        }
+        assert!(present > 0);
     }
 
     #[test]

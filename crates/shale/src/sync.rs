@@ -31,6 +31,42 @@ pub(crate) fn prefetch_slice<T>(values: &[T]) {
     }
 }
 
+/// Memory that a later step will read, kept as addresses alone, so that it can be
+/// prefetched without first reading the pointer that leads to it. A cache entry holds the
+/// hint of its value's hot bytes: a hit starts loading them before it touches the value,
+/// whose own first touch is a wait for memory, and the two waits overlap.
+///
+/// The addresses are never dereferenced; a stale hint only wastes a prefetch.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PrefetchHint {
+    /// Byte ranges as (start, end) addresses; empty ranges are skipped.
+    ranges: [(usize, usize); 2],
+}
+
+impl PrefetchHint {
+    /// A hint for the bytes of up to two ranges of memory.
+    pub(crate) fn new(first: *const [u8], second: *const [u8]) -> PrefetchHint {
+        let range = |r: *const [u8]| {
+            let start = r.cast::<u8>() as usize;
+            (start, start.saturating_add(r.len()))
+        };
+        PrefetchHint {
+            ranges: [range(first), range(second)],
+        }
+    }
+
+    /// [`prefetch_slice`] both ranges.
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        for &(start, end) in &self.ranges {
+            let base = std::ptr::without_provenance::<u8>(start);
+            for offset in line_offsets(start, end) {
+                prefetch_address(base.wrapping_offset(offset));
+            }
+        }
+    }
+}
+
 /// The offsets from `start` of the starts of the cache lines that hold `start..end`. The
 /// first is at or before `start`: a range that begins mid-line may reach one more line
 /// than its length alone would take.
@@ -127,7 +163,21 @@ impl Striped {
 
 #[cfg(test)]
 mod tests {
-    use super::{line_offsets, Striped, Trend, CACHE_LINE};
+    use super::{line_offsets, PrefetchHint, Striped, Trend, CACHE_LINE};
+
+    /// A hint is only addresses: prefetching memory that has since been freed (a cache
+    /// entry's value dropped) or that was never mapped does nothing.
+    #[test]
+    fn a_hint_to_freed_or_unmapped_memory_is_harmless() {
+        let block = vec![7u8; 4096];
+        let header = [1u8; 24];
+        let hint = PrefetchHint::new(&block[..], &header[..]);
+        drop(block);
+        hint.prefetch();
+        let unmapped = std::ptr::slice_from_raw_parts(std::ptr::without_provenance(64), 4096);
+        PrefetchHint::new(unmapped, unmapped).prefetch();
+        PrefetchHint::default().prefetch();
+    }
 
     #[test]
     fn a_trend_follows_the_recent_outcomes() {

@@ -415,7 +415,8 @@ impl Table {
         // load all at once rather than as the checksum reaches them. If this thread's
         // recent gets mostly missed, that starts before the cache is searched, so the
         // search overlaps the wait; if they mostly hit, only after a miss, so that a hit,
-        // whose block is in memory already, does not pay for the bandwidth.
+        // whose block is in memory already, does not pay for the bandwidth. (A hit's own
+        // block is loaded by the cache, from its entry's hint.)
         let miss_likely = CACHE_MISSES.with(Trend::likely);
         if miss_likely {
             self.source.prefetch(handle);
@@ -423,10 +424,7 @@ impl Table {
         let cached = self.cached_block(handle);
         CACHE_MISSES.with(|t| t.record(cached.is_none()));
         let block = match cached {
-            Some(block) => {
-                block.prefetch();
-                block
-            }
+            Some(block) => block,
             None => {
                 if !miss_likely {
                     self.source.prefetch(handle);

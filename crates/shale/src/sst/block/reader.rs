@@ -16,8 +16,10 @@ use crate::codec::{self, Decoder};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
+use crate::sync::PrefetchHint;
 
-/// The largest block [`Block::prefetch`] loads whole: 16 KiB, four default blocks.
+/// The largest block whose search loads it whole beforehand (see `Block::hot_bytes`):
+/// 16 KiB, four default blocks.
 const PREFETCH_WHOLE_MAX: usize = 16 << 10;
 
 /// A block's decoded bytes, with its restart array validated (and read in place: no copy,
@@ -104,18 +106,30 @@ impl Block {
         usize::try_from(r).ok()
     }
 
-    /// Start loading the block's bytes into the CPU's caches: a search of a block that no
-    /// cache line holds would otherwise wait for its restart array, then a restart key,
-    /// then the entries, one after the other. A block larger than `PREFETCH_WHOLE_MAX`
-    /// (a large `block_size`) has only its restart array loaded: a search reads a small
-    /// part of the rest.
-    pub fn prefetch(&self) {
-        let bytes = if self.data.len() <= PREFETCH_WHOLE_MAX {
+    /// What a search of the block reads, to be loaded into the CPU's caches before it
+    /// starts: a search of a block that no cache line holds would otherwise wait for its
+    /// restart array, then a restart key, then the entries, one after the other. A block
+    /// larger than `PREFETCH_WHOLE_MAX` (a large `block_size`) has only its restart array
+    /// loaded: a search reads a small part of the rest.
+    fn hot_bytes(&self) -> &[u8] {
+        if self.data.len() <= PREFETCH_WHOLE_MAX {
             &self.data[..]
         } else {
             self.data.get(self.entries_end..).unwrap_or_default()
-        };
-        crate::sync::prefetch_slice(bytes);
+        }
+    }
+
+    /// A hint for a cache that holds this block: the bytes a search reads first, and the
+    /// block's own fields, with the reference counts an `Arc` keeps just before them (a
+    /// layout the standard library does not promise: were it different, a hit would only
+    /// wait for them as it did before the hint).
+    pub(crate) fn prefetch_hint(self: &Arc<Self>) -> PrefetchHint {
+        let counts = 2 * std::mem::size_of::<usize>();
+        let fields = std::ptr::slice_from_raw_parts(
+            Arc::as_ptr(self).cast::<u8>().wrapping_sub(counts),
+            counts + std::mem::size_of::<Block>(),
+        );
+        PrefetchHint::new(fields, self.hot_bytes())
     }
 
     /// Length of the block's bytes (entries and restart array).
