@@ -84,7 +84,8 @@ const CACHE_LINE: usize = 64;
 fn prefetch_address(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch has no architectural effect and never faults, whatever the
-    // address; every address passed here lies in a line the caller may read anyway.
+    // address: one in a line the caller may read, or a `PrefetchHint`'s, which may have
+    // been freed or unmapped since.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         _mm_prefetch::<_MM_HINT_T0>(address.cast());
