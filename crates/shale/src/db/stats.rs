@@ -70,7 +70,8 @@ pub struct StatsSnapshot {
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
     /// Blocks read from a file and not cached: the full cache's admission filter turned
-    /// them away at their first miss (see `cache.rs`).
+    /// them away, as it does a block's first two recent misses (see
+    /// `cache/doorkeeper.rs`).
     pub block_cache_rejections: u64,
     pub block_cache_usage_bytes: u64,
     pub block_cache_capacity_bytes: u64,

@@ -33,18 +33,15 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use crate::sst::block::Block;
-use crate::sync::{lock, PrefetchHint, Striped};
+use crate::sync::{lock, PrefetchHint};
 
-/// Identifies a block: the cache id of its table and its offset in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BlockKey {
-    pub table: u64,
-    pub offset: u64,
-}
+mod block;
+mod doorkeeper;
+
+pub use block::{BlockCache, BlockKey, CacheStats};
+use doorkeeper::Doorkeeper;
 
 /// Shards of every cache (each with its own mutex).
 pub(crate) const SHARDS: usize = 16;
@@ -111,80 +108,6 @@ impl<K, V> Shard<K, V> {
             usage: 0,
             doorkeeper,
         }
-    }
-}
-
-/// How many misses of each key the current window and the one before it saw, as 2-bit
-/// saturating counters in an array of 8 per key of the window (16 bits per key), indexed
-/// by one hash: a count can be too high where keys share a counter (a counter is shared at
-/// a window's end about 12% of the time), which only admits a block early. Two
-/// generations, so that a miss just before a window turns over still counts for the whole
-/// next window.
-///
-/// Invariant: `seen <= window`; when `seen` reaches `window`, `current` becomes `previous`
-/// and starts again at zero.
-struct Doorkeeper {
-    current: Vec<u64>,
-    previous: Vec<u64>,
-    seen: usize,
-    window: usize,
-}
-
-impl Doorkeeper {
-    const BITS_PER_KEY: usize = 16;
-    /// The misses of a key in the two generations that earn it a place: a full shard
-    /// caches a block at its third miss. A block that comes back three times within about
-    /// the cache's worth of misses is one the cache will hit again; one that a shard sees
-    /// only twice in that span is about as likely to be read again as the block its insert
-    /// would evict, so the exchange (an eviction, and a decompression into the evicted
-    /// block's buffer, long out of the CPU's caches) is all cost.
-    const PRIOR_MISSES: u64 = 2;
-    /// The most offers one generation remembers: 2 MiB of counters per generation, the
-    /// window of a shard of two million blocks (a cache of about 128 GiB of 4 KiB blocks;
-    /// a larger cache's filter remembers a shorter reuse distance than it could hold). A
-    /// larger window would cost memory in proportion to `cache_size` outside its budget,
-    /// and for a cache sized "unbounded" (`usize::MAX`) an allocation that cannot succeed.
-    const MAX_WINDOW: usize = 1 << 20;
-
-    fn new(window: usize) -> Doorkeeper {
-        let window = window.clamp(1, Self::MAX_WINDOW);
-        let words = (window * Self::BITS_PER_KEY).div_ceil(64);
-        Doorkeeper {
-            current: vec![0; words],
-            previous: vec![0; words],
-            seen: 0,
-            window,
-        }
-    }
-
-    /// Whether the key of hash `h` missed often enough before (then admit it); if not,
-    /// count this miss.
-    fn admit(&mut self, h: u64) -> bool {
-        // The cache's hash is weak in some bits (block offsets are multiples of a few KiB)
-        // and the shard was chosen by others: remix it (SplitMix64's finaliser).
-        let mut h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        h ^= h >> 31;
-        let counters = (self.current.len() * 32) as u64;
-        // `h % counters < counters`, so the word index is in range of both generations.
-        let counter = h % counters.max(1);
-        let (word, shift) = ((counter / 32) as usize, (counter % 32) * 2);
-        let count_in = |words: &[u64]| words.get(word).map_or(0, |w| (w >> shift) & 3);
-        if count_in(&self.current) + count_in(&self.previous) >= Self::PRIOR_MISSES {
-            return true;
-        }
-        if let Some(w) = self.current.get_mut(word) {
-            if (*w >> shift) & 3 < 3 {
-                *w += 1 << shift;
-            }
-        }
-        self.seen += 1;
-        if self.seen >= self.window {
-            std::mem::swap(&mut self.current, &mut self.previous);
-            self.current.fill(0);
-            self.seen = 0;
-        }
-        false
     }
 }
 
@@ -410,129 +333,11 @@ impl<K: Copy + Eq + Hash, V> Shard<K, V> {
     }
 }
 
-/// Counters of cache traffic.
-#[derive(Debug, Default)]
-pub struct CacheStats {
-    pub hits: Striped,
-    pub misses: Striped,
-    pub inserts: Striped,
-    pub evictions: Striped,
-    /// Blocks the admission filter did not cache (their first miss in a window).
-    pub rejections: Striped,
-}
-
-/// The block cache: decoded data blocks by (table, offset), charged by size.
-pub struct BlockCache {
-    blocks: ClockCache<BlockKey, Arc<Block>>,
-    next_table_id: AtomicU64,
-    pub stats: CacheStats,
-}
-
-impl std::fmt::Debug for BlockCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlockCache")
-            .field("capacity", &self.capacity())
-            .field("usage", &self.usage())
-            .finish()
-    }
-}
-
-impl BlockCache {
-    /// A cache holding at most about `capacity` bytes of blocks of about `block_size`
-    /// bytes each (0 disables caching). The block size only sets the admission window.
-    pub fn new(capacity: usize, block_size: usize) -> BlockCache {
-        let entries = capacity / block_size.max(1);
-        BlockCache {
-            blocks: ClockCache::with_admission(capacity, entries),
-            next_table_id: AtomicU64::new(1),
-            stats: CacheStats::default(),
-        }
-    }
-
-    /// A fresh id for a table's keys.
-    pub fn new_table_id(&self) -> u64 {
-        self.next_table_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// The cached block, if present.
-    pub fn get(&self, key: &BlockKey) -> Option<Arc<Block>> {
-        let found = self.blocks.get(key);
-        let counter = if found.is_some() {
-            &self.stats.hits
-        } else {
-            &self.stats.misses
-        };
-        counter.add(1);
-        found
-    }
-
-    /// Add `block` if the admission filter lets it in, evicting others as needed to stay
-    /// within the budget. Returns whether the cache holds a block at `key` now.
-    pub fn insert(&self, key: BlockKey, block: Arc<Block>) -> bool {
-        let charge = block.size();
-        let hint = block.prefetch_hint();
-        let (_, inserted) = self.blocks.insert_hinted(key, block, charge, hint);
-        if inserted.admitted {
-            self.stats.inserts.add(1);
-            self.stats.evictions.add(inserted.evicted);
-        } else {
-            self.stats.rejections.add(1);
-        }
-        inserted.admitted
-    }
-
-    /// Drop the block at `key`, if cached.
-    pub fn remove(&self, key: &BlockKey) {
-        self.blocks.remove(key);
-    }
-
-    /// Bytes of blocks held.
-    pub fn usage(&self) -> usize {
-        self.blocks.usage()
-    }
-
-    /// The budget in bytes.
-    pub fn capacity(&self) -> usize {
-        self.blocks.capacity()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sst::block::BlockBuilder;
-    use std::path::Path;
-
-    fn block(n: usize) -> Arc<Block> {
-        let mut b = BlockBuilder::new(16);
-        for i in 0..n {
-            let k = crate::key::InternalKey::new(
-                format!("k{i:05}").as_bytes(),
-                crate::key::SeqNo(1),
-                crate::key::ValueKind::Put,
-            );
-            b.add(k.encoded(), &[7u8; 100]);
-        }
-        Arc::new(Block::new(b.finish().to_vec(), Arc::from(Path::new("t")), 0).unwrap())
-    }
-
-    #[test]
-    fn an_unbounded_cache_size_opens_with_a_bounded_admission_filter() {
-        // Before the cap, this tried to allocate 2^45 words per bitset and aborted.
-        let cache = BlockCache::new(usize::MAX, 4096);
-        assert_eq!(cache.capacity(), usize::MAX / SHARDS * SHARDS);
-        let doorkeeper_words = |shard: &Mutex<Shard<BlockKey, Arc<Block>>>| {
-            lock(shard)
-                .doorkeeper
-                .as_ref()
-                .map_or(0, |d| d.current.len() + d.previous.len())
-        };
-        let words: usize = cache.blocks.shards.iter().map(doorkeeper_words).sum();
-        assert_eq!(
-            words,
-            SHARDS * 2 * Doorkeeper::MAX_WINDOW * Doorkeeper::BITS_PER_KEY / 64
-        );
-    }
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
 
     /// A value that records, when its last reference drops, whether any shard of its
     /// cache was locked then.
@@ -642,113 +447,5 @@ mod tests {
             "a value hit every round survives a scan"
         );
         assert!(evicted > 1000);
-    }
-
-    /// Once full, the block cache turns away most blocks seen once (a few pass on shared
-    /// counters) and admits a block at its third miss; the budget holds throughout.
-    #[test]
-    fn a_full_cache_admits_a_block_at_its_third_miss() {
-        let b = block(30); // ~3.5 KiB
-        let size = b.size();
-        let cache = BlockCache::new(16 * 8 * size, size);
-        let t = cache.new_table_id();
-        let key = |i: u64| BlockKey {
-            table: t,
-            offset: i * 4096,
-        };
-        // An empty cache admits at the first insert.
-        cache.insert(key(0), Arc::clone(&b));
-        assert!(cache.get(&key(0)).is_some());
-        for i in 1..200 {
-            cache.insert(key(i), Arc::clone(&b));
-            assert!(cache.usage() <= cache.capacity() + size);
-        }
-        let cached = (0..200).filter(|&i| cache.get(&key(i)).is_some()).count();
-        assert!(cached >= 100, "{cached} cached");
-
-        let stats = |c: &Striped| c.load();
-        let (evictions, rejections) = (
-            stats(&cache.stats.evictions),
-            stats(&cache.stats.rejections),
-        );
-        for i in 1000..3000 {
-            cache.insert(key(i), Arc::clone(&b));
-            assert!(cache.usage() <= cache.capacity() + size);
-        }
-        let rejected = stats(&cache.stats.rejections) - rejections;
-        let evicted = stats(&cache.stats.evictions) - evictions;
-        assert!(
-            rejected > 1600,
-            "{rejected} of 2000 one-off blocks turned away"
-        );
-        assert!(evicted < 400, "{evicted} evictions");
-        // A block missed three times in a row is cached at the third; at the second only
-        // where it shares a counter with others (this tiny cache's filter has 32 a shard).
-        let mut early = 0;
-        for i in 5000..5050 {
-            cache.insert(key(i), Arc::clone(&b));
-            cache.insert(key(i), Arc::clone(&b));
-            early += usize::from(cache.get(&key(i)).is_some());
-            cache.insert(key(i), Arc::clone(&b));
-            assert!(cache.get(&key(i)).is_some(), "block {i} not admitted");
-        }
-        assert!(
-            early < 20,
-            "{early} of 50 blocks admitted at their second miss"
-        );
-    }
-
-    /// Uniform reads over six times the cache's worth of blocks: whatever the cache holds,
-    /// a sixth of the reads hit it, so a full cache should stop exchanging blocks. (With
-    /// admission at the second miss, 28% of the misses here evicted a block.)
-    #[test]
-    fn uniform_reads_over_many_times_the_cache_evict_little() {
-        let b = block(30);
-        let size = b.size();
-        let entries = 16 * 64;
-        let cache = BlockCache::new(entries * size, size);
-        let t = cache.new_table_id();
-        let blocks = 6 * entries as u64;
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
-        let mut read = |cache: &BlockCache, n: u64| {
-            for _ in 0..n {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let key = BlockKey {
-                    table: t,
-                    offset: (x % blocks) * 4096,
-                };
-                if cache.get(&key).is_none() {
-                    cache.insert(key, Arc::clone(&b));
-                }
-            }
-        };
-        read(&cache, 20 * blocks); // fill the cache and settle
-        let misses = cache.stats.misses.load();
-        let evictions = cache.stats.evictions.load();
-        read(&cache, 20 * blocks);
-        let misses = cache.stats.misses.load() - misses;
-        let evictions = cache.stats.evictions.load() - evictions;
-        assert!(
-            evictions * 100 < misses * 6,
-            "{evictions} evictions in {misses} misses"
-        );
-        assert!(
-            cache.usage() > cache.capacity() * 9 / 10,
-            "the cache stays full"
-        );
-    }
-
-    #[test]
-    fn zero_capacity_caches_nothing() {
-        let cache = BlockCache::new(0, 4096);
-        let key = BlockKey {
-            table: 1,
-            offset: 0,
-        };
-        cache.insert(key, block(3));
-        assert!(cache.get(&key).is_none());
-        assert_eq!(cache.usage(), 0);
     }
 }
