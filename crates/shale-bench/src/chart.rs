@@ -7,13 +7,18 @@ use plotters::prelude::*;
 use crate::engine::BenchResult;
 use crate::report::Summary;
 
-const COLORS: [RGBColor; 6] = [
+/// One colour per engine, told apart in print and on screen (matplotlib's "tab10").
+const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 /// Fonts are not bundled: use DejaVu Sans from the system, or draw no chart.
@@ -97,10 +102,12 @@ pub fn ops_chart(summary: &Summary, path: &Path) -> BenchResult<bool> {
 /// File name of the QPS-against-recall chart, beside the ops/s chart.
 pub const RECALL_CHART: &str = "qps_recall.png";
 
-/// Draw QPS (log scale) against recall@10 for every (data set, engine) curve of `records`.
+/// Draw QPS (log scale) against recall@10 for every (data set, engine) curve of `records`:
+/// one colour per engine (the same on every data set), one marker shape per data set.
 /// Returns false (and draws nothing) without a font or without HNSW query records.
 pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResult<bool> {
-    let curves = crate::vector::report::curves(&crate::report::summarize(records));
+    let summary = crate::report::summarize(records);
+    let curves = crate::vector::report::curves(&summary);
     if curves.is_empty() || !register_font() {
         return Ok(false);
     }
@@ -108,7 +115,14 @@ pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResu
     let min_recall = points.clone().map(|p| p.2).fold(1.0f64, f64::min);
     let x0 = ((min_recall * 20.0).floor() / 20.0).clamp(0.0, 0.95);
     let (lo, hi) = points.fold((f64::MAX, 1.0f64), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
-    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    let engines: Vec<&String> = summary
+        .engines
+        .iter()
+        .filter(|e| curves.keys().any(|(_, c)| c == *e))
+        .collect();
+    let mut datasets: Vec<&String> = curves.keys().map(|(ds, _)| ds).collect();
+    datasets.dedup();
+    let root = BitMapBackend::new(path, (1000, 650)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -130,19 +144,40 @@ pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResu
         vec![(target, (lo / 1.5).max(1.0)), (target, hi * 1.5)],
         BLACK.mix(0.3),
     )))?;
-    for (i, ((ds, engine), pts)) in curves.iter().enumerate() {
-        let color = COLORS.get(i % COLORS.len()).copied().unwrap_or(BLACK);
+    // In the report's engine order (shale first), so the legend lists them so.
+    let mut ordered = Vec::new();
+    for (d, ds) in datasets.iter().enumerate() {
+        for (e, engine) in engines.iter().enumerate() {
+            if let Some(pts) = curves.get(&((*ds).clone(), (*engine).clone())) {
+                ordered.push((d, ds, e, engine, pts));
+            }
+        }
+    }
+    for (d, ds, e, engine, pts) in ordered {
+        let color = COLORS.get(e % COLORS.len()).copied().unwrap_or(BLACK);
         let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.2, p.1)).collect();
+        let label = if datasets.len() > 1 {
+            format!("{engine} ({ds})")
+        } else {
+            engine.to_string()
+        };
         chart
             .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))?
-            .label(format!("{engine} ({ds})"))
+            .label(label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
-        chart.draw_series(
-            line.into_iter()
-                .map(move |p| Circle::new(p, 4, color.filled())),
-        )?;
+        match d {
+            0 => chart.draw_series(line.into_iter().map(|p| Circle::new(p, 4, color.filled())))?,
+            1 => chart.draw_series(
+                line.into_iter()
+                    .map(|p| TriangleMarker::new(p, 5, color.filled())),
+            )?,
+            _ => chart.draw_series(
+                line.into_iter()
+                    .map(|p| Cross::new(p, 4, color.stroke_width(2))),
+            )?,
+        };
     }
     chart
         .configure_series_labels()
