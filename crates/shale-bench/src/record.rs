@@ -32,6 +32,12 @@ pub struct Record {
     pub disk_bytes: u64,
     pub user_bytes_written: u64,
     pub peak_rss_bytes: u64,
+    /// Vector index builds: the index's size in bytes as its library counts it (the note
+    /// says how: usearch's `memory_usage`, faiss's serialized size, the size of the file
+    /// hnswlib or rabitqlib saves). Absent where not measured, Shale's graph included for
+    /// now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_bytes: Option<u64>,
     pub cpu_seconds: f64,
     pub threads: usize,
     pub key_size: usize,

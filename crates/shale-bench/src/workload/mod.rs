@@ -410,6 +410,7 @@ impl Runner {
             disk_bytes: disk,
             user_bytes_written: out.user_bytes_written,
             peak_rss_bytes: metrics::peak_rss_bytes(),
+            index_bytes: None,
             cpu_seconds: cpu,
             threads,
             key_size: self.cfg.key_size,

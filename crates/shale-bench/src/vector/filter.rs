@@ -1,0 +1,158 @@
+//! Filtered search: `hnsw-filter-{ds}-sel{P}`, the k nearest among the ids of one key range
+//! that holds P% of the vectors, at one fixed ef.
+//!
+//! The harness gives vectors ids in key order, so a key range is a contiguous id range
+//! `[lo, lo + P% of n)`; it is centred in the id space, so that it holds neither only the
+//! first nodes inserted (the graph's oldest, best-linked ones) nor only the last. Recall@k is
+//! scored against the exact top-k among the admitted ids ([`shale::vector::exact`] over the
+//! range), for every engine alike. The peers' side is `peer_driver.py` (faiss-cpu:
+//! `SearchParametersHNSW(sel=IDSelectorRange(lo, hi))`).
+
+use std::ops::Range;
+use std::time::Instant;
+
+use shale::vector::{Hnsw, Neighbor, NodeId};
+
+use super::hnsw::{ground_truth, recall, Dataset};
+use super::{Emit, VectorRecord};
+use crate::engine::BenchResult;
+use crate::metrics::{self, Latencies};
+
+/// What the filtered workloads measure.
+pub struct FilterSettings {
+    /// Share of the vectors admitted, in percent; one workload each.
+    pub selectivity_pct: Vec<f64>,
+    pub ef: usize,
+    /// Queries per selectivity: the first of the held-out queries (0: no filtered workloads).
+    pub queries: usize,
+}
+
+/// One selectivity: the admitted ids and the exact answer among them.
+pub struct FilterCase {
+    /// The selectivity as written in the workload name (`0.1`, `50`).
+    pub label: String,
+    pub ids: Range<u32>,
+    /// Per query, the exact top-k among `ids`.
+    pub truth: Vec<Vec<Neighbor>>,
+}
+
+impl FilterCase {
+    pub fn workload(&self, ds: &str) -> String {
+        format!("hnsw-filter-{ds}-sel{}", self.label)
+    }
+
+    /// The note's description of the filter.
+    pub fn describe(&self, n: usize, ef: usize) -> String {
+        format!(
+            "admits ids [{}, {}) ({}% of {n}), ef {ef}, {} queries; recall against the exact top-k among admitted ids",
+            self.ids.start,
+            self.ids.end,
+            self.label,
+            self.truth.len()
+        )
+    }
+}
+
+/// The id range admitting `pct`% of `n` ids (at least one), centred.
+fn admitted(n: usize, pct: f64) -> Range<u32> {
+    let want = (n as f64 * pct / 100.0).round();
+    let width = if want >= 1.0 {
+        (want as usize).min(n)
+    } else {
+        1
+    };
+    let lo = (n - width) / 2;
+    let bound = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+    bound(lo)..bound(lo + width)
+}
+
+/// Every case of `f` on `ds`, with its ground truth (none when `f.queries` is 0).
+pub fn cases(ds: &Dataset, f: &FilterSettings, k: usize) -> Vec<FilterCase> {
+    if f.queries == 0 {
+        return Vec::new();
+    }
+    let nq = f.queries.min(ds.query_count());
+    let queries = ds.queries.get(..nq * ds.dim).unwrap_or(&ds.queries);
+    f.selectivity_pct
+        .iter()
+        .map(|&pct| {
+            let ids = admitted(ds.len(), pct);
+            let rows = ids.start as usize..ids.end as usize;
+            FilterCase {
+                label: pct.to_string(),
+                truth: ground_truth(&ds.base, queries, ds.dim, k, 2, rows),
+                ids,
+            }
+        })
+        .collect()
+}
+
+/// Shale's search restricted to the id range `ids`: a stand-in, `Hnsw::search` with a
+/// filter closure, until the engine has a filtered search of its own (then only this
+/// function changes).
+fn shale_search_in_range(
+    g: &Hnsw,
+    query: &[f32],
+    k: usize,
+    ef: usize,
+    ids: Range<u32>,
+) -> shale::Result<Vec<Neighbor>> {
+    let admit = |id: NodeId| ids.contains(&id.0);
+    g.search(query, k, Some(ef), Some(&admit))
+}
+
+/// The filtered workloads on Shale's graph `g` (the 1-thread build).
+pub fn run_shale(
+    g: &Hnsw,
+    ds: &Dataset,
+    cases: &[FilterCase],
+    f: &FilterSettings,
+    k: usize,
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> BenchResult<()> {
+    for case in cases {
+        let mut lat = Latencies::new();
+        let mut got = Vec::with_capacity(case.truth.len());
+        let cpu0 = metrics::cpu_seconds();
+        let started = Instant::now();
+        for q in ds.queries.chunks_exact(ds.dim).take(case.truth.len()) {
+            let t = Instant::now();
+            let hits = shale_search_in_range(g, q, k, f.ef, case.ids.clone())?;
+            lat.record_since(t);
+            got.push(hits.iter().map(|n| n.id.0).collect::<Vec<u32>>());
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let r = recall(&got, &case.truth);
+        eprintln!(
+            "   {:<11} sel {:>5}%: {:>8.0} QPS  recall@{k} {r:.4}",
+            "shale",
+            case.label,
+            got.len() as f64 / secs
+        );
+        emit(
+            VectorRecord::new("shale", &case.workload(&ds.name), got.len() as u64, secs)
+                .cpu(metrics::cpu_seconds() - cpu0)
+                .latencies(&lat)
+                .recall(r)
+                .note(format!(
+                    "{note_params}; {}; Hnsw::search with a filter closure (a stand-in for the engine's filtered search), one query at a time on one thread",
+                    case.describe(ds.len(), f.ef)
+                )),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admitted_ranges_are_centred_and_sized() {
+        assert_eq!(admitted(100_000, 0.1), 49_950..50_050);
+        assert_eq!(admitted(100_000, 100.0), 0..100_000);
+        assert_eq!(admitted(10_000, 50.0), 2_500..7_500);
+        assert_eq!(admitted(10, 0.1), 4..5, "never empty");
+    }
+}
