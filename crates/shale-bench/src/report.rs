@@ -298,11 +298,12 @@ pub fn markdown_with(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::{FileReads, Parity};
 
-    fn rec(engine: &str, workload: &str, run: u32, ops_per_sec: f64) -> Record {
+    /// A record with made-up settings, for report tests.
+    pub(crate) fn rec(engine: &str, workload: &str, run: u32, ops_per_sec: f64) -> Record {
         Record {
             engine: engine.into(),
             workload: workload.into(),
