@@ -91,6 +91,56 @@ pub(crate) fn read_from_bytes(
 /// Held while a database is open; dropping it releases the lock.
 pub trait FileLock: Send + Sync + Debug {}
 
+/// A region of a file mapped for reading and writing in place, for data the engine can
+/// always derive again (the vector index's full vectors): its bytes are never synced, and
+/// after a crash the file may hold any mix of old and new bytes, so its owner checks it
+/// against the data it was derived from before trusting it.
+///
+/// The region is `len` bytes at `ptr`, aligned to at least 8 bytes, valid and fixed in
+/// place until it is dropped. Who writes which bytes when is the owner's discipline: the
+/// region itself synchronises nothing.
+pub trait MappedRegion: Send + Sync + Debug {
+    /// The first byte.
+    fn ptr(&self) -> *mut u8;
+    /// Bytes in the region.
+    fn len(&self) -> usize;
+    /// True if the region has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`FileSystem::map_region`]'s region when the file system has no mappings: zeroed
+/// memory, never written to the file (a crash, or dropping the region, loses it, which
+/// the owner's checks at open expect).
+#[derive(Debug)]
+pub struct MemoryRegion(Box<[std::cell::UnsafeCell<u64>]>);
+
+impl MemoryRegion {
+    /// `len` zeroed bytes (rounded up to a multiple of 8).
+    pub fn zeroed(len: usize) -> MemoryRegion {
+        MemoryRegion(
+            std::iter::repeat_with(|| std::cell::UnsafeCell::new(0))
+                .take(len.div_ceil(8))
+                .collect(),
+        )
+    }
+}
+
+impl MappedRegion for MemoryRegion {
+    fn ptr(&self) -> *mut u8 {
+        self.0.as_ptr().cast::<u8>().cast_mut()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len() * 8
+    }
+}
+
+// SAFETY: the region hands out a raw pointer and synchronises nothing: its owner decides
+// which thread touches which bytes when (see `MappedRegion`), as for a shared mapping.
+unsafe impl Sync for MemoryRegion {}
+
 /// The operations the engine needs from a file system.
 pub trait FileSystem: Send + Sync + Debug {
     /// Create (or truncate) `path` for buffered sequential writing.
@@ -121,6 +171,18 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Take an exclusive lock on `path`, creating it; fails with `Error::Locked` if another
     /// handle holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+
+    /// Map `len` bytes of `path` from `offset` (a multiple of 4096) for reading and writing
+    /// in place, creating the file or extending it with zeros as needed (see
+    /// [`MappedRegion`]). By default the region is memory that never reaches the file,
+    /// which is all a file system without mappings (`MemFs`, `FaultFs`) can offer.
+    ///
+    /// # Errors
+    /// `Io` from creating, extending or mapping the file.
+    fn map_region(&self, path: &Path, offset: u64, len: usize) -> Result<Box<dyn MappedRegion>> {
+        let _ = (path, offset);
+        Ok(Box::new(MemoryRegion::zeroed(len)))
+    }
 }
 
 /// Delete `dir/name` if it is there, and make that durable (`dir` synced).

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
-use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use super::{FileLock, FileSystem, MappedRegion, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 
 /// The operating system's file system.
@@ -367,6 +367,31 @@ impl RandomAccessFile for PosixMappedFile {
     }
 }
 
+/// A shared, writable mapping of part of a file ([`FileSystem::map_region`]).
+struct PosixRegion {
+    map: MmapMut,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for PosixRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PosixRegion")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+impl MappedRegion for PosixRegion {
+    fn ptr(&self) -> *mut u8 {
+        self.map.as_ptr().cast_mut()
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
 #[derive(Debug)]
 struct PosixLock {
     _file: File,
@@ -375,6 +400,35 @@ struct PosixLock {
 impl FileLock for PosixLock {}
 
 impl FileSystem for PosixFs {
+    fn map_region(&self, path: &Path, offset: u64, len: usize) -> Result<Box<dyn MappedRegion>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        let end = offset.saturating_add(len as u64);
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
+        if size < end {
+            file.set_len(end)
+                .map_err(|e| Error::io("ftruncate", path, e))?;
+        }
+        // SAFETY: the mapping is of a file the engine alone writes, only through this
+        // region; nothing shrinks it while mapped. Its contents are derived data checked by
+        // the owner (see `MappedRegion`), so a change by another process could cost only a
+        // wrong cache entry, never memory safety of this process.
+        let map = unsafe { MmapOptions::new().offset(offset).len(len).map_mut(&file) }
+            .map_err(|e| Error::io("mmap", path, e))?;
+        Ok(Box::new(PosixRegion {
+            map,
+            path: path.to_owned(),
+        }))
+    }
+
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = File::create(path).map_err(|e| Error::io("create", path, e))?;
         Ok(Box::new(BufferedFile {

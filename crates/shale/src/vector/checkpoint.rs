@@ -24,7 +24,7 @@ pub(super) fn owns(name: &str) -> bool {
 /// What the directory holds.
 pub(super) enum Checkpoint {
     Missing,
-    Found(Hnsw),
+    Found(Box<Hnsw>),
     /// Present but unreadable; the error is not kept, since the graph is rebuilt anyway.
     Damaged,
 }
@@ -39,7 +39,7 @@ pub(super) fn read(fs: &dyn FileSystem, dir: &Path) -> Checkpoint {
         .read_all(&path)
         .and_then(|bytes| Hnsw::read_from(&bytes, &path))
     {
-        Ok(graph) => Checkpoint::Found(graph),
+        Ok(graph) => Checkpoint::Found(Box::new(graph)),
         Err(_) => Checkpoint::Damaged,
     }
 }

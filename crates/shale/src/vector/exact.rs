@@ -10,10 +10,10 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::distance::cosine_unit;
-use super::{Neighbor, NodeId};
+use super::{Metric, Neighbor, NodeId};
 
-/// The `k` candidates most similar to `query` among `items` that pass `filter`.
+/// The `k` candidates most similar to `query` among `items` that pass `filter`, under the
+/// cosine metric.
 ///
 /// `items` yields `(id, vector)` pairs of unit vectors of the query's dimension; the score is
 /// their cosine similarity with `query` (which must be unit length too). Runs in
@@ -27,15 +27,36 @@ pub fn search<'a, I>(
 where
     I: IntoIterator<Item = (NodeId, &'a [f32])>,
 {
-    let mut top = TopK::new(k);
-    for (id, v) in items {
-        if filter.is_some_and(|f| !f(id)) {
-            continue;
-        }
-        top.offer(Neighbor {
+    search_by(Metric::Cosine, items, query, k, filter)
+}
+
+/// [`search`] under any metric: the score is [`Metric::score`] of `query` and each vector,
+/// both already as the metric compares them ([`Metric::prepare`]).
+pub fn search_by<'a, I>(
+    metric: Metric,
+    items: I,
+    query: &[f32],
+    k: usize,
+    filter: Option<&dyn Fn(NodeId) -> bool>,
+) -> Vec<Neighbor>
+where
+    I: IntoIterator<Item = (NodeId, &'a [f32])>,
+{
+    let scored = items
+        .into_iter()
+        .filter(|(id, _)| filter.is_none_or(|f| f(*id)))
+        .map(|(id, v)| Neighbor {
             id,
-            score: cosine_unit(query, v),
+            score: metric.score(query, v),
         });
+    top_k(scored, k)
+}
+
+/// The best `k` of `scored`, best first (ties by id ascending), in O(k) memory.
+pub fn top_k(scored: impl IntoIterator<Item = Neighbor>, k: usize) -> Vec<Neighbor> {
+    let mut top = TopK::new(k);
+    for n in scored {
+        top.offer(n);
     }
     top.into_sorted()
 }
@@ -134,7 +155,7 @@ mod tests {
             .enumerate()
             .map(|(i, v)| Neighbor {
                 id: NodeId(i as u32),
-                score: cosine_unit(&q, v),
+                score: crate::vector::distance::cosine_unit(&q, v),
             })
             .collect();
         all.sort_by(|a, b| b.cmp(a));

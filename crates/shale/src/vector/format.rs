@@ -5,7 +5,8 @@
 //! graph   := header node{node_count} trailer
 //! header  := magic:u64 version:u32 dim:u32 m:u32 m_max:u32 m_max0:u32
 //!            ef_construction:u32 ef_search:u32 ml:f64 seed:u64 node_count:u64 entry:u32
-//! node    := id:u32 flags:u8 level:u8 vector:f32{dim} list{level + 1}
+//!            metric:u8 code_kind:u8 reserved:u16
+//! node    := id:u32 flags:u8 level:u8 code:u8{code_len(dim)} list{level + 1}
 //! list    := count:varint neighbour:u32{count}          (level 0 first)
 //! trailer := masked_crc32c(header ++ nodes):u32
 //! ```
@@ -19,17 +20,23 @@
 use std::io::{self, Write};
 
 use super::hnsw::{Hnsw, HnswParams};
+use super::quant;
 use super::store::MAX_LEVEL;
+use super::Metric;
 use crate::codec::{self, DecodeError, Decoder};
 
 /// "SHALEHNW" read as a big-endian u64; on disk (little-endian) the bytes are `WNHELAHS`.
 pub const GRAPH_MAGIC: u64 = 0x5348_414c_4548_4e57;
 
-/// Version 1 is the layout above. A new layout takes a new number; numbers are never reused.
-pub const GRAPH_FORMAT_VERSION: u32 = 1;
+/// Version 2 is the layout above (version 1 stored `f32` vectors and no metric; it is
+/// refused, and its owner rebuilds the graph). Numbers are never reused.
+pub const GRAPH_FORMAT_VERSION: u32 = 2;
+
+/// The one code kind so far: `quant.rs`'s int8 codes with a per-vector scale.
+const CODE_INT8: u8 = 1;
 
 /// Bytes before the first node.
-pub const GRAPH_HEADER_LEN: usize = 64;
+pub const GRAPH_HEADER_LEN: usize = 68;
 
 /// `entry` when the graph is empty.
 const NO_ENTRY: u32 = u32::MAX;
@@ -61,7 +68,7 @@ pub(super) struct Header {
 pub(super) struct NodeRecord<'a> {
     pub id: u32,
     pub deleted: bool,
-    pub vector: &'a [f32],
+    pub code: &'a [u8],
     pub links: &'a [Vec<u32>],
 }
 
@@ -88,6 +95,9 @@ pub(super) fn encode_header(dst: &mut Vec<u8>, h: &Header) -> io::Result<()> {
     codec::put_u64(dst, p.seed);
     codec::put_u64(dst, h.node_count as u64);
     codec::put_u32(dst, h.entry.unwrap_or(NO_ENTRY));
+    codec::put_u8(dst, p.metric.tag());
+    codec::put_u8(dst, CODE_INT8);
+    codec::put_u16(dst, 0);
     Ok(())
 }
 
@@ -101,9 +111,7 @@ pub(super) fn encode_node(dst: &mut Vec<u8>, n: &NodeRecord<'_>) -> io::Result<(
     codec::put_u32(dst, n.id);
     codec::put_u8(dst, if n.deleted { FLAG_DELETED } else { 0 });
     codec::put_u8(dst, level);
-    for &x in n.vector {
-        codec::put_u32(dst, x.to_bits());
-    }
+    dst.extend_from_slice(n.code);
     for list in n.links {
         codec::put_varint(dst, list.len() as u64);
         for &id in list {
@@ -172,6 +180,24 @@ fn decode_header(d: &mut Decoder<'_>) -> Result<Header, DecodeError> {
     let node_count = usize::try_from(d.u64("node_count")?)
         .map_err(|_| DecodeError::new(at, "node_count exceeds usize"))?;
     let entry = d.u32("entry")?;
+    let at = d.position();
+    let tag = d.u8("metric")?;
+    let metric = Metric::from_tag(tag)
+        .ok_or_else(|| DecodeError::new(at, format!("unknown metric {tag}")))?;
+    let kind = d.u8("code kind")?;
+    if kind != CODE_INT8 {
+        return Err(DecodeError::new(
+            at + 1,
+            format!("unknown code kind {kind}"),
+        ));
+    }
+    let reserved = d.u16("reserved")?;
+    if reserved != 0 {
+        return Err(DecodeError::new(
+            at + 2,
+            format!("reserved field {reserved:#06x} is not 0"),
+        ));
+    }
     Ok(Header {
         dim,
         params: HnswParams {
@@ -182,6 +208,7 @@ fn decode_header(d: &mut Decoder<'_>) -> Result<Header, DecodeError> {
             ef_search,
             ml,
             seed,
+            metric,
         },
         node_count,
         entry: (node_count > 0).then_some(entry),
@@ -240,7 +267,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
     let caps = (header.params.m_max0, header.params.m_max);
 
     let mut records: Vec<(u32, usize)> = Vec::new();
-    let mut vector = Vec::with_capacity(header.dim);
     let mut links: Vec<Vec<u32>> = Vec::new();
     let id_limit = (header.node_count as u64)
         .saturating_mul(ID_SPARSITY)
@@ -274,13 +300,13 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
                 format!("node level {level} > {MAX_LEVEL}"),
             ));
         }
-        decode_vector(&mut d, header.dim, &mut vector)?;
+        let code = decode_code(&mut d, header.dim, header.params.metric)?;
         links.resize_with(usize::from(level) + 1, Vec::new);
         for (l, list) in links.iter_mut().enumerate() {
             let cap = if l == 0 { caps.0 } else { caps.1 };
             decode_list(&mut d, cap, list)?;
         }
-        if !graph.load_node(id, flags & FLAG_DELETED != 0, level, &vector, &links) {
+        if !graph.load_node(id, flags & FLAG_DELETED != 0, level, code, &links) {
             return Err(DecodeError::new(
                 at,
                 format!("node {id} does not fit the graph"),
@@ -301,32 +327,51 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
     }
     graph
         .load_entry(header.entry)
-        .map_err(|reason| DecodeError::new(GRAPH_HEADER_LEN - 4, reason))?;
+        .map_err(|reason| DecodeError::new(GRAPH_HEADER_LEN - 8, reason))?;
     Ok(graph)
 }
 
-fn decode_vector(d: &mut Decoder<'_>, dim: usize, out: &mut Vec<f32>) -> Result<(), DecodeError> {
+/// One node's code, checked: component bytes in `1..=255` (what `quant::encode` makes),
+/// padding zero, a finite positive scale, a finite squared norm (1 under the cosine metric,
+/// whose vectors are unit length). Anything else, a NaN included, is damage.
+fn decode_code<'a>(
+    d: &mut Decoder<'a>,
+    dim: usize,
+    metric: Metric,
+) -> Result<&'a [u8], DecodeError> {
     let at = d.position();
-    let n = dim
-        .checked_mul(4)
-        .ok_or_else(|| DecodeError::new(at, "vector size overflows"))?;
-    let raw = d.bytes(n, "vector")?;
-    out.clear();
-    out.extend(
-        raw.chunks_exact(4)
-            .filter_map(codec::get_u32)
-            .map(f32::from_bits),
-    );
-    let norm2: f64 = out.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
-    // Stored vectors are unit length; anything else (a NaN included) is damage.
-    let unit = (norm2 - 1.0).abs() < 1e-3;
-    if !unit {
+    let code = d.bytes(quant::code_len(dim), "code")?;
+    let (components, rest) = code.split_at(dim.min(code.len()));
+    if let Some(i) = components.iter().position(|&u| u == 0) {
+        return Err(DecodeError::new(at + i, "code component 0 (never written)"));
+    }
+    let padding = rest.len().saturating_sub(8);
+    if rest.iter().take(padding).any(|&b| b != 0) {
+        return Err(DecodeError::new(at + dim, "code padding is not zero"));
+    }
+    let word = |i: usize| {
+        rest.get(padding + 4 * i..padding + 4 * i + 4)
+            .and_then(codec::get_u32)
+            .map_or(f32::NAN, f32::from_bits)
+    };
+    let (scale, norm2) = (word(0), word(1));
+    if !(scale.is_finite() && scale > 0.0) {
         return Err(DecodeError::new(
-            at,
-            format!("vector norm² {norm2} is not 1"),
+            at + dim + padding,
+            format!("code scale {scale} is not a positive number"),
         ));
     }
-    Ok(())
+    let unit = !metric.normalizes() || (f64::from(norm2) - 1.0).abs() < 1e-3;
+    if !(norm2.is_finite() && norm2 >= 0.0 && unit) {
+        return Err(DecodeError::new(
+            at + dim + padding + 4,
+            format!(
+                "code norm² {norm2} is not valid under the {} metric",
+                metric.name()
+            ),
+        ));
+    }
+    Ok(code)
 }
 
 fn decode_list(d: &mut Decoder<'_>, cap: usize, out: &mut Vec<u32>) -> Result<(), DecodeError> {
@@ -363,10 +408,11 @@ mod tests {
         )
         .expect("header");
         let links = [Vec::new()];
+        let code = graph.encode(&[1.0]).expect("a unit vector");
         let node = NodeRecord {
             id,
             deleted: false,
-            vector: &[1.0],
+            code: &code,
             links: &links,
         };
         encode_node(&mut out, &node).expect("node");

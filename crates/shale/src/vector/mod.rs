@@ -34,16 +34,22 @@ use crate::error::Result;
 /// its own, with the graph checkpoint beside it).
 pub const STORE_DIR: &str = "vectors";
 
+mod chunks;
 pub mod distance;
 pub mod exact;
 mod format;
 pub mod hnsw;
+mod metric;
+pub mod quant;
 mod store;
 #[cfg(test)]
 mod tests;
+mod vector_file;
 
 pub use format::{GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC};
 pub use hnsw::{Hnsw, HnswParams, RECLAIM_FRACTION};
+pub use metric::{squared_l2, Metric};
+pub use vector_file::VectorFile;
 
 /// A node of a vector index: a dense id chosen by the owner of the index (who maps it to a
 /// key), so that node data lives in arrays indexed by it.
@@ -83,6 +89,15 @@ impl PartialEq for Neighbor {
 }
 
 impl Eq for Neighbor {}
+
+/// Where the full-precision vectors of a graph's nodes are: the graph keeps only their
+/// codes, and asks a source for the few it re-scores ([`Hnsw::search_rescored`]) or for
+/// every one ([`Hnsw::exact_search`]).
+pub trait VectorSource: Sync {
+    /// The vector of node `id` as the metric stores it (unit length under
+    /// [`Metric::Cosine`]), or `None` if the source has none.
+    fn vector(&self, id: NodeId) -> Option<&[f32]>;
+}
 
 /// Turns text into vectors. Implementations must be deterministic: the same text always
 /// gives the same vector, so that an index rebuilt after a crash matches the one lost.

@@ -1,12 +1,12 @@
-//! Where the HNSW graph keeps its nodes: vectors, levels, tombstones and neighbour lists, in
-//! flat arrays indexed by node id.
+//! Where the HNSW graph keeps its nodes: codes (`quant.rs`), levels, tombstones and neighbour
+//! lists, in flat arrays indexed by node id.
 //!
 //! Ids are dense `u32`s chosen by the caller, so a node's slot is found by arithmetic, not by
-//! a map. Slots live in **chunks** of 1024 nodes, reached through a two-level directory
-//! (2048 pages of 2048 chunks cover the whole `u32` range), so the store grows while other
-//! threads read it: a chunk, once created, never moves, and memory follows the ids in use
-//! (one stray large id costs one chunk, not a table up to it). Inside a chunk each kind of
-//! data is one contiguous array (all vectors back to back, all level-0 neighbour lists back
+//! a map. Slots live in **chunks** of 1024 nodes, in a flat directory (`chunks.rs`) that
+//! covers the whole `u32` range, so the store grows while other threads read it: a chunk,
+//! once created, never moves, and memory follows the ids in use (one stray large id costs
+//! one chunk, not a table up to it). Inside a chunk each kind of
+//! data is one contiguous array (all codes back to back, all level-0 neighbour lists back
 //! to back), as hnswlib lays out its level-0 memory, so the inner loop of a search streams
 //! through few cache lines. Arrays are allocated zeroed, which the allocator serves from
 //! untouched pages.
@@ -16,13 +16,13 @@
 //! Every method takes `&self`. A slot goes through three states, kept in its `meta` word:
 //!
 //! ```text
-//!   EMPTY --claim (CAS, one winner)--> CLAIMED --vector, level and lists written--> READY
+//!   EMPTY --claim (CAS, one winner)--> CLAIMED --code, level and lists written--> READY
 //! ```
 //!
-//! Only the thread that won the claim writes the slot's vector, and only before it publishes
-//! READY with a release store; readers load `meta` with acquire and touch a vector only when
-//! they see READY. After READY a vector is never written again, which is what makes handing
-//! out a plain `&[f32]` into shared memory sound.
+//! Only the thread that won the claim writes the slot's code, and only before it publishes
+//! READY with a release store; readers load `meta` with acquire and touch a code only when
+//! they see READY. After READY a code is never written again, which is what makes handing
+//! out a plain `&[u8]` into shared memory sound.
 //!
 //! Neighbour lists are arrays of atomics: `count` then `capacity` slots. Writers of a node's
 //! lists hold that node's mutex ([`NodeStore::lock`]); readers take no lock. A reader racing a
@@ -32,7 +32,7 @@
 //!
 //! # Invariants
 //!
-//! 1. A vector is written once, by the claiming thread, before its slot becomes READY.
+//! 1. A code is written once, by the claiming thread, before its slot becomes READY.
 //! 2. A node's level and the size of its upper-level list array are fixed before READY.
 //! 3. Every id in a list at level `l` names a READY node of level `>= l` (the graph code
 //!    upholds this; the loader checks it on every file).
@@ -41,16 +41,13 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use super::chunks::Chunks;
 use crate::sync::lock;
 
 /// Nodes in a chunk: `1 << CHUNK_SHIFT`.
 const CHUNK_SHIFT: u32 = 10;
-/// Chunks in a page: `1 << PAGE_SHIFT`.
-const PAGE_SHIFT: u32 = 11;
-/// Pages in the directory, enough for every `u32` id.
-const PAGES: usize = 1 << (32 - CHUNK_SHIFT - PAGE_SHIFT);
-
-type Page = Box<[OnceLock<Chunk>]>;
+/// Chunks in the directory, enough for every `u32` id.
+const CHUNKS: usize = 1 << (32 - CHUNK_SHIFT);
 
 const STATE_MASK: u32 = 0b11;
 const EMPTY: u32 = 0;
@@ -76,7 +73,7 @@ impl Links<'_> {
         // Acquire pairs with the writer's release of `count`, so the slots written before
         // it are visible. Each slot is read with acquire too (a plain load on x86): a torn
         // read may see an id stored by a later writer, and acquire on the slot itself is
-        // what orders that id's vector before this reader's use of it (invariant 3).
+        // what orders that id's code before this reader's use of it (invariant 3).
         let n = (count.load(Ordering::Acquire) as usize).min(slots.len());
         out.extend(
             slots
@@ -108,8 +105,9 @@ impl Links<'_> {
 
 /// The arrays of one chunk of `1 << CHUNK_SHIFT` consecutive ids.
 struct Chunk {
-    /// `1024 * dim` floats; node `i`'s vector is `[i * dim, (i + 1) * dim)`.
-    vectors: Box<[UnsafeCell<f32>]>,
+    /// `1024 * stride` bytes from a cache-line boundary; node `i`'s code starts at
+    /// `i * stride`.
+    codes: Lines,
     /// State, tombstone and level of each node (see the constants above).
     meta: Box<[AtomicU32]>,
     /// `1024 * (1 + m_max0)`: each node's level-0 list.
@@ -121,7 +119,7 @@ struct Chunk {
     locks: Box<[Mutex<()>]>,
 }
 
-// SAFETY: the only field that is not `Sync` on its own is `vectors` (`UnsafeCell`). Each of
+// SAFETY: the only field that is not `Sync` on its own is `codes` (`UnsafeCell`). Each of
 // its ranges is written by exactly one thread (the one whose CAS claimed the slot), before
 // the release store that makes the slot READY, and read only after an acquire load sees READY
 // (invariant 1); so no read ever races a write.
@@ -135,17 +133,50 @@ fn zeroed_u32s(n: usize) -> Box<[AtomicU32]> {
     unsafe { Box::from_raw(Box::into_raw(plain) as *mut [AtomicU32]) }
 }
 
-fn zeroed_f32_cells(n: usize) -> Box<[UnsafeCell<f32>]> {
-    let plain: Box<[f32]> = vec![0.0f32; n].into_boxed_slice();
-    // SAFETY: `UnsafeCell<T>` is `repr(transparent)` over `T`.
-    unsafe { Box::from_raw(Box::into_raw(plain) as *mut [UnsafeCell<f32>]) }
+/// Bytes in a cache line.
+const LINE: usize = 64;
+
+/// One cache line of bytes, aligned to its size.
+#[repr(C, align(64))]
+struct Line(UnsafeCell<[u8; LINE]>);
+
+/// Bytes that start on a cache-line boundary, so that a code whose stride divides the line
+/// never straddles two lines.
+struct Lines(Box<[Line]>);
+
+impl Lines {
+    /// At least `n` zeroed bytes, from the allocator's zeroed path (fresh pages untouched).
+    fn zeroed(n: usize) -> Lines {
+        let count = n.div_ceil(LINE).max(1);
+        let layout = std::alloc::Layout::array::<Line>(count)
+            .unwrap_or_else(|_| panic!("a chunk of {n} code bytes overflows the address space"));
+        // SAFETY: `layout` has a non-zero size (`count >= 1`).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Line>();
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `ptr` is a fresh allocation of `layout`, which is `[Line; count]`'s; all
+        // zero bytes are a valid `Line`; the box frees it with the same layout.
+        Lines(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, count)) })
+    }
+
+    /// The bytes as cells.
+    fn cells(&self) -> &[UnsafeCell<u8>] {
+        // SAFETY: `Line` is `repr(C)` around `UnsafeCell<[u8; LINE]>`, which has the layout
+        // of `[UnsafeCell<u8>; LINE]` (`UnsafeCell` is `repr(transparent)`), so the lines are
+        // `len * LINE` contiguous byte cells.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.0.as_ptr().cast::<UnsafeCell<u8>>(),
+                self.0.len() * LINE,
+            )
+        }
+    }
 }
 
-/// `f32`s in a 64-byte cache line.
-const CELLS_PER_LINE: usize = 16;
-
-/// Most cache lines of one vector [`NodeStore::prefetch_vector`] asks for.
-const PREFETCH_LINES: usize = 4;
+/// Most cache lines of one code [`NodeStore::prefetch_code`] asks for (a 384-dimensional
+/// code is seven); the hardware prefetcher streams the rest of a longer one.
+const PREFETCH_LINES: usize = 8;
 
 /// A hint to load the cache line at `p`; no effect on other architectures.
 #[inline]
@@ -160,37 +191,63 @@ fn prefetch(p: Option<*const i8>) {
     let _ = p;
 }
 
+/// Ask the CPU to start loading `bytes` (at most [`PREFETCH_LINES`] lines of them): the
+/// graph's searches are bound by cache misses on nodes reached through links, and starting
+/// the loads of every neighbour before scoring the first is what hides them.
+#[inline]
+pub(super) fn prefetch_bytes(bytes: &[u8]) {
+    prefetch_lines(bytes.as_ptr(), bytes.len());
+}
+
+/// Prefetch every line from the one `len` bytes at `p` start in to the one they end in, at
+/// most [`PREFETCH_LINES`].
+#[inline]
+fn prefetch_lines(p: *const u8, len: usize) {
+    let head = p as usize % LINE;
+    let lines = (head + len).div_ceil(LINE).min(PREFETCH_LINES);
+    let first = p.wrapping_sub(head).cast::<i8>();
+    for k in 0..lines {
+        prefetch(Some(first.wrapping_add(k * LINE)));
+    }
+}
+
 /// The node arrays of one graph. See the module documentation.
 pub(super) struct NodeStore {
-    dim: usize,
+    code_len: usize,
+    /// Bytes from one code to the next: the code length, rounded up to a power of two when
+    /// it fits a cache line (so that a short code is one line, never two).
+    stride: usize,
     m_max: usize,
     m_max0: usize,
-    pages: Box<[OnceLock<Page>]>,
+    chunks: Chunks<Chunk>,
 }
 
 impl NodeStore {
-    pub(super) fn new(dim: usize, m_max: usize, m_max0: usize) -> NodeStore {
+    pub(super) fn new(code_len: usize, m_max: usize, m_max0: usize) -> NodeStore {
+        let stride = if code_len <= LINE {
+            code_len.next_power_of_two()
+        } else {
+            code_len
+        };
         NodeStore {
-            dim,
+            code_len,
+            stride,
             m_max,
             m_max0,
-            pages: std::iter::repeat_with(OnceLock::new).take(PAGES).collect(),
+            chunks: Chunks::new(CHUNKS),
         }
     }
 
-    /// `(page, chunk inside the page, node inside the chunk)` of `id`.
-    fn locate(id: u32) -> (usize, usize, usize) {
+    /// `(chunk, node inside the chunk)` of `id`.
+    fn locate(id: u32) -> (usize, usize) {
         let id = id as usize;
-        let node = id & ((1 << CHUNK_SHIFT) - 1);
-        let chunk = (id >> CHUNK_SHIFT) & ((1 << PAGE_SHIFT) - 1);
-        let page = id >> (CHUNK_SHIFT + PAGE_SHIFT);
-        (page, chunk, node)
+        (id >> CHUNK_SHIFT, id & ((1 << CHUNK_SHIFT) - 1))
     }
 
     fn new_chunk(&self) -> Chunk {
         let cap = 1usize << CHUNK_SHIFT;
         Chunk {
-            vectors: zeroed_f32_cells(cap * self.dim),
+            codes: Lines::zeroed(cap * self.stride),
             meta: zeroed_u32s(cap),
             links0: zeroed_u32s(cap * (1 + self.m_max0)),
             upper: std::iter::repeat_with(OnceLock::new).take(cap).collect(),
@@ -202,22 +259,13 @@ impl NodeStore {
 
     /// The chunk holding `id` (created if `create`) and the node's index in it.
     fn slot_in(&self, id: u32, create: bool) -> Option<(&Chunk, usize)> {
-        let (p, c, i) = Self::locate(id);
-        let page = self.pages.get(p)?;
-        let page = if create {
-            page.get_or_init(|| {
-                std::iter::repeat_with(OnceLock::new)
-                    .take(1 << PAGE_SHIFT)
-                    .collect()
-            })
-        } else {
-            page.get()?
-        };
-        let chunk = page.get(c)?;
+        let (c, i) = Self::locate(id);
         let chunk = if create {
-            chunk.get_or_init(|| self.new_chunk())
+            self.chunks
+                .get_or_try_init(c, || Ok::<_, std::convert::Infallible>(self.new_chunk()))
+                .unwrap_or_else(|never| match never {})?
         } else {
-            chunk.get()?
+            self.chunks.get(c)?
         };
         Some((chunk, i))
     }
@@ -233,11 +281,11 @@ impl NodeStore {
         (meta & STATE_MASK == READY).then_some((seg, i, meta))
     }
 
-    /// Take slot `id` for a new node with `vector` (of length `dim`) and `level`.
+    /// Take slot `id` for a new node with `code` (of `code_len` bytes) and `level`.
     ///
     /// Returns `false`, changing nothing, if the slot is already taken. On `true` the node is
     /// READY with empty neighbour lists.
-    pub(super) fn claim(&self, id: u32, vector: &[f32], level: u8) -> bool {
+    pub(super) fn claim(&self, id: u32, code: &[u8], level: u8) -> bool {
         let Some((seg, i)) = self.slot_in(id, true) else {
             return false;
         };
@@ -250,11 +298,11 @@ impl NodeStore {
         {
             return false;
         }
-        let start = i * self.dim;
-        let Some(cells) = seg.vectors.get(start..start + self.dim) else {
+        let start = i * self.stride;
+        let Some(cells) = seg.codes.cells().get(start..start + self.code_len) else {
             return false;
         };
-        for (cell, &x) in cells.iter().zip(vector) {
+        for (cell, &x) in cells.iter().zip(code) {
             // SAFETY: this thread won the claim of slot `i`, so it is the only one touching
             // these cells until the release store below publishes them (invariant 1).
             unsafe { *cell.get() = x };
@@ -269,59 +317,58 @@ impl NodeStore {
         true
     }
 
-    /// The vector of `id`, if it is READY.
+    /// The code of `id`, if it is READY.
     #[inline]
-    pub(super) fn vector(&self, id: u32) -> Option<&[f32]> {
+    pub(super) fn code(&self, id: u32) -> Option<&[u8]> {
         let (seg, i, _) = self.ready_meta(id)?;
-        let start = i * self.dim;
-        let cells = seg.vectors.get(start..start + self.dim)?;
-        // SAFETY: the slot is READY (acquire), so its cells were fully written before and are
-        // never written again (invariant 1); `UnsafeCell<f32>` has `f32`'s layout.
-        Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()) })
+        self.code_in(seg, i)
     }
 
-    /// The vector of `id`, read from a neighbour list: no state check, one cache miss
-    /// fewer than [`NodeStore::vector`] on the search's hottest path.
+    /// The code of `id`, read from a neighbour list: no state check, one cache miss fewer
+    /// than [`NodeStore::code`] on the search's hottest path.
     ///
     /// Sound because of invariant 3: an id in a list names a READY node. The thread that
     /// stored the id saw the node READY (acquire), then stored the id with release; the
     /// caller read the id from the list with acquire ([`Links::read_into`]). So the
-    /// vector's writes happen before this read, and a READY vector is never written again.
+    /// code's writes happen before this read, and a READY code is never written again.
     /// `None` only if the id's chunk does not exist, which invariant 3 rules out.
     #[inline]
-    pub(super) fn linked_vector(&self, id: u32) -> Option<&[f32]> {
+    pub(super) fn linked_code(&self, id: u32) -> Option<&[u8]> {
         let (seg, i) = self.slot(id)?;
-        let start = i * self.dim;
-        let cells = seg.vectors.get(start..start + self.dim)?;
-        // SAFETY: see above; `UnsafeCell<f32>` has `f32`'s layout.
-        Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len()) })
+        self.code_in(seg, i)
     }
 
-    /// Ask the CPU to start loading the head of `id`'s vector: the graph's
-    /// searches are bound by cache misses on nodes reached through links, and starting the
-    /// loads of every neighbour before scoring the first is what hides them.
-    ///
-    /// At most [`PREFETCH_LINES`] lines of the vector are asked for: enough for a short
-    /// vector (50 dimensions are 200 bytes); a long one is streamed by the hardware
-    /// prefetcher once its first lines are read.
     #[inline]
-    pub(super) fn prefetch_vector(&self, id: u32) {
+    fn code_in<'a>(&self, seg: &'a Chunk, i: usize) -> Option<&'a [u8]> {
+        let start = i * self.stride;
+        let cells = seg.codes.cells().get(start..start + self.code_len)?;
+        // SAFETY: the callers establish that the slot is READY (see them), so its cells were
+        // fully written before and are never written again (invariant 1); `UnsafeCell<u8>`
+        // has `u8`'s layout.
+        Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<u8>(), cells.len()) })
+    }
+
+    /// Ask the CPU to start loading `id`'s code: the graph's searches are bound by cache
+    /// misses on nodes reached through links, and starting the loads of every neighbour
+    /// before scoring the first is what hides them.
+    #[inline]
+    pub(super) fn prefetch_code(&self, id: u32) {
         if let Some((seg, i)) = self.slot(id) {
-            let start = i * self.dim;
-            let end = (start + self.dim).min(seg.vectors.len());
-            let cells = seg.vectors.get(start..end).unwrap_or(&[]);
-            for line in cells.chunks(CELLS_PER_LINE).take(PREFETCH_LINES) {
-                prefetch(line.first().map(|c| c.get().cast_const().cast()));
-            }
+            let start = i * self.stride;
+            let cells = seg.codes.cells();
+            let cells = cells.get(start..start + self.code_len).unwrap_or(&[]);
+            prefetch_lines(cells.as_ptr().cast(), cells.len());
         }
     }
 
-    /// Ask the CPU to start loading `id`'s level-0 list (see [`NodeStore::prefetch_vector`]).
+    /// Ask the CPU to start loading `id`'s level-0 list (see [`NodeStore::prefetch_code`]).
     #[inline]
     pub(super) fn prefetch_links0(&self, id: u32) {
         if let Some((seg, i)) = self.slot(id) {
-            let list = seg.links0.get(i * (1 + self.m_max0));
-            prefetch(list.map(|w| w.as_ptr().cast_const().cast()));
+            let w = 1 + self.m_max0;
+            if let Some(list) = seg.links0.get(i * w..(i + 1) * w) {
+                prefetch_lines(list.as_ptr().cast(), std::mem::size_of_val(list));
+            }
         }
     }
 
@@ -361,6 +408,27 @@ impl NodeStore {
         Some(Links(seg.upper.get(i)?.get()?.get(at..at + w)?))
     }
 
+    /// Bytes held by the chunks that exist: codes, states, locks, level-0 lists and the
+    /// upper-level lists allocated so far.
+    pub(super) fn memory_bytes(&self) -> usize {
+        let per_node = self.stride
+            + std::mem::size_of::<AtomicU32>() * (2 + self.m_max0)
+            + std::mem::size_of::<OnceLock<Box<[AtomicU32]>>>()
+            + std::mem::size_of::<Mutex<()>>();
+        let upper_list = std::mem::size_of::<AtomicU32>() * (1 + self.m_max);
+        let mut bytes = self.chunks.directory_bytes();
+        for (_, chunk) in self.chunks.iter() {
+            bytes += chunk.meta.len() * per_node;
+            bytes += chunk
+                .upper
+                .iter()
+                .filter_map(OnceLock::get)
+                .map(|lists| lists.len() / (1 + self.m_max) * upper_list)
+                .sum::<usize>();
+        }
+        bytes
+    }
+
     /// The lock that serialises writers of `id`'s neighbour lists.
     ///
     /// # Panics
@@ -380,20 +448,20 @@ mod tests {
 
     #[test]
     fn locate_covers_the_whole_id_space_without_overlap() {
-        assert_eq!(NodeStore::locate(0), (0, 0, 0));
-        assert_eq!(NodeStore::locate(1023), (0, 0, 1023));
-        assert_eq!(NodeStore::locate(1024), (0, 1, 0));
-        assert_eq!(NodeStore::locate((1 << 21) + 5), (1, 0, 5));
-        assert_eq!(NodeStore::locate(u32::MAX), (PAGES - 1, 2047, 1023));
+        assert_eq!(NodeStore::locate(0), (0, 0));
+        assert_eq!(NodeStore::locate(1023), (0, 1023));
+        assert_eq!(NodeStore::locate(1024), (1, 0));
+        assert_eq!(NodeStore::locate((1 << 21) + 5), (2048, 5));
+        assert_eq!(NodeStore::locate(u32::MAX), (CHUNKS - 1, 1023));
     }
 
     #[test]
     fn claim_publishes_once_and_lists_round_trip() {
         let store = NodeStore::new(2, 3, 6);
-        assert!(store.vector(5).is_none());
-        assert!(store.claim(5, &[0.6, 0.8], 2));
-        assert!(!store.claim(5, &[1.0, 0.0], 0), "a slot is claimed once");
-        assert_eq!(store.vector(5), Some(&[0.6, 0.8][..]));
+        assert!(store.code(5).is_none());
+        assert!(store.claim(5, &[6, 8], 2));
+        assert!(!store.claim(5, &[1, 0], 0), "a slot is claimed once");
+        assert_eq!(store.code(5), Some(&[6, 8][..]));
         assert_eq!(store.level(5), Some(2));
         assert!(store.links(5, 3).is_none());
 
@@ -412,7 +480,7 @@ mod tests {
         assert_eq!(store.mark_deleted(5), Some(false));
         assert!(store.is_deleted(5));
         assert_eq!(store.mark_deleted(6), None);
-        assert!(store.claim(u32::MAX, &[1.0, 0.0], 0));
-        assert_eq!(store.vector(u32::MAX), Some(&[1.0, 0.0][..]));
+        assert!(store.claim(u32::MAX, &[1, 0], 0));
+        assert_eq!(store.code(u32::MAX), Some(&[1, 0][..]));
     }
 }

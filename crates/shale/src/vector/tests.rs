@@ -6,8 +6,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::distance::normalize;
-use super::{exact, Hnsw, HnswParams, Neighbor, NodeId};
+use super::{exact, Hnsw, HnswParams, Neighbor, NodeId, VectorSource};
 use crate::error::Error;
+
+/// The full vectors of test data, by node id.
+struct Full<'a>(&'a [Vec<f32>]);
+
+impl VectorSource for Full<'_> {
+    fn vector(&self, id: NodeId) -> Option<&[f32]> {
+        self.0.get(id.0 as usize).map(|v| &v[..])
+    }
+}
 
 /// splitmix64, so that failures reproduce from the printed seed.
 struct Rng(u64);
@@ -94,7 +103,8 @@ fn exact_top(
     exact::search(items, q, k, Some(keep))
 }
 
-/// Mean recall@k of the graph against exact search over `queries`.
+/// Mean recall@k against exact search over `queries` of the graph's search as the index
+/// runs it: the best `2k` by code re-scored with the full vectors.
 fn recall(
     g: &Hnsw,
     data: &[Vec<f32>],
@@ -107,7 +117,9 @@ fn recall(
     let mut total = 0usize;
     for q in queries {
         let truth = exact_top(data, q, k, keep);
-        let got = g.search(q, k, Some(ef), Some(keep)).unwrap();
+        let got = g
+            .search_rescored(q, k, Some(ef), Some(keep), &Full(data), 2 * k)
+            .unwrap();
         assert!(got.iter().all(|n| keep(n.id)), "a result fails the filter");
         assert!(got.windows(2).all(|w| w[0] >= w[1]), "results not sorted");
         hits += truth
@@ -229,11 +241,11 @@ fn filters_restrict_results_without_losing_recall() {
         println!("seed {seed:#x}: filter 1/{modulus}: recall@10 = {r:.4}");
         assert!(r >= 0.95, "filter 1/{modulus}: recall {r}");
     }
-    // The graph's own exact search agrees with the reference, filter and all.
+    // The graph's exact search agrees with the reference, filter and all.
     let keep = |id: NodeId| id.0.is_multiple_of(3);
     for q in &queries[..10] {
         assert_eq!(
-            g.exact_search(q, 10, Some(&keep)).unwrap(),
+            g.exact_search(q, 10, Some(&keep), &Full(data)).unwrap(),
             exact_top(data, q, 10, &keep)
         );
     }
@@ -252,10 +264,13 @@ fn bad_arguments_are_refused() {
         .is_empty());
     assert!(g.entry_point().is_none());
     g.insert(NodeId(4), &[3.0, 0.0, 4.0]).unwrap();
-    assert_eq!(
-        g.vector(NodeId(4)),
-        Some(&[0.6, 0.0, 0.8][..]),
-        "stored normalised"
+    let stored = g.decoded(NodeId(4)).unwrap();
+    assert!(
+        stored
+            .iter()
+            .zip([0.6, 0.0, 0.8])
+            .all(|(a, b)| (a - b).abs() < 0.01),
+        "stored normalised: {stored:?}"
     );
     for (id, v) in [
         (5, &[1.0, 0.0][..]),
@@ -273,7 +288,24 @@ fn bad_arguments_are_refused() {
     assert!(g.search(&[0.0, 0.0, 0.0], 5, None, None).is_err());
     let got = g.search(&[0.0, 0.0, 2.0], 5, None, None).unwrap();
     assert_eq!(got.len(), 1);
-    assert!((got[0].score - 0.8).abs() < 1e-6);
+    assert!(
+        (got[0].score - 0.8).abs() < 0.01,
+        "the codes' score is close"
+    );
+    let full = [
+        vec![0.0; 3],
+        vec![0.0; 3],
+        vec![0.0; 3],
+        vec![0.0; 3],
+        vec![0.6, 0.0, 0.8],
+    ];
+    let got = g
+        .search_rescored(&[0.0, 0.0, 2.0], 5, None, None, &Full(&full), 10)
+        .unwrap();
+    assert!(
+        (got[0].score - 0.8).abs() < 1e-6,
+        "the full vector's score is exact"
+    );
 
     let bad = HnswParams {
         m: 1,
@@ -410,8 +442,8 @@ fn resealed(mut body: Vec<u8>) -> Vec<u8> {
 
 #[test]
 fn well_checksummed_but_malformed_graphs_are_corruption() {
-    // Two nodes of dim 1 at level 0, linked to each other: 64-byte header, then per node
-    // id(4) flags(1) level(1) vector(4) count(1) neighbour(4) = 15 bytes.
+    // Two nodes of dim 1 at level 0, linked to each other: 68-byte header, then per node
+    // id(4) flags(1) level(1) code(12) count(1) neighbour(4) = 23 bytes.
     let g = Hnsw::new(
         1,
         HnswParams {
@@ -423,18 +455,28 @@ fn well_checksummed_but_malformed_graphs_are_corruption() {
     g.insert(NodeId(0), &[1.0]).unwrap();
     g.insert(NodeId(1), &[-1.0]).unwrap();
     let bytes = encoded(&g);
-    assert_eq!(bytes.len(), 64 + 2 * 15 + 4);
+    assert_eq!(bytes.len(), 68 + 2 * 23 + 4);
     let body = bytes[..bytes.len() - 4].to_vec();
     assert!(decode(&resealed(body.clone())).is_ok());
 
-    let cases: [(&str, usize, &[u8]); 7] = [
-        ("link to a missing node", 64 + 11, &[9, 0, 0, 0]),
-        ("link to itself", 64 + 11, &[0, 0, 0, 0]),
-        ("ids out of order", 64 + 15, &[0, 0, 0, 0]),
-        ("unknown flag", 64 + 4, &[2]),
-        ("level 1 without its list", 64 + 5, &[1]),
+    let cases: [(&str, usize, &[u8]); 13] = [
+        ("link to a missing node", 68 + 19, &[9, 0, 0, 0]),
+        ("link to itself", 68 + 19, &[0, 0, 0, 0]),
+        ("ids out of order", 68 + 23, &[0, 0, 0, 0]),
+        ("unknown flag", 68 + 4, &[2]),
+        ("level 1 without its list", 68 + 5, &[1]),
         ("entry point not a node", 60, &[5, 0, 0, 0]),
-        ("a zero vector", 64 + 6, &[0, 0, 0, 0]),
+        ("unknown metric", 64, &[3]),
+        ("unknown code kind", 65, &[2]),
+        ("reserved bits", 66, &[1]),
+        ("a code component never written", 68 + 6, &[0]),
+        ("code padding", 68 + 7, &[1]),
+        ("a zero scale", 68 + 10, &[0, 0, 0, 0]),
+        (
+            "a cosine vector not of unit length",
+            68 + 14,
+            &[0, 0, 0, 0x40],
+        ),
     ];
     for (what, at, patch) in cases {
         let mut bad = body.clone();

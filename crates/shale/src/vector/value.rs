@@ -43,12 +43,6 @@ pub fn text_hash(text: &[u8]) -> u64 {
     xxh3_64(text)
 }
 
-/// True if `a` and `b` are the same vector up to the rounding of a renormalisation (the
-/// graph stores vectors scaled to unit length).
-pub(super) fn same_vector(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

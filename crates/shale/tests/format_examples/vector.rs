@@ -68,7 +68,7 @@ fn hnsw_graph_example() {
         doc,
         "the engine no longer writes the document's bytes"
     );
-    assert_eq!(doc.len(), 170);
+    assert_eq!(doc.len(), 190);
     assert_eq!(codec::get_u64(&doc).unwrap(), GRAPH_MAGIC);
     assert_eq!(&doc[..8], b"WNHELAHS");
     assert_eq!(codec::get_u32(&doc[8..]).unwrap(), GRAPH_FORMAT_VERSION);
@@ -107,7 +107,20 @@ fn hnsw_graph_example() {
     assert_eq!(n(3, 0), [2]);
     assert_eq!(n(3, 1), [0]);
     assert!(g.is_deleted(NodeId(3)));
-    assert_eq!(g.vector(NodeId(1)), Some(&[0.6, 0.8][..]));
+    assert_eq!(g.metric(), shale::vector::Metric::Cosine);
+    // Node 1's code: (0.6, 0.8) at the scale 0.8 / 127 is 95 and 127, stored plus 128.
+    let code = g.code(NodeId(1)).unwrap();
+    assert_eq!(&code[..4], [0xdf, 0xff, 0, 0]);
+    assert_eq!(
+        f32::from_le_bytes(code[4..8].try_into().unwrap()),
+        0.8 / 127.0
+    );
+    assert_eq!(f32::from_le_bytes(code[8..12].try_into().unwrap()), 1.0);
+    let back = g.decoded(NodeId(1)).unwrap();
+    assert!(
+        (back[0] - 0.6).abs() < 0.8 / 254.0 && back[1] == 0.8,
+        "{back:?}"
+    );
     // The tombstone is walked through, never returned.
     let found = g.search(&[-1.0, 0.0], 4, None, None).unwrap();
     let ids: Vec<u32> = found.iter().map(|r| r.id.0).collect();
@@ -118,10 +131,10 @@ fn hnsw_graph_example() {
     flipped[100] ^= 0x01;
     let err = Hnsw::read_from(&flipped, Path::new("example.hnsw")).unwrap_err();
     assert!(
-        matches!(err, Error::Corruption { offset: 166, .. }),
+        matches!(err, Error::Corruption { offset: 186, .. }),
         "{err}"
     );
-    let err = Hnsw::read_from(&doc[..169], Path::new("example.hnsw")).unwrap_err();
+    let err = Hnsw::read_from(&doc[..189], Path::new("example.hnsw")).unwrap_err();
     assert!(err.is_corruption(), "{err}");
 }
 
@@ -147,7 +160,7 @@ fn print_hnsw_example() {
         let lists: usize = (0..=level)
             .map(|l| 1 + 4 * g.neighbours(NodeId(id), l).len())
             .sum();
-        let len = 4 + 1 + 1 + 8 + lists;
+        let len = 4 + 1 + 1 + shale::vector::quant::code_len(2) + lists;
         println!("# node {id} at offset {at}");
         let hex: Vec<String> = bytes[at..at + len]
             .iter()

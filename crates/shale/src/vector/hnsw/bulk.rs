@@ -23,7 +23,7 @@ impl Hnsw {
             .ids()
             .filter(|&id| !self.nodes.is_deleted(id.0))
             .collect();
-        fresh.insert_all(&live, |id| self.nodes.vector(id.0), threads)?;
+        fresh.insert_codes(&live, |id| self.nodes.code(id.0), threads)?;
         Ok(fresh)
     }
 
@@ -37,6 +37,34 @@ impl Hnsw {
     where
         F: Fn(NodeId) -> Option<&'v [f32]> + Sync,
     {
+        self.on_threads(ids, threads, |id| {
+            let v = vector_of(id)
+                .ok_or_else(|| Error::invalid(format!("no vector for node {}", id.0)))?;
+            self.insert(id, v)
+        })
+    }
+
+    /// [`Hnsw::insert_all`] with the codes `code_of` gives (see [`Hnsw::insert_code`]).
+    ///
+    /// # Errors
+    /// As [`Hnsw::insert_all`].
+    pub fn insert_codes<'c, F>(&self, ids: &[NodeId], code_of: F, threads: usize) -> Result<()>
+    where
+        F: Fn(NodeId) -> Option<&'c [u8]> + Sync,
+    {
+        self.on_threads(ids, threads, |id| {
+            let code =
+                code_of(id).ok_or_else(|| Error::invalid(format!("no code for node {}", id.0)))?;
+            self.insert_code(id, code)
+        })
+    }
+
+    /// Run `insert` for each of `ids`, on `threads` threads taking ids in order from a
+    /// shared counter; the first error wins.
+    fn on_threads<F>(&self, ids: &[NodeId], threads: usize, insert: F) -> Result<()>
+    where
+        F: Fn(NodeId) -> Result<()> + Sync,
+    {
         let next = AtomicUsize::new(0);
         let work = || -> Result<()> {
             loop {
@@ -44,9 +72,7 @@ impl Hnsw {
                 let Some(&id) = ids.get(i) else {
                     return Ok(());
                 };
-                let v = vector_of(id)
-                    .ok_or_else(|| Error::invalid(format!("no vector for node {}", id.0)))?;
-                self.insert(id, v)?;
+                insert(id)?;
             }
         };
         if threads <= 1 {

@@ -1,6 +1,6 @@
 //! Hierarchical Navigable Small World graph (Malkov & Yashunin, "Efficient and robust
 //! approximate nearest neighbor search using Hierarchical Navigable Small World graphs",
-//! 2016/2018), for unit vectors under cosine similarity.
+//! 2016/2018), over the int8 codes of `quant.rs` under any [`Metric`].
 //!
 //! ```text
 //!   level 2:   e ─────────────── x                 few nodes, long links
@@ -17,6 +17,14 @@
 //! and prunes a neighbour's list back to `m_max` (`m_max0` on level 0) with the same
 //! heuristic. As in hnswlib, candidates are not extended and pruned connections are not kept
 //! (Algorithm 4's `extendCandidates` and `keepPrunedConnections` are both false).
+//!
+//! # Codes, not vectors
+//!
+//! The graph keeps each vector as its int8 code (`quant.rs`: a quarter of the `f32`s' bytes)
+//! and scores codes everywhere: searches, inserts and neighbour selection. The full vectors
+//! are the owner's (the semantic index keeps them in its store); a search's scores are
+//! therefore approximate, good for ranking, and an owner that returns scores re-scores the
+//! few results with the full vectors.
 //!
 //! # Thread safety
 //!
@@ -53,10 +61,9 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
-use super::distance::{distance, normalize};
-use super::exact;
-use super::store::{NodeStore, MAX_LEVEL};
-use super::{Neighbor, NodeId};
+use super::quant::{self, Query};
+use super::store::{prefetch_bytes, NodeStore, MAX_LEVEL};
+use super::{Metric, Neighbor, NodeId, VectorSource};
 use crate::error::{Error, Result};
 use crate::sync::lock;
 pub use params::{HnswParams, MAX_DIM, MAX_EF};
@@ -81,10 +88,11 @@ fn unpack_entry(word: u64) -> Option<(u32, u8)> {
     Some((word as u32, u8::try_from(level).ok()?))
 }
 
-/// An HNSW graph over unit vectors of one dimension. See the module documentation.
+/// An HNSW graph over vectors of one dimension. See the module documentation.
 pub struct Hnsw {
     params: HnswParams,
     dim: usize,
+    code_len: usize,
     nodes: NodeStore,
     /// See [`pack_entry`].
     entry: AtomicU64,
@@ -127,10 +135,12 @@ impl Hnsw {
         if !problems.is_empty() {
             return Err(Error::InvalidOptions(problems));
         }
+        let code_len = quant::code_len(dim);
         Ok(Hnsw {
             params,
             dim,
-            nodes: NodeStore::new(dim, params.m_max, params.m_max0),
+            code_len,
+            nodes: NodeStore::new(code_len, params.m_max, params.m_max0),
             entry: AtomicU64::new(0),
             entry_lock: Mutex::new(()),
             mutation: RwLock::new(()),
@@ -186,7 +196,7 @@ impl Hnsw {
     /// The integration layer compares this with the size of a filter's candidate set: when a
     /// filter admits only a small fraction of the live nodes (below a few percent), a
     /// filtered graph search visits most of the graph to fill its `ef` list, and
-    /// [`exact::search`] over the candidates (or [`Hnsw::exact_search`]) is faster and exact.
+    /// [`Hnsw::exact_search`] over the candidates is faster, and exact.
     pub fn live_count(&self) -> usize {
         self.len().saturating_sub(self.deleted_count())
     }
@@ -207,9 +217,32 @@ impl Hnsw {
         self.nodes.is_deleted(id.0)
     }
 
-    /// The stored (unit-length) vector of `id`, tombstoned or not.
-    pub fn vector(&self, id: NodeId) -> Option<&[f32]> {
-        self.nodes.vector(id.0)
+    /// The code of `id` (`quant.rs`), tombstoned or not.
+    pub fn code(&self, id: NodeId) -> Option<&[u8]> {
+        self.nodes.code(id.0)
+    }
+
+    /// The vector `id`'s code stands for (approximately the one inserted, as the metric
+    /// stores it: unit length for `Cosine`), tombstoned or not.
+    pub fn decoded(&self, id: NodeId) -> Option<Vec<f32>> {
+        Some(quant::decode(self.nodes.code(id.0)?, self.dim))
+    }
+
+    /// The code `v` gets in this graph: what [`Hnsw::insert`] stores and [`Hnsw::code`]
+    /// returns for it.
+    ///
+    /// # Errors
+    /// As [`Hnsw::insert`] for a bad vector.
+    pub fn encode(&self, v: &[f32]) -> Result<Vec<u8>> {
+        let v = self.params.metric.prepare(v, self.dim, "vector")?;
+        let mut code = vec![0u8; self.code_len];
+        quant::encode(&v, &mut code);
+        Ok(code)
+    }
+
+    /// The metric the graph compares vectors by.
+    pub fn metric(&self) -> Metric {
+        self.params.metric
     }
 
     /// One more than the largest id in the graph. The semantic index keeps ids nearly dense
@@ -218,22 +251,21 @@ impl Hnsw {
         self.id_bound.load(Ordering::Acquire)
     }
 
-    /// A unit-length copy of `v`, checked against the graph's dimension.
-    fn unit(&self, v: &[f32], what: &str) -> Result<Vec<f32>> {
-        if v.len() != self.dim {
-            return Err(Error::invalid(format!(
-                "{what} has {} dimensions, the index has {}",
-                v.len(),
-                self.dim
-            )));
-        }
-        let mut u = v.to_vec();
-        if !normalize(&mut u) {
-            return Err(Error::invalid(format!(
-                "{what} is all zeros or has a NaN or infinite component"
-            )));
-        }
-        Ok(u)
+    /// Bytes of memory the graph holds for its nodes: codes, states, locks and neighbour
+    /// lists, in whole chunks as allocated, and the touched pages of the chunk directory.
+    pub fn memory_bytes(&self) -> usize {
+        self.nodes.memory_bytes()
+    }
+
+    /// A query for this graph's codes.
+    fn query(&self, v: &[f32], what: &str) -> Result<Query> {
+        let v = self.params.metric.prepare(v, self.dim, what)?;
+        Ok(Query::new(&v, self.params.metric))
+    }
+
+    /// The query that compares other codes with the stored code `code`.
+    fn code_query(&self, code: &[u8]) -> Query {
+        Query::from_code(code, self.dim, self.params.metric)
     }
 
     /// The level of node `id`: `floor(-ln(U) * ml)` with `U` uniform in (0, 1] drawn from a
@@ -275,27 +307,47 @@ impl Hnsw {
         lock(&self.scratch).push(s);
     }
 
+    /// The graph's distance from `q` to node `id`: minus the score, so smaller is closer.
     #[inline]
-    fn dist_to(&self, q: &[f32], id: u32) -> Option<f32> {
-        Some(distance(q, self.nodes.vector(id)?))
+    fn dist_to(&self, q: &Query, id: u32) -> Option<f32> {
+        Some(-q.score(self.nodes.code(id)?))
     }
 
     /// [`Hnsw::dist_to`] for an id read from a neighbour list (see
-    /// [`NodeStore::linked_vector`]).
+    /// [`NodeStore::linked_code`]).
     #[inline]
-    fn dist_to_linked(&self, q: &[f32], id: u32) -> Option<f32> {
-        Some(distance(q, self.nodes.linked_vector(id)?))
+    fn dist_to_linked(&self, q: &Query, id: u32) -> Option<f32> {
+        Some(-q.score(self.nodes.linked_code(id)?))
     }
 
-    /// Insert node `id` with vector `v` (normalised to unit length on the way in).
+    /// Insert node `id` with vector `v` (scaled to unit length on the way in under the
+    /// cosine metric), stored as its code.
     ///
     /// Safe to call from many threads at once, and while searches run.
     ///
     /// # Errors
-    /// `Error::InvalidArgument` if `v` has the wrong dimension or no direction (all zeros, a
-    /// NaN or an infinity), or if `id` is already in the graph (tombstoned or not).
+    /// `Error::InvalidArgument` if `v` has the wrong dimension, a NaN or an infinity, or
+    /// (cosine) no direction, or if `id` is already in the graph (tombstoned or not).
     pub fn insert(&self, id: NodeId, v: &[f32]) -> Result<()> {
-        let q = self.unit(v, "vector")?;
+        let code = self.encode(v)?;
+        self.insert_code(id, &code)
+    }
+
+    /// Insert node `id` with a code made by [`Hnsw::encode`] (of this graph or of one with
+    /// the same dimension and metric): what a rebuild does, without the full vector.
+    ///
+    /// # Errors
+    /// `Error::InvalidArgument` if `code` has the wrong length or `id` is already in the
+    /// graph.
+    pub fn insert_code(&self, id: NodeId, code: &[u8]) -> Result<()> {
+        if code.len() != self.code_len {
+            return Err(Error::invalid(format!(
+                "a code of {} bytes for an index whose codes have {}",
+                code.len(),
+                self.code_len
+            )));
+        }
+        let q = self.code_query(code);
         let _shared = self
             .mutation
             .read()
@@ -315,7 +367,7 @@ impl Hnsw {
             _ => Some(global),
         };
 
-        if !self.nodes.claim(id, &q, level) {
+        if !self.nodes.claim(id, code, level) {
             return Err(Error::invalid(format!("node {id} is already in the index")));
         }
         self.id_bound.fetch_max(u64::from(id) + 1, Ordering::AcqRel);
@@ -333,7 +385,7 @@ impl Hnsw {
     }
 
     /// Link the READY node `id` into the graph below the entry point `(entry, top)`.
-    fn connect(&self, id: u32, q: &[f32], level: u8, entry: u32, top: u8, s: &mut Scratch) {
+    fn connect(&self, id: u32, q: &Query, level: u8, entry: u32, top: u8, s: &mut Scratch) {
         let Some(d) = self.dist_to(q, entry) else {
             return;
         };
@@ -355,7 +407,7 @@ impl Hnsw {
     }
 
     /// Greedy walk on `level` from `start` to a local minimum of the distance to `q`.
-    fn greedy(&self, q: &[f32], start: Cand, level: u8, s: &mut Scratch) -> Cand {
+    fn greedy(&self, q: &Query, start: Cand, level: u8, s: &mut Scratch) -> Cand {
         let mut best = start;
         loop {
             let mut moved = false;
@@ -387,14 +439,17 @@ impl Hnsw {
     /// The caller has called `s.visited.start`.
     fn search_layer(
         &self,
-        q: &[f32],
+        q: &Query,
         entry: &[Cand],
         ef: usize,
         level: u8,
         accept: Option<&dyn Fn(u32) -> bool>,
         s: &mut Scratch,
     ) -> Vec<Cand> {
-        let accepts = |id: u32| accept.is_none_or(|f| f(id));
+        let Some(accept) = accept else {
+            return self.search_pool(q, entry, ef, level, s);
+        };
+        let accepts = |id: u32| accept(id);
         // Reserved up to what the graph can hold: a caller's `ef` may be far larger.
         let nodes = self.len();
         let mut candidates: BinaryHeap<Reverse<Cand>> =
@@ -402,7 +457,7 @@ impl Hnsw {
         let mut results: BinaryHeap<Cand> =
             BinaryHeap::with_capacity(ef.saturating_add(1).min(nodes + 1));
         for &e in entry {
-            if !s.visited.insert(e.id) {
+            if s.visited.insert(e.id) == 0 {
                 continue;
             }
             candidates.push(Reverse(e));
@@ -415,7 +470,7 @@ impl Hnsw {
         }
         let mut bound = results.peek().map_or(f32::INFINITY, |c| c.dist);
         while let Some(Reverse(c)) = candidates.pop() {
-            if c.dist > bound && (results.len() >= ef || accept.is_none()) {
+            if c.dist > bound && results.len() >= ef {
                 break;
             }
             match self.nodes.links(c.id, level) {
@@ -432,10 +487,11 @@ impl Hnsw {
             let Scratch {
                 visited,
                 neighbours,
+                ..
             } = &mut *s;
-            neighbours.retain(|&n| visited.insert(n));
+            neighbours.retain(|&n| visited.insert(n) == 1);
             for &n in neighbours.iter() {
-                self.nodes.prefetch_vector(n);
+                self.nodes.prefetch_code(n);
             }
             for &n in &s.neighbours {
                 let Some(d) = self.dist_to_linked(q, n) else {
@@ -457,6 +513,85 @@ impl Hnsw {
         results.into_sorted_vec()
     }
 
+    /// [`Hnsw::search_layer`] without a filter, with one sorted array, the **pool**, for
+    /// both of Algorithm 2's sets: the `ef` nearest nodes found so far, nearest first, each
+    /// marked once expanded. The next node expanded is the nearest unexpanded one, and the
+    /// search ends when the pool holds none. It visits what the two heaps visit (a node
+    /// farther than the `ef`-th nearest is expanded by neither) and moves less memory per
+    /// step: a candidate is one insertion into a short array, not a push into two heaps and
+    /// a pop from each.
+    fn search_pool(
+        &self,
+        q: &Query,
+        entry: &[Cand],
+        ef: usize,
+        level: u8,
+        s: &mut Scratch,
+    ) -> Vec<Cand> {
+        let Scratch {
+            visited,
+            neighbours,
+            pool,
+            scores,
+        } = &mut *s;
+        let mut codes: Vec<&[u8]> = Vec::with_capacity(self.params.m_max0.max(self.params.m_max));
+        pool.clear();
+        for &e in entry {
+            if visited.insert(e.id) == 1 {
+                pool.offer(e, ef);
+            }
+        }
+        let mut next = 0;
+        while let Some((at, c)) = pool.expand(next) {
+            match self.nodes.links(c.id, level) {
+                Some(links) => links.read_into(neighbours),
+                None => neighbours.clear(),
+            }
+            if level == 0 {
+                if let Some(after) = pool.unexpanded_from(at + 1) {
+                    self.nodes.prefetch_links0(after.id);
+                }
+            }
+            // Keep the neighbours not seen yet, and start loading all of them before scoring
+            // the first: a dozen or more independent cache misses in flight instead of one.
+            // Without a branch on the answer (see `Visited`): every id is written, and the
+            // count moves past it only if it is new.
+            let mut kept = 0;
+            for i in 0..neighbours.len() {
+                let Some(&n) = neighbours.get(i) else { break };
+                if let Some(slot) = neighbours.get_mut(kept) {
+                    *slot = n;
+                }
+                kept += visited.insert(n);
+            }
+            neighbours.truncate(kept);
+            codes.clear();
+            neighbours.retain(|&n| match self.nodes.linked_code(n) {
+                Some(code) => {
+                    prefetch_bytes(code);
+                    codes.push(code);
+                    true
+                }
+                None => false,
+            });
+            q.score_all(&codes, scores);
+            let mut lowest = at + 1;
+            for (&n, &score) in neighbours.iter().zip(scores.iter()) {
+                if let Some(at) = pool.offer(
+                    Cand {
+                        dist: -score,
+                        id: n,
+                    },
+                    ef,
+                ) {
+                    lowest = lowest.min(at);
+                }
+            }
+            next = lowest;
+        }
+        pool.cands()
+    }
+
     /// Algorithm 4 (SELECT-NEIGHBORS-HEURISTIC) without extension or kept pruned
     /// connections: walk `sorted` (nearest first) and keep a candidate only if it is closer to
     /// the base node than to every candidate kept so far, until `m` are kept.
@@ -464,16 +599,17 @@ impl Hnsw {
         if sorted.len() <= m {
             return sorted.to_vec();
         }
-        let mut kept: Vec<(Cand, &[f32])> = Vec::with_capacity(m);
+        let mut kept: Vec<(Cand, &[u8])> = Vec::with_capacity(m);
         for &c in sorted {
             if kept.len() >= m {
                 break;
             }
-            let Some(cv) = self.nodes.vector(c.id) else {
+            let Some(code) = self.nodes.code(c.id) else {
                 continue;
             };
-            if kept.iter().all(|(_, kv)| distance(cv, kv) >= c.dist) {
-                kept.push((c, cv));
+            let q = self.code_query(code);
+            if kept.iter().all(|(_, kept)| -q.score(kept) >= c.dist) {
+                kept.push((c, code));
             }
         }
         kept.into_iter().map(|(c, _)| c).collect()
@@ -514,22 +650,12 @@ impl Hnsw {
                 links.write(&current);
                 continue;
             }
-            let Some(nv) = self.nodes.vector(n) else {
+            let Some(base) = self.nodes.code(n) else {
                 continue;
             };
             current.push(id);
-            let mut cands: Vec<Cand> = current
-                .iter()
-                .filter_map(|&c| {
-                    Some(Cand {
-                        dist: distance(nv, self.nodes.vector(c)?),
-                        id: c,
-                    })
-                })
-                .collect();
-            cands.sort_unstable();
             let kept: Vec<u32> = self
-                .select_neighbours(&cands, cap)
+                .select_neighbours(&self.ranked(base, &current), cap)
                 .iter()
                 .map(|c| c.id)
                 .collect();
@@ -537,24 +663,34 @@ impl Hnsw {
         }
     }
 
+    /// `ids` as candidates of the node whose code is `base`, nearest first.
+    fn ranked(&self, base: &[u8], ids: &[u32]) -> Vec<Cand> {
+        let q = self.code_query(base);
+        let mut cands: Vec<Cand> = ids
+            .iter()
+            .filter_map(|&c| {
+                Some(Cand {
+                    dist: -q.score(self.nodes.code(c)?),
+                    id: c,
+                })
+            })
+            .collect();
+        cands.sort_unstable();
+        cands
+    }
+
     /// The union of `chosen` and `existing` as a list of `id` of at most `cap` entries.
     fn merge_links(&self, id: u32, chosen: &[Cand], existing: &[u32], cap: usize) -> Vec<u32> {
-        let Some(base) = self.nodes.vector(id) else {
+        let Some(base) = self.nodes.code(id) else {
             return existing.to_vec();
         };
-        let mut cands: Vec<Cand> = chosen.iter().copied().filter(|c| c.id != id).collect();
+        let mut ids: Vec<u32> = chosen.iter().map(|c| c.id).filter(|&c| c != id).collect();
         for &e in existing {
-            if e == id || cands.iter().any(|c| c.id == e) {
-                continue;
-            }
-            if let Some(v) = self.nodes.vector(e) {
-                cands.push(Cand {
-                    dist: distance(base, v),
-                    id: e,
-                });
+            if e != id && !ids.contains(&e) {
+                ids.push(e);
             }
         }
-        cands.sort_unstable();
+        let cands = self.ranked(base, &ids);
         let kept = if cands.len() > cap {
             self.select_neighbours(&cands, cap)
         } else {
@@ -564,18 +700,20 @@ impl Hnsw {
     }
 
     /// The `k` nodes most similar to `query` that are not tombstoned and pass `filter`,
-    /// best first (score = cosine similarity, ties by id).
+    /// best first (score as [`Metric`] defines it, computed from the codes, so approximate;
+    /// ties by id).
     ///
     /// `ef` is the candidate list size (default `ef_search`, raised to `k` if smaller): larger
     /// is slower and finds more of the true nearest neighbours. A filter never lowers recall:
     /// nodes it rejects are walked through but not returned, and the search goes on until it
     /// has `ef` accepted nodes. The price is time: with a filter that accepts a small fraction
     /// of the nodes, the search visits most of the graph, and [`Hnsw::exact_search`] (or
-    /// [`exact::search`] over the accepted ids) is faster; compare the candidate count with
-    /// [`Hnsw::live_count`] to choose.
+    /// [`Hnsw::scan`]) is faster; compare the candidate count with [`Hnsw::live_count`] to
+    /// choose.
     ///
     /// # Errors
-    /// `Error::InvalidArgument` if `query` has the wrong dimension or no direction.
+    /// `Error::InvalidArgument` if `query` has the wrong dimension, a NaN or an infinity,
+    /// or (cosine) no direction.
     pub fn search(
         &self,
         query: &[f32],
@@ -583,30 +721,8 @@ impl Hnsw {
         ef: Option<usize>,
         filter: Option<&dyn Fn(NodeId) -> bool>,
     ) -> Result<Vec<Neighbor>> {
-        let q = self.unit(query, "query")?;
-        if k == 0 {
-            return Ok(Vec::new());
-        }
-        let Some((entry, top)) = unpack_entry(self.entry.load(Ordering::Acquire)) else {
-            return Ok(Vec::new());
-        };
-        let Some(d) = self.dist_to(&q, entry) else {
-            return Ok(Vec::new());
-        };
-        let ef = ef.unwrap_or(self.params.ef_search).max(k);
-        let mut s = self.take_scratch();
-        let mut ep = Cand { dist: d, id: entry };
-        for l in (1..=top).rev() {
-            ep = self.greedy(&q, ep, l, &mut s);
-        }
-        let accept = |id: u32| !self.nodes.is_deleted(id) && filter.is_none_or(|f| f(NodeId(id)));
-        // With no tombstones and no filter every node is accepted: skip the check (and its
-        // read of each result's state word). A tombstone made during this search may then be
-        // returned, as it may by a search that started a moment earlier.
-        let everything = filter.is_none() && self.deleted_count() == 0;
-        let accept: Option<&dyn Fn(u32) -> bool> = if everything { None } else { Some(&accept) };
-        let found = self.search_layer(&q, &[ep], ef, 0, accept, &mut s);
-        self.give_scratch(s);
+        let q = self.query(query, "query")?;
+        let found = self.candidates(&q, k, ef, filter);
         let mut out: Vec<Neighbor> = found
             .into_iter()
             .map(|c| Neighbor {
@@ -619,23 +735,123 @@ impl Hnsw {
         Ok(out)
     }
 
-    /// Exact search over the graph's own live vectors: every node that is not tombstoned
-    /// and passes `filter` is scored. The answer [`Hnsw::search`] approximates.
+    /// [`Hnsw::search`], then its best `rerank` candidates (at least `k`) scored again
+    /// with their full vectors from `full`: the scores are exact, and the recall that the
+    /// codes' rounding cost comes back (twice `k` recovers nearly all of it; see
+    /// BENCHMARKS.md). A candidate `full` has no vector for is dropped.
     ///
     /// # Errors
-    /// `Error::InvalidArgument` if `query` has the wrong dimension or no direction.
+    /// As [`Hnsw::search`].
+    pub fn search_rescored(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: Option<usize>,
+        filter: Option<&dyn Fn(NodeId) -> bool>,
+        full: &dyn VectorSource,
+        rerank: usize,
+    ) -> Result<Vec<Neighbor>> {
+        let prepared = self.params.metric.prepare(query, self.dim, "query")?;
+        let q = Query::new(&prepared, self.params.metric);
+        let depth = rerank.max(k);
+        let found = self.candidates(&q, depth, ef.map(|ef| ef.max(depth)), filter);
+        let rescored = found.iter().take(depth).filter_map(|c| {
+            Some(Neighbor {
+                id: NodeId(c.id),
+                score: self
+                    .params
+                    .metric
+                    .score(&prepared, full.vector(NodeId(c.id))?),
+            })
+        });
+        Ok(super::exact::top_k(rescored, k))
+    }
+
+    /// Every live node that passes `filter`, scored with its full vector from `full`: the
+    /// `k` best, exactly. What [`Hnsw::search`] approximates, and what a search whose
+    /// filter admits few nodes runs instead of walking the graph.
+    ///
+    /// # Errors
+    /// As [`Hnsw::search`].
     pub fn exact_search(
         &self,
         query: &[f32],
         k: usize,
         filter: Option<&dyn Fn(NodeId) -> bool>,
+        full: &dyn VectorSource,
     ) -> Result<Vec<Neighbor>> {
-        let q = self.unit(query, "query")?;
+        let q = self.params.metric.prepare(query, self.dim, "query")?;
         let live = self
             .ids()
             .filter(|&id| !self.nodes.is_deleted(id.0))
-            .filter_map(|id| Some((id, self.nodes.vector(id.0)?)));
-        Ok(exact::search(live, &q, k, filter))
+            .filter_map(|id| Some((id, full.vector(id)?)));
+        Ok(super::exact::search_by(
+            self.params.metric,
+            live,
+            &q,
+            k,
+            filter,
+        ))
+    }
+
+    /// The `ef` (at least `k`) nodes nearest to `q` by their codes that are not
+    /// tombstoned and pass `filter`, nearest first.
+    fn candidates(
+        &self,
+        q: &Query,
+        k: usize,
+        ef: Option<usize>,
+        filter: Option<&dyn Fn(NodeId) -> bool>,
+    ) -> Vec<Cand> {
+        if k == 0 {
+            return Vec::new();
+        }
+        let Some((entry, top)) = unpack_entry(self.entry.load(Ordering::Acquire)) else {
+            return Vec::new();
+        };
+        let Some(d) = self.dist_to(q, entry) else {
+            return Vec::new();
+        };
+        let ef = ef.unwrap_or(self.params.ef_search).max(k);
+        let mut s = self.take_scratch();
+        let mut ep = Cand { dist: d, id: entry };
+        for l in (1..=top).rev() {
+            ep = self.greedy(q, ep, l, &mut s);
+        }
+        let accept = |id: u32| !self.nodes.is_deleted(id) && filter.is_none_or(|f| f(NodeId(id)));
+        // With no tombstones and no filter every node is accepted: skip the check (and its
+        // read of each result's state word). A tombstone made during this search may then be
+        // returned, as it may by a search that started a moment earlier.
+        let everything = filter.is_none() && self.deleted_count() == 0;
+        let accept: Option<&dyn Fn(u32) -> bool> = if everything { None } else { Some(&accept) };
+        let found = self.search_layer(q, &[ep], ef, 0, accept, &mut s);
+        self.give_scratch(s);
+        found
+    }
+
+    /// Every live node that passes `filter`, scored from its code: the `k` best, as
+    /// [`Hnsw::search`] returns them. What a search with a narrow filter runs instead of
+    /// walking the graph; exact up to the codes' rounding.
+    ///
+    /// # Errors
+    /// As [`Hnsw::search`].
+    pub fn scan(
+        &self,
+        query: &[f32],
+        k: usize,
+        filter: Option<&dyn Fn(NodeId) -> bool>,
+    ) -> Result<Vec<Neighbor>> {
+        let q = self.query(query, "query")?;
+        let live = self
+            .ids()
+            .filter(|&id| !self.nodes.is_deleted(id.0) && filter.is_none_or(|f| f(id)))
+            .filter_map(|id| {
+                Some(Neighbor {
+                    id,
+                    score: q.score(self.nodes.code(id.0)?),
+                })
+            });
+        Ok(super::exact::top_k(live, k))
     }
 
     /// Every id in the graph (tombstoned included), ascending.

@@ -1,6 +1,7 @@
 //! [`HnswParams`]: the graph's parameters with the paper's names, and their limits.
 
 use crate::error::{Error, Result};
+use crate::vector::Metric;
 
 /// Largest `m_max` / `m_max0` accepted: lists this long are far past any useful setting and
 /// would make a node's memory unreasonable.
@@ -30,6 +31,8 @@ pub struct HnswParams {
     pub ml: f64,
     /// Seed of the level generator.
     pub seed: u64,
+    /// How vectors compare. Default [`Metric::Cosine`].
+    pub metric: Metric,
 }
 
 impl HnswParams {
@@ -43,6 +46,7 @@ impl HnswParams {
             ef_search: 64,
             ml: 1.0 / (m.max(2) as f64).ln(),
             seed: 0x5eed,
+            metric: Metric::Cosine,
         }
     }
 

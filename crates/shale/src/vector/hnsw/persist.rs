@@ -33,8 +33,7 @@ impl Hnsw {
         })?;
         let mut lists: Vec<Vec<u32>> = Vec::new();
         for id in self.ids() {
-            let (Some(level), Some(vector)) = (self.nodes.level(id.0), self.nodes.vector(id.0))
-            else {
+            let (Some(level), Some(code)) = (self.nodes.level(id.0), self.nodes.code(id.0)) else {
                 continue;
             };
             lists.resize_with(usize::from(level) + 1, Vec::new);
@@ -47,7 +46,7 @@ impl Hnsw {
             out.node(&format::NodeRecord {
                 id: id.0,
                 deleted: self.nodes.is_deleted(id.0),
-                vector,
+                code,
                 links: &lists,
             })?;
         }
@@ -76,10 +75,10 @@ impl Hnsw {
         id: u32,
         deleted: bool,
         level: u8,
-        vector: &[f32],
+        code: &[u8],
         links: &[Vec<u32>],
     ) -> bool {
-        if level > MAX_LEVEL || vector.len() != self.dim || !self.nodes.claim(id, vector, level) {
+        if level > MAX_LEVEL || code.len() != self.code_len || !self.nodes.claim(id, code, level) {
             return false;
         }
         for (l, list) in (0..=level).zip(links) {

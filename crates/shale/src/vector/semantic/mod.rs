@@ -44,10 +44,11 @@ use std::thread::JoinHandle;
 
 use super::checkpoint;
 use super::distance::has_direction;
+use super::distance::normalize;
 use super::key_index::{Applied, Index};
 use super::pending::{Change, Pending, Registration};
-use super::value::{encode_vector, text_hash};
-use super::{Embedder, HnswParams, NodeId};
+use super::value::{decode_vector, encode_vector, text_hash};
+use super::{Embedder, HnswParams, Metric, NodeId};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::sync::lock;
@@ -411,17 +412,103 @@ impl Semantic {
             }
             m => m,
         };
+        let (dim, metric) = (index.graph.dim(), index.graph.metric());
+        let query = metric.prepare(query, dim, "query vector")?;
         let found = match method {
-            Method::Exact => index.graph.exact_search(query, k, Some(&filter))?,
-            Method::Hnsw(ef) => index.graph.search(query, k, ef, Some(&filter))?,
+            Method::Exact => {
+                drop(index);
+                self.exact_search(&query, k, opts, dim, metric)?
+            }
+            Method::Hnsw(ef) => {
+                let found = index.graph.search(&query, k, ef, Some(&filter))?;
+                let candidates: Vec<(Vec<u8>, u64)> = found
+                    .into_iter()
+                    .filter_map(|n| {
+                        let node = index.nodes.get(n.id.0 as usize)?;
+                        Some((node.key.clone(), node.text_hash))
+                    })
+                    .collect();
+                drop(index);
+                self.rescore(&query, candidates, dim, metric)?
+            }
         };
-        Ok(found
-            .into_iter()
-            .filter_map(|n| {
-                let node = index.nodes.get(n.id.0 as usize)?;
-                Some((node.key.clone(), node.text_hash, n.score))
-            })
-            .collect())
+        Ok(found)
+    }
+
+    /// The full vector the store holds for `key`, as the metric compares it.
+    fn stored_vector(
+        &self,
+        key: &[u8],
+        dim: usize,
+        metric: Metric,
+    ) -> Result<Option<(u64, Vec<f32>)>> {
+        let Some(value) = self.store.get(key)? else {
+            return Ok(None);
+        };
+        Ok(decode_vector(&value, dim).and_then(|(hash, _, mut v)| {
+            (!metric.normalizes() || normalize(&mut v)).then_some((hash, v))
+        }))
+    }
+
+    /// Score `candidates` with their full vectors from the store, best first.
+    fn rescore(
+        &self,
+        query: &[f32],
+        candidates: Vec<(Vec<u8>, u64)>,
+        dim: usize,
+        metric: Metric,
+    ) -> Result<Vec<(Vec<u8>, u64, f32)>> {
+        let mut out = Vec::new();
+        for (key, hash) in candidates {
+            if let Some((stored_hash, v)) = self.stored_vector(&key, dim, metric)? {
+                if stored_hash == hash {
+                    let score = metric.score(query, &v);
+                    out.push((key, hash, score));
+                }
+            }
+        }
+        out.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+
+    /// Exact search: every stored vector whose key `opts` admits, scored in full precision.
+    fn exact_search(
+        &self,
+        query: &[f32],
+        k: usize,
+        opts: &SearchOptions,
+        dim: usize,
+        metric: Metric,
+    ) -> Result<Vec<(Vec<u8>, u64, f32)>> {
+        let lower = opts.lower_bound.clone().unwrap_or_default();
+        let range = match &opts.upper_bound {
+            Some(upper) => self.store.range(lower.as_slice()..upper.as_slice())?,
+            None => self.store.range(lower.as_slice()..)?,
+        };
+        let mut scored: Vec<(Vec<u8>, u64, f32)> = Vec::new();
+        let mut worst = f32::NEG_INFINITY;
+        for pair in range {
+            let (key, value) = pair?;
+            let Some((hash, _, mut v)) = decode_vector(&value, dim) else {
+                continue;
+            };
+            if metric.normalizes() && !normalize(&mut v) {
+                continue;
+            }
+            let score = metric.score(query, &v);
+            if scored.len() >= k && score < worst {
+                continue;
+            }
+            scored.push((key, hash, score));
+            if scored.len() >= 2 * k.max(16) {
+                scored.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+                scored.truncate(k);
+                worst = scored.last().map_or(f32::NEG_INFINITY, |c| c.2);
+            }
+        }
+        scored.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        scored.truncate(k);
+        Ok(scored)
     }
 
     /// Embed one query text.

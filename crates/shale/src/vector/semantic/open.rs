@@ -11,7 +11,7 @@ use super::super::distance::normalize;
 use super::super::key_index::{Applied, Index, KeyState, Node, NodeState};
 use super::super::model_file::{self, ModelRecord};
 use super::super::pending::{Change, Pending};
-use super::super::value::{decode_vector, encode_vector, same_vector, text_hash};
+use super::super::value::{decode_vector, encode_vector, text_hash};
 use super::super::{HnswParams, NodeId};
 use super::{IndexRecovery, Semantic, SemanticOptions};
 use crate::error::{Error, Result};
@@ -187,12 +187,13 @@ impl Semantic {
             };
             match current {
                 Some((hash, node, vector)) => {
+                    // The node holds this vector if it holds its code: the code is a
+                    // function of the vector.
                     let in_graph = claimed.get(node as usize) == Some(&false)
                         && !index.graph.is_deleted(NodeId(node))
-                        && index
-                            .graph
-                            .vector(NodeId(node))
-                            .is_some_and(|g| same_vector(g, &vector));
+                        && index.graph.code(NodeId(node)).is_some_and(|g| {
+                            index.graph.encode(&vector).is_ok_and(|c| c.as_slice() == g)
+                        });
                     if in_graph {
                         if let Some(c) = claimed.get_mut(node as usize) {
                             *c = true;
@@ -353,7 +354,7 @@ fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &SemanticOptions) -> Result
     match checkpoint::read(fs, dir) {
         Checkpoint::Found(mut graph) if same_shape(&graph) => {
             graph.set_ef_search(opts.hnsw.ef_search)?;
-            Ok((Index::with_graph(graph), false))
+            Ok((Index::with_graph(*graph), false))
         }
         // Other parameters or another model: rebuild, not an error.
         Checkpoint::Found(_) | Checkpoint::Missing => Ok((fresh()?, false)),
