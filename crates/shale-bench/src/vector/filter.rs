@@ -11,7 +11,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use shale::vector::{Hnsw, Neighbor, NodeId};
+use shale::vector::{Hnsw, Neighbor, NodeId, VectorFile};
 
 use super::hnsw::{ground_truth, recall, Dataset};
 use super::{Emit, VectorRecord};
@@ -92,18 +92,26 @@ pub fn cases(ds: &Dataset, f: &FilterSettings, k: usize) -> Vec<FilterCase> {
 /// function changes).
 fn shale_search_in_range(
     g: &Hnsw,
+    full: &VectorFile,
     query: &[f32],
     k: usize,
     ef: usize,
     ids: Range<u32>,
 ) -> shale::Result<Vec<Neighbor>> {
     let admit = |id: NodeId| ids.contains(&id.0);
-    g.search(query, k, Some(ef), Some(&admit))
+    g.search_rescored(
+        query,
+        k,
+        Some(ef),
+        Some(&admit),
+        full,
+        super::hnsw::rerank(k),
+    )
 }
 
 /// The filtered workloads on Shale's graph `g` (the 1-thread build).
 pub fn run_shale(
-    g: &Hnsw,
+    built: &super::hnsw::Built,
     ds: &Dataset,
     cases: &[FilterCase],
     f: &FilterSettings,
@@ -118,7 +126,8 @@ pub fn run_shale(
         let started = Instant::now();
         for q in ds.queries.chunks_exact(ds.dim).take(case.truth.len()) {
             let t = Instant::now();
-            let hits = shale_search_in_range(g, q, k, f.ef, case.ids.clone())?;
+            let hits =
+                shale_search_in_range(&built.graph, &built.full, q, k, f.ef, case.ids.clone())?;
             lat.record_since(t);
             got.push(hits.iter().map(|n| n.id.0).collect::<Vec<u32>>());
         }

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use shale::vector::{exact, Hnsw, HnswParams, Neighbor, NodeId};
+use shale::vector::{exact, Hnsw, HnswParams, Neighbor, NodeId, VectorFile};
 
 use super::filter::{self, FilterSettings};
 use super::npy;
@@ -161,9 +161,9 @@ pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<V
     };
 
     if s.wants("shale") {
-        let g = shale_builds(ds, s, &note_params, emit)?;
-        shale_queries(&g, ds, s, &truth, &note_params, emit)?;
-        filter::run_shale(&g, ds, &cases, &s.filter, s.k, &note_params, emit)?;
+        let built = shale_builds(ds, s, &note_params, emit)?;
+        shale_queries(&built, ds, s, &truth, &note_params, emit)?;
+        filter::run_shale(&built, ds, &cases, &s.filter, s.k, &note_params, emit)?;
     }
 
     let mut failed = Vec::new();
@@ -188,14 +188,41 @@ pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<V
     Ok(failed)
 }
 
+/// The full vectors of a build: a [`VectorFile`] in the work directory, as the semantic
+/// index keeps them, written as each node is inserted.
+fn vector_file(s: &HnswSettings, ds: &Dataset, threads: usize) -> BenchResult<VectorFile> {
+    let path = s
+        .work_dir
+        .join(format!("shale-{}-t{threads}.vectors", ds.name));
+    let _ = std::fs::remove_file(&path);
+    Ok(VectorFile::open(
+        std::sync::Arc::new(shale::fs::PosixFs),
+        &path,
+        ds.dim,
+    ))
+}
+
+/// A graph Shale built and the full vectors of its nodes.
+pub struct Built {
+    pub graph: Hnsw,
+    pub full: VectorFile,
+}
+
+/// Insert node `id`: its full vector into `full`, then its code into the graph (the order
+/// the semantic index keeps, so that a search finds the vector of every node it returns).
+fn shale_insert(g: &Hnsw, full: &VectorFile, id: NodeId, v: &[f32]) -> shale::Result<()> {
+    full.write(id, &g.metric().prepare(v, g.dim(), "vector")?)?;
+    g.insert(id, v)
+}
+
 /// Shale's builds, one per thread count; returns the graph of the 1-thread build (else the
-/// first), or a new 1-thread build when no thread count is 1.
+/// first), or a new 1-thread build when no thread count is 1, with its full vectors.
 fn shale_builds(
     ds: &Dataset,
     s: &HnswSettings,
     note_params: &str,
     emit: &mut Emit<'_>,
-) -> BenchResult<Hnsw> {
+) -> BenchResult<Built> {
     let (n, dim) = (ds.len(), ds.dim);
     let (at, lo, hi) = insert_window(n);
     let params = s.params();
@@ -206,16 +233,17 @@ fn shale_builds(
         eprintln!("== {}: shale build, {threads} thread(s)", ds.name);
         metrics::reset_peak_rss();
         let g = Hnsw::new(dim, params)?;
+        let full = vector_file(s, ds, threads)?;
         let cpu0 = metrics::cpu_seconds();
         let started = Instant::now();
         let mut lat = Latencies::new();
         let mut window = Latencies::new();
         if threads == 1 {
-            // One insert at a time (what insert_all does on one thread), each timed.
+            // One insert at a time, each timed.
             for &id in &ids {
                 let v = vector_of(id).ok_or("vector out of range")?;
                 let t = Instant::now();
-                g.insert(id, v)?;
+                shale_insert(&g, &full, id, v)?;
                 let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 lat.record_ns(ns);
                 if (lo..hi).contains(&(id.0 as usize)) {
@@ -223,12 +251,28 @@ fn shale_builds(
                 }
             }
         } else {
-            g.insert_all(&ids, vector_of, threads)?;
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let work = || -> shale::Result<()> {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&id) = ids.get(i) else {
+                        return Ok(());
+                    };
+                    let v = vector_of(id).ok_or_else(|| {
+                        shale::Error::InvalidArgument("vector out of range".into())
+                    })?;
+                    shale_insert(&g, &full, id, v)?;
+                }
+            };
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            })?;
         }
         let secs = started.elapsed().as_secs_f64();
         let cpu = metrics::cpu_seconds() - cpu0;
-        // index_bytes: Shale's own count of the graph's bytes is not measured yet; it goes
-        // here (`.index_bytes(..)`) once `Hnsw` reports one.
         let r = VectorRecord::new(
             "shale",
             &format!("hnsw-build-{}-t{threads}", ds.name),
@@ -238,8 +282,15 @@ fn shale_builds(
         .threads(threads)
         .cpu(cpu)
         .rss(metrics::peak_rss_bytes())
+        .index_bytes(g.memory_bytes() as u64)
         .note(format!(
-            "{note_params}; Hnsw::insert_all on {threads} thread(s); index bytes not measured yet"
+            "{note_params}; {threads} thread(s) inserting into Hnsw (int8 codes, kernel {}) and \
+             the full vectors into a VectorFile; index bytes = Hnsw::memory_bytes (codes and \
+             links in memory, {:.0} B per vector); the full vectors are the {:.0} MB file, \
+             read through the page cache",
+            shale::vector::quant::Kernel::get().name(),
+            g.memory_bytes() as f64 / n.max(1) as f64,
+            (4 * dim * n) as f64 / 1e6
         ));
         if threads == 1 {
             emit(r.latencies(&lat));
@@ -255,25 +306,34 @@ fn shale_builds(
                     "{note_params}; inserts {lo}..{hi} of the 1-thread build, each timed"
                 )),
             );
-            graph = Some(g);
+            graph = Some(Built { graph: g, full });
         } else {
             emit(r);
-            graph.get_or_insert(g);
+            graph.get_or_insert(Built { graph: g, full });
         }
     }
     match graph {
-        Some(g) => Ok(g),
+        Some(built) => Ok(built),
         None => {
             let g = Hnsw::new(dim, params)?;
-            g.insert_all(&ids, vector_of, 1)?;
-            Ok(g)
+            let full = vector_file(s, ds, 1)?;
+            for &id in &ids {
+                shale_insert(&g, &full, id, vector_of(id).ok_or("vector out of range")?)?;
+            }
+            Ok(Built { graph: g, full })
         }
     }
 }
 
+/// How many of a search's best candidates by code are scored again with their full
+/// vectors: what the semantic index does (`SearchOptions::rerank`'s default).
+pub fn rerank(k: usize) -> usize {
+    2 * k
+}
+
 /// Shale's queries at every ef, one at a time on one thread.
 fn shale_queries(
-    g: &Hnsw,
+    built: &Built,
     ds: &Dataset,
     s: &HnswSettings,
     truth: &[Vec<Neighbor>],
@@ -288,7 +348,10 @@ fn shale_queries(
         let started = Instant::now();
         for q in ds.queries.chunks_exact(ds.dim) {
             let t = Instant::now();
-            let hits = g.search(q, s.k, Some(ef), None)?;
+            let hits =
+                built
+                    .graph
+                    .search_rescored(q, s.k, Some(ef), None, &built.full, rerank(s.k))?;
             lat.record_since(t);
             got.push(hits.iter().map(|n| n.id.0).collect::<Vec<u32>>());
         }
@@ -311,7 +374,8 @@ fn shale_queries(
             .latencies(&lat)
             .recall(recall)
             .note(format!(
-                "{note_params}; ef {ef}; one query at a time on one thread, graph of the 1-thread build"
+                "{note_params}; ef {ef}; Hnsw::search_rescored (the best {} by code scored with the full vectors from the VectorFile), one query at a time on one thread, graph of the 1-thread build",
+                rerank(s.k)
             )),
         );
     }
