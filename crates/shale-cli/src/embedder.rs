@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use shale::vector::{Embedder, HashEmbedder};
+use shale::semantic::{Embedder, HashEmbedder};
 
 use crate::error::Result;
 

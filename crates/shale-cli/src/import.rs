@@ -134,7 +134,7 @@ pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
     bar.finish_and_clear();
     if cli.semantic {
         eprintln!("waiting for the semantic index to embed the new values...");
-        db.wait_indexed()?;
+        db.index()?.wait_indexed()?;
     }
     db.close()?;
     eprintln!("{}", crate::kv::throughput("imported", keys, bytes, start));

@@ -156,19 +156,50 @@ impl Cli {
         }
     }
 
-    /// Open the database. Only commands that write may create it, so a mistyped `--db`
-    /// on a read is an error, not a new empty database.
-    fn open(&self, create: bool, semantic: bool) -> Result<shale::Db> {
+    /// Open the database, and its default semantic index (over every key) when `semantic`
+    /// or `--semantic`. Only commands that write may create it, so a mistyped `--db` on a
+    /// read is an error, not a new empty database.
+    fn open(&self, create: bool, semantic: bool) -> Result<Opened> {
         let dir = self.db_dir()?;
-        let mut opts = shale::Options {
+        let opts = shale::Options {
             create_if_missing: create,
             ..shale::Options::default()
         };
-        if semantic || self.semantic {
+        let db = std::sync::Arc::new(shale::Db::open(dir, opts)?);
+        let index = if semantic || self.semantic {
             let model = embedder::make(self.embedder)?;
-            opts.semantic = Some(shale::vector::SemanticOptions::new(model));
-        }
-        Ok(shale::Db::open(dir, opts)?)
+            let opts = shale::semantic::IndexOptions::text(model);
+            Some(shale::semantic::Index::open(&db, DEFAULT_INDEX, opts)?)
+        } else {
+            None
+        };
+        Ok(Opened { db, index })
+    }
+}
+
+/// The semantic index `--semantic` opens, over every key (the one Python's `semantic=True`
+/// opens too).
+const DEFAULT_INDEX: &str = "default";
+
+/// An open database, and its index when the command asked for one.
+pub struct Opened {
+    db: std::sync::Arc<shale::Db>,
+    index: Option<shale::semantic::Index>,
+}
+
+impl std::ops::Deref for Opened {
+    type Target = shale::Db;
+    fn deref(&self) -> &shale::Db {
+        &self.db
+    }
+}
+
+impl Opened {
+    /// The index the command opened.
+    fn index(&self) -> Result<&shale::semantic::Index> {
+        self.index
+            .as_ref()
+            .ok_or_else(|| CliError::Usage("this command needs the semantic index".into()))
     }
 }
 

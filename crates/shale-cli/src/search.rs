@@ -23,11 +23,11 @@ pub struct SearchArgs {
 
 pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
     let db = cli.open(false, true)?;
-    let hits = if args.exact {
-        db.search_knn(&args.text, args.k)?
-    } else {
-        db.search_knn_hnsw(&args.text, args.k)?
+    let opts = shale::semantic::SearchOptions {
+        exact: args.exact,
+        ..shale::semantic::SearchOptions::k(args.k)
     };
+    let hits = db.index()?.search(&args.text, &opts)?;
     db.close()?;
     let write = |out: &mut dyn Write| -> std::io::Result<()> {
         if args.json {
@@ -39,7 +39,10 @@ pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
                     obj.insert("rank".into(), (i + 1).into());
                     obj.insert("score".into(), f64::from(hit.score).into());
                     json_bytes(&mut obj, "key", &hit.key);
-                    obj.insert("text".into(), hit.text.clone().into());
+                    obj.insert(
+                        "text".into(),
+                        String::from_utf8_lossy(&hit.document).into_owned().into(),
+                    );
                     serde_json::Value::Object(obj)
                 })
                 .collect();
@@ -52,7 +55,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
                     i + 1,
                     hit.score,
                     escape(&hit.key),
-                    escape(hit.text.as_bytes())
+                    escape(&hit.document)
                 )?;
             }
             Ok(())

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use shale::vector::{Embedder, SearchOptions, SemanticOptions};
+use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Options, WriteBatch, WriteOptions};
 use shale_embed::MiniLm;
 
@@ -193,17 +193,14 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
     println!("2. Semantic search: all-MiniLM-L6-v2 (384 dimensions) run locally");
     let model = MiniLm::from_env().map_err(|e| e.to_string())?;
     let embedder: Arc<dyn Embedder> = Arc::new(model);
-    let open = || {
-        Db::open(
-            dir,
-            Options {
-                semantic: Some(SemanticOptions::new(Arc::clone(&embedder))),
-                ..Options::default()
-            },
-        )
-        .map_err(|e| e.to_string())
+    // The glosses are under noun/, verb/, adj/ and adv/: one index over all of them.
+    let open = || -> Result<(Arc<Db>, Index), String> {
+        let db = Arc::new(Db::open(dir, Options::default()).map_err(|e| e.to_string())?);
+        let index = Index::open(&db, "glosses", IndexOptions::text(Arc::clone(&embedder)))
+            .map_err(|e| e.to_string())?;
+        Ok((db, index))
     };
-    let db = open()?;
+    let (db, index) = open()?;
     // Every n-th gloss, so the sample spans all of WordNet, plus the queries' answers.
     let step = (glosses.len() / sample.max(1)).max(1);
     let mut chosen: Vec<&Gloss> = glosses.iter().step_by(step).take(sample).collect();
@@ -240,7 +237,7 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
     );
     let bar = progress(chosen.len(), "embed");
     loop {
-        let (applied, queued) = db.index_progress().map_err(|e| e.to_string())?;
+        let (applied, queued) = index.progress();
         bar.set_position(applied);
         if applied >= queued {
             break;
@@ -261,10 +258,14 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
     let mut agree = 0;
     for query in QUERIES {
         let t = Instant::now();
-        let exact = db.search_knn(query, 3).map_err(|e| e.to_string())?;
+        let exact = index
+            .search(query, &SearchOptions::k(3).exact())
+            .map_err(|e| e.to_string())?;
         exact_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        let approx = db.search_knn_hnsw(query, 3).map_err(|e| e.to_string())?;
+        let approx = index
+            .search(query, &SearchOptions::k(3))
+            .map_err(|e| e.to_string())?;
         hnsw_ms.push(t.elapsed().as_secs_f64() * 1e3);
         agree += usize::from(exact.first().map(|h| &h.key) == approx.first().map(|h| &h.key));
         println!("\n  \"{query}\"");
@@ -274,7 +275,7 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
                 rank + 1,
                 hit.score,
                 String::from_utf8_lossy(&hit.key),
-                clip(&hit.text, 60)
+                clip(hit.text().unwrap_or_default(), 60)
             );
         }
     }
@@ -287,13 +288,9 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
     );
 
     // Restrict a search to one part of speech with a key range.
-    let verbs = SearchOptions {
-        lower_bound: Some(b"verb/".to_vec()),
-        upper_bound: Some(b"verb0".to_vec()),
-        ..SearchOptions::default()
-    };
-    let hits = db
-        .search_text("to move fast on foot", 3, &verbs, false)
+    let verbs = SearchOptions::k(3).prefix("verb/");
+    let hits = index
+        .search("to move fast on foot", &verbs)
         .map_err(|e| e.to_string())?;
     println!("\n  \"to move fast on foot\", verbs only:");
     for hit in &hits {
@@ -301,15 +298,15 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
             "    {:.3}  {:<28} {}",
             hit.score,
             String::from_utf8_lossy(&hit.key),
-            clip(&hit.text, 60)
+            clip(hit.text().unwrap_or_default(), 60)
         );
     }
 
     // Deletes and overwrites take effect for search at once.
     if let Some(top) = hits.first() {
         db.delete(&top.key).map_err(|e| e.to_string())?;
-        let again = db
-            .search_text("to move fast on foot", 3, &verbs, false)
+        let again = index
+            .search("to move fast on foot", &verbs)
             .map_err(|e| e.to_string())?;
         let gone = again.iter().all(|h| h.key != top.key);
         println!(
@@ -324,10 +321,10 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
     }
 
     db.close().map_err(|e| e.to_string())?;
-    drop(db);
+    drop((db, index));
     let start = Instant::now();
-    let db = open()?;
-    let r = db.index_recovery().map_err(|e| e.to_string())?;
+    let (db, index) = open()?;
+    let r = index.recovery();
     println!(
         "\n  reopened in {:.0} ms: {} graph nodes taken over from the checkpoint, {} texts to \
          embed again",
@@ -336,8 +333,8 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
         r.texts_to_embed
     );
     let t = Instant::now();
-    let hits = db
-        .search_knn_hnsw(QUERIES[0], 1)
+    let hits = index
+        .search(QUERIES[0], &SearchOptions::k(1))
         .map_err(|e| e.to_string())?;
     if let Some(hit) = hits.first() {
         println!(

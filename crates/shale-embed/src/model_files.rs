@@ -65,12 +65,12 @@ pub fn default_model_dir() -> Option<PathBuf> {
 /// The model directory to use: `SHALE_MODEL_DIR` if set, else [`default_model_dir`].
 ///
 /// # Errors
-/// `Error::Embedding` when neither can be found.
+/// `Error::Index` when neither can be found.
 pub fn model_dir_from_env() -> Result<PathBuf> {
     match std::env::var_os(MODEL_DIR_ENV) {
         Some(dir) if !dir.is_empty() => Ok(PathBuf::from(dir)),
         _ => default_model_dir().ok_or_else(|| {
-            Error::Embedding(format!(
+            Error::Index(format!(
                 "no model directory: set {MODEL_DIR_ENV}, {CACHE_ENV} or HOME, \
                  then run scripts/fetch-model.sh"
             ))
@@ -80,7 +80,7 @@ pub fn model_dir_from_env() -> Result<PathBuf> {
 
 /// The error for a model file that is missing or not the one fetched.
 pub(crate) fn damaged(path: &Path, problem: impl std::fmt::Display) -> Error {
-    Error::Embedding(format!(
+    Error::Index(format!(
         "{}: {problem}; run scripts/fetch-model.sh to fetch the model \
          (it prints the directory; point {MODEL_DIR_ENV} at it if it is not the default)",
         path.display()
@@ -90,7 +90,7 @@ pub(crate) fn damaged(path: &Path, problem: impl std::fmt::Display) -> Error {
 /// Read `file` from `dir` whole, and check its size and sha256.
 ///
 /// # Errors
-/// `Error::Embedding`, saying how to fetch the model, when the file cannot be read or is
+/// `Error::Index`, saying how to fetch the model, when the file cannot be read or is
 /// not the one fetched.
 pub(crate) fn read_verified(dir: &Path, file: ModelFile) -> Result<Vec<u8>> {
     let path = dir.join(file.name);
@@ -138,7 +138,7 @@ mod tests {
         std::fs::write(dir.path().join(CONFIG.name), b"{}").unwrap();
         let err = read_verified(dir.path(), CONFIG).unwrap_err();
         let msg = err.to_string();
-        assert!(matches!(err, Error::Embedding(_)), "{msg}");
+        assert!(matches!(err, Error::Index(_)), "{msg}");
         assert!(msg.contains("config.json: 2 bytes, expected 612"), "{msg}");
         assert!(msg.contains("scripts/fetch-model.sh"), "{msg}");
     }

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use shale::vector::Embedder;
+use shale::semantic::Embedder;
 use shale_embed::{MiniLm, DIM};
 
 fn model() -> &'static MiniLm {

@@ -1,4 +1,4 @@
-//! A model directory that is missing, incomplete or damaged gives `Error::Embedding` with a
+//! A model directory that is missing, incomplete or damaged gives `Error::Index` with a
 //! message that says how to fetch the model, never a panic.
 //!
 //! The damaged cases copy the real model (fetched by `scripts/fetch-model.sh`, which
@@ -14,7 +14,7 @@ const FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 fn expect_fetch_hint(dir: &Path, must_mention: &str) {
     let err = MiniLm::load(dir).expect_err("a broken model must not load");
     let msg = err.to_string();
-    assert!(matches!(err, Error::Embedding(_)), "{msg}");
+    assert!(matches!(err, Error::Index(_)), "{msg}");
     assert!(msg.contains("scripts/fetch-model.sh"), "{msg}");
     assert!(msg.contains(must_mention), "{msg}");
 }

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use shale::vector::{Embedder, SemanticOptions};
+use shale::semantic::{Embedder, Index, IndexOptions, IndexRecovery, SearchHit, SearchOptions};
 use shale::{Db, Options};
 use shale_embed::MiniLm;
 
@@ -57,34 +57,53 @@ fn key_index(key: &[u8]) -> usize {
         .unwrap_or_else(|| panic!("a key the test never wrote: {key:?}"))
 }
 
-fn open(path: &Path) -> Db {
-    Db::open(
-        path,
-        Options {
-            semantic: Some(SemanticOptions::new(model())),
-            ..Options::default()
-        },
-    )
-    .unwrap()
+/// The lab's database and its index over the keys under `lab/`.
+struct Lab {
+    db: Arc<Db>,
+    index: Index,
+}
+
+impl std::ops::Deref for Lab {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl Lab {
+    /// The top hits for `question`, exactly or through the graph.
+    fn ask(&self, question: &str, exact: bool) -> Vec<SearchHit> {
+        let opts = SearchOptions {
+            exact,
+            ..SearchOptions::k(TOP)
+        };
+        self.index.search(question, &opts).unwrap()
+    }
+
+    fn recovery(&self) -> IndexRecovery {
+        self.index.recovery()
+    }
+}
+
+fn open(path: &Path) -> Lab {
+    let db = Arc::new(Db::open(path, Options::default()).unwrap());
+    let index = Index::open(&db, "lab", IndexOptions::text(model()).prefix("lab/")).unwrap();
+    Lab { db, index }
 }
 
 /// Ask `(key, question)` pairs exactly and through HNSW; every hit's text must be the text
 /// `expected` says its key holds (so a deleted key, `None`, fails at once). Returns how many
 /// questions found their key in the top 3, `(exact, hnsw)`.
-fn ask(db: &Db, questions: &[(usize, &str)], expected: &[Option<&str>]) -> (usize, usize) {
+fn ask(db: &Lab, questions: &[(usize, &str)], expected: &[Option<&str>]) -> (usize, usize) {
     let mut found = (0, 0);
     for &(want, question) in questions {
         for exact in [true, false] {
-            let hits = if exact {
-                db.search_knn(question, TOP).unwrap()
-            } else {
-                db.search_knn_hnsw(question, TOP).unwrap()
-            };
+            let hits = db.ask(question, exact);
             assert!(!hits.is_empty(), "no hits for {question:?}");
             for hit in &hits {
                 let k = key_index(&hit.key);
                 assert_eq!(
-                    Some(hit.text.as_str()),
+                    hit.text(),
                     expected[k],
                     "{question:?} (exact: {exact}) returned key {k}, deleted or replaced"
                 );
@@ -150,7 +169,7 @@ fn run_persistence_writes(db: &Db) {
 
 /// Reopened after the scenario: ask every one of the 128 questions (those of deleted keys
 /// too, which must never bring a deleted key back) and score the live keys' questions.
-fn check_persistence(db: &Db, what: &str) {
+fn check_persistence(db: &Lab, what: &str) {
     let data = lab_data();
     let mut expected: Vec<Option<&str>> = vec![None; N];
     for (i, text) in persistence_writes(&data) {
@@ -182,14 +201,14 @@ fn lab_persistence_after_close() {
         // has them, and the next open embeds what the index lacks.
     }
     let db = open(dir.path());
-    println!("after close: {:?}", db.index_recovery().unwrap());
+    println!("after close: {:?}", db.recovery());
     check_persistence(&db, "after close");
     // Closed again once everything is indexed: the checkpoint now covers every live key,
     // so the next open takes the whole graph over and asks the model for nothing.
-    db.wait_indexed().unwrap();
+    db.index.wait_indexed().unwrap();
     drop(db);
     let db = open(dir.path());
-    let r = db.index_recovery().unwrap();
+    let r = db.recovery();
     println!("after an indexed close: {r:?}");
     assert_eq!(
         (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed),
@@ -232,6 +251,6 @@ fn lab_persistence_after_kill() {
     child.kill().unwrap();
     child.wait().unwrap();
     let db = open(dir.path());
-    println!("after kill: {:?}", db.index_recovery().unwrap());
+    println!("after kill: {:?}", db.recovery());
     check_persistence(&db, "after kill");
 }

@@ -34,13 +34,14 @@ pub(crate) fn opt_bytes(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<
     }
 }
 
-/// The options `shale.open` takes by keyword, with the engine's defaults for the rest.
-/// Every unknown name and every ill-typed value is reported at once, like
-/// `Options::validate` does for values out of range.
+/// The options `shale.open` takes by keyword, with the engine's defaults for the rest, and
+/// the MiniLM model when `semantic=True` asks for the default index. Every unknown name
+/// and every ill-typed value is reported at once, like `Options::validate` does for values
+/// out of range.
 pub(crate) fn options(
     py: Python<'_>,
     kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<shale::Options> {
+) -> PyResult<(shale::Options, Option<Arc<shale_embed::MiniLm>>)> {
     let mut opts = shale::Options::default();
     let mut problems = Vec::new();
     let mut semantic = false;
@@ -72,7 +73,7 @@ pub(crate) fn options(
                 None => shale_embed::MiniLm::from_env(),
             }?)
         })?;
-        opts.semantic = Some(shale::vector::SemanticOptions::new(Arc::new(model)));
+        return Ok((opts, Some(Arc::new(model))));
     } else if model_dir.is_some() {
         let mut problems = vec!["model_dir is only used with semantic=True".to_string()];
         if let Err(more) = opts.validate() {
@@ -83,7 +84,7 @@ pub(crate) fn options(
             Failure::Engine(shale::Error::InvalidOptions(problems)),
         ));
     }
-    Ok(opts)
+    Ok((opts, None))
 }
 
 fn set_option(

@@ -19,9 +19,18 @@ use crate::iter::{KvIter, Mode};
 use crate::search::SearchHit;
 use crate::snapshot::Snapshot;
 
+/// An open database and, with `semantic=True`, its default index.
+pub(crate) struct Open {
+    db: Arc<shale::Db>,
+    index: Option<shale::semantic::Index>,
+}
+
+/// The name of the index `semantic=True` opens over every key.
+const DEFAULT_INDEX: &str = "default";
+
 /// The engine's `Db`, shared by a `DB` and everything made from it.
 pub(crate) struct Shared {
-    db: RwLock<Option<shale::Db>>,
+    db: RwLock<Option<Open>>,
     pub(crate) path: PathBuf,
 }
 
@@ -33,7 +42,24 @@ impl Shared {
     ) -> Result<T, Failure> {
         let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
         match guard.as_ref() {
-            Some(db) => f(db),
+            Some(open) => f(&open.db),
+            None => Err(Failure::Engine(shale::Error::Closed)),
+        }
+    }
+
+    /// Run `f` on the default index; `InvalidArgument` without `semantic=True`.
+    pub(crate) fn with_index<T>(
+        &self,
+        f: impl FnOnce(&shale::semantic::Index) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        match guard.as_ref() {
+            Some(Open {
+                index: Some(index), ..
+            }) => f(index),
+            Some(_) => Err(Failure::Engine(shale::Error::InvalidArgument(
+                "semantic search is off for this database (open it with semantic=True)".into(),
+            ))),
             None => Err(Failure::Engine(shale::Error::Closed)),
         }
     }
@@ -43,8 +69,12 @@ impl Shared {
         // (or any call) in another thread returns only once the directory is released.
         let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
         match db.take() {
-            // Dropping `db` joins the background threads and releases the lock file.
-            Some(db) => Ok(db.close()?),
+            // Closing joins the background threads (the index's first) and releases the
+            // lock file.
+            Some(open) => {
+                drop(open.index);
+                Ok(open.db.close()?)
+            }
             None => Ok(()),
         }
     }
@@ -89,8 +119,19 @@ pub(crate) fn open(
     path: PathBuf,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Db> {
-    let opts = crate::convert::options(py, options)?;
-    let db = run(py, || Ok(shale::Db::open(&path, opts)?))?;
+    let (opts, model) = crate::convert::options(py, options)?;
+    let db = run(py, || {
+        let db = Arc::new(shale::Db::open(&path, opts)?);
+        let index = match model {
+            Some(model) => Some(shale::semantic::Index::open(
+                &db,
+                DEFAULT_INDEX,
+                shale::semantic::IndexOptions::text(model),
+            )?),
+            None => None,
+        };
+        Ok(Open { db, index })
+    })?;
     Ok(Db {
         shared: Arc::new(Shared {
             db: RwLock::new(Some(db)),
@@ -295,14 +336,16 @@ impl Db {
         ef: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<SearchHit>> {
         let k = k.map_or(Ok(10), |k| search_count(py, "k", k))?;
-        let opts = shale::vector::SearchOptions {
+        let opts = shale::semantic::SearchOptions {
             lower_bound: opt_bytes(start, "start")?,
             upper_bound: opt_bytes(end, "end")?,
             ef: ef.map(|ef| search_count(py, "ef", ef)).transpose()?,
+            exact,
+            ..shale::semantic::SearchOptions::k(k)
         };
         let shared = &self.shared;
         let hits = run(py, || {
-            shared.with(|db| Ok(db.search_text(query, k, &opts, exact)?))
+            shared.with_index(|index| Ok(index.search(query, &opts)?))
         })?;
         Ok(hits.into_iter().map(SearchHit::from).collect())
     }
@@ -310,7 +353,7 @@ impl Db {
     /// Block until every value written so far is embedded and searchable.
     fn wait_indexed(&self, py: Python<'_>) -> PyResult<()> {
         let shared = &self.shared;
-        run(py, || shared.with(|db| Ok(db.wait_indexed()?)))
+        run(py, || shared.with_index(|index| Ok(index.wait_indexed()?)))
     }
 
     /// Write every memtable to an SSTable.
@@ -340,24 +383,21 @@ impl Db {
     /// `index_tracked_keys`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let shared = &self.shared;
-        let (stats, levels, sst_bytes, index) = run(py, || {
-            shared.with(|db| {
-                let index = db
-                    .index_progress()
-                    .ok()
-                    .zip(db.index_id_space().ok())
-                    .zip(db.index_tracked_keys().ok());
-                Ok((db.stats(), db.level_file_counts(), db.sst_bytes(), index))
-            })
+        let (stats, levels, sst_bytes) = run(py, || {
+            shared.with(|db| Ok((db.stats(), db.level_file_counts(), db.sst_bytes())))
         })?;
+        let index = run(py, || {
+            shared.with_index(|index| Ok((index.progress(), index.stats())))
+        })
+        .ok();
         let dict = crate::stats::to_dict(py, &stats)?;
         dict.set_item("level_files", levels)?;
         dict.set_item("sst_bytes", sst_bytes)?;
-        if let Some((((applied, queued), ids), keys)) = index {
+        if let Some(((applied, queued), index)) = index {
             dict.set_item("index_applied", applied)?;
             dict.set_item("index_queued", queued)?;
-            dict.set_item("index_id_space", ids)?;
-            dict.set_item("index_tracked_keys", keys)?;
+            dict.set_item("index_id_space", index.id_space)?;
+            dict.set_item("index_tracked_keys", index.tracked_keys)?;
         }
         Ok(dict)
     }

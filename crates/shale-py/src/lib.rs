@@ -44,7 +44,7 @@ fn repair<'py>(
     path: PathBuf,
     options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = convert::options(py, options)?;
+    let (opts, _) = convert::options(py, options)?;
     let report = errors::run(py, || Ok(shale::Db::repair(&path, &opts)?))?;
     stats::repair_to_dict(py, &report)
 }

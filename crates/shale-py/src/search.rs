@@ -10,11 +10,11 @@ pub(crate) struct SearchHit {
     score: f32,
 }
 
-impl From<shale::vector::SearchHit> for SearchHit {
-    fn from(hit: shale::vector::SearchHit) -> Self {
+impl From<shale::semantic::SearchHit> for SearchHit {
+    fn from(hit: shale::semantic::SearchHit) -> Self {
         SearchHit {
+            text: String::from_utf8_lossy(&hit.document).into_owned(),
             key: hit.key,
-            text: hit.text,
             score: hit.score,
         }
     }

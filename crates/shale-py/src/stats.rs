@@ -54,8 +54,8 @@ pub(crate) fn to_dict<'py>(
 }
 
 /// `shale.repair()`'s report: every field of `RepairReport` under its own name (the file
-/// lists as `str` paths, each problem as a `dict`, the vector store's report nested or
-/// `None`). Destructured without `..` like [`to_dict`].
+/// lists as `str` paths, each problem as a `dict`, each index's vector store's report
+/// nested under its name in `indexes`). Destructured without `..` like [`to_dict`].
 pub(crate) fn repair_to_dict<'py>(
     py: Python<'py>,
     report: &shale::RepairReport,
@@ -72,7 +72,7 @@ pub(crate) fn repair_to_dict<'py>(
         tables_written,
         moved_to_lost,
         problems,
-        vectors,
+        indexes,
     } = report;
     let dict = PyDict::new(py);
     dict.set_item("manifest_used", *manifest_used)?;
@@ -102,9 +102,10 @@ pub(crate) fn repair_to_dict<'py>(
         damage.push(item);
     }
     dict.set_item("problems", damage)?;
-    match vectors {
-        Some(v) => dict.set_item("vectors", repair_to_dict(py, v)?)?,
-        None => dict.set_item("vectors", py.None())?,
+    let nested = PyDict::new(py);
+    for (name, index) in indexes {
+        nested.set_item(name, repair_to_dict(py, index)?)?;
     }
+    dict.set_item("indexes", nested)?;
     Ok(dict)
 }

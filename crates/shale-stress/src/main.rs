@@ -104,7 +104,8 @@ struct Worker<'a> {
     tid: u32,
     threads: u32,
     keys: u32,
-    semantic: bool,
+    /// The semantic index, when the run has one (`--semantic`).
+    index: Option<&'a shale::semantic::Index>,
     db: &'a Db,
     oracle: &'a OracleWriter,
     next_wid: &'a AtomicU64,
@@ -230,10 +231,12 @@ impl Worker<'_> {
 
     fn check_search(&mut self) {
         let query = workload::words(&mut self.rng, 3);
-        for hit in engine("search", self.db.search_knn(&query, 10)) {
+        let Some(index) = self.index else { return };
+        let opts = shale::semantic::SearchOptions::k(10).exact();
+        for hit in engine("search", index.search(&query, &opts)) {
             let i =
                 workload::key_index(&hit.key).unwrap_or_else(|| fail("search: unknown key".into()));
-            let wid = parse_value(i, hit.text.as_bytes())
+            let wid = parse_value(i, &hit.document)
                 .unwrap_or_else(|| fail(format!("search: k{i:05}: text is no value ever written")));
             if self.owns(i) && self.model[i as usize] != Some(wid) {
                 fail(format!(
@@ -285,7 +288,7 @@ impl Worker<'_> {
                 self.check_snapshot();
                 return;
             }
-            950..=989 if self.semantic => {
+            950..=989 if self.index.is_some() => {
                 self.model = model;
                 self.check_search();
                 return;
@@ -318,7 +321,7 @@ fn main() {
         eprintln!("cannot open the oracle log {}: {e}", args.oracle.display());
         exit(2)
     });
-    let db = engine("open", Db::open(&args.db, workload::options(args.semantic)));
+    let (db, index) = engine("open", workload::open(&args.db, args.semantic));
     // The driver verified the database before this run: start from what it holds.
     let start = read_all(&db, args.keys).unwrap_or_else(|e| fail(format!("at start: {e}")));
     println!("ready");
@@ -335,7 +338,7 @@ fn main() {
                 tid,
                 threads: args.threads,
                 keys: args.keys,
-                semantic: args.semantic,
+                index: index.as_ref(),
                 db: &db,
                 oracle: &oracle,
                 next_wid: &next_wid,

@@ -23,6 +23,7 @@
 
 use std::collections::BTreeMap;
 
+use shale::semantic::{Index, SearchOptions};
 use shale::Db;
 
 use crate::oracle::{Expected, LoggedWrite, RunLog};
@@ -108,7 +109,7 @@ pub fn verify(
     expected: &mut Expected,
     log: &RunLog,
     keys: u32,
-    semantic: bool,
+    index: Option<&Index>,
 ) -> Result<Verified, String> {
     let actual = read_all(db, keys)?;
     let mut counts = Verified {
@@ -196,22 +197,22 @@ pub fn verify(
     }
     counts.keys = u64::from(keys);
     expected.live = actual;
-    if semantic {
-        counts.hits = check_search(db, &expected.live, 8, &mut Rng::new(keys.into()))?;
+    if let Some(index) = index {
+        counts.hits = check_search(index, &expected.live, 8, &mut Rng::new(keys.into()))?;
     }
     Ok(counts)
 }
 
-/// Check the semantic index of a quiescent `db` whose state is `actual`: one vector per
+/// Check the semantic index of a quiescent database whose state is `actual`: one vector per
 /// live value, and `queries` searches whose every hit is a live key with its exact text.
 /// Returns the hits checked.
 pub fn check_search(
-    db: &Db,
+    index: &Index,
     actual: &BTreeMap<u32, u64>,
     queries: usize,
     rng: &mut Rng,
 ) -> Result<u64, String> {
-    let indexed = db.indexed_len().map_err(|e| format!("indexed_len: {e}"))?;
+    let indexed = index.len().map_err(|e| format!("index len: {e}"))?;
     if indexed != actual.len() {
         return Err(format!(
             "{indexed} vectors indexed for {} live values",
@@ -221,17 +222,18 @@ pub fn check_search(
     let mut hits = 0;
     for _ in 0..queries {
         let query = workload::words(rng, 3);
-        for hit in db
-            .search_knn(&query, 20)
+        for hit in index
+            .search(&query, &SearchOptions::k(20).exact())
             .map_err(|e| format!("search: {e}"))?
         {
             hits += 1;
             let i = workload::key_index(&hit.key).ok_or("search hit with an unknown key")?;
             let want = actual.get(&i).map(|&wid| workload::value(i, wid));
-            if want.as_deref() != Some(hit.text.as_str()) {
+            let text = hit.text().unwrap_or_default();
+            if want.as_deref() != Some(text) {
                 return Err(format!(
                     "search hit k{i:05} {:?} is not its live value {:?}",
-                    hit.text.chars().take(40).collect::<String>(),
+                    text.chars().take(40).collect::<String>(),
                     actual.get(&i)
                 ));
             }

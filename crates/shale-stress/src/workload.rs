@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use shale::vector::{HashEmbedder, SemanticOptions};
+use shale::semantic::{HashEmbedder, Index, IndexOptions};
+use shale::Db;
 use shale::Options;
 
 /// splitmix64: small, seedable, good enough for choosing operations.
@@ -91,9 +92,8 @@ pub fn parse_value(i: u32, bytes: &[u8]) -> Option<u64> {
 }
 
 /// The options of every open in the stress test: 64 KiB memtables, 16 KiB tables, 1 KiB
-/// blocks, compaction after two L0 files; the semantic index with the bag-of-words
-/// embedder when `semantic`.
-pub fn options(semantic: bool) -> Options {
+/// blocks, compaction after two L0 files.
+pub fn options() -> Options {
     Options {
         write_buffer_size: 64 << 10,
         max_file_size: 16 << 10,
@@ -101,9 +101,27 @@ pub fn options(semantic: bool) -> Options {
         max_bytes_for_level_base: 1 << 20,
         level0_compaction_trigger: 2,
         cache_size: 256 << 10,
-        semantic: semantic.then(|| SemanticOptions::new(Arc::new(HashEmbedder))),
         ..Options::default()
     }
+}
+
+/// Open the database at `path` with [`options`] and, when `semantic`, its index over every
+/// key with the bag-of-words embedder.
+///
+/// # Errors
+/// The open's.
+pub fn open(path: &std::path::Path, semantic: bool) -> shale::Result<(Arc<Db>, Option<Index>)> {
+    let db = Arc::new(Db::open(path, options())?);
+    let index = if semantic {
+        Some(Index::open(
+            &db,
+            "all",
+            IndexOptions::text(Arc::new(HashEmbedder)),
+        )?)
+    } else {
+        None
+    };
+    Ok((db, index))
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use shale::Db;
 use shale_stress::oracle::{Expected, RunLog};
 use shale_stress::verify::verify;
-use shale_stress::workload::{options, Rng};
+use shale_stress::workload::{open, options, Rng};
 
 const KEYS: u32 = 2000;
 const THREADS: u32 = 2;
@@ -101,8 +101,8 @@ fn cycle(
         RunLog::default()
     };
     t.ops += log.ops;
-    let db = Db::open(db_dir, options(semantic)).map_err(|e| format!("open failed: {e}"))?;
-    let v = verify(&db, expected, &log, KEYS, semantic)?;
+    let (db, index) = open(db_dir, semantic).map_err(|e| format!("open failed: {e}"))?;
+    let v = verify(&db, expected, &log, KEYS, index.as_ref())?;
     db.close().map_err(|e| format!("close failed: {e}"))?;
     t.cycles += 1;
     t.semantic_cycles += u64::from(semantic);
@@ -172,12 +172,12 @@ fn verifier_catches_lost_resurrected_stale_and_torn() {
     let log = RunLog::parse("p 0 1 +0 +2 +4\nd 0 1\np 0 2 -2\nd 0 2\np 0 3 +0 +4\n").unwrap();
     let keys = 6;
     let check = |setup: &dyn Fn(&Db)| {
-        let db = Db::open(dir.path(), options(false)).unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
         for k in 0..keys {
             db.delete(key(k)).unwrap();
         }
         setup(&db);
-        let r = verify(&db, &mut Expected::default(), &log, keys, false);
+        let r = verify(&db, &mut Expected::default(), &log, keys, None);
         db.close().unwrap();
         r
     };
@@ -230,14 +230,14 @@ fn verifier_judges_walless_writes_by_a_cut() {
         .unwrap();
     let keys = 3;
     let check = |state: [Option<u64>; 3]| {
-        let db = Db::open(dir.path(), options(false)).unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
         for (k, wid) in (0u32..).zip(state) {
             match wid {
                 Some(wid) => db.put(key(k), value(k, wid)).unwrap(),
                 None => db.delete(key(k)).unwrap(),
             }
         }
-        let r = verify(&db, &mut Expected::default(), &log, keys, false);
+        let r = verify(&db, &mut Expected::default(), &log, keys, None);
         db.close().unwrap();
         r
     };

@@ -98,6 +98,13 @@ impl WriteBatch {
     }
 
     /// Entries in the batch.
+    /// The batch's entries, in order. An entry's `seq` is its position in the batch: the
+    /// sequence number it gets when committed is the batch's first plus that.
+    pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> + '_ {
+        // A batch encoded by `WriteBatch` itself always decodes.
+        decode_entries(self.body(), SeqNo(0)).map_while(|entry| entry.ok())
+    }
+
     pub fn len(&self) -> usize {
         self.count as usize
     }

@@ -46,9 +46,10 @@ pub enum Error {
     Poisoned(String),
     /// The database was closed.
     Closed,
-    /// The embedding model is missing, damaged, or failed on an input; the message says
-    /// how to fetch or repair it.
-    Embedding(String),
+    /// A layer that derives data from the database failed: for a semantic index, its
+    /// embedder failed on an input, panicked or returned unusable vectors. The message
+    /// says which; the index refuses searches from then on.
+    Index(String),
 }
 
 impl Error {
@@ -111,7 +112,7 @@ impl fmt::Display for Error {
                 "database refuses writes until reopened after an earlier failure: {why}"
             ),
             Error::Closed => write!(f, "database is closed"),
-            Error::Embedding(why) => write!(f, "embedding model: {why}"),
+            Error::Index(why) => write!(f, "index: {why}"),
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod options;
 pub mod perf;
 mod purge;
 pub mod rate_limit;
+pub mod semantic;
 pub mod sst;
 mod sync;
 mod table_cache;
@@ -33,7 +34,7 @@ pub mod wal;
 
 pub use batch::WriteBatch;
 pub use db::{
-    Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot, LOST_DIR,
+    Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot, WriteHook, LOST_DIR,
 };
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};

@@ -147,9 +147,6 @@ pub struct Options {
     pub wal_recovery: WalRecovery,
     /// The file system every file goes through (the real one by default).
     pub fs: Arc<dyn FileSystem>,
-    /// Semantic search over text values (see [`crate::vector`]): with it on, every value
-    /// must be UTF-8 text and is embedded and indexed in the background. Default: off.
-    pub semantic: Option<crate::vector::SemanticOptions>,
 }
 
 /// What opening a database does when WAL replay meets a damaged record that is not a torn
@@ -198,7 +195,6 @@ impl Default for Options {
             rate_limit_bytes_per_sec: 0,
             rate_limit_auto_tune: false,
             fs: Arc::new(PosixFs),
-            semantic: None,
         }
     }
 }
@@ -230,7 +226,6 @@ impl fmt::Debug for Options {
             .field("background_threads", &self.background_threads)
             .field("rate_limit_bytes_per_sec", &self.rate_limit_bytes_per_sec)
             .field("rate_limit_auto_tune", &self.rate_limit_auto_tune)
-            .field("semantic", &self.semantic)
             .finish_non_exhaustive()
     }
 }
@@ -394,9 +389,6 @@ impl Options {
                 self.rate_limit_bytes_per_sec
             ),
         );
-        if let Some(semantic) = &self.semantic {
-            semantic.validate(&mut problems);
-        }
         if problems.is_empty() {
             Ok(())
         } else {

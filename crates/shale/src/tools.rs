@@ -315,9 +315,17 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         }
     }
 
-    let vectors = dir.join(crate::vector::STORE_DIR);
-    if vectors.is_dir() {
-        report.absorb(verify_dir(&vectors)?);
+    let indexes = dir.join(crate::semantic::INDEXES_DIR);
+    if indexes.is_dir() {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&indexes)
+            .map_err(|e| Error::io("read directory", &indexes, e))?
+            .filter_map(|entry| Some(entry.ok()?.path()))
+            .filter(|path| path.is_dir())
+            .collect();
+        dirs.sort();
+        for index in dirs {
+            report.absorb(verify_dir(&index)?);
+        }
     }
     Ok(report)
 }

@@ -1,6 +1,6 @@
 //! R3 of issue 6: the corruption matrix. A small database (kilobytes, semantic index on) is
 //! built on the real file system with SSTables read through memory mappings; then, for
-//! each file kind of the database and of its vector store (`vectors/`), a bit is flipped at
+//! each file kind of the database and of its index's vector store (`indexes/all/`), a bit is flipped at
 //! each sampled offset, and separately the file is cut at each sampled offset. The damage is
 //! done to a fresh copy while no `Db` has it open; the copy is then opened and read in full
 //! (a scan, a point read of every key, searches), inside `catch_unwind`.
@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use shale::vector::{Embedder, SemanticOptions};
+use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
 
 const KEYS: usize = 80;
@@ -69,14 +69,38 @@ impl Embedder for BagOfWords {
     }
 }
 
-fn options(semantic: bool) -> Options {
+fn options() -> Options {
     Options {
         write_buffer_size: 64 << 10,
         max_file_size: 16 << 10,
         block_size: 1024,
         cache_size: 64 << 10,
-        semantic: semantic.then(|| SemanticOptions::new(Arc::new(BagOfWords))),
         ..Options::default()
+    }
+}
+
+/// The name of the index over every key.
+const INDEX: &str = "all";
+
+/// A database opened for a trial, and its index when `semantic`.
+struct Opened {
+    db: Arc<Db>,
+    index: Option<Index>,
+}
+
+impl Opened {
+    fn open(dir: &Path, semantic: bool) -> Result<Opened, Error> {
+        let db = Arc::new(Db::open(dir, options())?);
+        let index = if semantic {
+            Some(Index::open(
+                &db,
+                INDEX,
+                IndexOptions::text(Arc::new(BagOfWords)),
+            )?)
+        } else {
+            None
+        };
+        Ok(Opened { db, index })
     }
 }
 
@@ -141,47 +165,49 @@ fn apply(db: &Db, writes: &mut Vec<Write>, w: Write) {
 fn build(dir: &Path) -> Oracle {
     let mut writes = Vec::new();
     {
-        let db = Db::open(dir, options(true)).unwrap();
+        let opened = Opened::open(dir, true).unwrap();
+        let db = &*opened.db;
         for i in 0..60 {
-            apply(&db, &mut writes, vec![(i, Some(text(i, 1)))]);
+            apply(db, &mut writes, vec![(i, Some(text(i, 1)))]);
         }
         apply(
-            &db,
+            db,
             &mut writes,
             (60..65).map(|i| (i, Some(text(i, 1)))).collect(),
         );
         for i in [3, 17, 33] {
-            apply(&db, &mut writes, vec![(i, None)]);
+            apply(db, &mut writes, vec![(i, None)]);
         }
         db.flush().unwrap();
         for i in 10..20 {
-            apply(&db, &mut writes, vec![(i, Some(text(i, 2)))]);
+            apply(db, &mut writes, vec![(i, Some(text(i, 2)))]);
         }
         db.close().unwrap();
     }
-    let db = Db::open(dir, options(true)).unwrap();
+    let opened = Opened::open(dir, true).unwrap();
+    let db = &*opened.db;
     for i in 20..25 {
-        apply(&db, &mut writes, vec![(i, None)]);
+        apply(db, &mut writes, vec![(i, None)]);
     }
     db.flush().unwrap();
     let base = writes.len();
     for i in 30..40 {
-        apply(&db, &mut writes, vec![(i, Some(text(i, 3)))]);
+        apply(db, &mut writes, vec![(i, Some(text(i, 3)))]);
     }
     for i in 40..44 {
-        apply(&db, &mut writes, vec![(i, None)]);
+        apply(db, &mut writes, vec![(i, None)]);
     }
     apply(
-        &db,
+        db,
         &mut writes,
         vec![(1, Some(text(1, 4))), (2, None), (65, Some(text(65, 4)))],
     );
     for i in 70..76 {
-        apply(&db, &mut writes, vec![(i, Some(text(i, 5)))]);
+        apply(db, &mut writes, vec![(i, Some(text(i, 5)))]);
     }
-    db.wait_indexed().unwrap();
+    opened.index.as_ref().unwrap().wait_indexed().unwrap();
     db.close().unwrap();
-    drop(db);
+    drop(opened);
     // Where each record of the live WAL ends, from the WAL's own reader.
     let wal = files_of(dir, Kind::Wal);
     assert_eq!(wal.len(), 1, "one live WAL expected: {wal:?}");
@@ -313,7 +339,8 @@ impl Cell {
 
 /// Every key's value by a full scan and a point read (which must agree), and the search
 /// hits of a few queries checked against those values. `Err` only for typed read errors.
-fn read_back(db: &Db, semantic: bool) -> Result<(State, Vec<String>), Error> {
+fn read_back(opened: &Opened) -> Result<(State, Vec<String>), Error> {
+    let db = &opened.db;
     let mut scanned = State::new();
     for pair in db.range::<&[u8]>(..)? {
         let (k, v) = pair?;
@@ -336,22 +363,23 @@ fn read_back(db: &Db, semantic: bool) -> Result<(State, Vec<String>), Error> {
             ));
         }
     }
-    if !semantic {
+    let Some(index) = &opened.index else {
         return Ok((scanned, problems));
-    }
+    };
     for query in ["river stone", "cloud lamp garden", "violin train window"] {
-        for hit in db.search_knn(query, 10)? {
+        for hit in index.search(query, &SearchOptions::k(10).exact())? {
             let k = String::from_utf8_lossy(&hit.key).into_owned();
+            let text = String::from_utf8_lossy(&hit.document).into_owned();
             let live = k
                 .strip_prefix("doc")
                 .and_then(|n| n.parse::<usize>().ok())
                 .and_then(|i| scanned.get(&i));
-            if live != Some(&hit.text) {
-                problems.push(format!("search hit {k} {:?} is not live", hit.text));
+            if live != Some(&text) {
+                problems.push(format!("search hit {k} {text:?} is not live"));
             }
         }
     }
-    let indexed = db.indexed_len()?;
+    let indexed = index.len()?;
     if indexed != scanned.len() {
         problems.push(format!(
             "{indexed} indexed for {} live values",
@@ -386,13 +414,10 @@ fn trial(
 ) {
     cell.trials += 1;
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let db = match Db::open(work, options(semantic)) {
-            Ok(db) => db,
-            Err(e) => return Err(e),
-        };
-        let read = read_back(&db, semantic);
-        let _ = db.close();
-        Ok(read)
+        let opened = Opened::open(work, semantic)?;
+        let read = read_back(&opened);
+        let _ = opened.db.close();
+        Ok::<_, Error>(read)
     }));
     match outcome {
         Err(_) => {
@@ -462,10 +487,10 @@ fn trial(
 /// write, and the index must agree with the values.
 fn repair_trial(o: &Oracle, work: &Path, semantic: bool, cell: &mut Cell, label: &str) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        Db::repair(work, &options(semantic))?;
-        let db = Db::open(work, options(semantic))?;
-        let read = read_back(&db, semantic);
-        let _ = db.close();
+        Db::repair(work, &options())?;
+        let opened = Opened::open(work, semantic)?;
+        let read = read_back(&opened);
+        let _ = opened.db.close();
         read
     }));
     match outcome {
@@ -529,7 +554,7 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
         let dir = if target == "main" {
             pristine.clone()
         } else {
-            pristine.join("vectors")
+            shale::semantic::index_dir(&pristine, INDEX)
         };
         for kind in [Kind::Wal, Kind::Sst, Kind::Manifest, Kind::Current] {
             let files = files_of(&dir, kind);
@@ -558,7 +583,7 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
                 let name = match (target, semantic) {
                     ("main", false) => format!("{kind:?}, plain open"),
                     ("main", true) => format!("{kind:?}, index on"),
-                    _ => format!("vectors/{kind:?}, index on"),
+                    _ => format!("indexes/{INDEX}/{kind:?}, index on"),
                 };
                 rows.push((name, how, cell, bytes, files.len()));
             }

@@ -9,8 +9,8 @@ mod semantic_support;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use semantic_support::{key, open, BagOfWords, ANIMALS};
-use shale::vector::{Embedder, HashEmbedder, SearchOptions, SemanticOptions};
+use semantic_support::{key, open, store_dir, BagOfWords, SemanticDb, ANIMALS};
+use shale::semantic::{Embedder, HashEmbedder, SearchOptions};
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
 
 #[test]
@@ -167,7 +167,7 @@ fn node_ids_are_reused_through_overwrites_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let embedder = Arc::new(BagOfWords::default());
     let text = |i: usize, round: usize| format!("{} round{round}", lab_text(i));
-    let check = |db: &Db| {
+    let check = |db: &SemanticDb| {
         assert_eq!(db.indexed_len().unwrap(), 40);
         for i in 0..40 {
             let hits = db.search_knn_hnsw(&text(i, 60), 1).unwrap();
@@ -263,17 +263,10 @@ impl Embedder for Panicky {
 #[test]
 fn a_panicking_embedder_fails_searches_instead_of_hanging_them() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            semantic: Some(SemanticOptions::new(Arc::new(Panicky))),
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = SemanticDb::open(dir.path(), Options::default(), Arc::new(Panicky)).unwrap();
     db.put("a", "boom goes the model").unwrap();
     match db.search_knn("model", 1) {
-        Err(Error::Embedding(why)) => assert!(why.contains("the model fell over"), "{why}"),
+        Err(Error::Index(why)) => assert!(why.contains("the model fell over"), "{why}"),
         other => panic!("expected an embedding error, got {other:?}"),
     }
     assert_eq!(
@@ -310,28 +303,24 @@ impl Embedder for ZeroForVoid {
 #[test]
 fn a_vector_without_direction_is_an_error_and_not_stored() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = |embedder: Arc<dyn Embedder>| Options {
-        semantic: Some(SemanticOptions::new(embedder)),
-        ..Options::default()
-    };
     {
-        let db = Db::open(dir.path(), opts(Arc::new(ZeroForVoid))).unwrap();
+        let db = SemanticDb::open(dir.path(), Options::default(), Arc::new(ZeroForVoid)).unwrap();
         db.put("a", "the cat sleeps").unwrap();
         db.put("b", "into the void").unwrap();
         match db.search_knn("cat", 1) {
-            Err(Error::Embedding(why)) => assert!(why.contains("no direction"), "{why}"),
+            Err(Error::Index(why)) => assert!(why.contains("no direction"), "{why}"),
             other => panic!("expected an embedding error, got {other:?}"),
         }
         db.close().unwrap();
     }
     // As an older version could have: a zero vector stored for "b" (the vector store is
-    // a database of its own in `vectors/`).
+    // a database of its own in the index's directory).
     {
-        let store = Db::open(dir.path().join("vectors"), Options::default()).unwrap();
-        let hash = shale::vector::text_hash(b"into the void");
+        let store = Db::open(store_dir(dir.path()), Options::default()).unwrap();
+        let hash = shale::semantic::value_hash(b"into the void");
         let zeros = vec![0.0; HashEmbedder.dim()];
         store
-            .put("b", shale::vector::encode_vector(hash, 7, &zeros))
+            .put("b", shale::semantic::encode_stored(hash, 7, &zeros))
             .unwrap();
         store.close().unwrap();
     }
@@ -389,7 +378,7 @@ fn lab_expected() -> Vec<Option<String>> {
     expected
 }
 
-fn check_lab(db: &Db, expected: &[Option<String>]) {
+fn check_lab(db: &SemanticDb, expected: &[Option<String>]) {
     let mut found = 0;
     let mut approx_found = 0;
     let mut asked = 0;
@@ -451,7 +440,7 @@ fn lab_scenario_after_close() {
     check_lab(&db, &expected);
     drop(db);
     // A damaged checkpoint is rebuilt from the stored vectors, not an error.
-    let graph = dir.path().join("vectors").join("GRAPH");
+    let graph = store_dir(dir.path()).join("GRAPH");
     let mut bytes = std::fs::read(&graph).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x40;
@@ -548,13 +537,13 @@ fn search_turns_on_for_an_existing_database_without_create_if_missing() {
         db.put(key(0), ANIMALS[0]).unwrap();
     }
     let embedder: Arc<dyn Embedder> = Arc::new(BagOfWords::default());
-    let db = Db::open(
+    let db = SemanticDb::open(
         dir.path(),
         Options {
             create_if_missing: false,
-            semantic: Some(SemanticOptions::new(embedder)),
             ..Options::default()
         },
+        embedder,
     )
     .unwrap();
     assert_eq!(db.search_knn("cat sleeps", 1).unwrap()[0].key, b"doc000");

@@ -8,8 +8,8 @@ mod semantic_support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use semantic_support::{key, open, BagOfWords, ANIMALS};
-use shale::vector::{Embedder, HashEmbedder, SemanticOptions};
+use semantic_support::{key, open, store_dir, BagOfWords, SemanticDb, ANIMALS};
+use shale::semantic::{Embedder, HashEmbedder, IndexOptions};
 use shale::{Db, Error, Options};
 
 /// HashEmbedder's vectors times `factor`, counting the texts it embedded. Negated
@@ -55,17 +55,25 @@ impl Embedder for Scaled {
     }
 }
 
-fn semantic_options(fs: Arc<dyn shale::fs::FileSystem>, embedder: Arc<dyn Embedder>) -> Options {
-    Options {
-        fs,
-        semantic: Some(SemanticOptions::new(embedder)),
-        ..Options::default()
-    }
+/// The database at `path` on `fs`, with the tests' index embedded by `embedder`.
+fn open_on(
+    path: impl AsRef<std::path::Path>,
+    fs: Arc<dyn shale::fs::FileSystem>,
+    embedder: Arc<dyn Embedder>,
+) -> shale::Result<SemanticDb> {
+    SemanticDb::open(
+        path,
+        Options {
+            fs,
+            ..Options::default()
+        },
+        embedder,
+    )
 }
 
 /// Each text, searched for, finds its own key first with a similarity of 1: the query and
 /// every stored vector come from one model.
-fn assert_one_vector_space(db: &Db, texts: &[&str]) {
+fn assert_one_vector_space(db: &SemanticDb, texts: &[&str]) {
     for (i, text) in texts.iter().enumerate() {
         let hits = db.search_knn(text, 1).unwrap();
         assert_eq!(hits[0].key, key(i).as_bytes(), "{text}");
@@ -94,9 +102,10 @@ fn another_model_of_the_same_dimension_embeds_every_value_again() {
 
     // Another model: nothing stored is reused, everything is embedded by it.
     let second = Arc::new(Scaled::negated());
-    let db = Db::open(
+    let db = open_on(
         dir.path(),
-        semantic_options(Arc::clone(&fs), Arc::clone(&second) as Arc<dyn Embedder>),
+        Arc::clone(&fs),
+        Arc::clone(&second) as Arc<dyn Embedder>,
     )
     .unwrap();
     let r = db.index_recovery().unwrap();
@@ -127,7 +136,7 @@ fn indexed_animals(path: &std::path::Path) {
     }
     db.wait_indexed().unwrap();
     db.close().unwrap();
-    let store = Db::open(path.join("vectors"), Options::default()).unwrap();
+    let store = Db::open(store_dir(path), Options::default()).unwrap();
     store.flush().unwrap();
     store.close().unwrap();
 }
@@ -147,7 +156,7 @@ fn a_damaged_vector_store_is_built_again_from_the_data() {
     for damage in ["current", "table block", "missing table"] {
         let dir = tempfile::tempdir().unwrap();
         indexed_animals(dir.path());
-        let store = dir.path().join("vectors");
+        let store = store_dir(dir.path());
         // A file that is not the engine's is left alone.
         std::fs::write(store.join("notes.txt"), "mine").unwrap();
         match damage {
@@ -196,17 +205,13 @@ fn damage_in_the_data_itself_still_fails_the_open() {
     bytes[20] ^= 0x40;
     std::fs::write(&tables[0], bytes).unwrap();
     let embedder: Arc<dyn Embedder> = Arc::new(BagOfWords::default());
-    let err = Db::open(
-        dir.path(),
-        Options {
-            semantic: Some(SemanticOptions::new(embedder)),
-            ..Options::default()
-        },
-    )
-    .unwrap_err();
+    let err = match SemanticDb::open(dir.path(), Options::default(), embedder) {
+        Ok(_) => panic!("a damaged table opened"),
+        Err(e) => e,
+    };
     assert!(err.is_corruption(), "{err}");
     assert!(
-        files_ending(&dir.path().join("vectors"), ".sst").len() == 1,
+        files_ending(&store_dir(dir.path()), ".sst").len() == 1,
         "the vector store was left as it was"
     );
 }
@@ -215,23 +220,23 @@ fn damage_in_the_data_itself_still_fails_the_open() {
 fn reopening_reuses_the_graph_with_non_unit_vectors_and_a_new_search_ef() {
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn shale::fs::FileSystem> = Arc::new(shale::fs::PosixFs);
-    let options = |ef_search: usize| {
-        let mut semantic = SemanticOptions::new(Arc::new(Scaled::new(3.0)));
-        semantic.hnsw.ef_search = ef_search;
-        Options {
+    let open = |ef_search: usize| {
+        let mut index = IndexOptions::text(Arc::new(Scaled::new(3.0)));
+        index.hnsw.ef_search = ef_search;
+        let opts = Options {
             fs: Arc::clone(&fs),
-            semantic: Some(semantic),
             ..Options::default()
-        }
+        };
+        SemanticDb::open_with(dir.path(), opts, index).unwrap()
     };
-    let db = Db::open(dir.path(), options(64)).unwrap();
+    let db = open(64);
     for (i, text) in ANIMALS.iter().enumerate() {
         db.put(key(i), text).unwrap();
     }
     db.wait_indexed().unwrap();
     db.close().unwrap();
     for ef_search in [64, 32] {
-        let db = Db::open(dir.path(), options(ef_search)).unwrap();
+        let db = open(ef_search);
         let r = db.index_recovery().unwrap();
         assert_eq!(
             (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed),
@@ -279,10 +284,7 @@ fn crash_every_step_of_an_open_with_negated(base: &shale::fs::MemFs) {
         for k in 1.. {
             let mem = base.process_crash();
             mem.crash_at_op(k, kind);
-            if let Ok(db) = Db::open(
-                DIR,
-                semantic_options(Arc::new(mem.clone()), Arc::new(Scaled::negated())),
-            ) {
+            if let Ok(db) = open_on(DIR, Arc::new(mem.clone()), Arc::new(Scaled::negated())) {
                 let _ = db.wait_indexed();
                 let _ = db.close();
             }
@@ -291,11 +293,8 @@ fn crash_every_step_of_an_open_with_negated(base: &shale::fs::MemFs) {
             };
             points += 1;
             for _ in 0..2 {
-                let db = Db::open(
-                    DIR,
-                    semantic_options(Arc::new(image.clone()), Arc::new(Scaled::negated())),
-                )
-                .unwrap_or_else(|e| panic!("{kind:?} at op {k}: {e}"));
+                let db = open_on(DIR, Arc::new(image.clone()), Arc::new(Scaled::negated()))
+                    .unwrap_or_else(|e| panic!("{kind:?} at op {k}: {e}"));
                 assert_one_vector_space(&db, &ANIMALS);
                 db.close().unwrap();
             }
@@ -307,11 +306,7 @@ fn crash_every_step_of_an_open_with_negated(base: &shale::fs::MemFs) {
 /// The animals, indexed by HashEmbedder, on a `MemFs` at "/db".
 fn animals_in_memory() -> shale::fs::MemFs {
     let base = shale::fs::MemFs::new();
-    let db = Db::open(
-        "/db",
-        semantic_options(Arc::new(base.clone()), Arc::new(HashEmbedder)),
-    )
-    .unwrap();
+    let db = open_on("/db", Arc::new(base.clone()), Arc::new(HashEmbedder)).unwrap();
     for (i, text) in ANIMALS.iter().enumerate() {
         db.put(key(i), text).unwrap();
     }
@@ -333,10 +328,11 @@ fn a_crash_while_rebuilding_a_damaged_store_is_safe() {
     for damage in ["current", "table block"] {
         let base = animals_in_memory();
         if damage == "current" {
-            let current = std::path::Path::new("/db/vectors/CURRENT");
-            base.overwrite(current, b"MANIFEST-0".to_vec()).unwrap();
+            let current = store_dir("/db".as_ref()).join("CURRENT");
+            base.overwrite(&current, b"MANIFEST-0".to_vec()).unwrap();
         } else {
-            let vectors = std::path::Path::new("/db/vectors");
+            let vectors = store_dir("/db".as_ref());
+            let vectors = vectors.as_path();
             let store = Db::open(vectors, plain_options(&base)).unwrap();
             store.flush().unwrap();
             store.close().unwrap();
@@ -365,20 +361,14 @@ fn plain_options(mem: &shale::fs::MemFs) -> Options {
 fn an_unreadable_model_file_fails_the_open_and_keeps_the_store() {
     let dir = tempfile::tempdir().unwrap();
     indexed_animals(dir.path());
-    let model = dir.path().join("vectors").join("MODEL");
+    let model = store_dir(dir.path()).join("MODEL");
     std::fs::remove_file(&model).unwrap();
     std::fs::create_dir(&model).unwrap(); // exists, but reading it fails
     let embedder = Arc::new(BagOfWords::default());
-    let err = Db::open(
-        dir.path(),
-        Options {
-            semantic: Some(SemanticOptions::new(
-                Arc::clone(&embedder) as Arc<dyn Embedder>
-            )),
-            ..Options::default()
-        },
-    )
-    .unwrap_err();
+    let err = match SemanticDb::open(dir.path(), Options::default(), embedder) {
+        Ok(_) => panic!("an unreadable model file opened"),
+        Err(e) => e,
+    };
     assert!(matches!(err, Error::Io { .. }), "{err}");
-    assert_eq!(files_ending(&dir.path().join("vectors"), ".sst").len(), 1);
+    assert_eq!(files_ending(&store_dir(dir.path()), ".sst").len(), 1);
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shale::vector::{Embedder, SemanticOptions};
+use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Options};
 use shale_embed::MiniLm;
 
@@ -134,11 +134,11 @@ pub fn run(
             )),
     );
 
-    eprintln!("== embed-bulk: puts into a Db with Options::semantic until indexed");
+    eprintln!("== embed-bulk: puts into a Db with a semantic index until indexed");
     let dir = work_dir.join(format!("semantic-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let embedder: Arc<dyn Embedder> = model.clone();
-    let mut sem = SemanticOptions::new(embedder);
+    let mut sem = IndexOptions::text(embedder);
     if let Some(b) = batch_size {
         sem.batch_size = b;
     }
@@ -146,13 +146,8 @@ pub fn run(
         "{} embed thread(s), batches of up to {}",
         sem.embed_threads, sem.batch_size
     );
-    let db = Db::open(
-        &dir,
-        Options {
-            semantic: Some(sem),
-            ..Options::default()
-        },
-    )?;
+    let db = Arc::new(Db::open(&dir, Options::default())?);
+    let index = Index::open(&db, "glosses", sem)?;
     metrics::reset_peak_rss();
     let cpu0 = metrics::cpu_seconds();
     let started = Instant::now();
@@ -160,9 +155,9 @@ pub fn run(
         db.put(&g.key, &g.text)?;
     }
     let put_secs = started.elapsed().as_secs_f64();
-    db.wait_indexed()?;
+    index.wait_indexed()?;
     let secs = started.elapsed().as_secs_f64();
-    let (applied, queued) = db.index_progress()?;
+    let (applied, queued) = index.progress();
     if applied < queued {
         return Err(format!("wait_indexed returned with {applied} of {queued} applied").into());
     }
@@ -187,7 +182,7 @@ pub fn run(
         .collect();
     let k = 10;
     for q in queries.iter().take(5) {
-        db.search_knn_hnsw(q, k)?;
+        index.search(q, &SearchOptions::k(k))?;
     }
     let mut exact_keys: Vec<Vec<Vec<u8>>> = Vec::new();
     let methods: &[(&str, bool)] = if engines.iter().any(|e| e == "exact") {
@@ -203,11 +198,11 @@ pub fn run(
         let started = Instant::now();
         for q in &queries {
             let t = Instant::now();
-            let hits = if exact {
-                db.search_knn(q, k)?
-            } else {
-                db.search_knn_hnsw(q, k)?
+            let opts = SearchOptions {
+                exact,
+                ..SearchOptions::k(k)
             };
+            let hits = index.search(q, &opts)?;
             lat.record_since(t);
             keys.push(hits.into_iter().map(|h| h.key).collect::<Vec<_>>());
         }
@@ -217,9 +212,9 @@ pub fn run(
             .cpu(metrics::cpu_seconds() - cpu0)
             .latencies(&lat);
         let how = if exact {
-            "Db::search_knn (exact)"
+            "Index::search, exact"
         } else {
-            "Db::search_knn_hnsw (ef_search 64)"
+            "Index::search through the graph (ef_search 64, best 2k re-scored)"
         };
         if exact {
             r = r.recall(1.0);

@@ -22,10 +22,10 @@
 mod compact;
 pub(crate) mod filename;
 mod flush;
+mod hook;
 mod open;
 mod read;
 mod repair;
-mod search;
 mod snapshot;
 mod stats;
 mod super_version;
@@ -34,9 +34,11 @@ mod write;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
+pub use hook::WriteHook;
+pub(crate) use read::prefix_successor;
 pub use read::{DbIterator, RangeIter};
 pub use repair::{RepairReport, LOST_DIR};
 pub use snapshot::Snapshot;
@@ -72,8 +74,6 @@ pub struct Db {
     inner: Arc<DbInner>,
     /// The flush thread and the compaction threads.
     workers: Mutex<Vec<JoinHandle<()>>>,
-    /// The semantic index, when `Options::semantic` is set.
-    semantic: Option<Arc<crate::vector::Semantic>>,
 }
 
 /// A frozen memtable waiting to be flushed, and the WAL that holds its writes.
@@ -104,6 +104,9 @@ pub(crate) struct LogState {
     /// Slowdown delay owed by writers but not yet waited, in seconds; paid in
     /// installments of at least a millisecond.
     delay_debt: f64,
+    /// The write hooks ([`WriteHook`]), in the order they were attached: consulted under
+    /// this lock for every write group.
+    hooks: Vec<Arc<dyn WriteHook>>,
 }
 
 /// Background state.
@@ -181,6 +184,10 @@ pub(crate) struct DbInner {
     snapshots: Arc<snapshot::SnapshotList>,
     closed: AtomicBool,
     stats: Stats,
+    /// True once a hook is attached: a write without hooks skips `hook_list`.
+    has_hooks: AtomicBool,
+    /// A copy of `LogState::hooks` for `WriteHook::admit`, which runs without the log lock.
+    hook_list: RwLock<Arc<[Arc<dyn WriteHook>]>>,
 }
 
 pub(crate) use crate::sync::lock;
@@ -207,10 +214,9 @@ impl Db {
         // The handle exists before its threads, so that a failure to start one (or to
         // open the index) drops it: its close stops the threads already started and
         // releases the directory's lock.
-        let mut db = Db {
+        let db = Db {
             inner: open::open(path.as_ref(), opts)?,
             workers: Mutex::new(Vec::new()),
-            semantic: None,
         };
         let inner = &db.inner;
         // The purge thread first: `close` stops it after the others.
@@ -222,10 +228,17 @@ impl Db {
             let compactor = compact::spawn(inner, i)?;
             lock(&db.workers).push(compactor);
         }
-        if let Some(semantic) = db.inner.opts.semantic.clone() {
-            db.semantic = Some(search::open_semantic(&db, semantic)?);
-        }
         Ok(db)
+    }
+
+    /// The directory the database lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
     }
 
     /// Set `key` to `value`.
@@ -246,12 +259,15 @@ impl Db {
     ///
     /// # Errors
     /// `InvalidArgument` for a key or value over the limits, `Poisoned` after an earlier
-    /// background failure, `Closed`, `Io`.
+    /// background failure, `Closed`, `Io`; whatever an attached [`WriteHook`] refuses the
+    /// batch with (a semantic index: a value it cannot index).
     pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
-        match &self.semantic {
-            None => self.inner.write(batch, opts).map(drop),
-            Some(semantic) => search::write_indexed(self, semantic, batch, opts),
+        if let Some(hooks) = self.hooks_for_admit() {
+            for hook in hooks.iter() {
+                hook.admit(&batch)?;
+            }
         }
+        self.inner.write(batch, opts).map(drop)
     }
 
     /// The value of `key`, or `None`.
@@ -409,10 +425,10 @@ impl Db {
         // has joined the threads and released the directory, instead of returning while
         // they still write.
         let mut workers = lock(&self.workers);
-        // The index first: its workers stop after their current batch (what was still
-        // queued is re-derived from the data by the next open).
-        let indexed = self.semantic.as_ref().map_or(Ok(()), |s| s.close());
-        let result = self.inner.close().and(indexed);
+        // The hooks first: a semantic index's workers stop after their current batch (what
+        // was still queued is re-derived from the data by the next open).
+        let hooked = self.close_hooks();
+        let result = self.inner.close().and(hooked);
         let workers_left = std::mem::take(&mut *workers);
         // The flush and compaction threads may still retire files: the purge thread, the
         // first worker, is stopped after they are gone.

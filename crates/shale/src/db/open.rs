@@ -128,6 +128,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
             unlogged_writes: false,
             older_wals_unsynced: false,
             delay_debt: 0.0,
+            hooks: Vec::new(),
         }),
         state: Mutex::new(DbState {
             versions,
@@ -154,6 +155,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         snapshots: Arc::default(),
         closed: AtomicBool::new(false),
         stats,
+        has_hooks: AtomicBool::new(false),
+        hook_list: std::sync::RwLock::new(Arc::from(Vec::new())),
         opts,
     });
     inner.publish_pressure(&super::lock(&inner.state));

@@ -29,8 +29,9 @@
 //! deletes what repair did not get to. Cost: every table is read twice (survey, merge) and
 //! the live data written once.
 //!
-//! The vector store in `vectors/` is a database of its own and is repaired the same way;
-//! the next open reconciles it with the repaired values (vector/semantic/open.rs).
+//! The vector store of each semantic index (`indexes/<name>/`) is a database of its own
+//! and is repaired the same way; the index's next open reconciles it with the repaired
+//! values (semantic/open.rs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,8 +84,8 @@ pub struct RepairReport {
     pub moved_to_lost: Vec<PathBuf>,
     /// Each piece of damage found, with its file and offset.
     pub problems: Vec<Problem>,
-    /// The repair of the vector store in `vectors/`, if the database has one.
-    pub vectors: Option<Box<RepairReport>>,
+    /// The repair of each semantic index's vector store (`indexes/<name>/`), by name.
+    pub indexes: Vec<(String, RepairReport)>,
 }
 
 impl std::fmt::Display for RepairReport {
@@ -116,9 +117,9 @@ impl std::fmt::Display for RepairReport {
         for problem in &self.problems {
             writeln!(f, "damage: {problem}")?;
         }
-        if let Some(vectors) = &self.vectors {
-            writeln!(f, "vector store:")?;
-            for line in vectors.to_string().lines() {
+        for (name, index) in &self.indexes {
+            writeln!(f, "index {name}:")?;
+            for line in index.to_string().lines() {
                 writeln!(f, "  {line}")?;
             }
         }
@@ -336,12 +337,16 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     fs.sync_dir(dir)?;
     drop(versions);
 
-    let vectors = dir.join(crate::vector::STORE_DIR);
-    if fs.exists(&vectors) {
-        match repair(&vectors, opts) {
-            Ok(vectors) => report.vectors = Some(Box::new(vectors)),
-            Err(Error::InvalidArgument(_)) => {} // an empty store: nothing to repair
-            Err(e) => return Err(e),
+    let indexes = dir.join(crate::semantic::INDEXES_DIR);
+    if fs.exists(&indexes) {
+        let mut names = fs.list(&indexes)?;
+        names.sort();
+        for name in names {
+            match repair(&indexes.join(&name), opts) {
+                Ok(index) => report.indexes.push((name, index)),
+                Err(Error::InvalidArgument(_)) => {} // an empty store: nothing to repair
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(report)

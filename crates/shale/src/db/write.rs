@@ -74,6 +74,11 @@ impl Writer {
     }
 }
 
+/// The first refusal of `w`'s batch by a write hook (`hook.rs`), under the `log` lock.
+fn refused_by_hooks(log: &LogState, w: &Writer) -> Result<()> {
+    log.hooks.iter().try_for_each(|hook| hook.check(&w.batch))
+}
+
 #[derive(Default)]
 pub(crate) struct WriteQueue {
     queue: VecDeque<Arc<Writer>>,
@@ -98,6 +103,7 @@ impl DbInner {
         if self.writers_queued.load(Ordering::Acquire) == 0 {
             if let Ok(mut log) = self.log.try_lock() {
                 let me = Writer::new(batch, opts);
+                refused_by_hooks(&log, &me)?;
                 self.commit_locked(&mut log, &[&me])?;
                 return Ok(SeqNo(me.first_seq.load(Ordering::Relaxed)));
             }
@@ -127,7 +133,22 @@ impl DbInner {
         let mut log = lock(&self.log);
         queued.stop(|p| &mut p.write_queue_nanos);
         let group = build_group(&lock(&self.writers).queue);
-        let result = self.commit_locked(&mut log, &group);
+        // A batch a hook refuses leaves the group with its own error; the rest commit.
+        let refusals: Vec<Option<Error>> = group
+            .iter()
+            .map(|w| refused_by_hooks(&log, w).err())
+            .collect();
+        let admitted: Vec<&Writer> = group
+            .iter()
+            .zip(&refusals)
+            .filter(|(_, refusal)| refusal.is_none())
+            .map(|(w, _)| &**w)
+            .collect();
+        let result = if admitted.is_empty() {
+            Ok(())
+        } else {
+            self.commit_locked(&mut log, &admitted)
+        };
         drop(log);
 
         let mut q = lock(&self.writers);
@@ -135,11 +156,15 @@ impl DbInner {
             Error::Closed => Error::Closed,
             e => Error::Poisoned(e.to_string()),
         };
-        for _ in 0..group.len() {
+        let mut mine = None;
+        for refusal in refusals {
             let Some(w) = q.queue.pop_front() else { break };
             self.writers_queued.fetch_sub(1, Ordering::Release);
-            if !Arc::ptr_eq(&w, &me) {
-                *lock(&w.error) = result.as_ref().err().map(failure);
+            let error = refusal.or_else(|| result.as_ref().err().map(failure));
+            if Arc::ptr_eq(&w, &me) {
+                mine = error;
+            } else {
+                *lock(&w.error) = error;
                 w.done.store(true, Ordering::Release);
                 w.cv.notify_one();
             }
@@ -147,7 +172,11 @@ impl DbInner {
         if let Some(next) = q.queue.front() {
             next.cv.notify_one();
         }
-        result.map(|()| SeqNo(me.first_seq.load(Ordering::Acquire)))
+        match (mine, result) {
+            (Some(refused), Ok(())) => Err(refused),
+            (_, Err(e)) => Err(e),
+            (None, Ok(())) => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
+        }
     }
 
     /// Write a group: make room, WAL, memtable, publish. Runs in the leader, with the `log`
@@ -224,6 +253,11 @@ impl DbInner {
             seq = SeqNo(seq.0 + u64::from(w.batch.count()));
         }
         insert.stop(|p| &mut p.write_memtable_nanos);
+        for hook in &log.hooks {
+            for w in group {
+                hook.committed(&w.batch, SeqNo(w.first_seq.load(Ordering::Relaxed)));
+            }
+        }
         log.last_seq = last_seq;
         self.visible_seq.store(last_seq.0, Ordering::Release);
         Stats::add_serialized(&self.stats.writes, group.len() as u64);

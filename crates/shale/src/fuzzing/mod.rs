@@ -28,6 +28,8 @@ use crate::fs::{FileSystem, MemFs, PowerLoss};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, user_key, InternalKey, SeqNo, ValueKind};
 use crate::options::{Compression, Options, WriteOptions};
+use crate::semantic::vector_value as encode_vector_value;
+use crate::semantic::{decode_stored, decode_vector_value, encode_stored};
 use crate::sst::block::{Block, BlockBuilder};
 use crate::sst::compress::{compress, decompress};
 use crate::sst::format::{
@@ -36,7 +38,7 @@ use crate::sst::format::{
 };
 use crate::sst::TableProperties;
 use crate::sst::{BloomFilter, BloomFilterBuilder, Table, TableBuilder, TableOptions};
-use crate::vector::{decode_vector, encode_vector, Hnsw, HnswParams, NodeId};
+use crate::vector::{Hnsw, HnswParams, NodeId};
 use crate::version::{
     manifest_name, set_current, FileId, FileMeta, Level, RecoveredManifest, VersionEdit,
 };

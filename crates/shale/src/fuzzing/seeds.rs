@@ -111,9 +111,11 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             ]
         }
         "vector_value" => vec![
-            encode_vector(42, 7, &[0.5, -0.25, 1.0]),
-            encode_vector(1, 0, &[]),
-            encode_vector(u64::MAX, u32::MAX, &[f32::NAN]),
+            encode_stored(42, 7, &[0.5, -0.25, 1.0]),
+            encode_stored(1, 0, &[]),
+            encode_stored(u64::MAX, u32::MAX, &[f32::NAN]),
+            encode_vector_value(&[0.5, -0.25], b"payload"),
+            encode_vector_value(&[], b""),
         ],
         "db_ops" => vec![
             // put, sync put, flush, delete, power loss, put, kill -9, compact, reads.

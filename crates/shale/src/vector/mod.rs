@@ -1,38 +1,17 @@
-//! Semantic search: text values embedded into vectors by a model and found again by
-//! k-nearest-neighbour search, exactly (brute force) or approximately (HNSW).
+//! Vector search, the math under the semantic index (`semantic/`): vectors compared under
+//! a [`Metric`], found again by k-nearest-neighbour search, exactly or through an HNSW
+//! graph of int8 codes. Nothing here knows about keys, text or the database: the semantic
+//! layer maps keys to node ids and owns the files.
 //!
-//! The model sits behind [`Embedder`] so that the engine does not depend on any one
-//! inference library: the real all-MiniLM-L6-v2 lives in the `shale-embed` crate, and
-//! unit tests may plug in a small deterministic embedder.
-//!
-//! Search works on unit vectors under cosine similarity:
-//! - [`distance`]: the dot product, written so the compiler vectorises it;
+//! - [`distance`]: dot products and normalisation, written so the compiler vectorises them;
+//! - [`Metric`]: cosine, dot product or Euclidean distance, and what a score means;
+//! - [`quant`]: the int8 codes the graph keeps and the kernels that score them;
 //! - [`exact`]: brute force, the reference and the tool for small candidate sets;
 //! - [`hnsw`]: the approximate graph index ([`Hnsw`]), concurrent inserts, tombstones,
-//!   and its checksummed file (`format.rs`, described in docs/format.md).
+//!   and its checksummed file (`format.rs`, described in docs/format.md);
+//! - [`VectorFile`]: the full vectors of a graph's nodes, by id, in a mapped file.
 
 use std::cmp::Ordering;
-
-mod checkpoint;
-mod hash_embedder;
-mod key_index;
-mod model_file;
-mod pending;
-mod semantic;
-mod value;
-
-pub use hash_embedder::HashEmbedder;
-pub use model_file::{ModelRecord, MAX_MODEL_ID_BYTES, MODEL_FORMAT_VERSION, MODEL_MAGIC};
-pub(crate) use pending::Change;
-pub use semantic::{IndexRecovery, SearchHit, SearchOptions, SemanticOptions};
-pub(crate) use semantic::{Method, Semantic};
-pub use value::{decode_vector, encode_vector, text_hash};
-
-use crate::error::Result;
-
-/// The subdirectory of a database directory that holds its vector store (a database of
-/// its own, with the graph checkpoint beside it).
-pub const STORE_DIR: &str = "vectors";
 
 mod chunks;
 pub mod distance;
@@ -97,24 +76,4 @@ pub trait VectorSource: Sync {
     /// The vector of node `id` as the metric stores it (unit length under
     /// [`Metric::Cosine`]), or `None` if the source has none.
     fn vector(&self, id: NodeId) -> Option<&[f32]>;
-}
-
-/// Turns text into vectors. Implementations must be deterministic: the same text always
-/// gives the same vector, so that an index rebuilt after a crash matches the one lost.
-pub trait Embedder: Send + Sync + std::fmt::Debug {
-    /// The number of dimensions of every vector this embedder returns.
-    fn dim(&self) -> usize;
-
-    /// Names the model and everything else that decides its vectors (weights, tokenizer,
-    /// truncation, pooling): two embedders with different vectors for one text must have
-    /// different ids. The vector store records it (docs/format.md section 10), and an open
-    /// with another id embeds every value again rather than mix two models' vectors in one
-    /// index. Not empty, at most [`MAX_MODEL_ID_BYTES`] bytes.
-    fn model_id(&self) -> String;
-
-    /// Embed `texts`, one unit-length (L2-normalised) vector per text, in order.
-    ///
-    /// # Errors
-    /// `Error::Embedding` if the model fails.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
 }

@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use shale::codec;
+use shale::semantic::{ModelRecord, MODEL_FORMAT_VERSION, MODEL_MAGIC};
 use shale::vector::{
-    Hnsw, HnswParams, ModelRecord, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,
-    MODEL_FORMAT_VERSION, MODEL_MAGIC,
+    Hnsw, HnswParams, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,
 };
 use shale::Error;
 
@@ -18,16 +18,16 @@ use super::hex;
 #[test]
 fn vector_value_example() {
     let bytes = hex("vector-value-example");
-    let hash = shale::vector::text_hash(b"a cat");
-    let (got_hash, node, vector) = shale::vector::decode_vector(&bytes, 2).unwrap();
+    let hash = shale::semantic::value_hash(b"a cat");
+    let (got_hash, node, vector) = shale::semantic::decode_stored(&bytes).unwrap();
     assert_eq!(got_hash, hash);
     assert_eq!(node, 3);
     assert_eq!(vector, vec![0.6f32, 0.8]);
-    assert_eq!(shale::vector::encode_vector(hash, 3, &[0.6, 0.8]), bytes);
+    assert_eq!(shale::semantic::encode_stored(hash, 3, &[0.6, 0.8]), bytes);
     assert_eq!(
-        shale::vector::decode_vector(&bytes, 3),
+        shale::semantic::decode_stored(&bytes[..bytes.len() - 1]),
         None,
-        "another dimension"
+        "a length that does not match the dimension"
     );
 }
 
@@ -182,7 +182,7 @@ fn print_hnsw_example() {
 #[derive(Debug)]
 struct Toy;
 
-impl shale::vector::Embedder for Toy {
+impl shale::semantic::Embedder for Toy {
     fn dim(&self) -> usize {
         2
     }
@@ -216,18 +216,17 @@ fn model_file_example() {
 
     // The engine writes exactly these bytes for a store made with that embedder.
     let dir = tempfile::tempdir().unwrap();
-    let db = shale::Db::open(
-        dir.path(),
-        shale::Options {
-            semantic: Some(shale::vector::SemanticOptions::new(std::sync::Arc::new(
-                Toy,
-            ))),
-            ..shale::Options::default()
-        },
+    let db = std::sync::Arc::new(shale::Db::open(dir.path(), shale::Options::default()).unwrap());
+    let index = shale::semantic::Index::open(
+        &db,
+        "toy",
+        shale::semantic::IndexOptions::text(std::sync::Arc::new(Toy)),
     )
     .unwrap();
+    drop(index);
     db.close().unwrap();
-    let written = std::fs::read(dir.path().join("vectors").join("MODEL")).unwrap();
+    let written =
+        std::fs::read(shale::semantic::index_dir(dir.path(), "toy").join("MODEL")).unwrap();
     assert_eq!(
         written, doc,
         "the engine no longer writes the document's bytes"

@@ -1,4 +1,4 @@
-//! The graph checkpoint: the HNSW graph written whole to `GRAPH` in the vector store's
+//! The graph checkpoint: the HNSW graph written whole to `GRAPH` in the index's
 //! directory (format: docs/format.md section 9), and read back at open.
 //!
 //! A checkpoint replaces the previous one atomically: the graph goes to `GRAPH.tmp`, which
@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use super::Hnsw;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
+use crate::vector::Hnsw;
 
 /// The graph checkpoint in the vector store's directory.
 const GRAPH_FILE: &str = "GRAPH";

@@ -1,11 +1,17 @@
 //! The semantic index's in-memory state: the HNSW graph, which key each node holds, and
 //! what the index knows about each key (the sequence number of the change it reflects), so
 //! that changes applied out of order by two workers end in the newest state.
+//!
+//! Deleted keys: the key map remembers a deleted key's sequence number, so that an older
+//! change of the key that two workers apply out of order cannot revive it. It forgets the
+//! key once the **horizon** (`pending.rs`: the least sequence number still to be applied)
+//! has passed the delete.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use super::{Hnsw, HnswParams, NodeId, SearchOptions};
+use super::SearchOptions;
 use crate::error::{Error, Result};
+use crate::vector::{Hnsw, HnswParams, NodeId};
 
 /// What the index knows about a key.
 #[derive(Debug, Clone, Copy)]
@@ -30,7 +36,8 @@ pub(super) struct Index {
     /// Per node id: its key, the hash of its text, and its state.
     pub(super) nodes: Vec<Node>,
     pub(super) live: usize,
-    pub(super) keys: HashMap<Vec<u8>, KeyState>,
+    /// In key order, so that a search over a key range can walk just that range.
+    pub(super) keys: BTreeMap<Vec<u8>, KeyState>,
     /// Free ids, taken from the end.
     free: Vec<u32>,
     /// The deletes whose key states `keys` still holds, by sequence number.
@@ -41,7 +48,7 @@ pub(super) struct Index {
 pub(super) struct Node {
     /// The key while the node is live; empty once it is dead.
     pub(super) key: Vec<u8>,
-    pub(super) text_hash: u64,
+    pub(super) value_hash: u64,
     pub(super) state: NodeState,
     /// Handed out by `apply`, not yet inserted into the graph (see [`Index::inserted`]).
     pub(super) pending: bool,
@@ -62,7 +69,7 @@ impl Node {
     pub(super) fn dead() -> Node {
         Node {
             key: Vec::new(),
-            text_hash: 0,
+            value_hash: 0,
             state: NodeState::Dead,
             pending: false,
         }
@@ -97,19 +104,19 @@ impl Index {
             graph,
             nodes: Vec::new(),
             live: 0,
-            keys: HashMap::new(),
+            keys: BTreeMap::new(),
             free: Vec::new(),
             deleted: BTreeMap::new(),
         }
     }
 
-    /// Record `key`'s new state (`text_hash` for a put, `None` for a delete) if `seq` is
+    /// Record `key`'s new state (`value_hash` for a put, `None` for a delete) if `seq` is
     /// not older than what the index holds.
     pub(super) fn apply(
         &mut self,
         key: &[u8],
         seq: u64,
-        text_hash: Option<u64>,
+        value_hash: Option<u64>,
     ) -> Result<Applied> {
         if let Some(old) = self.keys.get(key) {
             if old.seq > seq {
@@ -119,8 +126,8 @@ impl Index {
                 self.kill(id);
             }
         }
-        let node = match text_hash {
-            Some(text_hash) => Some(self.push(key, text_hash)?),
+        let node = match value_hash {
+            Some(value_hash) => Some(self.push(key, value_hash)?),
             None => {
                 self.deleted.insert(seq, key.to_vec());
                 None
@@ -148,16 +155,13 @@ impl Index {
                 self.keys.remove(&key);
             }
         }
-        if self.keys.capacity() > 64 && self.keys.len() < self.keys.capacity() / 4 {
-            self.keys.shrink_to_fit();
-        }
     }
 
     /// A live, pending node for `key`: a free id if there is one, else a new one.
-    fn push(&mut self, key: &[u8], text_hash: u64) -> Result<u32> {
+    fn push(&mut self, key: &[u8], value_hash: u64) -> Result<u32> {
         let node = Node {
             key: key.to_vec(),
-            text_hash,
+            value_hash,
             state: NodeState::Live,
             pending: true,
         };
@@ -233,6 +237,26 @@ impl Index {
         self.nodes
             .get(id.0 as usize)
             .is_some_and(|n| n.is_live() && opts.admits(&n.key))
+    }
+
+    /// The live keys in `opts`' bounds and their nodes, in key order.
+    pub(super) fn live_in<'a>(
+        &'a self,
+        opts: &'a SearchOptions,
+    ) -> impl Iterator<Item = (&'a [u8], u32)> + 'a {
+        use std::ops::Bound;
+        let (lo, hi) = (opts.lower_bound.as_deref(), opts.upper_bound.as_deref());
+        // `BTreeMap::range` panics on an inverted range; such a range holds nothing.
+        let empty = lo.zip(hi).is_some_and(|(lo, hi)| lo >= hi);
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (
+            lo.map_or(Bound::Unbounded, Bound::Included),
+            hi.map_or(Bound::Unbounded, Bound::Excluded),
+        );
+        (!empty)
+            .then(|| self.keys.range::<[u8], _>(bounds))
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, state)| Some((key.as_slice(), state.node?)))
     }
 
     pub(super) fn is_live(&self, id: u32) -> bool {

@@ -1,0 +1,149 @@
+//! Write hooks: the one seam between the engine and the layers that keep data derived from
+//! it in step with every write (the semantic index of `semantic/`).
+//!
+//! ```text
+//!   Db::write ── admit (each hook; no lock: may wait for room) ──► log lock:
+//!              check (each hook; may refuse the batch) ── WAL ── memtable ──
+//!              committed (each hook, with the batch's first sequence number) ── visible
+//! ```
+//!
+//! A hook sees every write committed after [`Db::attach`] returns, in commit order, and
+//! nothing before: `attach` installs it under the `log` lock and returns a snapshot of
+//! exactly the writes before it, so the layer reads the past from the snapshot and the
+//! future from the hook, with no gap and no overlap. Because `check` and `committed` run
+//! under the `log` lock, a write either sees a hook in both or in neither, and hooks see
+//! batches in the order of their sequence numbers.
+//!
+//! What a hook must not do under the lock: block, or call back into the database (a write
+//! would deadlock). `admit`, outside the lock, is where a hook may wait.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::{lock, Db};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+
+/// A layer that follows every write of a database. See the module documentation.
+pub trait WriteHook: Send + Sync {
+    /// A name unique among a database's hooks (the semantic index's name).
+    fn name(&self) -> &str;
+
+    /// Before `batch` is committed, with no lock held: the place to wait for room (a
+    /// bounded queue's back-pressure). Best effort: a hook attached meanwhile may miss a
+    /// batch here, never in `check` or `committed`.
+    ///
+    /// # Errors
+    /// The batch is refused and nothing of it is written.
+    fn admit(&self, batch: &WriteBatch) -> Result<()> {
+        let _ = batch;
+        Ok(())
+    }
+
+    /// Under the `log` lock, before `batch` is written: refuse a batch the hook cannot
+    /// follow (a value its index cannot hold). Must not block.
+    ///
+    /// # Errors
+    /// The batch is refused and nothing of it is written; other batches of its write group
+    /// are not affected.
+    fn check(&self, batch: &WriteBatch) -> Result<()>;
+
+    /// Under the `log` lock, after `batch` is in the WAL and the memtable, its entries
+    /// numbered from `first`: record it. Must not block or fail (a hook that cannot follow
+    /// a batch records that as its own failure).
+    fn committed(&self, batch: &WriteBatch, first: SeqNo);
+
+    /// The database is closing (before it syncs and stops its threads): stop the hook's own
+    /// work. Called once.
+    ///
+    /// # Errors
+    /// The hook's failure to close, which `Db::close` reports.
+    fn close(&self) -> Result<()>;
+
+    /// The hook as `Any`, so that its layer can find its own type again (see
+    /// [`Db::hook`]).
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+impl Db {
+    /// Install `hook` for every write committed from now on, and return a snapshot of
+    /// exactly the writes committed before it (see the module documentation).
+    ///
+    /// # Errors
+    /// `InvalidArgument` if a hook of that name is attached; `Closed`.
+    pub fn attach(&self, hook: Arc<dyn WriteHook>) -> Result<crate::Snapshot> {
+        self.inner.check_open()?;
+        let mut log = lock(&self.inner.log);
+        if log.hooks.iter().any(|h| h.name() == hook.name()) {
+            return Err(Error::invalid(format!(
+                "a write hook named {:?} is already attached",
+                hook.name()
+            )));
+        }
+        log.hooks.push(Arc::clone(&hook));
+        *self
+            .inner
+            .hook_list
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::from(log.hooks.as_slice());
+        self.inner
+            .has_hooks
+            .store(true, std::sync::atomic::Ordering::Release);
+        // Under the log lock every committed write is visible: the snapshot holds exactly
+        // the writes before the hook.
+        Ok(self.snapshot())
+    }
+
+    /// Detach the hook named `name` (a layer whose open failed after it attached): later
+    /// writes no longer see it. Returns it, if it was attached.
+    pub fn detach(&self, name: &str) -> Option<Arc<dyn WriteHook>> {
+        let mut log = lock(&self.inner.log);
+        let at = log.hooks.iter().position(|h| h.name() == name)?;
+        let hook = log.hooks.remove(at);
+        *self
+            .inner
+            .hook_list
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::from(log.hooks.as_slice());
+        Some(hook)
+    }
+
+    /// The attached hook named `name`, if any.
+    pub fn hook(&self, name: &str) -> Option<Arc<dyn WriteHook>> {
+        lock(&self.inner.log)
+            .hooks
+            .iter()
+            .find(|h| h.name() == name)
+            .cloned()
+    }
+
+    /// The hooks a write admits itself to before it queues (empty when none is attached).
+    pub(super) fn hooks_for_admit(&self) -> Option<Arc<[Arc<dyn WriteHook>]>> {
+        if !self
+            .inner
+            .has_hooks
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return None;
+        }
+        Some(Arc::clone(
+            &self
+                .inner
+                .hook_list
+                .read()
+                .unwrap_or_else(|e| e.into_inner()),
+        ))
+    }
+
+    /// Close every attached hook, first to last; the first failure is returned after all
+    /// were closed. Detaches them: later writes (there are none after a close) see none.
+    pub(super) fn close_hooks(&self) -> Result<()> {
+        let hooks = std::mem::take(&mut lock(&self.inner.log).hooks);
+        let mut result = Ok(());
+        for hook in hooks {
+            result = result.and(hook.close());
+        }
+        result
+    }
+}

@@ -1,0 +1,304 @@
+//! Semantic search, a layer over [`Db`]: named indexes, each over the keys under one prefix,
+//! that find values by meaning.
+//!
+//! ```text
+//!   let db = Arc::new(Db::open(path, Options::default())?);
+//!   let docs = Index::open(&db, "docs", IndexOptions::text(model).prefix("docs/"))?;
+//!   db.put("docs/1", "the cat sleeps on the warm mat")?;     // any write path
+//!   docs.put_vector("docs/2", &vector, b"payload")?;          // or a vector, no model
+//!   db.put("raft/meta", [0xff, 0x00])?;                       // outside the prefix: plain data
+//!   let hits = docs.search("where do cats sleep", &SearchOptions::k(10))?;
+//! ```
+//!
+//! An index follows every write of its database through a [`crate::WriteHook`], the
+//! engine's one seam for derived data: the engine knows nothing of vectors. A value under
+//! an index's prefix is either UTF-8 text, which the index's [`Embedder`] turns into a
+//! vector, or a **vector record** ([`vector_value`]): a vector given by the user, with an
+//! optional payload. Keys outside every prefix are never looked at.
+//!
+//! ```text
+//!   Db::write ──check (log lock: refuse a value the index cannot hold)──► commit ──►
+//!   committed (log lock: queue key, seq, text | vector | delete, in commit order) ──►
+//!   embed workers (batches, no lock while embedding) ──► apply: key map, store, vector
+//!   file, graph
+//!   Index::search ── wait until every change queued before it is applied ── graph (codes)
+//!   ── best candidates re-scored with their full vectors ── each hit checked against the
+//!   key-value data (value hash) ──► hits
+//! ```
+//!
+//! The key-value data is the truth. The index is derived from it and may lag: writes are
+//! acknowledged before their text is embedded, so bulk loads run at the engine's speed,
+//! not the model's. A search first waits until every change queued before it is applied
+//! (read-your-writes), then re-reads every hit's value and drops hits whose value hash no
+//! longer matches: a search never returns a key that is deleted or whose value was
+//! replaced, whatever state the index is in.
+//!
+//! Each index lives in `indexes/<name>/` of the database's directory: its **vector store**
+//! (a Shale database of its own: key → value hash, node id and the embedding, so that a
+//! restart does not embed again), `MODEL` (which model made the stored vectors), `GRAPH`
+//! (the HNSW checkpoint, written in the background) and `VECTORS` (the full vectors by node
+//! id, a mapped cache). At open, the index reconciles all of them with the data in one
+//! merged scan (`open.rs`). docs/format.md sections 8 to 12 give every byte.
+
+mod checkpoint;
+mod core;
+mod embedder;
+mod hash_embedder;
+mod key_index;
+mod model_file;
+mod open;
+mod options;
+mod pending;
+mod search;
+mod value;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::Db;
+
+pub use embedder::Embedder;
+pub use hash_embedder::HashEmbedder;
+pub use model_file::{ModelRecord, MAX_MODEL_ID_BYTES, MODEL_FORMAT_VERSION, MODEL_MAGIC};
+pub use options::{IndexOptions, SearchOptions};
+pub use search::SearchHit;
+pub use value::{
+    decode_stored, decode_vector_value, encode_stored, value_hash, vector_value, VectorValue,
+    VECTOR_VALUE_TAG,
+};
+
+use self::core::IndexCore;
+
+/// The subdirectory of a database directory that holds its indexes, one directory each.
+pub const INDEXES_DIR: &str = "indexes";
+
+/// The directory of index `name` in the database directory `db_dir`.
+pub fn index_dir(db_dir: &std::path::Path, name: &str) -> PathBuf {
+    db_dir.join(INDEXES_DIR).join(name)
+}
+
+/// The longest index name (names are `[A-Za-z0-9_-]`, used as a directory name).
+pub const MAX_INDEX_NAME: usize = 64;
+
+/// A handle on a semantic index of a database. Cheap to clone; every clone is the same
+/// index. The index lives until its database closes, whether or not a handle is left.
+#[derive(Clone)]
+pub struct Index {
+    core: Arc<IndexCore>,
+    db: Arc<Db>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("name", &self.core.name())
+            .field("prefix", &String::from_utf8_lossy(self.core.prefix()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Index {
+    /// Open the index `name` of `db`, creating it if it does not exist, and reconcile it
+    /// with the data (see the module documentation). If the index is already open on this
+    /// database, returns a handle to it (its options must match, bar `ef_search`).
+    ///
+    /// Opening an index over keys that already hold values indexes them: texts are queued
+    /// for embedding (the open does not wait for them; [`Index::wait_indexed`] does).
+    ///
+    /// # Errors
+    /// `InvalidOptions` for bad options or a name outside `[A-Za-z0-9_-]{1,64}`;
+    /// `InvalidArgument` if the index is open with other options; `Io`; `Corruption` from
+    /// the user data (damage in the index's own files only costs a rebuild).
+    pub fn open(db: &Arc<Db>, name: &str, opts: IndexOptions) -> Result<Index> {
+        let mut problems = Vec::new();
+        check_name(name, &mut problems);
+        opts.validate(&mut problems);
+        if !problems.is_empty() {
+            return Err(Error::InvalidOptions(problems));
+        }
+        if let Some(hook) = db.hook(name) {
+            let core = hook
+                .as_any()
+                .downcast::<IndexCore>()
+                .map_err(|_| Error::invalid(format!("{name:?} is not a semantic index")))?;
+            core.same_options(&opts)?;
+            return Ok(Index {
+                core,
+                db: Arc::clone(db),
+            });
+        }
+        let core = IndexCore::open(db, name, opts)?;
+        Ok(Index {
+            core,
+            db: Arc::clone(db),
+        })
+    }
+
+    /// The index's name.
+    pub fn name(&self) -> &str {
+        self.core.name()
+    }
+
+    /// The key prefix the index covers.
+    pub fn prefix(&self) -> &[u8] {
+        self.core.prefix()
+    }
+
+    /// The dimension of its vectors.
+    pub fn dim(&self) -> usize {
+        self.core.dim()
+    }
+
+    /// The metric its searches score by.
+    pub fn metric(&self) -> crate::vector::Metric {
+        self.core.metric()
+    }
+
+    /// The database the index covers.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    /// Set `key` (under the index's prefix) to the vector `vector` with `payload`: a
+    /// [`vector_value`] written through the database like any other value. No model runs.
+    ///
+    /// # Errors
+    /// `InvalidArgument` if `key` is outside the prefix or the vector has another
+    /// dimension, a NaN or an infinity (or, under cosine, no direction); the write's own
+    /// errors.
+    pub fn put_vector(
+        &self,
+        key: impl AsRef<[u8]>,
+        vector: &[f32],
+        payload: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let key = key.as_ref();
+        self.core.check_key(key)?;
+        self.core.check_vector(vector)?;
+        self.db.put(key, vector_value(vector, payload.as_ref()))
+    }
+
+    /// Embed `text` with the index's model: the query vector of [`Index::search`].
+    ///
+    /// # Errors
+    /// `InvalidArgument` if the index has no embedder; `Index` if the model fails.
+    pub fn embed(&self, text: &str) -> Result<Vec<f32>> {
+        self.core.embed_query(text)
+    }
+
+    /// Wait until every value written so far is embedded and in the index (a bulk load can
+    /// call this before closing, so that the next open has nothing to embed).
+    ///
+    /// # Errors
+    /// `Index` if the embedder failed; `Closed`.
+    pub fn wait_indexed(&self) -> Result<()> {
+        self.core.catch_up()
+    }
+
+    /// Values in the index, once everything written so far is applied.
+    ///
+    /// # Errors
+    /// As [`Index::wait_indexed`].
+    pub fn len(&self) -> Result<usize> {
+        self.core.catch_up()?;
+        Ok(self.core.live())
+    }
+
+    /// True if the index holds no value (after everything written so far is applied).
+    ///
+    /// # Errors
+    /// As [`Index::wait_indexed`].
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// `(applied, queued)`: changes applied and queued since open, without waiting:
+    /// `queued - applied` are still to be embedded and applied.
+    pub fn progress(&self) -> (u64, u64) {
+        self.core.progress()
+    }
+
+    /// Write the graph's checkpoint now (also done in the background and at close), so
+    /// that the next open after a crash takes the graph over instead of rebuilding it.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.core.checkpoint()
+    }
+
+    /// How the open found the index (reused, reinserted, re-embedded).
+    pub fn recovery(&self) -> IndexRecovery {
+        self.core.recovery()
+    }
+
+    /// Counters and sizes of the index, without waiting.
+    pub fn stats(&self) -> IndexStats {
+        self.core.stats()
+    }
+}
+
+/// How the open found the index, for stats and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IndexRecovery {
+    /// Nodes taken over from the graph checkpoint.
+    pub graph_nodes_reused: usize,
+    /// Vectors inserted into the graph again (no checkpoint, or newer than it).
+    pub vectors_reinserted: usize,
+    /// Texts queued for embedding (no stored vector matched their text).
+    pub texts_to_embed: usize,
+    /// Stored vectors deleted because their key has no indexed value any more.
+    pub orphans_deleted: usize,
+    /// True if a graph checkpoint existed but could not be read (it was rebuilt).
+    pub graph_damaged: bool,
+    /// The damage found in the vector store itself (`Corruption`, or a file its manifest
+    /// lists missing, at its open or in its scan), if any: its files were deleted and every
+    /// value is indexed again.
+    pub store_damage: Option<String>,
+    /// Stored vectors deleted because the store named another model than the embedder's
+    /// (or none); their texts are among `texts_to_embed`.
+    pub other_model_vectors: usize,
+    /// Microseconds the open spent on the index (reconcile, graph load and inserts; not the
+    /// embedding of queued texts, which runs afterwards).
+    pub open_micros: u64,
+}
+
+/// Counters and sizes of an index ([`Index::stats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IndexStats {
+    /// Values in the index now (changes still queued not counted).
+    pub live: usize,
+    /// Changes queued and not yet applied, and the bytes of their keys and values.
+    pub queued: u64,
+    pub queued_bytes: u64,
+    /// Writes that waited for room in the queue ([`IndexOptions::queue_bytes`]), and the
+    /// microseconds they waited in all (slowed down or stopped).
+    pub stalls: u64,
+    pub stall_micros: u64,
+    /// Checkpoints written since open, and the microseconds the last one took.
+    pub checkpoints: u64,
+    pub last_checkpoint_micros: u64,
+    /// Bytes of memory the graph holds (codes and links; `Hnsw::memory_bytes`).
+    pub graph_bytes: u64,
+    /// One more than the highest node id handed out (see `key_index.rs`).
+    pub id_space: u64,
+    /// Keys the index keeps a state for: one per value, plus recent deletes.
+    pub tracked_keys: u64,
+}
+
+/// Check an index name: `[A-Za-z0-9_-]{1,64}`.
+fn check_name(name: &str, problems: &mut Vec<String>) {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_INDEX_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !ok {
+        problems.push(format!(
+            "index name {name:?} must be 1 to {MAX_INDEX_NAME} of [A-Za-z0-9_-]"
+        ));
+    }
+}
