@@ -1,5 +1,5 @@
-//! Sections 8, 9 and 10 of docs/format.md: the vector store's values, the HNSW graph file
-//! and the model file.
+//! Sections 8 to 11 of docs/format.md: the vector store's values, the HNSW graph file, the
+//! model file and the vector value.
 
 use std::path::Path;
 
@@ -29,6 +29,26 @@ fn vector_value_example() {
         None,
         "a length that does not match the dimension"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Section 11: the vector value.
+
+#[test]
+fn vector_record_example() {
+    let bytes = hex("vector-record-example");
+    let value = shale::semantic::decode_vector_value(&bytes)
+        .expect("starts with the tag")
+        .expect("decodes");
+    assert_eq!(value.vector, [1.5f32, -2.0]);
+    assert_eq!(value.payload, b"hi");
+    assert_eq!(shale::semantic::vector_value(&[1.5, -2.0], b"hi"), bytes);
+    assert_eq!(bytes[0], shale::semantic::VECTOR_VALUE_TAG);
+    assert!(std::str::from_utf8(&bytes).is_err(), "never UTF-8 text");
+    // Cut inside the components: malformed, and so refused by an index.
+    assert!(shale::semantic::decode_vector_value(&bytes[..9])
+        .expect("starts with the tag")
+        .is_err());
 }
 
 // ---------------------------------------------------------------------------------------
