@@ -118,10 +118,13 @@ impl Index {
             return Err(Error::InvalidOptions(problems));
         }
         if let Some(hook) = db.hook(name) {
-            let core = hook
+            let hook = hook
                 .as_any()
-                .downcast::<IndexCore>()
+                .downcast::<core::IndexHook>()
                 .map_err(|_| Error::invalid(format!("{name:?} is not a semantic index")))?;
+            let core = hook.core.get().cloned().ok_or_else(|| {
+                Error::invalid(format!("index {name:?} is being opened by another thread"))
+            })?;
             core.same_options(&opts)?;
             return Ok(Index {
                 core,
