@@ -83,27 +83,50 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The keys `[lower, upper)` that `--from` (inclusive), `--to` (exclusive) and `--prefix`
+/// admit together (`None`: no bound), as `scan` and `search` read them.
+pub struct KeyRange {
+    pub lower: Option<Vec<u8>>,
+    pub upper: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// The range of the three arguments, read with `--escaped` if given.
+    pub fn new(
+        cli: &Cli,
+        from: &Option<String>,
+        to: &Option<String>,
+        prefix: &Option<String>,
+    ) -> Result<KeyRange> {
+        let arg = |a: &Option<String>| a.as_deref().map(|s| cli.bytes(s)).transpose();
+        let (from, to, prefix) = (arg(from)?, arg(to)?, arg(prefix)?);
+        // The tighter of each pair of bounds.
+        let lower = match (from, prefix.clone()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let upper = match (to, prefix.as_deref().and_then(prefix_end)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(KeyRange { lower, upper })
+    }
+
+    /// True if no key can be in the range.
+    pub fn is_empty(&self) -> bool {
+        matches!((&self.lower, &self.upper), (Some(lo), Some(hi)) if lo >= hi)
+    }
+}
+
 pub fn scan(cli: &Cli, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
-    let arg = |a: &Option<String>| a.as_deref().map(|s| cli.bytes(s)).transpose();
-    let (from, to, prefix) = (arg(&args.from)?, arg(&args.to)?, arg(&args.prefix)?);
-    // The tighter of each pair of bounds.
-    let lower = match (from, prefix.clone()) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let upper = match (to, prefix.as_deref().and_then(prefix_end)) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let range = KeyRange::new(cli, &args.from, &args.to, &args.prefix)?;
     let db = cli.open(false, false)?;
-    if let (Some(lo), Some(hi)) = (&lower, &upper) {
-        if lo >= hi {
-            return Ok(db.close()?); // An empty range.
-        }
+    if range.is_empty() {
+        return Ok(db.close()?);
     }
     let range = (
-        lower.map_or(Bound::Unbounded, Bound::Included),
-        upper.map_or(Bound::Unbounded, Bound::Excluded),
+        range.lower.map_or(Bound::Unbounded, Bound::Included),
+        range.upper.map_or(Bound::Unbounded, Bound::Excluded),
     );
     let mut pairs = db.range(range)?;
     if args.reverse {
