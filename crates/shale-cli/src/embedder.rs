@@ -1,15 +1,18 @@
-//! Which embedding model the CLI hands to `Options::semantic`.
+//! Which embedding model the CLI hands to `IndexOptions` (`--embedder`).
 //!
-//! The engine only knows the [`Embedder`] trait; this file picks an implementation:
+//! The engine only knows the [`Embedder`] trait; this file picks an implementation, or
+//! none:
 //! - `minilm`: all-MiniLM-L6-v2 from the `shale-embed` crate (see [`minilm`], the one spot
 //!   that names it);
 //! - `hash`: [`HashEmbedder`] (from the library), a deterministic word hasher with no model
 //!   files. It finds values that share words with the query, not meanings; it exists for
-//!   tests and for trying the commands on a machine without the model.
+//!   tests and for trying the commands on a machine without the model;
+//! - `none`: an index of vectors given by the user (`import --format npy`, vector values),
+//!   which refuses text; `--dim` gives its dimension.
 //!
-//! The two have different dimensions (384 and [`HashEmbedder::DIM`]), so a database
-//! indexed with one and opened with the other re-embeds every value at open instead of
-//! mixing vectors of two models.
+//! The two models have different ids (and dimensions: 384 and [`HashEmbedder::DIM`]), so an
+//! index built with one and opened with the other embeds every text again at open instead
+//! of mixing vectors of two models.
 
 use std::sync::Arc;
 
@@ -23,12 +26,16 @@ pub enum EmbedderKind {
     Minilm,
     /// Word hashing: deterministic, no model files, matches words rather than meanings.
     Hash,
+    /// No model: the index holds vectors given by the user (needs --dim).
+    None,
 }
 
-pub fn make(kind: EmbedderKind) -> Result<Arc<dyn Embedder>> {
+/// The model `kind` names (`None` for `none`).
+pub fn make(kind: EmbedderKind) -> Result<Option<Arc<dyn Embedder>>> {
     match kind {
-        EmbedderKind::Minilm => minilm(),
-        EmbedderKind::Hash => Ok(Arc::new(HashEmbedder)),
+        EmbedderKind::Minilm => minilm().map(Some),
+        EmbedderKind::Hash => Ok(Some(Arc::new(HashEmbedder))),
+        EmbedderKind::None => Ok(None),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `import`: bulk load a file in write batches, with a progress bar and a closing
-//! throughput line.
+//! throughput line; then, if a semantic index is open, a wait until it has applied them.
 //!
 //! Batches are cut at `--batch-bytes` (default 1 MiB): big enough that the per-write costs
 //! (WAL record, group commit) vanish, small enough that one batch never approaches the
@@ -132,11 +132,9 @@ pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
         db.write(batch, WriteOptions::default())?;
     }
     bar.finish_and_clear();
-    if cli.semantic {
-        eprintln!("waiting for the semantic index to embed the new values...");
-        db.index()?.wait_indexed()?;
-    }
-    db.close()?;
     eprintln!("{}", crate::kv::throughput("imported", keys, bytes, start));
-    Ok(())
+    if let Some(open) = &db.index {
+        crate::index::wait_indexed(&open.index)?;
+    }
+    Ok(db.close()?)
 }

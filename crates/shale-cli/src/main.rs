@@ -4,7 +4,8 @@
 //!
 //! - `kv.rs`: put, get, del, scan, export, flush, compact
 //! - `import.rs`: bulk load in write batches, with a progress bar
-//! - `search.rs` and `embedder.rs`: semantic search, and which model the CLI uses
+//! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
+//!   search it by text or vector; `embedder.rs`: which model embeds its text
 //! - `stats.rs`: the tree's shape and the engine's counters
 //! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify` and `repair`
 //! - `escape.rs`: the text form of keys and values; `error.rs`: errors and exit codes
@@ -20,6 +21,7 @@ mod embedder;
 mod error;
 mod escape;
 mod import;
+mod index;
 mod kv;
 mod search;
 mod stats;
@@ -44,25 +46,23 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     db: Option<PathBuf>,
 
-    /// Read KEY, VALUE, --from, --to and --prefix with the escapes scan prints
-    /// (\\ \t \n \r \xNN), so binary keys can be typed and scan output pasted back.
+    /// Read KEY, VALUE, --from, --to, --prefix and --index-prefix with the escapes scan
+    /// prints (\\ \t \n \r \xNN), so binary keys can be typed and scan output pasted back.
     #[arg(long, short = 'e', global = true)]
     escaped: bool,
 
-    /// Open the database with the semantic index on, so writes (put, import) are embedded
-    /// and indexed. `search` turns it on by itself.
+    /// Open the database with its semantic index (see --index) on, so writes (put, import)
+    /// are embedded and indexed. `search` and `index-stats` turn it on by themselves.
     #[arg(long, global = true)]
     semantic: bool,
-
-    /// The embedding model for --semantic and search. `hash` is a word-hashing stand-in
-    /// with no model files: it matches shared words, not meanings.
-    #[arg(long, global = true, value_enum, default_value_t = embedder::EmbedderKind::Minilm)]
-    embedder: embedder::EmbedderKind,
 
     /// Print the per-stage timings (perf context) of this command's reads and writes on
     /// stderr when it ends.
     #[arg(long, global = true)]
     perf: bool,
+
+    #[command(flatten)]
+    index_args: index::IndexArgs,
 
     #[command(subcommand)]
     command: Command,
@@ -87,8 +87,13 @@ enum Command {
     Import(import::ImportArgs),
     /// Write every key-value pair to stdout (or --output).
     Export(kv::ExportArgs),
-    /// Semantic search: the K values closest in meaning to TEXT.
+    /// Semantic search: the K values of the index closest in meaning to TEXT.
     Search(search::SearchArgs),
+    /// The semantic index: what it is, its counters, and what opening it found.
+    IndexStats {
+        #[arg(long)]
+        json: bool,
+    },
     /// The tree's shape (levels, files, sizes, amplification) and engine counters.
     Stats {
         #[arg(long)]
@@ -156,9 +161,9 @@ impl Cli {
         }
     }
 
-    /// Open the database, and its default semantic index (over every key) when `semantic`
-    /// or `--semantic`. Only commands that write may create it, so a mistyped `--db` on a
-    /// read is an error, not a new empty database.
+    /// Open the database, and its semantic index (`--index`, see `index.rs`) when
+    /// `semantic`, `--semantic` or `--index`. Only commands that write may create it, so a
+    /// mistyped `--db` on a read is an error, not a new empty database.
     fn open(&self, create: bool, semantic: bool) -> Result<Opened> {
         let dir = self.db_dir()?;
         let opts = shale::Options {
@@ -166,10 +171,8 @@ impl Cli {
             ..shale::Options::default()
         };
         let db = std::sync::Arc::new(shale::Db::open(dir, opts)?);
-        let index = if semantic || self.semantic {
-            let model = embedder::make(self.embedder)?;
-            let opts = shale::semantic::IndexOptions::text(model);
-            Some(shale::semantic::Index::open(&db, DEFAULT_INDEX, opts)?)
+        let index = if semantic || self.semantic || self.index_args.index.is_some() {
+            Some(index::open(self, &db)?)
         } else {
             None
         };
@@ -177,14 +180,10 @@ impl Cli {
     }
 }
 
-/// The semantic index `--semantic` opens, over every key (the one Python's `semantic=True`
-/// opens too).
-const DEFAULT_INDEX: &str = "default";
-
 /// An open database, and its index when the command asked for one.
 pub struct Opened {
     db: std::sync::Arc<shale::Db>,
-    index: Option<shale::semantic::Index>,
+    index: Option<index::OpenIndex>,
 }
 
 impl std::ops::Deref for Opened {
@@ -197,6 +196,11 @@ impl std::ops::Deref for Opened {
 impl Opened {
     /// The index the command opened.
     fn index(&self) -> Result<&shale::semantic::Index> {
+        Ok(&self.index_handle()?.index)
+    }
+
+    /// The index the command opened, and its model.
+    fn index_handle(&self) -> Result<&index::OpenIndex> {
         self.index
             .as_ref()
             .ok_or_else(|| CliError::Usage("this command needs the semantic index".into()))
@@ -213,6 +217,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Import(args) => import::run(cli, args),
         Command::Export(args) => kv::export(cli, out, args),
         Command::Search(args) => search::run(cli, out, args),
+        Command::IndexStats { json } => index::stats(cli, out, *json),
         Command::Stats { json } => stats::run(cli, out, *json),
         Command::Flush => {
             let db = cli.open(false, false)?;
