@@ -29,6 +29,24 @@ pub enum CliError {
         line: u64,
         reason: String,
     },
+    /// A `.npy` file that cannot be read as vectors.
+    Npy {
+        path: PathBuf,
+        error: crate::npy::NpyError,
+    },
+    /// Vectors (from `what`: a file or `--vector`) of another dimension than the index's.
+    Dimension {
+        what: String,
+        got: usize,
+        want: usize,
+        index: String,
+    },
+    /// A row of a `.npy` file (numbered from 0, as NumPy does) that the index cannot hold.
+    Row {
+        path: PathBuf,
+        row: u64,
+        reason: String,
+    },
     /// `get` of a key that is not there.
     NotFound(String),
     /// `verify` found this many problems (already printed).
@@ -60,6 +78,19 @@ impl fmt::Display for CliError {
             CliError::Usage(msg) => write!(f, "{msg}"),
             CliError::Input { path, line, reason } => {
                 write!(f, "{}:{line}: {reason}", path.display())
+            }
+            CliError::Npy { path, error } => write!(f, "{}: {error}", path.display()),
+            CliError::Dimension {
+                what,
+                got,
+                want,
+                index,
+            } => write!(
+                f,
+                "{what}: vectors of {got} dimensions, but index {index:?} holds vectors of {want}"
+            ),
+            CliError::Row { path, row, reason } => {
+                write!(f, "{}: row {row}: {reason}", path.display())
             }
             CliError::NotFound(key) => write!(f, "key not found: {key}"),
             CliError::Damaged(n) => write!(f, "verify found {n} problem(s)"),

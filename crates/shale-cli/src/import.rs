@@ -1,5 +1,6 @@
 //! `import`: bulk load a file in write batches, with a progress bar and a closing
 //! throughput line; then, if a semantic index is open, a wait until it has applied them.
+//! Vector files (`npy`) are read in `vectors.rs`; this file reads the line formats.
 //!
 //! Batches are cut at `--batch-bytes` (default 1 MiB): big enough that the per-write costs
 //! (WAL record, group commit) vanish, small enough that one batch never approaches the
@@ -14,30 +15,45 @@ use shale::{WriteBatch, WriteOptions};
 
 use crate::error::{CliError, Result};
 use crate::escape::{json_field, unescape};
+use crate::vectors::{self, Target};
 use crate::{Cli, Format};
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
     /// The input file; "-" reads stdin.
-    file: PathBuf,
+    pub file: PathBuf,
     #[arg(long, value_enum)]
-    format: Format,
-    /// With --format lines: key = this prefix followed by the 1-based line number,
-    /// zero-padded to 10 digits (so keys sort in line order). Default: no prefix.
-    #[arg(long, value_name = "P", default_value = "")]
-    key_prefix: String,
+    pub format: Format,
+    /// Keys are this prefix followed by a number zero-padded to 10 digits (so keys sort in
+    /// file order): with --format lines the 1-based line number (default prefix: none),
+    /// with --format npy the 0-based row (default prefix: the index's, --index-prefix).
+    #[arg(long, value_name = "P")]
+    pub key_prefix: Option<String>,
+    /// With --format npy: a file of keys, one per line, a line per row (instead of
+    /// numbered keys).
+    #[arg(long, value_name = "FILE", conflicts_with = "key_prefix")]
+    pub keys: Option<PathBuf>,
+    /// With --format npy: a file of payloads (the documents search prints), one per line,
+    /// a line per row. Default: empty payloads.
+    #[arg(long, value_name = "FILE")]
+    pub payloads: Option<PathBuf>,
     /// Bytes per write batch.
     #[arg(long, value_name = "N", default_value_t = 1 << 20)]
-    batch_bytes: usize,
+    pub batch_bytes: usize,
 }
 
 /// One parsed input line: `None` for a line to skip (blank tsv or jsonl lines).
-type Pair = Option<(Vec<u8>, Vec<u8>)>;
+pub type Pair = Option<(Vec<u8>, Vec<u8>)>;
 
-fn parse_line(args: &ImportArgs, number: u64, line: &[u8]) -> Result<Pair, String> {
+fn parse_line(
+    args: &ImportArgs,
+    target: Option<&Target<'_>>,
+    number: u64,
+    line: &[u8],
+) -> Result<Pair, String> {
     match args.format {
         Format::Lines => {
-            let mut key = args.key_prefix.as_bytes().to_vec();
+            let mut key = args.key_prefix.as_deref().unwrap_or("").as_bytes().to_vec();
             key.extend_from_slice(format!("{number:010}").as_bytes());
             Ok(Some((key, line.to_vec())))
         }
@@ -68,10 +84,22 @@ fn parse_line(args: &ImportArgs, number: u64, line: &[u8]) -> Result<Pair, Strin
             let obj = value.as_object().ok_or("not a JSON object")?;
             Ok(Some((json_field(obj, "key")?, json_field(obj, "value")?)))
         }
+        Format::VectorsJsonl => {
+            vectors::parse_jsonl(target.ok_or("vector lines need the index open")?, line)
+        }
+        Format::Npy => Err("a .npy file has no lines".into()),
     }
 }
 
 pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
+    if args.format != Format::Npy && (args.keys.is_some() || args.payloads.is_some()) {
+        return Err(CliError::Usage(
+            "--keys and --payloads go with --format npy".into(),
+        ));
+    }
+    if args.format == Format::Npy {
+        return vectors::import_npy(cli, args);
+    }
     let (input, total): (Box<dyn Read>, Option<u64>) = if args.file.as_os_str() == "-" {
         (Box::new(std::io::stdin().lock()), None)
     } else {
@@ -80,7 +108,13 @@ pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
         (Box::new(file), len)
     };
     let batch_bytes = args.batch_bytes.max(1);
-    let db = cli.open(true, false)?;
+    let vector_lines = args.format == Format::VectorsJsonl;
+    let db = cli.open(true, vector_lines)?;
+    let target = if vector_lines {
+        Some(Target::new(db.index()?))
+    } else {
+        None
+    };
 
     let bar = match total {
         Some(len) => indicatif::ProgressBar::new(len).with_style(
@@ -113,11 +147,12 @@ pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
                 line.pop();
             }
         }
-        let pair = parse_line(args, number, &line).map_err(|reason| CliError::Input {
-            path: args.file.clone(),
-            line: number,
-            reason,
-        })?;
+        let pair =
+            parse_line(args, target.as_ref(), number, &line).map_err(|reason| CliError::Input {
+                path: args.file.clone(),
+                line: number,
+                reason,
+            })?;
         if let Some((key, value)) = pair {
             bytes += (key.len() + value.len()) as u64;
             keys += 1;

@@ -155,9 +155,11 @@ pub fn export(cli: &Cli, stdout: &mut impl Write, args: &ExportArgs) -> Result<(
     let json = match args.format {
         Format::Tsv => false,
         Format::Jsonl => true,
-        Format::Lines => {
+        Format::Lines | Format::Npy | Format::VectorsJsonl => {
             return Err(CliError::Usage(
-                "export supports --format tsv or jsonl (lines would lose the keys)".into(),
+                "export supports --format tsv or jsonl (lines would lose the keys; vector \
+                 values export as bytes, which import reads back)"
+                    .into(),
             ))
         }
     };

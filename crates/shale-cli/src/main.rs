@@ -3,9 +3,10 @@
 //! here is parsing arguments and formatting output.
 //!
 //! - `kv.rs`: put, get, del, scan, export, flush, compact
-//! - `import.rs`: bulk load in write batches, with a progress bar
+//! - `import.rs`: bulk load in write batches, with a progress bar; `vectors.rs`: vectors
+//!   in (`.npy` and JSON lines imports) and `npy.rs`, the `.npy` reader
 //! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
-//!   search it by text or vector; `embedder.rs`: which model embeds its text
+//!   search it by text; `embedder.rs`: which model embeds its text
 //! - `stats.rs`: the tree's shape and the engine's counters
 //! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify` and `repair`
 //! - `escape.rs`: the text form of keys and values; `error.rs`: errors and exit codes
@@ -23,8 +24,10 @@ mod escape;
 mod import;
 mod index;
 mod kv;
+mod npy;
 mod search;
 mod stats;
+mod vectors;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -52,7 +55,8 @@ pub struct Cli {
     escaped: bool,
 
     /// Open the database with its semantic index (see --index) on, so writes (put, import)
-    /// are embedded and indexed. `search` and `index-stats` turn it on by themselves.
+    /// are embedded and indexed. `search`, `index-stats` and vector imports turn it on by
+    /// themselves.
     #[arg(long, global = true)]
     semantic: bool,
 
@@ -142,6 +146,11 @@ pub enum Format {
     Tsv,
     /// {"key": .., "value": ..} per line (`key_hex`/`value_hex` for non-UTF-8 bytes).
     Jsonl,
+    /// A NumPy .npy file of float32 or float64 vectors, one per row. Import only.
+    Npy,
+    /// {"key": .., "vector": [..], "payload": ..} per line (`key_hex`, `payload_hex` for
+    /// non-UTF-8 bytes; the payload is optional). Import only.
+    VectorsJsonl,
 }
 
 impl Cli {
