@@ -4,9 +4,9 @@
 //!
 //! - `kv.rs`: put, get, del, scan, export, flush, compact
 //! - `import.rs`: bulk load in write batches, with a progress bar; `vectors.rs`: vectors
-//!   in (`.npy` and JSON lines imports) and `npy.rs`, the `.npy` reader
+//!   in (`.npy` and JSON lines imports, query vectors) and `npy.rs`, the `.npy` reader
 //! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
-//!   search it by text; `embedder.rs`: which model embeds its text
+//!   search it by text or vector; `embedder.rs`: which model embeds its text
 //! - `stats.rs`: the tree's shape and the engine's counters
 //! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify` and `repair`
 //! - `escape.rs`: the text form of keys and values; `error.rs`: errors and exit codes
@@ -91,7 +91,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Write every key-value pair to stdout (or --output).
     Export(kv::ExportArgs),
-    /// Semantic search: the K values of the index closest in meaning to TEXT.
+    /// Semantic search: the K values of the index closest in meaning to TEXT, or closest
+    /// to a vector.
     Search(search::SearchArgs),
     /// The semantic index: what it is, its counters, and what opening it found.
     IndexStats {

@@ -1,33 +1,79 @@
-//! `search`: semantic search, printing rank, score, key and text.
+//! `search`: the values of the semantic index nearest to a text or a vector, printing rank,
+//! score, key and document (the text of a text value, the payload of a vector value).
 
 use std::io::Write;
+use std::path::PathBuf;
+
+use shale::semantic::SearchOptions;
 
 use crate::error::{CliError, Result};
 use crate::escape::{escape, json_bytes};
+use crate::kv::KeyRange;
+use crate::vectors;
 use crate::Cli;
 
 #[derive(clap::Args, Debug)]
+#[command(group(
+    clap::ArgGroup::new("query")
+        .required(true)
+        .args(["text", "vector", "vector_file"])
+))]
 pub struct SearchArgs {
-    /// The query text.
-    text: String,
+    /// The query text, embedded by the index's model.
+    text: Option<String>,
+    /// The query vector as a JSON array of numbers, e.g. '[0.1, -0.2, 0.3]'.
+    #[arg(long, value_name = "JSON")]
+    vector: Option<String>,
+    /// The query vector from a .npy file holding one, of shape (dim,) or (1, dim).
+    #[arg(long, value_name = "FILE")]
+    vector_file: Option<PathBuf>,
     /// Number of results.
     #[arg(short, long, default_value_t = 10)]
     k: usize,
-    /// Exact (brute-force) k-nearest-neighbour search.
+    /// Only keys starting with P (whole keys, inside the index's prefix; combines with
+    /// --from and --to).
+    #[arg(long, value_name = "P")]
+    prefix: Option<String>,
+    /// Only keys from A (inclusive).
+    #[arg(long, value_name = "A")]
+    from: Option<String>,
+    /// Only keys before B (exclusive).
+    #[arg(long, value_name = "B")]
+    to: Option<String>,
+    /// The graph search's candidate list size (default: the index's ef_search): larger
+    /// finds more of the true nearest neighbours, and is slower.
+    #[arg(long, value_name = "N")]
+    ef: Option<usize>,
+    /// Exact search: score every candidate instead of walking the HNSW graph.
     #[arg(long)]
     exact: bool,
-    /// A JSON array of {rank, score, key, text} instead of tab-separated lines.
+    /// A JSON array of {rank, score, key, document} instead of tab-separated lines.
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
+    let range = KeyRange::new(cli, &args.from, &args.to, &args.prefix)?;
+    let query = vectors::query(args.vector.as_deref(), args.vector_file.as_deref())?;
     let db = cli.open(false, true)?;
-    let opts = shale::semantic::SearchOptions {
+    let index = db.index()?;
+    let opts = SearchOptions {
         exact: args.exact,
-        ..shale::semantic::SearchOptions::k(args.k)
+        ef: args.ef,
+        lower_bound: range.lower.clone(),
+        upper_bound: range.upper.clone(),
+        ..SearchOptions::k(args.k)
     };
-    let hits = db.index()?.search(&args.text, &opts)?;
+    let hits = match (&query, &args.text) {
+        _ if range.is_empty() => Vec::new(),
+        (Some((what, vector)), _) => {
+            vectors::check_dim(what, vector.len(), index)?;
+            index.search_vector(vector, &opts)?
+        }
+        (None, Some(text)) => index.search(text, &opts)?,
+        // clap requires one of the three.
+        (None, None) => return Err(CliError::Usage("search needs TEXT or --vector".into())),
+    };
     db.close()?;
     let write = |out: &mut dyn Write| -> std::io::Result<()> {
         if args.json {
@@ -39,10 +85,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
                     obj.insert("rank".into(), (i + 1).into());
                     obj.insert("score".into(), f64::from(hit.score).into());
                     json_bytes(&mut obj, "key", &hit.key);
-                    obj.insert(
-                        "text".into(),
-                        String::from_utf8_lossy(&hit.document).into_owned().into(),
-                    );
+                    json_bytes(&mut obj, "document", &hit.document);
                     serde_json::Value::Object(obj)
                 })
                 .collect();

@@ -1,5 +1,6 @@
 //! Vectors in: `import --format npy` (a `.npy` file, keys numbered or listed, payloads from a
-//! file) and the vector lines of `import --format vectors-jsonl`.
+//! file), the vector lines of `import --format vectors-jsonl`, and the query vector of
+//! `search --vector` / `--vector-file`.
 //!
 //! A vector goes into the database as a vector value ([`vector_value`]: the vector and a
 //! payload) under the index's prefix, written in write batches like any import; the index
@@ -91,6 +92,35 @@ pub fn parse_jsonl(target: &Target<'_>, line: &[u8]) -> Result<crate::import::Pa
     };
     target.check(&key, &vector)?;
     Ok(Some((key, vector_value(&vector, &payload))))
+}
+
+/// The query vector of `search`: from `--vector` (JSON) or `--vector-file` (a `.npy` of one
+/// vector), with what it came from for errors; `None` if neither is given.
+pub fn query(json: Option<&str>, file: Option<&Path>) -> Result<Option<(String, Vec<f32>)>> {
+    if let Some(json) = json {
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| CliError::Usage(format!("--vector {json:?}: not JSON: {e}")))?;
+        let vector = json_vector(&value)
+            .map_err(|why| CliError::Usage(format!("--vector {json:?}: {why}")))?;
+        return Ok(Some(("--vector".into(), vector)));
+    }
+    let Some(path) = file else {
+        return Ok(None);
+    };
+    let npy_error = |error| CliError::Npy {
+        path: path.to_path_buf(),
+        error,
+    };
+    let mut reader = NpyReader::open(path).map_err(npy_error)?;
+    if reader.header().rows != 1 {
+        return Err(npy_error(NpyError::Shape {
+            shape: reader.header().shape.clone(),
+            need: "one vector, of shape (dim,) or (1, dim)",
+        }));
+    }
+    let mut vector = Vec::new();
+    reader.next_row(&mut vector).map_err(npy_error)?;
+    Ok(Some((path.display().to_string(), vector)))
 }
 
 /// Refuse vectors of another dimension than `index`'s, naming where they came from.
