@@ -31,8 +31,8 @@ use crate::Cli;
 /// `semantic=True` opens too).
 pub const DEFAULT_INDEX: &str = "default";
 
-/// The model id the engine records for an index without embedder (`semantic/open.rs`,
-/// `USER_VECTORS`; not exported).
+/// The model id the engine records for an index without embedder (docs/format.md section
+/// 10; the engine does not export it as a constant).
 const USER_VECTORS: &str = "user vectors";
 
 /// The index's file that records its model (docs/format.md section 10).
