@@ -78,7 +78,8 @@ fn main() {
         t.elapsed().as_secs_f64(),
         g.memory_bytes() / n
     );
-    for ef in [80usize, 80, 80, 80] {
+    scan_probe(&g, &vs, &queries);
+    for ef in [80usize] {
         for rerank in [20usize] {
             let t = Instant::now();
             let mut hits = 0;
@@ -111,5 +112,29 @@ fn main() {
                 exp as f64 / nq as f64, dists as f64 / nq as f64, secs * 1e9 / dists as f64
             );
         }
+    }
+}
+
+#[allow(dead_code)]
+fn scan_probe(g: &Hnsw, vs: &[Vec<f32>], queries: &[Vec<f32>]) {
+    struct Full<'a>(&'a [Vec<f32>]);
+    impl shale::vector::VectorSource for Full<'_> {
+        fn vector(&self, id: NodeId) -> Option<&[f32]> {
+            self.0.get(id.0 as usize).map(|v| &v[..])
+        }
+    }
+    for width in [1000usize, 10_000, 20_000] {
+        let lo = (vs.len() - width) / 2;
+        let t = Instant::now();
+        for q in queries {
+            let ids = (lo as u32..(lo + width) as u32).map(NodeId);
+            g.scan(q, ids, 10, &Full(vs), 20).unwrap();
+        }
+        let per = t.elapsed().as_secs_f64() / queries.len() as f64;
+        println!(
+            "scan {width}: {:.1} us/query, {:.1} ns/node",
+            per * 1e6,
+            per * 1e9 / width as f64
+        );
     }
 }

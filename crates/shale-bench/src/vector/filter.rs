@@ -11,7 +11,11 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use shale::vector::{Hnsw, Neighbor, NodeId, VectorFile};
+use std::sync::Arc;
+
+use shale::semantic::{vector_value, Index, IndexOptions, SearchOptions};
+use shale::vector::Neighbor;
+use shale::{Db, WriteBatch, WriteOptions};
 
 use super::hnsw::{ground_truth, recall, Dataset};
 use super::{Emit, VectorRecord};
@@ -87,49 +91,73 @@ pub fn cases(ds: &Dataset, f: &FilterSettings, k: usize) -> Vec<FilterCase> {
         .collect()
 }
 
-/// Shale's search restricted to the id range `ids`: a stand-in, `Hnsw::search` with a
-/// filter closure, until the engine has a filtered search of its own (then only this
-/// function changes).
-fn shale_search_in_range(
-    g: &Hnsw,
-    full: &VectorFile,
-    query: &[f32],
-    k: usize,
-    ef: usize,
-    ids: Range<u32>,
-) -> shale::Result<Vec<Neighbor>> {
-    let admit = |id: NodeId| ids.contains(&id.0);
-    g.search_rescored(
-        query,
-        k,
-        Some(ef),
-        Some(&admit),
-        full,
-        super::hnsw::rerank(k),
-    )
+/// The key of vector `id` in the filtered workloads' index: its id, zero-padded, so that
+/// key order is id order and an id range is a key range.
+fn key(id: u32) -> String {
+    format!("{id:08}")
 }
 
-/// The filtered workloads on Shale's graph `g` (the 1-thread build).
+/// The filtered workloads on Shale: a semantic index (vectors only, the options the graph
+/// workloads use) over `ds`' vectors in a database in the work directory, searched with a
+/// key range, as a user would (`Index::search_vector` with `SearchOptions::range`: the
+/// engine chooses an exact scan or a filtered graph walk, re-scores, and checks every hit
+/// against the data).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the settings of one workload group"
+)]
 pub fn run_shale(
-    built: &super::hnsw::Built,
     ds: &Dataset,
+    params: shale::vector::HnswParams,
     cases: &[FilterCase],
     f: &FilterSettings,
     k: usize,
+    work_dir: &std::path::Path,
     note_params: &str,
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
+    if cases.is_empty() {
+        return Ok(());
+    }
+    let dir = work_dir.join(format!("shale-filter-{}", ds.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = Arc::new(Db::open(&dir, shale::Options::default())?);
+    let mut opts = IndexOptions::vectors(ds.dim);
+    opts.hnsw = params;
+    let index = Index::open(&db, "bench", opts)?;
+    eprintln!(
+        "== {}: shale filtered: indexing {} vectors",
+        ds.name,
+        ds.len()
+    );
+    let started = Instant::now();
+    for (c, chunk) in ds.base.chunks(1024 * ds.dim).enumerate() {
+        let mut batch = WriteBatch::new();
+        for (i, v) in chunk.chunks_exact(ds.dim).enumerate() {
+            let id = u32::try_from(c * 1024 + i).unwrap_or(u32::MAX);
+            batch.put(key(id), vector_value(v, b""));
+        }
+        db.write(batch, WriteOptions::default())?;
+    }
+    index.wait_indexed()?;
+    eprintln!("   indexed in {:.1} s", started.elapsed().as_secs_f64());
     for case in cases {
         let mut lat = Latencies::new();
         let mut got = Vec::with_capacity(case.truth.len());
+        let opts = SearchOptions::k(k)
+            .ef(f.ef)
+            .range(key(case.ids.start), key(case.ids.end));
         let cpu0 = metrics::cpu_seconds();
         let started = Instant::now();
         for q in ds.queries.chunks_exact(ds.dim).take(case.truth.len()) {
             let t = Instant::now();
-            let hits =
-                shale_search_in_range(&built.graph, &built.full, q, k, f.ef, case.ids.clone())?;
+            let hits = index.search_vector(q, &opts)?;
             lat.record_since(t);
-            got.push(hits.iter().map(|n| n.id.0).collect::<Vec<u32>>());
+            got.push(
+                hits.iter()
+                    .filter_map(|h| std::str::from_utf8(&h.key).ok()?.parse().ok())
+                    .collect::<Vec<u32>>(),
+            );
         }
         let secs = started.elapsed().as_secs_f64();
         let r = recall(&got, &case.truth);
@@ -145,11 +173,14 @@ pub fn run_shale(
                 .latencies(&lat)
                 .recall(r)
                 .note(format!(
-                    "{note_params}; {}; Hnsw::search with a filter closure (a stand-in for the engine's filtered search), one query at a time on one thread",
+                    "{note_params}; {}; a semantic index over the vectors, keys = ids zero-padded, Index::search_vector with SearchOptions::range (the engine's own choice of exact scan or filtered graph walk, hits checked against the data), one query at a time on one thread",
                     case.describe(ds.len(), f.ef)
                 )),
         );
     }
+    drop(index);
+    db.close()?;
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 

@@ -163,7 +163,16 @@ pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<V
     if s.wants("shale") {
         let built = shale_builds(ds, s, &note_params, emit)?;
         shale_queries(&built, ds, s, &truth, &note_params, emit)?;
-        filter::run_shale(&built, ds, &cases, &s.filter, s.k, &note_params, emit)?;
+        filter::run_shale(
+            ds,
+            s.params(),
+            &cases,
+            &s.filter,
+            s.k,
+            &s.work_dir,
+            &note_params,
+            emit,
+        )?;
     }
 
     let mut failed = Vec::new();

@@ -27,7 +27,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::checkpoint;
-use super::key_index::{Applied, Index};
+use super::key_index::{Applied, Index, KeyRange};
 use super::pending::{Change, Payload, Pending};
 use super::value::{decode_vector_value, encode_stored, value_hash};
 use super::{IndexOptions, IndexRecovery, IndexStats, SearchOptions};
@@ -36,13 +36,15 @@ use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::{SeqNo, ValueKind};
 use crate::sync::lock;
-use crate::vector::{exact, Metric, Neighbor, NodeId, VectorFile, VectorSource};
+use crate::vector::{exact, Filter, Metric, Neighbor, NodeId, VectorFile, VectorSource};
 use crate::{Db, WriteHook};
 
-/// A filter narrower than this fraction of the live nodes (or than `EXACT_BELOW` nodes) is
-/// searched exactly: walking the graph would visit most of it anyway.
-const EXACT_FRACTION: f64 = 0.05;
-const EXACT_BELOW: usize = 2_000;
+/// A key range holding fewer than this fraction of the live nodes (or than `SCAN_BELOW`
+/// nodes) is scanned, every node in it scored, instead of walking the graph: a filtered
+/// walk visits about `1 / fraction` times the nodes an unfiltered one does, while a scan
+/// reads each node in the range once (see BENCHMARKS.md, filtered search).
+const SCAN_FRACTION: f64 = 0.15;
+const SCAN_BELOW: usize = 2_000;
 
 /// What a value under an index's prefix may be, and the checks the hook makes.
 #[derive(Debug, Clone)]
@@ -260,6 +262,8 @@ struct Checkpoints {
     inserts_since: usize,
     count: u64,
     last_micros: u64,
+    /// A worker is writing one: the others do not start another.
+    running: bool,
 }
 
 /// The index itself: key map, graph, full vectors, store and workers.
@@ -279,6 +283,8 @@ pub(crate) struct IndexCore {
     pub(super) closed: AtomicBool,
     pub(super) recovery: IndexRecovery,
     checkpoints: Mutex<Checkpoints>,
+    /// Held while a checkpoint is written: one at a time (they share `GRAPH.tmp`).
+    writing: Mutex<()>,
 }
 
 pub(super) fn read(index: &RwLock<Index>) -> RwLockReadGuard<'_, Index> {
@@ -331,7 +337,9 @@ impl IndexCore {
                 inserts_since: 0,
                 count: 0,
                 last_micros: 0,
+                running: false,
             }),
+            writing: Mutex::new(()),
         }
     }
 
@@ -598,14 +606,35 @@ impl IndexCore {
             .spec
             .metric
             .prepare(query, self.spec.dim, "query vector")?;
-        let index = read(&self.index);
-        let exact = opts.exact || {
-            // A narrow range is cheaper (and exact) to scan than to walk the graph for.
-            // Counting stops at the threshold, so a wide range costs little here.
-            let threshold = EXACT_BELOW.max((EXACT_FRACTION * index.live as f64) as usize);
-            opts.bounded() && index.live_in(opts).take(threshold).count() < threshold
+        let Some(range) = KeyRange::new(&self.spec.prefix, opts) else {
+            return Ok(Vec::new());
         };
-        let found: Vec<Neighbor> = if exact {
+        let bounded = !range.is_everything();
+        let index = read(&self.index);
+        // A range that holds every key bounds nothing.
+        let bounded = bounded
+            && !(index.keys.first_key_value())
+                .zip(index.keys.last_key_value())
+                .is_some_and(|((first, _), (last, _))| {
+                    range.admits(index.word(first), || first)
+                        && range.admits(index.word(last), || last)
+                });
+        let rerank = opts.rerank.unwrap_or(2 * fetch).max(fetch);
+        // A narrow range is cheaper to scan than to walk the graph for. Its share is
+        // estimated from a sample; a range that looks empty or tiny is counted for sure,
+        // up to the threshold.
+        let threshold = SCAN_BELOW.max((SCAN_FRACTION * index.live as f64) as usize);
+        let share = if bounded {
+            index.range_share(&range)
+        } else {
+            1.0
+        };
+        let scan = bounded && {
+            share < SCAN_FRACTION
+                && (share * index.live as f64 >= SCAN_BELOW as f64
+                    || index.live_in(opts).take(threshold).count() < threshold)
+        };
+        let found: Vec<Neighbor> = if opts.exact {
             let scored = index.live_in(opts).filter_map(|(_, node)| {
                 Some(Neighbor {
                     id: NodeId(node),
@@ -616,14 +645,25 @@ impl IndexCore {
                 })
             });
             exact::top_k(scored, fetch)
+        } else if scan {
+            let ids = index.live_in(opts).map(|(_, node)| NodeId(node));
+            index.graph.scan(
+                &query,
+                ids,
+                fetch,
+                &self.vectors as &dyn VectorSource,
+                rerank,
+            )?
         } else {
-            let filter = |id: NodeId| index.admits(id, opts);
-            let rerank = opts.rerank.unwrap_or(2 * fetch).max(fetch);
+            let filter = |id: NodeId| index.admits(id, &range);
             index.graph.search_rescored(
                 &query,
                 fetch,
                 opts.ef,
-                opts.bounded().then_some(&filter as &dyn Fn(NodeId) -> bool),
+                bounded.then_some(Filter {
+                    accept: &filter,
+                    share: Some(share),
+                }),
                 &self.vectors as &dyn VectorSource,
                 rerank,
             )?
@@ -711,25 +751,26 @@ impl IndexCore {
     /// Write the checkpoint if enough was inserted since the last one, or long enough ago.
     /// One worker writes it; the others carry on.
     fn checkpoint_if_due(&self) {
-        let due = {
-            let c = lock(&self.checkpoints);
-            c.inserts_since >= self.opts.checkpoint_inserts
-                || (c.inserts_since > 0 && c.last.elapsed() >= self.opts.checkpoint_interval)
-        };
-        if due {
-            if let Err(e) = self.checkpoint() {
-                // The checkpoint is derived data: a failed one costs the next open some
-                // inserts, not correctness. Recorded as a failure of the index only if the
-                // store itself fails later.
-                let _ = e;
+        {
+            let mut c = lock(&self.checkpoints);
+            let due = c.inserts_since >= self.opts.checkpoint_inserts
+                || (c.inserts_since > 0 && c.last.elapsed() >= self.opts.checkpoint_interval);
+            if !due || c.running {
+                return;
             }
+            c.running = true;
         }
+        // The checkpoint is derived data: a failed one costs the next open some inserts,
+        // not correctness; the next one tries again.
+        let _ = self.checkpoint();
+        lock(&self.checkpoints).running = false;
     }
 
     /// Write the graph to its checkpoint file: a temporary file, synced, renamed over the
     /// old one, and the directory synced, so a crash leaves one whole checkpoint or the
     /// previous one. Inserts wait meanwhile; searches go on.
     pub(super) fn checkpoint(&self) -> Result<()> {
+        let _writing = lock(&self.writing);
         let started = Instant::now();
         let inserts = {
             let index = read(&self.index);

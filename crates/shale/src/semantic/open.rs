@@ -146,7 +146,7 @@ fn build(
     let (index, graph_damaged) = if same_model {
         load_graph(fs.as_ref(), dir, opts)?
     } else {
-        (Index::new(spec.dim, opts.hnsw)?, false)
+        (Index::new(spec.dim, opts.hnsw, spec.prefix.len())?, false)
     };
     let vectors = VectorFile::open(Arc::clone(fs), &dir.join(VECTORS_FILE), spec.dim);
     let mut core = IndexCore::new(
@@ -314,7 +314,7 @@ fn reconcile(
         orphans.push(rest?.0);
     }
     // Checkpointed nodes keep their ids: lay out `nodes` to match, the unclaimed dead.
-    index.nodes = (0..checkpointed).map(|_| Node::dead()).collect();
+    index.reset_nodes(checkpointed);
     for (id, claim) in claimed.iter().enumerate() {
         if !claim {
             let _ = index
@@ -326,13 +326,16 @@ fn reconcile(
     for (node, key, value_hash, vector) in claims {
         let prepared = spec.metric.prepare(&vector, spec.dim, "vector")?;
         core.vectors.write(NodeId(node), &prepared)?;
-        if let Some(slot) = index.nodes.get_mut(node as usize) {
-            *slot = Node {
-                key: key.clone(),
-                value_hash,
-                state: NodeState::Live,
-                pending: false,
-            };
+        if (node as usize) < checkpointed {
+            index.set_node(
+                node,
+                Node {
+                    key: key.clone(),
+                    value_hash,
+                    state: NodeState::Live,
+                    pending: false,
+                },
+            );
             index.live += 1;
             index.keys.insert(
                 key,
@@ -446,7 +449,8 @@ fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 /// `true`: the index is rebuilt from the vectors, which are the truth) or it was built
 /// with other parameters.
 fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &IndexOptions) -> Result<(Index, bool)> {
-    let fresh = || Index::new(opts.dim, opts.hnsw);
+    let prefix_len = opts.prefix.len();
+    let fresh = || Index::new(opts.dim, opts.hnsw, prefix_len);
     // The graph's shape does not depend on the search's default `ef`.
     let same_shape = |graph: &crate::vector::Hnsw| {
         let built = crate::vector::HnswParams {
@@ -458,7 +462,7 @@ fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &IndexOptions) -> Result<(I
     match checkpoint::read(fs, dir) {
         Checkpoint::Found(mut graph) if same_shape(&graph) => {
             graph.set_ef_search(opts.hnsw.ef_search)?;
-            Ok((Index::with_graph(*graph), false))
+            Ok((Index::with_graph(*graph, prefix_len), false))
         }
         Checkpoint::Found(_) | Checkpoint::Missing => Ok((fresh()?, false)),
         Checkpoint::Damaged => Ok((fresh()?, true)),

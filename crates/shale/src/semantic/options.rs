@@ -219,15 +219,4 @@ impl SearchOptions {
         self.ef = Some(ef);
         self
     }
-
-    /// True if `key` is within the bounds.
-    pub(crate) fn admits(&self, key: &[u8]) -> bool {
-        self.lower_bound.as_deref().is_none_or(|lo| key >= lo)
-            && self.upper_bound.as_deref().is_none_or(|hi| key < hi)
-    }
-
-    /// True if the search has bounds.
-    pub(crate) fn bounded(&self) -> bool {
-        self.lower_bound.is_some() || self.upper_bound.is_some()
-    }
 }

@@ -62,21 +62,21 @@ pub fn top_k(scored: impl IntoIterator<Item = Neighbor>, k: usize) -> Vec<Neighb
 }
 
 /// The best `k` of the neighbours offered to it.
-struct TopK {
+pub(crate) struct TopK {
     k: usize,
     /// A min-heap on rank: the worst kept neighbour is on top, ready to be evicted.
     heap: BinaryHeap<Reverse<Neighbor>>,
 }
 
 impl TopK {
-    fn new(k: usize) -> TopK {
+    pub(crate) fn new(k: usize) -> TopK {
         TopK {
             k,
             heap: BinaryHeap::with_capacity(k.saturating_add(1).min(1 << 16)),
         }
     }
 
-    fn offer(&mut self, n: Neighbor) {
+    pub(crate) fn offer(&mut self, n: Neighbor) {
         if self.heap.len() < self.k {
             self.heap.push(Reverse(n));
         } else if let Some(mut worst) = self.heap.peek_mut() {
@@ -87,7 +87,7 @@ impl TopK {
     }
 
     /// Best first.
-    fn into_sorted(self) -> Vec<Neighbor> {
+    pub(crate) fn into_sorted(self) -> Vec<Neighbor> {
         // Ascending order of `Reverse(n)` is descending order of `n`: best first.
         self.heap
             .into_sorted_vec()

@@ -69,6 +69,26 @@ impl PartialEq for Neighbor {
 
 impl Eq for Neighbor {}
 
+/// Which nodes a search may return ([`Hnsw::search_rescored`]), and about what share of the
+/// graph's nodes that is, when the caller knows (else the search samples the graph to
+/// guess: the share decides how it walks).
+#[derive(Clone, Copy)]
+pub struct Filter<'a> {
+    pub accept: &'a dyn Fn(NodeId) -> bool,
+    /// The share of the nodes `accept` takes, 0 to 1.
+    pub share: Option<f64>,
+}
+
+impl<'a> Filter<'a> {
+    /// A filter of unknown share.
+    pub fn new(accept: &'a dyn Fn(NodeId) -> bool) -> Filter<'a> {
+        Filter {
+            accept,
+            share: None,
+        }
+    }
+}
+
 /// Where the full-precision vectors of a graph's nodes are: the graph keeps only their
 /// codes, and asks a source for the few it re-scores ([`Hnsw::search_rescored`]) or for
 /// every one ([`Hnsw::exact_search`]).

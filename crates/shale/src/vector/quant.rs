@@ -141,8 +141,13 @@ impl Query {
     /// [`Query::score`] of each of `codes`, into `out` (cleared first): one call into the
     /// kernel for the batch, so the sums of different codes overlap in the CPU.
     pub fn score_all(&self, codes: &[&[u8]], out: &mut Vec<f32>) {
-        let mut raw = [0i32; 64];
         out.clear();
+        self.score_more(codes, out);
+    }
+
+    /// [`Query::score_all`], appending to `out`.
+    pub fn score_more(&self, codes: &[&[u8]], out: &mut Vec<f32>) {
+        let mut raw = [0i32; 64];
         for batch in codes.chunks(raw.len()) {
             let raw = raw.get_mut(..batch.len()).unwrap_or_default();
             self.kernel.dots(batch, &self.r, raw);

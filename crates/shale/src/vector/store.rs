@@ -324,6 +324,16 @@ impl NodeStore {
         self.code_in(seg, i)
     }
 
+    /// The code of `id` if it is READY and not tombstoned: one read of its state.
+    #[inline]
+    pub(super) fn live_code(&self, id: u32) -> Option<&[u8]> {
+        let (seg, i, meta) = self.ready_meta(id)?;
+        if meta & DELETED != 0 {
+            return None;
+        }
+        self.code_in(seg, i)
+    }
+
     /// The code of `id`, read from a neighbour list: no state check, one cache miss fewer
     /// than [`NodeStore::code`] on the search's hottest path.
     ///
@@ -348,20 +358,7 @@ impl NodeStore {
         Some(unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<u8>(), cells.len()) })
     }
 
-    /// Ask the CPU to start loading `id`'s code: the graph's searches are bound by cache
-    /// misses on nodes reached through links, and starting the loads of every neighbour
-    /// before scoring the first is what hides them.
-    #[inline]
-    pub(super) fn prefetch_code(&self, id: u32) {
-        if let Some((seg, i)) = self.slot(id) {
-            let start = i * self.stride;
-            let cells = seg.codes.cells();
-            let cells = cells.get(start..start + self.code_len).unwrap_or(&[]);
-            prefetch_lines(cells.as_ptr().cast(), cells.len());
-        }
-    }
-
-    /// Ask the CPU to start loading `id`'s level-0 list (see [`NodeStore::prefetch_code`]).
+    /// Ask the CPU to start loading `id`'s level-0 list (see [`prefetch_bytes`]).
     #[inline]
     pub(super) fn prefetch_links0(&self, id: u32) {
         if let Some((seg, i)) = self.slot(id) {

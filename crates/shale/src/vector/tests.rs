@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::distance::normalize;
-use super::{exact, Hnsw, HnswParams, Neighbor, NodeId, VectorSource};
+use super::{exact, Filter, Hnsw, HnswParams, Neighbor, NodeId, VectorSource};
 use crate::error::Error;
 
 /// The full vectors of test data, by node id.
@@ -118,7 +118,7 @@ fn recall(
     for q in queries {
         let truth = exact_top(data, q, k, keep);
         let got = g
-            .search_rescored(q, k, Some(ef), Some(keep), &Full(data), 2 * k)
+            .search_rescored(q, k, Some(ef), Some(Filter::new(keep)), &Full(data), 2 * k)
             .unwrap();
         assert!(got.iter().all(|n| keep(n.id)), "a result fails the filter");
         assert!(got.windows(2).all(|w| w[0] >= w[1]), "results not sorted");

@@ -63,11 +63,16 @@ use std::sync::{Mutex, RwLock};
 
 use super::quant::{self, Query};
 use super::store::{prefetch_bytes, NodeStore, MAX_LEVEL};
-use super::{Metric, Neighbor, NodeId, VectorSource};
+use super::{Filter, Metric, Neighbor, NodeId, VectorSource};
 use crate::error::{Error, Result};
 use crate::sync::lock;
 pub use params::{HnswParams, MAX_DIM, MAX_EF};
 use scratch::{Cand, Scratch};
+
+/// A filter (tombstones included) that accepts at least this share of the nodes is searched
+/// by an unfiltered walk with a candidate pool `1 / share` times larger, whose accepted
+/// nodes are kept; a narrower one by hnswlib's filtered walk (see `Hnsw::candidates`).
+const POOL_SHARE: f64 = 0.1;
 
 /// Above this fraction of tombstoned nodes, [`Hnsw::needs_reclaim`] says to rebuild.
 ///
@@ -473,30 +478,10 @@ impl Hnsw {
             if c.dist > bound && results.len() >= ef {
                 break;
             }
-            match self.nodes.links(c.id, level) {
-                Some(links) => links.read_into(&mut s.neighbours),
-                None => s.neighbours.clear(),
-            }
-            if level == 0 {
-                if let Some(Reverse(next)) = candidates.peek() {
-                    self.nodes.prefetch_links0(next.id);
-                }
-            }
-            // Keep the neighbours not seen yet, and start loading all of them before scoring
-            // the first: a dozen or more independent cache misses in flight instead of one.
-            let Scratch {
-                visited,
-                neighbours,
-                ..
-            } = &mut *s;
-            neighbours.retain(|&n| visited.insert(n) == 1);
-            for &n in neighbours.iter() {
-                self.nodes.prefetch_code(n);
-            }
-            for &n in &s.neighbours {
-                let Some(d) = self.dist_to_linked(q, n) else {
-                    continue;
-                };
+            let next = candidates.peek().map(|Reverse(next)| next.id);
+            self.score_new_neighbours(q, c.id, next, level, s);
+            for (&n, &score) in s.neighbours.iter().zip(s.scores.iter()) {
+                let d = -score;
                 if results.len() < ef || d < bound {
                     let cand = Cand { dist: d, id: n };
                     candidates.push(Reverse(cand));
@@ -528,56 +513,19 @@ impl Hnsw {
         level: u8,
         s: &mut Scratch,
     ) -> Vec<Cand> {
-        let Scratch {
-            visited,
-            neighbours,
-            pool,
-            scores,
-        } = &mut *s;
-        let mut codes: Vec<&[u8]> = Vec::with_capacity(self.params.m_max0.max(self.params.m_max));
-        pool.clear();
+        s.pool.clear();
         for &e in entry {
-            if visited.insert(e.id) == 1 {
-                pool.offer(e, ef);
+            if s.visited.insert(e.id) == 1 {
+                s.pool.offer(e, ef);
             }
         }
         let mut next = 0;
-        while let Some((at, c)) = pool.expand(next) {
-            match self.nodes.links(c.id, level) {
-                Some(links) => links.read_into(neighbours),
-                None => neighbours.clear(),
-            }
-            if level == 0 {
-                if let Some(after) = pool.unexpanded_from(at + 1) {
-                    self.nodes.prefetch_links0(after.id);
-                }
-            }
-            // Keep the neighbours not seen yet, and start loading all of them before scoring
-            // the first: a dozen or more independent cache misses in flight instead of one.
-            // Without a branch on the answer (see `Visited`): every id is written, and the
-            // count moves past it only if it is new.
-            let mut kept = 0;
-            for i in 0..neighbours.len() {
-                let Some(&n) = neighbours.get(i) else { break };
-                if let Some(slot) = neighbours.get_mut(kept) {
-                    *slot = n;
-                }
-                kept += visited.insert(n);
-            }
-            neighbours.truncate(kept);
-            codes.clear();
-            neighbours.retain(|&n| match self.nodes.linked_code(n) {
-                Some(code) => {
-                    prefetch_bytes(code);
-                    codes.push(code);
-                    true
-                }
-                None => false,
-            });
-            q.score_all(&codes, scores);
+        while let Some((at, c)) = s.pool.expand(next) {
+            let after = s.pool.unexpanded_from(at + 1).map(|c| c.id);
+            self.score_new_neighbours(q, c.id, after, level, s);
             let mut lowest = at + 1;
-            for (&n, &score) in neighbours.iter().zip(scores.iter()) {
-                if let Some(at) = pool.offer(
+            for (&n, &score) in s.neighbours.iter().zip(s.scores.iter()) {
+                if let Some(at) = s.pool.offer(
                     Cand {
                         dist: -score,
                         id: n,
@@ -589,7 +537,75 @@ impl Hnsw {
             }
             next = lowest;
         }
-        pool.cands()
+        s.pool.cands()
+    }
+
+    /// The neighbours of `id` on `level` that this search has not visited, into
+    /// `s.neighbours`, marked visited, and their scores into `s.scores`; `next`, the node
+    /// the search will likely expand after this one, has its level-0 list prefetched.
+    ///
+    /// Every new neighbour's code is requested from memory before the first is scored: a
+    /// dozen or more independent cache misses in flight instead of one.
+    #[inline]
+    fn score_new_neighbours(
+        &self,
+        q: &Query,
+        id: u32,
+        next: Option<u32>,
+        level: u8,
+        s: &mut Scratch,
+    ) {
+        let Scratch {
+            visited,
+            neighbours,
+            scores,
+            ..
+        } = s;
+        match self.nodes.links(id, level) {
+            Some(links) => links.read_into(neighbours),
+            None => neighbours.clear(),
+        }
+        if level == 0 {
+            if let Some(next) = next {
+                self.nodes.prefetch_links0(next);
+            }
+        }
+        // Without a branch on the answer (see `Visited`): every id is written, and the
+        // count moves past it only if it is new.
+        let mut kept = 0;
+        for i in 0..neighbours.len() {
+            let Some(&n) = neighbours.get(i) else { break };
+            if let Some(slot) = neighbours.get_mut(kept) {
+                *slot = n;
+            }
+            kept += visited.insert(n);
+        }
+        neighbours.truncate(kept);
+        // In batches of up to 64 codes (a level-0 list is 32 by default).
+        scores.clear();
+        let (mut read, mut kept) = (0, 0);
+        while read < neighbours.len() {
+            let mut codes: [&[u8]; 64] = [&[]; 64];
+            let mut found = 0;
+            while found < codes.len() {
+                let Some(&n) = neighbours.get(read) else {
+                    break;
+                };
+                read += 1;
+                if let (Some(code), Some(slot)) = (self.nodes.linked_code(n), codes.get_mut(found))
+                {
+                    prefetch_bytes(code);
+                    *slot = code;
+                    found += 1;
+                    if let Some(keep) = neighbours.get_mut(kept) {
+                        *keep = n;
+                    }
+                    kept += 1;
+                }
+            }
+            q.score_more(codes.get(..found).unwrap_or_default(), scores);
+        }
+        neighbours.truncate(kept);
     }
 
     /// Algorithm 4 (SELECT-NEIGHBORS-HEURISTIC) without extension or kept pruned
@@ -722,7 +738,7 @@ impl Hnsw {
         filter: Option<&dyn Fn(NodeId) -> bool>,
     ) -> Result<Vec<Neighbor>> {
         let q = self.query(query, "query")?;
-        let found = self.candidates(&q, k, ef, filter);
+        let found = self.candidates(&q, k, ef, filter.map(Filter::new));
         let mut out: Vec<Neighbor> = found
             .into_iter()
             .map(|c| Neighbor {
@@ -747,7 +763,7 @@ impl Hnsw {
         query: &[f32],
         k: usize,
         ef: Option<usize>,
-        filter: Option<&dyn Fn(NodeId) -> bool>,
+        filter: Option<Filter<'_>>,
         full: &dyn VectorSource,
         rerank: usize,
     ) -> Result<Vec<Neighbor>> {
@@ -801,7 +817,7 @@ impl Hnsw {
         q: &Query,
         k: usize,
         ef: Option<usize>,
-        filter: Option<&dyn Fn(NodeId) -> bool>,
+        filter: Option<Filter<'_>>,
     ) -> Vec<Cand> {
         if k == 0 {
             return Vec::new();
@@ -818,40 +834,117 @@ impl Hnsw {
         for l in (1..=top).rev() {
             ep = self.greedy(q, ep, l, &mut s);
         }
-        let accept = |id: u32| !self.nodes.is_deleted(id) && filter.is_none_or(|f| f(NodeId(id)));
+        let accept =
+            |id: u32| !self.nodes.is_deleted(id) && filter.is_none_or(|f| (f.accept)(NodeId(id)));
         // With no tombstones and no filter every node is accepted: skip the check (and its
         // read of each result's state word). A tombstone made during this search may then be
         // returned, as it may by a search that started a moment earlier.
-        let everything = filter.is_none() && self.deleted_count() == 0;
-        let accept: Option<&dyn Fn(u32) -> bool> = if everything { None } else { Some(&accept) };
-        let found = self.search_layer(q, &[ep], ef, 0, accept, &mut s);
+        let found = if filter.is_none() && self.deleted_count() == 0 {
+            self.search_layer(q, &[ep], ef, 0, None, &mut s)
+        } else {
+            // Most nodes accepted (tombstones, a wide filter): walk unfiltered with a pool
+            // as much larger as the share turned away, and keep the accepted. Few
+            // accepted: hnswlib's walk, which expands rejected nodes but counts only
+            // accepted ones, so it keeps going until it has `ef` of them.
+            let live = self.live_count() as f64 / self.len().max(1) as f64;
+            let share = match filter.and_then(|f| f.share) {
+                Some(share) => share * live,
+                None => self.accepted_share(&accept),
+            };
+            if share >= POOL_SHARE {
+                let wide = ((ef as f64 / share).ceil() as usize).max(ef);
+                let mut found = self.search_layer(q, &[ep], wide, 0, None, &mut s);
+                found.retain(|c| accept(c.id));
+                found.truncate(ef);
+                found
+            } else {
+                self.search_layer(q, &[ep], ef, 0, Some(&accept), &mut s)
+            }
+        };
         self.give_scratch(s);
         found
     }
 
-    /// Every live node that passes `filter`, scored from its code: the `k` best, as
-    /// [`Hnsw::search`] returns them. What a search with a narrow filter runs instead of
-    /// walking the graph; exact up to the codes' rounding.
+    /// The share of the graph's nodes `accept` takes, estimated from up to 512 ids spread
+    /// evenly over the id space (all of them in a small graph).
+    fn accepted_share(&self, accept: &dyn Fn(u32) -> bool) -> f64 {
+        const SAMPLE: u64 = 512;
+        let bound = self.id_bound();
+        let step = bound.div_ceil(SAMPLE).max(1);
+        let (mut nodes, mut taken) = (0u32, 0u32);
+        for id in (0..bound).step_by(usize::try_from(step).unwrap_or(usize::MAX)) {
+            let Ok(id) = u32::try_from(id) else { break };
+            if self.nodes.level(id).is_some() {
+                nodes += 1;
+                taken += u32::from(accept(id));
+            }
+        }
+        if nodes == 0 {
+            1.0
+        } else {
+            f64::from(taken) / f64::from(nodes)
+        }
+    }
+
+    /// The `k` nodes of `ids` most similar to `query`, without walking the graph: every one
+    /// (that is in the graph and not tombstoned) scored from its code, then the best
+    /// `rerank` (at least `k`) scored again with their full vectors from `full`. What a
+    /// search among a few of the nodes (a narrow key range) runs: it reads each candidate's
+    /// code once, a quarter of its full vector, and misses only what the codes' rounding
+    /// pushes out of the best `rerank`.
     ///
     /// # Errors
     /// As [`Hnsw::search`].
     pub fn scan(
         &self,
         query: &[f32],
+        ids: impl IntoIterator<Item = NodeId>,
         k: usize,
-        filter: Option<&dyn Fn(NodeId) -> bool>,
+        full: &dyn VectorSource,
+        rerank: usize,
     ) -> Result<Vec<Neighbor>> {
-        let q = self.query(query, "query")?;
-        let live = self
-            .ids()
-            .filter(|&id| !self.nodes.is_deleted(id.0) && filter.is_none_or(|f| f(id)))
-            .filter_map(|id| {
-                Some(Neighbor {
-                    id,
-                    score: q.score(self.nodes.code(id.0)?),
-                })
-            });
-        Ok(super::exact::top_k(live, k))
+        let prepared = self.params.metric.prepare(query, self.dim, "query")?;
+        let q = Query::new(&prepared, self.params.metric);
+        let depth = rerank.max(k);
+        let mut best = super::exact::TopK::new(depth);
+        let mut ids = ids.into_iter();
+        let mut scores = Vec::with_capacity(64);
+        loop {
+            // In batches of 64: load every code of a batch, then score them together.
+            let mut batch = [0u32; 64];
+            let mut codes: [&[u8]; 64] = [&[]; 64];
+            let mut n = 0;
+            for id in ids.by_ref() {
+                let Some(code) = self.nodes.live_code(id.0) else {
+                    continue;
+                };
+                prefetch_bytes(code);
+                if let (Some(b), Some(c)) = (batch.get_mut(n), codes.get_mut(n)) {
+                    (*b, *c) = (id.0, code);
+                }
+                n += 1;
+                if n == batch.len() {
+                    break;
+                }
+            }
+            q.score_all(codes.get(..n).unwrap_or_default(), &mut scores);
+            for (&id, &score) in batch.iter().zip(&scores) {
+                best.offer(Neighbor {
+                    id: NodeId(id),
+                    score,
+                });
+            }
+            if n < batch.len() {
+                break;
+            }
+        }
+        let rescored = best.into_sorted().into_iter().filter_map(|n| {
+            Some(Neighbor {
+                id: n.id,
+                score: self.params.metric.score(&prepared, full.vector(n.id)?),
+            })
+        });
+        Ok(super::exact::top_k(rescored, k))
     }
 
     /// Every id in the graph (tombstoned included), ascending.
