@@ -9,7 +9,7 @@
 //!   by `peer_driver.py` on the same vectors. See [`hnsw`], [`filter`] and [`peers`].
 //! - `minilm` (feature `semantic`): the same on 384-d MiniLM vectors of WordNet glosses.
 //! - `embed` (feature `semantic`): `embed-bulk` (engine `minilm-raw`: `MiniLm::embed` over
-//!   all texts in one call; engine `shale`: puts into a `Db` with `Options::semantic` until
+//!   all texts in one call; engine `shale`: puts into a `Db` with a semantic index until
 //!   the index has applied them) and `semantic-query` (embed + search + fetch, engine `shale`
 //!   through HNSW, engine `exact` by brute force).
 //!

@@ -60,10 +60,13 @@ impl Spec {
     /// What `value` under key `key` becomes in the index, or why it cannot be indexed.
     pub(super) fn payload(&self, key: &[u8], value: &[u8]) -> Result<Payload> {
         match decode_vector_value(value) {
-            Some(Ok(v)) => {
-                self.check_vector(&v.vector)?;
-                Ok(Payload::Vector(v.vector))
-            }
+            Some(Ok(v)) => match self.metric.prepare(&v.vector, self.dim, "its vector") {
+                Ok(_) => Ok(Payload::Vector(v.vector)),
+                Err(Error::InvalidArgument(why)) => {
+                    Err(self.refuse(key, &format!("a vector value: {why}")))
+                }
+                Err(e) => Err(e),
+            },
             Some(Err(why)) => Err(self.refuse(
                 key,
                 &format!("neither UTF-8 text nor a well-formed vector value ({why})"),
