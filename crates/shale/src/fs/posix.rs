@@ -5,13 +5,14 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use super::{FileLock, FileSystem, MappedRegion, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -409,13 +410,20 @@ impl FileSystem for PosixFs {
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;
         let end = offset.saturating_add(len as u64);
-        let size = file
-            .metadata()
-            .map_err(|e| Error::io("stat", path, e))?
-            .len();
-        if size < end {
-            file.set_len(end)
-                .map_err(|e| Error::io("ftruncate", path, e))?;
+        {
+            // The size check and the growth are one step: two threads mapping regions of
+            // one file at once must not let the one with the lower end shrink the file
+            // under the other's mapping (its pages past the new end would raise SIGBUS).
+            static GROW: Mutex<()> = Mutex::new(());
+            let _grow = lock(&GROW);
+            let size = file
+                .metadata()
+                .map_err(|e| Error::io("stat", path, e))?
+                .len();
+            if size < end {
+                file.set_len(end)
+                    .map_err(|e| Error::io("ftruncate", path, e))?;
+            }
         }
         // SAFETY: the mapping is of a file the engine alone writes, only through this
         // region; nothing shrinks it while mapped. Its contents are derived data checked by
@@ -573,5 +581,39 @@ mod tests {
         assert!(matches!(PosixFs.lock(&path), Err(Error::Locked(_))));
         drop(first);
         PosixFs.lock(&path).unwrap();
+    }
+
+    #[test]
+    fn regions_mapped_at_once_never_shrink_the_file() {
+        // Threads map the regions of one file in an order that makes a lower end follow a
+        // higher one; a shrink would cut the higher region, whose writes would then raise
+        // SIGBUS and kill the test.
+        const REGION: usize = 1 << 16;
+        const THREADS: usize = 8;
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..200 {
+            let path = dir.path().join(format!("regions-{round}"));
+            std::thread::scope(|scope| {
+                for t in (0..THREADS).rev() {
+                    let path = &path;
+                    scope.spawn(move || {
+                        let offset = (t * REGION) as u64;
+                        let region = PosixFs.map_region(path, offset, REGION).unwrap();
+                        // SAFETY: this thread alone writes this region, which is `REGION`
+                        // bytes long and stays mapped until it is dropped below.
+                        let bytes = unsafe { std::slice::from_raw_parts_mut(region.ptr(), REGION) };
+                        bytes.fill(t as u8 + 1);
+                    });
+                }
+            });
+            let written = std::fs::read(&path).unwrap();
+            assert_eq!(written.len(), THREADS * REGION, "round {round}");
+            for (t, chunk) in written.chunks(REGION).enumerate() {
+                assert!(
+                    chunk.iter().all(|&b| b == t as u8 + 1),
+                    "round {round}, region {t}"
+                );
+            }
+        }
     }
 }
