@@ -1,25 +1,23 @@
 //! Which semantic index a command opens, and `index-stats`.
 //!
 //! The global options name the index and say what it is: `--index NAME` (default
-//! `default`), over the keys under `--index-prefix` (default: every key), scored by
-//! `--metric`, embedding text with `--embedder` or, with `--embedder none`, holding the
-//! user's vectors of `--dim` dimensions. Every run of the CLI opens the index anew, so these
-//! are given on every command that uses it, the same each time.
+//! `default`), over the keys under `--index-prefix`, scored by `--metric`, embedding text
+//! with `--embedder` or, with `--embedder none`, holding the user's vectors of `--dim`
+//! dimensions. Every run of the CLI opens the index anew. The index's directory records
+//! its definition (`MODEL`, docs/format.md section 10), and what a command leaves out is
+//! taken from it: an existing index opens as it was, and the options are needed only to
+//! create one or to change it (a new prefix or metric reuses the vectors; another model
+//! embeds every text again, as `--embedder` documents).
 //!
-//! The engine refuses an index opened twice in one process with other options, but across
-//! opens it keeps only the model and the dimension on disk (`MODEL`, docs/format.md section
-//! 10): another model embeds every text again, as `--embedder` documents. Two other changes
-//! would leave an index unable to hold what it holds, and are refused here from that record
-//! before the open: vectors given by the user under another dimension, and a text index
-//! opened without a model. Without `--embedder`, an index of the user's vectors opens as one,
-//! with its recorded dimension.
+//! Two changes would leave an index unable to hold what it holds, and are refused from
+//! the record before the open: vectors given by the user under another dimension, and a
+//! text index opened without a model.
 
 use std::io::Write;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shale::semantic::{Embedder, Index, IndexOptions, ModelRecord};
+use shale::semantic::{Embedder, Index, IndexDefinition, IndexOptions, USER_VECTORS};
 use shale::vector::Metric;
 
 use crate::embedder::{self, EmbedderKind};
@@ -31,13 +29,6 @@ use crate::Cli;
 /// `semantic=True` opens too).
 pub const DEFAULT_INDEX: &str = "default";
 
-/// The model id the engine records for an index without embedder (docs/format.md section
-/// 10; the engine does not export it as a constant).
-const USER_VECTORS: &str = "user vectors";
-
-/// The index's file that records its model (docs/format.md section 10).
-const MODEL_FILE: &str = "MODEL";
-
 /// The global options that choose and describe the index.
 #[derive(clap::Args, Debug)]
 #[command(next_help_heading = "Semantic index (search, index-stats, --semantic)")]
@@ -47,15 +38,17 @@ pub struct IndexArgs {
     #[arg(long, global = true, value_name = "NAME")]
     pub index: Option<String>,
 
-    /// The keys the index covers: those that start with P (default: every key). Values
-    /// under it must be UTF-8 text or vectors; keys outside it hold any bytes.
+    /// The keys the index covers: those that start with P (default: the index's recorded
+    /// prefix, or every key for a new index). Values under it must be UTF-8 text or
+    /// vectors; keys outside it hold any bytes.
     #[arg(long, global = true, value_name = "P")]
     pub index_prefix: Option<String>,
 
     /// How the index scores: cosine, dot or l2 (higher is closer: cosine similarity, inner
-    /// product, or minus the squared distance).
-    #[arg(long, global = true, value_name = "METRIC", default_value = "cosine", value_parser = parse_metric)]
-    pub metric: Metric,
+    /// product, or minus the squared distance) [default: the index's recorded metric, or
+    /// cosine for a new index].
+    #[arg(long, global = true, value_name = "METRIC", value_parser = parse_metric)]
+    pub metric: Option<Metric>,
 
     /// The dimension of the index's vectors (needed with --embedder none for a new index;
     /// with a model, it must be the model's).
@@ -96,7 +89,9 @@ pub struct OpenIndex {
 pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
     let args = &cli.index_args;
     let name = args.name();
-    let recorded = recorded_model(db.path(), name);
+    // A missing or damaged record is the engine's to handle at open (it starts the store
+    // over); nothing to check or reuse here.
+    let recorded = Index::definition(db, name).ok().flatten();
     let user_vectors = recorded.as_ref().filter(|r| r.model_id == USER_VECTORS);
     let kind = match (args.embedder, user_vectors) {
         (Some(kind), _) => kind,
@@ -108,7 +103,7 @@ pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
         (Some(dim), _, _) => Some(dim),
         (None, EmbedderKind::Hash, _) => Some(shale::semantic::HashEmbedder::DIM),
         (None, EmbedderKind::Minilm, _) => Some(shale_embed::DIM),
-        (None, EmbedderKind::None, Some(r)) => usize::try_from(r.dim).ok(),
+        (None, EmbedderKind::None, Some(r)) => Some(r.dim),
         (None, EmbedderKind::None, None) => None,
     };
     if let Some(r) = &recorded {
@@ -127,34 +122,35 @@ pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
     };
     // Given to the engine even with a model, which refuses a dimension that is not its.
     opts.dim = dim;
-    let prefix = args
-        .index_prefix
-        .as_deref()
-        .map(|p| cli.bytes(p))
-        .transpose()?
-        .unwrap_or_default();
-    let opts = opts.prefix(prefix).metric(args.metric);
+    let prefix = match &args.index_prefix {
+        Some(p) => cli.bytes(p)?,
+        None => recorded
+            .as_ref()
+            .map(|r| r.prefix.clone())
+            .unwrap_or_default(),
+    };
+    let metric = args
+        .metric
+        .or(recorded.as_ref().map(|r| r.hnsw.metric))
+        .unwrap_or(Metric::Cosine);
+    let mut opts = opts.prefix(prefix).metric(metric);
+    // The graph's parameters have no options here: an existing index keeps its own.
+    if let Some(r) = &recorded {
+        opts.hnsw = shale::vector::HnswParams { metric, ..r.hnsw };
+    }
     let index = Index::open(db, name, opts)?;
     Ok(OpenIndex { index, model_id })
-}
-
-/// The model record of index `name`, if it has a readable one. A missing or damaged record
-/// is the engine's to handle at open (it starts the store over); nothing to check here.
-fn recorded_model(db_dir: &Path, name: &str) -> Option<ModelRecord> {
-    let path = shale::semantic::index_dir(db_dir, name).join(MODEL_FILE);
-    let bytes = std::fs::read(path).ok()?;
-    ModelRecord::decode(&bytes).ok()
 }
 
 /// Refuse options under which the index could hold none of what it holds.
 fn check_record(
     name: &str,
-    recorded: &ModelRecord,
+    recorded: &IndexDefinition,
     kind: EmbedderKind,
     dim: Option<usize>,
 ) -> Result<()> {
     let user_vectors = recorded.model_id == USER_VECTORS;
-    let recorded_dim = usize::try_from(recorded.dim).unwrap_or(usize::MAX);
+    let recorded_dim = recorded.dim;
     if let Some(dim) = dim.filter(|&d| user_vectors && d != recorded_dim) {
         return Err(CliError::Usage(format!(
             "index {name:?} holds vectors of {recorded_dim} dimensions given by the user; \

@@ -400,6 +400,18 @@ fn vectors_jsonl_import_with_payloads_and_a_bad_line() {
     );
     assert_eq!(hits[2]["key"], "j:c");
     assert_eq!(hits[2]["document"], "");
+    // Named alone, the index opens as it was defined: prefix `j:`, vectors only, l2.
+    let again = t
+        .run(&[
+            "--index",
+            "j",
+            "search",
+            "--vector",
+            "[0.1, 0.9, 0]",
+            "--json",
+        ])
+        .ok();
+    assert_eq!(again, out, "the recorded definition gives the same answer");
 
     let bad = "{\"key\": \"j:d\", \"vector\": [1, 2]}\n";
     let r = t.run_stdin(

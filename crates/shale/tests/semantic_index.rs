@@ -427,3 +427,94 @@ fn an_index_opened_on_a_database_with_data_indexes_it() {
         "{hits:?}"
     );
 }
+
+/// The hashing embedder under another model id: vectors of the same shape from "another
+/// model".
+#[derive(Debug)]
+struct OtherModel;
+
+impl Embedder for OtherModel {
+    fn dim(&self) -> usize {
+        HashEmbedder.dim()
+    }
+
+    fn model_id(&self) -> String {
+        "another model".into()
+    }
+
+    fn embed(&self, texts: &[&str]) -> shale::Result<Vec<Vec<f32>>> {
+        HashEmbedder.embed(texts)
+    }
+}
+
+#[test]
+fn an_index_reopens_as_it_was_defined() {
+    let dir = tempfile::tempdir().unwrap();
+    let hnsw = shale::vector::HnswParams {
+        metric: Metric::L2,
+        ef_construction: 64,
+        ..shale::vector::HnswParams::with_m(8)
+    };
+    {
+        let db = open_db(dir.path());
+        assert_eq!(Index::definition(&db, "items").unwrap(), None);
+        let mut opts = IndexOptions::vectors(4).prefix("items/");
+        opts.hnsw = hnsw;
+        let items = Index::open(&db, "items", opts).unwrap();
+        for (i, v) in vectors(300, 4, 7).iter().enumerate() {
+            items.put_vector(format!("items/{i:03}"), v, b"").unwrap();
+        }
+        db.put("other", "plain").unwrap();
+        items.wait_indexed().unwrap();
+        let text = Index::open(
+            &db,
+            "text",
+            IndexOptions::text(Arc::new(HashEmbedder)).prefix("t/"),
+        )
+        .unwrap();
+        drop((items, text));
+        db.close().unwrap();
+    }
+    let db = open_db(dir.path());
+    assert_eq!(Index::names(&db).unwrap(), ["items", "text"]);
+    let definition = Index::definition(&db, "items").unwrap().unwrap();
+    assert_eq!(definition.prefix, b"items/");
+    assert_eq!(definition.dim, 4);
+    assert_eq!(definition.hnsw, hnsw);
+    assert_eq!(definition.model_id, shale::semantic::USER_VECTORS);
+
+    // Opened as it was: same prefix, metric and graph; nothing embedded or rebuilt.
+    let items = Index::open_existing(&db, "items", None).unwrap();
+    assert_eq!(items.prefix(), b"items/");
+    assert_eq!(items.metric(), Metric::L2);
+    let recovery = items.recovery();
+    assert_eq!(recovery.graph_nodes_reused, 300, "{recovery:?}");
+    assert_eq!(items.len().unwrap(), 300);
+
+    // A model where the user's vectors are, or none where a model's are, is refused...
+    let err = Index::open_existing(&db, "text", None).unwrap_err();
+    assert!(err.to_string().contains("needs that embedder"), "{err}");
+    let err = Index::open_existing(&db, "text", Some(Arc::new(OtherModel))).unwrap_err();
+    assert!(err.to_string().contains("embed everything again"), "{err}");
+    let err = Index::open_existing(&db, "nothing", None).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    // ...and the right model opens it.
+    let text = Index::open_existing(&db, "text", Some(Arc::new(HashEmbedder))).unwrap();
+    assert_eq!(text.prefix(), b"t/");
+    drop((items, text));
+    db.close().unwrap();
+
+    // A new prefix redefines the index: its vectors are reused, the record follows.
+    let db = open_db(dir.path());
+    let mut opts = IndexOptions::vectors(4).prefix("items/0");
+    opts.hnsw = hnsw;
+    let items = Index::open(&db, "items", opts).unwrap();
+    let recovery = items.recovery();
+    assert_eq!(recovery.other_model_vectors, 0, "{recovery:?}");
+    assert_eq!(recovery.orphans_deleted, 200, "{recovery:?}");
+    assert_eq!(items.len().unwrap(), 100);
+    assert_eq!(
+        Index::definition(&db, "items").unwrap().unwrap().prefix,
+        b"items/0"
+    );
+}

@@ -35,7 +35,8 @@
 //!
 //! Each index lives in `indexes/<name>/` of the database's directory: its **vector store**
 //! (a Shale database of its own: key → value hash, node id and the embedding, so that a
-//! restart does not embed again), `MODEL` (which model made the stored vectors), `GRAPH`
+//! restart does not embed again), `MODEL` (which model made the stored vectors, and the
+//! rest of the index's definition, which [`Index::open_existing`] reads back), `GRAPH`
 //! (the HNSW checkpoint, written in the background) and `VECTORS` (the full vectors by node
 //! id, a mapped cache). At open, the index reconciles all of them with the data in one
 //! merged scan (`open.rs`). docs/format.md sections 8 to 12 give every byte.
@@ -60,7 +61,9 @@ use crate::Db;
 
 pub use embedder::Embedder;
 pub use hash_embedder::HashEmbedder;
-pub use model_file::{ModelRecord, MAX_MODEL_ID_BYTES, MODEL_FORMAT_VERSION, MODEL_MAGIC};
+pub use model_file::{
+    IndexDefinition, MAX_MODEL_ID_BYTES, MODEL_FORMAT_VERSION, MODEL_MAGIC, USER_VECTORS,
+};
 pub use options::{IndexOptions, SearchOptions};
 pub use search::SearchHit;
 pub use value::{
@@ -106,6 +109,11 @@ impl Index {
     /// Opening an index over keys that already hold values indexes them: texts are queued
     /// for embedding (the open does not wait for them; [`Index::wait_indexed`] does).
     ///
+    /// `opts` define the index ([`IndexOptions::definition`]), and the directory records
+    /// them. Opening an existing index with another definition changes it: vectors of the
+    /// same model are reused whatever the prefix and graph (a new graph is built from them),
+    /// and a new model embeds every text again. [`Index::open_existing`] opens it as it was.
+    ///
     /// # Errors
     /// `InvalidOptions` for bad options or a name outside `[A-Za-z0-9_-]{1,64}`;
     /// `InvalidArgument` if the index is open with other options; `Io`; `Corruption` from
@@ -117,14 +125,7 @@ impl Index {
         if !problems.is_empty() {
             return Err(Error::InvalidOptions(problems));
         }
-        if let Some(hook) = db.hook(name) {
-            let hook = hook
-                .as_any()
-                .downcast::<core::IndexHook>()
-                .map_err(|_| Error::invalid(format!("{name:?} is not a semantic index")))?;
-            let core = hook.core.get().cloned().ok_or_else(|| {
-                Error::invalid(format!("index {name:?} is being opened by another thread"))
-            })?;
+        if let Some(core) = open_core(db, name)? {
             core.same_options(&opts)?;
             return Ok(Index {
                 core,
@@ -136,6 +137,75 @@ impl Index {
             core,
             db: Arc::clone(db),
         })
+    }
+
+    /// Open the index `name` of `db` as it was last opened: with the prefix, dimension,
+    /// metric and graph parameters its directory records ([`Index::definition`]) and
+    /// `embedder`, which must be the model that made its vectors (`None` for an index of the
+    /// user's vectors). If the index is already open on this database, returns a handle to
+    /// it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` if there is no such index (or its definition is unreadable), or
+    /// `embedder` is not its model; as [`Index::open`].
+    pub fn open_existing(
+        db: &Arc<Db>,
+        name: &str,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Result<Index> {
+        if let Some(core) = open_core(db, name)? {
+            return Ok(Index {
+                core,
+                db: Arc::clone(db),
+            });
+        }
+        let definition = Index::definition(db, name)?.ok_or_else(|| {
+            Error::invalid(format!(
+                "no index {name:?} in {} (or its MODEL file is unreadable)",
+                db.path().display()
+            ))
+        })?;
+        let opts = IndexOptions::from_definition(&definition, embedder)
+            .map_err(|e| Error::invalid(format!("index {name:?}: {e}")))?;
+        Index::open(db, name, opts)
+    }
+
+    /// What index `name` of `db` was last opened with, from its directory; `None` if it has
+    /// none, or one that does not decode.
+    ///
+    /// # Errors
+    /// `InvalidOptions` for a bad name; `Io` if the file is there and cannot be read.
+    pub fn definition(db: &Db, name: &str) -> Result<Option<IndexDefinition>> {
+        let mut problems = Vec::new();
+        check_name(name, &mut problems);
+        if !problems.is_empty() {
+            return Err(Error::InvalidOptions(problems));
+        }
+        let fs = &db.options().fs;
+        model_file::read(fs.as_ref(), &index_dir(db.path(), name))
+    }
+
+    /// The names of the indexes in `db`'s directory (open or not), sorted.
+    ///
+    /// # Errors
+    /// `Io` from listing the directory.
+    pub fn names(db: &Db) -> Result<Vec<String>> {
+        let fs = &db.options().fs;
+        let dir = db.path().join(INDEXES_DIR);
+        if !fs.exists(&dir) {
+            return Ok(Vec::new());
+        }
+        let mut names: Vec<String> = fs
+            .list(&dir)?
+            .into_iter()
+            .filter(|name| {
+                let mut problems = Vec::new();
+                check_name(name, &mut problems);
+                problems.is_empty() && fs.exists(&dir.join(name).join(model_file::MODEL_FILE))
+            })
+            .collect();
+        names.sort();
+        Ok(names)
     }
 
     /// The index's name.
@@ -290,6 +360,24 @@ pub struct IndexStats {
     pub id_space: u64,
     /// Keys the index keeps a state for: one per value, plus recent deletes.
     pub tracked_keys: u64,
+}
+
+/// The index `name` if it is open on `db`.
+///
+/// # Errors
+/// `InvalidArgument` if a hook of that name is not an index or is still opening.
+fn open_core(db: &Db, name: &str) -> Result<Option<Arc<IndexCore>>> {
+    let Some(hook) = db.hook(name) else {
+        return Ok(None);
+    };
+    let hook = hook
+        .as_any()
+        .downcast::<core::IndexHook>()
+        .map_err(|_| Error::invalid(format!("{name:?} is not a semantic index")))?;
+    let core = hook.core.get().cloned().ok_or_else(|| {
+        Error::invalid(format!("index {name:?} is being opened by another thread"))
+    })?;
+    Ok(Some(core))
 }
 
 /// Check an index name: `[A-Za-z0-9_-]{1,64}`.

@@ -24,7 +24,7 @@ use std::time::Instant;
 use super::checkpoint::{self, Checkpoint};
 use super::core::{IndexCore, IndexHook, Queue, Spec};
 use super::key_index::{Applied, Index, KeyState, Node, NodeState};
-use super::model_file::{self, ModelRecord};
+use super::model_file;
 use super::pending::{Change, Payload, Pending};
 use super::value::{decode_stored, encode_stored, value_hash};
 use super::{index_dir, IndexOptions, IndexRecovery};
@@ -35,9 +35,6 @@ use crate::{Db, ReadOptions, Snapshot, WriteHook};
 
 /// The file of the full vectors in an index's directory.
 pub(super) const VECTORS_FILE: &str = "VECTORS";
-
-/// The model id of an index without embedder: its vectors are the user's.
-const USER_VECTORS: &str = "user vectors";
 
 impl IndexCore {
     /// Open index `name` of `db` (see the module documentation) and start its workers.
@@ -134,15 +131,10 @@ fn build(
         ..db_opts.clone()
     };
     let store = Db::open(dir, store_opts).map_err(OpenError::store)?;
-    let model = ModelRecord {
-        dim: u32::try_from(spec.dim).unwrap_or(u32::MAX),
-        model_id: opts
-            .embedder
-            .as_ref()
-            .map_or_else(|| USER_VECTORS.to_owned(), |e| e.model_id()),
-    };
+    let definition = opts.definition();
     // A store that names another model, or none, holds vectors that cannot be reused.
-    let same_model = model_file::read(fs.as_ref(), dir)?.as_ref() == Some(&model);
+    let stored = model_file::read(fs.as_ref(), dir)?;
+    let same_model = stored.as_ref().is_some_and(|s| s.same_model(&definition));
     let (index, graph_damaged) = if same_model {
         load_graph(fs.as_ref(), dir, opts)?
     } else {
@@ -171,7 +163,9 @@ fn build(
         // Reconcile has deleted every stored vector, durably: only now may the file name
         // the new model. The old model's graph goes first.
         checkpoint::remove(fs.as_ref(), dir)?;
-        model_file::write(fs.as_ref(), dir, &model)?;
+    }
+    if stored.as_ref() != Some(&definition) {
+        model_file::write(fs.as_ref(), dir, &definition)?;
     }
     Ok(core)
 }

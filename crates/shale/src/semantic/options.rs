@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::model_file::{IndexDefinition, USER_VECTORS};
 use super::Embedder;
 use crate::error::Error;
 use crate::vector::{HnswParams, Metric};
@@ -95,6 +96,67 @@ impl IndexOptions {
         self
     }
 
+    /// The options of the index `definition` describes (prefix, dimension, graph), with
+    /// `embedder`, and the other settings at their defaults.
+    ///
+    /// # Errors
+    /// `InvalidArgument` if `embedder` is not the model that made the index's vectors: one
+    /// is needed for an index of texts (its model id and dimension the definition's), none
+    /// for an index of the user's vectors.
+    pub fn from_definition(
+        definition: &IndexDefinition,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> crate::Result<IndexOptions> {
+        let user_vectors = definition.model_id == USER_VECTORS;
+        let base = match embedder {
+            None if user_vectors => IndexOptions::vectors(definition.dim),
+            None => {
+                return Err(Error::invalid(format!(
+                    "the index's vectors come from model {:?}: it needs that embedder",
+                    definition.model_id
+                )))
+            }
+            Some(e) if user_vectors => {
+                return Err(Error::invalid(format!(
+                    "the index holds the user's vectors, not a model's; embedder {:?} \
+                     would re-embed nothing it holds",
+                    e.model_id()
+                )))
+            }
+            Some(e) if e.model_id() != definition.model_id || e.dim() != definition.dim => {
+                return Err(Error::invalid(format!(
+                    "the index's vectors come from model {:?} ({} dimensions), not from \
+                     {:?} ({} dimensions); open it with Index::open to embed everything \
+                     again",
+                    definition.model_id,
+                    definition.dim,
+                    e.model_id(),
+                    e.dim()
+                )))
+            }
+            Some(e) => IndexOptions::text(e),
+        };
+        Ok(IndexOptions {
+            prefix: definition.prefix.clone(),
+            hnsw: definition.hnsw,
+            ..base
+        })
+    }
+
+    /// What the index is: the model, prefix and graph these options define (the other
+    /// settings are not part of it).
+    pub fn definition(&self) -> IndexDefinition {
+        IndexDefinition {
+            dim: self.dim,
+            model_id: self
+                .embedder
+                .as_ref()
+                .map_or_else(|| USER_VECTORS.to_owned(), |e| e.model_id()),
+            prefix: self.prefix.clone(),
+            hnsw: self.hnsw,
+        }
+    }
+
     /// Report every problem of the options into `problems`.
     pub(crate) fn validate(&self, problems: &mut Vec<String>) {
         if !(1..=64).contains(&self.embed_threads) {
@@ -167,7 +229,8 @@ pub struct SearchOptions {
     /// finds more of the true nearest neighbours.
     pub ef: Option<usize>,
     /// Score every candidate with its full vector instead of walking the graph: exact, and
-    /// slower on large indexes. A narrow key range is searched exactly either way.
+    /// slower on large indexes. A narrow key range is scanned (every node in it scored) either
+    /// way.
     pub exact: bool,
     /// How many of the graph's best candidates by code are scored again with their full
     /// vectors (at least `k`; `None`: `2k`).

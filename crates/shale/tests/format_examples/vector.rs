@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use shale::codec;
-use shale::semantic::{ModelRecord, MODEL_FORMAT_VERSION, MODEL_MAGIC};
+use shale::semantic::{IndexDefinition, MODEL_FORMAT_VERSION, MODEL_MAGIC};
 use shale::vector::{
     Hnsw, HnswParams, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,
 };
@@ -219,20 +219,23 @@ impl shale::semantic::Embedder for Toy {
 #[test]
 fn model_file_example() {
     let doc = hex("model-example");
-    let record = ModelRecord::decode(&doc).unwrap();
+    let definition = IndexDefinition::decode(&doc).unwrap();
     assert_eq!(
-        record,
-        ModelRecord {
+        definition,
+        IndexDefinition {
             dim: 2,
-            model_id: "toy-v1".into()
+            model_id: "toy-v1".into(),
+            prefix: b"docs/".to_vec(),
+            hnsw: HnswParams::with_m(16),
         }
     );
-    assert_eq!(record.encode(), doc);
+    assert_eq!(definition.encode().unwrap(), doc);
     assert_eq!(codec::get_u64(&doc).unwrap(), MODEL_MAGIC);
     assert_eq!(&doc[..8], b"DOMELAHS");
     assert_eq!(codec::get_u32(&doc[8..]).unwrap(), MODEL_FORMAT_VERSION);
-    let crc = codec::get_u32(&doc[23..]).unwrap();
-    assert_eq!(codec::unmask_crc(crc), codec::crc32c(&doc[..23]));
+    assert_eq!(doc.len(), 70);
+    let crc = codec::get_u32(&doc[66..]).unwrap();
+    assert_eq!(codec::unmask_crc(crc), codec::crc32c(&doc[..66]));
 
     // The engine writes exactly these bytes for a store made with that embedder.
     let dir = tempfile::tempdir().unwrap();
@@ -240,7 +243,7 @@ fn model_file_example() {
     let index = shale::semantic::Index::open(
         &db,
         "toy",
-        shale::semantic::IndexOptions::text(std::sync::Arc::new(Toy)),
+        shale::semantic::IndexOptions::text(std::sync::Arc::new(Toy)).prefix("docs/"),
     )
     .unwrap();
     drop(index);
