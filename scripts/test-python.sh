@@ -13,13 +13,17 @@
 #   SHALE_MODEL_DIR   the MiniLM model for the semantic search test (scripts/test.sh
 #                     sets it; without it that test is skipped and says why)
 #   PYTEST_ARGS       extra pytest arguments, e.g. "-k batch"
+#   CARGO_TARGET_DIR  where cargo builds (default: target/); the venv is made in it too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 maturin_version="1.16.0"
 pytest_version="9.2.0"
+# The index API takes and returns numpy arrays (crates/shale-py/src/vectors.rs).
+numpy_version="2.4.6"
 profile="${SHALE_PY_PROFILE:-dev}"
-venv="target/py-venv"
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+venv="$target/py-venv"
 
 start=$(date +%s)
 # A venv with a working pip (one left half-made by a failed run is made again).
@@ -33,11 +37,11 @@ if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
     fi
 fi
 # Reinstall only when the pins change.
-stamp="$venv/.pins-maturin-$maturin_version-pytest-$pytest_version"
+stamp="$venv/.pins-maturin-$maturin_version-pytest-$pytest_version-numpy-$numpy_version"
 if [[ ! -f "$stamp" ]]; then
-    echo "== pip install maturin==$maturin_version pytest==$pytest_version"
+    echo "== pip install maturin==$maturin_version pytest==$pytest_version numpy==$numpy_version"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "maturin==$maturin_version" "pytest==$pytest_version"
+        "maturin==$maturin_version" "pytest==$pytest_version" "numpy==$numpy_version"
     touch "$stamp"
 fi
 
@@ -47,7 +51,7 @@ echo "== maturin develop --profile $profile (crates/shale-py)"
 (
     # shellcheck disable=SC1091
     source "$venv/bin/activate"
-    CARGO_TARGET_DIR="$PWD/target" maturin develop --quiet --profile "$profile" \
+    CARGO_TARGET_DIR="$target" maturin develop --quiet --profile "$profile" \
         --manifest-path crates/shale-py/Cargo.toml
 )
 built=$(date +%s)

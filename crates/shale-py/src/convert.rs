@@ -172,3 +172,29 @@ fn compression(option: &str, name: &str) -> Result<shale::Compression, String> {
         },
     }
 }
+
+/// A search's `k` or `ef`: any Python int, checked here so that a negative or huge one is
+/// an `InvalidArgumentError`, like the engine's own bound, and not an `OverflowError`
+/// from the conversion.
+pub(crate) fn search_count(py: Python<'_>, name: &str, n: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if let Some(n) = n
+        .extract::<u64>()
+        .ok()
+        .and_then(|n| usize::try_from(n).ok())
+    {
+        return Ok(n); // the engine refuses what is above its bound
+    }
+    if n.cast::<pyo3::types::PyInt>().is_err() {
+        let why = format!("search {name} must be an int, not {}", n.get_type().name()?);
+        return Err(pyo3::exceptions::PyTypeError::new_err(why));
+    }
+    let why = if n.lt(0)? {
+        format!("search {name} = {n} must not be negative")
+    } else {
+        format!(
+            "search {name} = {n} is above the limit {}",
+            shale::vector::hnsw::MAX_EF
+        )
+    };
+    Err(crate::errors::new_err(py, "InvalidArgumentError", why))
+}

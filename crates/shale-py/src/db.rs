@@ -3,26 +3,36 @@
 //! Threads: a `DB` is shared freely between Python threads. Every engine call runs with
 //! the GIL released ([`crate::errors::run`]) under a read lock of [`Shared::db`]; `close`
 //! takes the write lock, so it waits for calls in progress and every later call (on the
-//! DB, or on an iterator, snapshot or batch made from it) raises `ClosedError`. Closing
-//! drops the engine's `Db`, which releases the directory's lock: the same process may
-//! open the directory again at once.
+//! DB, or on an iterator, snapshot, batch or index made from it) raises `ClosedError`.
+//! Closing closes the indexes first, then drops the engine's `Db`, which releases the
+//! directory's lock: the same process may open the directory again at once.
+//!
+//! A database whose last handle Python drops without `close()` is closed by the drop,
+//! with the GIL released too: the index workers may need it to finish a batch with a
+//! Python embedder. Databases with a Python embedder are also closed at interpreter exit
+//! ([`close_for_exit`]), while their workers can still run Python.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, Weak};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::convert::{opt_bytes, to_bytes};
+use crate::convert::{opt_bytes, search_count, to_bytes};
+use crate::embedder::inside_embedder;
 use crate::errors::{key_error, run, Failure};
 use crate::iter::{KvIter, Mode};
 use crate::search::SearchHit;
 use crate::snapshot::Snapshot;
 
-/// An open database and, with `semantic=True`, its default index.
+/// An open database, with `semantic=True` its default index, and the indexes opened with
+/// `DB.index`.
 pub(crate) struct Open {
     db: Arc<shale::Db>,
     index: Option<shale::semantic::Index>,
+    /// By name. Dropped at close, so that a Python `Index` left over keeps nothing alive.
+    indexes: Mutex<HashMap<String, shale::semantic::Index>>,
 }
 
 /// The name of the index `semantic=True` opens over every key.
@@ -34,14 +44,48 @@ pub(crate) struct Shared {
     pub(crate) path: PathBuf,
 }
 
+/// The databases that have an index with a Python embedder, for [`close_for_exit`].
+static PYTHON_EMBEDDERS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Close every database that has an index with a Python embedder. Registered with
+/// `atexit` by the package: at exit, before the interpreter finalizes, the workers can
+/// still take the GIL and finish their batches; during finalization they could not.
+pub(crate) fn close_for_exit(py: Python<'_>) {
+    let dbs = std::mem::take(
+        &mut *PYTHON_EMBEDDERS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
+    for shared in dbs.iter().filter_map(Weak::upgrade) {
+        // Exit goes on whatever a close reports; the data is safe in the WAL either way.
+        let _ = run(py, || shared.close());
+    }
+}
+
 impl Shared {
+    /// The open database under a read lock. Refused inside a Python embedder (see
+    /// `embedder.rs`) and once `close` ran.
+    fn open(&self) -> Result<RwLockReadGuard<'_, Option<Open>>, Failure> {
+        if inside_embedder() {
+            return Err(Failure::Engine(shale::Error::InvalidArgument(
+                "an embedder must not call the database it indexes (it runs in the \
+                 index's workers, which that call may wait for)"
+                    .into(),
+            )));
+        }
+        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            return Err(Failure::Engine(shale::Error::Closed));
+        }
+        Ok(guard)
+    }
+
     /// Run `f` on the open database; `Closed` once `close` ran. Call without the GIL.
     pub(crate) fn with<T>(
         &self,
         f: impl FnOnce(&shale::Db) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
-        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
-        match guard.as_ref() {
+        match self.open()?.as_ref() {
             Some(open) => f(&open.db),
             None => Err(Failure::Engine(shale::Error::Closed)),
         }
@@ -52,8 +96,7 @@ impl Shared {
         &self,
         f: impl FnOnce(&shale::semantic::Index) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
-        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
-        match guard.as_ref() {
+        match self.open()?.as_ref() {
             Some(Open {
                 index: Some(index), ..
             }) => f(index),
@@ -64,19 +107,105 @@ impl Shared {
         }
     }
 
+    /// Run `f` on the index `name` opened with `DB.index`; `Closed` once `close` ran.
+    pub(crate) fn with_named_index<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&shale::semantic::Index) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        let guard = self.open()?;
+        let index = guard.as_ref().and_then(|open| {
+            open.indexes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(name)
+                .cloned()
+        });
+        match index {
+            // The read lock is still held: `close` waits for `f`.
+            Some(index) => f(&index),
+            None => Err(Failure::Engine(shale::Error::Closed)),
+        }
+    }
+
+    /// Open (or find) the index `name` with `opts` (`shale::semantic::Index::open`) and
+    /// keep it for [`Shared::with_named_index`]. Call without the GIL.
+    pub(crate) fn open_index(
+        self: &Arc<Self>,
+        name: &str,
+        opts: shale::semantic::IndexOptions,
+        python_embedder: bool,
+    ) -> Result<shale::semantic::Index, Failure> {
+        let guard = self.open()?;
+        let open = guard
+            .as_ref()
+            .ok_or(Failure::Engine(shale::Error::Closed))?;
+        let index = shale::semantic::Index::open(&open.db, name, opts)?;
+        open.indexes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_string(), index.clone());
+        if python_embedder {
+            let mut dbs = PYTHON_EMBEDDERS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            dbs.retain(|db| db.strong_count() > 0);
+            if !dbs
+                .iter()
+                .any(|db| std::ptr::eq(db.as_ptr(), Arc::as_ptr(self)))
+            {
+                dbs.push(Arc::downgrade(self));
+            }
+        }
+        Ok(index)
+    }
+
     fn close(&self) -> Result<(), Failure> {
+        if inside_embedder() {
+            // Closing joins the index workers, this thread among them.
+            return Err(Failure::Engine(shale::Error::InvalidArgument(
+                "an embedder must not close the database it indexes".into(),
+            )));
+        }
         // The write lock is held through the engine's close, so that a second `close`
         // (or any call) in another thread returns only once the directory is released.
         let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
         match db.take() {
-            // Closing joins the background threads (the index's first) and releases the
-            // lock file.
+            // Closing closes the indexes (their workers stop after their current batch),
+            // joins the background threads and releases the lock file.
             Some(open) => {
                 drop(open.index);
+                drop(open.indexes);
                 Ok(open.db.close()?)
             }
             None => Ok(()),
         }
+    }
+}
+
+impl Drop for Shared {
+    /// Close what `close()` did not. Dropping the engine's `Db` joins the index workers,
+    /// which may be waiting for the GIL inside a Python embedder: release it meanwhile.
+    fn drop(&mut self) {
+        let Some(open) = self
+            .db
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        if inside_embedder() {
+            // Dropped by the embedder itself: its worker cannot join itself, so another
+            // thread closes.
+            let _ = std::thread::Builder::new()
+                .name("shale-close".into())
+                .spawn(move || drop(open));
+            return;
+        }
+        let mut open = Some(open);
+        Python::try_attach(|py| py.detach(|| drop(open.take())));
+        drop(open);
     }
 }
 
@@ -130,7 +259,11 @@ pub(crate) fn open(
             )?),
             None => None,
         };
-        Ok(Open { db, index })
+        Ok(Open {
+            db,
+            index,
+            indexes: Mutex::new(HashMap::new()),
+        })
     })?;
     Ok(Db {
         shared: Arc::new(Shared {
@@ -356,6 +489,51 @@ impl Db {
         run(py, || shared.with_index(|index| Ok(index.wait_indexed()?)))
     }
 
+    /// Open the semantic index `name` over the keys that start with `prefix`, creating it
+    /// if it does not exist (see `shale.Index`). `embedder` is `None` (an index of vectors
+    /// given with `put_vector`; `dim` is required), `"minilm"` (all-MiniLM-L6-v2 from
+    /// `model_dir`, else `$SHALE_MODEL_DIR`) or a callable `f(list[str]) -> array (n, dim)`
+    /// (`model_id` names it; `dim`, if not given, is learnt by embedding one text).
+    #[pyo3(signature = (
+        name, *, prefix = None, embedder = None, dim = None, metric = "cosine", m = 16,
+        ef_construction = 200, ef_search = 64, embed_threads = 2, batch_size = 1024,
+        queue_bytes = None, model_dir = None, model_id = None,
+    ))]
+    #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    fn index(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        prefix: Option<&Bound<'_, PyAny>>,
+        embedder: Option<&Bound<'_, PyAny>>,
+        dim: Option<usize>,
+        metric: &str,
+        m: usize,
+        ef_construction: usize,
+        ef_search: usize,
+        embed_threads: usize,
+        batch_size: usize,
+        queue_bytes: Option<usize>,
+        model_dir: Option<PathBuf>,
+        model_id: Option<String>,
+    ) -> PyResult<crate::index::Index> {
+        let args = crate::index::IndexArgs {
+            prefix: opt_bytes(prefix, "prefix")?.unwrap_or_default(),
+            embedder,
+            dim,
+            metric,
+            m,
+            ef_construction,
+            ef_search,
+            embed_threads,
+            batch_size,
+            queue_bytes,
+            model_dir,
+            model_id,
+        };
+        crate::index::open(py, &self.shared, name, args)
+    }
+
     /// Write every memtable to an SSTable.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let shared = &self.shared;
@@ -556,30 +734,4 @@ impl WriteBatch {
     fn __repr__(&self) -> String {
         format!("<shale.WriteBatch {} changes>", self.__len__())
     }
-}
-
-/// A search's `k` or `ef`: any Python int, checked here so that a negative or huge one is
-/// an `InvalidArgumentError`, like the engine's own bound, and not an `OverflowError`
-/// from the conversion.
-fn search_count(py: Python<'_>, name: &str, n: &Bound<'_, PyAny>) -> PyResult<usize> {
-    if let Some(n) = n
-        .extract::<u64>()
-        .ok()
-        .and_then(|n| usize::try_from(n).ok())
-    {
-        return Ok(n); // the engine refuses what is above its bound
-    }
-    if n.cast::<pyo3::types::PyInt>().is_err() {
-        let why = format!("search {name} must be an int, not {}", n.get_type().name()?);
-        return Err(pyo3::exceptions::PyTypeError::new_err(why));
-    }
-    let why = if n.lt(0)? {
-        format!("search {name} = {n} must not be negative")
-    } else {
-        format!(
-            "search {name} = {n} is above the limit {}",
-            shale::vector::hnsw::MAX_EF
-        )
-    };
-    Err(crate::errors::new_err(py, "InvalidArgumentError", why))
 }

@@ -2,8 +2,10 @@
 //! package in `python/shale` (which defines the exception classes and re-exports these).
 //!
 //! - `db.rs`: `DB` (open, dict-like access, ranges, search, stats, close) and `WriteBatch`.
-//! - `iter.rs`, `snapshot.rs`, `search.rs`: what `DB` hands out.
-//! - `convert.rs`: Python arguments to keys, values and `Options`.
+//! - `iter.rs`, `snapshot.rs`, `search.rs`, `index.rs`: what `DB` hands out.
+//! - `embedder.rs`: a Python callable as the engine's `Embedder`.
+//! - `convert.rs`: Python arguments to keys, values and `Options`; `vectors.rs`: numpy
+//!   arrays in and out.
 //! - `errors.rs`: engine errors to exceptions; `errors::run`, the GIL-free gate every
 //!   engine call passes through.
 //!
@@ -15,11 +17,14 @@
 
 mod convert;
 mod db;
+mod embedder;
 mod errors;
+mod index;
 mod iter;
 mod search;
 mod snapshot;
 mod stats;
+mod vectors;
 
 use std::path::PathBuf;
 
@@ -49,6 +54,30 @@ fn repair<'py>(
     stats::repair_to_dict(py, &report)
 }
 
+/// `vector` and `payload` as the value `Index.put_vector` writes, for writing vectors with
+/// other keys in one `DB.batch()` (under an index's prefix, like `put_vector`).
+#[pyfunction]
+#[pyo3(signature = (vector, payload = None))]
+fn vector_value<'py>(
+    py: Python<'py>,
+    vector: &Bound<'py, PyAny>,
+    payload: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let vector = vectors::vector(vector, "vector")?;
+    let payload = convert::opt_bytes(payload, "payload")?.unwrap_or_default();
+    Ok(pyo3::types::PyBytes::new(
+        py,
+        &shale::semantic::vector_value(&vector, &payload),
+    ))
+}
+
+/// Close the databases that have an index with a Python embedder; the package registers
+/// it with `atexit` (see `db.rs`).
+#[pyfunction]
+fn _close_for_exit(py: Python<'_>) {
+    db::close_for_exit(py);
+}
+
 #[pymodule]
 fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Before any of our threads exist: candle's elementwise pool gets one thread unless
@@ -56,10 +85,13 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shale_embed::quiet_candle_threads();
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
+    m.add_function(wrap_pyfunction!(vector_value, m)?)?;
+    m.add_function(wrap_pyfunction!(_close_for_exit, m)?)?;
     m.add_class::<db::Db>()?;
     m.add_class::<db::WriteBatch>()?;
     m.add_class::<iter::KvIter>()?;
     m.add_class::<snapshot::Snapshot>()?;
     m.add_class::<search::SearchHit>()?;
+    m.add_class::<index::Index>()?;
     Ok(())
 }

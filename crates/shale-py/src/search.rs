@@ -1,4 +1,4 @@
-//! `shale.SearchHit`: one answer of `DB.search`.
+//! `shale.SearchHit`: one answer of `DB.search` and `Index.search`.
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -6,16 +6,17 @@ use pyo3::types::PyBytes;
 #[pyclass(module = "shale", frozen)]
 pub(crate) struct SearchHit {
     key: Vec<u8>,
-    text: String,
     score: f32,
+    /// The text of a text value, the payload of a vector value.
+    document: Vec<u8>,
 }
 
 impl From<shale::semantic::SearchHit> for SearchHit {
     fn from(hit: shale::semantic::SearchHit) -> Self {
         SearchHit {
-            text: String::from_utf8_lossy(&hit.document).into_owned(),
             key: hit.key,
             score: hit.score,
+            document: hit.document,
         }
     }
 }
@@ -28,13 +29,23 @@ impl SearchHit {
         PyBytes::new(py, &self.key)
     }
 
-    /// The value, as text.
+    /// The document as text: the value of a text value; a vector value's payload if it is
+    /// UTF-8, else `None`.
     #[getter]
-    fn text(&self) -> &str {
-        &self.text
+    fn text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.document).ok()
     }
 
-    /// Cosine similarity to the query, in [-1, 1]; higher is closer.
+    /// The value's document as bytes: the text of a text value, the payload of a vector
+    /// value.
+    #[getter]
+    fn document<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.document)
+    }
+
+    /// How close the value is to the query, higher is closer: the cosine similarity in
+    /// [-1, 1] (metric "cosine"), the inner product ("dot"), or minus the squared
+    /// Euclidean distance ("l2").
     #[getter]
     fn score(&self) -> f32 {
         self.score
@@ -42,9 +53,12 @@ impl SearchHit {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let key = PyBytes::new(py, &self.key).repr()?;
-        let text = pyo3::types::PyString::new(py, &self.text).repr()?;
+        let document = match self.text() {
+            Some(text) => format!("text={}", pyo3::types::PyString::new(py, text).repr()?),
+            None => format!("document={}", PyBytes::new(py, &self.document).repr()?),
+        };
         Ok(format!(
-            "SearchHit(key={key}, score={:.4}, text={text})",
+            "SearchHit(key={key}, score={:.4}, {document})",
             self.score
         ))
     }

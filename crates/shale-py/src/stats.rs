@@ -109,3 +109,54 @@ pub(crate) fn repair_to_dict<'py>(
     dict.set_item("indexes", nested)?;
     Ok(dict)
 }
+
+/// `Index.stats()`: every field of `IndexStats` under its own name, and the index's
+/// progress since open as `applied_since_open` / `queued_since_open`. (`IndexStats` is
+/// `#[non_exhaustive]`, so a field added to the engine cannot fail this build: the Python
+/// test of `stats()` lists the names.)
+pub(crate) fn index_stats_to_dict<'py>(
+    py: Python<'py>,
+    stats: &shale::semantic::IndexStats,
+    (applied, queued): (u64, u64),
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("live", stats.live)?;
+    for (name, value) in [
+        ("queued", stats.queued),
+        ("queued_bytes", stats.queued_bytes),
+        ("stalls", stats.stalls),
+        ("stall_micros", stats.stall_micros),
+        ("checkpoints", stats.checkpoints),
+        ("last_checkpoint_micros", stats.last_checkpoint_micros),
+        ("graph_bytes", stats.graph_bytes),
+        ("id_space", stats.id_space),
+        ("tracked_keys", stats.tracked_keys),
+        ("applied_since_open", applied),
+        ("queued_since_open", queued),
+    ] {
+        dict.set_item(name, value)?;
+    }
+    Ok(dict)
+}
+
+/// `Index.recovery()`: every field of `IndexRecovery` under its own name
+/// (`store_damage` is `None` or the damage found, as text).
+pub(crate) fn index_recovery_to_dict<'py>(
+    py: Python<'py>,
+    recovery: &shale::semantic::IndexRecovery,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, value) in [
+        ("graph_nodes_reused", recovery.graph_nodes_reused),
+        ("vectors_reinserted", recovery.vectors_reinserted),
+        ("texts_to_embed", recovery.texts_to_embed),
+        ("orphans_deleted", recovery.orphans_deleted),
+        ("other_model_vectors", recovery.other_model_vectors),
+    ] {
+        dict.set_item(name, value)?;
+    }
+    dict.set_item("graph_damaged", recovery.graph_damaged)?;
+    dict.set_item("store_damage", recovery.store_damage.as_deref())?;
+    dict.set_item("open_micros", recovery.open_micros)?;
+    Ok(dict)
+}

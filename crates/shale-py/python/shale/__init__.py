@@ -13,8 +13,15 @@
 
 Keys and values are ``bytes`` (a ``bytearray`` works too, and a ``str`` is encoded as
 UTF-8 for convenience); values always come back as ``bytes``. ``open``'s keyword options
-are the engine's ``Options`` fields, listed in ``OPTIONS``. See crates/shale-py/README.md.
+are the engine's ``Options`` fields, listed in ``OPTIONS``.
+
+``db.index(name, prefix=..., embedder=...)`` opens a semantic index over the keys under a
+prefix: texts embedded by a model (``"minilm"`` or a Python callable) or vectors given as
+numpy arrays (``Index.put_vectors``), searched with ``Index.search`` and
+``Index.search_batch``. See crates/shale-py/README.md.
 """
+
+import atexit as _atexit
 
 from ._errors import (
     ClosedError,
@@ -26,7 +33,22 @@ from ._errors import (
     LockedError,
     PoisonedError,
 )
-from ._shale import DB, Iterator, SearchHit, Snapshot, WriteBatch, open, repair
+from . import _shale
+from ._shale import (
+    DB,
+    Index,
+    Iterator,
+    SearchHit,
+    Snapshot,
+    WriteBatch,
+    open,
+    repair,
+    vector_value,
+)
+
+# A database with a Python embedder is closed at exit, while its index workers can still
+# run Python (during the interpreter's finalization they could not).
+_atexit.register(_shale._close_for_exit)
 
 #: The keyword options ``open`` accepts, with what they mean (defaults in brackets).
 OPTIONS = {
@@ -64,6 +86,7 @@ __all__ = [
     "CorruptionError",
     "EmbeddingError",
     "Error",
+    "Index",
     "InvalidArgumentError",
     "IoError",
     "Iterator",
@@ -74,4 +97,5 @@ __all__ = [
     "WriteBatch",
     "open",
     "repair",
+    "vector_value",
 ]
