@@ -491,12 +491,15 @@ impl Db {
 
     /// Open the semantic index `name` over the keys that start with `prefix`, creating it
     /// if it does not exist (see `shale.Index`). `embedder` is `None` (an index of vectors
-    /// given with `put_vector`; `dim` is required), `"minilm"` (all-MiniLM-L6-v2 from
-    /// `model_dir`, else `$SHALE_MODEL_DIR`) or a callable `f(list[str]) -> array (n, dim)`
-    /// (`model_id` names it; `dim`, if not given, is learnt by embedding one text).
+    /// given with `put_vector`; `dim` is required for a new one), `"minilm"`
+    /// (all-MiniLM-L6-v2 from `model_dir`, else `$SHALE_MODEL_DIR`) or a callable
+    /// `f(list[str]) -> array (n, dim)` (`model_id` names it; `dim`, if not given, is learnt
+    /// by embedding one text). `prefix`, `dim`, `metric`, `m`, `ef_construction` and
+    /// `ef_search` left out are an existing index's own (else `b""`, -, `"cosine"`, 16, 200,
+    /// 64); given, they redefine it (its vectors are reused).
     #[pyo3(signature = (
-        name, *, prefix = None, embedder = None, dim = None, metric = "cosine", m = 16,
-        ef_construction = 200, ef_search = 64, embed_threads = 2, batch_size = 1024,
+        name, *, prefix = None, embedder = None, dim = None, metric = None, m = None,
+        ef_construction = None, ef_search = None, embed_threads = 2, batch_size = 1024,
         queue_bytes = None, model_dir = None, model_id = None,
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
@@ -507,10 +510,10 @@ impl Db {
         prefix: Option<&Bound<'_, PyAny>>,
         embedder: Option<&Bound<'_, PyAny>>,
         dim: Option<usize>,
-        metric: &str,
-        m: usize,
-        ef_construction: usize,
-        ef_search: usize,
+        metric: Option<&str>,
+        m: Option<usize>,
+        ef_construction: Option<usize>,
+        ef_search: Option<usize>,
         embed_threads: usize,
         batch_size: usize,
         queue_bytes: Option<usize>,
@@ -518,7 +521,7 @@ impl Db {
         model_id: Option<String>,
     ) -> PyResult<crate::index::Index> {
         let args = crate::index::IndexArgs {
-            prefix: opt_bytes(prefix, "prefix")?.unwrap_or_default(),
+            prefix: opt_bytes(prefix, "prefix")?,
             embedder,
             dim,
             metric,

@@ -21,7 +21,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use shale::semantic::{IndexOptions, SearchOptions};
+use shale::semantic::{IndexOptions, SearchOptions, USER_VECTORS};
 use shale::vector::Metric;
 
 use crate::convert::{opt_bytes, search_count, to_bytes};
@@ -33,13 +33,13 @@ use crate::vectors::{c_order, matrix, rows};
 
 /// `DB.index`'s keyword arguments.
 pub(crate) struct IndexArgs<'a, 'py> {
-    pub prefix: Vec<u8>,
+    pub prefix: Option<Vec<u8>>,
     pub embedder: Option<&'a Bound<'py, PyAny>>,
     pub dim: Option<usize>,
-    pub metric: &'a str,
-    pub m: usize,
-    pub ef_construction: usize,
-    pub ef_search: usize,
+    pub metric: Option<&'a str>,
+    pub m: Option<usize>,
+    pub ef_construction: Option<usize>,
+    pub ef_search: Option<usize>,
     pub embed_threads: usize,
     pub batch_size: usize,
     pub queue_bytes: Option<usize>,
@@ -65,13 +65,20 @@ pub(crate) fn open(
     // Every problem of the arguments in one error, like `open`'s options; the engine adds
     // its own (ranges, the name) when the index opens.
     let mut problems = Vec::new();
-    let metric = Metric::parse(args.metric).unwrap_or_else(|_| {
-        problems.push(format!(
-            "metric must be \"cosine\", \"dot\" or \"l2\", got {:?}",
-            args.metric
-        ));
-        Metric::default()
+    let metric = args.metric.and_then(|name| {
+        Metric::parse(name)
+            .map_err(|_| {
+                problems.push(format!(
+                    "metric must be \"cosine\", \"dot\" or \"l2\", got {name:?}"
+                ));
+            })
+            .ok()
     });
+    // What an existing index was defined with fills in what the call leaves out.
+    let recorded = run(py, || {
+        shared.with(|db| Ok(shale::semantic::Index::definition(db, name).ok().flatten()))
+    })?;
+    let dim = args.dim.or(recorded.as_ref().map(|r| r.dim));
     let model = match args.embedder.filter(|e| !e.is_none()) {
         None => Model::Vectors,
         Some(e) => match e.cast::<PyString>() {
@@ -86,7 +93,16 @@ pub(crate) fn open(
             Err(_) => Model::Python(e),
         },
     };
-    if matches!(model, Model::Vectors) && args.dim.is_none() && problems.is_empty() {
+    // Opened without a model, an index of text could hold none of what it holds.
+    if let Some(r) = recorded.as_ref().filter(|r| r.model_id != USER_VECTORS) {
+        if matches!(model, Model::Vectors) && problems.is_empty() {
+            problems.push(format!(
+                "index {name:?} holds text embedded by model {:?}: give its embedder",
+                r.model_id
+            ));
+        }
+    }
+    if matches!(model, Model::Vectors) && dim.is_none() && problems.is_empty() {
         problems.push("an index without embedder needs dim (the vectors' dimension)".into());
     }
     if args.model_dir.is_some() && !matches!(model, Model::MiniLm) {
@@ -115,27 +131,36 @@ pub(crate) fn open(
             })?;
             Some(Arc::new(model))
         }
-        Model::Python(callable) => Some(Arc::new(PyEmbedder::new(
-            callable,
-            args.model_id,
-            args.dim,
-        )?)),
+        Model::Python(callable) => Some(Arc::new(PyEmbedder::new(callable, args.model_id, dim)?)),
     };
     let python_embedder = matches!(model, Model::Python(_));
     let mut opts = match embedder {
         Some(embedder) => {
             let mut opts = IndexOptions::text(embedder);
             // A dim that disagrees with the model's is the engine's to report.
-            opts.dim = args.dim.unwrap_or(opts.dim);
+            opts.dim = dim.unwrap_or(opts.dim);
             opts
         }
-        None => IndexOptions::vectors(args.dim.unwrap_or_default()),
+        None => IndexOptions::vectors(dim.unwrap_or_default()),
+    };
+    let recorded = recorded.as_ref();
+    opts.prefix = (args.prefix)
+        .or_else(|| recorded.map(|r| r.prefix.clone()))
+        .unwrap_or_default();
+    opts.hnsw = match (args.m, recorded) {
+        (Some(m), _) => shale::vector::HnswParams::with_m(m),
+        (None, Some(r)) => r.hnsw,
+        (None, None) => opts.hnsw,
+    };
+    opts.hnsw.metric = metric
+        .or(recorded.map(|r| r.hnsw.metric))
+        .unwrap_or_default();
+    if let Some(ef) = args.ef_construction {
+        opts.hnsw.ef_construction = ef;
     }
-    .prefix(&args.prefix);
-    opts.hnsw = shale::vector::HnswParams::with_m(args.m);
-    opts.hnsw.metric = metric;
-    opts.hnsw.ef_construction = args.ef_construction;
-    opts.hnsw.ef_search = args.ef_search;
+    if let Some(ef) = args.ef_search {
+        opts.hnsw.ef_search = ef;
+    }
     opts.embed_threads = args.embed_threads;
     opts.batch_size = args.batch_size;
     if let Some(bytes) = args.queue_bytes {

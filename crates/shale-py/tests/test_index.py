@@ -371,16 +371,23 @@ def test_reopen_keeps_the_index(db_path):
         after = index.search_batch(queries, k=5)
         assert after[0] == before[0]
         np.testing.assert_array_equal(after[1], before[1])
+    # Named alone, an index opens as it was defined: prefix, dimension, metric, graph.
+    with shale.open(db_path) as db:
+        index = db.index("keep")
+        assert (index.prefix, index.dim, index.metric) == (b"k/", 8, "dot")
+        assert index.recovery()["graph_nodes_reused"] == 300
+        after = index.search_batch(queries, k=5)
+        assert after[0] == before[0]
+        text = db.index("text", prefix=b"t/", embedder=toy_embed, model_id="toy")
+        db[b"t/1"] = "cat"
+        text.wait_indexed()
+    with shale.open(db_path) as db:
+        # Without its model, an index of text could hold none of what it holds.
+        with pytest.raises(shale.InvalidArgumentError, match="give its embedder"):
+            db.index("text")
+        assert db.index("text", embedder=toy_embed, model_id="toy").prefix == b"t/"
 
 
-# Remove once the engine finds an index that is already open: `Index::open` downcasts the
-# database's hook to `IndexCore`, but the hook is the `IndexHook` (semantic/mod.rs).
-engine_finds_open_index = pytest.mark.xfail(
-    strict=True, raises=shale.InvalidArgumentError,
-    reason="engine: Index::open of an index already open fails (\"is not a semantic index\")")
-
-
-@engine_finds_open_index
 def test_opening_an_open_index_again_gives_the_same_index(db):
     index = db.index("same", prefix=b"s/", dim=2)
     index.put_vector(b"s/1", [1, 0])
@@ -472,7 +479,6 @@ def test_minilm_index_over_a_prefix_beside_binary_keys(db_path):
 
 
 @needs_model
-@engine_finds_open_index
 def test_db_index_finds_the_default_index_of_semantic_true(db_path):
     with shale.open(db_path, semantic=True) as db:
         index = db.index("default", embedder="minilm")
