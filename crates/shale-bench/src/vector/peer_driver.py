@@ -380,15 +380,16 @@ def main():
         return
     fq = queries[: f["queries"]]
     for sel, lo, hi in f["ranges"]:
-        timed(
-            "filter",
-            lambda: peer.search_range(fq, K, max(f["ef"], K), lo, hi),
-            f"{out}-sel{sel}.npy",
-            sel=sel,
-            lo=lo,
-            hi=hi,
-            ef=f["ef"],
-        )
+        for ef in f["efs"]:
+            timed(
+                "filter",
+                lambda: peer.search_range(fq, K, max(ef, K), lo, hi),
+                f"{out}-sel{sel}-ef{ef}.npy",
+                sel=sel,
+                lo=lo,
+                hi=hi,
+                ef=ef,
+            )
 
 
 main()

@@ -99,7 +99,7 @@ pub fn run(
         "engine": engine, "base": inp.base(), "queries": inp.queries(), "out": inp.dir,
         "m": s.m, "ef_construction": s.ef_construction, "k": s.k, "seed": s.seed % 1_000_000,
         "threads": s.threads, "efs": s.efs, "window": [lo, hi],
-        "filter": {"ef": f.ef, "queries": f.queries, "ranges": ranges},
+        "filter": {"efs": f.efs, "queries": f.queries, "ranges": ranges},
     });
     eprintln!(
         "== {}: {engine} ({}), builds on {:?} thread(s) and queries",
@@ -248,15 +248,21 @@ impl Lines<'_> {
                     .iter()
                     .find(|c| c.label == label)
                     .ok_or_else(|| format!("{engine} driver: no selectivity {label:?}"))?;
+                let ef = u("ef") as usize;
                 let r = self.recall(text("labels"), &case.truth)?;
-                self.print(&format!("sel {label:>5}%"), u("ops"), f("seconds"), r);
+                self.print(
+                    &format!("sel {label:>5}% ef {ef:>4}"),
+                    u("ops"),
+                    f("seconds"),
+                    r,
+                );
                 emit(
-                    record(case.workload(&ds.name))
+                    record(case.workload(&ds.name, ef))
                         .mean_only(f("seconds") * 1e6 / u("ops").max(1) as f64)
                         .recall(r)
                         .note(format!(
                             "{head}; {}; all queries in one call on one thread (mean only), index of the 1-thread build",
-                            case.describe(ds.len(), u("ef") as usize)
+                            case.describe(ds.len(), ef)
                         )),
                 );
             }
