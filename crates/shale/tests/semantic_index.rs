@@ -518,3 +518,92 @@ fn an_index_reopens_as_it_was_defined() {
         b"items/0"
     );
 }
+
+/// Recall@k of `got` against `want` (keys), the share of `want` found.
+fn recall_of(got: &[Vec<Vec<u8>>], want: &[Vec<Vec<u8>>]) -> f64 {
+    let found: usize = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| g.iter().filter(|k| w.contains(k)).count())
+        .sum();
+    found as f64 / want.iter().map(Vec::len).sum::<usize>().max(1) as f64
+}
+
+#[test]
+fn filtered_search_keeps_recall_at_every_selectivity() {
+    let seed = std::env::var("SHALE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5e1_ec7u64);
+    println!("seed {seed:#x} (rerun with SHALE_TEST_SEED={seed})");
+    let (n, dim, k) = (20_000usize, 16, 10);
+    let data = vectors(n + 40, dim, seed);
+    let (data, queries) = data.split_at(n);
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_db(dir.path());
+    let index = Index::open(&db, "v", IndexOptions::vectors(dim)).unwrap();
+    // Written in a shuffled order, so that node ids do not follow key order.
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut next = rng(seed ^ 1);
+    for i in (1..n).rev() {
+        let j = ((next() + 0.5) * (i + 1) as f32) as usize % (i + 1);
+        order.swap(i, j);
+    }
+    for chunk in order.chunks(1000) {
+        let mut batch = WriteBatch::new();
+        for &i in chunk {
+            batch.put(format!("{i:06}"), vector_value(&data[i], b""));
+        }
+        db.write(batch, WriteOptions::default()).unwrap();
+    }
+    index.wait_indexed().unwrap();
+    let cosine = |a: &[f32], b: &[f32]| {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        dot / (norm(a) * norm(b))
+    };
+    // From a handful of keys (scanned) to every key (the unfiltered graph), through shares
+    // a graph walk with a widened pool answers.
+    for pct in [0.1, 1.0, 10.0, 30.0, 50.0, 80.0, 100.0] {
+        let width = (n as f64 * pct / 100.0) as usize;
+        let lo = (n - width) / 2;
+        let opts = SearchOptions::k(k).range(format!("{lo:06}"), format!("{:06}", lo + width));
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for q in queries {
+            let hits = index.search_vector(q, &opts).unwrap();
+            assert!(
+                hits.iter()
+                    .all(|h| h.key >= opts.lower_bound.clone().unwrap()
+                        && h.key < opts.upper_bound.clone().unwrap()),
+                "{pct}%: a hit outside the range"
+            );
+            got.push(hits.into_iter().map(|h| h.key).collect::<Vec<_>>());
+            let mut truth: Vec<(f32, usize)> =
+                (lo..lo + width).map(|i| (cosine(q, &data[i]), i)).collect();
+            truth.sort_by(|a, b| b.0.total_cmp(&a.0));
+            want.push(
+                truth
+                    .iter()
+                    .take(k)
+                    .map(|(_, i)| format!("{i:06}").into_bytes())
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let recall = recall_of(&got, &want);
+        println!("{pct}% of the keys: recall@{k} {recall:.3}");
+        assert!(recall >= 0.95, "{pct}%: recall {recall} (seed {seed:#x})");
+        // The control: the same answers scored against the next query's truth fail.
+        let shifted: Vec<_> = want
+            .iter()
+            .cycle()
+            .skip(1)
+            .take(want.len())
+            .cloned()
+            .collect();
+        let control = recall_of(&got, &shifted);
+        assert!(
+            control < 0.5,
+            "{pct}%: the recall check passed answers to other queries ({control})"
+        );
+    }
+}

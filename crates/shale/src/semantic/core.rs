@@ -39,12 +39,15 @@ use crate::sync::lock;
 use crate::vector::{exact, Filter, Metric, Neighbor, NodeId, VectorFile, VectorSource};
 use crate::{Db, WriteHook};
 
-/// A key range holding fewer than this fraction of the live nodes (or than `SCAN_BELOW`
-/// nodes) is scanned, every node in it scored, instead of walking the graph: a filtered
-/// walk visits about `1 / fraction` times the nodes an unfiltered one does, while a scan
-/// reads each node in the range once (see BENCHMARKS.md, filtered search).
-const SCAN_FRACTION: f64 = 0.15;
-const SCAN_BELOW: usize = 2_000;
+/// The cost of one unit of `ef` in a graph walk, in nodes a scan scores for the same time
+/// (measured on 50-d and 384-d codes alike: a walk scores each node it visits as a scan
+/// does, and visits about this many per unit of ef with their links).
+///
+/// A key range holding a share `s` of the `n` live nodes is **scanned**, every node in it
+/// scored, when that is cheaper than walking the graph with a pool widened `1 / s` times:
+/// when `s * n < WALK_COST_PER_EF * ef / s`. At 100,000 nodes and ef 80 the crossover is
+/// near 28%; at a million, near 9% (see BENCHMARKS.md, filtered search).
+const WALK_COST_PER_EF: f64 = 100.0;
 
 /// What a value under an index's prefix may be, and the checks the hook makes.
 #[derive(Debug, Clone)]
@@ -623,20 +626,15 @@ impl IndexCore {
                         && range.admits(index.word(last), || last)
                 });
         let rerank = opts.rerank.unwrap_or(2 * fetch).max(fetch);
-        // A narrow range is cheaper to scan than to walk the graph for. Its share is
-        // estimated from a sample; a range that looks empty or tiny is counted for sure,
-        // up to the threshold.
-        let threshold = SCAN_BELOW.max((SCAN_FRACTION * index.live as f64) as usize);
+        // A narrow range is cheaper to scan than to walk the graph for (`WALK_COST_PER_EF`).
+        // Its share is estimated from a sample; one that looks empty is scanned.
         let share = if bounded {
             index.range_share(&range)
         } else {
             1.0
         };
-        let scan = bounded && {
-            share < SCAN_FRACTION
-                && (share * index.live as f64 >= SCAN_BELOW as f64
-                    || index.live_in(opts).take(threshold).count() < threshold)
-        };
+        let ef = opts.ef.unwrap_or(index.graph.params().ef_search).max(fetch) as f64;
+        let scan = bounded && share * share * (index.live as f64) < WALK_COST_PER_EF * ef;
         let found: Vec<Neighbor> = if opts.exact {
             let scored = index.live_in(opts).filter_map(|(_, node)| {
                 Some(Neighbor {

@@ -86,6 +86,17 @@ impl TopK {
         }
     }
 
+    /// The lowest score [`TopK::offer`] may still keep: minus infinity until `k` are kept,
+    /// then the worst kept one's (a tie is kept if its id ranks better). A caller comparing
+    /// each score with it first skips the offer of most candidates.
+    #[inline]
+    pub(crate) fn floor(&self) -> f32 {
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() >= self.k => worst.0.score,
+            _ => f32::NEG_INFINITY,
+        }
+    }
+
     /// Best first.
     pub(crate) fn into_sorted(self) -> Vec<Neighbor> {
         // Ascending order of `Reverse(n)` is descending order of `n`: best first.

@@ -62,7 +62,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use super::quant::{self, Query};
-use super::store::{prefetch_bytes, NodeStore, MAX_LEVEL};
+use super::store::{prefetch_bytes, prefetch_first, NodeStore, MAX_LEVEL};
 use super::{Filter, Metric, Neighbor, NodeId, VectorSource};
 use crate::error::{Error, Result};
 use crate::sync::lock;
@@ -918,7 +918,7 @@ impl Hnsw {
                 let Some(code) = self.nodes.live_code(id.0) else {
                     continue;
                 };
-                prefetch_bytes(code);
+                prefetch_first(code);
                 if let (Some(b), Some(c)) = (batch.get_mut(n), codes.get_mut(n)) {
                     (*b, *c) = (id.0, code);
                 }
@@ -928,11 +928,15 @@ impl Hnsw {
                 }
             }
             q.score_all(codes.get(..n).unwrap_or_default(), &mut scores);
+            let mut floor = best.floor();
             for (&id, &score) in batch.iter().zip(&scores) {
-                best.offer(Neighbor {
-                    id: NodeId(id),
-                    score,
-                });
+                if score >= floor {
+                    best.offer(Neighbor {
+                        id: NodeId(id),
+                        score,
+                    });
+                    floor = best.floor();
+                }
             }
             if n < batch.len() {
                 break;
