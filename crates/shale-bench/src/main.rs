@@ -54,6 +54,9 @@ enum Sub {
     /// Vector search: HNSW against hnswlib and exact search, embedding throughput and
     /// semantic query latency (see crates/shale-bench/README.md).
     Vector(Box<vector::VectorArgs>),
+    /// Internal: the process `shale-bench vector` kills to time an index's restart.
+    #[command(hide = true)]
+    IndexCrashChild(vector::restart::ChildArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -217,6 +220,7 @@ fn main() {
     let result = match &cli.command {
         Some(Sub::Report { input, chart }) => report_cmd(input, chart.as_deref()),
         Some(Sub::Vector(args)) => vector::run(args),
+        Some(Sub::IndexCrashChild(args)) => vector::restart::child(args),
         None if cli.run.internal_run => internal_run(&cli.run),
         None => run(&cli.run),
     };

@@ -94,7 +94,7 @@ pub fn cases(ds: &Dataset, f: &FilterSettings, k: usize) -> Vec<FilterCase> {
 
 /// The key of vector `id` in the filtered workloads' index: its id, zero-padded, so that
 /// key order is id order and an id range is a key range.
-fn key(id: u32) -> String {
+pub(super) fn key(id: u32) -> String {
     format!("{id:08}")
 }
 
@@ -125,7 +125,7 @@ pub fn run_shale(
     let db = Arc::new(Db::open(&dir, shale::Options::default())?);
     let mut opts = IndexOptions::vectors(ds.dim);
     opts.hnsw = params;
-    let index = Index::open(&db, "bench", opts)?;
+    let index = Index::open(&db, super::restart::INDEX, opts.clone())?;
     eprintln!(
         "== {}: shale filtered: indexing {} vectors",
         ds.name,
@@ -147,8 +147,7 @@ pub fn run_shale(
             filtered_queries(ds, &index, case, ef, k, note_params, emit)?;
         }
     }
-    drop(index);
-    db.close()?;
+    super::restart::run(ds, db, index, &dir, opts, note_params, emit)?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -21,6 +21,7 @@ mod hnsw;
 mod npy;
 mod peers;
 pub mod report;
+pub mod restart;
 #[cfg(feature = "semantic")]
 mod semantic;
 #[cfg(feature = "semantic")]

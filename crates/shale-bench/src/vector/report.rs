@@ -14,7 +14,7 @@ pub const RECALL_TARGET: f64 = 0.95;
 
 /// Whether `workload` is one of `shale-bench vector`'s.
 pub fn is_vector(workload: &str) -> bool {
-    ["hnsw-", "knn-exact-", "embed-", "semantic-"]
+    ["hnsw-", "knn-exact-", "embed-", "semantic-", "index-"]
         .iter()
         .any(|p| workload.starts_with(p))
 }
@@ -264,6 +264,31 @@ fn filtered(out: &mut String, s: &Summary, ds: &str) {
     );
 }
 
+/// Opening the filtered workloads' index again, after a clean close and after SIGKILL.
+fn restarts(out: &mut String, s: &Summary, ds: &str) {
+    let mut any = false;
+    for (w, what) in [
+        ("index-reopen", "after a clean close"),
+        (
+            "index-restart",
+            "after SIGKILL, with 1,000 vectors past the last checkpoint",
+        ),
+    ] {
+        if let Some(r) = cell(s, &format!("{w}-{ds}"), "shale") {
+            let _ = writeln!(
+                out,
+                "- `{w}-{ds}`: Db::open + Index::open of {} vectors {what}: {:.2} s (target \
+                 after SIGKILL: under 2 s of index work, in the note)",
+                r.ops, r.seconds
+            );
+            any = true;
+        }
+    }
+    if any {
+        let _ = writeln!(out);
+    }
+}
+
 /// Append the section to `out` (nothing when there are no vector records).
 pub fn section(out: &mut String, s: &Summary, recall_chart: Option<&str>) {
     if !s.workloads.iter().any(|w| is_vector(w)) {
@@ -383,6 +408,7 @@ pub fn section(out: &mut String, s: &Summary, recall_chart: Option<&str>) {
         }
         let _ = writeln!(out);
         filtered(out, s, ds);
+        restarts(out, s, ds);
     }
     if let Some(c) = recall_chart {
         let _ = writeln!(out, "![QPS against recall@10]({c})\n");

@@ -1,0 +1,173 @@
+//! `index-reopen-{ds}` and `index-restart-{ds}`: how long an index of the data set's
+//! vectors takes to open again, after a clean close and after SIGKILL.
+//!
+//! The filtered workloads leave a database with a semantic index over every vector. It is
+//! closed (which checkpoints the graph) and opened again: `index-reopen`. Then a child
+//! process (`shale-bench index-crash-child`, this binary) opens it, writes `EXTRA` more
+//! vectors, waits until they are indexed, says so and is killed with SIGKILL before it
+//! closes: its inserts are in the database and the vector file but not in the graph's last
+//! checkpoint (its background checkpoints wait for 50,000 inserts or 60 s). The parent opens
+//! the index again: `index-restart`, whose note gives `IndexRecovery` (nodes taken over from
+//! the checkpoint, vectors inserted again) and the open's index work (`open_micros`).
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use shale::semantic::{vector_value, Index, IndexOptions};
+use shale::{Db, WriteBatch, WriteOptions};
+
+use super::hnsw::Dataset;
+use super::{Emit, VectorRecord};
+use crate::engine::BenchResult;
+
+/// Vectors the child writes after the last checkpoint.
+const EXTRA: usize = 1_000;
+
+/// The name of the index the filtered workloads build.
+pub const INDEX: &str = "bench";
+
+/// What the child is told.
+#[derive(clap::Args, Debug)]
+pub struct ChildArgs {
+    /// The database with index `bench`.
+    #[arg(long)]
+    dir: PathBuf,
+    /// The vectors' dimension.
+    #[arg(long)]
+    dim: usize,
+    /// The first key to write (the parent's vectors are below it).
+    #[arg(long)]
+    first: u32,
+}
+
+/// The child: write `EXTRA` vectors past `first`, wait until they are indexed, print
+/// `indexed` and wait to be killed.
+pub fn child(args: &ChildArgs) -> BenchResult<()> {
+    let db = Arc::new(Db::open(&args.dir, shale::Options::default())?);
+    let index = Index::open_existing(&db, INDEX, None)?;
+    let mut batch = WriteBatch::new();
+    for (i, v) in extra_vectors(args.dim).iter().enumerate() {
+        let id = args.first + u32::try_from(i).unwrap_or(0);
+        batch.put(super::filter::key(id), vector_value(v, b""));
+    }
+    db.write(batch, WriteOptions::default())?;
+    index.wait_indexed()?;
+    println!("indexed");
+    // The parent kills this process; the sleep only bounds a parent that never does.
+    std::thread::sleep(std::time::Duration::from_secs(120));
+    Err("the parent did not kill the crash child".into())
+}
+
+/// `EXTRA` deterministic vectors of `dim` components in [-0.5, 0.5).
+fn extra_vectors(dim: usize) -> Vec<Vec<f32>> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    (0..EXTRA)
+        .map(|_| (0..dim).map(|_| next()).collect())
+        .collect()
+}
+
+/// Close `index` and `db` (at `dir`), open them again, then crash a child on them and open
+/// them once more, recording both opens.
+pub fn run(
+    ds: &Dataset,
+    db: Arc<Db>,
+    index: Index,
+    dir: &Path,
+    opts: IndexOptions,
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> BenchResult<()> {
+    let n = ds.len();
+    drop(index);
+    db.close()?;
+    drop(db);
+
+    // A clean reopen: the checkpoint written at close is taken over whole.
+    let (db, index, secs) = open(dir, opts.clone())?;
+    let r = index.recovery();
+    eprintln!(
+        "   {:<11} reopen: {secs:.3} s (index work {:.3} s), {r:?}",
+        "shale",
+        r.open_micros as f64 / 1e6
+    );
+    emit(
+        VectorRecord::new("shale", &format!("index-reopen-{}", ds.name), n as u64, secs).note(
+            format!(
+                "{note_params}; Db::open + Index::open of an index of {n} vectors after a clean close (Index::open took {secs:.3} s; its index work, IndexRecovery::open_micros, {:.3} s); {r:?}",
+                r.open_micros as f64 / 1e6
+            ),
+        ),
+    );
+    drop(index);
+    db.close()?;
+    drop(db);
+
+    // A crash: the child's inserts are past the checkpoint.
+    let first = u32::try_from(n).unwrap_or(u32::MAX);
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["index-crash-child", "--dir"])
+        .arg(dir)
+        .args(["--dim", &ds.dim.to_string(), "--first", &first.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let said = {
+        let out = child.stdout.take().ok_or("the crash child has no stdout")?;
+        let mut lines = std::io::BufReader::new(out).lines();
+        lines.any(|l| l.is_ok_and(|l| l == "indexed"))
+    };
+    child.kill()?;
+    child.wait()?;
+    if !said {
+        return Err("the crash child ended before it indexed its vectors".into());
+    }
+    let (db, index, secs) = open(dir, opts)?;
+    let r = index.recovery();
+    eprintln!(
+        "   {:<11} restart after SIGKILL: {secs:.3} s (index work {:.3} s), {r:?}",
+        "shale",
+        r.open_micros as f64 / 1e6
+    );
+    let expected = (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed);
+    if expected != (n, EXTRA, 0) {
+        return Err(format!(
+            "after SIGKILL the index took over {} nodes and inserted {} vectors again, not {n} and {EXTRA}: {r:?}",
+            r.graph_nodes_reused, r.vectors_reinserted
+        )
+        .into());
+    }
+    if index.len()? != n + EXTRA {
+        return Err("after SIGKILL the index lost vectors".into());
+    }
+    emit(
+        VectorRecord::new(
+            "shale",
+            &format!("index-restart-{}", ds.name),
+            (n + EXTRA) as u64,
+            secs,
+        )
+        .note(format!(
+            "{note_params}; Db::open + Index::open after SIGKILL of a process that had written {EXTRA} vectors past the graph's last checkpoint, to an index of {n} (Index::open took {secs:.3} s; its index work, IndexRecovery::open_micros, {:.3} s); {r:?}",
+            r.open_micros as f64 / 1e6
+        )),
+    );
+    drop(index);
+    db.close()?;
+    Ok(())
+}
+
+/// Open the database at `dir` and its index, timing both.
+fn open(dir: &Path, opts: IndexOptions) -> BenchResult<(Arc<Db>, Index, f64)> {
+    let started = Instant::now();
+    let db = Arc::new(Db::open(dir, shale::Options::default())?);
+    let index = Index::open(&db, INDEX, opts)?;
+    Ok((db, index, started.elapsed().as_secs_f64()))
+}
