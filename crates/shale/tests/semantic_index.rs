@@ -607,3 +607,143 @@ fn filtered_search_keeps_recall_at_every_selectivity() {
         );
     }
 }
+
+/// Batch `b` of the kill test: 40 vectors put under `v/`, and the keys it deletes (two of
+/// an earlier batch) and overwrites (one of the batch before).
+fn kill_batch(b: usize) -> (Vec<(String, Vec<f32>)>, Vec<String>) {
+    let dim = 16;
+    let mut puts: Vec<(String, Vec<f32>)> = vectors(40, dim, 1000 + b as u64)
+        .into_iter()
+        .enumerate()
+        .map(|(j, v)| (format!("v/{:06}", b * 40 + j), v))
+        .collect();
+    let mut deletes = Vec::new();
+    if b >= 2 {
+        deletes.push(format!("v/{:06}", (b - 2) * 40 + b % 40));
+        deletes.push(format!("v/{:06}", (b - 2) * 40 + (b * 7) % 40));
+        let again = vectors(1, dim, 5000 + b as u64).remove(0);
+        puts.push((format!("v/{:06}", (b - 1) * 40 + (b * 3) % 40), again));
+    }
+    (puts, deletes)
+}
+
+/// The child of the kill test: write batches without end, saying which are acknowledged.
+#[test]
+fn vector_kill_child() {
+    let Ok(dir) = std::env::var("SHALE_VECTOR_KILL_DIR") else {
+        return;
+    };
+    use std::io::Write;
+    let db = open_db(std::path::Path::new(&dir));
+    let _index = Index::open(&db, "v", IndexOptions::vectors(16).prefix("v/")).unwrap();
+    db.put("meta/raw", [0xff, 0x00]).unwrap();
+    for b in 0.. {
+        let (puts, deletes) = kill_batch(b);
+        let mut batch = WriteBatch::new();
+        for (key, v) in &puts {
+            batch.put(key, vector_value(v, key.as_bytes()));
+        }
+        for key in &deletes {
+            batch.delete(key);
+        }
+        // Outside the prefix, in the same atomic batch: how far the data got.
+        batch.put("meta/last", b.to_string());
+        db.write(batch, WriteOptions::default()).unwrap();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "acked {b}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn vectors_written_directly_survive_a_kill_mid_write() {
+    use std::collections::BTreeMap;
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "vector_kill_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SHALE_VECTOR_KILL_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed while it writes: after 60 acknowledged batches, with more in flight.
+    let mut acked = None;
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(b) = line.strip_prefix("acked ") {
+            acked = Some(b.parse::<usize>().unwrap());
+            if acked == Some(60) {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let acked = acked.expect("the child acknowledged nothing");
+
+    // Every acknowledged batch is there, and those after it that the data holds, whole.
+    let mut want: BTreeMap<String, Option<Vec<f32>>> = BTreeMap::new();
+    let apply = |want: &mut BTreeMap<String, Option<Vec<f32>>>, b: usize| {
+        let (puts, deletes) = kill_batch(b);
+        for (key, v) in puts {
+            want.insert(key, Some(v));
+        }
+        for key in deletes {
+            want.insert(key, None);
+        }
+    };
+    let db = open_db(dir.path());
+    let index = Index::open(&db, "v", IndexOptions::vectors(16).prefix("v/")).unwrap();
+    let last: usize = String::from_utf8(db.get("meta/last").unwrap().unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        last >= acked,
+        "batch {acked} was acknowledged, the data ends at {last}"
+    );
+    for b in 0..=last {
+        apply(&mut want, b);
+    }
+    assert_eq!(db.get("meta/raw").unwrap().unwrap(), [0xff, 0x00]);
+    let live: Vec<(&String, &Vec<f32>)> = want
+        .iter()
+        .filter_map(|(k, v)| Some((k, v.as_ref()?)))
+        .collect();
+    assert_eq!(index.len().unwrap(), live.len(), "index and data disagree");
+    let mut graph_found = 0;
+    for (key, v) in &live {
+        let exact = index
+            .search_vector(v, &SearchOptions::k(1).exact())
+            .unwrap();
+        assert_eq!(
+            exact[0].key,
+            key.as_bytes(),
+            "an acknowledged vector is missing"
+        );
+        assert_eq!(exact[0].document, key.as_bytes(), "its payload");
+        let graph = index.search_vector(v, &SearchOptions::k(3)).unwrap();
+        for hit in &graph {
+            let k = String::from_utf8(hit.key.clone()).unwrap();
+            assert!(
+                want.get(&k).is_some_and(Option::is_some),
+                "{k}: a deleted key came back"
+            );
+        }
+        graph_found += usize::from(graph[0].key == key.as_bytes());
+    }
+    println!(
+        "killed after batch {acked} was acknowledged, the data ends at {last}: {} live vectors, the graph finds {graph_found} first",
+        live.len()
+    );
+    assert!(
+        graph_found * 100 >= live.len() * 95,
+        "{graph_found} of {}",
+        live.len()
+    );
+}
