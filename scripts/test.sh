@@ -5,9 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/toolchain.sh
 
-echo "== scripts/fetch-model.sh (the embedding model shale-embed's tests run; cached)"
+echo "== scripts/fetch-model.sh (the embedding model shale-embed's tests run, candle and ONNX; cached)"
 SHALE_MODEL_DIR="$(bash scripts/fetch-model.sh)"
 export SHALE_MODEL_DIR
+echo "== scripts/fetch-wordnet.sh (WordNet, for shale-embed's quality guard; cached)"
+bash scripts/fetch-wordnet.sh >/dev/null
 echo "== scripts/fetch-bench-data.sh --vectors-only (GloVe, for the HNSW recall test; cached)"
 bash scripts/fetch-bench-data.sh --vectors-only >/dev/null
 echo "== cargo fmt --check"

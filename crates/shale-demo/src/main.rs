@@ -1,7 +1,9 @@
 //! Shale's demo: the WordNet 3.0 glosses (about 117,000 synsets) as a key-value database,
-//! then a sample of them searched by meaning with a local MiniLM model.
+//! then all of them embedded with a local MiniLM model and searched by meaning.
 //!
-//! Run it through `scripts/demo.sh`, which fetches the model and WordNet first.
+//! Run it through `scripts/demo.sh`, which fetches the model and WordNet first. The
+//! key-value database is made again on every run; the semantic one is kept, so a second run
+//! finds every gloss embedded and starts its searches at once.
 
 mod wordnet;
 
@@ -13,7 +15,6 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Options, WriteBatch, WriteOptions};
-use shale_embed::MiniLm;
 
 use wordnet::Gloss;
 
@@ -24,13 +25,34 @@ struct Args {
     /// (scripts/fetch-wordnet.sh prints it).
     #[arg(long)]
     wordnet: PathBuf,
-    /// Where the demo databases go (recreated on every run).
+    /// Where the demo databases go: `kv/` is made again on every run, `semantic/` is kept
+    /// (its vectors are reused by the next run).
     #[arg(long, default_value = "target/demo-db")]
     db: PathBuf,
-    /// Glosses embedded for semantic search (the model embeds ~100-200 a second per core;
-    /// all of WordNet would take about ten minutes on two cores).
-    #[arg(long, default_value_t = 4000)]
+    /// Glosses embedded for semantic search, spread over WordNet (0: all of them).
+    #[arg(long, default_value_t = 0)]
     semantic_sample: usize,
+    /// Start the semantic database afresh, embedding everything again.
+    #[arg(long)]
+    fresh: bool,
+}
+
+/// What the summary at the end reports.
+#[derive(Default)]
+struct Summary {
+    load_puts_per_sec: f64,
+    glosses: usize,
+    embedder: String,
+    /// Texts embedded by this run, and their rate.
+    embedded: u64,
+    embed_per_sec: f64,
+    /// Vectors taken over from the previous run.
+    reused: usize,
+    query_ms_hnsw: Vec<f64>,
+    query_ms_exact: Vec<f64>,
+    disk_bytes: u64,
+    graph_bytes: u64,
+    vectors_bytes: u64,
 }
 
 /// Questions a person might ask, answered from the glosses by meaning, not by words.
@@ -45,8 +67,8 @@ const QUERIES: [&str; 8] = [
     "someone who repairs water pipes",
 ];
 
-/// Synsets the sample always includes, so that the queries above have their answers in it
-/// (the rest of the sample is spread evenly over WordNet).
+/// Synsets a sample (`--semantic-sample`) always includes, so that the queries above have
+/// their answers in it (the rest of the sample is spread evenly over WordNet).
 const ANSWERS: [&str; 9] = [
     "noun/whale/",
     "noun/clock/",
@@ -75,14 +97,27 @@ fn run(args: &Args) -> Result<(), String> {
         glosses.iter().map(|g| g.text.len()).sum::<usize>() as f64 / 1e6,
         args.wordnet.display()
     );
-    clear_demo_dir(&args.db)?;
-    key_value_tour(&args.db.join("kv"), &glosses).map_err(|e| e.to_string())?;
-    semantic_tour(&args.db.join("semantic"), &glosses, args.semantic_sample)
+    clear_demo_dir(&args.db, args.fresh)?;
+    let mut summary = Summary {
+        glosses: glosses.len(),
+        ..Summary::default()
+    };
+    summary.load_puts_per_sec =
+        key_value_tour(&args.db.join("kv"), &glosses).map_err(|e| e.to_string())?;
+    semantic_tour(
+        &args.db.join("semantic"),
+        &glosses,
+        args.semantic_sample,
+        &mut summary,
+    )?;
+    print_summary(&summary);
+    Ok(())
 }
 
-/// Remove the previous run's databases (`kv/` and `semantic/` under `dir`), refusing a
-/// directory that holds anything else: `--db` may name a directory the user cares about.
-fn clear_demo_dir(dir: &std::path::Path) -> Result<(), String> {
+/// Remove the previous run's key-value database (`kv/` under `dir`; `semantic/` too when
+/// `fresh`), refusing a directory that holds anything else: `--db` may name a directory
+/// the user cares about.
+fn clear_demo_dir(dir: &std::path::Path, fresh: bool) -> Result<(), String> {
     let show = |e: std::io::Error| format!("{}: {e}", dir.display());
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -93,7 +128,9 @@ fn clear_demo_dir(dir: &std::path::Path) -> Result<(), String> {
     for entry in entries {
         let entry = entry.map_err(show)?;
         match entry.file_name().to_str() {
-            Some("kv" | "semantic") => ours.push(entry.path()),
+            Some("kv") => ours.push(entry.path()),
+            Some("semantic") if fresh => ours.push(entry.path()),
+            Some("semantic") => {}
             _ => {
                 return Err(format!(
                     "{} holds {:?}, not only a previous demo's kv/ and semantic/; \
@@ -110,11 +147,11 @@ fn clear_demo_dir(dir: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-fn progress(len: usize, what: &str) -> ProgressBar {
+fn progress(len: usize, what: &str, unit: &str) -> ProgressBar {
     let bar = ProgressBar::new(len as u64);
     bar.set_style(
         ProgressStyle::with_template(&format!(
-            "  {what:<10} [{{bar:40}}] {{pos}}/{{len}} {{per_sec}} eta {{eta}}"
+            "  {what:<10} [{{bar:40}}] {{pos}}/{{len}} {{per_sec}} {unit}, {{eta}} left"
         ))
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
@@ -122,11 +159,11 @@ fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
-/// Load everything, read a few keys back, scan a prefix, reopen.
-fn key_value_tour(dir: &Path, glosses: &[Gloss]) -> shale::Result<()> {
+/// Load everything, read a few keys back, scan a prefix, reopen. Returns the load rate.
+fn key_value_tour(dir: &Path, glosses: &[Gloss]) -> shale::Result<f64> {
     println!("1. Key-value: every gloss, keyed pos/word/offset");
     let db = Db::open(dir, Options::default())?;
-    let bar = progress(glosses.len(), "load");
+    let bar = progress(glosses.len(), "load", "puts");
     let start = Instant::now();
     for chunk in glosses.chunks(1000) {
         let mut batch = WriteBatch::new();
@@ -185,14 +222,28 @@ fn key_value_tour(dir: &Path, glosses: &[Gloss]) -> shale::Result<()> {
         "  reopened in {:.0} ms; {n} verbs\n",
         start.elapsed().as_secs_f64() * 1e3
     );
-    Ok(())
+    Ok(glosses.len() as f64 / secs)
 }
 
-/// Embed a sample, search it exactly and through HNSW, reopen from the checkpoint.
-fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), String> {
-    println!("2. Semantic search: all-MiniLM-L6-v2 (384 dimensions) run locally");
-    let model = MiniLm::from_env().map_err(|e| e.to_string())?;
-    let embedder: Arc<dyn Embedder> = Arc::new(model);
+/// Embed the glosses not embedded yet (all of them on a first run), search them exactly and
+/// through HNSW, reopen from the checkpoint.
+fn semantic_tour(
+    dir: &Path,
+    glosses: &[Gloss],
+    sample: usize,
+    summary: &mut Summary,
+) -> Result<(), String> {
+    let loaded = shale_embed::load_default().map_err(|e| e.to_string())?;
+    summary.embedder = format!("all-MiniLM-L6-v2 on {}", loaded.runtime);
+    println!(
+        "2. Semantic search: all-MiniLM-L6-v2 (384 dimensions) run locally on {}, {} threads",
+        loaded.runtime,
+        shale_embed::default_threads()
+    );
+    if let Some(why) = &loaded.fallback_reason {
+        println!("  (ONNX Runtime did not load, so candle runs it, about 3x slower: {why})");
+    }
+    let embedder: Arc<dyn Embedder> = loaded.embedder;
     // The glosses are under noun/, verb/, adj/ and adv/: one index over all of them.
     let open = || -> Result<(Arc<Db>, Index), String> {
         let db = Arc::new(Db::open(dir, Options::default()).map_err(|e| e.to_string())?);
@@ -200,75 +251,101 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
             .map_err(|e| e.to_string())?;
         Ok((db, index))
     };
-    let (db, index) = open()?;
-    // Every n-th gloss, so the sample spans all of WordNet, plus the queries' answers.
-    let step = (glosses.len() / sample.max(1)).max(1);
-    let mut chosen: Vec<&Gloss> = glosses.iter().step_by(step).take(sample).collect();
-    let answers: Vec<&Gloss> = glosses
-        .iter()
-        .filter(|g| ANSWERS.iter().any(|a| g.key.starts_with(a)))
-        .collect();
-    println!(
-        "  sample: {} glosses spread over WordNet, plus the {} senses of {}",
-        chosen.len(),
-        answers.len(),
-        ANSWERS
-            .iter()
-            .map(|a| a.trim_end_matches('/'))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    chosen.extend(answers);
     let start = Instant::now();
-    for chunk in chosen.chunks(256) {
+    let (db, index) = open()?;
+    let r = index.recovery();
+    summary.reused = r.graph_nodes_reused + r.vectors_reinserted;
+    if summary.reused > 0 || r.texts_to_embed > 0 {
+        println!(
+            "  opened the previous run's index in {:.2} s: {} vectors reused, {} texts left to embed",
+            start.elapsed().as_secs_f64(),
+            summary.reused,
+            r.texts_to_embed
+        );
+    }
+    // Every n-th gloss (all of them by default), so a sample spans all of WordNet.
+    let step = glosses.len().checked_div(sample).map_or(1, |s| s.max(1));
+    let mut chosen: Vec<&Gloss> = glosses
+        .iter()
+        .step_by(step)
+        .take(if sample == 0 { usize::MAX } else { sample })
+        .collect();
+    if sample != 0 {
+        // A sample also holds the queries' answers.
+        let answers = glosses
+            .iter()
+            .filter(|g| ANSWERS.iter().any(|a| g.key.starts_with(a)))
+            .filter(|g| !chosen.iter().any(|c| c.key == g.key));
+        let answers: Vec<&Gloss> = answers.collect();
+        chosen.extend(answers);
+    }
+    // Write only what the database does not hold already: a put embeds its text again.
+    let start = Instant::now();
+    let mut written = 0usize;
+    for chunk in chosen.chunks(1000) {
         let mut batch = WriteBatch::new();
         for g in chunk {
-            batch.put(&g.key, &g.text);
+            let held = db.get(&g.key).map_err(|e| e.to_string())?;
+            if held.as_deref() != Some(g.text.as_bytes()) {
+                batch.put(&g.key, &g.text);
+                written += 1;
+            }
         }
-        db.write(batch, WriteOptions::default())
-            .map_err(|e| e.to_string())?;
-    }
-    let put_secs = start.elapsed().as_secs_f64();
-    println!(
-        "  {} glosses written in {:.2} s ({:.0} puts/s): embedding runs in the background",
-        chosen.len(),
-        put_secs,
-        chosen.len() as f64 / put_secs
-    );
-    let bar = progress(chosen.len(), "embed");
-    loop {
-        let (applied, queued) = index.progress();
-        bar.set_position(applied);
-        if applied >= queued {
-            break;
+        if !batch.is_empty() {
+            db.write(batch, WriteOptions::default())
+                .map_err(|e| e.to_string())?;
         }
-        std::thread::sleep(Duration::from_millis(200));
     }
-    bar.finish_and_clear();
-    let embed_secs = start.elapsed().as_secs_f64();
-    println!(
-        "  embedded and indexed in {:.1} s: {:.0} texts/s on {} threads",
-        embed_secs,
-        chosen.len() as f64 / embed_secs,
-        shale_embed::default_threads()
-    );
+    let (applied, queued) = index.progress();
+    let to_embed = queued - applied;
+    if written > 0 {
+        println!(
+            "  {written} glosses written in {:.2} s: embedding runs in the background",
+            start.elapsed().as_secs_f64()
+        );
+    }
+    if to_embed > 0 {
+        let bar = progress(to_embed as usize, "embed", "texts/s");
+        loop {
+            let (now, _) = index.progress();
+            bar.set_position(now - applied);
+            if now >= queued {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bar.finish_and_clear();
+        index.wait_indexed().map_err(|e| e.to_string())?;
+        let secs = start.elapsed().as_secs_f64();
+        summary.embedded = to_embed;
+        summary.embed_per_sec = to_embed as f64 / secs;
+        println!(
+            "  embedded and indexed {to_embed} glosses in {:.1} s: {:.0} texts/s",
+            secs, summary.embed_per_sec
+        );
+    } else {
+        println!(
+            "  all {} glosses already embedded: nothing to do",
+            chosen.len()
+        );
+    }
 
-    let mut exact_ms = Vec::new();
-    let mut hnsw_ms = Vec::new();
     let mut agree = 0;
     for query in QUERIES {
         let t = Instant::now();
         let exact = index
             .search(query, &SearchOptions::k(3).exact())
             .map_err(|e| e.to_string())?;
-        exact_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let exact_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
         let approx = index
             .search(query, &SearchOptions::k(3))
             .map_err(|e| e.to_string())?;
-        hnsw_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let hnsw_ms = t.elapsed().as_secs_f64() * 1e3;
+        summary.query_ms_exact.push(exact_ms);
+        summary.query_ms_hnsw.push(hnsw_ms);
         agree += usize::from(exact.first().map(|h| &h.key) == approx.first().map(|h| &h.key));
-        println!("\n  \"{query}\"");
+        println!("\n  \"{query}\"  ({hnsw_ms:.1} ms through HNSW, {exact_ms:.1} ms exact)");
         for (rank, hit) in approx.iter().enumerate() {
             println!(
                 "    {}. {:.3}  {:<28} {}",
@@ -280,19 +357,20 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
         }
     }
     println!(
-        "\n  query latency end to end (embed + search + fetch), median: exact {:.1} ms, \
-         HNSW {:.1} ms; same top hit for {agree} of {} queries",
-        median(&mut exact_ms),
-        median(&mut hnsw_ms),
+        "\n  same top hit exactly and through HNSW for {agree} of {} queries",
         QUERIES.len()
     );
 
     // Restrict a search to one part of speech with a key range.
     let verbs = SearchOptions::k(3).prefix("verb/");
+    let t = Instant::now();
     let hits = index
         .search("to move fast on foot", &verbs)
         .map_err(|e| e.to_string())?;
-    println!("\n  \"to move fast on foot\", verbs only:");
+    println!(
+        "\n  \"to move fast on foot\", verbs only ({:.1} ms):",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     for hit in &hits {
         println!(
             "    {:.3}  {:<28} {}",
@@ -302,8 +380,13 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
         );
     }
 
-    // Deletes and overwrites take effect for search at once.
+    // Deletes take effect for search at once; the gloss is put back afterwards (one text
+    // embedded again), so that the next run finds everything in place.
     if let Some(top) = hits.first() {
+        let value = db
+            .get(&top.key)
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
         db.delete(&top.key).map_err(|e| e.to_string())?;
         let again = index
             .search("to move fast on foot", &verbs)
@@ -318,10 +401,17 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
                 "STILL FOUND (bug)"
             }
         );
+        db.put(&top.key, &value).map_err(|e| e.to_string())?;
+        index.wait_indexed().map_err(|e| e.to_string())?;
     }
 
+    let stats = index.stats();
+    summary.graph_bytes = stats.graph_bytes;
+    let index_dir = shale::semantic::index_dir(dir, "glosses");
+    summary.vectors_bytes = std::fs::metadata(index_dir.join("VECTORS")).map_or(0, |m| m.len());
     db.close().map_err(|e| e.to_string())?;
     drop((db, index));
+    summary.disk_bytes = dir_bytes(dir);
     let start = Instant::now();
     let (db, index) = open()?;
     let r = index.recovery();
@@ -345,6 +435,59 @@ fn semantic_tour(dir: &Path, glosses: &[Gloss], sample: usize) -> Result<(), Str
         );
     }
     db.close().map_err(|e| e.to_string())
+}
+
+/// The bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn print_summary(s: &Summary) {
+    let mb = |b: u64| b as f64 / 1e6;
+    let mut hnsw = s.query_ms_hnsw.clone();
+    let mut exact = s.query_ms_exact.clone();
+    println!("\nSummary");
+    println!("  glosses             {}", s.glosses);
+    println!(
+        "  key-value load      {:.0} puts/s (WAL on, batches of 1000)",
+        s.load_puts_per_sec
+    );
+    println!("  embedder            {}", s.embedder);
+    if s.embedded > 0 {
+        println!(
+            "  embed + index       {:.0} texts/s ({} texts embedded by this run)",
+            s.embed_per_sec, s.embedded
+        );
+    } else {
+        println!(
+            "  embed + index       nothing to embed: {} vectors reused from the last run",
+            s.reused
+        );
+    }
+    println!(
+        "  query p50           {:.1} ms through HNSW, {:.1} ms exact (embed + search + fetch)",
+        median(&mut hnsw),
+        median(&mut exact)
+    );
+    println!(
+        "  index in memory     {:.1} MB graph (codes and links) + {:.1} MB full vectors, mapped",
+        mb(s.graph_bytes),
+        mb(s.vectors_bytes)
+    );
+    println!(
+        "  on disk             {:.1} MB (glosses, index, vector store, checkpoint)",
+        mb(s.disk_bytes)
+    );
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -14,7 +14,7 @@
 //! `MiniLm` is `Send + Sync`; concurrent calls to `embed` share its pool.
 //!
 //! Invariants: every vector has [`DIM`] components and unit L2 norm; a text longer than
-//! [`MAX_TOKENS`] tokens (counting `[CLS]` and `[SEP]`) is truncated, as sentence-transformers
+//! [`crate::MAX_TOKENS`] tokens (counting `[CLS]` and `[SEP]`) is truncated, as sentence-transformers
 //! does; a text's vector does not depend on the batch it was embedded in beyond float
 //! rounding (padding is masked out of attention and of the mean).
 
@@ -24,19 +24,16 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use rayon::prelude::*;
 use shale::error::{Error, Result};
 use shale::semantic::Embedder;
-use tokenizers::{Encoding, Tokenizer, TruncationParams};
+use tokenizers::{Encoding, Tokenizer};
 
+use crate::default_threads;
 use crate::model_files::{self, damaged, read_verified};
+use crate::text;
 
 /// Dimensions of every vector.
 pub const DIM: usize = 384;
-
-/// The longest input, in tokens including `[CLS]` and `[SEP]`; longer texts are truncated.
-/// This is the model's `max_seq_length` in sentence-transformers.
-pub const MAX_TOKENS: usize = 256;
 
 /// How many texts [`Embedder::embed`] puts into one forward pass.
 pub const DEFAULT_BATCH_SIZE: usize = 32;
@@ -59,11 +56,6 @@ impl fmt::Debug for MiniLm {
             .field("batch_size", &self.batch_size)
             .finish_non_exhaustive()
     }
-}
-
-/// The default thread count: two, or one on a one-core machine.
-pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
 }
 
 impl MiniLm {
@@ -98,19 +90,7 @@ impl MiniLm {
         let config: Config = serde_json::from_slice(&config_bytes)
             .map_err(|e| damaged(&dir.join(model_files::CONFIG.name), e))?;
 
-        let tokenizer_path = dir.join(model_files::TOKENIZER.name);
-        let mut tokenizer = Tokenizer::from_bytes(read_verified(dir, model_files::TOKENIZER)?)
-            .map_err(|e| damaged(&tokenizer_path, e))?;
-        // tokenizer.json as shipped pads every input to 128 tokens and truncates at 128;
-        // sentence-transformers truncates at 256 and pads each batch to its longest input,
-        // which `forward` does by hand.
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
-                ..TruncationParams::default()
-            }))
-            .map_err(|e| damaged(&tokenizer_path, e))?;
-        tokenizer.with_padding(None);
+        let tokenizer = text::load_tokenizer(dir)?;
 
         let weights_path = dir.join(model_files::WEIGHTS.name);
         let weights = read_verified(dir, model_files::WEIGHTS)?;
@@ -163,40 +143,19 @@ impl MiniLm {
     /// `Error::Index` if tokenisation or inference fails.
     pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         self.pool.install(|| {
-            let encodings = self.tokenize(texts)?;
+            let encodings = text::tokenize(&self.tokenizer, texts)?;
             let refs: Vec<&Encoding> = encodings.iter().collect();
             self.forward(&refs)
         })
     }
 
-    fn tokenize(&self, texts: &[&str]) -> Result<Vec<Encoding>> {
-        self.tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| Error::Index(format!("tokenizer failed: {e}")))
-    }
-
     /// One forward pass over `batch`, padded to its longest encoding.
     fn forward(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>> {
-        let rows = batch.len();
-        if rows == 0 {
+        if batch.is_empty() {
             return Ok(Vec::new());
         }
-        // Never 0: every encoding holds at least [CLS] and [SEP].
-        let cols = batch.iter().map(|e| e.len()).max().unwrap_or(0);
-        let mut ids = vec![0u32; rows * cols];
-        let mut type_ids = vec![0u32; rows * cols];
-        let mut mask = vec![0u32; rows * cols];
-        for (((enc, ids), type_ids), mask) in batch
-            .iter()
-            .zip(ids.chunks_exact_mut(cols))
-            .zip(type_ids.chunks_exact_mut(cols))
-            .zip(mask.chunks_exact_mut(cols))
-        {
-            copy_prefix(ids, enc.get_ids());
-            copy_prefix(type_ids, enc.get_type_ids());
-            copy_prefix(mask, enc.get_attention_mask());
-        }
-        self.pooled(rows, cols, ids, type_ids, mask)
+        let p = text::pack::<u32>(batch);
+        self.pooled(p.rows, p.cols, p.ids, p.type_ids, p.mask)
             .map_err(|e| Error::Index(format!("inference failed: {e}")))
     }
 
@@ -229,28 +188,15 @@ impl MiniLm {
     }
 }
 
-fn copy_prefix(dst: &mut [u32], src: &[u32]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s;
-    }
-}
-
 impl Embedder for MiniLm {
     fn dim(&self) -> usize {
         DIM
     }
 
-    /// The model's name, the sha256 of each file `load` verified, and the steps around it.
+    /// The model's name, the sha256 of each file `load` verified, and the steps around it:
+    /// the same id as [`crate::OnnxMiniLm`]'s, which computes the same vectors.
     fn model_id(&self) -> String {
-        format!(
-            "all-MiniLM-L6-v2 {}:{} {}:{} {}:{} max_tokens:{MAX_TOKENS} mean-pool l2-normalise",
-            model_files::WEIGHTS.name,
-            model_files::WEIGHTS.sha256,
-            model_files::TOKENIZER.name,
-            model_files::TOKENIZER.sha256,
-            model_files::CONFIG.name,
-            model_files::CONFIG.sha256,
-        )
+        model_files::model_id()
     }
 
     /// Tokenises everything, sorts by length so that each batch pads little, runs batches
@@ -260,25 +206,9 @@ impl Embedder for MiniLm {
     /// and returns the vectors in the order of `texts`.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         self.pool.install(|| {
-            let encodings = self.tokenize(texts)?;
-            let mut order: Vec<usize> = (0..encodings.len()).collect();
-            order.sort_by_key(|&i| encodings.get(i).map_or(0, Encoding::len));
-            let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
-            let vectors: Vec<Vec<Vec<f32>>> = batches
-                .par_iter()
-                .map(|batch| {
-                    let batch: Vec<&Encoding> =
-                        batch.iter().filter_map(|&i| encodings.get(i)).collect();
-                    self.forward(&batch)
-                })
-                .collect::<Result<_>>()?;
-            let mut out = vec![Vec::new(); encodings.len()];
-            for (&i, vector) in order.iter().zip(vectors.into_iter().flatten()) {
-                if let Some(slot) = out.get_mut(i) {
-                    *slot = vector;
-                }
-            }
-            Ok(out)
+            text::embed_by_length(&self.tokenizer, texts, self.batch_size, |batch| {
+                self.forward(batch)
+            })
         })
     }
 }

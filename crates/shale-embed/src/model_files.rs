@@ -1,8 +1,10 @@
-//! The three files of the all-MiniLM-L6-v2 model, where they are looked for, and the check
-//! that they are byte for byte the ones `scripts/fetch-model.sh` fetched.
+//! The files of the all-MiniLM-L6-v2 model, where they are looked for, and the check that
+//! they are byte for byte the ones `scripts/fetch-model.sh` fetched or made: three for the
+//! candle embedder (config, tokenizer, weights), and for the ONNX Runtime one the tokenizer,
+//! `model.onnx` (written from the same weights) and the runtime library itself.
 //!
 //! The sizes and sha256 sums here are the same as in `scripts/fetch-model.sh`; a new model
-//! version changes both places.
+//! or runtime version changes both places.
 //!
 //! Every file is read whole and hashed at every load. Measured on the project's 2-core Xeon
 //! (which has the SHA extensions `sha2` uses): 77 ms of CPU for the 87 MiB of weights, about
@@ -47,6 +49,40 @@ pub(crate) const WEIGHTS: ModelFile = ModelFile {
     size_bytes: 90_868_376,
     sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
 };
+
+/// all-MiniLM-L6-v2 as an ONNX graph, written from [`WEIGHTS`] by `scripts/minilm-to-onnx.py`.
+pub(crate) const ONNX_MODEL: ModelFile = ModelFile {
+    name: "model.onnx",
+    size_bytes: 90_282_146,
+    sha256: "4535dacfe5a89f8b0e50ad492e9a99390626344c2aaea0cc9cdcca1849dca081",
+};
+
+/// ONNX Runtime 1.31.1 for x86-64 Linux, from the PyPI wheel `onnxruntime==1.31.1`
+/// (cp311, manylinux_2_28). Checked before it is loaded: loading runs its code.
+pub(crate) const ORT_LIBRARY: ModelFile = ModelFile {
+    name: "libonnxruntime.so.1.31.1",
+    size_bytes: 29_352_200,
+    sha256: "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3",
+};
+
+/// The id both embedders give their vectors ([`shale::semantic::Embedder::model_id`]): the
+/// model, the sha256 of the files that decide its vectors, and the steps around it. The
+/// runtime is not in it: `model.onnx` holds the very floats of `model.safetensors`, and both
+/// runtimes give the same vector to within float rounding (3e-7 a component, as one runtime
+/// gives between two batches; `tests/onnx_quality_guard.rs` holds them to it), so an index
+/// built by one is reused by the other instead of embedded again.
+pub(crate) fn model_id() -> String {
+    format!(
+        "all-MiniLM-L6-v2 {}:{} {}:{} {}:{} max_tokens:{} mean-pool l2-normalise",
+        WEIGHTS.name,
+        WEIGHTS.sha256,
+        TOKENIZER.name,
+        TOKENIZER.sha256,
+        CONFIG.name,
+        CONFIG.sha256,
+        crate::MAX_TOKENS,
+    )
+}
 
 /// Where `scripts/fetch-model.sh` puts the model when `SHALE_MODEL_DIR` is not set:
 /// `${SHALE_CACHE:-$HOME/.cache/shale}/models/all-MiniLM-L6-v2`. `None` when neither

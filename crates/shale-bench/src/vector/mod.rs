@@ -8,10 +8,12 @@
 //!   python3-hnswlib), faiss-cpu, usearch and rabitqlib (pinned wheels in a venv), each driven
 //!   by `peer_driver.py` on the same vectors. See [`hnsw`], [`filter`] and [`peers`].
 //! - `minilm` (feature `semantic`): the same on 384-d MiniLM vectors of WordNet glosses.
-//! - `embed` (feature `semantic`): `embed-bulk` (engine `minilm-raw`: `MiniLm::embed` over
-//!   all texts in one call; engine `shale`: puts into a `Db` with a semantic index until
-//!   the index has applied them) and `semantic-query` (embed + search + fetch, engine `shale`
-//!   through HNSW, engine `exact` by brute force).
+//! - `embed` (feature `semantic`), once per `--embedder` runtime: `embed-bulk` (engine
+//!   `onnx-raw` / `minilm-raw`: the embedder's `embed` over all texts in one call; engine
+//!   `shale-onnx` / `shale`: puts into a `Db` with a semantic index until the index has
+//!   applied them) and `semantic-query` (embed + search + fetch, engine `shale-onnx` /
+//!   `shale` through HNSW, `exact-onnx` / `exact` by brute force). The candle reference
+//!   keeps the names it had before ONNX Runtime came, so older results still compare.
 //!
 //! Unlike the key-value workloads everything runs in this one process (each peer in a python
 //! child): the exact ground truths are computed once and shared by every HNSW engine.
@@ -72,6 +74,11 @@ pub struct VectorArgs {
     /// `SemanticOptions::batch_size` of `embed-bulk` (default: the engine's default).
     #[arg(long)]
     embed_batch: Option<usize>,
+    /// Runtimes of the embed suite, each measured in turn: onnx (the default embedder,
+    /// engines onnx-raw, shale-onnx, exact-onnx) and candle (the reference, engines
+    /// minilm-raw, shale, exact). The minilm suite embeds with the first.
+    #[arg(long, default_value = "onnx", value_delimiter = ',')]
+    embedder: Vec<String>,
     #[arg(long, default_value_t = 16)]
     m: usize,
     #[arg(long, default_value_t = 200)]
@@ -382,7 +389,8 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             "minilm" => {
                 let n = args.minilm_n.unwrap_or(if q { 2_000 } else { 20_000 });
                 let nq = args.minilm_queries.unwrap_or(if q { 100 } else { 1_000 });
-                let ds = semantic::minilm_dataset(n, nq, args.seed, &cache_dir())?;
+                let runtime = semantic::runtime(args.embedder.first().map_or("onnx", |s| s))?;
+                let ds = semantic::minilm_dataset(n, nq, args.seed, runtime, &cache_dir())?;
                 settings.filter.queries = args.filter_queries.unwrap_or(1_000).min(nq);
                 peer_failures.extend(hnsw::run(&ds, &settings, &mut emit)?);
             }
@@ -390,16 +398,21 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             "embed" => {
                 let n = args.embed_n.unwrap_or(if q { 300 } else { 3_000 });
                 let nq = args.semantic_queries.unwrap_or(if q { 30 } else { 300 });
-                semantic::run(
-                    n,
-                    nq,
-                    args.embed_batch,
-                    args.seed,
-                    &args.engines,
-                    &args.work_dir,
-                    &cache_dir(),
-                    &mut emit,
-                )?;
+                for name in &args.embedder {
+                    semantic::run(
+                        semantic::EmbedRun {
+                            n,
+                            nq,
+                            runtime: semantic::runtime(name)?,
+                            batch_size: args.embed_batch,
+                            seed: args.seed,
+                        },
+                        &args.engines,
+                        &args.work_dir,
+                        &cache_dir(),
+                        &mut emit,
+                    )?;
+                }
             }
             _ => unreachable!("suites were checked"),
         }

@@ -1,6 +1,7 @@
 //! The workloads that run the MiniLM model (feature `semantic`): embedding throughput of the
 //! engine's bulk path against the bare model, semantic query latency end to end, and the
-//! MiniLM vectors of WordNet glosses for the HNSW suite.
+//! MiniLM vectors of WordNet glosses for the HNSW suite. Each runs with the runtime asked
+//! for: ONNX Runtime (the default embedder) or candle (the reference).
 //!
 //! Needs the model (scripts/fetch-model.sh) and WordNet (scripts/fetch-wordnet.sh) in the
 //! cache directory.
@@ -11,7 +12,7 @@ use std::time::Instant;
 
 use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Options};
-use shale_embed::MiniLm;
+use shale_embed::Runtime;
 
 use super::hnsw::Dataset;
 use super::wordnet::{self, Gloss};
@@ -44,21 +45,49 @@ fn sample(mut all: Vec<Gloss>, count: usize, seed: u64) -> BenchResult<Vec<Gloss
     Ok(all)
 }
 
-fn model() -> BenchResult<MiniLm> {
-    MiniLm::from_env().map_err(|e| format!("{e}").into())
+/// `onnx` or `candle`.
+pub fn runtime(name: &str) -> BenchResult<Runtime> {
+    name.parse().map_err(|e| format!("--embedder: {e}").into())
+}
+
+fn model(runtime: Runtime) -> BenchResult<Arc<dyn Embedder>> {
+    shale_embed::load(runtime).map_err(|e| format!("{e}").into())
+}
+
+/// The engine names of one runtime's records: (model alone, through the engine, exact
+/// search). candle's are the names every result had before ONNX Runtime came.
+fn engine_names(runtime: Runtime) -> (&'static str, &'static str, &'static str) {
+    match runtime {
+        Runtime::Onnx => ("onnx-raw", "shale-onnx", "exact-onnx"),
+        Runtime::Candle => ("minilm-raw", "shale", "exact"),
+    }
+}
+
+/// Texts per forward pass of `Embedder::embed`.
+fn model_batch(runtime: Runtime) -> usize {
+    match runtime {
+        Runtime::Onnx => shale_embed::ONNX_BATCH_SIZE,
+        Runtime::Candle => shale_embed::DEFAULT_BATCH_SIZE,
+    }
 }
 
 /// MiniLM vectors of `n + nq` sampled glosses, embedded once and cached as an `.npy`.
-pub fn minilm_dataset(n: usize, nq: usize, seed: u64, cache: &Path) -> BenchResult<Dataset> {
+pub fn minilm_dataset(
+    n: usize,
+    nq: usize,
+    seed: u64,
+    runtime: Runtime,
+    cache: &Path,
+) -> BenchResult<Dataset> {
     let total = n + nq;
     let dir = cache.join("bench");
     let path = dir.join(format!("minilm-wordnet-{total}-seed{seed}.npy"));
     if !path.exists() {
         let chosen = sample(glosses(cache)?, total, seed)?;
-        let model = model()?;
+        // Either runtime: their vectors agree to 3e-7 a component.
+        let model = model(runtime)?;
         eprintln!(
-            "== embedding {total} WordNet glosses with MiniLM on {} thread(s), cached in {}",
-            model.threads(),
+            "== embedding {total} WordNet glosses with MiniLM ({runtime}), cached in {}",
             path.display()
         );
         let started = Instant::now();
@@ -90,32 +119,49 @@ pub fn minilm_dataset(n: usize, nq: usize, seed: u64, cache: &Path) -> BenchResu
     )
 }
 
+/// The workloads of one `run`.
+pub struct EmbedRun {
+    /// Glosses embedded and searched.
+    pub n: usize,
+    /// Queries per search method.
+    pub nq: usize,
+    pub runtime: Runtime,
+    /// The index's batch size (`None`: the engine's default).
+    pub batch_size: Option<usize>,
+    pub seed: u64,
+}
+
 /// `embed-bulk` and `semantic-query` on `n` glosses, `nq` queries per search method.
 pub fn run(
-    n: usize,
-    nq: usize,
-    batch_size: Option<usize>,
-    seed: u64,
+    workload: EmbedRun,
     engines: &[String],
     work_dir: &Path,
     cache: &Path,
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
+    let EmbedRun {
+        n,
+        nq,
+        runtime,
+        batch_size,
+        seed,
+    } = workload;
     let chosen = sample(glosses(cache)?, n + nq, seed ^ 0xe3b)?;
     let (docs, held_out) = chosen.split_at(n);
-    let model = Arc::new(model()?);
-    let threads = model.threads();
+    let model = model(runtime)?;
+    let threads = shale_embed::default_threads();
+    let (raw_name, engine_name, exact_name) = engine_names(runtime);
     let texts: Vec<&str> = docs.iter().map(|g| g.text.as_str()).collect();
     let words: usize = texts.iter().map(|t| t.split_whitespace().count()).sum();
     let about = format!(
-        "{n} WordNet glosses (mean {:.1} words), all-MiniLM-L6-v2 on {threads} thread(s)",
+        "{n} WordNet glosses (mean {:.1} words), all-MiniLM-L6-v2 on {runtime}, {threads} thread(s)",
         words as f64 / n.max(1) as f64
     );
 
     // Warm the model (page in the weights, size the buffers) outside the timings.
     model.embed(&texts[..texts.len().min(64)])?;
 
-    eprintln!("== embed-bulk: the model alone, {n} texts in one call");
+    eprintln!("== embed-bulk ({runtime}): the model alone, {n} texts in one call");
     let cpu0 = metrics::cpu_seconds();
     let started = Instant::now();
     let vectors = model.embed(&texts)?;
@@ -125,20 +171,19 @@ pub fn run(
     }
     drop(vectors);
     emit(
-        VectorRecord::new("minilm-raw", "embed-bulk", n as u64, raw_secs)
+        VectorRecord::new(raw_name, "embed-bulk", n as u64, raw_secs)
             .threads(threads)
             .cpu(metrics::cpu_seconds() - cpu0)
             .note(format!(
-                "{about}; MiniLm::embed over all texts in one call (sorted by length, batches of {})",
-                model.batch_size()
+                "{about}; Embedder::embed over all texts in one call (sorted by length, batches of {})",
+                model_batch(runtime)
             )),
     );
 
-    eprintln!("== embed-bulk: puts into a Db with a semantic index until indexed");
+    eprintln!("== embed-bulk ({runtime}): puts into a Db with a semantic index until indexed");
     let dir = work_dir.join(format!("semantic-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let embedder: Arc<dyn Embedder> = model.clone();
-    let mut sem = IndexOptions::text(embedder);
+    let mut sem = IndexOptions::text(Arc::clone(&model));
     if let Some(b) = batch_size {
         sem.batch_size = b;
     }
@@ -162,12 +207,12 @@ pub fn run(
         return Err(format!("wait_indexed returned with {applied} of {queued} applied").into());
     }
     emit(
-        VectorRecord::new("shale", "embed-bulk", n as u64, secs)
+        VectorRecord::new(engine_name, "embed-bulk", n as u64, secs)
             .threads(threads)
             .cpu(metrics::cpu_seconds() - cpu0)
             .rss(metrics::peak_rss_bytes())
             .note(format!(
-                "{about}; one Db::put per gloss ({put_secs:.2} s for the puts), timed until wait_indexed returned ({applied}/{queued} applied); {sem_about}; ratio to minilm-raw = {:.3}",
+                "{about}; one Db::put per gloss ({put_secs:.2} s for the puts), timed until wait_indexed returned ({applied}/{queued} applied); {sem_about}; ratio to {raw_name} = {:.3}",
                 raw_secs / secs
             )),
     );
@@ -186,9 +231,9 @@ pub fn run(
     }
     let mut exact_keys: Vec<Vec<Vec<u8>>> = Vec::new();
     let methods: &[(&str, bool)] = if engines.iter().any(|e| e == "exact") {
-        &[("exact", true), ("shale", false)]
+        &[(exact_name, true), (engine_name, false)]
     } else {
-        &[("shale", false)]
+        &[(engine_name, false)]
     };
     for &(engine, exact) in methods {
         eprintln!("== semantic-query ({engine}): {nq} queries, k {k}");
