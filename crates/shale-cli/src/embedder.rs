@@ -40,7 +40,8 @@ pub fn make(kind: EmbedderKind) -> Result<Option<Arc<dyn Embedder>>> {
 }
 
 /// The real model, all-MiniLM-L6-v2 (`shale-embed`), from `SHALE_MODEL_DIR` or the cache
-/// `scripts/fetch-model.sh` fills; its error says how to fetch it.
+/// `scripts/fetch-model.sh` fills, on ONNX Runtime (else candle: both give the same
+/// vectors); its error says how to fetch it.
 fn minilm() -> Result<Arc<dyn Embedder>> {
-    Ok(Arc::new(shale_embed::MiniLm::from_env()?))
+    Ok(shale_embed::load_default()?.embedder)
 }

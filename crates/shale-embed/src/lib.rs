@@ -30,6 +30,7 @@ mod onnx;
 mod text;
 
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -95,9 +96,19 @@ impl FromStr for Runtime {
 /// # Errors
 /// As [`OnnxMiniLm::load`] or [`MiniLm::load`].
 pub fn load(runtime: Runtime) -> Result<Arc<dyn Embedder>> {
-    Ok(match runtime {
-        Runtime::Onnx => Arc::new(OnnxMiniLm::from_env()?),
-        Runtime::Candle => Arc::new(MiniLm::from_env()?),
+    load_from(runtime, None)
+}
+
+/// [`load`] from `dir`, or (`None`) from `SHALE_MODEL_DIR` or the default cache directory.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_from(runtime: Runtime, dir: Option<&Path>) -> Result<Arc<dyn Embedder>> {
+    Ok(match (runtime, dir) {
+        (Runtime::Onnx, Some(dir)) => Arc::new(OnnxMiniLm::load(dir)?),
+        (Runtime::Onnx, None) => Arc::new(OnnxMiniLm::from_env()?),
+        (Runtime::Candle, Some(dir)) => Arc::new(MiniLm::load(dir)?),
+        (Runtime::Candle, None) => Arc::new(MiniLm::from_env()?),
     })
 }
 
@@ -120,6 +131,16 @@ pub struct Loaded {
 /// `InvalidArgument` for an unknown `SHALE_EMBEDDER`; as [`load`] for the runtime it names,
 /// or for candle when ONNX Runtime did not load either.
 pub fn load_default() -> Result<Loaded> {
+    load_default_from(None)
+}
+
+/// [`load_default`] from `dir`, or (`None`) from `SHALE_MODEL_DIR` or the default cache
+/// directory.
+///
+/// # Errors
+/// As [`load_default`].
+pub fn load_default_from(dir: Option<&Path>) -> Result<Loaded> {
+    let load = |runtime| load_from(runtime, dir);
     if let Some(name) = std::env::var(RUNTIME_ENV).ok().filter(|s| !s.is_empty()) {
         let runtime: Runtime = name.parse()?;
         return Ok(Loaded {

@@ -41,7 +41,7 @@ pub(crate) fn opt_bytes(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<
 pub(crate) fn options(
     py: Python<'_>,
     kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(shale::Options, Option<Arc<shale_embed::MiniLm>>)> {
+) -> PyResult<(shale::Options, Option<Arc<dyn shale::semantic::Embedder>>)> {
     let mut opts = shale::Options::default();
     let mut problems = Vec::new();
     let mut semantic = false;
@@ -66,14 +66,7 @@ pub(crate) fn options(
         ));
     }
     if semantic {
-        // Reading and checking ~90 MB of weights: without the GIL.
-        let model = crate::errors::run(py, || {
-            Ok(match model_dir {
-                Some(dir) => shale_embed::MiniLm::load(dir),
-                None => shale_embed::MiniLm::from_env(),
-            }?)
-        })?;
-        return Ok((opts, Some(Arc::new(model))));
+        return Ok((opts, Some(minilm(py, model_dir.as_deref())?)));
     } else if model_dir.is_some() {
         let mut problems = vec!["model_dir is only used with semantic=True".to_string()];
         if let Err(more) = opts.validate() {
@@ -197,4 +190,14 @@ pub(crate) fn search_count(py: Python<'_>, name: &str, n: &Bound<'_, PyAny>) -> 
         )
     };
     Err(crate::errors::new_err(py, "InvalidArgumentError", why))
+}
+
+/// all-MiniLM-L6-v2 on the default runtime (`shale_embed::load_default_from`: ONNX Runtime,
+/// else candle), from `dir` or else `$SHALE_MODEL_DIR`. Reading and checking ~90 MB of
+/// weights runs without the GIL.
+pub(crate) fn minilm(
+    py: Python<'_>,
+    dir: Option<&std::path::Path>,
+) -> PyResult<Arc<dyn shale::semantic::Embedder>> {
+    crate::errors::run(py, || Ok(shale_embed::load_default_from(dir)?.embedder))
 }

@@ -120,17 +120,7 @@ pub(crate) fn open(
 
     let embedder: Option<Arc<dyn shale::semantic::Embedder>> = match model {
         Model::Vectors => None,
-        Model::MiniLm => {
-            let dir = args.model_dir;
-            // Reading and checking ~90 MB of weights: without the GIL.
-            let model = run(py, || {
-                Ok(match dir {
-                    Some(dir) => shale_embed::MiniLm::load(dir),
-                    None => shale_embed::MiniLm::from_env(),
-                }?)
-            })?;
-            Some(Arc::new(model))
-        }
+        Model::MiniLm => Some(crate::convert::minilm(py, args.model_dir.as_deref())?),
         Model::Python(callable) => Some(Arc::new(PyEmbedder::new(callable, args.model_id, dim)?)),
     };
     let python_embedder = matches!(model, Model::Python(_));
