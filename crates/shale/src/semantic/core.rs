@@ -592,7 +592,9 @@ impl IndexCore {
             let prepared = self.spec.metric.prepare(vector, self.spec.dim, "vector")?;
             // Before the insert publishes the node: a search that finds it finds its vector.
             self.vectors.write(NodeId(*id), &prepared)?;
-            index.graph.insert(NodeId(*id), &prepared)?;
+            // The vector as given: the graph prepares it itself, once, as the open's check
+            // of a checkpointed node's code does (preparing twice can move a code's byte).
+            index.graph.insert(NodeId(*id), vector)?;
             if !index.is_live(*id) {
                 let _ = index.graph.mark_deleted(NodeId(*id));
             }

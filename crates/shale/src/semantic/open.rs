@@ -359,9 +359,15 @@ fn reconcile(
     for (&id, v) in &prepared {
         core.vectors.write(NodeId(id), v)?;
     }
+    // The vectors as given: the graph prepares them itself (see `insert_vectors`).
+    let given: HashMap<u32, &[f32]> = ids
+        .iter()
+        .zip(&reinsert)
+        .map(|(id, (_, _, v, _))| (id.0, v.as_slice()))
+        .collect();
     index.graph.insert_all(
         &ids,
-        |id| prepared.get(&id.0).map(Vec::as_slice),
+        |id| given.get(&id.0).copied(),
         core.opts.embed_threads.max(1),
     )?;
     index.inserted(ids.iter().map(|id| id.0));
