@@ -461,6 +461,7 @@ impl Hnsw {
             BinaryHeap::with_capacity(ef.saturating_mul(2).min(nodes));
         let mut results: BinaryHeap<Cand> =
             BinaryHeap::with_capacity(ef.saturating_add(1).min(nodes + 1));
+        let mut codes = Vec::with_capacity(self.params.m_max0.max(self.params.m_max));
         for &e in entry {
             if s.visited.insert(e.id) == 0 {
                 continue;
@@ -479,7 +480,7 @@ impl Hnsw {
                 break;
             }
             let next = candidates.peek().map(|Reverse(next)| next.id);
-            self.score_new_neighbours(q, c.id, next, level, s);
+            self.score_new_neighbours(q, c.id, next, level, s, &mut codes);
             for (&n, &score) in s.neighbours.iter().zip(s.scores.iter()) {
                 let d = -score;
                 if results.len() < ef || d < bound {
@@ -519,10 +520,11 @@ impl Hnsw {
                 s.pool.offer(e, ef);
             }
         }
+        let mut codes = Vec::with_capacity(self.params.m_max0.max(self.params.m_max));
         let mut next = 0;
         while let Some((at, c)) = s.pool.expand(next) {
             let after = s.pool.unexpanded_from(at + 1).map(|c| c.id);
-            self.score_new_neighbours(q, c.id, after, level, s);
+            self.score_new_neighbours(q, c.id, after, level, s, &mut codes);
             let mut lowest = at + 1;
             for (&n, &score) in s.neighbours.iter().zip(s.scores.iter()) {
                 if let Some(at) = s.pool.offer(
@@ -543,17 +545,19 @@ impl Hnsw {
     /// The neighbours of `id` on `level` that this search has not visited, into
     /// `s.neighbours`, marked visited, and their scores into `s.scores`; `next`, the node
     /// the search will likely expand after this one, has its level-0 list prefetched.
+    /// `codes` is the caller's buffer, reused from one node to the next.
     ///
     /// Every new neighbour's code is requested from memory before the first is scored: a
     /// dozen or more independent cache misses in flight instead of one.
     #[inline]
-    fn score_new_neighbours(
-        &self,
+    fn score_new_neighbours<'g>(
+        &'g self,
         q: &Query,
         id: u32,
         next: Option<u32>,
         level: u8,
         s: &mut Scratch,
+        codes: &mut Vec<&'g [u8]>,
     ) {
         let Scratch {
             visited,
@@ -581,31 +585,16 @@ impl Hnsw {
             kept += visited.insert(n);
         }
         neighbours.truncate(kept);
-        // In batches of up to 64 codes (a level-0 list is 32 by default).
-        scores.clear();
-        let (mut read, mut kept) = (0, 0);
-        while read < neighbours.len() {
-            let mut codes: [&[u8]; 64] = [&[]; 64];
-            let mut found = 0;
-            while found < codes.len() {
-                let Some(&n) = neighbours.get(read) else {
-                    break;
-                };
-                read += 1;
-                if let (Some(code), Some(slot)) = (self.nodes.linked_code(n), codes.get_mut(found))
-                {
-                    prefetch_bytes(code);
-                    *slot = code;
-                    found += 1;
-                    if let Some(keep) = neighbours.get_mut(kept) {
-                        *keep = n;
-                    }
-                    kept += 1;
-                }
+        codes.clear();
+        neighbours.retain(|&n| match self.nodes.linked_code(n) {
+            Some(code) => {
+                prefetch_bytes(code);
+                codes.push(code);
+                true
             }
-            q.score_more(codes.get(..found).unwrap_or_default(), scores);
-        }
-        neighbours.truncate(kept);
+            None => false,
+        });
+        q.score_all(codes, scores);
     }
 
     /// Algorithm 4 (SELECT-NEIGHBORS-HEURISTIC) without extension or kept pruned
