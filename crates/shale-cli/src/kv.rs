@@ -47,21 +47,43 @@ pub fn put(cli: &Cli, key: &str, value: &str) -> Result<()> {
     Ok(db.close()?)
 }
 
-pub fn get(cli: &Cli, out: &mut impl Write, key: &str, raw: bool) -> Result<()> {
-    let key = cli.bytes(key)?;
+pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool) -> Result<()> {
+    if raw && keys.len() > 1 {
+        return Err(CliError::Usage("--raw takes one key".into()));
+    }
+    let keys = keys
+        .iter()
+        .map(|k| cli.bytes(k))
+        .collect::<Result<Vec<_>>>()?;
     let db = cli.open(false, false)?;
-    let value = db.get(&key)?;
+    let values = db.multi_get(&keys, &shale::ReadOptions::default())?;
     // Every command closes explicitly: a failure found then (a background one) is an error.
     db.close()?;
-    let Some(value) = value else {
-        return Err(CliError::NotFound(escape(&key)));
-    };
-    if raw {
-        out.write_all(&value)
-    } else {
-        writeln!(out, "{}", escape(&value))
+    if let ([key], [value]) = (keys.as_slice(), values.as_slice()) {
+        let Some(value) = value else {
+            return Err(CliError::NotFound(escape(key)));
+        };
+        return if raw {
+            out.write_all(value)
+        } else {
+            writeln!(out, "{}", escape(value))
+        }
+        .map_err(CliError::Stdout);
     }
-    .map_err(CliError::Stdout)
+    let mut missing = Vec::new();
+    for (key, value) in keys.iter().zip(&values) {
+        match value {
+            Some(value) => {
+                writeln!(out, "{}\t{}", escape(key), escape(value)).map_err(CliError::Stdout)?
+            }
+            None => missing.push(escape(key)),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    out.flush().map_err(CliError::Stdout)?;
+    Err(CliError::NotFound(missing.join(", ")))
 }
 
 pub fn del(cli: &Cli, key: &str) -> Result<()> {

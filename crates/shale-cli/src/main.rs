@@ -76,10 +76,13 @@ pub struct Cli {
 enum Command {
     /// Set KEY to VALUE.
     Put { key: String, value: String },
-    /// Print the value of KEY (escaped); exit 1 if it is missing.
+    /// Print the value of KEY (escaped); exit 1 if it is missing. Given several keys,
+    /// read them all at one moment and print a tab-separated key and value per key found,
+    /// in the order given; exit 1 if any is missing (each named on stderr).
     Get {
-        key: String,
-        /// Write the value's bytes exactly, with no escaping and no newline.
+        #[arg(required = true, num_args = 1..)]
+        keys: Vec<String>,
+        /// Write the value's bytes exactly, with no escaping and no newline (one key only).
         #[arg(long)]
         raw: bool,
     },
@@ -221,7 +224,7 @@ fn run(cli: &Cli) -> Result<()> {
     let out = &mut std::io::BufWriter::new(std::io::stdout().lock());
     match &cli.command {
         Command::Put { key, value } => kv::put(cli, key, value),
-        Command::Get { key, raw } => kv::get(cli, out, key, *raw),
+        Command::Get { keys, raw } => kv::get(cli, out, keys, *raw),
         Command::Del { key } => kv::del(cli, key),
         Command::Scan(args) => kv::scan(cli, out, args),
         Command::Import(args) => import::run(cli, args),

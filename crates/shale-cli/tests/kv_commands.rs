@@ -20,6 +20,22 @@ fn put_get_del_round_trip() {
 }
 
 #[test]
+fn get_of_several_keys_prints_each_found_one_in_order() {
+    let t = TestDb::new();
+    t.run(&["put", "apple", "red"]).ok();
+    t.run(&["put", "pear", "green"]).ok();
+    assert_eq!(
+        t.run(&["get", "pear", "apple", "pear"]).ok(),
+        "pear\tgreen\napple\tred\npear\tgreen\n"
+    );
+    let missing = t.run(&["get", "pear", "fig", "kiwi"]);
+    assert_eq!(missing.code, 1);
+    assert_eq!(missing.stdout, "pear\tgreen\n");
+    assert_eq!(missing.stderr, "shale: key not found: fig, kiwi\n");
+    assert_eq!(t.run(&["get", "--raw", "pear", "apple"]).code, 2);
+}
+
+#[test]
 fn binary_keys_and_values_are_escaped_and_round_trip() {
     let t = TestDb::new();
     t.run(&["-e", "put", "k\\x00\\xff", "a\\tb\\nc\\\\d\\x01"])

@@ -51,6 +51,17 @@ def test_empty_and_binary_values(db):
     assert b"\x00\xff" in db
 
 
+def test_multi_get_answers_in_the_callers_order(db):
+    for i in range(100):
+        db[f"k{i:03}"] = f"v{i}"
+    keys = [b"k050", "k007", b"missing", b"k050", bytearray(b"k099")]
+    assert db.multi_get(keys) == [b"v50", b"v7", None, b"v50", b"v99"]
+    assert db.multi_get(k for k in [b"k001"]) == [b"v1"]
+    assert db.multi_get([]) == []
+    with pytest.raises(TypeError):
+        db.multi_get([b"k001", 5])
+
+
 def test_put_and_delete_with_sync(db):
     db.put(b"a", b"1", sync=True)
     assert db[b"a"] == b"1"

@@ -1,5 +1,6 @@
-//! Model test: random sequences of put / delete / batch / flush / reopen against a
-//! `BTreeMap`, checked key by key after every step that can lose or reorder data.
+//! Model test: random sequences of put / delete / batch / get / multi-get / flush /
+//! reopen against a `BTreeMap`, checked key by key after every step that can lose or
+//! reorder data.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,8 @@ enum Op {
     Delete(u8),
     Batch(Vec<(u8, Option<Vec<u8>>)>),
     Get(u8),
+    /// Read several keys (repeats allowed) in one call, optionally through a snapshot.
+    MultiGet(Vec<u8>, Option<usize>),
     Flush,
     Reopen,
     /// Take a snapshot (keeping at most a few).
@@ -37,6 +40,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => proptest::collection::vec((any::<u8>(), proptest::option::of(value)), 1..8)
             .prop_map(|ops| Op::Batch(ops.into_iter().map(|(k, v)| (k % 64, v)).collect())),
         6 => any::<u8>().prop_map(|k| Op::Get(k % 64)),
+        3 => (proptest::collection::vec(any::<u8>(), 0..12), proptest::option::of(any::<usize>()))
+            .prop_map(|(ks, s)| Op::MultiGet(ks.into_iter().map(|k| k % 66).collect(), s)),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
         2 => Just(Op::TakeSnapshot),
@@ -149,6 +154,18 @@ proptest! {
                 Op::Get(k) => {
                     let got = db.get(key(k)).unwrap();
                     prop_assert_eq!(got.as_ref(), model.get(&key(k)));
+                }
+                Op::MultiGet(ks, snap) => {
+                    let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
+                    let chosen = snap.and_then(|i| snapshots.get(i % snapshots.len().max(1)));
+                    let (opts, view) = match chosen {
+                        Some((s, old)) => (ReadOptions::at(s), old),
+                        None => (ReadOptions::default(), &model),
+                    };
+                    let got = db.multi_get(&keys, &opts).unwrap();
+                    let want: Vec<Option<Vec<u8>>> =
+                        keys.iter().map(|k| view.get(k).cloned()).collect();
+                    prop_assert_eq!(got, want);
                 }
                 Op::Flush => {
                     db.flush().unwrap();

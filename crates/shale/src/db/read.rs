@@ -160,6 +160,54 @@ impl DbInner {
         // newer than the sequence number read, and drop the one it should see.
         let sv = self.super_version.pin();
         let snapshot = self.read_seq(opts);
+        self.get_in(&sv, snapshot, key, opts.fill_cache)
+    }
+
+    /// The values of `keys`, in the caller's order, all read at one sequence number
+    /// under one pinned super version. The keys are looked up in sorted order, so that
+    /// neighbours find their index and data blocks just read; a key given twice is
+    /// looked up once.
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        opts: &ReadOptions<'_>,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        self.check_open()?;
+        self.stats.gets.add(keys.len() as u64);
+        let sv = self.super_version.pin();
+        let snapshot = self.read_seq(opts);
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let key = |i: usize| keys.get(i).map(AsRef::as_ref);
+            key(a).cmp(&key(b))
+        });
+        let mut values = vec![None; keys.len()];
+        let mut last: Option<(&[u8], usize)> = None;
+        for i in order {
+            let Some(key) = keys.get(i).map(AsRef::as_ref) else {
+                continue;
+            };
+            let value = match last {
+                Some((previous, at)) if previous == key => values.get(at).cloned().flatten(),
+                _ => self.get_in(&sv, snapshot, key, opts.fill_cache)?,
+            };
+            if let Some(slot) = values.get_mut(i) {
+                *slot = value;
+            }
+            last = Some((key, i));
+        }
+        Ok(values)
+    }
+
+    /// `key` as of `snapshot` in the sources of `sv`: memtables newest first, then the
+    /// SSTables.
+    fn get_in(
+        &self,
+        sv: &SuperVersion,
+        snapshot: SeqNo,
+        key: &[u8],
+        fill_cache: bool,
+    ) -> Result<Option<Vec<u8>>> {
         let in_memory = Timer::start();
         for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match mem.get(key, snapshot) {
@@ -177,9 +225,7 @@ impl DbInner {
         }
         in_memory.stop(|p| &mut p.get_memtable_nanos);
         let mut counters = crate::version::GetCounters::default();
-        let found = sv
-            .version
-            .get(key, snapshot, opts.fill_cache, &mut counters)?;
+        let found = sv.version.get(key, snapshot, fill_cache, &mut counters)?;
         if counters.bloom_useful > 0 {
             self.stats.bloom_useful.add(counters.bloom_useful);
         }
