@@ -145,6 +145,7 @@ impl Engine for FjallEngine {
 
     fn caveats(&self) -> Vec<String> {
         vec![
+            "fjall: no batched read; multiget = a loop of gets".into(),
             "fjall: no WAL-off mode; nowal = journal kept in fjall's user-space buffer (manual_journal_persist), not written per write".into(),
             "fjall: sync/buffered = insert, then Database::persist(SyncData / Buffer) (one call per write)".into(),
             "fjall: wait_background polls active_compactions/outstanding_flushes until idle for 100 ms (no wait API)".into(),

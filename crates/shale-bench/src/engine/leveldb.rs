@@ -114,6 +114,7 @@ impl Engine for LevelDbEngine {
 
     fn caveats(&self) -> Vec<String> {
         vec![
+            "leveldb (rusty-leveldb): no batched read; multiget = a loop of gets".into(),
             "leveldb (rusty-leveldb): no LZ4 (runs uncompressed), no WAL-off mode, sync flag does not fsync (sync rows skipped), its log sits in an 8 KiB user-space buffer (so buffered writes do not survive a process crash either), two memtables, compaction runs on the writing thread, not Send/Sync (single-threaded workloads only), wait_background only flushes the log buffer".into(),
         ]
     }

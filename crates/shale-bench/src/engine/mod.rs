@@ -168,6 +168,16 @@ pub trait Engine {
     fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> BenchResult<()>;
     /// Read `key`; the length of its value if present.
     fn get(&self, key: &[u8]) -> BenchResult<Option<usize>>;
+    /// Read `keys` in one call, all at one moment if the engine has such a call; how
+    /// many were found. The default is a loop of [`Engine::get`] (an engine without a
+    /// batched read says so in its caveats).
+    fn multi_get(&self, keys: &[Vec<u8>]) -> BenchResult<usize> {
+        let mut found = 0;
+        for key in keys {
+            found += usize::from(self.get(key)?.is_some());
+        }
+        Ok(found)
+    }
     /// Take a snapshot and read `key` through it (the snapshot is released after): the
     /// cost of pinning a consistent view, which must not grow with the size of the tree.
     /// `None` if the engine has no snapshots.

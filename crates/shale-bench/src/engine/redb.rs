@@ -123,6 +123,7 @@ impl Engine for RedbEngine {
 
     fn caveats(&self) -> Vec<String> {
         vec![
+            "redb: no batched read; multiget = a loop of gets".into(),
             "redb: a B-tree: no compression (pages stored raw), no bloom filter, no memtable or background work; block cache = redb's page cache (pread)".into(),
             "redb: one transaction per operation; buffered/nowal = Durability::None (lost on a crash until the next durable commit), sync = Durability::Immediate".into(),
             "redb: wait_background = an empty durable commit".into(),

@@ -75,6 +75,11 @@ impl Engine for ShaleEngine {
         Ok(self.db.get(key)?.map(|v| v.len()))
     }
 
+    fn multi_get(&self, keys: &[Vec<u8>]) -> BenchResult<usize> {
+        let values = self.db.multi_get(keys, &ReadOptions::default())?;
+        Ok(values.iter().filter(|v| v.is_some()).count())
+    }
+
     fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
         let snapshot = self.db.snapshot();
         let read = self.db.get_opt(key, &ReadOptions::at(&snapshot));

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Keys per call of the `multiget` workload.
+pub(super) const MULTIGET_BATCH: usize = 32;
+
 impl Runner {
     /// Write keys `0..num` once each, in order or shuffled.
     pub(super) fn fill(
@@ -153,6 +156,43 @@ impl Runner {
             seconds,
             lat,
             bytes: hits * self.entry_bytes() + (ops - hits) * self.cfg.key_size as u64,
+            user_bytes_written: 0,
+            live_bytes: Some(self.cfg.num * self.entry_bytes()),
+            note,
+        })
+    }
+
+    /// Read random existing keys [`MULTIGET_BATCH`] at a time through the engine's
+    /// batched read (db_bench's `multireadrandom` with `--multiread_batched`); `num` keys
+    /// in all, the same keys `readrandom` reads. Latencies are per batch.
+    pub(super) fn multi_get(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
+        let (num, threads, keys, seed) = (self.cfg.num, self.cfg.threads, self.keys, self.cfg.seed);
+        let batches = num / MULTIGET_BATCH as u64 / threads as u64;
+        let found = AtomicU64::new(0);
+        let start = Instant::now();
+        let lat = parallel(self.engine()?, threads, |e, t, lat| {
+            let mut rng = Rng::new(seed + 100 + t as u64);
+            let mut batch = vec![Vec::new(); MULTIGET_BATCH];
+            let mut hits = 0;
+            for i in 0..batches {
+                for key in &mut batch {
+                    keys.key(rng.below(num), key);
+                }
+                hits += lat.time(|| e.multi_get(&batch))? as u64;
+                tick(pb, i as usize * MULTIGET_BATCH);
+            }
+            found.fetch_add(hits, Ordering::Relaxed);
+            Ok(())
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ops = batches * MULTIGET_BATCH as u64 * threads as u64;
+        let hits = found.load(Ordering::Relaxed);
+        let note = (hits != ops).then(|| format!("{hits} of {ops} keys found, expected {ops}"));
+        Ok(Outcome {
+            ops,
+            seconds,
+            lat,
+            bytes: hits * self.entry_bytes(),
             user_bytes_written: 0,
             live_bytes: Some(self.cfg.num * self.entry_bytes()),
             note,

@@ -24,6 +24,7 @@ pub const ALL: &[&str] = &[
     "overwrite",
     "readrandom",
     "readmissing",
+    "multiget",
     "seekrandom",
     "readseq",
     "readwhilewriting",
@@ -273,8 +274,8 @@ impl Runner {
         let threads_needed = match name {
             n if sync_threads(n).is_some() => sync_threads(n).unwrap_or(1),
             "readwhilewriting" | "snapshotwhilewriting" | "snapshotcreatewhilewriting" => 2,
-            "readrandom" | "readmissing" | "seekrandom" | "ycsb-a" | "ycsb-b" | "ycsb-c"
-            | "ycsb-d" | "ycsb-e" | "ycsb-f" => self.cfg.threads,
+            "readrandom" | "readmissing" | "multiget" | "seekrandom" | "ycsb-a" | "ycsb-b"
+            | "ycsb-c" | "ycsb-d" | "ycsb-e" | "ycsb-f" => self.cfg.threads,
             _ => 1,
         };
         if threads_needed > 1 && self.engine()?.shared().is_none() {
@@ -287,6 +288,7 @@ impl Runner {
         match name {
             "readrandom"
             | "readmissing"
+            | "multiget"
             | "seekrandom"
             | "readseq"
             | "overwrite"
@@ -320,6 +322,7 @@ impl Runner {
             "overwrite" => self.overwrite(&pb)?,
             "readrandom" => self.read(false, &pb)?,
             "readmissing" => self.read(true, &pb)?,
+            "multiget" => self.multi_get(&pb)?,
             "seekrandom" => self.seek_random(&pb)?,
             "readseq" => self.read_seq(&pb)?,
             "readwhilewriting" => self.read_while_writing(Probe::Get, &pb)?,
