@@ -195,3 +195,19 @@ fn search_with_the_hash_embedder() {
         assert!(r.stderr.contains("fetch-model.sh"), "{}", r.stderr);
     }
 }
+
+#[test]
+fn checkpoint_writes_a_copy_that_opens() {
+    let t = TestDb::new();
+    t.run(&["put", "apple", "red"]).ok();
+    t.run(&["flush"]).ok();
+    t.run(&["put", "pear", "green"]).ok();
+    let copy = t.path("copy");
+    t.run(&["checkpoint", copy.to_str().unwrap()]).ok();
+    t.run(&["put", "apple", "green"]).ok();
+    let scan = shale(&["--db", copy.to_str().unwrap(), "scan"]).ok();
+    assert_eq!(scan, "apple\tred\npear\tgreen\n");
+    let again = t.run(&["checkpoint", copy.to_str().unwrap()]);
+    assert_eq!(again.code, 2);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+}

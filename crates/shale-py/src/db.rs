@@ -564,6 +564,13 @@ impl Db {
         run(py, || shared.with(|db| Ok(db.flush()?)))
     }
 
+    /// Write an openable copy of the database as of now into `path`, which must not exist:
+    /// its SSTables hard-linked (fast whatever the size), and the indexes open on it.
+    fn checkpoint(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        let shared = &self.shared;
+        run(py, || shared.with(|db| Ok(db.checkpoint(&path)?)))
+    }
+
     /// Compact the keys in `[start, end]` (`None`: unbounded) down the levels, dropping
     /// overwritten values and tombstones; runs in the calling thread.
     #[pyo3(signature = (start = None, end = None))]

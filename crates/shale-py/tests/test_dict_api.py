@@ -62,6 +62,19 @@ def test_multi_get_answers_in_the_callers_order(db):
         db.multi_get([b"k001", 5])
 
 
+def test_checkpoint_is_a_copy_as_of_the_call(db, tmp_path):
+    db[b"a"] = b"1"
+    db.flush()
+    db[b"b"] = b"2"
+    copy = tmp_path / "copy"
+    db.checkpoint(copy)
+    db[b"a"] = b"changed"
+    with shale.open(copy) as cp:
+        assert dict(cp.items()) == {b"a": b"1", b"b": b"2"}
+    with pytest.raises(shale.InvalidArgumentError):
+        db.checkpoint(copy)
+
+
 def test_put_and_delete_with_sync(db):
     db.put(b"a", b"1", sync=True)
     assert db[b"a"] == b"1"

@@ -54,6 +54,18 @@ pub trait WriteHook: Send + Sync {
     /// a batch records that as its own failure).
     fn committed(&self, batch: &WriteBatch, first: SeqNo);
 
+    /// [`Db::checkpoint`] is copying the database into `db_dir`: copy the hook's own files
+    /// there (a semantic index: into `indexes/<name>/`), as of a moment at or after the
+    /// copy's. Called after the SSTables are linked, before the copy's CURRENT is written.
+    /// By default nothing.
+    ///
+    /// # Errors
+    /// The checkpoint fails with it.
+    fn checkpoint(&self, db_dir: &std::path::Path) -> Result<()> {
+        let _ = db_dir;
+        Ok(())
+    }
+
     /// The database is closing (before it syncs and stops its threads): stop the hook's own
     /// work. Called once.
     ///

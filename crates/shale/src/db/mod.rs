@@ -19,6 +19,7 @@
 //!    I/O under it is the manifest append and its fdatasync.
 //! 4. `super_version`: a leaf lock around the pointer readers start from.
 
+mod checkpoint;
 mod compact;
 pub(crate) mod filename;
 mod flush;

@@ -172,6 +172,17 @@ pub trait FileSystem: Send + Sync + Debug {
     /// handle holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
 
+    /// Give the immutable file `from` the second name `to` (a hard link, so both names
+    /// share the bytes and neither can change them), or, where the file system cannot, make
+    /// `to` a synced copy. By default a copy. The new directory entry is durable once `to`'s
+    /// directory is synced.
+    ///
+    /// # Errors
+    /// `Io` from reading `from` or writing `to`.
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        copy_file(self, from, to)
+    }
+
     /// Map `len` bytes of `path` from `offset` (a multiple of 4096) for reading and writing
     /// in place, creating the file or extending it with zeros as needed (see
     /// [`MappedRegion`]). By default the region is memory that never reaches the file,
@@ -183,6 +194,18 @@ pub trait FileSystem: Send + Sync + Debug {
         let _ = (path, offset);
         Ok(Box::new(MemoryRegion::zeroed(len)))
     }
+}
+
+/// Make `to` a synced copy of `from`, read whole (for small files, and for file systems
+/// without links).
+///
+/// # Errors
+/// `Io` from reading `from` or writing `to`.
+pub(crate) fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> Result<()> {
+    let bytes = fs.read_all(from)?;
+    let mut file = fs.create(to)?;
+    file.append(&bytes)?;
+    file.sync()
 }
 
 /// Delete `dir/name` if it is there, and make that durable (`dir` synced).

@@ -522,6 +522,26 @@ impl FileSystem for PosixFs {
         path.exists()
     }
 
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        let linked = std::fs::hard_link(from, to);
+        let Err(e) = linked else {
+            return Ok(());
+        };
+        // Another device or a file system without links: copy instead.
+        let cannot_link = e.raw_os_error() == Some(libc::EXDEV)
+            || matches!(
+                e.kind(),
+                std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
+            );
+        if !cannot_link {
+            return Err(Error::io("link", to, e));
+        }
+        std::fs::copy(from, to).map_err(|e| Error::io("copy", to, e))?;
+        File::open(to)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io("fsync", to, e))
+    }
+
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let file = OpenOptions::new()
             .read(true)

@@ -18,7 +18,7 @@
 //! only `pending`.
 
 use std::any::Any;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{
     Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use super::checkpoint;
 use super::key_index::{Applied, Index, KeyRange};
+use super::model_file::MODEL_FILE;
 use super::pending::{Change, Payload, Pending};
 use super::value::{decode_vector_value, encode_stored, value_hash};
 use super::{IndexOptions, IndexRecovery, IndexStats, SearchOptions};
@@ -247,6 +248,13 @@ impl WriteHook for IndexHook {
         }
         self.queue.lock().push(changes);
         self.queue.cv.notify_all();
+    }
+
+    fn checkpoint(&self, db_dir: &Path) -> Result<()> {
+        match self.core.get() {
+            Some(core) => core.copy_into(&super::index_dir(db_dir, &self.spec.name)),
+            None => Ok(()),
+        }
     }
 
     fn close(&self) -> Result<()> {
@@ -787,6 +795,18 @@ impl IndexCore {
         c.count += 1;
         c.last_micros = started.elapsed().as_micros() as u64;
         Ok(())
+    }
+
+    /// Copy the index into `dir` (which must not exist), for [`Db::checkpoint`]: the
+    /// vector store (its own checkpoint), `MODEL`, and the graph as `GRAPH`, all as of one
+    /// moment (inserts wait meanwhile; searches go on). `VECTORS` is left out: it is a
+    /// cache that the copy's open writes again from the store.
+    pub(super) fn copy_into(&self, dir: &Path) -> Result<()> {
+        let index = read(&self.index);
+        self.store.checkpoint(dir)?;
+        let fs = self.fs.as_ref();
+        crate::fs::copy_file(fs, &self.dir.join(MODEL_FILE), &dir.join(MODEL_FILE))?;
+        checkpoint::write(fs, dir, &index.graph)
     }
 
     /// Stop the workers once their current batches are applied, checkpoint the graph and

@@ -22,7 +22,7 @@ pub use manifest::{
     manifest_name, parse_manifest_name, read_current, set_current, RecoveredManifest,
     CURRENT as CURRENT_FILE,
 };
-pub use set::VersionSet;
+pub use set::{CopyPlan, VersionSet};
 
 use crate::error::Result;
 use crate::key::{self, SeqNo, ValueKind};

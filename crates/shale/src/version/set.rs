@@ -134,6 +134,21 @@ impl VersionSet {
         self.roll_at = self.next_roll(self.manifest.len());
     }
 
+    /// What a copy of the current state starts from (`Db::checkpoint`): the version
+    /// (holding it keeps its files from being deleted) and a first manifest that lists
+    /// the same files and sequence number, with the next two file numbers taken for the
+    /// copy's empty WAL and its manifest.
+    pub fn checkpoint(&self) -> CopyPlan {
+        let wal = FileId(self.next_file);
+        let manifest = FileId(self.next_file + 1);
+        CopyPlan {
+            version: self.current(),
+            edit: snapshot_edit(wal, self.next_file + 2, self.last_seq, &self.files),
+            wal,
+            manifest,
+        }
+    }
+
     fn snapshot_edit(&self) -> VersionEdit {
         snapshot_edit(self.log_number, self.next_file, self.last_seq, &self.files)
     }
@@ -251,6 +266,28 @@ fn write_snapshot(
     append_synced(&mut manifest, snapshot)?;
     fs.sync_dir(dir)?;
     Ok(manifest)
+}
+
+/// The state a copy of the database starts from: see [`VersionSet::checkpoint`].
+pub struct CopyPlan {
+    pub version: Arc<Version>,
+    /// The copy's first manifest record.
+    pub edit: VersionEdit,
+    /// The copy's (empty) WAL, the one `edit` names as its log.
+    pub wal: FileId,
+    pub manifest: FileId,
+}
+
+impl CopyPlan {
+    /// Write the copy's manifest into `dir` and point its CURRENT at it: the last step
+    /// of a copy, which makes `dir` a database.
+    ///
+    /// # Errors
+    /// `Io` from any step.
+    pub fn write_manifest(&self, fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+        write_snapshot(fs, dir, self.manifest, &self.edit)?;
+        set_current(fs, dir, self.manifest)
+    }
 }
 
 /// Append `edit` to `manifest` as one record and make it durable.
