@@ -178,6 +178,12 @@ pub trait Engine {
         }
         Ok(found)
     }
+    /// Write an openable copy of the database as of now into `dir` (which does not
+    /// exist). `None` if the engine has no checkpoints.
+    fn checkpoint(&self, dir: &std::path::Path) -> Option<BenchResult<()>> {
+        let _ = dir;
+        None
+    }
     /// Take a snapshot and read `key` through it (the snapshot is released after): the
     /// cost of pinning a consistent view, which must not grow with the size of the tree.
     /// `None` if the engine has no snapshots.

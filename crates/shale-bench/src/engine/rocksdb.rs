@@ -104,6 +104,14 @@ impl Engine for RocksEngine {
         Ok(found)
     }
 
+    /// RocksDB's `Checkpoint::create_checkpoint` (links the SSTables; flushes the
+    /// memtable first, as Shale does).
+    fn checkpoint(&self, dir: &std::path::Path) -> Option<BenchResult<()>> {
+        let made =
+            rocksdb::checkpoint::Checkpoint::new(&self.db).and_then(|c| c.create_checkpoint(dir));
+        Some(made.map_err(Into::into))
+    }
+
     fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
         let snapshot = self.db.snapshot();
         let read = snapshot.get_pinned(key);

@@ -80,6 +80,10 @@ impl Engine for ShaleEngine {
         Ok(values.iter().filter(|v| v.is_some()).count())
     }
 
+    fn checkpoint(&self, dir: &std::path::Path) -> Option<BenchResult<()>> {
+        Some(self.db.checkpoint(dir).map_err(Into::into))
+    }
+
     fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
         let snapshot = self.db.snapshot();
         let read = self.db.get_opt(key, &ReadOptions::at(&snapshot));

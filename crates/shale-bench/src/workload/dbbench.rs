@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Checkpoints taken by the `checkpoint` workload.
+pub(super) const CHECKPOINTS: usize = 10;
+
 /// Keys per call of the `multiget` workload.
 pub(super) const MULTIGET_BATCH: usize = 32;
 
@@ -254,6 +257,44 @@ impl Runner {
                 note.unwrap_or_else(|| "one scan; latency columns are not per entry".into()),
             ),
         })
+    }
+
+    /// [`CHECKPOINTS`] checkpoints of the loaded database, one after another, each into a
+    /// fresh directory beside it (deleted after); latencies are per checkpoint. `None`
+    /// if the engine has none.
+    pub(super) fn checkpoints(&mut self, pb: &ProgressBar) -> BenchResult<Option<Outcome>> {
+        let parent = self.dir.with_extension("checkpoints");
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent)?;
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let start = Instant::now();
+        for i in 0..CHECKPOINTS {
+            let dir = parent.join(format!("{i}"));
+            let t = Instant::now();
+            let Some(made) = e.checkpoint(&dir) else {
+                return Ok(None);
+            };
+            made?;
+            lat.record_since(t);
+            pb.set_position(i as u64 + 1);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let copy_bytes = metrics::dir_bytes(&parent.join("0"));
+        std::fs::remove_dir_all(&parent)?;
+        Ok(Some(Outcome {
+            ops: CHECKPOINTS as u64,
+            seconds,
+            lat,
+            bytes: 0,
+            user_bytes_written: 0,
+            live_bytes: Some(self.cfg.num * self.entry_bytes()),
+            note: Some(format!(
+                "{CHECKPOINTS} checkpoints of {} keys in a row, each into a new directory on \
+                 the same file system (a copy holds {copy_bytes} bytes, mostly hard links)",
+                self.cfg.num
+            )),
+        }))
     }
 
     /// `threads` readers do `num` random gets in all while one writer overwrites random

@@ -27,6 +27,7 @@ pub const ALL: &[&str] = &[
     "multiget",
     "seekrandom",
     "readseq",
+    "checkpoint",
     "readwhilewriting",
     "snapshotwhilewriting",
     "snapshotcreatewhilewriting",
@@ -291,6 +292,7 @@ impl Runner {
             | "multiget"
             | "seekrandom"
             | "readseq"
+            | "checkpoint"
             | "overwrite"
             | "readwhilewriting"
             | "snapshotwhilewriting"
@@ -310,6 +312,7 @@ impl Runner {
             n if sync_threads(n).is_some() => self.cfg.sync_num,
             n if n.starts_with("ycsb-") && n != "ycsb-load" => self.cfg.ycsb_ops,
             "ycsb-load" => self.cfg.ycsb_records,
+            "checkpoint" => dbbench::CHECKPOINTS as u64,
             _ => self.cfg.num,
         };
         let pb = self.progress(name, total);
@@ -325,6 +328,16 @@ impl Runner {
             "multiget" => self.multi_get(&pb)?,
             "seekrandom" => self.seek_random(&pb)?,
             "readseq" => self.read_seq(&pb)?,
+            "checkpoint" => {
+                let Some(out) = self.checkpoints(&pb)? else {
+                    eprintln!(
+                        "[{}] {name}: skipped, the engine has no checkpoints",
+                        self.engine_name
+                    );
+                    return Ok(());
+                };
+                out
+            }
             "readwhilewriting" => self.read_while_writing(Probe::Get, &pb)?,
             "snapshotwhilewriting" | "snapshotcreatewhilewriting" => {
                 if self.engine()?.snapshot_create().is_none() {
