@@ -60,6 +60,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     semantic: bool,
 
+    /// Open the database read-only (`Options::read_only`): no lock, nothing written, so
+    /// reads work beside a process that has it open; commands that write fail.
+    #[arg(long, global = true)]
+    read_only: bool,
+
     /// Print the per-stage timings (perf context) of this command's reads and writes on
     /// stderr when it ends.
     #[arg(long, global = true)]
@@ -185,6 +190,7 @@ impl Cli {
         let dir = self.db_dir()?;
         let opts = shale::Options {
             create_if_missing: create,
+            read_only: self.read_only,
             ..shale::Options::default()
         };
         let db = std::sync::Arc::new(shale::Db::open(dir, opts)?);

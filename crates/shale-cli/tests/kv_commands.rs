@@ -129,3 +129,20 @@ fn bad_usage_is_one_clear_error_and_nonzero() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("unknown escape"), "{}", r.stderr);
 }
+
+#[test]
+fn read_only_reads_beside_a_process_that_holds_the_lock() {
+    let t = TestDb::new();
+    t.run(&["put", "apple", "red"]).ok();
+    let writer = shale::Db::open(&t.db, shale::Options::default()).unwrap();
+    writer.put("pear", "green").unwrap();
+    assert_eq!(t.run(&["get", "pear"]).code, 2); // locked
+    assert_eq!(t.run(&["--read-only", "get", "pear"]).ok(), "green\n");
+    assert_eq!(
+        t.run(&["--read-only", "scan"]).ok(),
+        "apple\tred\npear\tgreen\n"
+    );
+    let refused = t.run(&["--read-only", "put", "fig", "purple"]);
+    assert_eq!(refused.code, 2);
+    assert!(refused.stderr.contains("read-only"), "{}", refused.stderr);
+}

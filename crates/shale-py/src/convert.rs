@@ -104,6 +104,7 @@ fn set_option(
     match name {
         "create_if_missing" => opts.create_if_missing = get(name, value, "bool")?,
         "error_if_exists" => opts.error_if_exists = get(name, value, "bool")?,
+        "read_only" => opts.read_only = get(name, value, "bool")?,
         "write_buffer_size" => opts.write_buffer_size = get(name, value, INT)?,
         "max_write_buffers" => opts.max_write_buffers = get(name, value, INT)?,
         "max_file_size" => opts.max_file_size = get(name, value, INT)?,

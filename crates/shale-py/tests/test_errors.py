@@ -58,6 +58,20 @@ def test_error_if_exists(db_path):
         shale.open(db_path, error_if_exists=True)
 
 
+def test_read_only_handles_beside_the_writer(db_path):
+    writer = shale.open(db_path)
+    writer[b"k"] = b"v"
+    with shale.open(db_path, read_only=True) as reader:
+        assert reader[b"k"] == b"v"
+        with pytest.raises(shale.InvalidArgumentError):
+            reader[b"k"] = b"w"
+        writer[b"k"] = b"later"
+        assert reader[b"k"] == b"v"  # as of its open
+    writer.close()
+    with pytest.raises(shale.Error):
+        shale.open(db_path + "-absent", read_only=True)
+
+
 def test_key_too_large_is_invalid_argument(db):
     with pytest.raises(shale.InvalidArgumentError):
         db[b"k" * (64 * 1024 + 1)] = b"v"

@@ -39,6 +39,14 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if a database already exists. Default: false.
     pub error_if_exists: bool,
+    /// Open for reading only: no lock is taken and nothing in the directory is written or
+    /// deleted, so any number of read-only handles, in any processes, may open a database
+    /// beside its one writer. A handle sees the database as of its open: the SSTables its
+    /// manifest lists, opened then (so a writer's later compaction cannot take them away),
+    /// and its WALs replayed into memory. Writes, flushes, compactions and checkpoints fail
+    /// with `InvalidArgument`; no background thread runs. The database must exist
+    /// (`create_if_missing` does not apply). Default: false.
+    pub read_only: bool,
     /// Bytes a memtable may hold before it is frozen and flushed. Larger means fewer, larger
     /// L0 files and less write amplification, but more memory and a longer WAL replay.
     /// Default: 64 MiB.
@@ -172,6 +180,7 @@ impl Default for Options {
         Options {
             create_if_missing: true,
             error_if_exists: false,
+            read_only: false,
             write_buffer_size: 64 << 20,
             max_write_buffers: 4,
             max_file_size: 64 << 20,
@@ -204,6 +213,7 @@ impl fmt::Debug for Options {
         f.debug_struct("Options")
             .field("create_if_missing", &self.create_if_missing)
             .field("error_if_exists", &self.error_if_exists)
+            .field("read_only", &self.read_only)
             .field("write_buffer_size", &self.write_buffer_size)
             .field("max_write_buffers", &self.max_write_buffers)
             .field("max_file_size", &self.max_file_size)
@@ -256,6 +266,10 @@ impl Options {
                 problems.push(msg);
             }
         };
+        check(
+            !(self.read_only && self.error_if_exists),
+            "read_only with error_if_exists can never open".into(),
+        );
         check(
             (64 << 10..=4 << 30).contains(&self.write_buffer_size),
             format!(

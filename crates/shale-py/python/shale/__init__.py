@@ -54,6 +54,7 @@ _atexit.register(_shale._close_for_exit)
 OPTIONS = {
     "create_if_missing": "create the database if the directory holds none [True]",
     "error_if_exists": "fail if a database already exists [False]",
+    "read_only": "no lock, nothing written: any number beside the writer; writes raise [False]",
     "write_buffer_size": "bytes a memtable holds before it is flushed [64 MiB]",
     "max_write_buffers": "memtables in memory before writes stall [4]",
     "max_file_size": "target SSTable size of compactions [64 MiB]",

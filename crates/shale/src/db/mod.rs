@@ -223,6 +223,9 @@ impl Db {
         // The purge thread first: `close` stops it after the others.
         let purge = crate::purge::spawn(&inner.purger, Arc::clone(&inner.tables))?;
         lock(&db.workers).push(purge);
+        if inner.opts.read_only {
+            return Ok(db);
+        }
         let flusher = flush::spawn(Arc::clone(inner))?;
         lock(&db.workers).push(flusher);
         for i in 0..inner.opts.background_threads.saturating_sub(1).max(1) {
@@ -363,7 +366,7 @@ impl Db {
     /// in the calling thread: afterwards the range holds no shadowed versions or tombstones
     /// that no snapshot needs.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         self.inner.compact_range(begin, end)
     }
 
@@ -535,6 +538,15 @@ impl DbInner {
         } else {
             Ok(())
         }
+    }
+
+    /// `check_open`, and refuse a handle opened with `Options::read_only`.
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(Error::invalid("the database is open read-only"));
+        }
+        Ok(())
     }
 
     /// Publish a new super version built from the current one with the given parts.

@@ -29,19 +29,52 @@ use crate::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter, Predecessor};
 
+/// How many times a read-only open starts over after a file it was about to read was
+/// deleted by the database's writer.
+const READ_ONLY_TRIES: usize = 10;
+
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
+    if !opts.read_only {
+        return open_once(dir, opts);
+    }
+    // A writer may flush a WAL, compact a table or roll the manifest away between this
+    // open's reading the manifest and its reading that file: the state read is then stale,
+    // and another try reads the new one.
+    let mut tries = 1;
+    loop {
+        match open_once(dir, opts.clone()) {
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && tries < READ_ONLY_TRIES =>
+            {
+                tries += 1;
+            }
+            opened => return opened,
+        }
+    }
+}
+
+fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     opts.validate().map_err(Error::InvalidOptions)?;
     let fs = Arc::clone(&opts.fs);
-    if opts.create_if_missing {
+    let read_only = opts.read_only;
+    if opts.create_if_missing && !read_only {
         fs.create_dir_all(dir)?;
     }
     if !fs.exists(dir) {
         return Err(Error::invalid(format!(
-            "database directory {} does not exist (create_if_missing is off)",
-            dir.display()
+            "database directory {} does not exist{}",
+            dir.display(),
+            if read_only {
+                ""
+            } else {
+                " (create_if_missing is off)"
+            }
         )));
     }
-    let lock = fs.lock(&dir.join(filename::LOCK))?;
+    let lock = match read_only {
+        true => None,
+        false => Some(fs.lock(&dir.join(filename::LOCK))?),
+    };
     let stats = Stats::default();
 
     let exists = fs.exists(&dir.join(crate::version::CURRENT_FILE));
@@ -55,7 +88,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         let state = RecoveredManifest::load(fs.as_ref(), dir)?;
         check_oldest_wal(fs.as_ref(), dir, &state)?;
         state
-    } else if opts.create_if_missing {
+    } else if opts.create_if_missing && !read_only {
         refuse_orphaned_data(fs.as_ref(), dir)?;
         RecoveredManifest {
             next_file_number: FileId(2),
@@ -85,39 +118,48 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         dir,
         opts: &opts,
         tables: &table_cache,
+        kept: Vec::new(),
     };
-    recovery.replay_wals(&mut state, &mut tables, &stats)?;
+    let replayed = recovery.replay_wals(&mut state, &mut tables, &stats)?;
 
-    // A fresh WAL; every older one is now obsolete.
-    let wal_id = state.next_file_number;
-    state.next_file_number = FileId(wal_id.0 + 1);
-    state.log_number = wal_id;
-    let wal = LogWriter::new(fs.create_log(&wal_path(dir, wal_id))?);
     let version = Version::from_files(tables);
     let last_seq = state.last_seq;
-    // Writes the new manifest and switches CURRENT (which syncs the directory, making the
-    // new WAL's and SSTables' entries durable too).
-    let versions = VersionSet::create(
-        Arc::clone(&fs),
-        dir,
-        state,
-        version,
-        opts.max_manifest_file_size,
-    )?;
+    let (wal, wal_id, versions) = if read_only {
+        let versions = VersionSet::read_only(Arc::clone(&fs), dir, state, version);
+        let wal = LogWriter::new(Box::new(crate::fs::ReadOnlyFile));
+        (wal, versions.log_number(), versions)
+    } else {
+        // A fresh WAL; every older one is now obsolete.
+        let wal_id = state.next_file_number;
+        state.next_file_number = FileId(wal_id.0 + 1);
+        state.log_number = wal_id;
+        let wal = LogWriter::new(fs.create_log(&wal_path(dir, wal_id))?);
+        // Writes the new manifest and switches CURRENT (which syncs the directory, making
+        // the new WAL's and SSTables' entries durable too).
+        let versions = VersionSet::create(
+            Arc::clone(&fs),
+            dir,
+            state,
+            version,
+            opts.max_manifest_file_size,
+        )?;
+        remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
+        (wal, wal_id, versions)
+    };
     let l0_files = versions.current().files(0).len();
-    remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
 
     let mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
     let sv = SuperVersion {
         mem: Arc::clone(&mem),
-        imm: Vec::new(),
+        // A read-only open keeps what the WALs held in memory, newest first.
+        imm: replayed.into_iter().rev().collect(),
         version: versions.current(),
         purger: Arc::clone(&purger),
     };
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
         fs,
-        lock_file: Mutex::new(Some(lock)),
+        lock_file: Mutex::new(lock),
         writers: Mutex::default(),
         writers_queued: AtomicUsize::new(0),
         log: Mutex::new(LogState {
@@ -243,17 +285,20 @@ struct Recovery<'a> {
     dir: &'a Path,
     opts: &'a Options,
     tables: &'a Arc<TableCache>,
+    /// The memtables a read-only open keeps instead of writing them, oldest first.
+    kept: Vec<Arc<MemTable>>,
 }
 
 impl Recovery<'_> {
     /// Replay every WAL at or above the manifest's log number into memtables, writing each to
-    /// an L0 SSTable (when it fills up, and at the end).
+    /// an L0 SSTable (when it fills up, and at the end); a read-only open keeps them in
+    /// memory instead, and they are returned, oldest first.
     fn replay_wals(
-        &self,
+        mut self,
         state: &mut RecoveredManifest,
         tables: &mut Vec<(Level, Arc<TableFile>)>,
         stats: &Stats,
-    ) -> Result<()> {
+    ) -> Result<Vec<Arc<MemTable>>> {
         let (fs, dir, opts) = (self.fs, self.dir, self.opts);
         let mut wals: Vec<FileId> = fs
             .list(dir)?
@@ -348,15 +393,22 @@ impl Recovery<'_> {
                 previous = Some((id, reader.records_end()));
             }
         }
-        self.save_memtable(state, tables, &mem)
+        self.save_memtable(state, tables, &mem)?;
+        Ok(self.kept)
     }
 
     fn save_memtable(
-        &self,
+        &mut self,
         state: &mut RecoveredManifest,
         tables: &mut Vec<(Level, Arc<TableFile>)>,
         mem: &Arc<MemTable>,
     ) -> Result<()> {
+        if self.opts.read_only {
+            if !mem.is_empty() {
+                self.kept.push(Arc::clone(mem));
+            }
+            return Ok(());
+        }
         let id = state.next_file_number;
         if let Some(file) = write_table(self.fs, self.dir, self.opts, self.tables, None, mem, id)? {
             state.next_file_number = FileId(id.0 + 1);

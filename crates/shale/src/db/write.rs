@@ -88,7 +88,7 @@ impl DbInner {
     /// Commit `batch`; returns the sequence number of its first entry (that of the last
     /// write before it if the batch is empty).
     pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<SeqNo> {
-        self.check_open()?;
+        self.check_writable()?;
         batch.check()?;
         if opts.sync && opts.disable_wal {
             return Err(Error::invalid(
@@ -416,7 +416,7 @@ impl DbInner {
     }
 
     pub(crate) fn flush(&self) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         let target = {
             let mut log = lock(&self.log);
             // As in `commit_locked`: a close that took the log lock first has frozen

@@ -196,6 +196,25 @@ pub trait FileSystem: Send + Sync + Debug {
     }
 }
 
+/// The WAL and manifest writer of a read-only database handle (`Options::read_only`):
+/// every append fails, and the syncs of a close have nothing to do.
+pub(crate) struct ReadOnlyFile;
+
+impl WritableFile for ReadOnlyFile {
+    fn append(&mut self, _data: &[u8]) -> Result<()> {
+        Err(crate::Error::invalid("the database is open read-only"))
+    }
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        0
+    }
+}
+
 /// Make `to` a synced copy of `from`, read whole (for small files, and for file systems
 /// without links).
 ///

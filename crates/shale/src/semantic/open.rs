@@ -39,6 +39,11 @@ pub(super) const VECTORS_FILE: &str = "VECTORS";
 impl IndexCore {
     /// Open index `name` of `db` (see the module documentation) and start its workers.
     pub(super) fn open(db: &Arc<Db>, name: &str, opts: IndexOptions) -> Result<Arc<IndexCore>> {
+        if db.options().read_only {
+            return Err(Error::invalid(format!(
+                "index {name:?}: an index cannot be opened on a read-only database handle"
+            )));
+        }
         let started = Instant::now();
         let db_opts = db.options();
         let fs = Arc::clone(&db_opts.fs);

@@ -79,6 +79,30 @@ impl VersionSet {
         Ok(set)
     }
 
+    /// The set of a read-only handle: `state` as loaded, nothing written. No edit can be
+    /// logged (the set is failed from the start, with the reason).
+    pub fn read_only(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        state: RecoveredManifest,
+        version: Version,
+    ) -> VersionSet {
+        VersionSet {
+            manifest: LogWriter::new(Box::new(crate::fs::ReadOnlyFile)),
+            fs,
+            dir: dir.to_owned(),
+            manifest_id: state.manifest_id,
+            next_file: state.next_file_number.0,
+            log_number: state.log_number,
+            last_seq: state.last_seq,
+            files: state.files,
+            current: Arc::new(version),
+            failed: Some("the database is open read-only".into()),
+            max_manifest_bytes: u64::MAX,
+            roll_at: u64::MAX,
+        }
+    }
+
     /// Where a manifest that starts with a snapshot of `snapshot_bytes` is next rolled:
     /// past the limit, and never before the edits since the snapshot are as long as it,
     /// so that a roll (which writes every live file's metadata) costs each edit at most

@@ -1,0 +1,134 @@
+//! `Options::read_only`: handles beside a writer that take no lock, see the database as
+//! of their open (WAL included), refuse every write, and leave the directory untouched.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use shale::{Db, Error, Options};
+
+fn read_only() -> Options {
+    Options {
+        read_only: true,
+        ..Options::default()
+    }
+}
+
+fn small() -> Options {
+    Options {
+        write_buffer_size: 64 << 10,
+        ..Options::default()
+    }
+}
+
+fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.range::<&[u8]>(..)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Every file of `dir` with its bytes.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn readers_beside_a_writer_see_its_state_as_of_their_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Db::open(dir.path(), small()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..20_000u32 {
+        let (k, v) = (format!("k{:05}", i % 7_000), format!("v{i}"));
+        writer.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    writer.delete("k00001").unwrap();
+    model.remove(&b"k00001"[..]);
+    // Some of it only in the WAL.
+    writer.put("wal-only", "yes").unwrap();
+    model.insert(b"wal-only".to_vec(), b"yes".to_vec());
+
+    let first = Db::open(dir.path(), read_only()).unwrap();
+    let second = Db::open(dir.path(), read_only()).unwrap();
+    assert_eq!(contents(&first), model);
+    assert_eq!(
+        second.get("wal-only").unwrap().as_deref(),
+        Some(&b"yes"[..])
+    );
+
+    // The writer goes on, and its compaction deletes the files the readers opened.
+    for i in 0..20_000u32 {
+        writer.put(format!("k{:05}", i % 7_000), "later").unwrap();
+    }
+    writer.compact_range(None, None).unwrap();
+    assert_eq!(contents(&first), model);
+    assert_eq!(contents(&second), model);
+    // A new reader sees the new state.
+    let third = Db::open(dir.path(), read_only()).unwrap();
+    assert_eq!(third.get("k00002").unwrap().as_deref(), Some(&b"later"[..]));
+}
+
+#[test]
+fn a_read_only_handle_refuses_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    Db::open(dir.path(), Options::default())
+        .unwrap()
+        .put("k", "v")
+        .unwrap();
+    let db = Db::open(dir.path(), read_only()).unwrap();
+    let refused = |r: shale::Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
+    assert!(refused(db.put("k", "w")));
+    assert!(refused(db.delete("k")));
+    assert!(refused(db.flush()));
+    assert!(refused(db.compact_range(None, None)));
+    assert!(refused(db.checkpoint(dir.path().join("copy"))));
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+}
+
+#[test]
+fn a_read_only_open_and_close_leave_the_directory_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), small()).unwrap();
+        for i in 0..5_000u32 {
+            db.put(format!("k{i:05}"), format!("v{i}")).unwrap();
+        }
+        db.flush().unwrap();
+        db.put("in-the-wal", "x").unwrap();
+        // Dropped without a close: the WAL holds the last write.
+    }
+    let before = files(dir.path());
+    let db = Db::open(dir.path(), read_only()).unwrap();
+    assert_eq!(db.get("in-the-wal").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_eq!(db.get("k04999").unwrap().as_deref(), Some(&b"v4999"[..]));
+    db.close().unwrap();
+    assert_eq!(files(dir.path()), before);
+}
+
+#[test]
+fn a_read_only_open_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    assert!(matches!(
+        Db::open(&missing, read_only()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(!missing.exists());
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    assert!(matches!(
+        Db::open(&empty, read_only()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}
