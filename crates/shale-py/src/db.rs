@@ -473,6 +473,15 @@ impl Db {
         Ok(Snapshot::new(Arc::clone(shared), snap))
     }
 
+    /// An optimistic transaction at a snapshot of now: `with db.transaction() as txn:`
+    /// commits when the block ends (`ConflictError` if a key it read or wrote changed
+    /// meanwhile; run it again) and discards its writes if the block raises.
+    fn transaction(&self, py: Python<'_>) -> PyResult<crate::transaction::Transaction> {
+        let shared = &self.shared;
+        let txn = run(py, || shared.with(|db| Ok(db.transaction())))?;
+        Ok(crate::transaction::Transaction::new(txn))
+    }
+
     /// The `k` values (default 10) closest in meaning to `query` (needs `semantic=True`),
     /// best first.
     /// `exact=True` compares with every value instead of walking the HNSW graph;

@@ -116,6 +116,7 @@ fn build(py: Python<'_>, failure: Failure) -> PyResult<PyErr> {
         }
         E::Poisoned(_) => exception_class(py, "PoisonedError")?.call1((message,))?,
         E::Closed => exception_class(py, "ClosedError")?.call1((message,))?,
+        E::Conflict(_) => exception_class(py, "ConflictError")?.call1((message,))?,
         E::Index(_) => exception_class(py, "EmbeddingError")?.call1((message,))?,
         // A variant added to the engine after these bindings were written.
         _ => exception_class(py, "Error")?.call1((message,))?,

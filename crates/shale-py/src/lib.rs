@@ -24,6 +24,7 @@ mod iter;
 mod search;
 mod snapshot;
 mod stats;
+mod transaction;
 mod vectors;
 
 use std::path::PathBuf;
@@ -91,6 +92,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<db::WriteBatch>()?;
     m.add_class::<iter::KvIter>()?;
     m.add_class::<snapshot::Snapshot>()?;
+    m.add_class::<transaction::Transaction>()?;
     m.add_class::<search::SearchHit>()?;
     m.add_class::<index::Index>()?;
     Ok(())

@@ -72,3 +72,32 @@ def test_large_batch_is_atomic_and_ordered(db):
         b.put(b"k00000", b"last write wins")
     assert db[b"k00000"] == b"last write wins"
     assert db[b"k09999"] == b"v9999"
+
+
+def test_transaction_commits_at_the_end_of_its_block(db):
+    db[b"a"] = b"1"
+    with db.transaction() as txn:
+        assert txn.get(b"a") == b"1"
+        txn.put(b"a", b"2")
+        txn.delete(b"missing")
+        assert txn.get(b"a") == b"2"
+        assert db[b"a"] == b"1"
+    assert db[b"a"] == b"2"
+
+
+def test_transaction_conflict_and_discard(db):
+    db[b"k"] = b"0"
+    txn = db.transaction()
+    txn.get(b"k")
+    txn.put(b"k", b"mine")
+    db[b"k"] = b"theirs"
+    with pytest.raises(shale.ConflictError):
+        txn.commit()
+    assert db[b"k"] == b"theirs"
+    with pytest.raises(shale.InvalidArgumentError):
+        txn.put(b"k", b"again")  # ended
+    with pytest.raises(RuntimeError):
+        with db.transaction() as txn:
+            txn.put(b"k", b"dropped")
+            raise RuntimeError("abort")
+    assert db[b"k"] == b"theirs"

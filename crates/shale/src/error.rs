@@ -46,6 +46,9 @@ pub enum Error {
     Poisoned(String),
     /// The database was closed.
     Closed,
+    /// A transaction's commit found that a key it read or wrote has changed since the
+    /// transaction began; nothing was written, and the transaction may be run again.
+    Conflict(String),
     /// A layer that derives data from the database failed: for a semantic index, its
     /// embedder failed on an input, panicked or returned unusable vectors. The message
     /// says which; the index refuses searches from then on.
@@ -112,6 +115,7 @@ impl fmt::Display for Error {
                 "database refuses writes until reopened after an earlier failure: {why}"
             ),
             Error::Closed => write!(f, "database is closed"),
+            Error::Conflict(why) => write!(f, "transaction conflict: {why}"),
             Error::Index(why) => write!(f, "index: {why}"),
         }
     }

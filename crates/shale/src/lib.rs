@@ -34,7 +34,8 @@ pub mod wal;
 
 pub use batch::WriteBatch;
 pub use db::{
-    Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot, WriteHook, LOST_DIR,
+    Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot, Transaction,
+    WriteHook, LOST_DIR,
 };
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};

@@ -25,6 +25,7 @@ import atexit as _atexit
 
 from ._errors import (
     ClosedError,
+    ConflictError,
     CorruptionError,
     EmbeddingError,
     Error,
@@ -40,6 +41,7 @@ from ._shale import (
     Iterator,
     SearchHit,
     Snapshot,
+    Transaction,
     WriteBatch,
     open,
     repair,
@@ -84,6 +86,7 @@ __all__ = [
     "DB",
     "OPTIONS",
     "ClosedError",
+    "ConflictError",
     "CorruptionError",
     "EmbeddingError",
     "Error",
@@ -95,6 +98,7 @@ __all__ = [
     "PoisonedError",
     "SearchHit",
     "Snapshot",
+    "Transaction",
     "WriteBatch",
     "open",
     "repair",

@@ -47,6 +47,11 @@ class ClosedError(Error):
     """The database was closed."""
 
 
+class ConflictError(Error):
+    """A transaction's commit found a key it read or wrote changed since it began;
+    nothing was written, and the transaction may be run again."""
+
+
 class EmbeddingError(Error):
     """The embedding model is missing, damaged or failed; the message says how to fetch
     it (``scripts/fetch-model.sh``, ``SHALE_MODEL_DIR``)."""

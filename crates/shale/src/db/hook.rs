@@ -78,6 +78,20 @@ pub trait WriteHook: Send + Sync {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
+impl super::DbInner {
+    /// Admit `batch` to every attached hook ([`WriteHook::admit`]), before it queues.
+    ///
+    /// # Errors
+    /// The first hook's refusal.
+    pub(super) fn admit(&self, batch: &WriteBatch) -> Result<()> {
+        if !self.has_hooks.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        let hooks = Arc::clone(&self.hook_list.read().unwrap_or_else(|e| e.into_inner()));
+        hooks.iter().try_for_each(|hook| hook.admit(batch))
+    }
+}
+
 impl Db {
     /// Install `hook` for every write committed from now on, and return a snapshot of
     /// exactly the writes committed before it (see the module documentation).
@@ -128,24 +142,6 @@ impl Db {
             .iter()
             .find(|h| h.name() == name)
             .cloned()
-    }
-
-    /// The hooks a write admits itself to before it queues (empty when none is attached).
-    pub(super) fn hooks_for_admit(&self) -> Option<Arc<[Arc<dyn WriteHook>]>> {
-        if !self
-            .inner
-            .has_hooks
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
-            return None;
-        }
-        Some(Arc::clone(
-            &self
-                .inner
-                .hook_list
-                .read()
-                .unwrap_or_else(|e| e.into_inner()),
-        ))
     }
 
     /// Close every attached hook, first to last; the first failure is returned after all

@@ -30,6 +30,7 @@ mod repair;
 mod snapshot;
 mod stats;
 mod super_version;
+mod transaction;
 mod write;
 
 use std::collections::VecDeque;
@@ -44,6 +45,7 @@ pub use read::{DbIterator, RangeIter};
 pub use repair::{RepairReport, LOST_DIR};
 pub use snapshot::Snapshot;
 pub use stats::{Stats, StatsSnapshot};
+pub use transaction::Transaction;
 
 /// What [`Db::live_files`] says about one live SSTable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,11 +268,7 @@ impl Db {
     /// background failure, `Closed`, `Io`; whatever an attached [`WriteHook`] refuses the
     /// batch with (a semantic index: a value it cannot index).
     pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
-        if let Some(hooks) = self.hooks_for_admit() {
-            for hook in hooks.iter() {
-                hook.admit(&batch)?;
-            }
-        }
+        self.inner.admit(&batch)?;
         self.inner.write(batch, opts).map(drop)
     }
 

@@ -48,10 +48,15 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// A small leader keeps its group small, so that its own latency stays low.
 const SMALL_BATCH_BYTES: usize = 128 << 10;
 
+/// What a conditional write checks under the `log` lock before it commits: see
+/// [`DbInner::write_if`].
+pub(crate) type Condition = Box<dyn Fn(&DbInner, &LogState) -> Result<()> + Send + Sync>;
+
 /// A writer waiting in the queue.
 pub(crate) struct Writer {
     batch: WriteBatch,
     opts: WriteOptions,
+    condition: Option<Condition>,
     done: AtomicBool,
     /// The sequence number of the batch's first entry, set by the leader.
     first_seq: AtomicU64,
@@ -62,10 +67,11 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    fn new(batch: WriteBatch, opts: WriteOptions) -> Writer {
+    fn new(batch: WriteBatch, opts: WriteOptions, condition: Option<Condition>) -> Writer {
         Writer {
             batch,
             opts,
+            condition,
             done: AtomicBool::new(false),
             first_seq: AtomicU64::new(0),
             error: Mutex::new(None),
@@ -74,8 +80,12 @@ impl Writer {
     }
 }
 
-/// The first refusal of `w`'s batch by a write hook (`hook.rs`), under the `log` lock.
-fn refused_by_hooks(log: &LogState, w: &Writer) -> Result<()> {
+/// The first refusal of `w`'s batch, under the `log` lock: by its own condition, or by a
+/// write hook (`hook.rs`).
+fn refused(db: &DbInner, log: &LogState, w: &Writer) -> Result<()> {
+    if let Some(condition) = &w.condition {
+        condition(db, log)?;
+    }
     log.hooks.iter().try_for_each(|hook| hook.check(&w.batch))
 }
 
@@ -88,6 +98,19 @@ impl DbInner {
     /// Commit `batch`; returns the sequence number of its first entry (that of the last
     /// write before it if the batch is empty).
     pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<SeqNo> {
+        self.write_if(batch, opts, None)
+    }
+
+    /// [`DbInner::write`], committing `batch` only if `condition` (when given) returns
+    /// `Ok` when it runs under the `log` lock, after every earlier write is in the memtable
+    /// and before any later one: its error is the write's. A conditional batch commits in a
+    /// group of its own, so that no batch committed in the same group escapes its check.
+    pub(crate) fn write_if(
+        &self,
+        batch: WriteBatch,
+        opts: WriteOptions,
+        condition: Option<Condition>,
+    ) -> Result<SeqNo> {
         self.check_writable()?;
         batch.check()?;
         if opts.sync && opts.disable_wal {
@@ -102,14 +125,14 @@ impl DbInner {
         // that queues meanwhile leads once it gets the log lock after us.
         if self.writers_queued.load(Ordering::Acquire) == 0 {
             if let Ok(mut log) = self.log.try_lock() {
-                let me = Writer::new(batch, opts);
-                refused_by_hooks(&log, &me)?;
+                let me = Writer::new(batch, opts, condition);
+                refused(self, &log, &me)?;
                 self.commit_locked(&mut log, &[&me])?;
                 return Ok(SeqNo(me.first_seq.load(Ordering::Relaxed)));
             }
         }
         let queued = Timer::start();
-        let me = Arc::new(Writer::new(batch, opts));
+        let me = Arc::new(Writer::new(batch, opts, condition));
         let mut q = lock(&self.writers);
         q.queue.push_back(Arc::clone(&me));
         self.writers_queued.fetch_add(1, Ordering::Release);
@@ -134,10 +157,8 @@ impl DbInner {
         queued.stop(|p| &mut p.write_queue_nanos);
         let group = build_group(&lock(&self.writers).queue);
         // A batch a hook refuses leaves the group with its own error; the rest commit.
-        let refusals: Vec<Option<Error>> = group
-            .iter()
-            .map(|w| refused_by_hooks(&log, w).err())
-            .collect();
+        let refusals: Vec<Option<Error>> =
+            group.iter().map(|w| refused(self, &log, w).err()).collect();
         let admitted: Vec<&Writer> = group
             .iter()
             .zip(&refusals)
@@ -465,8 +486,10 @@ fn build_group(queue: &VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
     let mut bytes = 0;
     for w in queue {
         let size = w.batch.approximate_size();
-        let compatible =
-            w.opts.disable_wal == leader.opts.disable_wal && (!w.opts.sync || leader.opts.sync);
+        let compatible = w.opts.disable_wal == leader.opts.disable_wal
+            && (!w.opts.sync || leader.opts.sync)
+            && w.condition.is_none()
+            && leader.condition.is_none();
         if !group.is_empty() && (!compatible || bytes + size > cap) {
             break;
         }

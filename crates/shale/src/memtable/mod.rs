@@ -362,6 +362,29 @@ impl MemTable {
         MemGet::NotFound
     }
 
+    /// The sequence number of `user_key`'s newest entry (a value or a tombstone), if the
+    /// table has one: what a transaction's commit compares with its snapshot.
+    pub fn newest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
+        if self.count.load(Acquire) == 0 {
+            return None;
+        }
+        let tag = index::tag(user_key);
+        let is_key = |id: u32| {
+            self.entries.get(id).is_some_and(|e| {
+                // SAFETY: as in `get`.
+                unsafe { e.split_key() }.0 == user_key
+            })
+        };
+        let Probe::Found { id, .. } = self.index().find(tag, is_key) else {
+            return None;
+        };
+        // The chain's head is the newest version (invariant 3).
+        let entry = self.entries.get(id)?;
+        // SAFETY: as in `get`.
+        let (_, trailer) = unsafe { entry.split_key() };
+        Some(SeqNo(trailer >> 8))
+    }
+
     /// Start loading the hash-index slot where an insert or get of `user_key` begins. The
     /// index is sized for a full write buffer (megabytes), so that first probe is usually
     /// a cache miss; a writer that calls this before its WAL append has the miss overlap

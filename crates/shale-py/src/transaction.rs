@@ -1,0 +1,131 @@
+//! `shale.Transaction`: an optimistic transaction (`shale::Transaction`), used as a `with`
+//! block that commits when it ends normally and discards its writes when it raises.
+
+use std::sync::{Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::convert::to_bytes;
+use crate::errors::{new_err, run};
+
+#[pyclass(module = "shale", frozen)]
+pub(crate) struct Transaction {
+    /// `None` once committed or discarded.
+    txn: Mutex<Option<shale::Transaction>>,
+}
+
+impl Transaction {
+    pub(crate) fn new(txn: shale::Transaction) -> Transaction {
+        Transaction {
+            txn: Mutex::new(Some(txn)),
+        }
+    }
+
+    /// Run `f` on the transaction, or raise if it has ended.
+    fn with<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut shale::Transaction) -> PyResult<T>,
+    ) -> PyResult<T> {
+        let mut guard = self.txn.lock().unwrap_or_else(PoisonError::into_inner);
+        match guard.as_mut() {
+            Some(txn) => f(txn),
+            None => Err(ended(py)),
+        }
+    }
+
+    fn take(&self) -> Option<shale::Transaction> {
+        self.txn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// The error of a call on a transaction that has ended.
+fn ended(py: Python<'_>) -> PyErr {
+    new_err(
+        py,
+        "InvalidArgumentError",
+        "this transaction has ended (committed or discarded)".to_string(),
+    )
+}
+
+#[pymethods]
+impl Transaction {
+    /// The value of `key`: this transaction's own write, else the value at its snapshot
+    /// (`default` if missing). The key is checked for changes at commit.
+    #[pyo3(signature = (key, default = None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let key = to_bytes(key, "key")?;
+        let value = self.with(py, |txn| run(py, || Ok(txn.get(&key)?)))?;
+        Ok(match value {
+            Some(v) => Some(PyBytes::new(py, &v).into_any()),
+            None => default,
+        })
+    }
+
+    /// Set `key` to `value` when the transaction commits.
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (key, value) = (to_bytes(key, "key")?, to_bytes(value, "value")?);
+        self.with(py, |txn| {
+            txn.put(key, value);
+            Ok(())
+        })
+    }
+
+    /// Delete `key` when the transaction commits.
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = to_bytes(key, "key")?;
+        self.with(py, |txn| {
+            txn.delete(key);
+            Ok(())
+        })
+    }
+
+    /// Write the transaction's writes atomically; `ConflictError` (nothing written) if a
+    /// key it read or wrote changed since it began.
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(txn) = self.take() else {
+            return Err(ended(py));
+        };
+        run(py, || Ok(txn.commit()?))
+    }
+
+    /// Discard the transaction's writes.
+    fn discard(&self) {
+        self.take();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Commit if the block ended normally (unless it committed or discarded already),
+    /// discard if it raised.
+    #[pyo3(signature = (exc_type, _exc_value, _traceback))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        _exc_value: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        match self.take() {
+            Some(txn) if exc_type.is_none() => run(py, || Ok(txn.commit()?))?,
+            _ => {}
+        }
+        Ok(false)
+    }
+}
