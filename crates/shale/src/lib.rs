@@ -33,6 +33,7 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
+pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot, Transaction,
     WriteHook, LOST_DIR,

@@ -39,6 +39,9 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if a database already exists. Default: false.
     pub error_if_exists: bool,
+    /// A filter that compactions ask about each key's newest value (keep, remove or
+    /// change it): see [`crate::CompactionFilter`]. Default: none.
+    pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
     /// Open for reading only: no lock is taken and nothing in the directory is written or
     /// deleted, so any number of read-only handles, in any processes, may open a database
     /// beside its one writer. A handle sees the database as of its open: the SSTables its
@@ -181,6 +184,7 @@ impl Default for Options {
             create_if_missing: true,
             error_if_exists: false,
             read_only: false,
+            compaction_filter: None,
             write_buffer_size: 64 << 20,
             max_write_buffers: 4,
             max_file_size: 64 << 20,
@@ -214,6 +218,7 @@ impl fmt::Debug for Options {
             .field("create_if_missing", &self.create_if_missing)
             .field("error_if_exists", &self.error_if_exists)
             .field("read_only", &self.read_only)
+            .field("compaction_filter", &self.compaction_filter.is_some())
             .field("write_buffer_size", &self.write_buffer_size)
             .field("max_write_buffers", &self.max_write_buffers)
             .field("max_file_size", &self.max_file_size)

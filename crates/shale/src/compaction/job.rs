@@ -18,10 +18,11 @@
 //! (nothing older is left for it to hide). A user key's versions never straddle two output
 //! files: readers of L1+ find a key in exactly one file.
 
+use super::{CompactionFilter, FilterDecision};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, SeqNo, ValueKind};
+use crate::key::{encode_internal_key, parse_internal_key, SeqNo, ValueKind};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::{FileId, FileMeta, TableFile};
 use std::path::Path;
@@ -32,6 +33,8 @@ pub struct DropPolicy<'a> {
     pub snapshots: &'a [SeqNo],
     /// True if no level below the output level can hold `user_key`.
     pub is_bottommost: &'a dyn Fn(&[u8]) -> bool,
+    /// The user's filter and the output level it is told.
+    pub filter: Option<(&'a dyn CompactionFilter, usize)>,
 }
 
 impl DropPolicy<'_> {
@@ -88,10 +91,23 @@ pub fn run_compaction(
             last_stripe = None;
         }
         let stripe = policy.stripe(entry.seq);
+        // The filter sees a key's newest version when no snapshot can read it.
+        let decision = match policy.filter {
+            Some((filter, level))
+                if last_stripe.is_none()
+                    && stripe == policy.snapshots.len()
+                    && entry.kind == ValueKind::Put =>
+            {
+                filter.filter(level, entry.user_key, input.value())
+            }
+            _ => FilterDecision::Keep,
+        };
+        let kind = match decision {
+            FilterDecision::Remove => ValueKind::Delete,
+            _ => entry.kind,
+        };
         let drop = last_stripe == Some(stripe)
-            || (entry.kind == ValueKind::Delete
-                && stripe == 0
-                && (policy.is_bottommost)(entry.user_key));
+            || (kind == ValueKind::Delete && stripe == 0 && (policy.is_bottommost)(entry.user_key));
         last_stripe = Some(stripe);
         if drop {
             out.entries_dropped += 1;
@@ -102,7 +118,15 @@ pub fn run_compaction(
                 builder = Some((id, path, b));
             }
             if let Some((_, _, b)) = builder.as_mut() {
-                b.add(input.key(), input.value())?;
+                match decision {
+                    FilterDecision::Keep => b.add(input.key(), input.value())?,
+                    FilterDecision::Change(value) => b.add(input.key(), &value)?,
+                    FilterDecision::Remove => {
+                        let mut tombstone = Vec::with_capacity(entry.user_key.len() + 8);
+                        encode_internal_key(&mut tombstone, entry.user_key, entry.seq, kind);
+                        b.add(&tombstone, &[])?;
+                    }
+                }
             }
         }
         input.next()?;
@@ -161,6 +185,7 @@ mod tests {
             &DropPolicy {
                 snapshots,
                 is_bottommost: &|_| bottommost,
+                filter: None,
             },
             &|p: &Path| PosixFs.create(p),
             &|meta: FileMeta| {

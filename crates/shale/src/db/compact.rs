@@ -232,6 +232,11 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     let policy = DropPolicy {
         snapshots: &snapshots,
         is_bottommost: &deeper,
+        filter: db
+            .opts
+            .compaction_filter
+            .as_deref()
+            .map(|f| (f, task.output_level)),
     };
     let mut next_file = || {
         let id = lock(&db.state).versions.new_file_id();

@@ -273,6 +273,7 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
         &DropPolicy {
             snapshots: &[],
             is_bottommost: &|_| true,
+            filter: None,
         },
         &|path: &Path| fs.create(path),
         &|meta| {
