@@ -60,7 +60,9 @@ impl RocksEngine {
             other => return Err(format!("rocksdb: {} is not built in", other.name()).into()),
         });
         Ok(RocksEngine {
-            db: DB::open(&o, dir)?,
+            // The default column family named, so that its handle is there for the
+            // batched MultiGet (`multi_get`).
+            db: DB::open_cf(&o, dir, [rocksdb::DEFAULT_COLUMN_FAMILY_NAME])?,
             read: ReadOptions::default(),
             sync: write_options(Durability::Sync),
             buffered: write_options(Durability::Buffered),
