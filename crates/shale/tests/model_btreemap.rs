@@ -1,11 +1,13 @@
 //! Model test: random sequences of put / delete / batch / get / multi-get / flush /
-//! reopen against a `BTreeMap`, checked key by key after every step that can lose or
-//! reorder data.
+//! reopen and transactions against a `BTreeMap`, checked key by key after every step that
+//! can lose or reorder data. A transaction's commit must fail whenever a key it read or
+//! wrote was written since it began, and otherwise either commit its writes or fail (a
+//! flush may leave it no memtable history to check against).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use shale::{Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use shale::{Db, Error, Options, ReadOptions, Snapshot, Transaction, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -25,6 +27,24 @@ enum Op {
     Scan(u8, u8, bool, Option<usize>),
     /// Seek a cursor, then walk a few steps in mixed directions.
     Cursor(u8, Vec<bool>),
+    /// Begin a transaction (if none is open).
+    TxnBegin,
+    TxnGet(u8),
+    /// Put (`Some`) or delete (`None`) in the open transaction.
+    TxnWrite(u8, Option<Vec<u8>>),
+    TxnCommit,
+}
+
+/// The open transaction and what the model expects of it.
+struct OpenTxn {
+    txn: Transaction,
+    /// The model as the transaction began.
+    view: Model,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Keys read or written: checked at commit.
+    tracked: BTreeSet<Vec<u8>>,
+    /// Keys written outside the transaction since it began.
+    written_since: BTreeSet<Vec<u8>>,
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -50,6 +70,11 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(a, b, r, s)| Op::Scan(a % 66, b % 66, r, s)),
         2 => (any::<u8>(), proptest::collection::vec(any::<bool>(), 0..12))
             .prop_map(|(k, steps)| Op::Cursor(k % 66, steps)),
+        2 => Just(Op::TxnBegin),
+        3 => any::<u8>().prop_map(|k| Op::TxnGet(k % 64)),
+        3 => (any::<u8>(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)))
+            .prop_map(|(k, v)| Op::TxnWrite(k % 64, v)),
+        2 => Just(Op::TxnCommit),
     ]
 }
 
@@ -125,8 +150,68 @@ proptest! {
         let mut db = Db::open(dir.path(), options()).unwrap();
         let mut model = BTreeMap::new();
         let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
+        let mut open_txn: Option<OpenTxn> = None;
         for op in ops {
+            // Keys this op writes outside the transaction.
+            let written: Vec<Vec<u8>> = match &op {
+                Op::Put(k, _) | Op::Delete(k) => vec![key(*k)],
+                Op::Batch(entries) => entries.iter().map(|(k, _)| key(*k)).collect(),
+                _ => Vec::new(),
+            };
+            if let Some(t) = open_txn.as_mut() {
+                t.written_since.extend(written);
+            }
             match op {
+                Op::TxnBegin => {
+                    if open_txn.is_none() {
+                        open_txn = Some(OpenTxn {
+                            txn: db.transaction(),
+                            view: model.clone(),
+                            writes: BTreeMap::new(),
+                            tracked: BTreeSet::new(),
+                            written_since: BTreeSet::new(),
+                        });
+                    }
+                }
+                Op::TxnGet(k) => {
+                    if let Some(t) = open_txn.as_mut() {
+                        let want = match t.writes.get(&key(k)) {
+                            Some(w) => w.clone(),
+                            None => t.view.get(&key(k)).cloned(),
+                        };
+                        prop_assert_eq!(t.txn.get(key(k)).unwrap(), want);
+                        t.tracked.insert(key(k));
+                    }
+                }
+                Op::TxnWrite(k, v) => {
+                    if let Some(t) = open_txn.as_mut() {
+                        match &v {
+                            Some(v) => t.txn.put(key(k), v),
+                            None => t.txn.delete(key(k)),
+                        }
+                        t.writes.insert(key(k), v);
+                        t.tracked.insert(key(k));
+                    }
+                }
+                Op::TxnCommit => {
+                    if let Some(t) = open_txn.take() {
+                        let must_conflict = !t.writes.is_empty()
+                            && t.tracked.iter().any(|k| t.written_since.contains(k));
+                        match t.txn.commit() {
+                            Ok(()) => {
+                                prop_assert!(!must_conflict, "committed over a conflicting write");
+                                for (k, v) in t.writes {
+                                    match v {
+                                        Some(v) => model.insert(k, v),
+                                        None => model.remove(&k),
+                                    };
+                                }
+                            }
+                            Err(Error::Conflict(_)) => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
                 Op::Put(k, v) => {
                     db.put(key(k), &v).unwrap();
                     model.insert(key(k), v);
@@ -215,8 +300,9 @@ proptest! {
                     }
                 }
                 Op::Reopen => {
-                    // Snapshots do not survive a reopen.
+                    // Snapshots and transactions do not survive a reopen.
                     snapshots.clear();
+                    open_txn = None;
                     drop(db);
                     db = Db::open(dir.path(), options()).unwrap();
                     check_all(&db, &model);
