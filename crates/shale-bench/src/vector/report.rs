@@ -1,7 +1,7 @@
 //! The "Vector search" section of the report: QPS against recall@10 per data set, the best
 //! QPS at recall >= 0.95, build and insert times, index memory, filtered search per
 //! selectivity, embedding throughput and semantic query latency, with Shale's ratio to
-//! hnswlib and the targets from issue 31.
+//! hnswlib and the project's targets.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -297,7 +297,7 @@ pub fn section(out: &mut String, s: &Summary, recall_chart: Option<&str>) {
     let _ = writeln!(out, "\n## Vector search\n");
     let _ = writeln!(
         out,
-        "From `shale-bench vector`. Targets (issue 31): QPS at recall@10 >= {RECALL_TARGET} at least \
+        "From `shale-bench vector`. Targets: QPS at recall@10 >= {RECALL_TARGET} at least \
          2.0x hnswlib's with the same M and ef_construction, and above every faiss and usearch \
          index; build time <= 0.6x hnswlib's on 1 and 2 threads; at most 0.6 KB of graph and \
          codes per 384-d vector; filtered search at recall >= {RECALL_TARGET} and at least \

@@ -19,10 +19,10 @@
 //! the last half to whole shard's worth of misses it turned away, which small counters in
 //! two generations remember. A block that comes back twice within about the cache's size
 //! in other blocks (one the cache will hit) gets in; a scan, or uniform reads over data
-//! many times the cache, pass through. (At the second miss, as until session 18, 31% of
-//! the misses of such uniform reads each exchanged a block for one as likely to be read,
-//! and random gets ran 14% slower in `shale-bench`: 360 k/s against 420 k/s.) Until a
-//! shard is full, every block is admitted.
+//! many times the cache, pass through. (Admitted at the second miss, 31% of the misses
+//! of such uniform reads each exchanged a block for one as likely to be read, and random
+//! gets ran 14% slower in `shale-bench`: 360 k/s against 420 k/s.) Until a shard is full,
+//! every block is admitted.
 //!
 //! Index and filter blocks are not here: each open table pins its own (see
 //! `sst/reader.rs`); their total is reported separately.

@@ -1,4 +1,4 @@
-//! Fuzz entry points: one function per decoder, each taking arbitrary bytes (issue 6, R9).
+//! Fuzz entry points: one function per decoder, each taking arbitrary bytes.
 //!
 //! Every function here states a decoder's contract and panics only if the contract is
 //! broken: whatever the bytes, the decoder returns a value or a typed [`Error`] (for file
