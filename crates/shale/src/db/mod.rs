@@ -9,11 +9,12 @@
 //! - `repair.rs`: rebuild a damaged database from what can still be read.
 //!
 //! Locks, always taken in this order:
-//! 1. `writers`: the queue of writers waiting to commit (group-commit leader election).
-//!    Never held across I/O.
-//! 2. `log`: the WAL and the active memtable. Held by the write-group leader while it
+//! 1. `log`: the WAL and the active memtable. Held by the write-group leader while it
 //!    appends, syncs and inserts, and while it switches to a new memtable (creating the
-//!    next WAL file and syncing the directory); by `flush()` and `close()` likewise.
+//!    next WAL file, syncing nothing); by `flush()` and `close()` likewise.
+//! 2. `writers`: the queue of writers waiting to commit (group-commit leader election):
+//!    taken alone to join the queue, and after `log` by a leader collecting its group.
+//!    Never held across I/O.
 //! 3. `state`: the version set, the frozen memtables, background status. Flush and
 //!    compaction build their files without it and take it to install results: the one
 //!    I/O under it is the manifest append and its fdatasync.

@@ -4,7 +4,7 @@
 //! `block/`.
 //!
 //! ```text
-//! file         = data_block* filter_block? properties_block index_block footer
+//! file         = data_block+ filter_block? properties_block index_block footer
 //! *_block      = bytes[size] trailer              (a BlockHandle names offset and size)
 //! trailer      = compression_type:u8 masked_crc32c:u32     (5 bytes)
 //! footer       = filter:handle64 properties:handle64 index:handle64
