@@ -45,17 +45,18 @@ if [[ ! -f "$stamp" ]]; then
     touch "$stamp"
 fi
 
-echo "== maturin develop --profile $profile (crates/shale-py)"
-# The workspace's target/ so that dependencies already built by cargo are reused.
-# maturin installs into the active environment: activate the venv for it.
-(
-    # shellcheck disable=SC1091
-    source "$venv/bin/activate"
-    CARGO_TARGET_DIR="$target" maturin develop --quiet --profile "$profile" \
-        --manifest-path crates/shale-py/Cargo.toml
-)
+echo "== maturin build --profile $profile (crates/shale-py), then pip install the wheel"
+# The workspace's target/ so that dependencies already built by cargo are reused. The tests
+# run against the installed wheel, as a user gets it, not against the source tree.
+wheels="$target/wheels-test"
+rm -rf "$wheels"
+CARGO_TARGET_DIR="$target" "$venv/bin/maturin" build --quiet --profile "$profile" \
+    --manifest-path crates/shale-py/Cargo.toml --out "$wheels"
+wheel=$(ls "$wheels"/shale_db-*.whl)
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    --force-reinstall "$wheel"
 built=$(date +%s)
-echo "== built the extension in $((built - start)) s"
+echo "== built and installed $(basename "$wheel") in $((built - start)) s"
 
 echo "== pytest crates/shale-py/tests"
 # shellcheck disable=SC2086
