@@ -28,6 +28,7 @@ pub mod sst;
 mod sync;
 mod table_cache;
 pub mod tools;
+pub mod ttl;
 pub mod vector;
 pub mod version;
 pub mod wal;
@@ -40,3 +41,4 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};
+pub use ttl::TtlDb;

@@ -620,3 +620,21 @@ fn print_examples() {
         BloomFilter::new(filter_example_bytes()).may_contain(b"plum")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// A TTL database's value (docs/format.md section 13).
+
+#[test]
+fn ttl_value_example() {
+    let bytes = hex("ttl-value-example");
+    let (value, expiry) = shale::ttl::decode_value(&bytes).expect("long enough");
+    assert_eq!((value, expiry), (&b"hi"[..], 1_767_225_600_000));
+    assert_eq!(shale::ttl::encode_value(b"hi", 1_767_225_600_000), bytes);
+    // And as a TTL database writes it, ten seconds before that moment.
+    let dir = tempfile::tempdir().unwrap();
+    let clock: shale::ttl::Clock = std::sync::Arc::new(|| 1_767_225_590_000);
+    let db = shale::TtlDb::open_with_clock(dir.path(), shale::Options::default(), clock).unwrap();
+    db.put_with_ttl("k", "hi", std::time::Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(db.db().get("k").unwrap(), Some(bytes));
+}
