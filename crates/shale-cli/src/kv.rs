@@ -47,7 +47,7 @@ pub fn put(cli: &Cli, key: &str, value: &str) -> Result<()> {
     Ok(db.close()?)
 }
 
-pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool) -> Result<()> {
+pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool, json: bool) -> Result<()> {
     if raw && keys.len() > 1 {
         return Err(CliError::Usage("--raw takes one key".into()));
     }
@@ -59,7 +59,7 @@ pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool) -> Resul
     let values = db.multi_get(&keys, &shale::ReadOptions::default())?;
     // Every command closes explicitly: a failure found then (a background one) is an error.
     db.close()?;
-    if let ([key], [value]) = (keys.as_slice(), values.as_slice()) {
+    if let (false, [key], [value]) = (json, keys.as_slice(), values.as_slice()) {
         let Some(value) = value else {
             return Err(CliError::NotFound(escape(key)));
         };
@@ -73,9 +73,7 @@ pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool) -> Resul
     let mut missing = Vec::new();
     for (key, value) in keys.iter().zip(&values) {
         match value {
-            Some(value) => {
-                writeln!(out, "{}\t{}", escape(key), escape(value)).map_err(CliError::Stdout)?
-            }
+            Some(value) => write_pair(out, key, value, json).map_err(CliError::Stdout)?,
             None => missing.push(escape(key)),
         }
     }

@@ -33,7 +33,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use error::{CliError, Result};
 
@@ -88,8 +88,11 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         keys: Vec<String>,
         /// Write the value's bytes exactly, with no escaping and no newline (one key only).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         raw: bool,
+        /// One JSON object per key found, as `scan --json` prints them.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete KEY (deleting a missing key is not an error).
     Del { key: String },
@@ -148,6 +151,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a completion script for SHELL (e.g. `shale completions bash >
+    /// /etc/bash_completion.d/shale`).
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff), e.g. `shale man | man -l -`.
+    Man,
 }
 
 /// Output formats of `import` and `export`.
@@ -234,7 +242,7 @@ fn run(cli: &Cli) -> Result<()> {
     let out = &mut std::io::BufWriter::new(std::io::stdout().lock());
     match &cli.command {
         Command::Put { key, value } => kv::put(cli, key, value),
-        Command::Get { keys, raw } => kv::get(cli, out, keys, *raw),
+        Command::Get { keys, raw, json } => kv::get(cli, out, keys, *raw, *json),
         Command::Del { key } => kv::del(cli, key),
         Command::Scan(args) => kv::scan(cli, out, args),
         Command::Import(args) => import::run(cli, args),
@@ -262,6 +270,13 @@ fn run(cli: &Cli) -> Result<()> {
         Command::DumpSst { file, json } => dump::sst(out, file, *json),
         Command::DumpWal { file, json } => dump::wal(out, file, *json),
         Command::DumpManifest { file, json } => dump::manifest(cli, out, file.as_deref(), *json),
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "shale", out);
+            Ok(())
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(out)
+            .map_err(CliError::Stdout),
     }?;
     out.flush().map_err(CliError::Stdout)
 }

@@ -146,3 +146,22 @@ fn read_only_reads_beside_a_process_that_holds_the_lock() {
     assert_eq!(refused.code, 2);
     assert!(refused.stderr.contains("read-only"), "{}", refused.stderr);
 }
+
+#[test]
+fn get_json_completions_and_the_manual() {
+    let t = TestDb::new();
+    t.run(&["-e", "put", "k\\xff", "v"]).ok();
+    t.run(&["put", "plain", "text"]).ok();
+    assert_eq!(
+        t.run(&["get", "--json", "plain"]).ok(),
+        "{\"key\":\"plain\",\"value\":\"text\"}\n"
+    );
+    let both = t.run(&["-e", "get", "--json", "plain", "k\\xff"]).ok();
+    assert_eq!(both.lines().count(), 2);
+    assert!(both.contains("\"key_hex\":\"6bff\""), "{both}");
+    assert_eq!(t.run(&["get", "--json", "--raw", "plain"]).code, 2);
+    let bash = shale(&["completions", "bash"]).ok();
+    assert!(bash.contains("checkpoint") && bash.contains("complete"), "{bash}");
+    let man = shale(&["man"]).ok();
+    assert!(man.starts_with(".ie") || man.contains(".TH shale 1"), "{man}");
+}
