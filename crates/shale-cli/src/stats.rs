@@ -58,7 +58,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
     let user = s.user_bytes_written;
     let write_amp = (user > 0)
         .then(|| (s.wal_bytes + s.flush_bytes + s.compaction_bytes_written) as f64 / user as f64);
-    let counters = counters(&s);
+    let counters = s.counters();
 
     let result = if json {
         let levels_json: Vec<serde_json::Value> = levels
@@ -144,45 +144,4 @@ fn write_text(
         writeln!(out, "  {name}: {v}")?;
     }
     Ok(())
-}
-
-/// Every counter of the snapshot, by name; times are in microseconds.
-fn counters(s: &shale::StatsSnapshot) -> Vec<(&'static str, u64)> {
-    macro_rules! named {
-        ($($field:ident),* $(,)?) => { vec![$((stringify!($field), s.$field)),*] };
-    }
-    named!(
-        block_cache_usage_bytes,
-        block_cache_capacity_bytes,
-        block_cache_hits,
-        block_cache_misses,
-        block_cache_rejections,
-        pinned_table_metadata_bytes,
-        open_tables,
-        stalls,
-        stall_micros,
-        slowdown_micros,
-        flushes,
-        flush_bytes,
-        flush_micros,
-        compactions,
-        trivial_moves,
-        compaction_bytes_read,
-        compaction_bytes_written,
-        compaction_entries_dropped,
-        compaction_micros,
-        writes,
-        write_groups,
-        user_bytes_written,
-        wal_bytes,
-        wal_syncs,
-        wal_torn_tail_bytes,
-        wal_salvages,
-        wal_salvaged_bytes,
-        gets,
-        bytes_read,
-        bloom_useful,
-        rate_limit_bytes_per_sec,
-        rate_limit_wait_micros,
-    )
 }

@@ -161,7 +161,13 @@ fn get_json_completions_and_the_manual() {
     assert!(both.contains("\"key_hex\":\"6bff\""), "{both}");
     assert_eq!(t.run(&["get", "--json", "--raw", "plain"]).code, 2);
     let bash = shale(&["completions", "bash"]).ok();
-    assert!(bash.contains("checkpoint") && bash.contains("complete"), "{bash}");
+    assert!(
+        bash.contains("checkpoint") && bash.contains("complete"),
+        "{bash}"
+    );
     let man = shale(&["man"]).ok();
-    assert!(man.starts_with(".ie") || man.contains(".TH shale 1"), "{man}");
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH shale 1"),
+        "{man}"
+    );
 }

@@ -85,6 +85,55 @@ pub struct StatsSnapshot {
     pub rate_limit_wait_micros: u64,
 }
 
+impl StatsSnapshot {
+    /// Every counter under its field's name, grouped as the CLI prints them (cache, write
+    /// pressure, flushes, compactions, writes, WAL, reads, rate limit): the one list the
+    /// CLI and the Python bindings show. The destructuring names each field with no `..`,
+    /// so a counter added to the struct fails to compile here until it is listed.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        macro_rules! named {
+            ($($field:ident),* $(,)?) => {{
+                let StatsSnapshot { $($field),* } = self;
+                vec![$((stringify!($field), *$field)),*]
+            }};
+        }
+        named!(
+            block_cache_usage_bytes,
+            block_cache_capacity_bytes,
+            block_cache_hits,
+            block_cache_misses,
+            block_cache_rejections,
+            pinned_table_metadata_bytes,
+            open_tables,
+            stalls,
+            stall_micros,
+            slowdown_micros,
+            flushes,
+            flush_bytes,
+            flush_micros,
+            compactions,
+            trivial_moves,
+            compaction_bytes_read,
+            compaction_bytes_written,
+            compaction_entries_dropped,
+            compaction_micros,
+            writes,
+            write_groups,
+            user_bytes_written,
+            wal_bytes,
+            wal_syncs,
+            wal_torn_tail_bytes,
+            wal_salvages,
+            wal_salvaged_bytes,
+            gets,
+            bytes_read,
+            bloom_useful,
+            rate_limit_bytes_per_sec,
+            rate_limit_wait_micros,
+        )
+    }
+}
+
 impl Stats {
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
