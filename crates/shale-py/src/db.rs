@@ -454,6 +454,20 @@ impl Db {
         self.iter(py, b, reverse, Mode::Items)
     }
 
+    /// A cursor over `start <= key < end` (`None`: unbounded), unpositioned: `seek`,
+    /// `seek_for_prev`, `seek_to_first` or `seek_to_last` it, then `next`/`prev`, reading
+    /// `key` and `value` while `valid`.
+    #[pyo3(signature = (start = None, end = None))]
+    fn cursor(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::cursor::Cursor> {
+        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        crate::cursor::open(py, &self.shared, None, start, end)
+    }
+
     /// A write batch: `with db.batch() as b: b.put(k, v); b.delete(k2)` commits all of it
     /// atomically when the block ends, and nothing if the block raises.
     #[pyo3(signature = (sync = false))]

@@ -16,6 +16,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod convert;
+mod cursor;
 mod db;
 mod embedder;
 mod errors;
@@ -91,6 +92,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<db::Db>()?;
     m.add_class::<db::WriteBatch>()?;
     m.add_class::<iter::KvIter>()?;
+    m.add_class::<cursor::Cursor>()?;
     m.add_class::<snapshot::Snapshot>()?;
     m.add_class::<transaction::Transaction>()?;
     m.add_class::<search::SearchHit>()?;

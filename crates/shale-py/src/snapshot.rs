@@ -129,6 +129,19 @@ impl Snapshot {
         self.iter(py, b, reverse, Mode::Items)
     }
 
+    /// As `DB.cursor`, at the snapshot.
+    #[pyo3(signature = (start = None, end = None))]
+    fn cursor(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::cursor::Cursor> {
+        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        let snap = self.pinned(py)?;
+        crate::cursor::open(py, &self.shared, Some(snap), start, end)
+    }
+
     /// Unpin the snapshot (once its iterators are gone too): compaction may then drop
     /// the old versions it kept for it. Idempotent.
     fn release(&self) {

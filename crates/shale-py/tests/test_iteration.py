@@ -97,3 +97,41 @@ def test_reopen_while_an_iterator_of_the_closed_db_lives(db_path):
         next(it)
     with pytest.raises(shale.ClosedError):
         snap.get(b"a")
+
+
+def test_cursor_seeks_and_moves_both_ways(db):
+    for k in [b"a", b"c", b"e", b"g"]:
+        db[k] = k.upper()
+    cur = db.cursor()
+    assert not cur.valid
+    with pytest.raises(shale.InvalidArgumentError):
+        cur.key
+    cur.seek(b"b")
+    assert (cur.key, cur.value) == (b"c", b"C")
+    cur.next()
+    assert cur.key == b"e"
+    cur.prev()
+    cur.prev()
+    assert cur.key == b"a"
+    cur.prev()
+    assert not cur.valid
+    cur.seek_for_prev(b"f")
+    assert cur.key == b"e"
+    cur.seek_to_last()
+    assert cur.key == b"g"
+    bounded = db.cursor(start=b"b", end=b"f")
+    bounded.seek_to_first()
+    seen = []
+    while bounded.valid:
+        seen.append(bounded.key)
+        bounded.next()
+    assert seen == [b"c", b"e"]
+
+
+def test_snapshot_cursor_reads_the_snapshot(db):
+    db[b"k"] = b"old"
+    with db.snapshot() as snap:
+        db[b"k"] = b"new"
+        cur = snap.cursor()
+        cur.seek_to_first()
+        assert cur.value == b"old"

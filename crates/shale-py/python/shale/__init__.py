@@ -37,6 +37,7 @@ from ._errors import (
 from . import _shale
 from ._shale import (
     DB,
+    Cursor,
     Index,
     Iterator,
     SearchHit,
@@ -87,6 +88,7 @@ __all__ = [
     "OPTIONS",
     "ClosedError",
     "ConflictError",
+    "Cursor",
     "CorruptionError",
     "EmbeddingError",
     "Error",
