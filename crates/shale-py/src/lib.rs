@@ -26,6 +26,7 @@ mod search;
 mod snapshot;
 mod stats;
 mod transaction;
+mod ttl;
 mod vectors;
 
 use std::path::PathBuf;
@@ -39,6 +40,18 @@ use pyo3::types::PyDict;
 #[pyo3(signature = (path, **options))]
 fn open(py: Python<'_>, path: PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<db::Db> {
     db::open(py, path, options)
+}
+
+/// Open (or create) the database in `path` whose values may expire (`shale::TtlDb`):
+/// `put(key, value, ttl=seconds)`. Keyword options as for `open`, but not `semantic`.
+#[pyfunction]
+#[pyo3(signature = (path, **options))]
+fn open_ttl(
+    py: Python<'_>,
+    path: PathBuf,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<ttl::TtlDb> {
+    ttl::open(py, path, options)
 }
 
 /// Rebuild the damaged database in `path` from whatever of its files can still be read
@@ -86,6 +99,8 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // the user chose otherwise (see shale_embed::quiet_candle_threads).
     shale_embed::quiet_candle_threads();
     m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(open_ttl, m)?)?;
+    m.add_class::<ttl::TtlDb>()?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(vector_value, m)?)?;
     m.add_function(wrap_pyfunction!(_close_for_exit, m)?)?;

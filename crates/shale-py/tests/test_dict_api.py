@@ -151,3 +151,24 @@ def test_repr(db):
     assert repr(db).startswith("<shale.DB ")
     db.close()
     assert "closed" in repr(db)
+
+
+def test_ttl_database_hides_expired_values(tmp_path):
+    import time
+
+    path = tmp_path / "ttl"
+    with shale.open_ttl(path) as db:
+        db.put(b"forever", b"a")
+        db.put(b"brief", b"b", ttl=0.05)
+        assert db.get(b"brief") == b"b"
+        time.sleep(0.1)
+        assert db.get(b"brief") is None
+        assert db.get(b"brief", b"gone") == b"gone"
+        assert db.range() == [(b"forever", b"a")]
+        with pytest.raises(shale.InvalidArgumentError):
+            db.put(b"k", b"v", ttl=-1)
+    with pytest.raises(shale.InvalidArgumentError):
+        shale.open_ttl(tmp_path / "plain-then-ttl", semantic=True)
+    shale.open(tmp_path / "plain").close()
+    with pytest.raises(shale.InvalidArgumentError):
+        shale.open_ttl(tmp_path / "plain")
