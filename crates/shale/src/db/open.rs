@@ -19,7 +19,7 @@ use super::{DbInner, DbState, LogState};
 use crate::batch::{decode_entries, BatchReader};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
+use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
@@ -53,55 +53,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     }
 }
 
+/// One try of [`open`], in the steps docs/architecture.md numbers ("Recovery").
 fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
-    opts.validate().map_err(Error::InvalidOptions)?;
+    // Steps 1 to 3: options, directory, lock, CURRENT and the manifest.
+    let (lock, mut state) = lock_and_load(dir, &opts)?;
     let fs = Arc::clone(&opts.fs);
-    let read_only = opts.read_only;
-    if opts.create_if_missing && !read_only {
-        fs.create_dir_all(dir)?;
-    }
-    if !fs.exists(dir) {
-        return Err(Error::invalid(format!(
-            "database directory {} does not exist{}",
-            dir.display(),
-            if read_only {
-                ""
-            } else {
-                " (create_if_missing is off)"
-            }
-        )));
-    }
-    let lock = match read_only {
-        true => None,
-        false => Some(fs.lock(&dir.join(filename::LOCK))?),
-    };
     let stats = Stats::default();
-
-    let exists = fs.exists(&dir.join(crate::version::CURRENT_FILE));
-    let mut state = if exists {
-        if opts.error_if_exists {
-            return Err(Error::invalid(format!(
-                "database {} already exists (error_if_exists is on)",
-                dir.display()
-            )));
-        }
-        let state = RecoveredManifest::load(fs.as_ref(), dir)?;
-        check_oldest_wal(fs.as_ref(), dir, &state)?;
-        state
-    } else if opts.create_if_missing && !read_only {
-        refuse_orphaned_data(fs.as_ref(), dir)?;
-        RecoveredManifest {
-            next_file_number: FileId(2),
-            manifest_id: FileId(1),
-            ..RecoveredManifest::default()
-        }
-    } else {
-        return Err(Error::invalid(format!(
-            "no database in {} (create_if_missing is off)",
-            dir.display()
-        )));
-    };
-
     let cache = Arc::new(BlockCache::new(opts.cache_size, opts.block_size));
     let purger = Arc::new(Purger::default());
     let table_cache = Arc::new(TableCache::new(
@@ -112,6 +69,8 @@ fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         opts.mmap_reads,
         Arc::clone(&purger),
     ));
+    // Step 4: the SSTables; steps 5 and 6: the WALs, saved to L0 (kept in memory when
+    // read-only).
     let mut tables = open_tables(&table_cache, &state.files)?;
     let recovery = Recovery {
         fs: fs.as_ref(),
@@ -121,31 +80,10 @@ fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         kept: Vec::new(),
     };
     let replayed = recovery.replay_wals(&mut state, &mut tables, &stats)?;
-
+    // Steps 7 to 9: a fresh WAL and manifest, CURRENT switched, obsolete files deleted.
     let version = Version::from_files(tables);
     let last_seq = state.last_seq;
-    let (wal, wal_id, versions) = if read_only {
-        let versions = VersionSet::read_only(Arc::clone(&fs), dir, state, version);
-        let wal = LogWriter::new(Box::new(crate::fs::ReadOnlyFile));
-        (wal, versions.log_number(), versions)
-    } else {
-        // A fresh WAL; every older one is now obsolete.
-        let wal_id = state.next_file_number;
-        state.next_file_number = FileId(wal_id.0 + 1);
-        state.log_number = wal_id;
-        let wal = LogWriter::new(fs.create_log(&wal_path(dir, wal_id))?);
-        // Writes the new manifest and switches CURRENT (which syncs the directory, making
-        // the new WAL's and SSTables' entries durable too).
-        let versions = VersionSet::create(
-            Arc::clone(&fs),
-            dir,
-            state,
-            version,
-            opts.max_manifest_file_size,
-        )?;
-        remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
-        (wal, wal_id, versions)
-    };
+    let (wal, wal_id, versions) = start_log(dir, &opts, state, version)?;
     let l0_files = versions.current().files(0).len();
 
     let mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
@@ -203,6 +141,92 @@ fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     });
     inner.publish_pressure(&super::lock(&inner.state));
     Ok(inner)
+}
+
+/// Steps 1 to 3 of an open: validate the options, create the directory if allowed, take
+/// the lock (not when read-only), and load the state CURRENT and the manifest name, or a
+/// new database's empty one.
+fn lock_and_load(
+    dir: &Path,
+    opts: &Options,
+) -> Result<(Option<Box<dyn FileLock>>, RecoveredManifest)> {
+    opts.validate().map_err(Error::InvalidOptions)?;
+    let fs = opts.fs.as_ref();
+    let read_only = opts.read_only;
+    if opts.create_if_missing && !read_only {
+        fs.create_dir_all(dir)?;
+    }
+    if !fs.exists(dir) {
+        return Err(Error::invalid(format!(
+            "database directory {} does not exist{}",
+            dir.display(),
+            if read_only {
+                ""
+            } else {
+                " (create_if_missing is off)"
+            }
+        )));
+    }
+    let lock = match read_only {
+        true => None,
+        false => Some(fs.lock(&dir.join(filename::LOCK))?),
+    };
+    let state = if fs.exists(&dir.join(crate::version::CURRENT_FILE)) {
+        if opts.error_if_exists {
+            return Err(Error::invalid(format!(
+                "database {} already exists (error_if_exists is on)",
+                dir.display()
+            )));
+        }
+        let state = RecoveredManifest::load(fs, dir)?;
+        check_oldest_wal(fs, dir, &state)?;
+        state
+    } else if opts.create_if_missing && !read_only {
+        refuse_orphaned_data(fs, dir)?;
+        RecoveredManifest {
+            next_file_number: FileId(2),
+            manifest_id: FileId(1),
+            ..RecoveredManifest::default()
+        }
+    } else {
+        return Err(Error::invalid(format!(
+            "no database in {} (create_if_missing is off)",
+            dir.display()
+        )));
+    };
+    Ok((lock, state))
+}
+
+/// Steps 7 to 9 of an open: a fresh WAL (every older one is now obsolete), a new manifest
+/// holding `state` with CURRENT switched to it, and the files nothing names deleted. A
+/// read-only open writes none of it: its WAL and manifest writers refuse every append.
+fn start_log(
+    dir: &Path,
+    opts: &Options,
+    mut state: RecoveredManifest,
+    version: Version,
+) -> Result<(LogWriter, FileId, VersionSet)> {
+    let fs = &opts.fs;
+    if opts.read_only {
+        let versions = VersionSet::read_only(Arc::clone(fs), dir, state, version);
+        let wal = LogWriter::new(Box::new(crate::fs::ReadOnlyFile));
+        return Ok((wal, versions.log_number(), versions));
+    }
+    let wal_id = state.next_file_number;
+    state.next_file_number = FileId(wal_id.0 + 1);
+    state.log_number = wal_id;
+    let wal = LogWriter::new(fs.create_log(&wal_path(dir, wal_id))?);
+    // Writes the new manifest and switches CURRENT (which syncs the directory, making the
+    // new WAL's and SSTables' entries durable too).
+    let versions = VersionSet::create(
+        Arc::clone(fs),
+        dir,
+        state,
+        version,
+        opts.max_manifest_file_size,
+    )?;
+    remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
+    Ok((wal, wal_id, versions))
 }
 
 /// The WAL the manifest names as the oldest live one must exist: a WAL is deleted only
