@@ -116,7 +116,9 @@ impl TtlDb {
         end: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
         let bounds = crate::db::bounds(opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        let pairs = self.with(py, |db| db.range(bounds)?.collect::<shale::Result<Vec<_>>>())?;
+        let pairs = self.with(py, |db| {
+            db.range(bounds)?.collect::<shale::Result<Vec<_>>>()
+        })?;
         pairs
             .iter()
             .map(|(k, v)| PyTuple::new(py, [PyBytes::new(py, k), PyBytes::new(py, v)]))

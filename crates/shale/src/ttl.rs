@@ -46,7 +46,7 @@ pub struct TtlDb {
     clock: Clock,
 }
 
-/// A stored value's user part and expiry (docs/format.md section 13), or `None` for a
+/// A stored value's user part and expiry (docs/format.md section 14), or `None` for a
 /// value too short to carry one.
 pub fn decode_value(stored: &[u8]) -> Option<(&[u8], u64)> {
     let at = stored.len().checked_sub(EXPIRY_BYTES)?;
@@ -54,7 +54,7 @@ pub fn decode_value(stored: &[u8]) -> Option<(&[u8], u64)> {
     Some((value, u64::from_le_bytes(expiry.try_into().ok()?)))
 }
 
-/// `value` with `expiry` after it, as a TTL database stores it (docs/format.md section 13).
+/// `value` with `expiry` after it, as a TTL database stores it (docs/format.md section 14).
 pub fn encode_value(value: &[u8], expiry: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(value.len() + EXPIRY_BYTES);
     out.extend_from_slice(value);

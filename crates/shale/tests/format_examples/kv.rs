@@ -622,7 +622,7 @@ fn print_examples() {
 }
 
 // ---------------------------------------------------------------------------------------
-// A TTL database's value (docs/format.md section 13).
+// A TTL database's value (docs/format.md section 14).
 
 #[test]
 fn ttl_value_example() {
