@@ -1,0 +1,135 @@
+//! Three replicas in this process on 127.0.0.1, ephemeral ports: writes through the
+//! leader, reads through every node, the leader stopped and a new one elected with no
+//! acknowledged write lost, the old leader restarted and caught up; compare-and-set, scan
+//! and the refusals of the client API.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Cluster;
+use shale_server::{Client, ClientError};
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:04}").into_bytes()
+}
+
+fn value(i: u32) -> Vec<u8> {
+    format!("value-{i}").into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_acknowledged_write_is_lost_when_the_leader_stops() {
+    let mut cluster = Cluster::start(3, common::timings()).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(15));
+
+    for i in 0..100 {
+        client.put(&key(i), &value(i)).await.expect("put");
+    }
+    // Reads through each node alone: a follower redirects to the leader.
+    for addr in cluster.endpoints() {
+        let one = Client::new(vec![addr.clone()], None).expect("client");
+        for i in [0, 50, 99] {
+            assert_eq!(
+                one.get(&key(i)).await.expect("get"),
+                Some(value(i)),
+                "via {addr}"
+            );
+        }
+    }
+
+    let old_leader = cluster.leader(Duration::from_secs(10)).await;
+    cluster.stop(old_leader).await;
+
+    // Writes go on: the client follows the new leader once one is elected.
+    for i in 100..150 {
+        client
+            .put(&key(i), &value(i))
+            .await
+            .expect("put after the leader stopped");
+    }
+    let new_leader = cluster.leader(Duration::from_secs(10)).await;
+    assert_ne!(new_leader, old_leader);
+    for i in 0..150 {
+        assert_eq!(
+            client.get(&key(i)).await.expect("get"),
+            Some(value(i)),
+            "key {i}"
+        );
+    }
+
+    // The old leader comes back as a follower and catches up from the log.
+    cluster.restart(old_leader).await;
+    let applied = cluster.applied_index(new_leader);
+    cluster
+        .wait_applied(old_leader, applied, Duration::from_secs(10))
+        .await;
+    let db = cluster.server(old_leader).state_machine().db();
+    for i in 0..150 {
+        assert_eq!(
+            db.get(key(i)).expect("local read"),
+            Some(value(i)),
+            "key {i} on the restarted node"
+        );
+    }
+    drop(db);
+
+    // Compare-and-set, delete, batch, scan.
+    let cas = client
+        .compare_and_set(&key(0), Some(&value(0)), Some(b"swapped"))
+        .await
+        .expect("cas");
+    assert!(cas.swapped);
+    let cas = client
+        .compare_and_set(&key(0), Some(&value(0)), Some(b"again"))
+        .await
+        .expect("cas");
+    assert!(!cas.swapped);
+    assert_eq!(cas.current, Some(b"swapped".to_vec()));
+    let cas = client
+        .compare_and_set(b"fresh", None, Some(b"1"))
+        .await
+        .expect("cas");
+    assert!(cas.swapped, "absent expected on an absent key swaps");
+    client.delete(&key(1)).await.expect("delete");
+    assert_eq!(client.get(&key(1)).await.expect("get"), None);
+    client
+        .batch(&[(key(2), None), (b"batch-a".to_vec(), Some(b"A".to_vec()))])
+        .await
+        .expect("batch");
+    assert_eq!(client.get(&key(2)).await.expect("get"), None);
+    assert_eq!(
+        client.get(b"batch-a").await.expect("get"),
+        Some(b"A".to_vec())
+    );
+    let (page, next) = client.scan(b"key", Some(b"kez"), 10).await.expect("scan");
+    assert_eq!(page.len(), 10);
+    assert_eq!(page.first().map(|p| p.0.clone()), Some(key(0)));
+    assert_eq!(next, Some(key(12)), "keys 1 and 2 are deleted");
+
+    // Refused before proposing: a reserved key, a key over the engine's limit.
+    let err = client.put(&[0xFF, b'a'], b"x").await.unwrap_err();
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
+    let long = vec![b'k'; shale::options::MAX_KEY_BYTES + 1];
+    let err = client.put(&long, b"x").await.unwrap_err();
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
+
+    cluster.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_is_required_when_configured() {
+    let mut t = common::timings();
+    t.token = Some("s3cret".into());
+    let cluster = Cluster::start(3, t).await;
+    let good = Client::new(cluster.endpoints(), Some("s3cret".into())).expect("client");
+    good.put(b"k", b"v").await.expect("put with the token");
+    for token in [None, Some("wrong".to_string())] {
+        let bad = Client::new(cluster.endpoints(), token).expect("client");
+        let err = bad.get(b"k").await.unwrap_err();
+        assert!(matches!(err, ClientError::Unauthenticated(_)), "{err}");
+    }
+    cluster.stop_all().await;
+}
