@@ -8,8 +8,11 @@
 //! with the `negative-control-stale-reads` feature, which serves reads from its own state
 //! without the read index, produces stale reads the checker must catch.
 //!
-//! Not yet: network partitions (namespaces), and comparing the replicas' data at one
-//! applied index (docs/replication.md, "Not built yet").
+//! After the run, once the three replicas report the same applied index, they are stopped
+//! and each one's state machine is opened from its directory and hashed: the hashes and
+//! applied indexes must agree.
+//!
+//! Not yet: network partitions (namespaces; docs/replication.md, "Not built yet").
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -334,6 +337,81 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Resu
     Ok(round)
 }
 
+/// Wait until every replica reports the same applied index twice in a row.
+async fn settle(cluster: &Cluster) -> Result<u64, String> {
+    let probe = Client::new(cluster.nodes.iter().map(|n| n.addr.clone()).collect(), None)
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let mut previous = None;
+    let mut seen = Vec::new();
+    while start.elapsed() < Duration::from_secs(30) {
+        seen.clear();
+        for node in &cluster.nodes {
+            let s =
+                tokio::time::timeout(Duration::from_millis(500), probe.status_of(&node.addr)).await;
+            seen.push(match s {
+                Ok(Ok(s)) => Some(s.applied_index),
+                _ => None,
+            });
+        }
+        let first = seen.first().copied().flatten();
+        if first.is_some() && seen.iter().all(|s| *s == first) {
+            if previous == first {
+                return first.ok_or_else(|| "no applied index".to_string());
+            }
+            previous = first;
+        } else {
+            previous = None;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Err(format!(
+        "the replicas did not settle on one applied index: {seen:?}"
+    ))
+}
+
+/// Open each stopped replica's state machine and hash its user keys and values.
+fn compare_replicas(cluster: &Cluster, applied: u64) -> Result<(), String> {
+    let mut digests = Vec::new();
+    for node in &cluster.nodes {
+        let dir = cluster
+            .args
+            .dir
+            .join(format!("node-{}", node.id))
+            .join("state");
+        let sm =
+            shale_server::state_machine::StateMachineStore::open(&dir, shale::Options::default())
+                .map_err(|e| format!("node {}: {e}", node.id))?;
+        let db = sm.db();
+        let mut crc = 0u32;
+        let mut pairs = 0u64;
+        let reserved = vec![shale_server::format::RESERVED_PREFIX];
+        for pair in db.range(..reserved).map_err(|e| e.to_string())? {
+            let (k, v) = pair.map_err(|e| e.to_string())?;
+            let mut framed = Vec::with_capacity(k.len() + v.len() + 20);
+            shale::codec::put_length_prefixed(&mut framed, &k);
+            shale::codec::put_length_prefixed(&mut framed, &v);
+            crc = shale::codec::crc32c_extend(crc, &framed);
+            pairs += 1;
+        }
+        let index = sm.applied().0.map_or(0, |l| l.index);
+        drop(db);
+        sm.close().map_err(|e| e.to_string())?;
+        eprintln!(
+            "shale-chaos: node {}: applied index {index}, {pairs} pairs, crc32c {crc:08x}",
+            node.id
+        );
+        digests.push((index, pairs, crc));
+    }
+    let first = digests.first().copied();
+    if digests.iter().any(|d| Some(*d) != first) || first.map(|d| d.0) != Some(applied) {
+        return Err(format!(
+            "the replicas differ at applied index {applied}: {digests:?} (index, pairs, crc32c)"
+        ));
+    }
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
     let mut nodes = Vec::new();
@@ -385,11 +463,21 @@ async fn run(args: Args) -> Result<(), String> {
     for t in tasks {
         let _ = t.await;
     }
+    let rounds = rounds.map_err(|e| format!("restart: {e}"))?;
     for i in 0..cluster.nodes.len() {
         cluster.signal(i, "-CONT");
-        cluster.kill(i);
     }
-    let rounds = rounds.map_err(|e| format!("restart: {e}"))?;
+    let settled = settle(&cluster).await;
+    for i in 0..cluster.nodes.len() {
+        cluster.signal(i, "-TERM");
+    }
+    for node in &mut cluster.nodes {
+        if let Some(mut child) = node.child.take() {
+            let _ = child.wait();
+        }
+    }
+    let applied = settled?;
+    compare_replicas(&cluster, applied)?;
     let mut out = history.out.lock().unwrap_or_else(|e| e.into_inner());
     out.flush().map_err(|e| format!("history: {e}"))?;
     eprintln!(
