@@ -29,6 +29,11 @@ use crate::{NodeId, TypeConfig};
 
 /// The metadata entry that carries the shared secret.
 pub const TOKEN_HEADER: &str = "authorization";
+/// The metadata entry that names the node a Raft RPC is for. A node refuses RPCs meant
+/// for another: after a replica is replaced by a new id on the same address, the leader's
+/// stream to the old id must not reach the new one (openraft would see that follower's
+/// log go backwards).
+pub const TARGET_HEADER: &str = "shale-target-node";
 
 /// Builds a [`PeerClient`] per peer.
 #[derive(Clone, Debug, Default)]
@@ -110,6 +115,16 @@ fn rpc_error<E: std::error::Error>(status: &tonic::Status) -> RPCError<NodeId, B
 }
 
 impl PeerClient {
+    /// `msg` with the token and the target node attached.
+    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut req = with_token(msg, self.token.as_deref());
+        req.metadata_mut().insert(
+            TARGET_HEADER,
+            tonic::metadata::MetadataValue::from(self.target),
+        );
+        req
+    }
+
     fn client<E: std::error::Error>(
         &self,
     ) -> Result<RaftClient<Channel>, RPCError<NodeId, BasicNode, E>> {
@@ -145,7 +160,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let mut client = self.client()?;
-        let req = with_token(convert::append_request_to_pb(&rpc), self.token.as_deref());
+        let req = self.request(convert::append_request_to_pb(&rpc));
         let resp = self
             .timed(option.hard_ttl(), client.append_entries(req))
             .await?;
@@ -158,7 +173,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let mut client = self.client()?;
-        let req = with_token(convert::vote_request_to_pb(&rpc), self.token.as_deref());
+        let req = self.request(convert::vote_request_to_pb(&rpc));
         let resp = self.timed(option.hard_ttl(), client.vote(req)).await?;
         convert::vote_response_from_pb(resp).map_err(|s| RPCError::Network(NetworkError::new(&s)))
     }
@@ -195,10 +210,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             }
             Ok(())
         });
-        let req = with_token(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-            self.token.as_deref(),
-        );
+        let req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
         let result = tokio::select! {
             closed = cancel => return Err(StreamingError::Closed(closed)),
             r = client.install_snapshot(req) => r,

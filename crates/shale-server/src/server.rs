@@ -156,8 +156,10 @@ impl Server {
         .await
         .map_err(|e| Error::Raft(e.to_string()))?;
         let check = token_check(token);
-        let raft_svc =
-            RaftServer::with_interceptor(RaftService::new(raft.clone(), sm.clone()), check.clone());
+        let raft_svc = RaftServer::with_interceptor(
+            RaftService::new(raft.clone(), sm.clone(), cfg.node_id),
+            check.clone(),
+        );
         let kv_svc = KvServer::with_interceptor(
             KvService::new(
                 raft.clone(),

@@ -26,7 +26,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::command::{self, Command, Op, Response as Applied};
 use crate::convert;
-use crate::network::TOKEN_HEADER;
+use crate::network::{TARGET_HEADER, TOKEN_HEADER};
 use crate::pb;
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
 use crate::state_machine::StateMachineStore;
@@ -104,11 +104,32 @@ fn engine(e: shale::Error) -> Status {
 pub struct RaftService {
     raft: Raft,
     sm: StateMachineStore,
+    node_id: NodeId,
 }
 
 impl RaftService {
-    pub fn new(raft: Raft, sm: StateMachineStore) -> Self {
-        RaftService { raft, sm }
+    pub fn new(raft: Raft, sm: StateMachineStore, node_id: NodeId) -> Self {
+        RaftService { raft, sm, node_id }
+    }
+
+    /// Refuse an RPC that names another node (or none): the sender has this address down
+    /// for a node that is not here any more. Unavailable, so the sender backs off.
+    fn check_target<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let target = req
+            .metadata()
+            .get(TARGET_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<NodeId>().ok());
+        match target {
+            Some(id) if id == self.node_id => Ok(()),
+            Some(id) => Err(Status::unavailable(format!(
+                "this is node {}, not node {id}",
+                self.node_id
+            ))),
+            None => Err(Status::invalid_argument(format!(
+                "a raft request must name its target node ({TARGET_HEADER})"
+            ))),
+        }
     }
 }
 
@@ -127,6 +148,7 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
+        self.check_target(&req)?;
         let rpc = convert::append_request_from_pb(req.into_inner())?;
         let resp = self
             .raft
@@ -140,6 +162,7 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::VoteRequest>,
     ) -> Result<Response<pb::VoteResponse>, Status> {
+        self.check_target(&req)?;
         let rpc = convert::vote_request_from_pb(req.into_inner())?;
         let resp = self
             .raft
@@ -153,6 +176,7 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<Streaming<pb::SnapshotFrame>>,
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        self.check_target(&req)?;
         let mut stream = req.into_inner();
         let path = self.sm.receive_path();
         let _cleanup = RemoveOnDrop(path.clone());

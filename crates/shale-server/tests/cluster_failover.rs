@@ -133,3 +133,42 @@ async fn a_token_is_required_when_configured() {
     }
     cluster.stop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_raft_request_for_another_node_is_refused() {
+    let cluster = Cluster::start(3, common::timings()).await;
+    let addr = cluster.addrs.get(&2).expect("node 2").to_string();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut raft = shale_server::pb::raft_client::RaftClient::new(channel);
+    let vote = || shale_server::pb::VoteRequest {
+        vote: Some(shale_server::pb::Vote {
+            term: 99,
+            node_id: 3,
+            committed: false,
+        }),
+        last_log_id: None,
+    };
+    // Meant for node 3, sent to node 2's address: refused, and node 2 keeps its term.
+    let mut req = tonic::Request::new(vote());
+    req.metadata_mut().insert(
+        shale_server::network::TARGET_HEADER,
+        tonic::metadata::MetadataValue::from(3u64),
+    );
+    let err = raft.vote(req).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+    let err = raft
+        .vote(tonic::Request::new(vote()))
+        .await
+        .expect_err("no target named");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    let term = cluster.server(2).raft().metrics().borrow().current_term;
+    assert!(
+        term < 99,
+        "node 2 took the term of a vote not meant for it: {term}"
+    );
+    cluster.stop_all().await;
+}
