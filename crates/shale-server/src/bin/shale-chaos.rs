@@ -12,7 +12,10 @@
 //! and each one's state machine is opened from its directory and hashed: the hashes and
 //! applied indexes must agree.
 //!
-//! Not yet: network partitions (namespaces; docs/replication.md, "Not built yet").
+//! With `--netns` (root, ip(8)) each server runs in a network namespace of its own, joined
+//! to the others by a veth pair and a bridge (10.77.0.0/24) that the run creates and
+//! removes, and the faults add partitions: a node's link is cut for 2 s, isolating it
+//! (the leader half the time) from the other two and from the clients.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -49,6 +52,70 @@ struct Args {
     keys: u32,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run each server in a network namespace of its own and add partitions to the faults
+    /// (needs root and ip(8)).
+    #[arg(long)]
+    netns: bool,
+}
+
+const BRIDGE: &str = "shale-br0";
+
+fn ns_name(id: u64) -> String {
+    format!("shale-chaos-{id}")
+}
+
+fn host_link(id: u64) -> String {
+    format!("shale-h{id}")
+}
+
+/// Run `ip` with `args`.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Remove the namespaces and the bridge, whatever is left of them.
+fn netns_down() {
+    for id in 1..=3u64 {
+        let _ = ip(&["netns", "del", &ns_name(id)]);
+        let _ = ip(&["link", "del", &host_link(id)]);
+    }
+    let _ = ip(&["link", "del", BRIDGE]);
+}
+
+/// A bridge at 10.77.0.1 and, per node, a namespace whose end of a veth pair is
+/// 10.77.0.(10 + id).
+fn netns_up() -> Result<(), String> {
+    netns_down();
+    ip(&["link", "add", BRIDGE, "type", "bridge"])?;
+    ip(&["addr", "add", "10.77.0.1/24", "dev", BRIDGE])?;
+    ip(&["link", "set", BRIDGE, "up"])?;
+    for id in 1..=3u64 {
+        let ns = ns_name(id);
+        let host = host_link(id);
+        let inner = format!("shale-n{id}");
+        let addr = format!("10.77.0.{}/24", 10 + id);
+        ip(&["netns", "add", &ns])?;
+        ip(&["link", "add", &host, "type", "veth", "peer", "name", &inner])?;
+        ip(&["link", "set", &inner, "netns", &ns])?;
+        ip(&["link", "set", &host, "master", BRIDGE])?;
+        ip(&["link", "set", &host, "up"])?;
+        ip(&["-n", &ns, "addr", "add", &addr, "dev", &inner])?;
+        ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+    }
+    Ok(())
 }
 
 /// A small deterministic generator (xorshift64*), seeded per client.
@@ -101,7 +168,17 @@ impl Cluster {
             .create(true)
             .append(true)
             .open(self.args.dir.join(format!("node-{}.log", node.id)))?;
-        let mut cmd = Command::new(&self.args.server_bin);
+        // `ip netns exec` execs the server in place: the child is the server itself.
+        let mut cmd = if self.args.netns {
+            let mut c = Command::new("ip");
+            c.arg("netns")
+                .arg("exec")
+                .arg(ns_name(node.id))
+                .arg(&self.args.server_bin);
+            c
+        } else {
+            Command::new(&self.args.server_bin)
+        };
         cmd.arg("--id")
             .arg(node.id.to_string())
             .arg("--listen")
@@ -141,6 +218,15 @@ impl Cluster {
                 .arg(sig)
                 .arg(child.id().to_string())
                 .status();
+        }
+    }
+}
+
+/// No server outlives the run, whichever way it ends.
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
         }
     }
 }
@@ -287,14 +373,15 @@ async fn leader_index(cluster: &Cluster) -> Option<usize> {
 }
 
 /// Faults, in turn, until `end`: kill the leader and restart it; pause a node and resume
-/// it; kill the whole cluster and restart it.
+/// it; with `--netns`, cut a node's link; kill the whole cluster and restart it.
 async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Result<u32> {
     let mut rng = Rng(seed | 1);
     let mut round = 0u32;
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let kinds = if cluster.args.netns { 4 } else { 3 };
     while Instant::now() + Duration::from_secs(4) < end {
         round += 1;
-        match round % 3 {
+        match round % kinds {
             1 => {
                 let i = match leader_index(cluster).await {
                     Some(i) => i,
@@ -320,6 +407,18 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Resu
                 cluster.signal(i, "-STOP");
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 cluster.signal(i, "-CONT");
+            }
+            3 => {
+                let i = match leader_index(cluster).await {
+                    Some(i) if rng.below(2) == 0 => i,
+                    _ => rng.below(3) as usize,
+                };
+                let id = cluster.nodes.get(i).map_or(1, |n| n.id);
+                eprintln!("shale-chaos: round {round}: isolate node {id} for 2 s");
+                let link = host_link(id);
+                ip(&["link", "set", &link, "down"]).map_err(std::io::Error::other)?;
+                tokio::time::sleep(Duration::from_millis(2000)).await;
+                ip(&["link", "set", &link, "up"]).map_err(std::io::Error::other)?;
             }
             _ => {
                 eprintln!("shale-chaos: round {round}: SIGKILL every node and restart");
@@ -414,12 +513,22 @@ fn compare_replicas(cluster: &Cluster, applied: u64) -> Result<(), String> {
 
 async fn run(args: Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
+    if args.netns {
+        netns_up()?;
+    }
     let mut nodes = Vec::new();
     for id in 1..=3u64 {
-        let port = free_port().map_err(|e| format!("free port: {e}"))?;
+        let addr = if args.netns {
+            format!("10.77.0.{}:7000", 10 + id)
+        } else {
+            format!(
+                "127.0.0.1:{}",
+                free_port().map_err(|e| format!("free port: {e}"))?
+            )
+        };
         nodes.push(Node {
             id,
-            addr: format!("127.0.0.1:{port}"),
+            addr,
             child: None,
         });
     }
@@ -506,7 +615,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    let netns = args.netns;
+    let result = runtime.block_on(run(args));
+    if netns {
+        netns_down();
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("shale-chaos: {e}");
