@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The chaos test of the replicated server (docs/replication.md, "Chaos test"): three
-# shale-server processes under kills, pauses and whole-cluster restarts, 8 clients
-# recording every call; porcupine (chaos/, Go) must find the history linearizable, and
-# must find the negative control's (a server that reads without the read index) not.
+# shale-server processes under kills, pauses, partitions (as root) and whole-cluster
+# restarts, 8 clients recording every call; porcupine (chaos/, Go) must find the history
+# linearizable, and must find the first negative control's (a server that reads without
+# the read index) not. The second negative control, a vote written without fsync, must
+# make tests/vote_durability.rs fail on MemFs.
 # SHALE_CHAOS_SECONDS sets the length of each run (default 40).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,4 +67,17 @@ if [ "$found" -ne 1 ]; then
     echo "FAIL: three runs with stale reads were not caught by the checker"
     exit 1
 fi
-echo "chaos: 2 passed, 0 failed"
+
+echo "== negative control 2: a vote written without fsync must be caught on MemFs"
+if cargo test -p shale-server --features negative-control-unsynced-vote --test vote_durability \
+    a_saved_vote_survives_a_power_loss >"$work/vote.log" 2>&1; then
+    echo "FAIL: the vote durability test passed with an unsynced vote"
+    exit 1
+fi
+if ! grep -q "a vote acknowledged before the power loss is gone" "$work/vote.log"; then
+    cat "$work/vote.log"
+    echo "FAIL: the vote durability test failed for another reason"
+    exit 1
+fi
+echo "caught: the vote was lost by the power loss"
+echo "chaos: 3 passed, 0 failed"

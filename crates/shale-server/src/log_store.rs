@@ -222,8 +222,12 @@ impl LogStore {
 
     /// Write `batch` synced, off the async threads (an fsync can take milliseconds).
     async fn write_synced(&self, batch: WriteBatch) -> Result<()> {
+        self.write_with(batch, WriteOptions::sync()).await
+    }
+
+    async fn write_with(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
         let db = Arc::clone(&self.db);
-        tokio::task::spawn_blocking(move || db.write(batch, WriteOptions::sync()))
+        tokio::task::spawn_blocking(move || db.write(batch, opts))
             .await
             .map_err(|e| Error::Raft(format!("log write task: {e}")))?
             .map_err(Error::from)
@@ -286,7 +290,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let mut batch = WriteBatch::new();
         batch.put(LOG_KEY_VOTE, format::encode_vote(vote));
-        self.write_synced(batch)
+        // The second negative control: a vote that is not synced must be caught by
+        // tests/vote_durability.rs (scripts/chaos.sh runs it with this feature on).
+        let opts = if cfg!(feature = "negative-control-unsynced-vote") {
+            WriteOptions::default()
+        } else {
+            WriteOptions::sync()
+        };
+        self.write_with(batch, opts)
             .await
             .map_err(|e| StorageError::IO {
                 source: StorageIOError::write_vote(AnyError::new(&e)),
