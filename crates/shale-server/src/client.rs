@@ -59,6 +59,10 @@ impl std::fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
+/// The longest pause between two tries: an election takes a few hundred milliseconds
+/// (docs/replication.md), so a longer pause would mostly add to the client's failover time.
+const MAX_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// A compare-and-set's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CasOutcome {
@@ -223,7 +227,7 @@ impl Client {
                     }
                     tokio::time::sleep(pause.min(self.deadline.saturating_sub(start.elapsed())))
                         .await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
                 Next::Fail(e) => return Err(e),
             }
