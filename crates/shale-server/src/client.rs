@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::network::{endpoint, with_token};
+use crate::network::{endpoint, with_token, MAX_MESSAGE_BYTES};
 use crate::pb;
 use crate::pb::kv_client::KvClient;
 use crate::service::{LEADER_HEADER, RETRY_HEADER};
@@ -205,7 +205,9 @@ impl Client {
                 return Err(ClientError::Timeout { last });
             }
             let target = self.state().target.clone();
-            let client = KvClient::new(self.channel(&target)?);
+            let client = KvClient::new(self.channel(&target)?)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
             let attempt = tokio::time::timeout(remaining, f(client, self.token.clone())).await;
             let status = match attempt {
                 Ok(Ok(resp)) => return Ok(resp.into_inner()),

@@ -15,8 +15,13 @@ use crate::format::RESERVED_PREFIX;
 /// batch limit, and one proposal cannot hold the log for long.
 pub const MAX_OPS_PER_COMMAND: usize = 10_000;
 
-/// Most bytes of keys and values in one command (a log entry is sent whole in an append).
-pub const MAX_COMMAND_BYTES: usize = 64 * 1024 * 1024;
+/// Most bytes of keys and values in one command, far below the engine's own limits. A log
+/// entry travels whole in one `AppendEntries`, and openraft 0.9 gives an append one
+/// heartbeat interval (100 ms by default) to be sent, written and fsynced on the follower
+/// before it counts the follower unreachable and retries the same append: an entry too
+/// large for that would stall replication for good. See
+/// [`crate::network::MAX_APPEND_BYTES`].
+pub const MAX_COMMAND_BYTES: usize = 1024 * 1024;
 
 /// One put (`value: Some`) or delete (`value: None`).
 #[derive(Debug, Clone, PartialEq, Eq)]

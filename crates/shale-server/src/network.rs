@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
-    Fatal, InstallSnapshotError, NetworkError, RPCError, RaftError, ReplicationClosed,
-    StreamingError, Unreachable,
+    Fatal, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError,
+    ReplicationClosed, StreamingError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -26,6 +26,18 @@ use crate::convert;
 use crate::pb;
 use crate::pb::raft_client::RaftClient;
 use crate::{NodeId, TypeConfig};
+
+/// The largest gRPC message a node or a client sends or accepts (tonic's default is
+/// 4 MiB): a command of [`crate::command::MAX_COMMAND_BYTES`] with room to spare.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// An `AppendEntries` request is cut at about this many bytes: openraft is told the
+/// payload is too large and sends fewer entries (at least one). It must be sent, written
+/// and fsynced within one heartbeat interval (see [`crate::command::MAX_COMMAND_BYTES`]).
+pub const MAX_APPEND_BYTES: usize = 1024 * 1024;
+
+/// How many appends this process cut for [`MAX_APPEND_BYTES`] (for tests and metrics).
+pub static APPENDS_CUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The metadata entry that carries the shared secret.
 pub const TOKEN_HEADER: &str = "authorization";
@@ -85,7 +97,11 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        let client = endpoint(&node.addr).map(|e| RaftClient::new(e.connect_lazy()));
+        let client = endpoint(&node.addr).map(|e| {
+            RaftClient::new(e.connect_lazy())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES)
+        });
         PeerClient {
             target,
             client,
@@ -160,7 +176,25 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let mut client = self.client()?;
-        let req = self.request(convert::append_request_to_pb(&rpc));
+        let msg = convert::append_request_to_pb(&rpc);
+        if msg.entries.len() > 1 && prost::Message::encoded_len(&msg) > MAX_APPEND_BYTES {
+            // How many entries fit; openraft retries with that many.
+            APPENDS_CUT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut bytes = 0usize;
+            let fit = msg
+                .entries
+                .iter()
+                .take_while(|e| {
+                    bytes = bytes.saturating_add(e.len() + 8);
+                    bytes <= MAX_APPEND_BYTES
+                })
+                .count()
+                .max(1);
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(fit as u64),
+            ));
+        }
+        let req = self.request(msg);
         let resp = self
             .timed(option.hard_ttl(), client.append_entries(req))
             .await?;

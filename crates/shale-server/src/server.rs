@@ -19,10 +19,11 @@ use shale::Options;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::service::interceptor::InterceptedService;
 
 use crate::error::{Error, Result};
 use crate::log_store::LogStore;
-use crate::network::NetworkFactory;
+use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
 use crate::service::{token_check, KvService, RaftService};
@@ -156,17 +157,21 @@ impl Server {
         .await
         .map_err(|e| Error::Raft(e.to_string()))?;
         let check = token_check(token);
-        let raft_svc = RaftServer::with_interceptor(
-            RaftService::new(raft.clone(), sm.clone(), cfg.node_id),
+        let raft_svc = InterceptedService::new(
+            RaftServer::new(RaftService::new(raft.clone(), sm.clone(), cfg.node_id))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
             check.clone(),
         );
-        let kv_svc = KvServer::with_interceptor(
-            KvService::new(
+        let kv_svc = InterceptedService::new(
+            KvServer::new(KvService::new(
                 raft.clone(),
                 sm.clone(),
                 cfg.node_id,
                 Duration::from_millis(cfg.request_timeout_ms),
-            ),
+            ))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
             check,
         );
         let (stop, stopped) = oneshot::channel::<()>();

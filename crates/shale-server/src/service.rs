@@ -38,6 +38,9 @@ pub const LEADER_HEADER: &str = "shale-leader";
 pub const RETRY_HEADER: &str = "shale-retry";
 /// The most pairs one scan call returns.
 pub const MAX_SCAN_PAIRS: u32 = 10_000;
+/// A scan page is closed once its keys and values pass this many bytes (the first pair
+/// always goes in): a page stays far below the message limit.
+pub const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
 
 /// A check of the shared secret, for `with_interceptor`.
 pub fn token_check(
@@ -409,13 +412,15 @@ impl pb::kv_server::Kv for KvService {
         self.read_barrier().await?;
         let mut pairs = Vec::new();
         let mut next_start = None;
+        let mut bytes = 0usize;
         if r.start < end {
             for pair in self.sm.db().range(r.start..end).map_err(engine)? {
                 let (key, value) = pair.map_err(engine)?;
-                if pairs.len() >= limit as usize {
+                if pairs.len() >= limit as usize || (!pairs.is_empty() && bytes >= MAX_SCAN_BYTES) {
                     next_start = Some(key);
                     break;
                 }
+                bytes = bytes.saturating_add(key.len() + value.len());
                 pairs.push(pb::Pair { key, value });
             }
         }

@@ -172,3 +172,72 @@ async fn a_raft_request_for_another_node_is_refused() {
     );
     cluster.stop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_values_replicate_in_bounded_messages() {
+    let cluster = Cluster::start(3, common::timings()).await;
+    let client = std::sync::Arc::new(
+        Client::new(cluster.endpoints(), None)
+            .expect("client")
+            .with_deadline(Duration::from_secs(30)),
+    );
+    // A value just under the command limit.
+    let big = vec![7u8; shale_server::command::MAX_COMMAND_BYTES - 16];
+    client
+        .put(b"big", &big)
+        .await
+        .expect("a value of almost 1 MiB");
+    // Over the command limit: refused before proposing.
+    let huge = vec![
+        (b"a".to_vec(), Some(vec![1u8; 600 * 1024])),
+        (b"b".to_vec(), Some(vec![2u8; 600 * 1024])),
+    ];
+    let err = client.batch(&huge).await.unwrap_err();
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
+    // Many 512 KiB writes at once: appends of more than 1 MiB are cut into smaller ones.
+    let mut tasks = Vec::new();
+    for i in 0..40u32 {
+        let c = std::sync::Arc::clone(&client);
+        tasks.push(tokio::spawn(async move {
+            c.put(format!("mib{i:02}").as_bytes(), &vec![i as u8; 512 * 1024])
+                .await
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task").expect("a 512 KiB put");
+    }
+    let cut = shale_server::network::APPENDS_CUT.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        cut > 0,
+        "no append was large enough to be cut: the test tested nothing"
+    );
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let applied = cluster.applied_index(leader);
+    for id in cluster.servers.keys().copied().collect::<Vec<_>>() {
+        cluster
+            .wait_applied(id, applied, Duration::from_secs(20))
+            .await;
+        let db = cluster.server(id).state_machine().db();
+        assert_eq!(
+            db.get(b"big").expect("read").map(|v| v.len()),
+            Some(big.len()),
+            "node {id}"
+        );
+        for i in 0..40u32 {
+            let v = db.get(format!("mib{i:02}").as_bytes()).expect("read");
+            assert_eq!(
+                v.as_deref().and_then(|v| v.first()).copied(),
+                Some(i as u8),
+                "node {id} mib{i:02}"
+            );
+        }
+    }
+    // A scan of more than 16 MiB comes back in pages (40 values of 512 KiB: 20 MiB).
+    let (page, next) = client.scan(b"mib", Some(b"mic"), 0).await.expect("scan");
+    assert!(
+        page.len() < 40 && next.is_some(),
+        "{} pairs in one page",
+        page.len()
+    );
+    cluster.stop_all().await;
+}
