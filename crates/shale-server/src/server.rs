@@ -51,7 +51,8 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// A node on loopback port `port` with the default timings.
+    /// Node `node_id` listening on `listen`, its data in `data_dir`, with the default
+    /// timings and no token.
     pub fn new(node_id: NodeId, listen: SocketAddr, data_dir: impl Into<PathBuf>) -> Self {
         ServerConfig {
             node_id,
