@@ -364,6 +364,63 @@ impl Client {
         Ok((pairs, resp.next_start))
     }
 
+    /// Add node `node_id`, reachable at `addr`, as a learner; returns once it has caught up
+    /// (within the client's deadline). Then [`Client::add_voters`] makes it a voter.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn add_learner(
+        &self,
+        node_id: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        self.call(Kind::Write, |mut c, token| {
+            let req = with_token(
+                pb::AddLearnerRequest {
+                    node_id,
+                    addr: addr.to_string(),
+                },
+                token.as_deref(),
+            );
+            async move { c.add_learner(req).await }
+        })
+        .await
+    }
+
+    /// Make learners voters.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn add_voters(&self, ids: &[u64]) -> Result<pb::MembershipResponse, ClientError> {
+        self.change_voters(ids, &[]).await
+    }
+
+    /// Remove voters from the cluster.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn remove_voters(&self, ids: &[u64]) -> Result<pb::MembershipResponse, ClientError> {
+        self.change_voters(&[], ids).await
+    }
+
+    async fn change_voters(
+        &self,
+        add: &[u64],
+        remove: &[u64],
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        self.call(Kind::Write, |mut c, token| {
+            let req = with_token(
+                pb::ChangeVotersRequest {
+                    add: add.to_vec(),
+                    remove: remove.to_vec(),
+                },
+                token.as_deref(),
+            );
+            async move { c.change_voters(req).await }
+        })
+        .await
+    }
+
     /// One node's view of the cluster (not linearizable; no retry, no redirect).
     ///
     /// # Errors

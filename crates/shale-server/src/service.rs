@@ -308,6 +308,39 @@ impl KvService {
     }
 }
 
+impl KvService {
+    /// Answer a membership change's outcome; `was_leader` as in [`KvService::propose`].
+    fn membership(
+        &self,
+        result: Result<
+            openraft::raft::ClientWriteResponse<crate::TypeConfig>,
+            RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+        >,
+        was_leader: bool,
+    ) -> Result<Response<pb::MembershipResponse>, Status> {
+        match result {
+            Ok(resp) => {
+                let (voters, learners) = match &resp.membership {
+                    Some(m) => (m.voter_ids().collect(), m.learner_ids().collect()),
+                    None => (Vec::new(), Vec::new()),
+                };
+                Ok(Response::new(pb::MembershipResponse {
+                    index: resp.log_id.index,
+                    voters,
+                    learners,
+                }))
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(not_leader(&f, was_leader))
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                Err(Status::invalid_argument(e.to_string()))
+            }
+            Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
+        }
+    }
+}
+
 fn written(index: u64) -> Response<pb::WriteResponse> {
     Response::new(pb::WriteResponse { index })
 }
@@ -425,6 +458,46 @@ impl pb::kv_server::Kv for KvService {
             }
         }
         Ok(Response::new(pb::ScanResponse { pairs, next_start }))
+    }
+
+    async fn add_learner(
+        &self,
+        req: Request<pb::AddLearnerRequest>,
+    ) -> Result<Response<pb::MembershipResponse>, Status> {
+        let r = req.into_inner();
+        if r.addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(Status::invalid_argument(format!(
+                "{:?} is not host:port",
+                r.addr
+            )));
+        }
+        let was_leader = self.raft.current_leader().await == Some(self.node_id);
+        // Blocking: the call returns once the learner has caught up, which may take a
+        // snapshot; the client's deadline bounds it.
+        let result = self
+            .raft
+            .add_learner(r.node_id, BasicNode::new(r.addr), true)
+            .await;
+        self.membership(result, was_leader)
+    }
+
+    async fn change_voters(
+        &self,
+        req: Request<pb::ChangeVotersRequest>,
+    ) -> Result<Response<pb::MembershipResponse>, Status> {
+        let r = req.into_inner();
+        let change = match (r.add.is_empty(), r.remove.is_empty()) {
+            (false, true) => openraft::ChangeMembers::AddVoterIds(r.add.into_iter().collect()),
+            (true, false) => openraft::ChangeMembers::RemoveVoters(r.remove.into_iter().collect()),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "name voters to add or voters to remove, not both, not neither",
+                ))
+            }
+        };
+        let was_leader = self.raft.current_leader().await == Some(self.node_id);
+        let result = self.raft.change_membership(change, false).await;
+        self.membership(result, was_leader)
     }
 
     async fn status(

@@ -241,3 +241,47 @@ async fn large_values_replicate_in_bounded_messages() {
     );
     cluster.stop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_joins_and_leaves_through_the_client() {
+    let mut cluster = Cluster::start(3, common::timings()).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(20));
+    for i in 0..50 {
+        client.put(&key(i), &value(i)).await.expect("put");
+    }
+    let any_port: std::net::SocketAddr = "127.0.0.1:0".parse().expect("address");
+    let fourth = shale_server::Server::start(cluster.config(4, any_port))
+        .await
+        .expect("start node 4");
+    let addr = fourth.addr().to_string();
+    cluster.addrs.insert(4, fourth.addr());
+    cluster.servers.insert(4, fourth);
+
+    let m = client.add_learner(4, &addr).await.expect("add learner");
+    assert!(m.learners.contains(&4), "{m:?}");
+    let m = client.add_voters(&[4]).await.expect("add voter");
+    assert_eq!(m.voters, vec![1, 2, 3, 4]);
+    let applied = cluster.applied_index(cluster.leader(Duration::from_secs(10)).await);
+    cluster
+        .wait_applied(4, applied, Duration::from_secs(10))
+        .await;
+    let db = cluster.server(4).state_machine().db();
+    assert_eq!(db.get(key(49)).expect("read"), Some(value(49)));
+    drop(db);
+
+    let m = client.remove_voters(&[1]).await.expect("remove voter");
+    assert_eq!(m.voters, vec![2, 3, 4]);
+    let err = client.add_voters(&[9]).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::Refused(_)),
+        "node 9 is no learner: {err}"
+    );
+    client.put(b"after", b"change").await.expect("put");
+    assert_eq!(
+        client.get(b"after").await.expect("get"),
+        Some(b"change".to_vec())
+    );
+    cluster.stop_all().await;
+}

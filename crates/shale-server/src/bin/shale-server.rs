@@ -36,8 +36,16 @@ struct Args {
     #[arg(long = "peer", value_parser = parse_peer)]
     peers: Vec<(NodeId, String)>,
     /// Initialize a new cluster of this replica and its peers (ignored once initialized).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "join")]
     bootstrap: bool,
+    /// Join the running cluster that these peers belong to: added as a learner, caught up,
+    /// then made a voter (ignored once initialized).
+    #[arg(long)]
+    join: bool,
+    /// The address peers and clients reach this replica at, if not --listen (for a
+    /// listen address of 0.0.0.0).
+    #[arg(long)]
+    advertise: Option<String>,
     /// Build a snapshot after this many applied entries.
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
@@ -65,11 +73,31 @@ async fn run(args: Args) -> shale_server::Result<()> {
         args.id,
         server.addr()
     );
+    let advertised = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| server.addr().to_string());
     if args.bootstrap && !server.is_initialized().await? {
-        let mut members: BTreeMap<NodeId, String> = args.peers.into_iter().collect();
-        members.insert(args.id, server.addr().to_string());
+        let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
+        members.insert(args.id, advertised.clone());
         server.bootstrap(members).await?;
         eprintln!("shale-server: bootstrapped a new cluster");
+    }
+    if args.join && !server.is_initialized().await? {
+        let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
+        let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
+        let client = shale_server::Client::new(peers, token)
+            .map_err(|e| shale_server::Error::Raft(format!("join: {e}")))?
+            .with_deadline(std::time::Duration::from_secs(300));
+        client
+            .add_learner(args.id, &advertised)
+            .await
+            .map_err(|e| shale_server::Error::Raft(format!("join as a learner: {e}")))?;
+        let m = client
+            .add_voters(&[args.id])
+            .await
+            .map_err(|e| shale_server::Error::Raft(format!("join as a voter: {e}")))?;
+        eprintln!("shale-server: joined; voters now {:?}", m.voters);
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| shale_server::Error::Transport(format!("signal handler: {e}")))?;
