@@ -31,6 +31,8 @@ if ! SHALE_FUZZ_SECONDS=60 cargo test -p shale --test fuzz_smoke -- --test-threa
     exit 1
 fi
 grep -E "seeds,|test result" "$fuzz_log"
+echo "== scripts/chaos.sh (the replicated server under faults; porcupine, with a negative control)"
+SHALE_CHAOS_SECONDS="${SHALE_CHAOS_SECONDS:-30}" bash scripts/chaos.sh
 echo "== scripts/test-python.sh (the Python package, crates/shale-py)"
 bash scripts/test-python.sh
 echo "== shale-bench --quick (smoke run, no speed thresholds)"

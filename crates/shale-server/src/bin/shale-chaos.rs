@@ -1,0 +1,630 @@
+//! `shale-chaos`: three `shale-server` processes on 127.0.0.1, clients doing get, put and
+//! compare-and-set on a few keys while the leader is killed and restarted, nodes are
+//! paused and resumed and the whole cluster is killed and restarted; every call is
+//! recorded with its start and end time, one JSON object a line, for the porcupine checker
+//! in `chaos/` (run by `scripts/chaos.sh`).
+//!
+//! Reads go to a node picked at random (a follower redirects them), so a server built
+//! with the `negative-control-stale-reads` feature, which serves reads from its own state
+//! without the read index, produces stale reads the checker must catch.
+//!
+//! After the run, once the three replicas report the same applied index, they are stopped
+//! and each one's state machine is opened from its directory and hashed: the hashes and
+//! applied indexes must agree.
+//!
+//! With `--netns` (root, ip(8)) each server runs in a network namespace of its own, joined
+//! to the others by a veth pair and a bridge (10.77.0.0/24) that the run creates and
+//! removes, and the faults add partitions: a node's link is cut for 2 s, isolating it
+//! (the leader half the time) from the other two and from the clients.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use shale_server::{Client, ClientError};
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "shale-chaos",
+    about = "Record a history of a Shale cluster under faults"
+)]
+struct Args {
+    /// The shale-server binary to run.
+    #[arg(long)]
+    server_bin: PathBuf,
+    /// Working directory: the nodes' data and logs (created; must be empty or absent).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Where to write the history (JSON lines).
+    #[arg(long)]
+    history: PathBuf,
+    /// How long the clients run.
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    #[arg(long, default_value_t = 8)]
+    clients: u32,
+    #[arg(long, default_value_t = 4)]
+    keys: u32,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Run each server in a network namespace of its own and add partitions to the faults
+    /// (needs root and ip(8)).
+    #[arg(long)]
+    netns: bool,
+}
+
+const BRIDGE: &str = "shale-br0";
+
+fn ns_name(id: u64) -> String {
+    format!("shale-chaos-{id}")
+}
+
+fn host_link(id: u64) -> String {
+    format!("shale-h{id}")
+}
+
+/// Run `ip` with `args`.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Remove the namespaces and the bridge, whatever is left of them.
+fn netns_down() {
+    for id in 1..=3u64 {
+        let _ = ip(&["netns", "del", &ns_name(id)]);
+        let _ = ip(&["link", "del", &host_link(id)]);
+    }
+    let _ = ip(&["link", "del", BRIDGE]);
+}
+
+/// A bridge at 10.77.0.1 and, per node, a namespace whose end of a veth pair is
+/// 10.77.0.(10 + id).
+fn netns_up() -> Result<(), String> {
+    netns_down();
+    ip(&["link", "add", BRIDGE, "type", "bridge"])?;
+    ip(&["addr", "add", "10.77.0.1/24", "dev", BRIDGE])?;
+    ip(&["link", "set", BRIDGE, "up"])?;
+    for id in 1..=3u64 {
+        let ns = ns_name(id);
+        let host = host_link(id);
+        let inner = format!("shale-n{id}");
+        let addr = format!("10.77.0.{}/24", 10 + id);
+        ip(&["netns", "add", &ns])?;
+        ip(&["link", "add", &host, "type", "veth", "peer", "name", &inner])?;
+        ip(&["link", "set", &inner, "netns", &ns])?;
+        ip(&["link", "set", &host, "master", BRIDGE])?;
+        ip(&["link", "set", &host, "up"])?;
+        ip(&["-n", &ns, "addr", "add", &addr, "dev", &inner])?;
+        ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+    }
+    Ok(())
+}
+
+/// A small deterministic generator (xorshift64*), seeded per client.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+struct Node {
+    id: u64,
+    addr: String,
+    child: Option<Child>,
+}
+
+struct Cluster {
+    args: Args,
+    nodes: Vec<Node>,
+}
+
+impl Cluster {
+    fn peers_of(&self, id: u64) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|n| n.id != id)
+            .map(|n| format!("{}={}", n.id, n.addr))
+            .collect()
+    }
+
+    fn start(&mut self, index: usize, bootstrap: bool) -> std::io::Result<()> {
+        let peers = self
+            .nodes
+            .get(index)
+            .map(|n| self.peers_of(n.id))
+            .unwrap_or_default();
+        let Some(node) = self.nodes.get_mut(index) else {
+            return Ok(());
+        };
+        let data = self.args.dir.join(format!("node-{}", node.id));
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.args.dir.join(format!("node-{}.log", node.id)))?;
+        // `ip netns exec` execs the server in place: the child is the server itself.
+        let mut cmd = if self.args.netns {
+            let mut c = Command::new("ip");
+            c.arg("netns")
+                .arg("exec")
+                .arg(ns_name(node.id))
+                .arg(&self.args.server_bin);
+            c
+        } else {
+            Command::new(&self.args.server_bin)
+        };
+        cmd.arg("--id")
+            .arg(node.id.to_string())
+            .arg("--listen")
+            .arg(&node.addr)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--snapshot-every")
+            .arg("500");
+        for p in peers {
+            cmd.arg("--peer").arg(p);
+        }
+        if bootstrap {
+            cmd.arg("--bootstrap");
+        }
+        node.child = Some(
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()?,
+        );
+        Ok(())
+    }
+
+    fn kill(&mut self, index: usize) {
+        if let Some(child) = self.nodes.get_mut(index).and_then(|n| n.child.as_mut()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(n) = self.nodes.get_mut(index) {
+            n.child = None;
+        }
+    }
+
+    fn signal(&self, index: usize, sig: &str) {
+        if let Some(child) = self.nodes.get(index).and_then(|n| n.child.as_ref()) {
+            let _ = Command::new("kill")
+                .arg(sig)
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+}
+
+/// No server outlives the run, whichever way it ends.
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn json_str(s: &str) -> String {
+    // Keys and values here are ASCII letters, digits and dashes: no escaping needed, but
+    // anything else is refused rather than written wrong.
+    assert!(
+        s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'),
+        "{s:?}"
+    );
+    format!("\"{s}\"")
+}
+
+fn opt(v: Option<&str>) -> String {
+    v.map_or_else(|| "null".to_string(), json_str)
+}
+
+struct History {
+    out: Mutex<BufWriter<File>>,
+    start: Instant,
+}
+
+impl History {
+    fn now(&self) -> i64 {
+        i64::try_from(self.start.elapsed().as_nanos()).unwrap_or(i64::MAX)
+    }
+
+    fn record(&self, line: String) {
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+async fn client_loop(
+    id: u32,
+    args: Args,
+    endpoints: Vec<String>,
+    history: Arc<History>,
+    end: Instant,
+) {
+    let mut rng = Rng(args
+        .seed
+        .wrapping_mul(1_000_003)
+        .wrapping_add(u64::from(id))
+        | 1);
+    let deadline = Duration::from_millis(1500);
+    let writer = match Client::new(endpoints.clone(), None) {
+        Ok(c) => c.with_deadline(deadline),
+        Err(_) => return,
+    };
+    let readers: Vec<Client> = endpoints
+        .iter()
+        .filter_map(|e| Client::new(vec![e.clone()], None).ok())
+        .map(|c| c.with_deadline(deadline))
+        .collect();
+    let mut n = 0u64;
+    // The last value this client read of each key: what its compare-and-sets expect.
+    let mut last_seen: std::collections::HashMap<String, Option<String>> =
+        std::collections::HashMap::new();
+    while Instant::now() < end {
+        n += 1;
+        let key = format!("k{}", rng.below(u64::from(args.keys)));
+        let value = format!("c{id}-{n}");
+        let call = history.now();
+        let line = match rng.below(10) {
+            0..=4 => {
+                let reader = readers
+                    .get(rng.below(readers.len() as u64) as usize)
+                    .unwrap_or(&writer);
+                match reader.get(key.as_bytes()).await {
+                    Ok(v) => {
+                        let v = v.map(|b| String::from_utf8_lossy(&b).into_owned());
+                        last_seen.insert(key.clone(), v.clone());
+                        format!(
+                            "{{\"client\":{id},\"op\":\"get\",\"key\":{},\"value\":{},\"unknown\":false,\"call\":{call},\"return\":{}}}",
+                            json_str(&key),
+                            opt(v.as_deref()),
+                            history.now()
+                        )
+                    }
+                    Err(_) => continue,
+                }
+            }
+            5..=7 => {
+                let unknown = match writer.put(key.as_bytes(), value.as_bytes()).await {
+                    Ok(_) => false,
+                    Err(ClientError::Refused(e)) => panic!("a put was refused: {e}"),
+                    Err(_) => true,
+                };
+                format!(
+                    "{{\"client\":{id},\"op\":\"put\",\"key\":{},\"value\":{},\"unknown\":{unknown},\"call\":{call},\"return\":{}}}",
+                    json_str(&key),
+                    json_str(&value),
+                    history.now()
+                )
+            }
+            _ => {
+                let expected = last_seen.get(&key).cloned().flatten();
+                let (swapped, unknown) = match writer
+                    .compare_and_set(
+                        key.as_bytes(),
+                        expected.as_deref().map(str::as_bytes),
+                        Some(value.as_bytes()),
+                    )
+                    .await
+                {
+                    Ok(o) => (o.swapped, false),
+                    Err(ClientError::Refused(e)) => panic!("a compare-and-set was refused: {e}"),
+                    Err(_) => (false, true),
+                };
+                format!(
+                    "{{\"client\":{id},\"op\":\"cas\",\"key\":{},\"expected\":{},\"new\":{},\"swapped\":{swapped},\"unknown\":{unknown},\"call\":{call},\"return\":{}}}",
+                    json_str(&key),
+                    opt(expected.as_deref()),
+                    json_str(&value),
+                    history.now()
+                )
+            }
+        };
+        history.record(line);
+    }
+}
+
+async fn leader_index(cluster: &Cluster) -> Option<usize> {
+    let probe = Client::new(cluster.nodes.iter().map(|n| n.addr.clone()).collect(), None).ok()?;
+    for node in &cluster.nodes {
+        if node.child.is_none() {
+            continue;
+        }
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(300), probe.status_of(&node.addr)).await
+        {
+            if let Some(leader) = s.leader_id {
+                return cluster.nodes.iter().position(|n| n.id == leader);
+            }
+        }
+    }
+    None
+}
+
+/// Faults, in turn, until `end`: kill the leader and restart it; pause a node and resume
+/// it; with `--netns`, cut a node's link; kill the whole cluster and restart it.
+async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Result<u32> {
+    let mut rng = Rng(seed | 1);
+    let mut round = 0u32;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kinds = if cluster.args.netns { 4 } else { 3 };
+    while Instant::now() + Duration::from_secs(4) < end {
+        round += 1;
+        match round % kinds {
+            1 => {
+                let i = match leader_index(cluster).await {
+                    Some(i) => i,
+                    None => rng.below(3) as usize,
+                };
+                eprintln!(
+                    "shale-chaos: round {round}: SIGKILL node {} and restart",
+                    i + 1
+                );
+                cluster.kill(i);
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                cluster.start(i, false)?;
+            }
+            2 => {
+                let i = match leader_index(cluster).await {
+                    Some(i) if rng.below(2) == 0 => i,
+                    _ => rng.below(3) as usize,
+                };
+                eprintln!(
+                    "shale-chaos: round {round}: SIGSTOP node {} for 1.5 s",
+                    i + 1
+                );
+                cluster.signal(i, "-STOP");
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                cluster.signal(i, "-CONT");
+            }
+            3 => {
+                let i = match leader_index(cluster).await {
+                    Some(i) if rng.below(2) == 0 => i,
+                    _ => rng.below(3) as usize,
+                };
+                let id = cluster.nodes.get(i).map_or(1, |n| n.id);
+                eprintln!("shale-chaos: round {round}: isolate node {id} for 2 s");
+                let link = host_link(id);
+                ip(&["link", "set", &link, "down"]).map_err(std::io::Error::other)?;
+                tokio::time::sleep(Duration::from_millis(2000)).await;
+                ip(&["link", "set", &link, "up"]).map_err(std::io::Error::other)?;
+            }
+            _ => {
+                eprintln!("shale-chaos: round {round}: SIGKILL every node and restart");
+                for i in 0..cluster.nodes.len() {
+                    cluster.kill(i);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                for i in 0..cluster.nodes.len() {
+                    cluster.start(i, false)?;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    Ok(round)
+}
+
+/// Wait until every replica reports the same applied index twice in a row.
+async fn settle(cluster: &Cluster) -> Result<u64, String> {
+    let probe = Client::new(cluster.nodes.iter().map(|n| n.addr.clone()).collect(), None)
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let mut previous = None;
+    let mut seen = Vec::new();
+    while start.elapsed() < Duration::from_secs(30) {
+        seen.clear();
+        for node in &cluster.nodes {
+            let s =
+                tokio::time::timeout(Duration::from_millis(500), probe.status_of(&node.addr)).await;
+            seen.push(match s {
+                Ok(Ok(s)) => Some(s.applied_index),
+                _ => None,
+            });
+        }
+        let first = seen.first().copied().flatten();
+        if first.is_some() && seen.iter().all(|s| *s == first) {
+            if previous == first {
+                return first.ok_or_else(|| "no applied index".to_string());
+            }
+            previous = first;
+        } else {
+            previous = None;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Err(format!(
+        "the replicas did not settle on one applied index: {seen:?}"
+    ))
+}
+
+/// Open each stopped replica's state machine and hash its user keys and values.
+fn compare_replicas(cluster: &Cluster, applied: u64) -> Result<(), String> {
+    let mut digests = Vec::new();
+    for node in &cluster.nodes {
+        let dir = cluster
+            .args
+            .dir
+            .join(format!("node-{}", node.id))
+            .join("state");
+        let sm =
+            shale_server::state_machine::StateMachineStore::open(&dir, shale::Options::default())
+                .map_err(|e| format!("node {}: {e}", node.id))?;
+        let db = sm.db();
+        let mut crc = 0u32;
+        let mut pairs = 0u64;
+        let reserved = vec![shale_server::format::RESERVED_PREFIX];
+        for pair in db.range(..reserved).map_err(|e| e.to_string())? {
+            let (k, v) = pair.map_err(|e| e.to_string())?;
+            let mut framed = Vec::with_capacity(k.len() + v.len() + 20);
+            shale::codec::put_length_prefixed(&mut framed, &k);
+            shale::codec::put_length_prefixed(&mut framed, &v);
+            crc = shale::codec::crc32c_extend(crc, &framed);
+            pairs += 1;
+        }
+        let index = sm.applied().0.map_or(0, |l| l.index);
+        drop(db);
+        sm.close().map_err(|e| e.to_string())?;
+        eprintln!(
+            "shale-chaos: node {}: applied index {index}, {pairs} pairs, crc32c {crc:08x}",
+            node.id
+        );
+        digests.push((index, pairs, crc));
+    }
+    let first = digests.first().copied();
+    if digests.iter().any(|d| Some(*d) != first) || first.map(|d| d.0) != Some(applied) {
+        return Err(format!(
+            "the replicas differ at applied index {applied}: {digests:?} (index, pairs, crc32c)"
+        ));
+    }
+    Ok(())
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    std::fs::create_dir_all(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
+    if args.netns {
+        netns_up()?;
+    }
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let addr = if args.netns {
+            format!("10.77.0.{}:7000", 10 + id)
+        } else {
+            format!(
+                "127.0.0.1:{}",
+                free_port().map_err(|e| format!("free port: {e}"))?
+            )
+        };
+        nodes.push(Node {
+            id,
+            addr,
+            child: None,
+        });
+    }
+    let mut cluster = Cluster {
+        args: args.clone(),
+        nodes,
+    };
+    for i in 0..3 {
+        cluster
+            .start(i, i == 0)
+            .map_err(|e| format!("start node {}: {e}", i + 1))?;
+    }
+    let endpoints: Vec<String> = cluster.nodes.iter().map(|n| n.addr.clone()).collect();
+    let history_file =
+        File::create(&args.history).map_err(|e| format!("{}: {e}", args.history.display()))?;
+    let history = Arc::new(History {
+        out: Mutex::new(BufWriter::new(history_file)),
+        start: Instant::now(),
+    });
+    // The cluster elects a leader before the clock starts.
+    let warmup = Client::new(endpoints.clone(), None)
+        .map_err(|e| e.to_string())?
+        .with_deadline(Duration::from_secs(20));
+    warmup
+        .put(b"warmup", b"1")
+        .await
+        .map_err(|e| format!("no leader: {e}"))?;
+
+    let end = Instant::now() + Duration::from_secs(args.seconds);
+    let mut tasks = Vec::new();
+    for id in 0..args.clients {
+        tasks.push(tokio::spawn(client_loop(
+            id,
+            args.clone(),
+            endpoints.clone(),
+            Arc::clone(&history),
+            end,
+        )));
+    }
+    let rounds = faults(&mut cluster, end, args.seed).await;
+    for t in tasks {
+        let _ = t.await;
+    }
+    let rounds = rounds.map_err(|e| format!("restart: {e}"))?;
+    for i in 0..cluster.nodes.len() {
+        cluster.signal(i, "-CONT");
+    }
+    let settled = settle(&cluster).await;
+    for i in 0..cluster.nodes.len() {
+        cluster.signal(i, "-TERM");
+    }
+    for node in &mut cluster.nodes {
+        if let Some(mut child) = node.child.take() {
+            let _ = child.wait();
+        }
+    }
+    let applied = settled?;
+    compare_replicas(&cluster, applied)?;
+    let mut out = history.out.lock().unwrap_or_else(|e| e.into_inner());
+    out.flush().map_err(|e| format!("history: {e}"))?;
+    eprintln!(
+        "shale-chaos: {rounds} fault rounds, history in {}",
+        args.history.display()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if !Path::new(&args.server_bin).exists() {
+        eprintln!(
+            "shale-chaos: no server binary at {}",
+            args.server_bin.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("shale-chaos: runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let netns = args.netns;
+    let result = runtime.block_on(run(args));
+    if netns {
+        netns_down();
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shale-chaos: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! `shale-figures`: rough figures of a 3-replica cluster on this machine, beside
+//! single-node Shale with sync writes from the same run (issue 33's closing-note list):
+//! replicated writes with 1 and 64 clients, batches of 100 keys, p50/p99 latency, and the
+//! time from a leader's SIGKILL to the next acknowledged write. Prints a Markdown table.
+//!
+//! All replicas share this machine's cores and disk: the figures are for comparing runs
+//! here, not a capacity plan.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use shale_server::Client;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "shale-figures",
+    about = "Rough figures of a 3-replica Shale cluster"
+)]
+struct Args {
+    #[arg(long)]
+    server_bin: PathBuf,
+    /// Working directory (created).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Seconds per throughput measurement.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Leader kills for the re-election figure.
+    #[arg(long, default_value_t = 10)]
+    kills: u32,
+}
+
+struct Node {
+    id: u64,
+    addr: String,
+    child: Option<Child>,
+}
+
+fn start(args: &Args, nodes: &mut [Node], i: usize, bootstrap: bool) -> std::io::Result<()> {
+    let peers: Vec<String> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .map(|(_, n)| format!("{}={}", n.id, n.addr))
+        .collect();
+    let Some(node) = nodes.get_mut(i) else {
+        return Ok(());
+    };
+    let mut cmd = Command::new(&args.server_bin);
+    cmd.arg("--id")
+        .arg(node.id.to_string())
+        .arg("--listen")
+        .arg(&node.addr)
+        .arg("--data-dir")
+        .arg(args.dir.join(format!("node-{}", node.id)));
+    for p in peers {
+        cmd.arg("--peer").arg(p);
+    }
+    if bootstrap {
+        cmd.arg("--bootstrap");
+    }
+    node.child = Some(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    Ok(())
+}
+
+fn percentile(sorted_us: &[u64], p: f64) -> u64 {
+    if sorted_us.is_empty() {
+        return 0;
+    }
+    let rank = ((sorted_us.len() - 1) as f64 * p).round() as usize;
+    sorted_us.get(rank).copied().unwrap_or(0)
+}
+
+/// `clients` tasks each running `op` until `seconds` pass: ops/s and latencies (µs).
+async fn drive<F, Fut>(clients: usize, seconds: u64, op: F) -> (f64, Vec<u64>)
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let end = start + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let op = Arc::clone(&op);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut n = 0u64;
+            while Instant::now() < end {
+                let t = Instant::now();
+                if op(c, n).await {
+                    lat.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+                }
+                n += 1;
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        if let Ok(lat) = t.await {
+            all.extend(lat);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    (all.len() as f64 / secs, all)
+}
+
+fn row(out: &mut Vec<String>, what: &str, rate: f64, unit: &str, lat: &[u64]) {
+    out.push(format!(
+        "| {what} | {rate:.0} {unit} | {} | {} |",
+        percentile(lat, 0.5),
+        percentile(lat, 0.99)
+    ));
+}
+
+async fn run(args: Args) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(&args.dir).map_err(|e| e.to_string())?;
+    let mut out = vec![
+        "| measurement | rate | p50 µs | p99 µs |".to_string(),
+        "|---|---|---|---|".to_string(),
+    ];
+    let value = vec![b'v'; 100];
+
+    // Single-node Shale, sync writes, same machine, same run.
+    let single = Arc::new(
+        shale::Db::open(args.dir.join("single"), shale::Options::default())
+            .map_err(|e| e.to_string())?,
+    );
+    for clients in [1usize, 64] {
+        let db = Arc::clone(&single);
+        let v = value.clone();
+        let (rate, lat) = drive(clients, args.seconds, move |c, n| {
+            let db = Arc::clone(&db);
+            let v = v.clone();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    let mut b = shale::WriteBatch::new();
+                    b.put(format!("c{c}-{n}"), &v);
+                    db.write(b, shale::WriteOptions::sync()).is_ok()
+                })
+                .await
+                .unwrap_or(false)
+            }
+        })
+        .await;
+        row(
+            &mut out,
+            &format!("single-node Shale, sync puts, {clients} client(s)"),
+            rate,
+            "writes/s",
+            &lat,
+        );
+    }
+    single.close().map_err(|e| e.to_string())?;
+
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        nodes.push(Node {
+            id,
+            addr: format!("127.0.0.1:{port}"),
+            child: None,
+        });
+    }
+    for i in 0..3 {
+        start(&args, &mut nodes, i, i == 0).map_err(|e| e.to_string())?;
+    }
+    let endpoints: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+    let client = Arc::new(
+        Client::new(endpoints.clone(), None)
+            .map_err(|e| e.to_string())?
+            .with_deadline(Duration::from_secs(20)),
+    );
+    client
+        .put(b"warmup", b"1")
+        .await
+        .map_err(|e| format!("no leader: {e}"))?;
+
+    for clients in [1usize, 64] {
+        let c = Arc::clone(&client);
+        let v = value.clone();
+        let (rate, lat) = drive(clients, args.seconds, move |id, n| {
+            let c = Arc::clone(&c);
+            let v = v.clone();
+            async move { c.put(format!("c{id}-{n}").as_bytes(), &v).await.is_ok() }
+        })
+        .await;
+        row(
+            &mut out,
+            &format!("replicated puts, {clients} client(s)"),
+            rate,
+            "writes/s",
+            &lat,
+        );
+    }
+    {
+        let c = Arc::clone(&client);
+        let v = value.clone();
+        let (rate, lat) = drive(8, args.seconds, move |id, n| {
+            let c = Arc::clone(&c);
+            let v = v.clone();
+            async move {
+                let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..100)
+                    .map(|k| (format!("b{id}-{n}-{k}").into_bytes(), Some(v.clone())))
+                    .collect();
+                c.batch(&ops).await.is_ok()
+            }
+        })
+        .await;
+        row(
+            &mut out,
+            "replicated batches of 100 keys, 8 clients",
+            rate * 100.0,
+            "keys/s",
+            &lat,
+        );
+    }
+
+    // Re-election: SIGKILL the leader, time until a write is acknowledged.
+    let mut times_ms = Vec::new();
+    for k in 0..args.kills {
+        let mut leader = None;
+        for n in &nodes {
+            if let Ok(s) = client.status_of(&n.addr).await {
+                leader = s.leader_id;
+                break;
+            }
+        }
+        let Some(i) = leader.and_then(|l| nodes.iter().position(|n| n.id == l)) else {
+            continue;
+        };
+        if let Some(child) = nodes.get_mut(i).and_then(|n| n.child.as_mut()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let t = Instant::now();
+        if client
+            .put(format!("after-kill-{k}").as_bytes(), b"1")
+            .await
+            .is_ok()
+        {
+            times_ms.push(u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX));
+        }
+        start(&args, &mut nodes, i, false).map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    times_ms.sort_unstable();
+    out.push(format!(
+        "| leader SIGKILL to the next acknowledged write ({} kills) | median {} ms | max {} ms | |",
+        times_ms.len(),
+        percentile(&times_ms, 0.5),
+        times_ms.last().copied().unwrap_or(0)
+    ));
+    for n in &mut nodes {
+        if let Some(mut child) = n.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("shale-figures: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(lines) => {
+            for l in lines {
+                println!("{l}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("shale-figures: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

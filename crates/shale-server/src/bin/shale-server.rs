@@ -1,0 +1,135 @@
+//! `shale-server`: one replica of a Shale cluster. A thin shell over
+//! [`shale_server::Server`]: parse the flags, start, bootstrap if asked, stop on SIGINT or
+//! SIGTERM.
+//!
+//! ```text
+//! shale-server --id 1 --listen 127.0.0.1:7001 --data-dir /srv/shale/1 \
+//!     --peer 2=127.0.0.1:7002 --peer 3=127.0.0.1:7003 --bootstrap
+//! ```
+//! The shared secret, if any, comes from the `SHALE_TOKEN` environment variable, so that
+//! it does not show in the process list.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use shale_server::{NodeId, Server, ServerConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "shale-server",
+    about = "A replica of a Shale cluster (Raft over gRPC)"
+)]
+struct Args {
+    /// This replica's id: unique in the cluster, never reused.
+    #[arg(long)]
+    id: NodeId,
+    /// Address to listen on, for peers and clients. Loopback unless said otherwise.
+    #[arg(long, default_value = "127.0.0.1:7001")]
+    listen: SocketAddr,
+    /// Directory of this replica's data (created if missing).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Another replica, as ID=HOST:PORT; repeat for each.
+    #[arg(long = "peer", value_parser = parse_peer)]
+    peers: Vec<(NodeId, String)>,
+    /// Initialize a new cluster of this replica and its peers (ignored once initialized).
+    #[arg(long, conflicts_with = "join")]
+    bootstrap: bool,
+    /// Join the running cluster that these peers belong to: added as a learner, caught up,
+    /// then made a voter (ignored once initialized).
+    #[arg(long)]
+    join: bool,
+    /// The address peers and clients reach this replica at, if not --listen (for a
+    /// listen address of 0.0.0.0).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Build a snapshot after this many applied entries.
+    #[arg(long, default_value_t = 10_000)]
+    snapshot_every: u64,
+}
+
+fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
+    let (id, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected ID=HOST:PORT"))?;
+    let id = id
+        .parse::<NodeId>()
+        .map_err(|e| format!("{s:?}: node id: {e}"))?;
+    addr.parse::<SocketAddr>()
+        .map_err(|e| format!("{s:?}: address: {e}"))?;
+    Ok((id, addr.to_string()))
+}
+
+async fn run(args: Args) -> shale_server::Result<()> {
+    let mut cfg = ServerConfig::new(args.id, args.listen, &args.data_dir);
+    cfg.token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
+    cfg.snapshot_every_entries = args.snapshot_every;
+    let server = Server::start(cfg).await?;
+    eprintln!(
+        "shale-server: node {} listening on {}",
+        args.id,
+        server.addr()
+    );
+    let advertised = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| server.addr().to_string());
+    if args.bootstrap && !server.is_initialized().await? {
+        let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
+        members.insert(args.id, advertised.clone());
+        server.bootstrap(members).await?;
+        eprintln!("shale-server: bootstrapped a new cluster");
+    }
+    if args.join && !server.is_initialized().await? {
+        let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
+        let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
+        let client = shale_server::Client::new(peers, token)
+            .map_err(|e| shale_server::Error::Raft(format!("join: {e}")))?
+            .with_deadline(std::time::Duration::from_secs(300));
+        client
+            .add_learner(args.id, &advertised)
+            .await
+            .map_err(|e| shale_server::Error::Raft(format!("join as a learner: {e}")))?;
+        let m = client
+            .add_voters(&[args.id])
+            .await
+            .map_err(|e| shale_server::Error::Raft(format!("join as a voter: {e}")))?;
+        eprintln!("shale-server: joined; voters now {:?}", m.voters);
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| shale_server::Error::Transport(format!("signal handler: {e}")))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("shale-server: stopping");
+    server.shutdown().await
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("shale-server: runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shale-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

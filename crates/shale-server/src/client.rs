@@ -1,0 +1,440 @@
+//! The Rust client: follows redirects to the leader and retries on a lost leader, within
+//! a bounded deadline per call.
+//!
+//! Retry rules (the server's errors are listed in [`crate::service`]):
+//! - an error marked `shale-retry: safe` (a redirect from a node that was not the leader,
+//!   no leader known) and a connection that was refused proposed nothing: every call
+//!   follows or retries them;
+//! - any other failure of a write may have been applied, and applying it again later
+//!   would break linearizability (another client's write could fall between the two), so
+//!   a write answers [`ClientError::Ambiguous`] and the caller decides;
+//! - reads change nothing and retry on every transient failure.
+//!
+//! Thread safety: a `Client` is `Send + Sync`; calls may run concurrently.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+use crate::network::{endpoint, with_token, MAX_MESSAGE_BYTES};
+use crate::pb;
+use crate::pb::kv_client::KvClient;
+use crate::service::{LEADER_HEADER, RETRY_HEADER};
+
+/// What a client call can fail with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server refused the request before proposing it (reserved key, size limits).
+    Refused(String),
+    /// The token is missing or wrong.
+    Unauthenticated(String),
+    /// No answer within the deadline; the last error seen says why.
+    Timeout { last: String },
+    /// A write failed in a way that leaves open whether it was applied.
+    Ambiguous(String),
+    /// Anything else the server answered (a bug or a damaged replica).
+    Server(String),
+    /// The client was built wrong (no endpoint, a bad address).
+    Config(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Refused(m) => write!(f, "refused: {m}"),
+            ClientError::Unauthenticated(m) => write!(f, "unauthenticated: {m}"),
+            ClientError::Timeout { last } => {
+                write!(f, "no answer within the deadline; last error: {last}")
+            }
+            ClientError::Ambiguous(m) => write!(f, "the outcome is unknown: {m}"),
+            ClientError::Server(m) => write!(f, "server error: {m}"),
+            ClientError::Config(m) => write!(f, "client configuration: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// The longest pause between two tries: an election takes a few hundred milliseconds
+/// (docs/replication.md), so a longer pause would mostly add to the client's failover time.
+const MAX_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// A compare-and-set's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CasOutcome {
+    pub swapped: bool,
+    /// The value before the call.
+    pub current: Option<Vec<u8>>,
+}
+
+/// How a failed attempt ends the call or not.
+enum Next {
+    /// Retry at once at this address (the leader).
+    Redirect(String),
+    /// Retry after a pause, at the next endpoint.
+    Retry,
+    /// Give up with this error.
+    Fail(ClientError),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+/// True if the request cannot have reached a server: the connection was refused.
+fn never_sent(status: &Status) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        source = e.source();
+    }
+    // tonic may flatten the cause into the message.
+    let msg = status.message();
+    msg.contains("Connection refused") || msg.contains("tcp connect error")
+}
+
+fn classify(status: &Status, kind: Kind) -> Next {
+    let meta = status.metadata();
+    let safe = kind == Kind::Read || meta.get(RETRY_HEADER).is_some() || never_sent(status);
+    let message = status.message().to_string();
+    match status.code() {
+        Code::FailedPrecondition => match meta.get(LEADER_HEADER).and_then(|v| v.to_str().ok()) {
+            Some(addr) if safe => Next::Redirect(addr.to_string()),
+            Some(_) => Next::Fail(ClientError::Ambiguous(message)),
+            None => Next::Fail(ClientError::Server(message)),
+        },
+        Code::InvalidArgument => Next::Fail(ClientError::Refused(message)),
+        Code::Unauthenticated => Next::Fail(ClientError::Unauthenticated(message)),
+        Code::Unavailable
+        | Code::DeadlineExceeded
+        | Code::Cancelled
+        | Code::Unknown
+        | Code::Aborted => {
+            if safe {
+                Next::Retry
+            } else {
+                Next::Fail(ClientError::Ambiguous(message))
+            }
+        }
+        _ => Next::Fail(ClientError::Server(format!(
+            "{:?}: {message}",
+            status.code()
+        ))),
+    }
+}
+
+/// A client of a Shale cluster.
+pub struct Client {
+    endpoints: Vec<String>,
+    token: Option<String>,
+    deadline: Duration,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// Where the next call goes first: the leader last seen, else an endpoint.
+    target: String,
+    /// The endpoint tried after a transient failure.
+    next_endpoint: usize,
+    channels: HashMap<String, Channel>,
+}
+
+impl Client {
+    /// A client of the cluster whose nodes listen at `endpoints` (`host:port`), with a
+    /// deadline of 10 s per call.
+    ///
+    /// # Errors
+    /// `Config` for no endpoint.
+    pub fn new(endpoints: Vec<String>, token: Option<String>) -> Result<Client, ClientError> {
+        let Some(first) = endpoints.first().cloned() else {
+            return Err(ClientError::Config("no endpoint".into()));
+        };
+        Ok(Client {
+            endpoints,
+            token,
+            deadline: Duration::from_secs(10),
+            state: Mutex::new(State {
+                target: first,
+                next_endpoint: 0,
+                channels: HashMap::new(),
+            }),
+        })
+    }
+
+    /// The longest one call may take, retries included.
+    pub fn with_deadline(mut self, deadline: Duration) -> Client {
+        self.deadline = deadline;
+        self
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn channel(&self, addr: &str) -> Result<Channel, ClientError> {
+        let mut st = self.state();
+        if let Some(c) = st.channels.get(addr) {
+            return Ok(c.clone());
+        }
+        let channel = endpoint(addr).map_err(ClientError::Config)?.connect_lazy();
+        st.channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    async fn call<T, F, Fut>(&self, kind: Kind, f: F) -> Result<T, ClientError>
+    where
+        F: Fn(KvClient<Channel>, Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(20);
+        let mut last = String::from("no attempt");
+        loop {
+            let remaining = self.deadline.saturating_sub(start.elapsed());
+            if remaining.is_zero() {
+                return Err(ClientError::Timeout { last });
+            }
+            let target = self.state().target.clone();
+            let client = KvClient::new(self.channel(&target)?)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
+            let attempt = tokio::time::timeout(remaining, f(client, self.token.clone())).await;
+            let status = match attempt {
+                Ok(Ok(resp)) => return Ok(resp.into_inner()),
+                Ok(Err(status)) => status,
+                Err(_) => return Err(ClientError::Timeout { last }),
+            };
+            last = format!("{target}: {:?}: {}", status.code(), status.message());
+            match classify(&status, kind) {
+                Next::Redirect(addr) => {
+                    self.state().target = addr;
+                }
+                Next::Retry => {
+                    {
+                        let mut st = self.state();
+                        st.next_endpoint = (st.next_endpoint + 1) % self.endpoints.len().max(1);
+                        if let Some(next) = self.endpoints.get(st.next_endpoint) {
+                            st.target = next.clone();
+                        }
+                    }
+                    tokio::time::sleep(pause.min(self.deadline.saturating_sub(start.elapsed())))
+                        .await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                }
+                Next::Fail(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The value of `key`, read linearizably.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        let resp = self
+            .call(Kind::Read, |mut c, token| {
+                let req = with_token(pb::GetRequest { key: key.to_vec() }, token.as_deref());
+                async move { c.get(req).await }
+            })
+            .await?;
+        Ok(resp.value)
+    }
+
+    /// Set `key` to `value`; returns the log index it was applied at.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<u64, ClientError> {
+        let resp = self
+            .call(Kind::Write, |mut c, token| {
+                let req = with_token(
+                    pb::PutRequest {
+                        key: key.to_vec(),
+                        value: value.to_vec(),
+                    },
+                    token.as_deref(),
+                );
+                async move { c.put(req).await }
+            })
+            .await?;
+        Ok(resp.index)
+    }
+
+    /// Remove `key`; returns the log index it was applied at.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn delete(&self, key: &[u8]) -> Result<u64, ClientError> {
+        let resp = self
+            .call(Kind::Write, |mut c, token| {
+                let req = with_token(pb::DeleteRequest { key: key.to_vec() }, token.as_deref());
+                async move { c.delete(req).await }
+            })
+            .await?;
+        Ok(resp.index)
+    }
+
+    /// Apply puts (`Some`) and deletes (`None`) atomically.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn batch(&self, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<u64, ClientError> {
+        let ops: Vec<pb::Op> = ops
+            .iter()
+            .map(|(key, value)| pb::Op {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect();
+        let resp = self
+            .call(Kind::Write, |mut c, token| {
+                let req = with_token(pb::BatchRequest { ops: ops.clone() }, token.as_deref());
+                async move { c.batch(req).await }
+            })
+            .await?;
+        Ok(resp.index)
+    }
+
+    /// Set `key` to `new_value` (delete it for `None`) if its value is `expected` (`None`:
+    /// absent).
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn compare_and_set(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new_value: Option<&[u8]>,
+    ) -> Result<CasOutcome, ClientError> {
+        let resp = self
+            .call(Kind::Write, |mut c, token| {
+                let req = with_token(
+                    pb::CompareAndSetRequest {
+                        key: key.to_vec(),
+                        expected: expected.map(<[u8]>::to_vec),
+                        new_value: new_value.map(<[u8]>::to_vec),
+                    },
+                    token.as_deref(),
+                );
+                async move { c.compare_and_set(req).await }
+            })
+            .await?;
+        Ok(CasOutcome {
+            swapped: resp.swapped,
+            current: resp.current,
+        })
+    }
+
+    /// Up to `limit` pairs with `start <= key < end`, read linearizably, and where the next
+    /// page starts if the range holds more.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    #[allow(clippy::type_complexity)]
+    pub async fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: u32,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>), ClientError> {
+        let resp = self
+            .call(Kind::Read, |mut c, token| {
+                let req = with_token(
+                    pb::ScanRequest {
+                        start: start.to_vec(),
+                        end: end.map(<[u8]>::to_vec),
+                        limit,
+                    },
+                    token.as_deref(),
+                );
+                async move { c.scan(req).await }
+            })
+            .await?;
+        let pairs = resp.pairs.into_iter().map(|p| (p.key, p.value)).collect();
+        Ok((pairs, resp.next_start))
+    }
+
+    /// Add node `node_id`, reachable at `addr`, as a learner; returns once it has caught up
+    /// (within the client's deadline). Then [`Client::add_voters`] makes it a voter.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn add_learner(
+        &self,
+        node_id: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        self.call(Kind::Write, |mut c, token| {
+            let req = with_token(
+                pb::AddLearnerRequest {
+                    node_id,
+                    addr: addr.to_string(),
+                },
+                token.as_deref(),
+            );
+            async move { c.add_learner(req).await }
+        })
+        .await
+    }
+
+    /// Make learners voters.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn add_voters(&self, ids: &[u64]) -> Result<pb::MembershipResponse, ClientError> {
+        self.change_voters(ids, &[]).await
+    }
+
+    /// Remove voters from the cluster.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn remove_voters(&self, ids: &[u64]) -> Result<pb::MembershipResponse, ClientError> {
+        self.change_voters(&[], ids).await
+    }
+
+    async fn change_voters(
+        &self,
+        add: &[u64],
+        remove: &[u64],
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        self.call(Kind::Write, |mut c, token| {
+            let req = with_token(
+                pb::ChangeVotersRequest {
+                    add: add.to_vec(),
+                    remove: remove.to_vec(),
+                },
+                token.as_deref(),
+            );
+            async move { c.change_voters(req).await }
+        })
+        .await
+    }
+
+    /// One node's view of the cluster (not linearizable; no retry, no redirect).
+    ///
+    /// # Errors
+    /// `Server` for any failure.
+    pub async fn status_of(&self, addr: &str) -> Result<pb::StatusResponse, ClientError> {
+        let mut c = KvClient::new(self.channel(addr)?);
+        c.status(with_token(pb::StatusRequest {}, self.token.as_deref()))
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| ClientError::Server(format!("{addr}: {:?}: {}", s.code(), s.message())))
+    }
+
+    /// The shared handle for tasks.
+    pub fn shared(self) -> Arc<Client> {
+        Arc::new(self)
+    }
+}

@@ -1,0 +1,748 @@
+//! Every byte layout of the replication server, encode and decode side by side: the keys
+//! and records of the log store, the state machine's reserved keys, log entries (also
+//! their wire form), and the frames of a snapshot file (also its wire form).
+//! docs/format.md ("Replication") is the description; the tests decode its worked
+//! examples.
+//!
+//! Integers inside records are fixed-width little-endian (the engine's codec); the index
+//! in a log entry's *key* is big-endian so that entries sort by index. Nothing here is
+//! written with serde: each record starts with a version byte and is decoded field by
+//! field with every length checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::{
+    BasicNode, CommittedLeaderId, EntryPayload, LogId, Membership, StoredMembership, Vote,
+};
+use shale::codec::{self, Decoder};
+
+use crate::command::{Command, Op};
+use crate::error::{Error, Result};
+use crate::{Entry, NodeId};
+
+/// The version byte that starts every record below.
+pub const RECORD_VERSION: u8 = 1;
+
+// ---- log store keys ------------------------------------------------------------------
+
+/// The log store key of the vote.
+pub const LOG_KEY_VOTE: &[u8] = &[0x01];
+/// The log store key of the last purged log id.
+pub const LOG_KEY_LAST_PURGED: &[u8] = &[0x02];
+/// First byte of every log entry key.
+pub const LOG_ENTRY_PREFIX: u8 = 0x10;
+
+/// The key of the log entry at `index`: the prefix, then the index big-endian.
+pub fn log_entry_key(index: u64) -> [u8; 9] {
+    let mut key = [LOG_ENTRY_PREFIX; 9];
+    for (dst, src) in key.iter_mut().skip(1).zip(index.to_be_bytes()) {
+        *dst = src;
+    }
+    key
+}
+
+/// The index in a log entry key.
+///
+/// # Errors
+/// `Corruption` if `key` is not a log entry key.
+pub fn log_entry_index(key: &[u8]) -> Result<u64> {
+    match key.split_first() {
+        Some((&LOG_ENTRY_PREFIX, rest)) => {
+            let bytes: [u8; 8] = rest.try_into().map_err(|_| {
+                Error::corruption("log entry key", format!("{} bytes, not 9", key.len()))
+            })?;
+            Ok(u64::from_be_bytes(bytes))
+        }
+        _ => Err(Error::corruption("log entry key", "wrong prefix")),
+    }
+}
+
+// ---- state machine keys --------------------------------------------------------------
+
+/// First byte of the state machine's own keys; user keys may not start with it.
+pub const RESERVED_PREFIX: u8 = 0xFF;
+/// The state machine key of the last applied log id.
+pub const SM_KEY_APPLIED: &[u8] = &[RESERVED_PREFIX, b'a'];
+/// The state machine key of the last applied membership.
+pub const SM_KEY_MEMBERSHIP: &[u8] = &[RESERVED_PREFIX, b'm'];
+
+// ---- records -------------------------------------------------------------------------
+
+fn put_log_id(out: &mut Vec<u8>, id: &LogId<NodeId>) {
+    codec::put_u64(out, id.leader_id.term);
+    codec::put_u64(out, id.leader_id.node_id);
+    codec::put_u64(out, id.index);
+}
+
+fn get_log_id(d: &mut Decoder<'_>) -> Result<LogId<NodeId>, codec::DecodeError> {
+    let term = d.u64("log id term")?;
+    let node_id = d.u64("log id node")?;
+    let index = d.u64("log id index")?;
+    Ok(LogId::new(CommittedLeaderId::new(term, node_id), index))
+}
+
+fn put_opt_log_id(out: &mut Vec<u8>, id: Option<&LogId<NodeId>>) {
+    match id {
+        None => codec::put_u8(out, 0),
+        Some(id) => {
+            codec::put_u8(out, 1);
+            put_log_id(out, id);
+        }
+    }
+}
+
+fn get_opt_log_id(d: &mut Decoder<'_>) -> Result<Option<LogId<NodeId>>, codec::DecodeError> {
+    match d.u8("log id presence")? {
+        0 => Ok(None),
+        1 => get_log_id(d).map(Some),
+        other => Err(codec::DecodeError::new(
+            d.position(),
+            format!("presence byte {other}"),
+        )),
+    }
+}
+
+fn put_opt_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        None => codec::put_u8(out, 0),
+        Some(b) => {
+            codec::put_u8(out, 1);
+            codec::put_length_prefixed(out, b);
+        }
+    }
+}
+
+fn get_opt_bytes(d: &mut Decoder<'_>, what: &str) -> Result<Option<Vec<u8>>, codec::DecodeError> {
+    match d.u8(what)? {
+        0 => Ok(None),
+        1 => Ok(Some(d.length_prefixed(what)?.to_vec())),
+        other => Err(codec::DecodeError::new(
+            d.position(),
+            format!("{what}: presence byte {other}"),
+        )),
+    }
+}
+
+fn start(d: &mut Decoder<'_>, what: &str) -> Result<(), codec::DecodeError> {
+    match d.u8(what)? {
+        RECORD_VERSION => Ok(()),
+        v => Err(codec::DecodeError::new(
+            0,
+            format!("{what}: unknown version {v}"),
+        )),
+    }
+}
+
+fn finish<T>(d: &Decoder<'_>, what: &str, value: T) -> Result<T, codec::DecodeError> {
+    if d.is_empty() {
+        Ok(value)
+    } else {
+        Err(codec::DecodeError::new(
+            d.position(),
+            format!("{what}: trailing bytes"),
+        ))
+    }
+}
+
+fn decoded<T>(what: &str, r: Result<T, codec::DecodeError>) -> Result<T> {
+    r.map_err(|e| Error::corruption(what, format!("at offset {}: {}", e.offset, e.reason)))
+}
+
+/// `vote := version:u8 term:u64 node_id:u64 committed:u8`
+pub fn encode_vote(vote: &Vote<NodeId>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(18);
+    codec::put_u8(&mut out, RECORD_VERSION);
+    codec::put_u64(&mut out, vote.leader_id.term);
+    codec::put_u64(&mut out, vote.leader_id.node_id);
+    codec::put_u8(&mut out, u8::from(vote.committed));
+    out
+}
+
+/// Inverse of [`encode_vote`].
+///
+/// # Errors
+/// `Corruption` for bytes that are not a vote record.
+pub fn decode_vote(bytes: &[u8]) -> Result<Vote<NodeId>> {
+    decoded("vote", vote_record(&mut Decoder::new(bytes)))
+}
+
+fn vote_record(d: &mut Decoder<'_>) -> Result<Vote<NodeId>, codec::DecodeError> {
+    start(d, "vote")?;
+    let term = d.u64("vote term")?;
+    let node_id = d.u64("vote node")?;
+    let committed = match d.u8("vote committed")? {
+        0 => false,
+        1 => true,
+        other => {
+            return Err(codec::DecodeError::new(
+                d.position(),
+                format!("committed byte {other}"),
+            ))
+        }
+    };
+    let mut vote = Vote::new(term, node_id);
+    vote.committed = committed;
+    finish(d, "vote", vote)
+}
+
+/// `log_id_record := version:u8 term:u64 node_id:u64 index:u64` (the last purged id, the
+/// last applied id).
+pub fn encode_log_id(id: &LogId<NodeId>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(25);
+    codec::put_u8(&mut out, RECORD_VERSION);
+    put_log_id(&mut out, id);
+    out
+}
+
+/// Inverse of [`encode_log_id`].
+///
+/// # Errors
+/// `Corruption` for bytes that are not a log id record.
+pub fn decode_log_id(bytes: &[u8]) -> Result<LogId<NodeId>> {
+    decoded("log id", log_id_record(&mut Decoder::new(bytes)))
+}
+
+fn log_id_record(d: &mut Decoder<'_>) -> Result<LogId<NodeId>, codec::DecodeError> {
+    start(d, "log id")?;
+    let id = get_log_id(d)?;
+    finish(d, "log id", id)
+}
+
+fn put_membership(out: &mut Vec<u8>, m: &Membership<NodeId, BasicNode>) {
+    let configs = m.get_joint_config();
+    codec::put_varint(out, configs.len() as u64);
+    for config in configs {
+        codec::put_varint(out, config.len() as u64);
+        for id in config {
+            codec::put_u64(out, *id);
+        }
+    }
+    let nodes: Vec<(&NodeId, &BasicNode)> = m.nodes().collect();
+    codec::put_varint(out, nodes.len() as u64);
+    for (id, node) in nodes {
+        codec::put_u64(out, *id);
+        codec::put_length_prefixed(out, node.addr.as_bytes());
+    }
+}
+
+fn get_membership(
+    d: &mut Decoder<'_>,
+) -> Result<Membership<NodeId, BasicNode>, codec::DecodeError> {
+    let n_configs = d.varint("membership configs")?;
+    let mut configs = Vec::new();
+    for _ in 0..n_configs {
+        let n_voters = d.varint("membership voters")?;
+        let mut voters = BTreeSet::new();
+        for _ in 0..n_voters {
+            voters.insert(d.u64("voter id")?);
+        }
+        configs.push(voters);
+    }
+    let n_nodes = d.varint("membership nodes")?;
+    let mut nodes = BTreeMap::new();
+    for _ in 0..n_nodes {
+        let id = d.u64("node id")?;
+        let addr = d.length_prefixed("node address")?;
+        let addr = std::str::from_utf8(addr)
+            .map_err(|_| codec::DecodeError::new(d.position(), "node address is not UTF-8"))?;
+        nodes.insert(id, BasicNode::new(addr));
+    }
+    Ok(Membership::new(configs, nodes))
+}
+
+/// `stored_membership := version:u8 opt_log_id membership`
+pub fn encode_stored_membership(m: &StoredMembership<NodeId, BasicNode>) -> Vec<u8> {
+    let mut out = Vec::new();
+    codec::put_u8(&mut out, RECORD_VERSION);
+    put_opt_log_id(&mut out, m.log_id().as_ref());
+    put_membership(&mut out, m.membership());
+    out
+}
+
+/// Inverse of [`encode_stored_membership`].
+///
+/// # Errors
+/// `Corruption` for bytes that are not a stored membership record.
+pub fn decode_stored_membership(bytes: &[u8]) -> Result<StoredMembership<NodeId, BasicNode>> {
+    decoded(
+        "membership",
+        stored_membership_record(&mut Decoder::new(bytes)),
+    )
+}
+
+fn stored_membership_record(
+    d: &mut Decoder<'_>,
+) -> Result<StoredMembership<NodeId, BasicNode>, codec::DecodeError> {
+    start(d, "membership")?;
+    let log_id = get_opt_log_id(d)?;
+    let m = get_membership(d)?;
+    finish(d, "membership", StoredMembership::new(log_id, m))
+}
+
+const PAYLOAD_BLANK: u8 = 0;
+const PAYLOAD_COMMAND: u8 = 1;
+const PAYLOAD_MEMBERSHIP: u8 = 2;
+const COMMAND_WRITE: u8 = 1;
+const COMMAND_CAS: u8 = 2;
+const OP_PUT: u8 = 1;
+const OP_DELETE: u8 = 2;
+
+/// `entry := version:u8 log_id payload` (see docs/format.md, "Raft log entry").
+pub fn encode_entry(entry: &Entry) -> Vec<u8> {
+    let mut out = Vec::new();
+    codec::put_u8(&mut out, RECORD_VERSION);
+    put_log_id(&mut out, &entry.log_id);
+    match &entry.payload {
+        EntryPayload::Blank => codec::put_u8(&mut out, PAYLOAD_BLANK),
+        EntryPayload::Normal(cmd) => {
+            codec::put_u8(&mut out, PAYLOAD_COMMAND);
+            put_command(&mut out, cmd);
+        }
+        EntryPayload::Membership(m) => {
+            codec::put_u8(&mut out, PAYLOAD_MEMBERSHIP);
+            put_membership(&mut out, m);
+        }
+    }
+    out
+}
+
+fn put_command(out: &mut Vec<u8>, cmd: &Command) {
+    match cmd {
+        Command::Write(ops) => {
+            codec::put_u8(out, COMMAND_WRITE);
+            codec::put_varint(out, ops.len() as u64);
+            for op in ops {
+                match &op.value {
+                    Some(v) => {
+                        codec::put_u8(out, OP_PUT);
+                        codec::put_length_prefixed(out, &op.key);
+                        codec::put_length_prefixed(out, v);
+                    }
+                    None => {
+                        codec::put_u8(out, OP_DELETE);
+                        codec::put_length_prefixed(out, &op.key);
+                    }
+                }
+            }
+        }
+        Command::CompareAndSet {
+            key,
+            expected,
+            new_value,
+        } => {
+            codec::put_u8(out, COMMAND_CAS);
+            codec::put_length_prefixed(out, key);
+            put_opt_bytes(out, expected.as_deref());
+            put_opt_bytes(out, new_value.as_deref());
+        }
+    }
+}
+
+fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
+    match d.u8("command kind")? {
+        COMMAND_WRITE => {
+            let n = d.varint("op count")?;
+            let mut ops = Vec::new();
+            for _ in 0..n {
+                let op = match d.u8("op kind")? {
+                    OP_PUT => Op {
+                        key: d.length_prefixed("key")?.to_vec(),
+                        value: Some(d.length_prefixed("value")?.to_vec()),
+                    },
+                    OP_DELETE => Op {
+                        key: d.length_prefixed("key")?.to_vec(),
+                        value: None,
+                    },
+                    other => {
+                        return Err(codec::DecodeError::new(
+                            d.position(),
+                            format!("op kind {other}"),
+                        ))
+                    }
+                };
+                ops.push(op);
+            }
+            Ok(Command::Write(ops))
+        }
+        COMMAND_CAS => Ok(Command::CompareAndSet {
+            key: d.length_prefixed("key")?.to_vec(),
+            expected: get_opt_bytes(d, "expected value")?,
+            new_value: get_opt_bytes(d, "new value")?,
+        }),
+        other => Err(codec::DecodeError::new(
+            d.position(),
+            format!("command kind {other}"),
+        )),
+    }
+}
+
+/// Inverse of [`encode_entry`].
+///
+/// # Errors
+/// `Corruption` for bytes that are not a log entry record.
+pub fn decode_entry(bytes: &[u8]) -> Result<Entry> {
+    decoded("log entry", entry_record(&mut Decoder::new(bytes)))
+}
+
+fn entry_record(d: &mut Decoder<'_>) -> Result<Entry, codec::DecodeError> {
+    start(d, "log entry")?;
+    let log_id = get_log_id(d)?;
+    let payload = match d.u8("payload kind")? {
+        PAYLOAD_BLANK => EntryPayload::Blank,
+        PAYLOAD_COMMAND => EntryPayload::Normal(get_command(d)?),
+        PAYLOAD_MEMBERSHIP => EntryPayload::Membership(get_membership(d)?),
+        other => {
+            return Err(codec::DecodeError::new(
+                d.position(),
+                format!("payload kind {other}"),
+            ))
+        }
+    };
+    finish(d, "log entry", Entry { log_id, payload })
+}
+
+// ---- snapshot frames -----------------------------------------------------------------
+
+/// The kinds of snapshot frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// The first frame: the snapshot's metadata.
+    Header = 1,
+    /// Key-value pairs of the state machine, in key order.
+    Pairs = 2,
+    /// The last frame: counts that prove nothing was lost.
+    End = 3,
+}
+
+impl FrameKind {
+    fn from_u8(b: u8) -> Option<FrameKind> {
+        match b {
+            1 => Some(FrameKind::Header),
+            2 => Some(FrameKind::Pairs),
+            3 => Some(FrameKind::End),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes before a frame's payload: kind and length.
+pub const FRAME_HEAD_LEN: usize = 5;
+/// Bytes after a frame's payload: the checksum.
+pub const FRAME_TAIL_LEN: usize = 4;
+/// The largest payload a frame may declare: one pair at the engine's limits, plus room.
+pub const MAX_FRAME_PAYLOAD: usize =
+    shale::options::MAX_KEY_BYTES + shale::options::MAX_VALUE_BYTES + 64;
+/// The payload size at which a pairs frame is closed: frames stay small so the sender and
+/// the receiver hold only a few at a time.
+pub const TARGET_FRAME_PAYLOAD: usize = 64 * 1024;
+/// The magic that opens a header frame's payload.
+pub const SNAPSHOT_MAGIC: &[u8; 8] = b"SHALESNP";
+
+/// `frame := kind:u8 len:u32 payload[len] crc:u32`, the checksum being the masked CRC32C
+/// of kind, len and payload.
+pub fn encode_frame(kind: FrameKind, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let len = u32::try_from(payload.len())
+        .ok()
+        .filter(|_| payload.len() <= MAX_FRAME_PAYLOAD)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("snapshot frame of {} bytes", payload.len()))
+        })?;
+    let start = out.len();
+    codec::put_u8(out, kind as u8);
+    codec::put_u32(out, len);
+    out.extend_from_slice(payload);
+    let crc = out.get(start..).map(codec::crc32c).unwrap_or(0);
+    codec::put_u32(out, codec::mask_crc(crc));
+    Ok(())
+}
+
+/// The kind and payload length of a frame from its first [`FRAME_HEAD_LEN`] bytes.
+///
+/// # Errors
+/// `Corruption` for an unknown kind or a length over [`MAX_FRAME_PAYLOAD`].
+pub fn decode_frame_head(head: &[u8; FRAME_HEAD_LEN], what: &str) -> Result<(FrameKind, usize)> {
+    let [kind, l0, l1, l2, l3] = *head;
+    let kind = FrameKind::from_u8(kind)
+        .ok_or_else(|| Error::corruption(what, format!("frame kind {kind}")))?;
+    let len = u32::from_le_bytes([l0, l1, l2, l3]);
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= MAX_FRAME_PAYLOAD)
+        .ok_or_else(|| Error::corruption(what, format!("frame length {len} over the limit")))?;
+    Ok((kind, len))
+}
+
+/// Check a whole frame (head, payload, checksum) and return its kind and payload.
+///
+/// # Errors
+/// `Corruption` for a short frame, trailing bytes or a checksum mismatch.
+pub fn decode_frame<'a>(frame: &'a [u8], what: &str) -> Result<(FrameKind, &'a [u8])> {
+    let head: &[u8; FRAME_HEAD_LEN] = frame
+        .get(..FRAME_HEAD_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| Error::corruption(what, "frame shorter than its head"))?;
+    let (kind, len) = decode_frame_head(head, what)?;
+    let body_end = FRAME_HEAD_LEN + len;
+    if frame.len() != body_end + FRAME_TAIL_LEN {
+        return Err(Error::corruption(
+            what,
+            format!("frame of {} bytes declares a payload of {len}", frame.len()),
+        ));
+    }
+    let (body, tail) = frame.split_at(body_end);
+    let stored = codec::get_u32(tail).ok_or_else(|| Error::corruption(what, "no checksum"))?;
+    if codec::unmask_crc(stored) != codec::crc32c(body) {
+        return Err(Error::corruption(what, "frame checksum mismatch"));
+    }
+    let payload = body
+        .get(FRAME_HEAD_LEN..)
+        .ok_or_else(|| Error::corruption(what, "no payload"))?;
+    Ok((kind, payload))
+}
+
+/// What a header frame says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    pub last_log_id: Option<LogId<NodeId>>,
+    pub membership: StoredMembership<NodeId, BasicNode>,
+    pub snapshot_id: String,
+}
+
+/// `header := magic:8 version:u8 opt_log_id stored_membership_body snapshot_id:varbytes`
+pub fn encode_snapshot_header(h: &SnapshotHeader) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(SNAPSHOT_MAGIC);
+    codec::put_u8(&mut out, RECORD_VERSION);
+    put_opt_log_id(&mut out, h.last_log_id.as_ref());
+    put_opt_log_id(&mut out, h.membership.log_id().as_ref());
+    put_membership(&mut out, h.membership.membership());
+    codec::put_length_prefixed(&mut out, h.snapshot_id.as_bytes());
+    out
+}
+
+/// Inverse of [`encode_snapshot_header`].
+///
+/// # Errors
+/// `Corruption` for a payload that is not a snapshot header.
+pub fn decode_snapshot_header(payload: &[u8]) -> Result<SnapshotHeader> {
+    decoded(
+        "snapshot header",
+        snapshot_header(&mut Decoder::new(payload)),
+    )
+}
+
+fn snapshot_header(d: &mut Decoder<'_>) -> Result<SnapshotHeader, codec::DecodeError> {
+    if d.bytes(SNAPSHOT_MAGIC.len(), "magic")? != SNAPSHOT_MAGIC {
+        return Err(codec::DecodeError::new(0, "not a Shale snapshot (magic)"));
+    }
+    start(d, "snapshot header")?;
+    let last_log_id = get_opt_log_id(d)?;
+    let membership_log_id = get_opt_log_id(d)?;
+    let membership = get_membership(d)?;
+    let id = d.length_prefixed("snapshot id")?;
+    let snapshot_id = String::from_utf8(id.to_vec())
+        .map_err(|_| codec::DecodeError::new(d.position(), "snapshot id is not UTF-8"))?;
+    let header = SnapshotHeader {
+        last_log_id,
+        membership: StoredMembership::new(membership_log_id, membership),
+        snapshot_id,
+    };
+    finish(d, "snapshot header", header)
+}
+
+/// Append one pair to a pairs payload: `key:varbytes value:varbytes`.
+pub fn put_pair(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    codec::put_length_prefixed(out, key);
+    codec::put_length_prefixed(out, value);
+}
+
+/// The pairs of a pairs payload, in order.
+///
+/// # Errors
+/// `Corruption` for a payload that does not decode, holds no pair, or is out of order.
+pub fn decode_pairs(payload: &[u8]) -> Result<Vec<(&[u8], &[u8])>> {
+    let mut d = Decoder::new(payload);
+    let mut pairs: Vec<(&[u8], &[u8])> = Vec::new();
+    while !d.is_empty() {
+        let key = decoded("snapshot pairs", d.length_prefixed("key"))?;
+        let value = decoded("snapshot pairs", d.length_prefixed("value"))?;
+        if pairs.last().is_some_and(|(prev, _)| *prev >= key) {
+            return Err(Error::corruption("snapshot pairs", "keys out of order"));
+        }
+        pairs.push((key, value));
+    }
+    if pairs.is_empty() {
+        return Err(Error::corruption("snapshot pairs", "an empty pairs frame"));
+    }
+    Ok(pairs)
+}
+
+/// `end := pairs:u64 frames:u64` (frames before this one, header included).
+pub fn encode_snapshot_end(pairs: u64, frames: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    codec::put_u64(&mut out, pairs);
+    codec::put_u64(&mut out, frames);
+    out
+}
+
+/// Inverse of [`encode_snapshot_end`].
+///
+/// # Errors
+/// `Corruption` for a payload that is not an end frame.
+pub fn decode_snapshot_end(payload: &[u8]) -> Result<(u64, u64)> {
+    decoded("snapshot end", snapshot_end(&mut Decoder::new(payload)))
+}
+
+fn snapshot_end(d: &mut Decoder<'_>) -> Result<(u64, u64), codec::DecodeError> {
+    let pairs = d.u64("pair count")?;
+    let frames = d.u64("frame count")?;
+    finish(d, "snapshot end", (pairs, frames))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::Entry as RaftEntry;
+
+    fn lid(term: u64, node: u64, index: u64) -> LogId<NodeId> {
+        LogId::new(CommittedLeaderId::new(term, node), index)
+    }
+
+    fn membership() -> Membership<NodeId, BasicNode> {
+        let mut nodes = BTreeMap::new();
+        nodes.insert(1, BasicNode::new("127.0.0.1:7001"));
+        nodes.insert(2, BasicNode::new("127.0.0.1:7002"));
+        nodes.insert(3, BasicNode::new("127.0.0.1:7003"));
+        Membership::new(vec![BTreeSet::from([1, 2])], nodes)
+    }
+
+    fn entries() -> Vec<Entry> {
+        vec![
+            RaftEntry {
+                log_id: lid(1, 1, 1),
+                payload: EntryPayload::Blank,
+            },
+            RaftEntry {
+                log_id: lid(1, 1, 2),
+                payload: EntryPayload::Membership(membership()),
+            },
+            RaftEntry {
+                log_id: lid(2, 3, 3),
+                payload: EntryPayload::Normal(Command::Write(vec![
+                    Op {
+                        key: b"a".to_vec(),
+                        value: Some(b"1".to_vec()),
+                    },
+                    Op {
+                        key: b"b".to_vec(),
+                        value: None,
+                    },
+                ])),
+            },
+            RaftEntry {
+                log_id: lid(2, 3, 4),
+                payload: EntryPayload::Normal(Command::CompareAndSet {
+                    key: b"k".to_vec(),
+                    expected: None,
+                    new_value: Some(Vec::new()),
+                }),
+            },
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        for e in entries() {
+            let got = decode_entry(&encode_entry(&e)).expect("decodes");
+            assert_eq!(got.log_id, e.log_id);
+            assert_eq!(format!("{:?}", got.payload), format!("{:?}", e.payload));
+        }
+        let mut vote = Vote::new(7, 2);
+        assert_eq!(decode_vote(&encode_vote(&vote)).expect("vote"), vote);
+        vote.commit();
+        assert_eq!(decode_vote(&encode_vote(&vote)).expect("vote"), vote);
+        assert_eq!(
+            decode_log_id(&encode_log_id(&lid(3, 1, 9))).expect("id"),
+            lid(3, 1, 9)
+        );
+        let sm = StoredMembership::new(Some(lid(1, 1, 2)), membership());
+        assert_eq!(
+            decode_stored_membership(&encode_stored_membership(&sm)).expect("m"),
+            sm
+        );
+        let h = SnapshotHeader {
+            last_log_id: Some(lid(2, 3, 4)),
+            membership: sm,
+            snapshot_id: "s-1".into(),
+        };
+        assert_eq!(
+            decode_snapshot_header(&encode_snapshot_header(&h)).expect("h"),
+            h
+        );
+        assert_eq!(
+            decode_snapshot_end(&encode_snapshot_end(5, 2)).expect("end"),
+            (5, 2)
+        );
+    }
+
+    #[test]
+    fn every_truncation_and_flipped_byte_of_an_entry_is_refused() {
+        for e in entries() {
+            let bytes = encode_entry(&e);
+            for cut in 0..bytes.len() {
+                assert!(
+                    decode_entry(bytes.get(..cut).unwrap_or_default()).is_err(),
+                    "cut at {cut}"
+                );
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(decode_entry(&longer).is_err());
+        }
+        let mut frame = Vec::new();
+        encode_frame(FrameKind::Pairs, b"\x01a\x011", &mut frame).expect("frame");
+        assert!(decode_frame(&frame, "t").is_ok());
+        for i in 0..frame.len() {
+            let mut bad = frame.clone();
+            if let Some(b) = bad.get_mut(i) {
+                *b ^= 0x40;
+            }
+            assert!(decode_frame(&bad, "t").is_err(), "flip at {i}");
+        }
+    }
+
+    #[test]
+    fn log_keys_sort_by_index() {
+        let mut keys: Vec<[u8; 9]> = [300u64, 2, 1 << 40, 255, 256]
+            .iter()
+            .map(|&i| log_entry_key(i))
+            .collect();
+        keys.sort();
+        let order: Vec<u64> = keys
+            .iter()
+            .map(|k| log_entry_index(k).expect("key"))
+            .collect();
+        assert_eq!(order, vec![2, 255, 256, 300, 1 << 40]);
+        assert!(log_entry_index(&[LOG_ENTRY_PREFIX, 1]).is_err());
+        assert!(log_entry_index(LOG_KEY_VOTE).is_err());
+    }
+
+    /// The worked example of docs/format.md, "Raft log entry": a blank entry at index 5 of
+    /// term 2, proposed by node 1.
+    #[test]
+    fn decodes_the_documented_entry() {
+        let doc = "01 0200000000000000 0100000000000000 0500000000000000 00";
+        let bytes: Vec<u8> = doc
+            .split_whitespace()
+            .flat_map(|chunk| {
+                (0..chunk.len())
+                    .step_by(2)
+                    .filter_map(move |i| chunk.get(i..i + 2))
+                    .map(|h| u8::from_str_radix(h, 16).expect("hex"))
+            })
+            .collect();
+        let e = decode_entry(&bytes).expect("the documented entry decodes");
+        assert_eq!(e.log_id, lid(2, 1, 5));
+        assert!(matches!(e.payload, EntryPayload::Blank));
+    }
+}

@@ -1,0 +1,61 @@
+//! shale-server: Shale replicated by Raft. One Raft group ([openraft], pinned in
+//! Cargo.toml) whose log store and state machine are Shale databases, served over gRPC
+//! (tonic) to replicas and clients. docs/replication.md is the design; docs/format.md
+//! ("Replication") every byte layout.
+//!
+//! The parts, each in its own module:
+//! - [`format`](mod@format): every record, key and frame, encode and decode side by side;
+//! - [`log_store`] and [`state_machine`]: openraft's storage traits on Shale;
+//! - [`snapshot`]: snapshot files, written and read frame by frame;
+//! - [`network`]: the Raft RPCs to peers; [`service`]: the gRPC services a node serves;
+//! - [`server`]: one node (stores, Raft, services); [`client`]: the Rust client.
+//!
+//! The server uses the engine's public API only (STYLE.md: features sit on top).
+
+// Bytes from disk and from the network never reach an unchecked unwrap or index.
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::result_large_err,
+    reason = "gRPC handlers answer tonic's Status and the Raft network openraft's RPCError; their sizes are not ours to choose"
+)]
+
+pub mod client;
+pub mod command;
+mod convert;
+pub mod error;
+pub mod format;
+pub mod log_store;
+pub mod network;
+pub mod server;
+pub mod service;
+pub mod snapshot;
+pub mod state_machine;
+
+/// The generated gRPC code for `proto/shale.proto`, and conversions to openraft's types.
+pub mod pb;
+
+pub use client::{Client, ClientError};
+pub use command::{Command, Op, Response};
+pub use error::{Error, Result};
+pub use server::{Server, ServerConfig};
+
+/// A replica's id: unique in the cluster, never reused for a replica with other data.
+pub type NodeId = u64;
+
+openraft::declare_raft_types!(
+    /// The types openraft runs with: Shale commands in the log, snapshot files as
+    /// snapshot data, replicas addressed by `host:port`.
+    pub TypeConfig:
+        D = Command,
+        R = Response,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = snapshot::SnapshotData,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A log entry.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// The Raft node of this crate.
+pub type Raft = openraft::Raft<TypeConfig>;

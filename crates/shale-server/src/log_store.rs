@@ -1,0 +1,470 @@
+//! The Raft log on Shale: the vote, the entries and the last purged log id, in a Shale
+//! database of their own (`<data>/raft-log/`; docs/replication.md, "Log store").
+//!
+//! Keys (docs/format.md, "Raft log store"): `0x01` the vote, `0x02` the last purged id,
+//! `0x10 ‖ index:u64 big-endian` one entry, so entries sort by index.
+//!
+//! Invariants:
+//! 1. The entries form one contiguous run of indexes, starting right after the last
+//!    purged id when there is one. Append refuses an entry that does not continue the
+//!    run; truncate removes a suffix and purge a prefix (with the new last purged id in
+//!    the same batch), so neither can make a hole. Reads check the run and answer
+//!    [`Error::LogHole`] if one is found anyway.
+//! 2. The vote, appends, truncates and purges are written with synced batches: when the
+//!    call returns (and an append's callback fires) they survive power loss. Shale's
+//!    group commit shares one fsync among concurrent writers.
+//!
+//! Thread safety: openraft owns the one [`LogStore`] that writes; readers are clones that
+//! only read. The engine makes each batch atomic and every read sees whole batches.
+
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{AnyError, LogId, LogState, RaftLogReader, StorageError, StorageIOError, Vote};
+use shale::{Db, Options, WriteBatch, WriteOptions};
+
+use crate::error::{Error, Result};
+use crate::format::{self, LOG_ENTRY_PREFIX, LOG_KEY_LAST_PURGED, LOG_KEY_VOTE};
+use crate::{Entry, NodeId, TypeConfig};
+
+/// The log store. Cloning shares the database.
+#[derive(Clone, Debug)]
+pub struct LogStore {
+    db: Arc<Db>,
+}
+
+fn entries_end() -> Vec<u8> {
+    vec![LOG_ENTRY_PREFIX + 1]
+}
+
+fn io_read(e: &Error) -> StorageError<NodeId> {
+    StorageError::IO {
+        source: StorageIOError::read_logs(AnyError::new(e)),
+    }
+}
+
+fn io_write(e: &Error) -> StorageError<NodeId> {
+    StorageError::IO {
+        source: StorageIOError::write_logs(AnyError::new(e)),
+    }
+}
+
+impl LogStore {
+    /// Open (or create) the log store in `dir`.
+    ///
+    /// # Errors
+    /// Whatever opening the Shale database fails with.
+    pub fn open(dir: &Path, opts: Options) -> Result<LogStore> {
+        Ok(LogStore {
+            db: Arc::new(Db::open(dir, opts)?),
+        })
+    }
+
+    /// Close the database (the node is stopping; openraft may still hold clones).
+    ///
+    /// # Errors
+    /// Whatever closing the engine fails with.
+    pub fn close(&self) -> Result<()> {
+        self.db.close().map_err(Error::from)
+    }
+
+    /// The last purged log id.
+    ///
+    /// # Errors
+    /// `Engine`, or `Corruption` for a record that does not decode.
+    pub fn last_purged(&self) -> Result<Option<LogId<NodeId>>> {
+        self.db
+            .get(LOG_KEY_LAST_PURGED)?
+            .map(|b| format::decode_log_id(&b))
+            .transpose()
+    }
+
+    /// The id of the last entry held, if any.
+    ///
+    /// # Errors
+    /// `Engine`, `Corruption`.
+    pub fn last_entry_id(&self) -> Result<Option<LogId<NodeId>>> {
+        let lo = format::log_entry_key(0).to_vec();
+        match self.db.range(lo..entries_end())?.rev().next() {
+            None => Ok(None),
+            Some(pair) => {
+                let (key, value) = pair?;
+                Ok(Some(decode_at(&key, &value)?.log_id))
+            }
+        }
+    }
+
+    /// The entries with index in `[start, end)` (`end: None`: to the last), checked to be
+    /// contiguous.
+    ///
+    /// # Errors
+    /// `LogHole` if an index is missing inside what is held, `Corruption`, `Engine`.
+    pub fn entries(&self, start: u64, end: Option<u64>) -> Result<Vec<Entry>> {
+        let lo = format::log_entry_key(start).to_vec();
+        let hi = end.map_or_else(entries_end, |e| format::log_entry_key(e).to_vec());
+        if lo >= hi {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<Entry> = Vec::new();
+        for pair in self.db.range(lo..hi)? {
+            let (key, value) = pair?;
+            let entry = decode_at(&key, &value)?;
+            let index = entry.log_id.index;
+            match out.last() {
+                Some(prev) if prev.log_id.index.checked_add(1) != Some(index) => {
+                    return Err(Error::LogHole {
+                        expected: prev.log_id.index.saturating_add(1),
+                        found: index,
+                    })
+                }
+                None if index != start && start > 0 => {
+                    // The run may begin after `start` only if nothing is held before it.
+                    let below = format::log_entry_key(0).to_vec();
+                    let before = format::log_entry_key(start).to_vec();
+                    if let Some(pair) = self.db.range(below..before)?.rev().next() {
+                        let (key, _) = pair?;
+                        let prev = format::log_entry_index(&key)?;
+                        return Err(Error::LogHole {
+                            expected: prev.saturating_add(1),
+                            found: index,
+                        });
+                    }
+                }
+                _ => {}
+            }
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// The index an append must start at, if the log constrains it: right after the last
+    /// entry, else right after the last purged id.
+    fn next_index(&self) -> Result<Option<u64>> {
+        let last = match self.last_entry_id()? {
+            Some(id) => Some(id),
+            None => self.last_purged()?,
+        };
+        Ok(last.map(|id| id.index.saturating_add(1)))
+    }
+
+    fn append_batch(&self, entries: impl IntoIterator<Item = Entry>) -> Result<WriteBatch> {
+        let mut expected = self.next_index()?;
+        let mut batch = WriteBatch::new();
+        for entry in entries {
+            let index = entry.log_id.index;
+            if let Some(want) = expected {
+                if index != want {
+                    return Err(Error::LogHole {
+                        expected: want,
+                        found: index,
+                    });
+                }
+            }
+            batch.put(format::log_entry_key(index), format::encode_entry(&entry));
+            expected = Some(index.saturating_add(1));
+        }
+        Ok(batch)
+    }
+
+    /// Remove the entries from `index` on (a suffix: no hole can follow).
+    fn truncate_batch(&self, index: u64) -> Result<WriteBatch> {
+        if let Some(purged) = self.last_purged()? {
+            if index <= purged.index {
+                return Err(Error::InvalidArgument(format!(
+                    "truncate at {index} would reach into the purged log (purged up to {})",
+                    purged.index
+                )));
+            }
+        }
+        let mut batch = WriteBatch::new();
+        let lo = format::log_entry_key(index).to_vec();
+        for pair in self.db.range(lo..entries_end())? {
+            let (key, _) = pair?;
+            batch.delete(key);
+        }
+        Ok(batch)
+    }
+
+    /// Remove the entries up to `upto` (a prefix) and record it as the last purged id.
+    fn purge_batch(&self, upto: &LogId<NodeId>) -> Result<WriteBatch> {
+        let mut batch = WriteBatch::new();
+        let lo = format::log_entry_key(0).to_vec();
+        let hi = match upto.index.checked_add(1) {
+            Some(end) => format::log_entry_key(end).to_vec(),
+            None => entries_end(),
+        };
+        for pair in self.db.range(lo..hi)? {
+            let (key, _) = pair?;
+            batch.delete(key);
+        }
+        batch.put(LOG_KEY_LAST_PURGED, format::encode_log_id(upto));
+        Ok(batch)
+    }
+
+    /// After a purge: the first entry left, if any, follows the purged id.
+    fn check_head(&self, upto: &LogId<NodeId>) -> Result<()> {
+        let lo = format::log_entry_key(0).to_vec();
+        if let Some(pair) = self.db.range(lo..entries_end())?.next() {
+            let (key, _) = pair?;
+            let first = format::log_entry_index(&key)?;
+            let want = upto.index.saturating_add(1);
+            if first != want {
+                return Err(Error::LogHole {
+                    expected: want,
+                    found: first,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Write `batch` synced, off the async threads (an fsync can take milliseconds).
+    async fn write_synced(&self, batch: WriteBatch) -> Result<()> {
+        self.write_with(batch, WriteOptions::sync()).await
+    }
+
+    async fn write_with(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        let db = Arc::clone(&self.db);
+        tokio::task::spawn_blocking(move || db.write(batch, opts))
+            .await
+            .map_err(|e| Error::Raft(format!("log write task: {e}")))?
+            .map_err(Error::from)
+    }
+}
+
+fn decode_at(key: &[u8], value: &[u8]) -> Result<Entry> {
+    let index = format::log_entry_index(key)?;
+    let entry = format::decode_entry(value)?;
+    if entry.log_id.index != index {
+        return Err(Error::corruption(
+            format!("log entry {index}"),
+            format!("holds the entry of index {}", entry.log_id.index),
+        ));
+    }
+    Ok(entry)
+}
+
+/// `[start, end)` of a range of log indexes; `end: None` is unbounded.
+fn index_bounds(range: &impl RangeBounds<u64>) -> (u64, Option<u64>) {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => None,
+    };
+    (start, end)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + std::fmt::Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError<NodeId>> {
+        let (start, end) = index_bounds(&range);
+        self.entries(start, end).map_err(|e| io_read(&e))
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        let purged = self.last_purged().map_err(|e| io_read(&e))?;
+        let last = self.last_entry_id().map_err(|e| io_read(&e))?;
+        Ok(LogState {
+            last_purged_log_id: purged,
+            last_log_id: last.or(purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut batch = WriteBatch::new();
+        batch.put(LOG_KEY_VOTE, format::encode_vote(vote));
+        // The second negative control: a vote that is not synced must be caught by
+        // tests/vote_durability.rs (scripts/chaos.sh runs it with this feature on).
+        let opts = if cfg!(feature = "negative-control-unsynced-vote") {
+            WriteOptions::default()
+        } else {
+            WriteOptions::sync()
+        };
+        self.write_with(batch, opts)
+            .await
+            .map_err(|e| StorageError::IO {
+                source: StorageIOError::write_vote(AnyError::new(&e)),
+            })
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        let read = || -> Result<Option<Vote<NodeId>>> {
+            self.db
+                .get(LOG_KEY_VOTE)?
+                .map(|b| format::decode_vote(&b))
+                .transpose()
+        };
+        read().map_err(|e| StorageError::IO {
+            source: StorageIOError::read_vote(AnyError::new(&e)),
+        })
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let batch = self.append_batch(entries).map_err(|e| io_write(&e))?;
+        // Readable and durable at once: the batch is synced before the callback fires.
+        match self.write_synced(batch).await {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(io_write(&e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let batch = self
+            .truncate_batch(log_id.index)
+            .map_err(|e| io_write(&e))?;
+        self.write_synced(batch).await.map_err(|e| io_write(&e))
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        if let Some(purged) = self.last_purged().map_err(|e| io_read(&e))? {
+            if purged.index >= log_id.index {
+                return Ok(());
+            }
+        }
+        let batch = self.purge_batch(&log_id).map_err(|e| io_write(&e))?;
+        self.write_synced(batch).await.map_err(|e| io_write(&e))?;
+        self.check_head(&log_id).map_err(|e| io_read(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn blank(index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    fn open() -> (tempfile::TempDir, LogStore) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LogStore::open(dir.path(), Options::default()).expect("open");
+        (dir, store)
+    }
+
+    fn put_all(store: &LogStore, entries: Vec<Entry>) -> Result<()> {
+        let batch = store.append_batch(entries)?;
+        store.db.write(batch, WriteOptions::sync())?;
+        Ok(())
+    }
+
+    #[test]
+    fn an_append_that_skips_an_index_is_refused() {
+        let (_dir, store) = open();
+        put_all(&store, (1..=3).map(blank).collect()).expect("contiguous");
+        let err = put_all(&store, vec![blank(5)]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LogHole {
+                    expected: 4,
+                    found: 5
+                }
+            ),
+            "{err}"
+        );
+        let err = put_all(&store, vec![blank(4), blank(6)]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LogHole {
+                    expected: 5,
+                    found: 6
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(store.entries(0, None).expect("read").len(), 3);
+    }
+
+    #[test]
+    fn a_hole_on_disk_is_reported_on_read() {
+        let (_dir, store) = open();
+        put_all(&store, (1..=5).map(blank).collect()).expect("append");
+        // Damage the store behind the log's back: remove entry 3.
+        store.db.delete(format::log_entry_key(3)).expect("delete");
+        let err = store.entries(1, None).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LogHole {
+                    expected: 3,
+                    found: 4
+                }
+            ),
+            "{err}"
+        );
+        let err = store.entries(3, Some(6)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LogHole {
+                    expected: 3,
+                    found: 4
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(store.entries(4, None).expect("after the hole").len(), 2);
+    }
+
+    #[test]
+    fn truncate_and_purge_keep_the_run_contiguous() {
+        let (_dir, store) = open();
+        put_all(&store, (1..=10).map(blank).collect()).expect("append");
+        let b = store.purge_batch(&blank(4).log_id).expect("purge");
+        store.db.write(b, WriteOptions::sync()).expect("write");
+        store
+            .check_head(&blank(4).log_id)
+            .expect("head follows the purged id");
+        let b = store.truncate_batch(8).expect("truncate");
+        store.db.write(b, WriteOptions::sync()).expect("write");
+        let got: Vec<u64> = store
+            .entries(0, None)
+            .expect("read")
+            .iter()
+            .map(|e| e.log_id.index)
+            .collect();
+        assert_eq!(got, vec![5, 6, 7]);
+        assert!(
+            store.truncate_batch(3).is_err(),
+            "truncating into the purged log"
+        );
+        put_all(&store, vec![blank(8)]).expect("append continues the run");
+        assert!(put_all(&store, vec![blank(10)]).is_err());
+    }
+}

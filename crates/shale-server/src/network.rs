@@ -1,0 +1,269 @@
+//! The Raft RPCs to peers, over gRPC: openraft's `RaftNetworkFactory` and `RaftNetwork`.
+//!
+//! Appends and votes are unary calls. A snapshot is a client stream: a blocking task reads
+//! the snapshot file frame by frame into a channel of four frames, so a snapshot of any
+//! size is sent in bounded memory. HTTP/2 keep-alives break a stream to a dead peer;
+//! openraft's cancel future ends one it no longer wants.
+//!
+//! Thread safety: openraft owns each `PeerClient` (one per target) from one task.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    Fatal, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError,
+    ReplicationClosed, StreamingError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{AnyError, BasicNode, Snapshot, StorageError, StorageIOError, Vote};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::convert;
+use crate::pb;
+use crate::pb::raft_client::RaftClient;
+use crate::{NodeId, TypeConfig};
+
+/// The largest gRPC message a node or a client sends or accepts (tonic's default is
+/// 4 MiB): a command of [`crate::command::MAX_COMMAND_BYTES`] with room to spare.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// An `AppendEntries` request is cut at about this many bytes: openraft is told the
+/// payload is too large and sends fewer entries (at least one). It must be sent, written
+/// and fsynced within one heartbeat interval (see [`crate::command::MAX_COMMAND_BYTES`]).
+pub const MAX_APPEND_BYTES: usize = 1024 * 1024;
+
+/// How many appends this process cut for [`MAX_APPEND_BYTES`] (for tests and metrics).
+pub static APPENDS_CUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The metadata entry that carries the shared secret.
+pub const TOKEN_HEADER: &str = "authorization";
+/// The metadata entry that names the node a Raft RPC is for. A node refuses RPCs meant
+/// for another: after a replica is replaced by a new id on the same address, the leader's
+/// stream to the old id must not reach the new one (openraft would see that follower's
+/// log go backwards).
+pub const TARGET_HEADER: &str = "shale-target-node";
+
+/// Builds a [`PeerClient`] per peer.
+#[derive(Clone, Debug, Default)]
+pub struct NetworkFactory {
+    token: Option<Arc<str>>,
+}
+
+impl NetworkFactory {
+    pub fn new(token: Option<Arc<str>>) -> Self {
+        NetworkFactory { token }
+    }
+}
+
+/// The channel to one peer, connected lazily (and again after a failure) by tonic.
+pub struct PeerClient {
+    target: NodeId,
+    client: Result<RaftClient<Channel>, String>,
+    token: Option<Arc<str>>,
+}
+
+/// An HTTP/2 endpoint for `addr` (`host:port`) with the timeouts replicas use.
+///
+/// # Errors
+/// The endpoint's parse error, as text.
+pub fn endpoint(addr: &str) -> Result<Endpoint, String> {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .map(|e| {
+            e.connect_timeout(Duration::from_millis(500))
+                .http2_keep_alive_interval(Duration::from_secs(1))
+                .keep_alive_timeout(Duration::from_secs(3))
+                .keep_alive_while_idle(true)
+        })
+        .map_err(|e| format!("address {addr:?}: {e}"))
+}
+
+/// `request` with the token attached, when one is configured.
+pub fn with_token<T>(msg: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    if let Some(t) = token {
+        // The token is checked to be printable ASCII when the configuration is built.
+        if let Ok(v) = format!("Bearer {t}").parse() {
+            req.metadata_mut().insert(TOKEN_HEADER, v);
+        }
+    }
+    req
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        let client = endpoint(&node.addr).map(|e| {
+            RaftClient::new(e.connect_lazy())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES)
+        });
+        PeerClient {
+            target,
+            client,
+            token: self.token.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Text(String);
+
+impl std::fmt::Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Text {}
+
+fn rpc_error<E: std::error::Error>(status: &tonic::Status) -> RPCError<NodeId, BasicNode, E> {
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
+            RPCError::Unreachable(Unreachable::new(status))
+        }
+        _ => RPCError::Network(NetworkError::new(status)),
+    }
+}
+
+impl PeerClient {
+    /// `msg` with the token and the target node attached.
+    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut req = with_token(msg, self.token.as_deref());
+        req.metadata_mut().insert(
+            TARGET_HEADER,
+            tonic::metadata::MetadataValue::from(self.target),
+        );
+        req
+    }
+
+    fn client<E: std::error::Error>(
+        &self,
+    ) -> Result<RaftClient<Channel>, RPCError<NodeId, BasicNode, E>> {
+        self.client.clone().map_err(|e| {
+            RPCError::Unreachable(Unreachable::new(&Text(format!(
+                "node {}: {e}",
+                self.target
+            ))))
+        })
+    }
+
+    /// `call` within `ttl`: a peer that does not answer is unreachable.
+    async fn timed<T, E: std::error::Error>(
+        &self,
+        ttl: Duration,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, RPCError<NodeId, BasicNode, E>> {
+        match tokio::time::timeout(ttl, call).await {
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+            Ok(Err(status)) => Err(rpc_error(&status)),
+            Err(_) => Err(RPCError::Unreachable(Unreachable::new(&Text(format!(
+                "node {} did not answer within {ttl:?}",
+                self.target
+            ))))),
+        }
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        let mut client = self.client()?;
+        let msg = convert::append_request_to_pb(&rpc);
+        if msg.entries.len() > 1 && prost::Message::encoded_len(&msg) > MAX_APPEND_BYTES {
+            // How many entries fit; openraft retries with that many.
+            APPENDS_CUT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut bytes = 0usize;
+            let fit = msg
+                .entries
+                .iter()
+                .take_while(|e| {
+                    bytes = bytes.saturating_add(e.len() + 8);
+                    bytes <= MAX_APPEND_BYTES
+                })
+                .count()
+                .max(1);
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(fit as u64),
+            ));
+        }
+        let req = self.request(msg);
+        let resp = self
+            .timed(option.hard_ttl(), client.append_entries(req))
+            .await?;
+        convert::append_response_from_pb(resp).map_err(|s| RPCError::Network(NetworkError::new(&s)))
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        let mut client = self.client()?;
+        let req = self.request(convert::vote_request_to_pb(&rpc));
+        let resp = self.timed(option.hard_ttl(), client.vote(req)).await?;
+        convert::vote_response_from_pb(resp).map_err(|s| RPCError::Network(NetworkError::new(&s)))
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote<NodeId>,
+        snapshot: Snapshot<TypeConfig>,
+        cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
+        let mut client = self
+            .client::<RaftError<NodeId, InstallSnapshotError>>()
+            .map_err(|_| {
+                StreamingError::Unreachable(Unreachable::new(&Text(format!(
+                    "node {}",
+                    self.target
+                ))))
+            })?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<pb::SnapshotFrame>(4);
+        let data = snapshot.snapshot;
+        let first_vote = convert::vote_to_pb(&vote);
+        let reader = tokio::task::spawn_blocking(move || -> crate::Result<()> {
+            let mut frames = data.frames()?;
+            let mut vote = Some(first_vote);
+            while let Some(frame) = frames.next_frame()? {
+                let msg = pb::SnapshotFrame {
+                    vote: vote.take(),
+                    frame,
+                };
+                if tx.blocking_send(msg).is_err() {
+                    break; // the call ended; its status says why
+                }
+            }
+            Ok(())
+        });
+        let req = self.request(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let result = tokio::select! {
+            closed = cancel => return Err(StreamingError::Closed(closed)),
+            r = client.install_snapshot(req) => r,
+        };
+        let read = reader
+            .await
+            .map_err(|e| crate::Error::Raft(format!("snapshot reader task: {e}")))
+            .and_then(|r| r);
+        if let Err(e) = read {
+            return Err(StreamingError::StorageError(StorageError::IO {
+                source: StorageIOError::read_snapshot(None, AnyError::new(&e)),
+            }));
+        }
+        let resp = result.map_err(|s| match rpc_error::<Fatal<NodeId>>(&s) {
+            RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+            _ => StreamingError::Network(NetworkError::new(&s)),
+        })?;
+        let vote = convert::vote_from_pb(resp.into_inner().vote)
+            .map_err(|s| StreamingError::Network(NetworkError::new(&s)))?;
+        Ok(SnapshotResponse::new(vote))
+    }
+}

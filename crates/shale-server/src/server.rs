@@ -1,0 +1,284 @@
+//! One node: its two stores, its Raft, and the gRPC server for peers and clients.
+//!
+//! Layout of a node's data directory:
+//! ```text
+//! <data>/raft-log/            the log store (a Shale database)
+//! <data>/state/SM_CURRENT     names the state machine's current generation
+//! <data>/state/sm-<n>/        the state machine (a Shale database)
+//! <data>/state/snapshots/     current.snap, and *.tmp files while building or receiving
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, Config, SnapshotPolicy};
+use shale::Options;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::service::interceptor::InterceptedService;
+
+use crate::error::{Error, Result};
+use crate::log_store::LogStore;
+use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES};
+use crate::pb::kv_server::KvServer;
+use crate::pb::raft_server::RaftServer;
+use crate::service::{token_check, KvService, RaftService};
+use crate::state_machine::StateMachineStore;
+use crate::{NodeId, Raft};
+
+/// How to run one node.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub node_id: NodeId,
+    /// Where to listen; port 0 picks a free port ([`Server::addr`] tells which).
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// The shared secret every request must carry, if set (printable ASCII).
+    pub token: Option<String>,
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// A snapshot is built after this many applied entries since the last one.
+    pub snapshot_every_entries: u64,
+    /// Entries kept in the log behind a snapshot, for followers that lag a little.
+    pub log_entries_kept_after_snapshot: u64,
+    /// How long a client request may wait for a commit or a read barrier.
+    pub request_timeout_ms: u64,
+}
+
+impl ServerConfig {
+    /// Node `node_id` listening on `listen`, its data in `data_dir`, with the default
+    /// timings and no token.
+    pub fn new(node_id: NodeId, listen: SocketAddr, data_dir: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            node_id,
+            listen,
+            data_dir: data_dir.into(),
+            token: None,
+            heartbeat_interval_ms: 100,
+            election_timeout_min_ms: 400,
+            election_timeout_max_ms: 800,
+            snapshot_every_entries: 10_000,
+            log_entries_kept_after_snapshot: 1_000,
+            request_timeout_ms: 5_000,
+        }
+    }
+
+    /// Every problem with the configuration, at once.
+    ///
+    /// # Errors
+    /// `Config` listing them.
+    pub fn validate(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        if let Some(t) = &self.token {
+            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
+                problems
+                    .push("the token must be non-empty printable ASCII without spaces".to_string());
+            }
+        }
+        if self.heartbeat_interval_ms == 0 {
+            problems.push("heartbeat_interval_ms must be positive".into());
+        }
+        if self.election_timeout_min_ms <= self.heartbeat_interval_ms {
+            problems.push("election_timeout_min_ms must exceed heartbeat_interval_ms".into());
+        }
+        if self.election_timeout_max_ms <= self.election_timeout_min_ms {
+            problems.push("election_timeout_max_ms must exceed election_timeout_min_ms".into());
+        }
+        if self.snapshot_every_entries == 0 {
+            problems.push("snapshot_every_entries must be positive".into());
+        }
+        if self.request_timeout_ms == 0 {
+            problems.push("request_timeout_ms must be positive".into());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Config(problems))
+        }
+    }
+
+    fn raft_config(&self) -> Result<Config> {
+        Config {
+            cluster_name: "shale".into(),
+            heartbeat_interval: self.heartbeat_interval_ms,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every_entries),
+            max_in_snapshot_log_to_keep: self.log_entries_kept_after_snapshot,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| Error::Config(vec![e.to_string()]))
+    }
+}
+
+/// A running node.
+pub struct Server {
+    node_id: NodeId,
+    addr: SocketAddr,
+    raft: Raft,
+    sm: StateMachineStore,
+    log: LogStore,
+    stop: Option<oneshot::Sender<()>>,
+    serving: Option<JoinHandle<std::result::Result<(), tonic::transport::Error>>>,
+}
+
+impl Server {
+    /// Open the stores in `cfg.data_dir`, start Raft and serve on `cfg.listen`.
+    ///
+    /// # Errors
+    /// `Config`, `Io`, `Engine`, `Transport` (the address cannot be bound), `Raft`.
+    pub async fn start(cfg: ServerConfig) -> Result<Server> {
+        cfg.validate()?;
+        let raft_config = Arc::new(cfg.raft_config()?);
+        let log_dir = cfg.data_dir.join("raft-log");
+        let state_dir = cfg.data_dir.join("state");
+        std::fs::create_dir_all(&state_dir).map_err(|e| Error::io("mkdir", &state_dir, e))?;
+        let log = LogStore::open(&log_dir, Options::default())?;
+        let sm = StateMachineStore::open(&state_dir, Options::default())?;
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|e| Error::Transport(format!("bind {}: {e}", cfg.listen)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Transport(format!("local address: {e}")))?;
+        let token: Option<Arc<str>> = cfg.token.as_deref().map(Arc::from);
+        let raft = Raft::new(
+            cfg.node_id,
+            raft_config,
+            NetworkFactory::new(token.clone()),
+            log.clone(),
+            sm.clone(),
+        )
+        .await
+        .map_err(|e| Error::Raft(e.to_string()))?;
+        let check = token_check(token);
+        let raft_svc = InterceptedService::new(
+            RaftServer::new(RaftService::new(raft.clone(), sm.clone(), cfg.node_id))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            check.clone(),
+        );
+        let kv_svc = InterceptedService::new(
+            KvServer::new(KvService::new(
+                raft.clone(),
+                sm.clone(),
+                cfg.node_id,
+                Duration::from_millis(cfg.request_timeout_ms),
+            ))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            check,
+        );
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(raft_svc)
+                .add_service(kv_svc)
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    async {
+                        let _ = stopped.await;
+                    },
+                ),
+        );
+        Ok(Server {
+            node_id: cfg.node_id,
+            addr,
+            raft,
+            sm,
+            log,
+            stop: Some(stop),
+            serving: Some(serving),
+        })
+    }
+
+    /// The address the node listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// The node's Raft, for membership changes and metrics.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// The state machine (reads without the linearizability step: tests and tools only).
+    pub fn state_machine(&self) -> &StateMachineStore {
+        &self.sm
+    }
+
+    /// Make `members` (this node among them) the voters of a new cluster. Run on one node
+    /// of a cluster that was never initialized.
+    ///
+    /// # Errors
+    /// `Raft` if this node was initialized already or the members are wrong.
+    pub async fn bootstrap(&self, members: BTreeMap<NodeId, String>) -> Result<()> {
+        let members: BTreeMap<NodeId, BasicNode> = members
+            .into_iter()
+            .map(|(id, addr)| (id, BasicNode::new(addr)))
+            .collect();
+        self.raft
+            .initialize(members)
+            .await
+            .map_err(|e| Error::Raft(e.to_string()))
+    }
+
+    /// True once this node holds a membership (bootstrapped, or joined).
+    ///
+    /// # Errors
+    /// `Raft` if Raft stopped.
+    pub async fn is_initialized(&self) -> Result<bool> {
+        self.raft
+            .is_initialized()
+            .await
+            .map_err(|e| Error::Raft(e.to_string()))
+    }
+
+    /// Stop Raft and the gRPC server and close the stores. Dropping a `Server` without
+    /// this stops serving too, less tidily.
+    ///
+    /// # Errors
+    /// `Raft`, `Transport`, `Engine` for whatever failed to stop cleanly.
+    pub async fn shutdown(mut self) -> Result<()> {
+        let raft = self
+            .raft
+            .shutdown()
+            .await
+            .map_err(|e| Error::Raft(e.to_string()));
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(serving) = self.serving.take() {
+            match serving.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(Error::Transport(e.to_string())),
+                Err(e) => return Err(Error::Transport(format!("server task: {e}"))),
+            }
+        }
+        raft?;
+        let log = self.log.close();
+        self.sm.close()?;
+        log
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(serving) = self.serving.take() {
+            serving.abort();
+        }
+    }
+}

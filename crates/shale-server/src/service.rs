@@ -1,0 +1,523 @@
+//! The gRPC services a node serves: [`RaftService`] for peers, [`KvService`] for clients,
+//! and the token check in front of both.
+//!
+//! Client errors, as clients see them (docs/replication.md, "Client API"):
+//! - `FAILED_PRECONDITION` with metadata `shale-leader: host:port`: not the leader; retry
+//!   there. With `shale-retry: safe` nothing was proposed (the node was not the leader when
+//!   the request came); without it the node lost its leadership after proposing, and the
+//!   write may still be applied by a later leader.
+//! - `UNAVAILABLE` with metadata `shale-retry: safe`: no leader known, or the leader could
+//!   not confirm its leadership with a quorum; nothing was proposed, retry later.
+//! - `UNAVAILABLE` without it: the node stopped or failed mid-request; a write may or may
+//!   not have been applied.
+//! - `INVALID_ARGUMENT`: refused before proposing (reserved key, size limits); never retry.
+//! - `DEADLINE_EXCEEDED`: the server's request timeout passed; as ambiguous as the above.
+//! - `UNAUTHENTICATED`: the shared secret is missing or wrong.
+//!
+//! Thread safety: tonic runs each call in its own task; the services hold `Arc`s only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
+use openraft::{BasicNode, Snapshot, SnapshotMeta};
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::command::{self, Command, Op, Response as Applied};
+use crate::convert;
+use crate::network::{TARGET_HEADER, TOKEN_HEADER};
+use crate::pb;
+use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
+use crate::state_machine::StateMachineStore;
+use crate::{NodeId, Raft};
+
+/// Metadata entry naming the leader's address on a `FAILED_PRECONDITION`.
+pub const LEADER_HEADER: &str = "shale-leader";
+/// Metadata entry marking an error after which nothing was proposed.
+pub const RETRY_HEADER: &str = "shale-retry";
+/// The most pairs one scan call returns.
+pub const MAX_SCAN_PAIRS: u32 = 10_000;
+/// A scan page is closed once its keys and values pass this many bytes (the first pair
+/// always goes in): a page stays far below the message limit.
+pub const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
+
+/// A check of the shared secret, for `with_interceptor`.
+pub fn token_check(
+    token: Option<Arc<str>>,
+) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |req: Request<()>| {
+        let Some(want) = token.as_deref() else {
+            return Ok(req);
+        };
+        let got = req
+            .metadata()
+            .get(TOKEN_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match got {
+            Some(got) if constant_time_eq(got.as_bytes(), want.as_bytes()) => Ok(req),
+            _ => Err(Status::unauthenticated("a valid token is required")),
+        }
+    }
+}
+
+/// Equal bytes, compared in time that depends on the length only.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn retry_safe(mut status: Status) -> Status {
+    status
+        .metadata_mut()
+        .insert(RETRY_HEADER, MetadataValue::from_static("safe"));
+    status
+}
+
+/// The redirect for `fwd`; `proposed` when this node may have put the request in its log.
+fn not_leader(fwd: &ForwardToLeader<NodeId, BasicNode>, proposed: bool) -> Status {
+    match (&fwd.leader_id, &fwd.leader_node) {
+        (Some(id), Some(node)) => {
+            let mut status = Status::failed_precondition(format!(
+                "not the leader; node {id} at {} is",
+                node.addr
+            ));
+            if let Ok(v) = node.addr.parse() {
+                status.metadata_mut().insert(LEADER_HEADER, v);
+            }
+            if proposed {
+                status
+            } else {
+                retry_safe(status)
+            }
+        }
+        _ if proposed => {
+            Status::unavailable("leadership lost after proposing; the write may still apply")
+        }
+        _ => retry_safe(Status::unavailable("no leader is known")),
+    }
+}
+
+fn engine(e: shale::Error) -> Status {
+    // A read that raced with a snapshot install meets the replaced, closed database.
+    Status::unavailable(format!("engine: {e}"))
+}
+
+/// Raft RPCs from peers.
+pub struct RaftService {
+    raft: Raft,
+    sm: StateMachineStore,
+    node_id: NodeId,
+}
+
+impl RaftService {
+    pub fn new(raft: Raft, sm: StateMachineStore, node_id: NodeId) -> Self {
+        RaftService { raft, sm, node_id }
+    }
+
+    /// Refuse an RPC that names another node (or none): the sender has this address down
+    /// for a node that is not here any more. Unavailable, so the sender backs off.
+    fn check_target<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let target = req
+            .metadata()
+            .get(TARGET_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<NodeId>().ok());
+        match target {
+            Some(id) if id == self.node_id => Ok(()),
+            Some(id) => Err(Status::unavailable(format!(
+                "this is node {}, not node {id}",
+                self.node_id
+            ))),
+            None => Err(Status::invalid_argument(format!(
+                "a raft request must name its target node ({TARGET_HEADER})"
+            ))),
+        }
+    }
+}
+
+/// Removes a received snapshot file however the call ends (the install copies it).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[tonic::async_trait]
+impl pb::raft_server::Raft for RaftService {
+    async fn append_entries(
+        &self,
+        req: Request<pb::AppendEntriesRequest>,
+    ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
+        self.check_target(&req)?;
+        let rpc = convert::append_request_from_pb(req.into_inner())?;
+        let resp = self
+            .raft
+            .append_entries(rpc)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(convert::append_response_to_pb(&resp)))
+    }
+
+    async fn vote(
+        &self,
+        req: Request<pb::VoteRequest>,
+    ) -> Result<Response<pb::VoteResponse>, Status> {
+        self.check_target(&req)?;
+        let rpc = convert::vote_request_from_pb(req.into_inner())?;
+        let resp = self
+            .raft
+            .vote(rpc)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(convert::vote_response_to_pb(&resp)))
+    }
+
+    async fn install_snapshot(
+        &self,
+        req: Request<Streaming<pb::SnapshotFrame>>,
+    ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        self.check_target(&req)?;
+        let mut stream = req.into_inner();
+        let path = self.sm.receive_path();
+        let _cleanup = RemoveOnDrop(path.clone());
+        // Frames are checked here as they arrive and written by a blocking task, a few at
+        // a time: the snapshot is never whole in memory.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+        let writer_path = path.clone();
+        let writer = tokio::task::spawn_blocking(move || -> crate::Result<()> {
+            let mut w = RawFrameWriter::create(&writer_path)?;
+            while let Some(frame) = rx.blocking_recv() {
+                w.write(&frame)?;
+            }
+            w.finish()
+        });
+        let mut seq = FrameSequence::default();
+        let mut vote = None;
+        let mut header = None;
+        while let Some(msg) = stream.message().await? {
+            if vote.is_none() {
+                vote = Some(convert::vote_from_pb(msg.vote)?);
+            }
+            match seq
+                .accept(&msg.frame)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?
+            {
+                Accepted::Header(h) => header = Some(h),
+                Accepted::Pairs(_) | Accepted::End => {}
+            }
+            if tx.send(msg.frame).await.is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        writer
+            .await
+            .map_err(|e| Status::internal(format!("snapshot writer task: {e}")))?
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let (Some(vote), Some(header)) = (vote, header) else {
+            return Err(Status::invalid_argument("an empty snapshot stream"));
+        };
+        if !seq.is_complete() {
+            return Err(Status::invalid_argument(
+                "the snapshot stream ended before its end frame",
+            ));
+        }
+        let data = SnapshotData::open(&path).map_err(|e| Status::internal(e.to_string()))?;
+        let snapshot = Snapshot {
+            meta: SnapshotMeta {
+                last_log_id: header.last_log_id,
+                last_membership: header.membership,
+                snapshot_id: header.snapshot_id,
+            },
+            snapshot: Box::new(data),
+        };
+        let resp = self
+            .raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(pb::SnapshotResponse {
+            vote: Some(convert::vote_to_pb(&resp.vote)),
+        }))
+    }
+}
+
+/// The key-value API for clients.
+pub struct KvService {
+    raft: Raft,
+    sm: StateMachineStore,
+    node_id: NodeId,
+    timeout: Duration,
+}
+
+impl KvService {
+    pub fn new(raft: Raft, sm: StateMachineStore, node_id: NodeId, timeout: Duration) -> Self {
+        KvService {
+            raft,
+            sm,
+            node_id,
+            timeout,
+        }
+    }
+
+    async fn propose(&self, cmd: Command) -> Result<(u64, Applied), Status> {
+        cmd.validate()
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // A leader that loses its leadership after proposing answers ForwardToLeader too,
+        // though a later leader may still commit the entry: only a node that was not the
+        // leader when the request came can say that nothing was proposed.
+        let was_leader = self.raft.current_leader().await == Some(self.node_id);
+        let write = tokio::time::timeout(self.timeout, self.raft.client_write(cmd))
+            .await
+            .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?;
+        match write {
+            Ok(resp) => match resp.data {
+                Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
+                data => Ok((resp.log_id.index, data)),
+            },
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(not_leader(&f, was_leader))
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                Err(Status::internal(e.to_string()))
+            }
+            Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
+        }
+    }
+
+    /// Wait until this node may serve a linearizable read: it is the leader, a quorum
+    /// confirmed it after the read arrived, and it applied up to the commit index then.
+    #[cfg_attr(feature = "negative-control-stale-reads", allow(dead_code))]
+    async fn read_barrier(&self) -> Result<(), Status> {
+        let check = tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
+            .await
+            .map_err(|_| retry_safe(Status::unavailable("leadership not confirmed in time")))?;
+        match check {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                Err(not_leader(&f, false))
+            }
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e))) => {
+                Err(retry_safe(Status::unavailable(e.to_string())))
+            }
+            Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
+        }
+    }
+}
+
+impl KvService {
+    /// Answer a membership change's outcome; `was_leader` as in [`KvService::propose`].
+    fn membership(
+        &self,
+        result: Result<
+            openraft::raft::ClientWriteResponse<crate::TypeConfig>,
+            RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+        >,
+        was_leader: bool,
+    ) -> Result<Response<pb::MembershipResponse>, Status> {
+        match result {
+            Ok(resp) => {
+                let (voters, learners) = match &resp.membership {
+                    Some(m) => (m.voter_ids().collect(), m.learner_ids().collect()),
+                    None => (Vec::new(), Vec::new()),
+                };
+                Ok(Response::new(pb::MembershipResponse {
+                    index: resp.log_id.index,
+                    voters,
+                    learners,
+                }))
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(not_leader(&f, was_leader))
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                Err(Status::invalid_argument(e.to_string()))
+            }
+            Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
+        }
+    }
+}
+
+fn written(index: u64) -> Response<pb::WriteResponse> {
+    Response::new(pb::WriteResponse { index })
+}
+
+#[tonic::async_trait]
+impl pb::kv_server::Kv for KvService {
+    async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
+        let key = req.into_inner().key;
+        command::check_key(&key).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // The negative control of the chaos test: without the barrier a replica serves
+        // what it has applied, and the checker must find the stale reads.
+        #[cfg(not(feature = "negative-control-stale-reads"))]
+        self.read_barrier().await?;
+        let value = self.sm.db().get(&key).map_err(engine)?;
+        Ok(Response::new(pb::GetResponse { value }))
+    }
+
+    async fn put(
+        &self,
+        req: Request<pb::PutRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let r = req.into_inner();
+        let (index, _) = self
+            .propose(Command::Write(vec![Op {
+                key: r.key,
+                value: Some(r.value),
+            }]))
+            .await?;
+        Ok(written(index))
+    }
+
+    async fn delete(
+        &self,
+        req: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let key = req.into_inner().key;
+        let (index, _) = self
+            .propose(Command::Write(vec![Op { key, value: None }]))
+            .await?;
+        Ok(written(index))
+    }
+
+    async fn batch(
+        &self,
+        req: Request<pb::BatchRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let ops = req
+            .into_inner()
+            .ops
+            .into_iter()
+            .map(|op| Op {
+                key: op.key,
+                value: op.value,
+            })
+            .collect();
+        let (index, _) = self.propose(Command::Write(ops)).await?;
+        Ok(written(index))
+    }
+
+    async fn compare_and_set(
+        &self,
+        req: Request<pb::CompareAndSetRequest>,
+    ) -> Result<Response<pb::CompareAndSetResponse>, Status> {
+        let r = req.into_inner();
+        let (index, applied) = self
+            .propose(Command::CompareAndSet {
+                key: r.key,
+                expected: r.expected,
+                new_value: r.new_value,
+            })
+            .await?;
+        match applied {
+            Applied::CompareAndSet { swapped, current } => {
+                Ok(Response::new(pb::CompareAndSetResponse {
+                    swapped,
+                    current,
+                    index,
+                }))
+            }
+            other => Err(Status::internal(format!(
+                "compare-and-set applied as {other:?}"
+            ))),
+        }
+    }
+
+    async fn scan(
+        &self,
+        req: Request<pb::ScanRequest>,
+    ) -> Result<Response<pb::ScanResponse>, Status> {
+        let r = req.into_inner();
+        let limit = match r.limit {
+            0 => MAX_SCAN_PAIRS,
+            n => n.min(MAX_SCAN_PAIRS),
+        };
+        // The user key space ends where the reserved prefix starts.
+        let reserved = vec![crate::format::RESERVED_PREFIX];
+        let end = match r.end {
+            Some(end) if end < reserved => end,
+            _ => reserved,
+        };
+        #[cfg(not(feature = "negative-control-stale-reads"))]
+        self.read_barrier().await?;
+        let mut pairs = Vec::new();
+        let mut next_start = None;
+        let mut bytes = 0usize;
+        if r.start < end {
+            for pair in self.sm.db().range(r.start..end).map_err(engine)? {
+                let (key, value) = pair.map_err(engine)?;
+                if pairs.len() >= limit as usize || (!pairs.is_empty() && bytes >= MAX_SCAN_BYTES) {
+                    next_start = Some(key);
+                    break;
+                }
+                bytes = bytes.saturating_add(key.len() + value.len());
+                pairs.push(pb::Pair { key, value });
+            }
+        }
+        Ok(Response::new(pb::ScanResponse { pairs, next_start }))
+    }
+
+    async fn add_learner(
+        &self,
+        req: Request<pb::AddLearnerRequest>,
+    ) -> Result<Response<pb::MembershipResponse>, Status> {
+        let r = req.into_inner();
+        if r.addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(Status::invalid_argument(format!(
+                "{:?} is not host:port",
+                r.addr
+            )));
+        }
+        let was_leader = self.raft.current_leader().await == Some(self.node_id);
+        // Blocking: the call returns once the learner has caught up, which may take a
+        // snapshot; the client's deadline bounds it.
+        let result = self
+            .raft
+            .add_learner(r.node_id, BasicNode::new(r.addr), true)
+            .await;
+        self.membership(result, was_leader)
+    }
+
+    async fn change_voters(
+        &self,
+        req: Request<pb::ChangeVotersRequest>,
+    ) -> Result<Response<pb::MembershipResponse>, Status> {
+        let r = req.into_inner();
+        let change = match (r.add.is_empty(), r.remove.is_empty()) {
+            (false, true) => openraft::ChangeMembers::AddVoterIds(r.add.into_iter().collect()),
+            (true, false) => openraft::ChangeMembers::RemoveVoters(r.remove.into_iter().collect()),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "name voters to add or voters to remove, not both, not neither",
+                ))
+            }
+        };
+        let was_leader = self.raft.current_leader().await == Some(self.node_id);
+        let result = self.raft.change_membership(change, false).await;
+        self.membership(result, was_leader)
+    }
+
+    async fn status(
+        &self,
+        _req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let leader_addr = metrics.current_leader.and_then(|id| {
+            metrics
+                .membership_config
+                .membership()
+                .get_node(&id)
+                .map(|n| n.addr.clone())
+        });
+        Ok(Response::new(pb::StatusResponse {
+            node_id: self.node_id,
+            leader_id: metrics.current_leader,
+            leader_addr,
+            applied_index: metrics.last_applied.map_or(0, |l| l.index),
+            term: metrics.current_term,
+        }))
+    }
+}

@@ -1,0 +1,446 @@
+//! Snapshot files: written frame by frame from a pinned Shale snapshot, read frame by frame
+//! to send or install one, so a snapshot is never held whole in memory (a few frames of
+//! about [`TARGET_FRAME_PAYLOAD`] bytes at a time, or one pair when a value is larger).
+//!
+//! A file is `header pairs* end` (docs/format.md, "Snapshot file"); the same frames are
+//! the messages of the `InstallSnapshot` stream. [`FrameSequence`] checks the order and
+//! the counts wherever frames arrive: from a file or from the network.
+//!
+//! Thread safety: each value here belongs to one thread at a time; they are used from
+//! blocking tasks.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::format::{
+    self, FrameKind, SnapshotHeader, FRAME_HEAD_LEN, FRAME_TAIL_LEN, TARGET_FRAME_PAYLOAD,
+};
+
+/// The snapshot openraft holds and hands between the stores and the network: an open
+/// snapshot file. Reading it goes through [`SnapshotData::frames`], which starts at the
+/// beginning whatever was read before.
+#[derive(Debug)]
+pub struct SnapshotData {
+    file: File,
+    path: PathBuf,
+}
+
+impl SnapshotData {
+    /// Open the snapshot file at `path` for reading.
+    ///
+    /// # Errors
+    /// `Io` if it cannot be opened.
+    pub fn open(path: &Path) -> Result<SnapshotData> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        Ok(SnapshotData {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The file's path when it was opened (it may have been renamed or replaced since; the
+    /// open handle still reads the same bytes).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A reader over the frames, from the first.
+    ///
+    /// # Errors
+    /// `Io` if the handle cannot be duplicated or rewound.
+    pub fn frames(&self) -> Result<FrameReader<BufReader<File>>> {
+        let mut file = self
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("dup", &self.path, e))?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| Error::io("seek", &self.path, e))?;
+        Ok(FrameReader::new(
+            BufReader::new(file),
+            self.path.display().to_string(),
+        ))
+    }
+
+    /// The header frame, checked.
+    ///
+    /// # Errors
+    /// `Io`, or `Corruption` if the file does not start with a valid header frame.
+    pub fn header(&self) -> Result<SnapshotHeader> {
+        let mut frames = self.frames()?;
+        let mut seq = FrameSequence::default();
+        let frame = frames.next_frame()?.ok_or_else(|| {
+            Error::corruption(self.path.display().to_string(), "empty snapshot file")
+        })?;
+        match seq.accept(&frame)? {
+            Accepted::Header(h) => Ok(h),
+            _ => Err(Error::corruption(
+                self.path.display().to_string(),
+                "no header frame",
+            )),
+        }
+    }
+}
+
+/// Reads whole frames, each checked against its checksum, from a byte stream.
+pub struct FrameReader<R> {
+    r: R,
+    what: String,
+    offset: u64,
+}
+
+impl<R: Read> FrameReader<R> {
+    pub fn new(r: R, what: String) -> Self {
+        FrameReader { r, what, offset: 0 }
+    }
+
+    /// The next frame's bytes (head, payload, checksum), or `None` at a clean end.
+    ///
+    /// # Errors
+    /// `Io`; `Corruption` for a torn frame, a length over the limit or a bad checksum.
+    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>> {
+        let mut head = [0u8; FRAME_HEAD_LEN];
+        let mut got = 0;
+        while got < FRAME_HEAD_LEN {
+            let rest = head.get_mut(got..).unwrap_or_default();
+            match self.r.read(rest) {
+                Ok(0) if got == 0 => return Ok(None),
+                Ok(0) => {
+                    return Err(self.corrupt(format!("torn frame head at offset {}", self.offset)))
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("read", self.what.clone(), e)),
+            }
+        }
+        let what = format!("{} at offset {}", self.what, self.offset);
+        let (_, len) = format::decode_frame_head(&head, &what)?;
+        let total = FRAME_HEAD_LEN + len + FRAME_TAIL_LEN;
+        let mut frame = vec![0u8; total];
+        let (dst_head, dst_rest) = frame.split_at_mut(FRAME_HEAD_LEN);
+        dst_head.copy_from_slice(&head);
+        self.r.read_exact(dst_rest).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                self.corrupt(format!("torn frame at offset {}", self.offset))
+            } else {
+                Error::io("read", self.what.clone(), e)
+            }
+        })?;
+        format::decode_frame(&frame, &what)?;
+        self.offset = self.offset.saturating_add(total as u64);
+        Ok(Some(frame))
+    }
+
+    fn corrupt(&self, reason: String) -> Error {
+        Error::corruption(self.what.clone(), reason)
+    }
+}
+
+/// What one accepted frame holds.
+pub enum Accepted<'a> {
+    Header(SnapshotHeader),
+    Pairs(Vec<(&'a [u8], &'a [u8])>),
+    End,
+}
+
+/// Checks that frames come as `header pairs* end`, keys ascending across frames, and that
+/// the end frame's counts match what came.
+#[derive(Debug, Default)]
+pub struct FrameSequence {
+    frames: u64,
+    pairs: u64,
+    header_seen: bool,
+    ended: bool,
+    last_key: Option<Vec<u8>>,
+}
+
+impl FrameSequence {
+    /// Check `frame` (whole, with its checksum) as the next one.
+    ///
+    /// # Errors
+    /// `Corruption` for a bad frame or one out of place.
+    pub fn accept<'a>(&mut self, frame: &'a [u8]) -> Result<Accepted<'a>> {
+        let what = format!("snapshot frame {}", self.frames);
+        let (kind, payload) = format::decode_frame(frame, &what)?;
+        if self.ended {
+            return Err(Error::corruption(what, "a frame after the end frame"));
+        }
+        let accepted = match (kind, self.header_seen) {
+            (FrameKind::Header, false) => {
+                self.header_seen = true;
+                Accepted::Header(format::decode_snapshot_header(payload)?)
+            }
+            (FrameKind::Header, true) => return Err(Error::corruption(what, "a second header")),
+            (_, false) => return Err(Error::corruption(what, "the first frame is not a header")),
+            (FrameKind::Pairs, true) => {
+                let pairs = format::decode_pairs(payload)?;
+                if let (Some(last), Some((first, _))) = (&self.last_key, pairs.first()) {
+                    if last.as_slice() >= *first {
+                        return Err(Error::corruption(what, "keys out of order across frames"));
+                    }
+                }
+                self.last_key = pairs.last().map(|(k, _)| k.to_vec());
+                self.pairs = self.pairs.saturating_add(pairs.len() as u64);
+                Accepted::Pairs(pairs)
+            }
+            (FrameKind::End, true) => {
+                let (pairs, frames) = format::decode_snapshot_end(payload)?;
+                if pairs != self.pairs || frames != self.frames {
+                    return Err(Error::corruption(
+                        what,
+                        format!(
+                            "end frame counts {pairs} pairs in {frames} frames, {} pairs in {} frames came",
+                            self.pairs, self.frames
+                        ),
+                    ));
+                }
+                self.ended = true;
+                Accepted::End
+            }
+        };
+        self.frames = self.frames.saturating_add(1);
+        Ok(accepted)
+    }
+
+    /// True once the end frame was accepted.
+    pub fn is_complete(&self) -> bool {
+        self.ended
+    }
+
+    /// Pairs accepted so far.
+    pub fn pairs(&self) -> u64 {
+        self.pairs
+    }
+}
+
+/// Writes a snapshot file: the header at creation, pairs in key order, the end frame and
+/// an fsync at [`SnapshotWriter::finish`].
+pub struct SnapshotWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    payload: Vec<u8>,
+    frame: Vec<u8>,
+    frames: u64,
+    pairs: u64,
+}
+
+impl SnapshotWriter {
+    /// Create (or truncate) `path` and write the header frame.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn create(path: &Path, header: &SnapshotHeader) -> Result<SnapshotWriter> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        let mut w = SnapshotWriter {
+            out: BufWriter::new(file),
+            path: path.to_path_buf(),
+            payload: Vec::with_capacity(TARGET_FRAME_PAYLOAD),
+            frame: Vec::new(),
+            frames: 0,
+            pairs: 0,
+        };
+        let header = format::encode_snapshot_header(header);
+        w.write_frame(FrameKind::Header, &header)?;
+        Ok(w)
+    }
+
+    /// Add one pair; keys must ascend.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        format::put_pair(&mut self.payload, key, value);
+        self.pairs = self.pairs.saturating_add(1);
+        if self.payload.len() >= TARGET_FRAME_PAYLOAD {
+            self.flush_pairs()?;
+        }
+        Ok(())
+    }
+
+    /// Write the last pairs frame and the end frame, and fsync the file.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn finish(mut self) -> Result<()> {
+        self.flush_pairs()?;
+        let end = format::encode_snapshot_end(self.pairs, self.frames);
+        self.write_frame(FrameKind::End, &end)?;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io("write", &self.path, e.into_error()))?;
+        file.sync_all()
+            .map_err(|e| Error::io("fsync", &self.path, e))
+    }
+
+    fn flush_pairs(&mut self) -> Result<()> {
+        if self.payload.is_empty() {
+            return Ok(());
+        }
+        let payload = std::mem::take(&mut self.payload);
+        self.write_frame(FrameKind::Pairs, &payload)?;
+        self.payload = payload;
+        self.payload.clear();
+        Ok(())
+    }
+
+    fn write_frame(&mut self, kind: FrameKind, payload: &[u8]) -> Result<()> {
+        self.frame.clear();
+        format::encode_frame(kind, payload, &mut self.frame)?;
+        self.out
+            .write_all(&self.frame)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.frames = self.frames.saturating_add(1);
+        Ok(())
+    }
+}
+
+/// Writes frames that were checked elsewhere, byte for byte.
+pub struct RawFrameWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+}
+
+impl RawFrameWriter {
+    /// Create (or truncate) `path` for frames copied as they came (a snapshot received or
+    /// being installed).
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn create(path: &Path) -> Result<RawFrameWriter> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        Ok(RawFrameWriter {
+            out: BufWriter::new(file),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Append one whole frame.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn write(&mut self, frame: &[u8]) -> Result<()> {
+        self.out
+            .write_all(frame)
+            .map_err(|e| Error::io("write", &self.path, e))
+    }
+
+    /// Flush and fsync.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn finish(self) -> Result<()> {
+        let path = self.path;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io("write", &path, e.into_error()))?;
+        file.sync_all().map_err(|e| Error::io("fsync", &path, e))
+    }
+}
+
+/// fsync a directory, so that a rename or a creation in it survives power loss.
+///
+/// # Errors
+/// `Io`.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("fsync dir", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{BasicNode, CommittedLeaderId, LogId, Membership, StoredMembership};
+    use std::collections::BTreeSet;
+
+    fn header() -> SnapshotHeader {
+        SnapshotHeader {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), 10)),
+            membership: StoredMembership::new(
+                Some(LogId::new(CommittedLeaderId::new(1, 1), 1)),
+                Membership::<u64, BasicNode>::new(vec![BTreeSet::from([1])], ()),
+            ),
+            snapshot_id: "t".into(),
+        }
+    }
+
+    fn write(path: &Path, n: u32) {
+        let mut w = SnapshotWriter::create(path, &header()).expect("create");
+        for i in 0..n {
+            w.add(format!("key{i:08}").as_bytes(), &[7u8; 1000])
+                .expect("add");
+        }
+        w.finish().expect("finish");
+    }
+
+    fn read_all(path: &Path) -> Result<u64> {
+        let data = SnapshotData::open(path)?;
+        let mut frames = data.frames()?;
+        let mut seq = FrameSequence::default();
+        while let Some(f) = frames.next_frame()? {
+            seq.accept(&f)?;
+        }
+        if !seq.is_complete() {
+            return Err(Error::corruption("test", "no end frame"));
+        }
+        Ok(seq.pairs())
+    }
+
+    #[test]
+    fn a_written_snapshot_reads_back_in_frames() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.snap");
+        write(&path, 500);
+        assert_eq!(read_all(&path).expect("reads"), 500);
+        assert_eq!(
+            SnapshotData::open(&path)
+                .expect("open")
+                .header()
+                .expect("header"),
+            header()
+        );
+        // 500 pairs of ~1 KiB make several frames: the reader never needs them all at once.
+        let data = SnapshotData::open(&path).expect("open");
+        let mut frames = data.frames().expect("frames");
+        let mut count = 0;
+        while let Some(f) = frames.next_frame().expect("frame") {
+            assert!(f.len() <= TARGET_FRAME_PAYLOAD + 2 * 1024);
+            count += 1;
+        }
+        assert!(count > 3, "{count} frames");
+    }
+
+    #[test]
+    fn a_torn_or_damaged_snapshot_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.snap");
+        write(&path, 200);
+        let bytes = std::fs::read(&path).expect("read");
+        // Torn: any cut short of the whole file fails (a missing end frame included).
+        for cut in [1, FRAME_HEAD_LEN, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&path, bytes.get(..cut).unwrap_or_default()).expect("write");
+            assert!(read_all(&path).is_err(), "cut at {cut}");
+        }
+        // A flipped byte in the middle of a pairs frame.
+        let mut bad = bytes.clone();
+        let mid = bad.len() / 2;
+        if let Some(b) = bad.get_mut(mid) {
+            *b ^= 1;
+        }
+        std::fs::write(&path, &bad).expect("write");
+        assert!(read_all(&path).unwrap_err().is_corruption());
+    }
+}

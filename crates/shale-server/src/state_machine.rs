@@ -1,0 +1,660 @@
+//! The state machine on Shale: the users' keys and values, the last applied log id and the
+//! membership, in one Shale database (`<data>/sm-<generation>/`; docs/replication.md,
+//! "State machine").
+//!
+//! Invariants:
+//! 1. One apply call is one `WriteBatch`: the users' writes of every entry in it, the
+//!    applied log id (`0xFF 'a'`) and, when the call holds a membership entry, the
+//!    membership (`0xFF 'm'`). After any crash the database holds all of it or none, so the
+//!    applied id never runs ahead of or behind the data.
+//! 2. Applies are not synced: the log is, and a replica that loses the tail of its applies
+//!    in a crash applies those entries again from the log. The log is purged only up to a
+//!    snapshot, and a snapshot is built after a flush of the database, so everything the
+//!    purge drops is durable here first.
+//! 3. Keys that start with `0xFF` are the server's; client requests that touch them are
+//!    refused before they are proposed ([`crate::command::check_key`]) and a snapshot that
+//!    carries one is refused as corrupt.
+//! 4. The database in use is the one `SM_CURRENT` names. An install builds a new
+//!    generation's directory beside it, syncs it, then renames a new `SM_CURRENT` into
+//!    place; at open every other `sm-*` directory is removed, so a half-installed snapshot
+//!    never survives a crash.
+//!
+//! Thread safety: openraft calls `apply` and `install_snapshot` from its state machine
+//! task, one at a time; snapshot builds run in a blocking task of their own and are
+//! serialized with installs by `snapshot_lock`. Readers (the client service) take an
+//! `Arc<Db>` of the current generation under a read lock and keep it for one request.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use openraft::storage::RaftStateMachine;
+use openraft::{
+    AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
+    StorageError, StorageIOError, StoredMembership,
+};
+use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+use crate::command::{Command, Response};
+use crate::error::{Error, Result};
+use crate::format::{self, SnapshotHeader, RESERVED_PREFIX, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
+use crate::snapshot::{
+    sync_dir, Accepted, FrameSequence, RawFrameWriter, SnapshotData, SnapshotWriter,
+};
+use crate::{Entry, NodeId, TypeConfig};
+
+const CURRENT_FILE: &str = "SM_CURRENT";
+const SNAPSHOT_DIR: &str = "snapshots";
+const CURRENT_SNAPSHOT: &str = "current.snap";
+
+type Membership = StoredMembership<NodeId, BasicNode>;
+
+struct Shared {
+    data_dir: PathBuf,
+    opts: Options,
+    db: RwLock<Arc<Db>>,
+    generation: Mutex<u64>,
+    applied: Mutex<(Option<LogId<NodeId>>, Membership)>,
+    snapshot_lock: Mutex<()>,
+}
+
+/// The state machine store. Cloning shares it (the snapshot builder is a clone).
+#[derive(Clone)]
+pub struct StateMachineStore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for StateMachineStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateMachineStore")
+            .field("data_dir", &self.shared.data_dir)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind, never a broken
+    // invariant of the engine: carry on with it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn sm_dir(data_dir: &Path, generation: u64) -> PathBuf {
+    data_dir.join(format!("sm-{generation}"))
+}
+
+fn read_generation(data_dir: &Path) -> Result<Option<u64>> {
+    let path = data_dir.join(CURRENT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .strip_suffix('\n')
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                Error::corruption(CURRENT_FILE, format!("{text:?} is not a generation"))
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read", path, e)),
+    }
+}
+
+/// Write `SM_CURRENT` through a temporary file, fsync, rename, fsync of the directory.
+fn write_generation(data_dir: &Path, generation: u64) -> Result<()> {
+    let tmp = data_dir.join(format!("{CURRENT_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+    f.write_all(format!("{generation}\n").as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Error::io("write", &tmp, e))?;
+    let path = data_dir.join(CURRENT_FILE);
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
+    sync_dir(data_dir)
+}
+
+fn read_meta(db: &Db, ro: &ReadOptions<'_>) -> Result<(Option<LogId<NodeId>>, Membership)> {
+    let applied = db
+        .get_opt(SM_KEY_APPLIED, ro)?
+        .map(|b| format::decode_log_id(&b))
+        .transpose()?;
+    let membership = db
+        .get_opt(SM_KEY_MEMBERSHIP, ro)?
+        .map(|b| format::decode_stored_membership(&b))
+        .transpose()?
+        .unwrap_or_default();
+    Ok((applied, membership))
+}
+
+fn sm_read_err(e: &Error) -> StorageError<NodeId> {
+    StorageError::IO {
+        source: StorageIOError::read_state_machine(AnyError::new(e)),
+    }
+}
+
+fn sm_write_err(e: &Error) -> StorageError<NodeId> {
+    StorageError::IO {
+        source: StorageIOError::write_state_machine(AnyError::new(e)),
+    }
+}
+
+fn snapshot_err(e: &Error) -> StorageError<NodeId> {
+    StorageError::IO {
+        source: StorageIOError::write_snapshot(None, AnyError::new(e)),
+    }
+}
+
+impl StateMachineStore {
+    /// Open the state machine in the node's `data_dir`, finishing or discarding whatever a
+    /// crash interrupted (see invariant 4).
+    ///
+    /// # Errors
+    /// `Io`, `Engine`, `Corruption` for a bad `SM_CURRENT` or meta record.
+    pub fn open(data_dir: &Path, opts: Options) -> Result<StateMachineStore> {
+        let snapshots = data_dir.join(SNAPSHOT_DIR);
+        std::fs::create_dir_all(&snapshots).map_err(|e| Error::io("mkdir", &snapshots, e))?;
+        let generation = match read_generation(data_dir)? {
+            Some(g) => g,
+            None => {
+                write_generation(data_dir, 0)?;
+                0
+            }
+        };
+        let keep = format!("sm-{generation}");
+        let entries = std::fs::read_dir(data_dir).map_err(|e| Error::io("readdir", data_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("readdir", data_dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("sm-") && name != keep {
+                std::fs::remove_dir_all(entry.path())
+                    .map_err(|e| Error::io("remove", entry.path(), e))?;
+            }
+        }
+        let entries =
+            std::fs::read_dir(&snapshots).map_err(|e| Error::io("readdir", &snapshots, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("readdir", &snapshots, e))?;
+            if entry.file_name().to_string_lossy().ends_with(".tmp") {
+                std::fs::remove_file(entry.path())
+                    .map_err(|e| Error::io("remove", entry.path(), e))?;
+            }
+        }
+        let db = Db::open(sm_dir(data_dir, generation), opts.clone())?;
+        let applied = read_meta(&db, &ReadOptions::default())?;
+        Ok(StateMachineStore {
+            shared: Arc::new(Shared {
+                data_dir: data_dir.to_path_buf(),
+                opts,
+                db: RwLock::new(Arc::new(db)),
+                generation: Mutex::new(generation),
+                applied: Mutex::new(applied),
+                snapshot_lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The database of the current generation, for reads. Keep it for one request only:
+    /// an install replaces it.
+    pub fn db(&self) -> Arc<Db> {
+        let guard = self.shared.db.read().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(&guard)
+    }
+
+    /// The last applied log id and membership.
+    pub fn applied(&self) -> (Option<LogId<NodeId>>, Membership) {
+        lock(&self.shared.applied).clone()
+    }
+
+    /// Close the current database (the node is stopping).
+    ///
+    /// # Errors
+    /// Whatever closing the engine fails with.
+    pub fn close(&self) -> Result<()> {
+        self.db().close().map_err(Error::from)
+    }
+
+    fn snapshot_dir(&self) -> PathBuf {
+        self.shared.data_dir.join(SNAPSHOT_DIR)
+    }
+
+    fn apply_blocking(&self, entries: Vec<Entry>) -> Result<Vec<Response>> {
+        let db = self.db();
+        let mut batch = WriteBatch::new();
+        // Writes of earlier entries in this call, which the database does not see yet: a
+        // compare-and-set after a put of the same key must read the put.
+        let mut pending: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+        let mut replies = Vec::with_capacity(entries.len());
+        let mut last = None;
+        let mut membership = None;
+        for entry in entries {
+            last = Some(entry.log_id);
+            let reply = match entry.payload {
+                EntryPayload::Blank => Response::Internal,
+                EntryPayload::Membership(m) => {
+                    membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                    Response::Internal
+                }
+                EntryPayload::Normal(cmd) => apply_command(&db, &mut batch, &mut pending, cmd)?,
+            };
+            replies.push(reply);
+        }
+        let Some(last) = last else {
+            return Ok(replies);
+        };
+        batch.put(SM_KEY_APPLIED, format::encode_log_id(&last));
+        if let Some(m) = &membership {
+            batch.put(SM_KEY_MEMBERSHIP, format::encode_stored_membership(m));
+        }
+        db.write(batch, WriteOptions::default())?;
+        let mut applied = lock(&self.shared.applied);
+        applied.0 = Some(last);
+        if let Some(m) = membership {
+            applied.1 = m;
+        }
+        Ok(replies)
+    }
+
+    fn build_snapshot_blocking(&self) -> Result<Snapshot<TypeConfig>> {
+        let _serial = lock(&self.shared.snapshot_lock);
+        let db = self.db();
+        // Invariant 2: what the snapshot covers is durable before the log can be purged.
+        db.flush()?;
+        let pinned = db.snapshot();
+        let ro = ReadOptions::at(&pinned);
+        let (last_log_id, membership) = read_meta(&db, &ro)?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let snapshot_id = match &last_log_id {
+            Some(id) => format!(
+                "{}-{}-{}-{stamp}",
+                id.leader_id.term, id.leader_id.node_id, id.index
+            ),
+            None => format!("none-{stamp}"),
+        };
+        let header = SnapshotHeader {
+            last_log_id,
+            membership,
+            snapshot_id,
+        };
+        let dir = self.snapshot_dir();
+        let tmp = dir.join("building.tmp");
+        let mut w = SnapshotWriter::create(&tmp, &header)?;
+        for pair in db.range_opt(..vec![RESERVED_PREFIX], &ro)? {
+            let (key, value) = pair?;
+            w.add(&key, &value)?;
+        }
+        w.finish()?;
+        drop(pinned);
+        let path = dir.join(CURRENT_SNAPSHOT);
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
+        sync_dir(&dir)?;
+        Ok(Snapshot {
+            meta: SnapshotMeta {
+                last_log_id: header.last_log_id,
+                last_membership: header.membership,
+                snapshot_id: header.snapshot_id,
+            },
+            snapshot: Box::new(SnapshotData::open(&path)?),
+        })
+    }
+
+    fn install_blocking(
+        &self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        data: &SnapshotData,
+    ) -> Result<()> {
+        let _serial = lock(&self.shared.snapshot_lock);
+        let data_dir = &self.shared.data_dir;
+        let old_generation = *lock(&self.shared.generation);
+        let generation = old_generation.saturating_add(1);
+        let new_dir = sm_dir(data_dir, generation);
+        if new_dir.exists() {
+            std::fs::remove_dir_all(&new_dir).map_err(|e| Error::io("remove", &new_dir, e))?;
+        }
+        let new_db = Db::open(&new_dir, self.shared.opts.clone())?;
+        let snap_dir = self.snapshot_dir();
+        let copy_path = snap_dir.join("installing.tmp");
+        let mut copy = RawFrameWriter::create(&copy_path)?;
+        let mut frames = data.frames()?;
+        let mut seq = FrameSequence::default();
+        while let Some(frame) = frames.next_frame()? {
+            match seq.accept(&frame)? {
+                Accepted::Header(h) => {
+                    if h.last_log_id != meta.last_log_id || h.membership != meta.last_membership {
+                        return Err(Error::corruption(
+                            "snapshot header",
+                            format!(
+                                "it describes {:?}, openraft installs {:?}",
+                                h.last_log_id, meta.last_log_id
+                            ),
+                        ));
+                    }
+                }
+                Accepted::Pairs(pairs) => {
+                    let mut batch = WriteBatch::new();
+                    for (key, value) in pairs {
+                        if key.first() == Some(&RESERVED_PREFIX) {
+                            return Err(Error::corruption("snapshot pairs", "a reserved key"));
+                        }
+                        batch.put(key, value);
+                    }
+                    new_db.write(batch, WriteOptions::default())?;
+                }
+                Accepted::End => {}
+            }
+            copy.write(&frame)?;
+        }
+        if !seq.is_complete() {
+            return Err(Error::corruption("snapshot", "no end frame"));
+        }
+        let mut batch = WriteBatch::new();
+        if let Some(id) = &meta.last_log_id {
+            batch.put(SM_KEY_APPLIED, format::encode_log_id(id));
+        }
+        batch.put(
+            SM_KEY_MEMBERSHIP,
+            format::encode_stored_membership(&meta.last_membership),
+        );
+        // Synced: every earlier write of this database is in the same WAL or an older,
+        // already synced one, so all of the new generation is durable from here.
+        new_db.write(batch, WriteOptions::sync())?;
+        copy.finish()?;
+        let snap_path = snap_dir.join(CURRENT_SNAPSHOT);
+        std::fs::rename(&copy_path, &snap_path).map_err(|e| Error::io("rename", &snap_path, e))?;
+        sync_dir(&snap_dir)?;
+        sync_dir(data_dir)?;
+        // The switch: from here a crash reopens the new generation.
+        write_generation(data_dir, generation)?;
+        let old = {
+            let mut guard = self.shared.db.write().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *guard, Arc::new(new_db))
+        };
+        *lock(&self.shared.generation) = generation;
+        *lock(&self.shared.applied) = (meta.last_log_id, meta.last_membership.clone());
+        // Readers still holding the old database get `Closed` and retry; a failure to
+        // remove the old directory is repaired by the next open.
+        if let Err(e) = old.close() {
+            tracing::warn!("closing the replaced state machine: {e}");
+        }
+        drop(old);
+        let old_dir = sm_dir(data_dir, old_generation);
+        if let Err(e) = std::fs::remove_dir_all(&old_dir) {
+            tracing::warn!("removing {}: {e}", old_dir.display());
+        }
+        Ok(())
+    }
+
+    fn current_snapshot_blocking(&self) -> Result<Option<Snapshot<TypeConfig>>> {
+        let path = self.snapshot_dir().join(CURRENT_SNAPSHOT);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let data = SnapshotData::open(&path)?;
+        let h = data.header()?;
+        Ok(Some(Snapshot {
+            meta: SnapshotMeta {
+                last_log_id: h.last_log_id,
+                last_membership: h.membership,
+                snapshot_id: h.snapshot_id,
+            },
+            snapshot: Box::new(data),
+        }))
+    }
+
+    /// A fresh path for a snapshot arriving from the leader (removed at the next open if
+    /// a crash leaves it behind).
+    pub fn receive_path(&self) -> PathBuf {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        self.snapshot_dir().join(format!("recv-{stamp}.tmp"))
+    }
+}
+
+fn apply_command(
+    db: &Db,
+    batch: &mut WriteBatch,
+    pending: &mut HashMap<Vec<u8>, Option<Vec<u8>>>,
+    cmd: Command,
+) -> Result<Response> {
+    // The same check as before proposing: deterministic, so every replica refuses alike.
+    if let Err(e) = cmd.validate() {
+        return Ok(Response::Refused(e.to_string()));
+    }
+    match cmd {
+        Command::Write(ops) => {
+            for op in ops {
+                match &op.value {
+                    Some(v) => batch.put(&op.key, v),
+                    None => batch.delete(&op.key),
+                }
+                pending.insert(op.key, op.value);
+            }
+            Ok(Response::Written)
+        }
+        Command::CompareAndSet {
+            key,
+            expected,
+            new_value,
+        } => {
+            let current = match pending.get(&key) {
+                Some(v) => v.clone(),
+                None => db.get(&key)?,
+            };
+            let swapped = current == expected;
+            if swapped {
+                match &new_value {
+                    Some(v) => batch.put(&key, v),
+                    None => batch.delete(&key),
+                }
+                pending.insert(key, new_value);
+            }
+            Ok(Response::CompareAndSet { swapped, current })
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Raft(format!("state machine task: {e}")))?
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        let this = self.clone();
+        blocking(move || this.build_snapshot_blocking())
+            .await
+            .map_err(|e| snapshot_err(&e))
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
+        Ok(self.applied())
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry> + openraft::OptionalSend,
+        I::IntoIter: openraft::OptionalSend,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let this = self.clone();
+        blocking(move || this.apply_blocking(entries))
+            .await
+            .map_err(|e| sm_write_err(&e))
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<SnapshotData>, StorageError<NodeId>> {
+        let path = self.receive_path();
+        let open = || -> Result<SnapshotData> {
+            std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+            SnapshotData::open(&path)
+        };
+        open().map(Box::new).map_err(|e| snapshot_err(&e))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<SnapshotData>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let this = self.clone();
+        let meta_owned = meta.clone();
+        blocking(move || this.install_blocking(&meta_owned, &snapshot))
+            .await
+            .map_err(|e| snapshot_err(&e))
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        let this = self.clone();
+        blocking(move || this.current_snapshot_blocking())
+            .await
+            .map_err(|e| sm_read_err(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::Op;
+    use openraft::{CommittedLeaderId, Membership as RaftMembership};
+    use std::collections::BTreeSet;
+
+    fn entry(index: u64, payload: EntryPayload<TypeConfig>) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload,
+        }
+    }
+
+    fn put(key: &[u8], value: &[u8]) -> EntryPayload<TypeConfig> {
+        EntryPayload::Normal(Command::Write(vec![Op {
+            key: key.to_vec(),
+            value: Some(value.to_vec()),
+        }]))
+    }
+
+    fn open(dir: &Path) -> StateMachineStore {
+        StateMachineStore::open(dir, Options::default()).expect("open")
+    }
+
+    #[test]
+    fn one_apply_call_is_one_batch_that_sees_its_own_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sm = open(dir.path());
+        let membership = RaftMembership::<NodeId, BasicNode>::new(vec![BTreeSet::from([1])], ());
+        let replies = sm
+            .apply_blocking(vec![
+                entry(1, EntryPayload::Membership(membership.clone())),
+                entry(2, put(b"k", b"1")),
+                entry(
+                    3,
+                    EntryPayload::Normal(Command::CompareAndSet {
+                        key: b"k".to_vec(),
+                        expected: Some(b"1".to_vec()),
+                        new_value: Some(b"2".to_vec()),
+                    }),
+                ),
+                entry(4, put(&[RESERVED_PREFIX, b'a'], b"forged")),
+            ])
+            .expect("apply");
+        assert_eq!(
+            replies.get(2),
+            Some(&Response::CompareAndSet {
+                swapped: true,
+                current: Some(b"1".to_vec())
+            })
+        );
+        assert!(
+            matches!(replies.get(3), Some(Response::Refused(_))),
+            "{replies:?}"
+        );
+        drop(sm);
+        // Reopened, the data, the applied id and the membership agree.
+        let sm = open(dir.path());
+        assert_eq!(sm.db().get(b"k").expect("get"), Some(b"2".to_vec()));
+        let (applied, m) = sm.applied();
+        assert_eq!(
+            applied.map(|a| a.index),
+            Some(4),
+            "the refused entry still counts as applied"
+        );
+        assert_eq!(m.log_id().map(|l| l.index), Some(1));
+        assert_eq!(m.membership(), &membership);
+    }
+
+    #[test]
+    fn a_snapshot_installs_into_a_new_generation_and_leftovers_are_removed_at_open() {
+        let leader_dir = tempfile::tempdir().expect("tempdir");
+        let leader = open(leader_dir.path());
+        let mut entries = vec![entry(1, EntryPayload::Blank)];
+        for i in 0..300u64 {
+            entries.push(entry(
+                i + 2,
+                put(format!("k{i:04}").as_bytes(), &[b'v'; 500]),
+            ));
+        }
+        leader.apply_blocking(entries).expect("apply");
+        let snap = leader.build_snapshot_blocking().expect("build");
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let follower = open(dir.path());
+        follower
+            .apply_blocking(vec![entry(1, put(b"stale", b"x"))])
+            .expect("apply");
+        follower
+            .install_blocking(&snap.meta, &snap.snapshot)
+            .expect("install");
+        assert_eq!(
+            follower.db().get(b"stale").expect("get"),
+            None,
+            "the old state is gone"
+        );
+        assert_eq!(
+            follower.db().get(b"k0299").expect("get"),
+            Some(vec![b'v'; 500])
+        );
+        assert_eq!(follower.applied().0, snap.meta.last_log_id);
+        assert_eq!(read_generation(dir.path()).expect("generation"), Some(1));
+        drop(follower);
+
+        // A crash mid-install leaves a half-built generation and a partial copy behind.
+        std::fs::create_dir_all(dir.path().join("sm-2")).expect("mkdir");
+        std::fs::write(dir.path().join("sm-2").join("junk"), b"half").expect("write");
+        std::fs::write(
+            dir.path().join(SNAPSHOT_DIR).join("installing.tmp"),
+            b"half",
+        )
+        .expect("write");
+        let reopened = open(dir.path());
+        assert!(!dir.path().join("sm-2").exists());
+        assert!(!dir
+            .path()
+            .join(SNAPSHOT_DIR)
+            .join("installing.tmp")
+            .exists());
+        assert!(
+            !dir.path().join("sm-0").exists(),
+            "the replaced generation is gone"
+        );
+        assert_eq!(
+            reopened.db().get(b"k0000").expect("get"),
+            Some(vec![b'v'; 500])
+        );
+        assert_eq!(reopened.applied().0, snap.meta.last_log_id);
+    }
+}

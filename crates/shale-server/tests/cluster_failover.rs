@@ -1,0 +1,287 @@
+//! Three replicas in this process on 127.0.0.1, ephemeral ports: writes through the
+//! leader, reads through every node, the leader stopped and a new one elected with no
+//! acknowledged write lost, the old leader restarted and caught up; compare-and-set, scan
+//! and the refusals of the client API.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Cluster;
+use shale_server::{Client, ClientError};
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:04}").into_bytes()
+}
+
+fn value(i: u32) -> Vec<u8> {
+    format!("value-{i}").into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_acknowledged_write_is_lost_when_the_leader_stops() {
+    let mut cluster = Cluster::start(3, common::timings()).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(15));
+
+    for i in 0..100 {
+        client.put(&key(i), &value(i)).await.expect("put");
+    }
+    // Reads through each node alone: a follower redirects to the leader.
+    for addr in cluster.endpoints() {
+        let one = Client::new(vec![addr.clone()], None).expect("client");
+        for i in [0, 50, 99] {
+            assert_eq!(
+                one.get(&key(i)).await.expect("get"),
+                Some(value(i)),
+                "via {addr}"
+            );
+        }
+    }
+
+    let old_leader = cluster.leader(Duration::from_secs(10)).await;
+    cluster.stop(old_leader).await;
+
+    // Writes go on: the client follows the new leader once one is elected.
+    for i in 100..150 {
+        client
+            .put(&key(i), &value(i))
+            .await
+            .expect("put after the leader stopped");
+    }
+    let new_leader = cluster.leader(Duration::from_secs(10)).await;
+    assert_ne!(new_leader, old_leader);
+    for i in 0..150 {
+        assert_eq!(
+            client.get(&key(i)).await.expect("get"),
+            Some(value(i)),
+            "key {i}"
+        );
+    }
+
+    // The old leader comes back as a follower and catches up from the log.
+    cluster.restart(old_leader).await;
+    let applied = cluster.applied_index(new_leader);
+    cluster
+        .wait_applied(old_leader, applied, Duration::from_secs(10))
+        .await;
+    let db = cluster.server(old_leader).state_machine().db();
+    for i in 0..150 {
+        assert_eq!(
+            db.get(key(i)).expect("local read"),
+            Some(value(i)),
+            "key {i} on the restarted node"
+        );
+    }
+    drop(db);
+
+    // Compare-and-set, delete, batch, scan.
+    let cas = client
+        .compare_and_set(&key(0), Some(&value(0)), Some(b"swapped"))
+        .await
+        .expect("cas");
+    assert!(cas.swapped);
+    let cas = client
+        .compare_and_set(&key(0), Some(&value(0)), Some(b"again"))
+        .await
+        .expect("cas");
+    assert!(!cas.swapped);
+    assert_eq!(cas.current, Some(b"swapped".to_vec()));
+    let cas = client
+        .compare_and_set(b"fresh", None, Some(b"1"))
+        .await
+        .expect("cas");
+    assert!(cas.swapped, "absent expected on an absent key swaps");
+    client.delete(&key(1)).await.expect("delete");
+    assert_eq!(client.get(&key(1)).await.expect("get"), None);
+    client
+        .batch(&[(key(2), None), (b"batch-a".to_vec(), Some(b"A".to_vec()))])
+        .await
+        .expect("batch");
+    assert_eq!(client.get(&key(2)).await.expect("get"), None);
+    assert_eq!(
+        client.get(b"batch-a").await.expect("get"),
+        Some(b"A".to_vec())
+    );
+    let (page, next) = client.scan(b"key", Some(b"kez"), 10).await.expect("scan");
+    assert_eq!(page.len(), 10);
+    assert_eq!(page.first().map(|p| p.0.clone()), Some(key(0)));
+    assert_eq!(next, Some(key(12)), "keys 1 and 2 are deleted");
+
+    // Refused before proposing: a reserved key, a key over the engine's limit.
+    let err = client.put(&[0xFF, b'a'], b"x").await.unwrap_err();
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
+    let long = vec![b'k'; shale::options::MAX_KEY_BYTES + 1];
+    let err = client.put(&long, b"x").await.unwrap_err();
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
+
+    cluster.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_is_required_when_configured() {
+    let mut t = common::timings();
+    t.token = Some("s3cret".into());
+    let cluster = Cluster::start(3, t).await;
+    let good = Client::new(cluster.endpoints(), Some("s3cret".into())).expect("client");
+    good.put(b"k", b"v").await.expect("put with the token");
+    for token in [None, Some("wrong".to_string())] {
+        let bad = Client::new(cluster.endpoints(), token).expect("client");
+        let err = bad.get(b"k").await.unwrap_err();
+        assert!(matches!(err, ClientError::Unauthenticated(_)), "{err}");
+    }
+    cluster.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_raft_request_for_another_node_is_refused() {
+    let cluster = Cluster::start(3, common::timings()).await;
+    let addr = cluster.addrs.get(&2).expect("node 2").to_string();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut raft = shale_server::pb::raft_client::RaftClient::new(channel);
+    let vote = || shale_server::pb::VoteRequest {
+        vote: Some(shale_server::pb::Vote {
+            term: 99,
+            node_id: 3,
+            committed: false,
+        }),
+        last_log_id: None,
+    };
+    // Meant for node 3, sent to node 2's address: refused, and node 2 keeps its term.
+    let mut req = tonic::Request::new(vote());
+    req.metadata_mut().insert(
+        shale_server::network::TARGET_HEADER,
+        tonic::metadata::MetadataValue::from(3u64),
+    );
+    let err = raft.vote(req).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+    let err = raft
+        .vote(tonic::Request::new(vote()))
+        .await
+        .expect_err("no target named");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    let term = cluster.server(2).raft().metrics().borrow().current_term;
+    assert!(
+        term < 99,
+        "node 2 took the term of a vote not meant for it: {term}"
+    );
+    cluster.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_values_replicate_in_bounded_messages() {
+    let cluster = Cluster::start(3, common::timings()).await;
+    let client = std::sync::Arc::new(
+        Client::new(cluster.endpoints(), None)
+            .expect("client")
+            .with_deadline(Duration::from_secs(30)),
+    );
+    // A value just under the command limit.
+    let big = vec![7u8; shale_server::command::MAX_COMMAND_BYTES - 16];
+    client
+        .put(b"big", &big)
+        .await
+        .expect("a value of almost 1 MiB");
+    // Over the command limit: refused before proposing.
+    let huge = vec![
+        (b"a".to_vec(), Some(vec![1u8; 600 * 1024])),
+        (b"b".to_vec(), Some(vec![2u8; 600 * 1024])),
+    ];
+    let err = client.batch(&huge).await.unwrap_err();
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
+    // Many 512 KiB writes at once: appends of more than 1 MiB are cut into smaller ones.
+    let mut tasks = Vec::new();
+    for i in 0..40u32 {
+        let c = std::sync::Arc::clone(&client);
+        tasks.push(tokio::spawn(async move {
+            c.put(format!("mib{i:02}").as_bytes(), &vec![i as u8; 512 * 1024])
+                .await
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task").expect("a 512 KiB put");
+    }
+    let cut = shale_server::network::APPENDS_CUT.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        cut > 0,
+        "no append was large enough to be cut: the test tested nothing"
+    );
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let applied = cluster.applied_index(leader);
+    for id in cluster.servers.keys().copied().collect::<Vec<_>>() {
+        cluster
+            .wait_applied(id, applied, Duration::from_secs(20))
+            .await;
+        let db = cluster.server(id).state_machine().db();
+        assert_eq!(
+            db.get(b"big").expect("read").map(|v| v.len()),
+            Some(big.len()),
+            "node {id}"
+        );
+        for i in 0..40u32 {
+            let v = db.get(format!("mib{i:02}").as_bytes()).expect("read");
+            assert_eq!(
+                v.as_deref().and_then(|v| v.first()).copied(),
+                Some(i as u8),
+                "node {id} mib{i:02}"
+            );
+        }
+    }
+    // A scan of more than 16 MiB comes back in pages (40 values of 512 KiB: 20 MiB).
+    let (page, next) = client.scan(b"mib", Some(b"mic"), 0).await.expect("scan");
+    assert!(
+        page.len() < 40 && next.is_some(),
+        "{} pairs in one page",
+        page.len()
+    );
+    cluster.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_joins_and_leaves_through_the_client() {
+    let mut cluster = Cluster::start(3, common::timings()).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(20));
+    for i in 0..50 {
+        client.put(&key(i), &value(i)).await.expect("put");
+    }
+    let any_port: std::net::SocketAddr = "127.0.0.1:0".parse().expect("address");
+    let fourth = shale_server::Server::start(cluster.config(4, any_port))
+        .await
+        .expect("start node 4");
+    let addr = fourth.addr().to_string();
+    cluster.addrs.insert(4, fourth.addr());
+    cluster.servers.insert(4, fourth);
+
+    let m = client.add_learner(4, &addr).await.expect("add learner");
+    assert!(m.learners.contains(&4), "{m:?}");
+    let m = client.add_voters(&[4]).await.expect("add voter");
+    assert_eq!(m.voters, vec![1, 2, 3, 4]);
+    let applied = cluster.applied_index(cluster.leader(Duration::from_secs(10)).await);
+    cluster
+        .wait_applied(4, applied, Duration::from_secs(10))
+        .await;
+    let db = cluster.server(4).state_machine().db();
+    assert_eq!(db.get(key(49)).expect("read"), Some(value(49)));
+    drop(db);
+
+    let m = client.remove_voters(&[1]).await.expect("remove voter");
+    assert_eq!(m.voters, vec![2, 3, 4]);
+    let err = client.add_voters(&[9]).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::Refused(_)),
+        "node 9 is no learner: {err}"
+    );
+    client.put(b"after", b"change").await.expect("put");
+    assert_eq!(
+        client.get(b"after").await.expect("get"),
+        Some(b"change".to_vec())
+    );
+    cluster.stop_all().await;
+}

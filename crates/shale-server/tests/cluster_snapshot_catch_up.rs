@@ -1,0 +1,114 @@
+//! A replica wiped and caught up by a snapshot: the leader has built snapshots and purged
+//! its log, so a replica with an empty directory can only be brought up to date by a
+//! streamed snapshot.
+//!
+//! The wiped replica rejoins under a new id: a replica that lost its disk also lost its
+//! vote, and Raft is only safe if it never votes twice in a term under the same id
+//! (docs/replication.md, "Replacing a replica").
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::Cluster;
+use openraft::BasicNode;
+use shale_server::{Client, Server};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
+    let mut t = common::timings();
+    t.snapshot_every_entries = 20;
+    t.log_entries_kept_after_snapshot = 5;
+    let mut cluster = Cluster::start(3, t).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(15));
+    // Values of a few KiB, so the snapshot spans many frames.
+    let value = |i: u32| format!("{i:06}").repeat(700).into_bytes();
+    for i in 0..200u32 {
+        client
+            .put(format!("k{i:04}").as_bytes(), &value(i))
+            .await
+            .expect("put");
+    }
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    cluster
+        .server(leader)
+        .raft()
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(
+            |m| m.purged.is_some_and(|p| p.index > 10),
+            "log purged behind a snapshot",
+        )
+        .await
+        .expect("the leader purges its log after a snapshot");
+
+    // Wipe a follower: stop it and remove its directory.
+    let victim = *cluster
+        .addrs
+        .keys()
+        .find(|id| **id != leader)
+        .expect("a follower");
+    let victim_addr: SocketAddr = *cluster.addrs.get(&victim).expect("address");
+    cluster.stop(victim).await;
+    std::fs::remove_dir_all(cluster.data_dir(victim)).expect("wipe");
+
+    // It comes back empty, on the same address, as node 4.
+    let fresh: u64 = 4;
+    let server = Server::start(cluster.config(fresh, victim_addr))
+        .await
+        .expect("start the fresh node");
+    cluster.servers.insert(fresh, server);
+    cluster.addrs.remove(&victim);
+    cluster.addrs.insert(fresh, victim_addr);
+    let raft = cluster.server(leader).raft().clone();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        raft.add_learner(fresh, BasicNode::new(victim_addr.to_string()), true),
+    )
+    .await
+    .expect("the learner catches up in time")
+    .expect("add learner");
+    let voters: BTreeSet<u64> = cluster.servers.keys().copied().collect();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        raft.change_membership(voters, false),
+    )
+    .await
+    .expect("membership changes in time")
+    .expect("change membership");
+
+    let applied = cluster.applied_index(leader);
+    cluster
+        .wait_applied(fresh, applied, Duration::from_secs(10))
+        .await;
+    let metrics = cluster.server(fresh).raft().metrics().borrow().clone();
+    assert!(
+        metrics.snapshot.is_some_and(|s| s.index > 10),
+        "the fresh node installed a snapshot: {:?}",
+        metrics.snapshot
+    );
+    let db = cluster.server(fresh).state_machine().db();
+    for i in 0..200u32 {
+        let key = format!("k{i:04}");
+        assert_eq!(
+            db.get(key.as_bytes()).expect("read"),
+            Some(value(i)),
+            "{key} on the fresh node"
+        );
+    }
+    drop(db);
+
+    // The cluster with the new member takes writes and serves them from every node.
+    client.put(b"after", b"rejoin").await.expect("put");
+    for addr in cluster.endpoints() {
+        let one = Client::new(vec![addr], None).expect("client");
+        assert_eq!(
+            one.get(b"after").await.expect("get"),
+            Some(b"rejoin".to_vec())
+        );
+    }
+    cluster.stop_all().await;
+}

@@ -1,0 +1,151 @@
+//! An in-process cluster for the tests: replicas on 127.0.0.1 with ephemeral ports, each
+//! with its own data directory under one temporary directory. Every wait is bounded.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use shale_server::{NodeId, Server, ServerConfig};
+use tempfile::TempDir;
+
+/// Timings for tests: short enough that an election takes well under a second.
+#[derive(Clone, Debug)]
+pub struct Timings {
+    pub token: Option<String>,
+    pub snapshot_every_entries: u64,
+    pub log_entries_kept_after_snapshot: u64,
+}
+
+pub fn timings() -> Timings {
+    Timings {
+        token: None,
+        snapshot_every_entries: 10_000,
+        log_entries_kept_after_snapshot: 1_000,
+    }
+}
+
+pub struct Cluster {
+    pub dir: TempDir,
+    pub timings: Timings,
+    pub servers: BTreeMap<NodeId, Server>,
+    pub addrs: BTreeMap<NodeId, SocketAddr>,
+}
+
+impl Cluster {
+    pub fn config(&self, id: NodeId, listen: SocketAddr) -> ServerConfig {
+        let mut cfg = ServerConfig::new(id, listen, self.data_dir(id));
+        cfg.token = self.timings.token.clone();
+        cfg.heartbeat_interval_ms = 50;
+        cfg.election_timeout_min_ms = 300;
+        cfg.election_timeout_max_ms = 600;
+        cfg.snapshot_every_entries = self.timings.snapshot_every_entries;
+        cfg.log_entries_kept_after_snapshot = self.timings.log_entries_kept_after_snapshot;
+        cfg.request_timeout_ms = 3_000;
+        cfg
+    }
+
+    pub fn data_dir(&self, id: NodeId) -> PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
+    /// `n` replicas, ids 1..=n, bootstrapped by node 1, with a leader elected.
+    pub async fn start(n: u64, timings: Timings) -> Cluster {
+        let mut cluster = Cluster {
+            dir: tempfile::tempdir().expect("tempdir"),
+            timings,
+            servers: BTreeMap::new(),
+            addrs: BTreeMap::new(),
+        };
+        for id in 1..=n {
+            let any_port: SocketAddr = "127.0.0.1:0".parse().expect("address");
+            let server = Server::start(cluster.config(id, any_port))
+                .await
+                .expect("start");
+            cluster.addrs.insert(id, server.addr());
+            cluster.servers.insert(id, server);
+        }
+        let members = cluster
+            .addrs
+            .iter()
+            .map(|(id, a)| (*id, a.to_string()))
+            .collect();
+        cluster
+            .server(1)
+            .bootstrap(members)
+            .await
+            .expect("bootstrap");
+        cluster.leader(Duration::from_secs(10)).await;
+        cluster
+    }
+
+    pub fn server(&self, id: NodeId) -> &Server {
+        self.servers.get(&id).expect("a running node")
+    }
+
+    pub fn endpoints(&self) -> Vec<String> {
+        self.addrs.values().map(ToString::to_string).collect()
+    }
+
+    /// The leader every running node agrees on, waited for at most `timeout`.
+    pub async fn leader(&self, timeout: Duration) -> NodeId {
+        let start = Instant::now();
+        loop {
+            let seen: Vec<Option<NodeId>> = self
+                .servers
+                .values()
+                .map(|s| s.raft().metrics().borrow().current_leader)
+                .collect();
+            if let Some(Some(first)) = seen.first() {
+                if self.servers.contains_key(first) && seen.iter().all(|l| l == &Some(*first)) {
+                    return *first;
+                }
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "no agreed leader within {timeout:?}: {seen:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn applied_index(&self, id: NodeId) -> u64 {
+        self.server(id)
+            .raft()
+            .metrics()
+            .borrow()
+            .last_applied
+            .map_or(0, |l| l.index)
+    }
+
+    pub async fn wait_applied(&self, id: NodeId, index: u64, timeout: Duration) {
+        self.server(id)
+            .raft()
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "catch up")
+            .await
+            .expect("caught up in time");
+    }
+
+    /// Stop a node as a crash would, as far as the others can tell.
+    pub async fn stop(&mut self, id: NodeId) {
+        let server = self.servers.remove(&id).expect("a running node");
+        server.shutdown().await.expect("shutdown");
+    }
+
+    /// Start a stopped node again on its address and data.
+    pub async fn restart(&mut self, id: NodeId) {
+        let addr = *self.addrs.get(&id).expect("a known node");
+        let server = Server::start(self.config(id, addr)).await.expect("restart");
+        self.servers.insert(id, server);
+    }
+
+    pub async fn stop_all(mut self) {
+        let ids: Vec<NodeId> = self.servers.keys().copied().collect();
+        for id in ids {
+            self.stop(id).await;
+        }
+    }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The chaos test of the replicated server (docs/replication.md, "Chaos test"): three
+# shale-server processes under kills, pauses, partitions (as root) and whole-cluster
+# restarts, 8 clients recording every call; porcupine (chaos/, Go) must find the history
+# linearizable, and must find the first negative control's (a server that reads without
+# the read index) not. The second negative control, a vote written without fsync, must
+# make tests/vote_durability.rs fail on MemFs.
+# SHALE_CHAOS_SECONDS sets the length of each run (default 40).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/toolchain.sh
+
+seconds="${SHALE_CHAOS_SECONDS:-40}"
+# Network namespaces (and so partitions) need root and ip(8); elsewhere the servers share
+# the loopback interface and the faults are kills and pauses only.
+netns=()
+if [ "$(id -u)" -eq 0 ] && ip netns add shale-chaos-probe 2>/dev/null; then
+    ip netns del shale-chaos-probe
+    netns=(--netns)
+else
+    echo "== chaos: no network namespaces here (not root, or no ip netns): no partitions"
+fi
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# The checker is Go; shale-chaos signals the servers with kill(1) (procps).
+if ! command -v go >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq golang-go >/dev/null
+fi
+if [ ! -x /usr/bin/kill ] && [ ! -x /bin/kill ]; then
+    apt-get update -qq && apt-get install -y -qq procps >/dev/null
+fi
+echo "== chaos: the porcupine checker (Go module github.com/anishathalye/porcupine)"
+(cd chaos && go build -o "$work/check" .)
+
+echo "== chaos: shale-server and shale-chaos"
+cargo build -p shale-server --bins
+cp "$target/debug/shale-server" "$work/server"
+cp "$target/debug/shale-chaos" "$work/chaos"
+
+echo "== chaos: ${seconds} s of faults; the history must be linearizable"
+"$work/chaos" --server-bin "$work/server" --dir "$work/run" --history "$work/history.jsonl" \
+    --seconds "$seconds" "${netns[@]}"
+"$work/check" "$work/history.jsonl"
+
+echo "== chaos: negative control (reads without the read index) must be caught"
+cargo build -p shale-server --bins --features negative-control-stale-reads
+cp "$target/debug/shale-server" "$work/server-stale"
+# Leave the ordinary build in place for whatever runs next.
+cargo build -p shale-server --bins
+found=0
+for attempt in 1 2 3; do
+    "$work/chaos" --server-bin "$work/server-stale" --dir "$work/stale-$attempt" \
+        --history "$work/stale-$attempt.jsonl" --seconds "$seconds" --seed "$attempt" "${netns[@]}"
+    set +e
+    "$work/check" "$work/stale-$attempt.jsonl"
+    rc=$?
+    set -e
+    if [ "$rc" -eq 1 ]; then
+        found=1
+        break
+    fi
+    echo "negative control run $attempt: checker exit $rc, not Illegal; trying another seed"
+done
+if [ "$found" -ne 1 ]; then
+    echo "FAIL: three runs with stale reads were not caught by the checker"
+    exit 1
+fi
+
+echo "== negative control 2: a vote written without fsync must be caught on MemFs"
+if cargo test -p shale-server --features negative-control-unsynced-vote --test vote_durability \
+    a_saved_vote_survives_a_power_loss >"$work/vote.log" 2>&1; then
+    echo "FAIL: the vote durability test passed with an unsynced vote"
+    exit 1
+fi
+if ! grep -q "a vote acknowledged before the power loss is gone" "$work/vote.log"; then
+    cat "$work/vote.log"
+    echo "FAIL: the vote durability test failed for another reason"
+    exit 1
+fi
+echo "caught: the vote was lost by the power loss"
+echo "chaos: 3 passed, 0 failed"
