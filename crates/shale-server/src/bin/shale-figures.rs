@@ -1,5 +1,5 @@
 //! `shale-figures`: rough figures of a 3-replica cluster on this machine, beside
-//! single-node Shale with sync writes from the same run (issue 33's closing-note list):
+//! single-node Shale with sync writes from the same run:
 //! replicated writes with 1 and 64 clients, batches of 100 keys, p50/p99 latency, and the
 //! time from a leader's SIGKILL to the next acknowledged write. Prints a Markdown table.
 //!
