@@ -356,6 +356,19 @@ impl Db {
         self.inner.range_iter(opts, Some(prefix.to_vec()), upper)
     }
 
+    /// Make every write acknowledged so far durable against power loss, as a write with
+    /// `WriteOptions::sync` does, without writing anything: for callers that write without
+    /// `sync` and decide later when durability is due (a Raft log acknowledges an append
+    /// before its fsync). Writes that skipped the WAL (`disable_wal`) are not covered:
+    /// [`Db::flush`] saves them.
+    ///
+    /// # Errors
+    /// `Io` from the fsync, which poisons the database as a failed sync write does;
+    /// `InvalidArgument` on a read-only handle; `Closed`.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.sync_wal()
+    }
+
     /// Freeze the active memtable and wait until every memtable is in an SSTable.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()

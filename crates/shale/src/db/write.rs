@@ -417,6 +417,23 @@ impl DbInner {
         Ok(())
     }
 
+    /// Make every write that went through the WAL durable, as a sync write does, without
+    /// writing: the older WALs first, then the active one. A failure poisons the database,
+    /// as a sync write's does.
+    pub(crate) fn sync_wal(&self) -> Result<()> {
+        self.check_writable()?;
+        let mut log = lock(&self.log);
+        // As in `flush`: a close that took the log lock first has synced already.
+        self.check_open()?;
+        let sync = Timer::start();
+        if let Err(e) = self.sync_older_wals(&mut log).and_then(|()| log.wal.sync()) {
+            return Err(self.poison(e));
+        }
+        sync.stop(|p| &mut p.write_wal_sync_nanos);
+        Stats::add_serialized(&self.stats.wal_syncs, 1);
+        Ok(())
+    }
+
     /// Make the WALs of the frozen memtables durable, and the active WAL's directory entry,
     /// so that a sync of the active WAL makes every write before it durable too. Nothing to
     /// do after the first time following a switch.
