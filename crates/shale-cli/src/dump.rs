@@ -21,6 +21,7 @@ fn kind_name(kind: ValueKind) -> &'static str {
     match kind {
         ValueKind::Put => "put",
         ValueKind::Delete => "del",
+        ValueKind::RangeDelete => "range-del",
     }
 }
 
@@ -64,6 +65,7 @@ pub fn sst(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
         entries.push((it.key().to_vec(), it.value().to_vec()));
         it.next()?;
     }
+    let range_dels = table.range_dels().map(|s| s.tombstones()).unwrap_or_default();
     let result = if json {
         let props = json!({
             "entries": p.entries,
@@ -105,6 +107,16 @@ pub fn sst(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
             "properties": props,
             "index": index,
             "entries": entries,
+            "range_tombstones": range_dels
+                .iter()
+                .map(|t| {
+                    let mut obj = Map::new();
+                    json_bytes(&mut obj, "start", &t.start);
+                    json_bytes(&mut obj, "end", &t.end);
+                    obj.insert("seq".into(), t.seq.0.into());
+                    Value::Object(obj)
+                })
+                .collect::<Vec<Value>>(),
         });
         writeln!(out, "{doc:#}")
     } else {
@@ -154,6 +166,12 @@ pub fn sst(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
                         escape(v)
                     )?,
                     None => writeln!(out, "<bad key {}>\t\t\t{}", escape(k), escape(v))?,
+                }
+            }
+            if !range_dels.is_empty() {
+                writeln!(out, "range tombstones (start, end, seq):")?;
+                for t in &range_dels {
+                    writeln!(out, "{}\t{}\t{}", escape(&t.start), escape(&t.end), t.seq.0)?;
                 }
             }
             Ok(())
@@ -223,8 +241,10 @@ pub fn wal(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
                         obj.insert("seq".into(), (*seq).into());
                         obj.insert("kind".into(), kind_name(*kind).into());
                         json_bytes(&mut obj, "key", key);
-                        if *kind == ValueKind::Put {
-                            json_bytes(&mut obj, "value", value);
+                        match kind {
+                            ValueKind::Put => json_bytes(&mut obj, "value", value),
+                            ValueKind::RangeDelete => json_bytes(&mut obj, "end", value),
+                            ValueKind::Delete => {}
                         }
                         Value::Object(obj)
                     })
@@ -269,6 +289,12 @@ pub fn wal(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
                             writeln!(out, "  {seq}\tput\t{}\t{}", escape(key), escape(value))?
                         }
                         ValueKind::Delete => writeln!(out, "  {seq}\tdel\t{}", escape(key))?,
+                        ValueKind::RangeDelete => writeln!(
+                            out,
+                            "  {seq}\trange-del\t{}\t{}",
+                            escape(key),
+                            escape(value)
+                        )?,
                     }
                 }
             }

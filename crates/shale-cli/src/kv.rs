@@ -91,6 +91,13 @@ pub fn del(cli: &Cli, key: &str) -> Result<()> {
     Ok(db.close()?)
 }
 
+pub fn del_range(cli: &Cli, start: &str, end: &str) -> Result<()> {
+    let (start, end) = (cli.bytes(start)?, cli.bytes(end)?);
+    let db = cli.open(true, false)?;
+    db.delete_range(start, end)?;
+    Ok(db.close()?)
+}
+
 /// The smallest key greater than every key that starts with `prefix` (`None`: no bound).
 fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();

@@ -96,6 +96,8 @@ enum Command {
     },
     /// Delete KEY (deleting a missing key is not an error).
     Del { key: String },
+    /// Delete every key from START up to END (END itself is kept), in one write.
+    DelRange { start: String, end: String },
     /// Print a tab-separated key and value per line, in key order, escaped.
     Scan(kv::ScanArgs),
     /// Load key-value pairs from FILE ("-" for stdin).
@@ -244,6 +246,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Put { key, value } => kv::put(cli, key, value),
         Command::Get { keys, raw, json } => kv::get(cli, out, keys, *raw, *json),
         Command::Del { key } => kv::del(cli, key),
+        Command::DelRange { start, end } => kv::del_range(cli, start, end),
         Command::Scan(args) => kv::scan(cli, out, args),
         Command::Import(args) => import::run(cli, args),
         Command::Export(args) => kv::export(cli, out, args),

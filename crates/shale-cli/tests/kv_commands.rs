@@ -20,6 +20,19 @@ fn put_get_del_round_trip() {
 }
 
 #[test]
+fn del_range_deletes_from_start_up_to_end() {
+    let t = TestDb::new();
+    for k in ["a", "b1", "b2", "c"] {
+        t.run(&["put", k, "v"]).ok();
+    }
+    t.run(&["del-range", "b", "c"]).ok();
+    assert_eq!(t.run(&["scan"]).ok(), "a\tv\nc\tv\n");
+    let inverted = t.run(&["del-range", "z", "a"]);
+    assert_eq!(inverted.code, 2, "{}", inverted.stderr);
+    assert!(inverted.stderr.contains("start is after end"), "{}", inverted.stderr);
+}
+
+#[test]
 fn get_of_several_keys_prints_each_found_one_in_order() {
     let t = TestDb::new();
     t.run(&["put", "apple", "red"]).ok();

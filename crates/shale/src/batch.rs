@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! batch  := seq:u64 count:u32 entry{count}
-//! entry  := kind:u8 key:varbytes [value:varbytes]   (value only when kind = Put)
+//! entry  := kind:u8 key:varbytes [value:varbytes]
+//!           (kind 0 Delete: no value; 1 Put: the value; 2 RangeDelete: key is the range's
+//!            start, value its exclusive end)
 //! varbytes := len:varint bytes[len]
 //! ```
 //!
@@ -18,7 +20,7 @@ use crate::options::{MAX_BATCH_ENTRIES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 /// Size of the batch header (`seq` and `count`).
 pub const HEADER_LEN: usize = 12;
 
-/// Puts and deletes to apply together: after any crash, all or none of them are visible.
+/// Puts, deletes and range deletes to apply together: after any crash, all or none of them are visible.
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     /// The encoded entries; the header is written when the batch is committed.
@@ -75,6 +77,22 @@ impl WriteBatch {
         self.check_limits(key, None);
         self.rep.push(ValueKind::Delete as u8);
         codec::put_length_prefixed(&mut self.rep, key);
+        self.count = self.count.saturating_add(1);
+    }
+
+    /// Remove every key `k` with `start <= k < end`: one entry, whatever the number of keys
+    /// it covers. An empty range (`start == end`) removes nothing; `start > end` makes the
+    /// write fail with `InvalidArgument`.
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        self.check_limits(start, None);
+        self.check_limits(end, None);
+        if self.oversized.is_none() && start > end {
+            self.oversized = Some("delete_range: start is after end".to_owned());
+        }
+        self.rep.push(ValueKind::RangeDelete as u8);
+        codec::put_length_prefixed(&mut self.rep, start);
+        codec::put_length_prefixed(&mut self.rep, end);
         self.count = self.count.saturating_add(1);
     }
 
@@ -183,6 +201,7 @@ fn decode_entry<'a>(d: &mut Decoder<'a>, seq: SeqNo) -> Result<BatchEntry<'a>, D
     let key = d.length_prefixed("entry key")?;
     let value = match kind {
         ValueKind::Put => d.length_prefixed("entry value")?,
+        ValueKind::RangeDelete => d.length_prefixed("range end")?,
         ValueKind::Delete => &[][..],
     };
     Ok(BatchEntry {
@@ -295,6 +314,29 @@ mod tests {
         assert_eq!(entries[1].kind, ValueKind::Delete);
         assert_eq!(entries[1].seq, SeqNo(101));
         assert_eq!(entries[2].seq, SeqNo(102));
+    }
+
+    #[test]
+    fn a_range_delete_round_trips_and_an_inverted_one_is_refused() {
+        let mut b = WriteBatch::new();
+        b.delete_range(b"a", b"m");
+        b.delete_range(b"q", b"q");
+        assert!(b.check().is_ok());
+        let bytes = encoded(&b, SeqNo(5));
+        let entries: Vec<_> = BatchReader::new(&bytes)
+            .unwrap()
+            .entries()
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(entries[0].kind, ValueKind::RangeDelete);
+        assert_eq!((entries[0].key, entries[0].value), (&b"a"[..], &b"m"[..]));
+        assert_eq!(entries[1].seq, SeqNo(6));
+        b.delete_range(b"z", b"b");
+        let refused = b.check().unwrap_err();
+        assert!(
+            refused.to_string().contains("start is after end"),
+            "{refused}"
+        );
     }
 
     #[test]

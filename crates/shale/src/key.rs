@@ -34,17 +34,23 @@ pub enum ValueKind {
     Delete = 0,
     /// The key holds a value from this sequence number on.
     Put = 1,
+    /// Every key from this user key up to the entry's value (exclusive) was deleted at this
+    /// sequence number (see `range_del.rs`). Written in WAL batches; in memtables and
+    /// SSTables range tombstones are kept apart from the point entries, never in a data
+    /// block.
+    RangeDelete = 2,
 }
 
 impl ValueKind {
-    /// The kind used when seeking: the largest, so that `(key, seq, SEEK_KIND)` sorts before
-    /// every entry of `key` at `seq`.
+    /// The kind used when seeking: the largest of the point kinds, so that
+    /// `(key, seq, SEEK_KIND)` sorts before every point entry of `key` at `seq`.
     pub const SEEK: ValueKind = ValueKind::Put;
 
     pub fn from_u8(v: u8) -> Option<ValueKind> {
         match v {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
+            2 => Some(ValueKind::RangeDelete),
             _ => None,
         }
     }
@@ -167,6 +173,19 @@ impl InternalKey {
 
     pub fn user_key(&self) -> &[u8] {
         user_key(&self.0)
+    }
+
+    /// The bound of a key range that ends just before `user_key`: the key at
+    /// [`SeqNo::MAX`], which sorts before every real entry of `user_key`. A table whose
+    /// range tombstones end at `user_key` has this as its largest key.
+    pub fn range_end(user_key: &[u8]) -> InternalKey {
+        InternalKey::new(user_key, SeqNo::MAX, ValueKind::RangeDelete)
+    }
+
+    /// Whether this is a [`InternalKey::range_end`] bound: a largest key that its user key
+    /// is not part of.
+    pub fn is_range_end(&self) -> bool {
+        self.seq() == SeqNo::MAX
     }
 
     pub fn seq(&self) -> SeqNo {

@@ -22,6 +22,7 @@ pub mod memtable;
 pub mod options;
 pub mod perf;
 mod purge;
+pub mod range_del;
 pub mod rate_limit;
 pub mod semantic;
 pub mod sst;

@@ -142,9 +142,17 @@ fn a_checkpoint_carries_its_semantic_index() {
     let dim = 16;
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy");
+    // Distinct pseudo-random vectors: a query by one of them has one right answer.
     let vector = |i: usize| -> Vec<f32> {
         (0..dim)
-            .map(|d| ((i * 31 + d * 7) % 97) as f32 - 48.0)
+            .map(|d| {
+                // splitmix64 of the coordinate's number.
+                let mut x = ((i * dim + d) as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+                x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                x ^= x >> 31;
+                (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
             .collect()
     };
     let n = 3_000;
@@ -177,9 +185,11 @@ fn a_checkpoint_carries_its_semantic_index() {
         (n, 0, 0),
         "{r:?}"
     );
-    let hits = index
-        .search_vector(&vector(42), &SearchOptions::default())
-        .unwrap();
+    let search = SearchOptions {
+        ef: Some(256),
+        ..SearchOptions::default()
+    };
+    let hits = index.search_vector(&vector(42), &search).unwrap();
     assert_eq!(
         hits.first().map(|h| h.key.as_slice()),
         Some(&b"v/00042"[..])

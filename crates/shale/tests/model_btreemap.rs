@@ -1,5 +1,5 @@
-//! Model test: random sequences of put / delete / batch / get / multi-get / flush /
-//! reopen and transactions against a `BTreeMap`, checked key by key after every step that
+//! Model test: random sequences of put / delete / range delete / batch / get / multi-get /
+//! flush / compaction / reopen and transactions against a `BTreeMap`, checked key by key after every step that
 //! can lose or reorder data. A transaction's commit must fail whenever a key it read or
 //! wrote was written since it began, and otherwise either commit its writes or fail (a
 //! flush may leave it no memtable history to check against).
@@ -14,10 +14,14 @@ enum Op {
     Put(u8, Vec<u8>),
     Delete(u8),
     Batch(Vec<(u8, Option<Vec<u8>>)>),
+    /// `delete_range(key(lo), key(hi))`, then the puts and deletes, in one batch.
+    RangeBatch(u8, u8, Vec<(u8, Option<Vec<u8>>)>),
     Get(u8),
     /// Read several keys (repeats allowed) in one call, optionally through a snapshot.
     MultiGet(Vec<u8>, Option<usize>),
     Flush,
+    /// Compact the whole key space (range tombstones meet what they cover, and go).
+    Compact,
     Reopen,
     /// Take a snapshot (keeping at most a few).
     TakeSnapshot,
@@ -59,10 +63,16 @@ fn op() -> impl Strategy<Value = Op> {
         4 => any::<u8>().prop_map(|k| Op::Delete(k % 64)),
         3 => proptest::collection::vec((any::<u8>(), proptest::option::of(value)), 1..8)
             .prop_map(|ops| Op::Batch(ops.into_iter().map(|(k, v)| (k % 64, v)).collect())),
+        3 => (any::<u8>(), any::<u8>(), proptest::collection::vec((any::<u8>(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40))), 0..3))
+            .prop_map(|(a, b, ops)| {
+                let (lo, hi) = ((a % 66).min(b % 66), (a % 66).max(b % 66));
+                Op::RangeBatch(lo, hi, ops.into_iter().map(|(k, v)| (k % 64, v)).collect())
+            }),
         6 => any::<u8>().prop_map(|k| Op::Get(k % 64)),
         3 => (proptest::collection::vec(any::<u8>(), 0..12), proptest::option::of(any::<usize>()))
             .prop_map(|(ks, s)| Op::MultiGet(ks.into_iter().map(|k| k % 66).collect(), s)),
         1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
         1 => Just(Op::Reopen),
         2 => Just(Op::TakeSnapshot),
         3 => (any::<usize>(), any::<u8>()).prop_map(|(i, k)| Op::ReadSnapshot(i, k % 64)),
@@ -156,6 +166,10 @@ proptest! {
             let written: Vec<Vec<u8>> = match &op {
                 Op::Put(k, _) | Op::Delete(k) => vec![key(*k)],
                 Op::Batch(entries) => entries.iter().map(|(k, _)| key(*k)).collect(),
+                Op::RangeBatch(lo, hi, entries) => (*lo..*hi)
+                    .chain(entries.iter().map(|(k, _)| *k))
+                    .map(key)
+                    .collect(),
                 _ => Vec::new(),
             };
             if let Some(t) = open_txn.as_mut() {
@@ -235,6 +249,32 @@ proptest! {
                         }
                     }
                     db.write(b, WriteOptions::default()).unwrap();
+                }
+                Op::RangeBatch(lo, hi, entries) => {
+                    let mut b = WriteBatch::new();
+                    b.delete_range(key(lo), key(hi));
+                    let doomed: Vec<Vec<u8>> =
+                        model.range(key(lo)..key(hi)).map(|(k, _)| k.clone()).collect();
+                    for k in doomed {
+                        model.remove(&k);
+                    }
+                    for (k, v) in entries {
+                        match v {
+                            Some(v) => {
+                                b.put(key(k), &v);
+                                model.insert(key(k), v);
+                            }
+                            None => {
+                                b.delete(key(k));
+                                model.remove(&key(k));
+                            }
+                        }
+                    }
+                    db.write(b, WriteOptions::default()).unwrap();
+                }
+                Op::Compact => {
+                    db.compact_range(None, None).unwrap();
+                    check_all(&db, &model);
                 }
                 Op::Get(k) => {
                     let got = db.get(key(k)).unwrap();

@@ -17,12 +17,18 @@
 //! A tombstone in the oldest stripe is dropped too when no deeper level can hold the key
 //! (nothing older is left for it to hide). A user key's versions never straddle two output
 //! files: readers of L1+ find a key in exactly one file.
+//!
+//! Range tombstones (`range_del.rs`) of the inputs delete the entries they cover in their
+//! own stripe, as a newer version would, and go to the outputs cut at the outputs' key
+//! boundaries, so that each file holds the part of a range its keys span; one in the oldest
+//! stripe with no deeper level under its range is dropped.
 
 use super::{CompactionFilter, FilterDecision};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::InternalIterator;
 use crate::key::{encode_internal_key, parse_internal_key, SeqNo, ValueKind};
+use crate::range_del::{RangeDels, RangeTombstone};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::{FileId, FileMeta, TableFile};
 use std::path::Path;
@@ -31,8 +37,11 @@ use std::path::Path;
 pub struct DropPolicy<'a> {
     /// Live snapshots, ascending.
     pub snapshots: &'a [SeqNo],
-    /// True if no level below the output level can hold `user_key`.
-    pub is_bottommost: &'a dyn Fn(&[u8]) -> bool,
+    /// True if no level below the output level can hold a key of the user-key range
+    /// `[smallest, largest]`.
+    pub is_bottommost: &'a dyn Fn(&[u8], &[u8]) -> bool,
+    /// The range tombstones of the inputs.
+    pub range_dels: Option<&'a RangeDels>,
     /// The user's filter and the output level it is told.
     pub filter: Option<(&'a dyn CompactionFilter, usize)>,
 }
@@ -40,6 +49,27 @@ pub struct DropPolicy<'a> {
 impl DropPolicy<'_> {
     fn stripe(&self, seq: SeqNo) -> usize {
         self.snapshots.partition_point(|&s| s < seq)
+    }
+
+    /// Whether a range tombstone newer than `(user_key, seq)`, in its stripe, deletes it.
+    fn range_deleted(&self, user_key: &[u8], seq: SeqNo, stripe: usize) -> bool {
+        let newer = self
+            .range_dels
+            .and_then(|r| r.oldest_newer_than(user_key, seq));
+        newer.is_some_and(|t| self.stripe(t) == stripe)
+    }
+
+    /// The range tombstones the outputs keep.
+    fn kept_range_dels(&self) -> RangeDels {
+        let Some(set) = self.range_dels else {
+            return RangeDels::default();
+        };
+        let kept: Vec<RangeTombstone> = set
+            .tombstones()
+            .into_iter()
+            .filter(|t| self.stripe(t.seq) > 0 || !(self.is_bottommost)(&t.start, &t.end))
+            .collect();
+        RangeDels::new(&kept)
     }
 }
 
@@ -71,6 +101,9 @@ pub fn run_compaction(
     let mut builder: Option<(FileId, std::path::PathBuf, TableBuilder)> = None;
     let mut current_key: Option<Vec<u8>> = None;
     let mut last_stripe: Option<usize> = None;
+    let range_dels = policy.kept_range_dels();
+    // Where the current output's key range begins: the key the previous output was cut at.
+    let mut lower: Option<Vec<u8>> = None;
     input.seek_to_first()?;
     while input.valid() {
         let entry = parse_internal_key(input.key()).ok_or_else(|| {
@@ -83,20 +116,24 @@ pub fn run_compaction(
                 .as_ref()
                 .is_some_and(|(_, _, b)| b.estimated_file_size() >= max_file_size)
             {
-                if let Some((id, _, b)) = builder.take() {
+                if let Some((id, _, mut b)) = builder.take() {
+                    b.add_range_dels(range_dels.clipped(lower.as_deref(), Some(entry.user_key)));
                     out.files.push(finish(make, id, b)?);
+                    lower = Some(entry.user_key.to_vec());
                 }
             }
             current_key = Some(entry.user_key.to_vec());
             last_stripe = None;
         }
         let stripe = policy.stripe(entry.seq);
+        let range_deleted = policy.range_deleted(entry.user_key, entry.seq, stripe);
         // The filter sees a key's newest version when no snapshot can read it.
         let decision = match policy.filter {
             Some((filter, level))
                 if last_stripe.is_none()
                     && stripe == policy.snapshots.len()
-                    && entry.kind == ValueKind::Put =>
+                    && entry.kind == ValueKind::Put
+                    && !range_deleted =>
             {
                 filter.filter(level, entry.user_key, input.value())
             }
@@ -107,35 +144,51 @@ pub fn run_compaction(
             _ => entry.kind,
         };
         let drop = last_stripe == Some(stripe)
-            || (kind == ValueKind::Delete && stripe == 0 && (policy.is_bottommost)(entry.user_key));
+            || range_deleted
+            || (kind == ValueKind::Delete
+                && stripe == 0
+                && (policy.is_bottommost)(entry.user_key, entry.user_key));
         last_stripe = Some(stripe);
         if drop {
             out.entries_dropped += 1;
         } else {
-            if builder.is_none() {
-                let (id, path) = next_file();
-                let b = TableBuilder::new(create(&path)?, path.clone(), table_opts);
-                builder = Some((id, path, b));
-            }
-            if let Some((_, _, b)) = builder.as_mut() {
-                match decision {
-                    FilterDecision::Keep => b.add(input.key(), input.value())?,
-                    FilterDecision::Change(value) => b.add(input.key(), &value)?,
-                    FilterDecision::Remove => {
-                        let mut tombstone = Vec::with_capacity(entry.user_key.len() + 8);
-                        encode_internal_key(&mut tombstone, entry.user_key, entry.seq, kind);
-                        b.add(&tombstone, &[])?;
-                    }
+            let (_, _, b) = match builder.as_mut() {
+                Some(b) => b,
+                None => builder.insert(new_output(create, table_opts, next_file)?),
+            };
+            match decision {
+                FilterDecision::Keep => b.add(input.key(), input.value())?,
+                FilterDecision::Change(value) => b.add(input.key(), &value)?,
+                FilterDecision::Remove => {
+                    let mut tombstone = Vec::with_capacity(entry.user_key.len() + 8);
+                    encode_internal_key(&mut tombstone, entry.user_key, entry.seq, kind);
+                    b.add(&tombstone, &[])?;
                 }
             }
         }
         input.next()?;
     }
-    if let Some((id, _, b)) = builder.take() {
+    let rest = range_dels.clipped(lower.as_deref(), None);
+    if builder.is_none() && !rest.is_empty() {
+        builder = Some(new_output(create, table_opts, next_file)?);
+    }
+    if let Some((id, _, mut b)) = builder.take() {
+        b.add_range_dels(rest);
         out.files.push(finish(make, id, b)?);
     }
     out.bytes_written = out.files.iter().map(|f| f.meta.size).sum();
     Ok(out)
+}
+
+/// Start the next output table.
+fn new_output(
+    create: &dyn Fn(&Path) -> Result<Box<dyn WritableFile>>,
+    table_opts: TableOptions,
+    next_file: &mut dyn FnMut() -> (FileId, std::path::PathBuf),
+) -> Result<(FileId, std::path::PathBuf, TableBuilder)> {
+    let (id, path) = next_file();
+    let b = TableBuilder::new(create(&path)?, path.clone(), table_opts);
+    Ok((id, path, b))
 }
 
 fn finish(
@@ -184,7 +237,8 @@ mod tests {
             input,
             &DropPolicy {
                 snapshots,
-                is_bottommost: &|_| bottommost,
+                is_bottommost: &|_, _| bottommost,
+                range_dels: None,
                 filter: None,
             },
             &|p: &Path| PosixFs.create(p),

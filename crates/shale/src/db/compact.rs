@@ -19,6 +19,7 @@ use crate::compaction::{
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::{InternalIterator, LevelIter, MergingIter};
+use crate::range_del::RangeDels;
 use crate::rate_limit::RateLimitedFile;
 use crate::sst::TableOptions;
 use crate::version::{FileId, Level, TableFile, Version, VersionEdit, NUM_LEVELS};
@@ -222,16 +223,18 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     }
     children.push(Box::new(LevelIter::new(next_inputs.clone(), false)));
     let snapshots = db.snapshots.pinned();
-    let deeper = |user_key: &[u8]| -> bool {
+    let deeper = |smallest: &[u8], largest: &[u8]| -> bool {
         (task.output_level + 1..NUM_LEVELS).all(|l| {
             version.files(l).iter().all(|f| {
-                user_key < f.meta.smallest.user_key() || user_key > f.meta.largest.user_key()
+                largest < f.meta.smallest.user_key() || smallest > f.meta.largest.user_key()
             })
         })
     };
+    let range_dels = inputs_range_dels(inputs.iter().chain(&next_inputs))?;
     let policy = DropPolicy {
         snapshots: &snapshots,
         is_bottommost: &deeper,
+        range_dels: range_dels.as_ref(),
         filter: db
             .opts
             .compaction_filter
@@ -271,6 +274,19 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
     edit.new_files = added.iter().map(|(l, f)| (*l, f.meta.clone())).collect();
     let deleted = inputs.iter().chain(&next_inputs).cloned().collect();
     Ok((edit, added, deleted))
+}
+
+/// The range tombstones of `files`, fragmented; `None` if they have none.
+pub(crate) fn inputs_range_dels<'a>(
+    files: impl Iterator<Item = &'a Arc<TableFile>>,
+) -> Result<Option<RangeDels>> {
+    let mut tombstones = Vec::new();
+    for f in files.filter(|f| f.meta.range_dels) {
+        if let Some(set) = f.table_ref()?.range_dels() {
+            tombstones.extend(set.tombstones());
+        }
+    }
+    Ok((!tombstones.is_empty()).then(|| RangeDels::new(&tombstones)))
 }
 
 impl DbInner {

@@ -129,6 +129,9 @@ pub(crate) fn write_table(
         builder.add(it.key(), it.value())?;
         it.next()?;
     }
+    if let Some(set) = mem.range_dels() {
+        builder.add_range_dels(set.tombstones());
+    }
     let summary = builder.finish()?;
     let meta = FileMeta::from_summary(id, summary);
     debug_assert!(key::compare_internal(meta.smallest.encoded(), meta.largest.encoded()).is_le());

@@ -262,6 +262,18 @@ impl Db {
         self.write(batch, WriteOptions::default())
     }
 
+    /// Remove every key `k` with `start <= k < end`, in one write whose cost does not
+    /// depend on how many keys the range holds (a range tombstone: see `range_del.rs`).
+    ///
+    /// # Errors
+    /// As [`Db::write`]; `InvalidArgument` if `start > end`, or if the range reaches keys
+    /// of a semantic index (delete those one by one).
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range(start, end);
+        self.write(batch, WriteOptions::default())
+    }
+
     /// Apply `batch` atomically: after any crash, all of it or none of it is visible.
     ///
     /// # Errors

@@ -3,15 +3,16 @@
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::super_version::SuperVersion;
 use super::DbInner;
 use crate::error::Result;
 use crate::iter::{DbIter, InternalIterator, LevelIter, MergingIter};
 use crate::key::{SeqNo, ValueKind};
-use crate::memtable::MemGet;
 use crate::options::ReadOptions;
 use crate::perf::Timer;
+use crate::range_del::RangeDels;
 use crate::version::NUM_LEVELS;
 
 /// The merged internal iterator under a [`DbIterator`].
@@ -200,7 +201,9 @@ impl DbInner {
     }
 
     /// `key` as of `snapshot` in the sources of `sv`: memtables newest first, then the
-    /// SSTables.
+    /// SSTables. The first point entry found decides, unless a range tombstone newer than
+    /// it covers the key (see `range_del.rs`): tombstones from every source read so far
+    /// are weighed, and the SSTables' all at once.
     fn get_in(
         &self,
         sv: &SuperVersion,
@@ -209,33 +212,44 @@ impl DbInner {
         fill_cache: bool,
     ) -> Result<Option<Vec<u8>>> {
         let in_memory = Timer::start();
+        let mut range_deleted: Option<SeqNo> = None;
         for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-            match mem.get(key, snapshot) {
-                MemGet::Found(v) => {
-                    in_memory.stop(|p| &mut p.get_memtable_nanos);
-                    self.stats.bytes_read.add(v.len() as u64);
-                    return Ok(Some(v.to_vec()));
-                }
-                MemGet::Deleted => {
-                    in_memory.stop(|p| &mut p.get_memtable_nanos);
-                    return Ok(None);
-                }
-                MemGet::NotFound => {}
+            if let Some(set) = mem.range_dels() {
+                range_deleted = range_deleted.max(set.covering(key, snapshot));
+            }
+            if let Some((kind, seq, value)) = mem.get_entry(key, snapshot) {
+                in_memory.stop(|p| &mut p.get_memtable_nanos);
+                return Ok(self
+                    .visible(kind, seq, range_deleted, value)
+                    .map(<[u8]>::to_vec));
             }
         }
         in_memory.stop(|p| &mut p.get_memtable_nanos);
+        if let Some(set) = sv.version.range_dels()? {
+            range_deleted = range_deleted.max(set.covering(key, snapshot));
+        }
         let mut counters = crate::version::GetCounters::default();
         let found = sv.version.get(key, snapshot, fill_cache, &mut counters)?;
         if counters.bloom_useful > 0 {
             self.stats.bloom_useful.add(counters.bloom_useful);
         }
-        Ok(match found {
-            Some((ValueKind::Put, v)) => {
-                self.stats.bytes_read.add(v.len() as u64);
-                Some(v)
-            }
-            Some((ValueKind::Delete, _)) | None => None,
-        })
+        Ok(found.and_then(|(kind, seq, value)| self.visible(kind, seq, range_deleted, value)))
+    }
+
+    /// The value of a point entry found by a read, unless it is a delete or a range
+    /// tombstone at `range_deleted` is newer.
+    fn visible<V: AsRef<[u8]>>(
+        &self,
+        kind: ValueKind,
+        seq: SeqNo,
+        range_deleted: Option<SeqNo>,
+        value: V,
+    ) -> Option<V> {
+        if kind != ValueKind::Put || range_deleted.is_some_and(|t| t > seq) {
+            return None;
+        }
+        self.stats.bytes_read.add(value.as_ref().len() as u64);
+        Some(value)
     }
 
     pub(crate) fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
@@ -244,13 +258,14 @@ impl DbInner {
         let sv = self.super_version.load();
         let snapshot = self.read_seq(opts);
         let merged = MergingIter::new(internal_iters(&sv, opts.fill_cache)?);
+        let inner = DbIter::new(
+            merged,
+            snapshot,
+            opts.lower_bound.clone(),
+            opts.upper_bound.clone(),
+        );
         Ok(DbIterator {
-            inner: DbIter::new(
-                merged,
-                snapshot,
-                opts.lower_bound.clone(),
-                opts.upper_bound.clone(),
-            ),
+            inner: inner.with_range_dels(range_dels(&sv)?),
         })
     }
 
@@ -272,6 +287,22 @@ impl DbInner {
             failed: false,
         })
     }
+}
+
+/// The range tombstones of every source of a super version; `None` if there are none.
+fn range_dels(sv: &SuperVersion) -> Result<Option<Arc<RangeDels>>> {
+    let mut sets: Vec<Arc<RangeDels>> = std::iter::once(&sv.mem)
+        .chain(sv.imm.iter())
+        .filter_map(|mem| mem.range_dels())
+        .collect();
+    sets.extend(sv.version.range_dels()?);
+    Ok(match sets.len() {
+        0 | 1 => sets.pop(),
+        _ => {
+            let tombstones: Vec<_> = sets.iter().flat_map(|s| s.tombstones()).collect();
+            Some(Arc::new(RangeDels::new(&tombstones)))
+        }
+    })
 }
 
 /// One internal iterator per source of a super version, newest source first.

@@ -45,8 +45,9 @@ use crate::compaction::{run_compaction, DropPolicy};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::iter::{InternalIterator, MergingIter, VecIter};
-use crate::key::{compare_internal, encode_internal_key, parse_internal_key, SeqNo};
+use crate::key::{compare_internal, encode_internal_key, parse_internal_key, SeqNo, ValueKind};
 use crate::options::Options;
+use crate::range_del::{RangeDels, RangeTombstone};
 use crate::sst::{BlockHandle, Table, TableOptions};
 use crate::table_cache::TableCache;
 use crate::tools::{table_index, Problem};
@@ -211,6 +212,7 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     }
 
     let mut sources: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
+    let mut range_dels: Vec<RangeTombstone> = Vec::new();
     let mut flushed = SeqNo(0);
     for id in tables {
         let path = filename::table_path(dir, id);
@@ -218,6 +220,9 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
             Some(survey) => {
                 report.tables_read += 1;
                 flushed = flushed.max(survey.table.properties().largest_seq);
+                if let Some(set) = survey.table.range_dels() {
+                    range_dels.extend(set.tombstones());
+                }
                 if survey.dropped > 0 {
                     lost.push(path);
                 }
@@ -252,6 +257,8 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     // that the kept entries shadow.
     last_seq = last_seq.max(flushed).max(logged.last_seq);
     sources.push(Box::new(VecIter::new(logged.entries)));
+    range_dels.extend(logged.range_dels);
+    let range_dels = RangeDels::new(&range_dels);
 
     // The merge: one sorted run in the last level, nothing older left for a tombstone
     // to hide and no snapshot to keep an old version for.
@@ -272,7 +279,8 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
         MergingIter::new(sources),
         &DropPolicy {
             snapshots: &[],
-            is_bottommost: &|_| true,
+            is_bottommost: &|_, _| true,
+            range_dels: Some(&range_dels),
             filter: None,
         },
         &|path: &Path| fs.create(path),
@@ -496,6 +504,7 @@ impl InternalIterator for SalvageIter {
 struct Logged {
     /// Sorted by internal key.
     entries: Vec<(Vec<u8>, Vec<u8>)>,
+    range_dels: Vec<RangeTombstone>,
     last_seq: SeqNo,
 }
 
@@ -511,6 +520,7 @@ fn read_wals(
 ) -> Result<Logged> {
     let mut logged = Logged {
         entries: Vec::new(),
+        range_dels: Vec::new(),
         last_seq: SeqNo(0),
     };
     let mut cut = false;
@@ -556,6 +566,14 @@ fn read_wals(
             for entry in decode_entries(batch.body(), batch.first_seq) {
                 // `decode_batch` decoded every entry already.
                 let entry = entry.map_err(|e| e.in_file(&path, offset))?;
+                if entry.kind == ValueKind::RangeDelete {
+                    logged.range_dels.push(RangeTombstone {
+                        start: entry.key.to_vec(),
+                        end: entry.value.to_vec(),
+                        seq: entry.seq,
+                    });
+                    continue;
+                }
                 let mut key = Vec::with_capacity(entry.key.len() + 8);
                 encode_internal_key(&mut key, entry.key, entry.seq, entry.kind);
                 logged.entries.push((key, entry.value.to_vec()));

@@ -141,9 +141,13 @@ impl DbInner {
                     .into(),
             ));
         }
+        let range_dels: Vec<_> = mems().filter_map(|mem| mem.range_dels()).collect();
         for key in keys {
             let newest = mems().find_map(|mem| mem.newest_seq(key));
-            if newest.is_some_and(|seq| seq > since) {
+            let range_deleted = range_dels
+                .iter()
+                .any(|set| set.covering(key, SeqNo::MAX).is_some_and(|t| t > since));
+            if range_deleted || newest.is_some_and(|seq| seq > since) {
                 return Err(Error::Conflict(format!(
                     "key {:?} was written after the transaction began",
                     String::from_utf8_lossy(key)

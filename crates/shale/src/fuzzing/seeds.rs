@@ -28,6 +28,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 filter: Some(BlockHandle::new(100, 20)),
                 properties: BlockHandle::new(125, 90),
                 index: BlockHandle::new(220, 30),
+                version: crate::sst::format::FORMAT_VERSION,
             };
             let mut handle = Vec::new();
             BlockHandle::new(4096, 1234).encode_varint(&mut handle);
@@ -194,6 +195,7 @@ pub(super) fn sample_edits() -> Vec<VersionEdit> {
         largest: InternalKey::new(hi, SeqNo(9), ValueKind::Delete),
         smallest_seq: SeqNo(3),
         largest_seq: SeqNo(9),
+        range_dels: false,
     };
     vec![
         VersionEdit {

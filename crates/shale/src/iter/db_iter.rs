@@ -11,10 +11,12 @@
 //! `db/db_iter.cc`.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use super::InternalIterator;
 use crate::error::{Error, Result};
 use crate::key::{parse_internal_key, InternalKey, ParsedKey, SeqNo, ValueKind};
+use crate::range_del::RangeDels;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -33,6 +35,8 @@ pub struct DbIter<I> {
     /// Reverse: the key and value shown. Forward: scratch for the key being skipped.
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// The range tombstones of every source; a put they cover reads as a delete.
+    range_dels: Option<Arc<RangeDels>>,
 }
 
 fn parse(ikey: &[u8]) -> Result<ParsedKey<'_>> {
@@ -57,6 +61,26 @@ impl<I: InternalIterator> DbIter<I> {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            range_dels: None,
+        }
+    }
+
+    /// Hide the entries that the range tombstones in `set` delete.
+    pub fn with_range_dels(mut self, set: Option<Arc<RangeDels>>) -> Self {
+        self.range_dels = set.filter(|s| !s.is_empty());
+        self
+    }
+
+    /// What `entry` says about its key at the snapshot: a put under a newer range
+    /// tombstone reads as a delete.
+    fn kind_of(&self, entry: &ParsedKey<'_>) -> ValueKind {
+        let range_deleted = || {
+            let set = self.range_dels.as_deref();
+            set.is_some_and(|set| set.deletes(entry.user_key, entry.seq, self.snapshot))
+        };
+        match entry.kind {
+            ValueKind::Put if !range_deleted() => ValueKind::Put,
+            _ => ValueKind::Delete,
         }
     }
 
@@ -253,8 +277,8 @@ impl<I: InternalIterator> DbIter<I> {
             if entry.seq <= self.snapshot {
                 let shadowed = skipping && entry.user_key.cmp(&self.saved_key) != Ordering::Greater;
                 if !shadowed {
-                    match entry.kind {
-                        ValueKind::Delete => {
+                    match self.kind_of(&entry) {
+                        ValueKind::Delete | ValueKind::RangeDelete => {
                             // Hide this key's older versions.
                             self.saved_key.clear();
                             self.saved_key.extend_from_slice(entry.user_key);
@@ -287,7 +311,7 @@ impl<I: InternalIterator> DbIter<I> {
                     // Left the key being assembled: it is the answer.
                     break;
                 }
-                kind = entry.kind;
+                kind = self.kind_of(&entry);
                 self.saved_key.clear();
                 self.saved_key.extend_from_slice(entry.user_key);
                 self.saved_value.clear();

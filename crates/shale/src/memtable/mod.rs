@@ -77,6 +77,7 @@ use std::sync::atomic::{Ordering::Acquire, Ordering::Relaxed, Ordering::Release}
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::key::{pack_trailer, SeqNo, ValueKind};
+use crate::range_del::{RangeDels, RangeTombstone};
 use arena::Arena;
 use entry::{EntryPtr, EntryTable, MAX_ENTRIES, NONE};
 use index::{Index, Probe};
@@ -138,6 +139,17 @@ pub struct MemTable {
     full: AtomicBool,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
+    /// Range tombstones, kept apart from the point entries (see `range_del.rs`).
+    range_dels: Mutex<RangeDelState>,
+    /// How many `range_dels` holds: a read of a table without any takes no lock.
+    range_del_count: AtomicUsize,
+}
+
+/// The range tombstones of a memtable, and their fragments once a reader asked for them.
+#[derive(Default)]
+struct RangeDelState {
+    list: Vec<RangeTombstone>,
+    built: Option<Arc<RangeDels>>,
 }
 
 impl MemTable {
@@ -181,6 +193,8 @@ impl MemTable {
             full: AtomicBool::new(false),
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
+            range_dels: Mutex::default(),
+            range_del_count: AtomicUsize::new(0),
         }
     }
 
@@ -193,7 +207,8 @@ impl MemTable {
     }
 
     /// Add the entry `(user_key, seq, kind) -> value`. For [`ValueKind::Delete`] the value
-    /// is normally empty.
+    /// is normally empty; a [`ValueKind::RangeDelete`] (`value` the range's end) goes to
+    /// [`MemTable::delete_range`].
     ///
     /// Preconditions: no entry with the same `user_key` and `seq` exists (invariant 2), and
     /// `seq <= SeqNo::MAX`.
@@ -204,6 +219,9 @@ impl MemTable {
     /// keys and values with `Error::InvalidArgument` long before they get here), or after
     /// `u32::MAX - 1` entries (the arena would hold hundreds of GiB by then).
     pub fn insert(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        if kind == ValueKind::RangeDelete {
+            return self.delete_range(seq, user_key, value);
+        }
         let trailer = pack_trailer(seq, kind);
         let tag = index::tag(user_key);
 
@@ -324,13 +342,23 @@ impl MemTable {
         }
     }
 
-    /// The newest entry for `user_key` with a seqno `<= snapshot`.
+    /// The newest entry for `user_key` with a seqno `<= snapshot`. Range tombstones are
+    /// not consulted: see [`MemTable::range_dels`].
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> MemGet<'_> {
+        match self.get_entry(user_key, snapshot) {
+            Some((ValueKind::Put, _, value)) => MemGet::Found(value),
+            Some(_) => MemGet::Deleted,
+            None => MemGet::NotFound,
+        }
+    }
+
+    /// [`MemTable::get`] with the entry's kind and sequence number.
+    pub fn get_entry(&self, user_key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, SeqNo, &[u8])> {
         // An empty memtable (the usual state just after a flush) has nothing to find, and its
         // index, sized for a full write buffer, would cost a cache miss to probe. An entry
         // visible at `snapshot` was counted before its sequence number was published.
         if self.count.load(Acquire) == 0 {
-            return MemGet::NotFound;
+            return None;
         }
         let tag = index::tag(user_key);
         let is_key = |id: u32| {
@@ -341,7 +369,7 @@ impl MemTable {
             })
         };
         let Probe::Found { id, .. } = self.index().find(tag, is_key) else {
-            return MemGet::NotFound;
+            return None;
         };
         // Walk the versions, newest first (invariant 3).
         let mut next = Some(id);
@@ -349,17 +377,14 @@ impl MemTable {
             // SAFETY: every id on the chain was published before the link that named it.
             let ((_, trailer), value) = unsafe { (entry.split_key(), entry.parts().1) };
             if trailer >> 8 <= snapshot.0 {
-                return match ValueKind::from_u8(trailer as u8) {
-                    Some(ValueKind::Put) => MemGet::Found(value),
-                    Some(ValueKind::Delete) => MemGet::Deleted,
-                    // Impossible: we wrote every trailer.
-                    None => MemGet::NotFound,
-                };
+                // Every trailer was written by `insert`, with a known kind.
+                let kind = ValueKind::from_u8(trailer as u8)?;
+                return Some((kind, SeqNo(trailer >> 8), value));
             }
             // SAFETY: as above.
             next = Some(unsafe { entry.prev() }).filter(|&p| p != NONE);
         }
-        MemGet::NotFound
+        None
     }
 
     /// The sequence number of `user_key`'s newest entry (a value or a tombstone), if the
@@ -385,6 +410,50 @@ impl MemTable {
         Some(SeqNo(trailer >> 8))
     }
 
+    /// Add the range tombstone `[start, end)` at `seq`. Precondition: as for `insert`, `seq`
+    /// is not used by another entry.
+    pub fn delete_range(&self, seq: SeqNo, start: &[u8], end: &[u8]) {
+        let mut guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let w = &mut *guard;
+        w.min_seq = w.min_seq.min(seq.0);
+        w.max_seq = w.max_seq.max(seq.0);
+        w.side_bytes += start.len() + end.len() + std::mem::size_of::<RangeTombstone>();
+        let mut state = self
+            .range_dels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state.list.push(RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        });
+        state.built = None;
+        // Release: a reader that sees the count finds the tombstone under the lock.
+        self.range_del_count.store(state.list.len(), Release);
+        drop(state);
+        self.min_seq.store(w.min_seq, Relaxed);
+        self.max_seq.store(w.max_seq, Relaxed);
+        self.memory_usage
+            .store(w.arena.memory_usage() + w.side_bytes, Relaxed);
+    }
+
+    /// The range tombstones added so far, fragmented; `None` if there are none (then no
+    /// lock is taken).
+    pub fn range_dels(&self) -> Option<Arc<RangeDels>> {
+        if self.range_del_count.load(Acquire) == 0 {
+            return None;
+        }
+        let mut state = self
+            .range_dels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let state = &mut *state;
+        let built = state
+            .built
+            .get_or_insert_with(|| Arc::new(RangeDels::new(&state.list)));
+        Some(Arc::clone(built))
+    }
+
     /// Start loading the hash-index slot where an insert or get of `user_key` begins. The
     /// index is sized for a full write buffer (megabytes), so that first probe is usually
     /// a cache miss; a writer that calls this before its WAL append has the miss overlap
@@ -406,13 +475,14 @@ impl MemTable {
         self.full.load(Relaxed)
     }
 
-    /// Number of entries (puts and deletes).
+    /// Number of point entries (puts and deletes; range tombstones are not counted).
     pub fn len(&self) -> usize {
         self.count.load(Relaxed) as usize
     }
 
+    /// True when the table holds no entry and no range tombstone.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len() == 0 && self.range_del_count.load(Relaxed) == 0
     }
 
     /// The largest seqno inserted, or `SeqNo::ZERO` if the table is empty.

@@ -183,7 +183,7 @@ fn iteration_matches_sorted_vec_for_random_entries() {
             })
             .map(|(k, v)| match parse_internal_key(k).unwrap().kind {
                 ValueKind::Put => MemGet::Found(v.as_slice()),
-                ValueKind::Delete => MemGet::Deleted,
+                ValueKind::Delete | ValueKind::RangeDelete => MemGet::Deleted,
             })
             .unwrap_or(MemGet::NotFound);
         assert_eq!(t.get(&user_key, snapshot), want, "probe {probe}");

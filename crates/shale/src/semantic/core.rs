@@ -118,6 +118,15 @@ impl Spec {
     fn covers(&self, key: &[u8]) -> bool {
         key.starts_with(&self.prefix)
     }
+
+    /// Whether some key of `[start, end)` starts with the prefix.
+    fn meets_range(&self, start: &[u8], end: &[u8]) -> bool {
+        let below_prefix_end = match crate::db::prefix_successor(&self.prefix) {
+            Some(prefix_end) => start < prefix_end.as_slice(),
+            None => true,
+        };
+        below_prefix_end && end > self.prefix.as_slice() && start < end
+    }
 }
 
 /// The pending changes and the condition variable everyone waits on.
@@ -191,7 +200,8 @@ impl IndexHook {
     fn changes(&self, batch: &WriteBatch, first: SeqNo) -> Vec<Change> {
         let mut out = Vec::new();
         for (i, entry) in batch.iter().enumerate() {
-            if !self.spec.covers(entry.key) {
+            // `check` refused range deletes that reach the prefix.
+            if entry.kind == ValueKind::RangeDelete || !self.spec.covers(entry.key) {
                 continue;
             }
             let seq = first.0 + i as u64;
@@ -202,7 +212,7 @@ impl IndexHook {
                     // not keep the key's old vector.
                     Err(_) => (0, Payload::Delete),
                 },
-                ValueKind::Delete => (0, Payload::Delete),
+                ValueKind::Delete | ValueKind::RangeDelete => (0, Payload::Delete),
             };
             out.push(Change {
                 key: entry.key.to_vec(),
@@ -236,6 +246,14 @@ impl WriteHook for IndexHook {
         for entry in batch.iter() {
             if entry.kind == ValueKind::Put && self.spec.covers(entry.key) {
                 self.spec.payload(entry.key, entry.value)?;
+            }
+            if entry.kind == ValueKind::RangeDelete && self.spec.meets_range(entry.key, entry.value)
+            {
+                return Err(Error::invalid(format!(
+                    "delete_range over keys of index {:?} is not supported: delete them one \
+                     by one",
+                    self.spec.name
+                )));
             }
         }
         Ok(())

@@ -12,10 +12,14 @@ use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
 use crate::options::{Compression, Options, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::range_del::RangeTombstone;
 use crate::sst::block::BlockBuilder;
 use crate::sst::compress::{compress, MAX_RAW_BLOCK_BYTES};
 use crate::sst::filter::BloomFilterBuilder;
-use crate::sst::format::{encode_trailer, BlockHandle, CompressionType, Footer};
+use crate::sst::format::{
+    encode_range_dels, encode_trailer, BlockHandle, CompressionType, Footer, FORMAT_VERSION,
+    FORMAT_VERSION_RANGE_DELS,
+};
 use crate::sst::properties::TableProperties;
 
 /// The SSTable-shaped subset of [`Options`].
@@ -68,6 +72,8 @@ pub struct TableSummary {
     pub largest: InternalKey,
     pub smallest_seq: SeqNo,
     pub largest_seq: SeqNo,
+    /// Range tombstones in the table's range-del block.
+    pub range_deletions: u64,
 }
 
 /// Appends blocks with their trailers and tracks the file offset.
@@ -108,6 +114,8 @@ pub struct TableBuilder {
     smallest: Option<InternalKey>,
     props: TableProperties,
     handle_buf: Vec<u8>,
+    /// Fragments for the range-del block (see `range_del.rs`), in the order it stores.
+    range_dels: Vec<RangeTombstone>,
 }
 
 impl TableBuilder {
@@ -129,6 +137,7 @@ impl TableBuilder {
             filter_bits_per_key: opts.filter_bits_per_key,
             smallest: InternalKey::default(),
             largest: InternalKey::default(),
+            range_dels: None,
         };
         let offset = file.len();
         TableBuilder {
@@ -148,7 +157,14 @@ impl TableBuilder {
             smallest: None,
             props,
             handle_buf: Vec::new(),
+            range_dels: Vec::new(),
         }
+    }
+
+    /// Store `tombstones` (fragments, as [`crate::range_del::RangeDels::clipped`] gives
+    /// them) in the table's range-del block. The table's key range grows to cover them.
+    pub fn add_range_dels(&mut self, tombstones: Vec<RangeTombstone>) {
+        self.range_dels.extend(tombstones);
     }
 
     /// Add an entry. `ikey` is an encoded internal key greater than every key added before.
@@ -227,24 +243,47 @@ impl TableBuilder {
         self.writer.offset + pending as u64
     }
 
-    /// Write the filter, properties, index and footer, then sync the file.
+    /// Write the filter, the range-del block, properties, index and footer, then sync the
+    /// file.
     ///
     /// # Errors
-    /// `InvalidArgument` if no entry was added; `Io` if a write or the sync fails.
+    /// `InvalidArgument` if no entry and no range tombstone was added; `Io` if a write or
+    /// the sync fails.
     pub fn finish(mut self) -> Result<TableSummary> {
-        let Some(smallest) = self.smallest.take() else {
-            return Err(Error::invalid(format!(
-                "refusing to finish an empty SSTable {}",
-                self.path.display()
-            )));
-        };
         self.flush_data_block()?;
+        let points = match self.smallest.take() {
+            Some(smallest) => {
+                let largest = InternalKey::from_encoded(self.last_key.clone())
+                    .ok_or_else(|| Error::invalid("last key is not an internal key"))?;
+                Some((smallest, largest))
+            }
+            None => None,
+        };
+        let (smallest, largest) = match (points, self.range_del_bounds()) {
+            (Some(p), None) | (None, Some(p)) => p,
+            (Some((ps, pl)), Some((rs, rl))) => (ps.min(rs), pl.max(rl)),
+            (None, None) => {
+                return Err(Error::invalid(format!(
+                    "refusing to finish an empty SSTable {}",
+                    self.path.display()
+                )))
+            }
+        };
         let filter = match &self.filter {
             Some(f) => Some(self.writer.write(&f.finish(), Compression::None)?),
             None => None,
         };
-        let largest = InternalKey::from_encoded(self.last_key.clone())
-            .ok_or_else(|| Error::invalid("last key is not an internal key"))?;
+        let mut version = FORMAT_VERSION;
+        if !self.range_dels.is_empty() {
+            let block = encode_range_dels(&self.range_dels);
+            let handle = self.writer.write(&block, Compression::None)?;
+            self.props.range_dels = Some((handle, self.range_dels.len() as u64));
+            for t in &self.range_dels {
+                self.props.smallest_seq = self.props.smallest_seq.min(t.seq);
+                self.props.largest_seq = self.props.largest_seq.max(t.seq);
+            }
+            version = FORMAT_VERSION_RANGE_DELS;
+        }
         self.props.smallest = smallest.clone();
         self.props.largest = largest.clone();
         let properties = self.writer.write(&self.props.encode(), Compression::None)?;
@@ -255,6 +294,7 @@ impl TableBuilder {
             filter,
             properties,
             index,
+            version,
         };
         self.writer.file.append(&footer.encode())?;
         self.writer.file.sync()?;
@@ -265,7 +305,27 @@ impl TableBuilder {
             largest,
             smallest_seq: self.props.smallest_seq,
             largest_seq: self.props.largest_seq,
+            range_deletions: self.range_dels.len() as u64,
         })
+    }
+
+    /// The key range the range tombstones cover, as internal keys: from the first start
+    /// (at its newest tombstone) to the exclusive end of the last, written as that end at
+    /// [`SeqNo::MAX`], which sorts before every entry of the end key (see
+    /// [`InternalKey::is_range_end`]).
+    fn range_del_bounds(&self) -> Option<(InternalKey, InternalKey)> {
+        let first = self
+            .range_dels
+            .iter()
+            .min_by(|a, b| crate::key::compare_bytes(&a.start, &b.start).then(b.seq.cmp(&a.seq)))?;
+        let last = self
+            .range_dels
+            .iter()
+            .max_by(|a, b| crate::key::compare_bytes(&a.end, &b.end))?;
+        Some((
+            InternalKey::new(&first.start, first.seq, ValueKind::RangeDelete),
+            InternalKey::range_end(&last.end),
+        ))
     }
 }
 

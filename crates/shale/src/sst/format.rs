@@ -4,7 +4,8 @@
 //! `block/`.
 //!
 //! ```text
-//! file         = data_block+ filter_block? properties_block index_block footer
+//! file         = data_block* filter_block? range_del_block? properties_block index_block
+//!                footer
 //! *_block      = bytes[size] trailer              (a BlockHandle names offset and size)
 //! trailer      = compression_type:u8 masked_crc32c:u32     (5 bytes)
 //! footer       = filter:handle64 properties:handle64 index:handle64
@@ -12,6 +13,17 @@
 //! handle64     = offset:u64 size:u64              (fixed width, in the footer)
 //! handle       = offset:varint size:varint        (in index block values)
 //! ```
+//!
+//! A table with range tombstones is format version 2: its range-del block (below) is named
+//! by the properties record, and it may hold no data block at all. Every other table is
+//! version 1, as before range deletes existed.
+//!
+//! ```text
+//! range_del_block = count:varint (start:varbytes end:varbytes seq:varint){count}
+//! ```
+//!
+//! The tombstones are fragments (`range_del.rs`): in key order, newest first within one
+//! range, `start < end`. The block is never compressed.
 //!
 //! All integers are little-endian. The trailer's CRC covers the block bytes *and* the type
 //! byte, so a flipped type byte cannot make a reader decompress raw bytes. The footer's CRC
@@ -22,13 +34,17 @@
 //! includes the trailer.
 
 use crate::codec::{self, DecodeError, Decoder};
+use crate::key::SeqNo;
+use crate::range_del::RangeTombstone;
 
 /// Bytes after every block: compression type and masked CRC32C.
 pub const BLOCK_TRAILER_LEN: usize = 5;
 /// Fixed length of the footer at the end of every SSTable.
 pub const FOOTER_LEN: usize = 64;
-/// The only format version written and read so far. Never reuse a retired number.
+/// The format version of a table without range tombstones. Never reuse a retired number.
 pub const FORMAT_VERSION: u32 = 1;
+/// The format version of a table with a range-del block.
+pub const FORMAT_VERSION_RANGE_DELS: u32 = 2;
 /// "SHALESST" read as a big-endian u64; stored little-endian like every other integer.
 pub const TABLE_MAGIC: u64 = 0x5348_414c_4553_5354;
 
@@ -142,6 +158,45 @@ pub fn decode_trailer(block: &[u8], trailer: &[u8]) -> Result<CompressionType, D
         .ok_or_else(|| DecodeError::new(0, format!("unknown block compression type {type_byte}")))
 }
 
+/// The range-del block holding `tombstones` (fragments, in the order described above).
+pub fn encode_range_dels(tombstones: &[RangeTombstone]) -> Vec<u8> {
+    let mut out = Vec::new();
+    codec::put_varint(&mut out, tombstones.len() as u64);
+    for t in tombstones {
+        codec::put_length_prefixed(&mut out, &t.start);
+        codec::put_length_prefixed(&mut out, &t.end);
+        codec::put_varint(&mut out, t.seq.0);
+    }
+    out
+}
+
+/// Decode a whole range-del block. Error offsets are relative to `src`.
+pub fn decode_range_dels(src: &[u8]) -> Result<Vec<RangeTombstone>, DecodeError> {
+    let mut d = Decoder::new(src);
+    let count = d.varint("range tombstone count")?;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let at = d.position();
+        let start = d.length_prefixed("range start")?.to_vec();
+        let end = d.length_prefixed("range end")?.to_vec();
+        let seq = SeqNo(d.varint("range sequence")?);
+        if start >= end || seq > SeqNo::MAX {
+            return Err(DecodeError::new(
+                at,
+                "empty range tombstone or sequence out of range",
+            ));
+        }
+        out.push(RangeTombstone { start, end, seq });
+    }
+    if !d.is_empty() {
+        return Err(DecodeError::new(
+            d.position(),
+            "trailing bytes after range tombstones",
+        ));
+    }
+    Ok(out)
+}
+
 /// The footer: where the metadata blocks are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
@@ -150,6 +205,8 @@ pub struct Footer {
     pub filter: Option<BlockHandle>,
     pub properties: BlockHandle,
     pub index: BlockHandle,
+    /// [`FORMAT_VERSION`] or [`FORMAT_VERSION_RANGE_DELS`].
+    pub version: u32,
 }
 
 impl Footer {
@@ -159,7 +216,7 @@ impl Footer {
         self.filter.unwrap_or_default().encode_fixed(&mut out);
         self.properties.encode_fixed(&mut out);
         self.index.encode_fixed(&mut out);
-        codec::put_u32(&mut out, FORMAT_VERSION);
+        codec::put_u32(&mut out, self.version);
         let crc = codec::mask_crc(codec::crc32c(&out));
         codec::put_u32(&mut out, crc);
         codec::put_u64(&mut out, TABLE_MAGIC);
@@ -196,7 +253,7 @@ impl Footer {
                 format!("footer checksum mismatch: stored {stored_crc:#010x}, computed {actual_crc:#010x}"),
             ));
         }
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_RANGE_DELS {
             return Err(DecodeError::new(
                 48,
                 format!("unsupported SSTable format version {version}"),
@@ -207,6 +264,7 @@ impl Footer {
             filter,
             properties,
             index,
+            version,
         })
     }
 }
@@ -263,6 +321,7 @@ mod tests {
             filter: Some(BlockHandle::new(1000, 200)),
             properties: BlockHandle::new(1205, 90),
             index: BlockHandle::new(1300, 64),
+            version: FORMAT_VERSION,
         };
         let bytes = f.encode();
         assert_eq!(bytes.len(), FOOTER_LEN);
@@ -285,6 +344,7 @@ mod tests {
             filter: None,
             properties: BlockHandle::new(0x10, 0x20),
             index: BlockHandle::new(0x35, 0x08),
+            version: FORMAT_VERSION,
         };
         let b = f.encode();
         assert_eq!(&b[0..16], &[0u8; 16]);

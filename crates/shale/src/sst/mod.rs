@@ -28,4 +28,5 @@ pub use filter::{BloomFilter, BloomFilterBuilder};
 pub use format::BlockHandle;
 pub use iter::TableIter;
 pub use properties::TableProperties;
+pub(crate) use reader::PointEntry;
 pub use reader::Table;

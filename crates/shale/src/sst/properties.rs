@@ -15,15 +15,19 @@
 //! 69      4     filter_bits_per_key u32 0 when the table has no filter
 //! 73      var   smallest           varint length ++ internal key
 //! ..      var   largest            varint length ++ internal key
+//! ..      16    range_dels         handle64  (format version 2 only) the range-del block
+//! ..      8     range_deletions    u64       (format version 2 only) tombstones in it
 //! ```
 //!
-//! The record must be consumed exactly: trailing bytes are corruption (a future version bumps
-//! the footer's format version instead of appending silently). It is stored as a block with
+//! The record must be consumed exactly: trailing bytes are corruption (a later version bumps
+//! the footer's format version instead of appending silently). The reader checks that the
+//! two range-del fields are present exactly when the footer says version 2. It is stored as a block with
 //! a trailer, never compressed. Thread safety: plain values.
 
 use crate::codec::{self, DecodeError, Decoder};
 use crate::key::{InternalKey, SeqNo};
 use crate::options::Compression;
+use crate::sst::format::BlockHandle;
 
 /// Facts about one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +44,8 @@ pub struct TableProperties {
     pub filter_bits_per_key: u32,
     pub smallest: InternalKey,
     pub largest: InternalKey,
+    /// The range-del block and its number of tombstones, in a version 2 table.
+    pub range_dels: Option<(BlockHandle, u64)>,
 }
 
 impl TableProperties {
@@ -68,6 +74,10 @@ impl TableProperties {
         codec::put_u32(&mut out, self.filter_bits_per_key);
         codec::put_length_prefixed(&mut out, self.smallest.encoded());
         codec::put_length_prefixed(&mut out, self.largest.encoded());
+        if let Some((handle, count)) = self.range_dels {
+            handle.encode_fixed(&mut out);
+            codec::put_u64(&mut out, count);
+        }
         out
     }
 
@@ -101,6 +111,12 @@ impl TableProperties {
         };
         let smallest = key("smallest key")?;
         let largest = key("largest key")?;
+        let range_dels = if d.is_empty() {
+            None
+        } else {
+            let handle = BlockHandle::new(d.u64("range-del offset")?, d.u64("range-del size")?);
+            Some((handle, d.u64("range deletions")?))
+        };
         if !d.is_empty() {
             return Err(DecodeError::new(
                 d.position(),
@@ -123,6 +139,7 @@ impl TableProperties {
             filter_bits_per_key,
             smallest,
             largest,
+            range_dels,
         })
     }
 }
@@ -146,6 +163,7 @@ mod tests {
             filter_bits_per_key: 10,
             smallest: InternalKey::new(b"apple", SeqNo(7), ValueKind::Put),
             largest: InternalKey::new(b"pear", SeqNo(5), ValueKind::Delete),
+            range_dels: None,
         }
     }
 

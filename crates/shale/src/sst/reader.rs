@@ -16,11 +16,13 @@ use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
 use crate::perf::Timer;
+use crate::range_del::RangeDels;
 use crate::sst::block::{Block, BlockBytes, BlockIter, RestartWords};
 use crate::sst::compress::decompress;
 use crate::sst::filter::{BloomFilter, FilterKey};
 use crate::sst::format::{
-    decode_trailer, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
+    decode_range_dels, decode_trailer, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN,
+    FOOTER_LEN, FORMAT_VERSION, FORMAT_VERSION_RANGE_DELS,
 };
 use crate::sst::iter::TableIter;
 use crate::sst::properties::TableProperties;
@@ -122,11 +124,14 @@ thread_local! {
     static CACHE_MISSES: Trend = const { Trend::new() };
 }
 
+/// A point entry found by a read: its kind, sequence number and value.
+pub(crate) type PointEntry = (ValueKind, SeqNo, Vec<u8>);
+
 /// What one data block says about a point read.
 enum BlockAnswer {
     /// The newest visible entry of the key, or `None` if the table has none (the first
     /// entry at or after the target belongs to another user key).
-    Done(Option<(ValueKind, Vec<u8>)>),
+    Done(Option<PointEntry>),
     /// Every key of the block sorts before the target: the next block decides.
     Next,
 }
@@ -143,6 +148,9 @@ fn decode_index_value(value: &[u8], path: &Path, offset: u64) -> Result<BlockHan
 /// The value of every entry of `index`, decoded, if every entry is a restart point (so
 /// entry `i` is restart `i`, the position [`RestartWords`] speaks of); else `None`.
 fn block_handles(index: &Arc<Block>, path: &Path, offset: u64) -> Result<Option<Vec<BlockHandle>>> {
+    if index.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
     let mut handles = Vec::with_capacity(index.restart_count());
     let mut it = index.iter();
     it.seek_to_first()?;
@@ -169,6 +177,8 @@ pub struct Table {
     block_handles: Option<Vec<BlockHandle>>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
+    /// The range tombstones of a version 2 table, fragmented.
+    range_dels: Option<Arc<RangeDels>>,
     /// Whether the cache admitted any of this table's blocks: a table that never had one
     /// cached has none to take out when it closes. Many tables never do: with more tables
     /// than `max_open_files`, most are opened for a read or two and closed again.
@@ -201,6 +211,30 @@ impl Table {
         let props_bytes = source.read_raw(footer.properties)?;
         let properties = TableProperties::decode(&props_bytes)
             .map_err(|e| e.in_file(&source.path, footer.properties.offset))?;
+        let range_dels = match (properties.range_dels, footer.version) {
+            (None, FORMAT_VERSION) => None,
+            (Some((handle, count)), FORMAT_VERSION_RANGE_DELS) => {
+                let block = source.read_raw(handle)?;
+                let tombstones = decode_range_dels(&block)
+                    .map_err(|e| e.in_file(&source.path, handle.offset))?;
+                if tombstones.len() as u64 != count {
+                    let why = format!(
+                        "range-del block holds {} tombstones, properties say {count}",
+                        tombstones.len()
+                    );
+                    return Err(Error::corruption(&*source.path, handle.offset, why));
+                }
+                Some(Arc::new(RangeDels::new(&tombstones)))
+            }
+            _ => {
+                let why = "properties and footer disagree on the range-del block";
+                return Err(Error::corruption(
+                    &*source.path,
+                    footer.properties.offset,
+                    why,
+                ));
+            }
+        };
         let filter = match footer.filter {
             Some(handle) => Some(BloomFilter::new(source.read_raw(handle)?.into_vec())),
             None => None,
@@ -222,6 +256,7 @@ impl Table {
             block_handles,
             filter,
             properties,
+            range_dels,
             cached_any: AtomicBool::new(false),
         })
     }
@@ -343,7 +378,8 @@ impl Table {
     }
 
     /// The newest entry for `user_key` with sequence number `<= snapshot`: its kind and
-    /// value (empty for a delete), or `None` if the table has no such entry.
+    /// value (empty for a delete), or `None` if the table has no such entry. The table's
+    /// range tombstones are not consulted ([`Table::range_dels`]).
     ///
     /// # Errors
     /// `Corruption` or `Io` from reading a block.
@@ -361,16 +397,23 @@ impl Table {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
-        self.get_unfiltered(user_key, snapshot, fill_cache)
+        let found = self.get_unfiltered(user_key, snapshot, fill_cache)?;
+        Ok(found.map(|(kind, _, value)| (kind, value)))
     }
 
-    /// [`Table::get_opt`] for a caller that has already consulted the bloom filter.
+    /// The table's range tombstones, fragmented; `None` for a table without any.
+    pub fn range_dels(&self) -> Option<&Arc<RangeDels>> {
+        self.range_dels.as_ref()
+    }
+
+    /// [`Table::get_opt`] for a caller that has already consulted the bloom filter, with
+    /// the entry's sequence number. Range tombstones are not consulted.
     pub(crate) fn get_unfiltered(
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
         fill_cache: bool,
-    ) -> Result<Option<(ValueKind, Vec<u8>)>> {
+    ) -> Result<Option<PointEntry>> {
         // Versions newer than the snapshot sort before this key, older ones after it.
         // No sequence number exceeds `SeqNo::MAX`, so clamping changes no answer.
         let target = InternalKey::new(user_key, snapshot.min(SeqNo::MAX), ValueKind::SEEK);
@@ -445,7 +488,11 @@ impl Table {
         if parsed.user_key != user_key {
             return Ok(BlockAnswer::Done(None));
         }
-        Ok(BlockAnswer::Done(Some((parsed.kind, value.to_vec()))))
+        Ok(BlockAnswer::Done(Some((
+            parsed.kind,
+            parsed.seq,
+            value.to_vec(),
+        ))))
     }
 
     /// A two-level iterator over every entry; blocks it reads go into the cache.

@@ -84,7 +84,7 @@ fn dataset(n: u64) -> Entries {
                 ValueKind::Put
             };
             let value = match kind {
-                ValueKind::Delete => Vec::new(),
+                ValueKind::Delete | ValueKind::RangeDelete => Vec::new(),
                 ValueKind::Put => format!("value-{i}-{j};")
                     .repeat(1 + (i % 5) as usize)
                     .into_bytes(),
@@ -504,4 +504,113 @@ fn a_closing_table_takes_its_cached_blocks_out_of_the_cache() {
     assert!(cache.stats.inserts.load() > 10);
     drop(table);
     assert_eq!(cache.usage(), 0);
+}
+
+fn tombstone(start: &str, end: &str, seq: u64) -> crate::range_del::RangeTombstone {
+    crate::range_del::RangeTombstone {
+        start: start.as_bytes().to_vec(),
+        end: end.as_bytes().to_vec(),
+        seq: SeqNo(seq),
+    }
+}
+
+/// A table of `entries` and `tombstones` (fragments), as a flush writes it.
+fn write_with_range_dels(
+    path: &Path,
+    entries: &Entries,
+    tombstones: &[crate::range_del::RangeTombstone],
+) -> TableSummary {
+    let mut b = TableBuilder::new(
+        PosixFs.create(path).unwrap(),
+        path.to_owned(),
+        opts(Compression::Lz4, 256, 4),
+    );
+    for (k, v) in entries {
+        b.add(k, v).unwrap();
+    }
+    b.add_range_dels(tombstones.to_vec());
+    b.finish().unwrap()
+}
+
+#[test]
+fn range_tombstones_round_trip_with_and_without_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let tombstones = vec![tombstone("key000010", "key000030", 900)];
+    let entries = dataset(40);
+
+    let path = dir.path().join("mixed.sst");
+    let summary = write_with_range_dels(&path, &entries, &tombstones);
+    assert_eq!(summary.range_deletions, 1);
+    assert_eq!(summary.largest_seq, SeqNo(900));
+    let table = open(&path).unwrap();
+    assert_eq!(table.range_dels().unwrap().tombstones(), tombstones);
+    assert_eq!(
+        scan_forward(&table).unwrap(),
+        entries,
+        "points are untouched"
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    let version = crate::codec::get_u32(&bytes[bytes.len() - 16..]).unwrap();
+    assert_eq!(version, super::format::FORMAT_VERSION_RANGE_DELS);
+
+    // Only tombstones: no data block; the range is the table's whole key range.
+    let path = dir.path().join("only.sst");
+    let tombstones = vec![
+        tombstone("b", "m", 7),
+        tombstone("m", "q", 9),
+        tombstone("m", "q", 7),
+    ];
+    let summary = write_with_range_dels(&path, &Vec::new(), &tombstones);
+    assert_eq!(summary.entries, 0);
+    assert_eq!(
+        summary.smallest,
+        InternalKey::new(b"b", SeqNo(7), ValueKind::RangeDelete)
+    );
+    assert_eq!(summary.largest, InternalKey::range_end(b"q"));
+    assert!(summary.largest.is_range_end());
+    assert_eq!(
+        (summary.smallest_seq, summary.largest_seq),
+        (SeqNo(7), SeqNo(9))
+    );
+    for open in OPENERS {
+        let table = open(&path).unwrap();
+        assert_eq!(table.range_dels().unwrap().tombstones(), tombstones);
+        assert_eq!(scan_forward(&table).unwrap(), Vec::new());
+        assert_eq!(scan_backward(&table).unwrap(), Vec::new());
+        assert_eq!(table.get(b"c", SeqNo::MAX).unwrap(), None);
+        let mut it = table.iter();
+        it.seek(&ikey(b"c", 100, ValueKind::Put)).unwrap();
+        assert!(!it.valid());
+    }
+
+    // A table without tombstones stays format version 1.
+    let path = dir.path().join("points.sst");
+    write_table(&path, opts(Compression::None, 256, 4), &entries);
+    let bytes = std::fs::read(&path).unwrap();
+    let version = crate::codec::get_u32(&bytes[bytes.len() - 16..]).unwrap();
+    assert_eq!(version, super::format::FORMAT_VERSION);
+    assert!(open(&path).unwrap().range_dels().is_none());
+}
+
+#[test]
+fn every_flipped_byte_of_a_range_del_table_is_detected_or_harmless() {
+    let dir = tempfile::tempdir().unwrap();
+    let entries = dataset(12);
+    let tombstones = vec![tombstone("key000004", "key000012", 500)];
+    let path = dir.path().join("rd.sst");
+    write_with_range_dels(&path, &entries, &tombstones);
+    let good = std::fs::read(&path).unwrap();
+    let damaged = dir.path().join("damaged.sst");
+    for i in 0..good.len() {
+        let mut bad = good.clone();
+        bad[i] ^= 0x10;
+        std::fs::write(&damaged, &bad).unwrap();
+        match open(&damaged) {
+            Ok(table) => {
+                let got = table.range_dels().map(|s| s.tombstones());
+                assert_eq!(got, Some(tombstones.clone()), "flip at {i}");
+            }
+            Err(e) => assert!(e.is_corruption(), "flip at {i}: {e}"),
+        }
+    }
 }

@@ -12,6 +12,7 @@
 //!            | 4 level:u8 file_id:varint size:varint smallest:varbytes largest:varbytes
 //!                smallest_seq:varint largest_seq:varint                      (new file)
 //!            | 5 level:u8 file_id:varint                                   (deleted file)
+//!            | 6 (as 4)                        (new file with a range-del block, format v2)
 //! ```
 
 use crate::codec::{self, DecodeError, Decoder};
@@ -43,6 +44,9 @@ pub struct FileMeta {
     pub largest: InternalKey,
     pub smallest_seq: SeqNo,
     pub largest_seq: SeqNo,
+    /// Whether the table holds range tombstones: readers gather them from such tables
+    /// without opening the others.
+    pub range_dels: bool,
 }
 
 const TAG_LOG_NUMBER: u8 = 1;
@@ -50,6 +54,7 @@ const TAG_NEXT_FILE_NUMBER: u8 = 2;
 const TAG_LAST_SEQ: u8 = 3;
 const TAG_NEW_FILE: u8 = 4;
 const TAG_DELETED_FILE: u8 = 5;
+const TAG_NEW_FILE_RANGE_DELS: u8 = 6;
 
 /// A change to the version set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,7 +82,12 @@ impl VersionEdit {
             codec::put_varint(dst, s.0);
         }
         for (level, f) in &self.new_files {
-            codec::put_u8(dst, TAG_NEW_FILE);
+            let tag = if f.range_dels {
+                TAG_NEW_FILE_RANGE_DELS
+            } else {
+                TAG_NEW_FILE
+            };
+            codec::put_u8(dst, tag);
             codec::put_u8(dst, level.0);
             codec::put_varint(dst, f.id.0);
             codec::put_varint(dst, f.size);
@@ -123,7 +133,7 @@ impl VersionEdit {
                         return Err(dup("last sequence"));
                     }
                 }
-                TAG_NEW_FILE => {
+                TAG_NEW_FILE | TAG_NEW_FILE_RANGE_DELS => {
                     let level = decode_level(&mut d)?;
                     let id = FileId(d.varint("file id")?);
                     let size = d.varint("file size")?;
@@ -143,6 +153,7 @@ impl VersionEdit {
                             largest,
                             smallest_seq,
                             largest_seq,
+                            range_dels: tag == TAG_NEW_FILE_RANGE_DELS,
                         },
                     ));
                 }
@@ -186,17 +197,32 @@ mod tests {
             log_number: Some(FileId(7)),
             next_file_number: Some(FileId(12)),
             last_seq: Some(SeqNo(1000)),
-            new_files: vec![(
-                Level(0),
-                FileMeta {
-                    id: FileId(9),
-                    size: 4096,
-                    smallest: InternalKey::new(b"apple", SeqNo(3), ValueKind::Put),
-                    largest: InternalKey::new(b"pear", SeqNo(999), ValueKind::Delete),
-                    smallest_seq: SeqNo(3),
-                    largest_seq: SeqNo(999),
-                },
-            )],
+            new_files: vec![
+                (
+                    Level(0),
+                    FileMeta {
+                        id: FileId(9),
+                        size: 4096,
+                        smallest: InternalKey::new(b"apple", SeqNo(3), ValueKind::Put),
+                        largest: InternalKey::new(b"pear", SeqNo(999), ValueKind::Delete),
+                        smallest_seq: SeqNo(3),
+                        largest_seq: SeqNo(999),
+                        range_dels: false,
+                    },
+                ),
+                (
+                    Level(2),
+                    FileMeta {
+                        id: FileId(10),
+                        size: 300,
+                        smallest: InternalKey::new(b"b", SeqNo(5), ValueKind::RangeDelete),
+                        largest: InternalKey::range_end(b"f"),
+                        smallest_seq: SeqNo(5),
+                        largest_seq: SeqNo(5),
+                        range_dels: true,
+                    },
+                ),
+            ],
             deleted_files: vec![(Level(1), FileId(4))],
         }
     }

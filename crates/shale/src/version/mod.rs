@@ -25,10 +25,12 @@ pub use manifest::{
 pub use set::{CopyPlan, VersionSet};
 
 use crate::error::Result;
-use crate::key::{self, SeqNo, ValueKind};
+use crate::key::{self, SeqNo};
 use crate::perf::Timer;
+use crate::range_del::RangeDels;
 use crate::sst::block::RestartWords;
 use crate::sst::filter::FilterKey;
+use crate::sst::PointEntry;
 use crate::sst::Table;
 use crate::sync::Trend;
 use crate::table_cache::{TableCache, TableRef};
@@ -50,6 +52,7 @@ impl FileMeta {
             largest: summary.largest,
             smallest_seq: summary.smallest_seq,
             largest_seq: summary.largest_seq,
+            range_dels: summary.range_deletions > 0,
         }
     }
 }
@@ -146,6 +149,10 @@ pub struct Version {
     /// each key through two pointers, two cache misses a step on a level of thousands of
     /// files.
     largest_words: [RestartWords; NUM_LEVELS],
+    /// Whether any file holds range tombstones.
+    has_range_dels: bool,
+    /// The range tombstones of every file, fragmented, once a reader asked.
+    range_dels: OnceLock<Arc<RangeDels>>,
 }
 
 impl Version {
@@ -165,7 +172,7 @@ impl Version {
     pub fn apply(&self, edit: &VersionEdit, added: &[(Level, Arc<TableFile>)]) -> Version {
         let mut v = Version {
             levels: self.levels.clone(),
-            largest_words: Default::default(),
+            ..Version::default()
         };
         let mut changed = [false; NUM_LEVELS];
         for (level, id) in &edit.deleted_files {
@@ -183,6 +190,7 @@ impl Version {
             }
         }
         v.sort(&changed);
+        v.has_range_dels = v.levels.iter().flatten().any(|f| f.meta.range_dels);
         for (level, words) in v.largest_words.iter_mut().enumerate().skip(1) {
             *words = match (changed.get(level), self.largest_words.get(level)) {
                 (Some(false), Some(unchanged)) => unchanged.clone(),
@@ -209,11 +217,34 @@ impl Version {
         }
     }
 
-    /// The first file of `level` (1 or deeper) whose largest user key is `>= user_key`.
+    /// The range tombstones of every file, fragmented (built at the first call); `None`
+    /// when no file has any.
+    ///
+    /// # Errors
+    /// As [`TableFile::table`], opening a table with tombstones.
+    pub fn range_dels(&self) -> Result<Option<Arc<RangeDels>>> {
+        if !self.has_range_dels {
+            return Ok(None);
+        }
+        if let Some(built) = self.range_dels.get() {
+            return Ok(Some(Arc::clone(built)));
+        }
+        let mut tombstones = Vec::new();
+        for file in self.levels.iter().flatten().filter(|f| f.meta.range_dels) {
+            if let Some(set) = file.table_ref()?.range_dels() {
+                tombstones.extend(set.tombstones());
+            }
+        }
+        let built = self
+            .range_dels
+            .get_or_init(|| Arc::new(RangeDels::new(&tombstones)));
+        Ok(Some(Arc::clone(built)))
+    }
+
+    /// The first file of `level` (1 or deeper) whose range reaches `user_key`.
     fn first_reaching(&self, level: usize, user_key: &[u8]) -> Option<&Arc<TableFile>> {
         let files = self.files(level);
-        let below =
-            |f: &Arc<TableFile>| key::compare_bytes(f.meta.largest.user_key(), user_key).is_lt();
+        let below = |f: &Arc<TableFile>| ends_before(&f.meta, user_key);
         if files.len() < WORDS_MIN_FILES {
             return files.get(files.partition_point(below));
         }
@@ -233,14 +264,15 @@ impl Version {
         Version::default().apply(&VersionEdit::default(), &files)
     }
 
-    /// The newest entry of `user_key` visible at `snapshot` in the SSTables.
+    /// The newest point entry of `user_key` visible at `snapshot` in the SSTables, with its
+    /// sequence number. Range tombstones are not consulted: see [`Version::range_dels`].
     pub fn get(
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
         fill_cache: bool,
         counters: &mut GetCounters,
-    ) -> Result<Option<(ValueKind, Vec<u8>)>> {
+    ) -> Result<Option<PointEntry>> {
         let filter_key = FilterKey::new(user_key);
         // The filters of the tables ahead are in memory but rarely in the CPU's caches:
         // start loading every one's lines first, so that their misses overlap instead of
@@ -320,7 +352,17 @@ thread_local! {
 /// Whether `user_key` lies within the file's key range.
 fn file_covers(meta: &FileMeta, user_key: &[u8]) -> bool {
     key::compare_bytes(key::user_key(meta.smallest.encoded()), user_key).is_le()
-        && key::compare_bytes(user_key, key::user_key(meta.largest.encoded())).is_le()
+        && !ends_before(meta, user_key)
+}
+
+/// Whether the file's key range ends before `user_key`: its largest user key is smaller,
+/// or equal but only as the exclusive end of a range tombstone.
+fn ends_before(meta: &FileMeta, user_key: &[u8]) -> bool {
+    match key::compare_bytes(meta.largest.user_key(), user_key) {
+        std::cmp::Ordering::Less => true,
+        std::cmp::Ordering::Equal => meta.largest.is_range_end(),
+        std::cmp::Ordering::Greater => false,
+    }
 }
 
 #[cfg(test)]
@@ -344,6 +386,7 @@ mod tests {
             largest: key(largest),
             smallest_seq: SeqNo(id),
             largest_seq: SeqNo(id),
+            range_dels: false,
         };
         Arc::new(TableFile::new(meta, Arc::clone(tables)))
     }

@@ -396,6 +396,7 @@ mod tests {
             largest: key("z"),
             smallest_seq: SeqNo(id.0),
             largest_seq: SeqNo(id.0),
+            range_dels: false,
         };
         let edit = VersionEdit {
             last_seq: Some(SeqNo(id.0)),
@@ -464,6 +465,7 @@ mod tests {
                 largest: key(format!("k{:06}~", id.0)),
                 smallest_seq: SeqNo(1),
                 largest_seq: SeqNo(1),
+                range_dels: false,
             };
             let edit = VersionEdit {
                 new_files: vec![(Level(6), meta)],

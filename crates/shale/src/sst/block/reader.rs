@@ -89,6 +89,11 @@ impl Block {
         })
     }
 
+    /// Whether the block holds no entry (its one restart point is the end of its entries).
+    pub fn is_empty(&self) -> bool {
+        self.entries_end == 0
+    }
+
     /// Bytes held in memory (for cache accounting): the heap bytes of the data (none for a
     /// view into a mapping, whose pages belong to the OS page cache).
     pub fn size(&self) -> usize {

@@ -83,6 +83,10 @@ impl RestartWords {
     /// # Errors
     /// `Corruption` if a restart entry does not decode.
     pub fn new(block: &Arc<Block>) -> Result<RestartWords> {
+        if block.is_empty() {
+            // The index of a table that holds only range tombstones.
+            return Ok(RestartWords::default());
+        }
         let count = block.restart_count();
         let first = key::user_key(block.restart_key(0)?).to_vec();
         let last = key::user_key(block.restart_key(count - 1)?);
