@@ -65,7 +65,10 @@ pub fn sst(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
         entries.push((it.key().to_vec(), it.value().to_vec()));
         it.next()?;
     }
-    let range_dels = table.range_dels().map(|s| s.tombstones()).unwrap_or_default();
+    let range_dels = table
+        .range_dels()
+        .map(|s| s.tombstones())
+        .unwrap_or_default();
     let result = if json {
         let props = json!({
             "entries": p.entries,

@@ -29,7 +29,11 @@ fn del_range_deletes_from_start_up_to_end() {
     assert_eq!(t.run(&["scan"]).ok(), "a\tv\nc\tv\n");
     let inverted = t.run(&["del-range", "z", "a"]);
     assert_eq!(inverted.code, 2, "{}", inverted.stderr);
-    assert!(inverted.stderr.contains("start is after end"), "{}", inverted.stderr);
+    assert!(
+        inverted.stderr.contains("start is after end"),
+        "{}",
+        inverted.stderr
+    );
 }
 
 #[test]

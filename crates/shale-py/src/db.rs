@@ -363,6 +363,23 @@ impl Db {
         })
     }
 
+    /// Remove every key `k` with `start <= k < end`, in one write whatever their number.
+    #[pyo3(signature = (start, end, sync = false))]
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        end: &Bound<'_, PyAny>,
+        sync: bool,
+    ) -> PyResult<()> {
+        let mut batch = shale::WriteBatch::new();
+        batch.delete_range(to_bytes(start, "start")?, to_bytes(end, "end")?);
+        let shared = &self.shared;
+        run(py, || {
+            shared.with(|db| Ok(db.write(batch, Self::write_opts(sync))?))
+        })
+    }
+
     fn __getitem__<'py>(
         &self,
         py: Python<'py>,
@@ -718,6 +735,17 @@ impl WriteBatch {
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = to_bytes(key, "key")?;
         self.edit(py, |b| b.delete(key))
+    }
+
+    /// Queue the removal of every key `k` with `start <= k < end`.
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        end: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (start, end) = (to_bytes(start, "start")?, to_bytes(end, "end")?);
+        self.edit(py, |b| b.delete_range(start, end))
     }
 
     /// Apply every queued change atomically. The batch cannot be used afterwards.

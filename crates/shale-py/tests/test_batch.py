@@ -101,3 +101,16 @@ def test_transaction_conflict_and_discard(db):
             txn.put(b"k", b"dropped")
             raise RuntimeError("abort")
     assert db[b"k"] == b"theirs"
+
+
+def test_delete_range_removes_start_up_to_end(db):
+    for k in [b"a", b"b1", b"b2", b"c"]:
+        db[k] = b"v"
+    db.delete_range(b"b", b"c")
+    assert [k for k, _ in db.items()] == [b"a", b"c"]
+    with db.batch() as b:
+        b.delete_range("a", "b")
+        b.put(b"a2", b"new")  # after the range delete in the batch: kept
+    assert [k for k, _ in db.items()] == [b"a2", b"c"]
+    with pytest.raises(shale.InvalidArgumentError):
+        db.delete_range(b"z", b"a")
