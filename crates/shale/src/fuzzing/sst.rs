@@ -132,8 +132,8 @@ pub(super) fn walk_block(bytes: &[u8]) {
 // sst_footer
 
 /// The fixed SSTable records (`sst/format.rs`, `properties.rs`, `filter.rs`, `compress.rs`):
-/// footer, block handle, block trailer, properties, bloom filter and decompression over
-/// arbitrary bytes, with the round trip of each encoder.
+/// footer, block handle, block trailer, properties, range-del block, bloom filter and
+/// decompression over arbitrary bytes, with the round trip of each encoder.
 pub fn sst_footer(data: &[u8]) {
     // Footer: whole input, and its last FOOTER_LEN bytes.
     let last = data
@@ -168,6 +168,16 @@ pub fn sst_footer(data: &[u8]) {
             Some(p),
             "properties round trip"
         );
+    }
+    if let Ok(tombstones) = crate::sst::format::decode_range_dels(data) {
+        let again = crate::sst::format::encode_range_dels(&tombstones);
+        assert_eq!(
+            crate::sst::format::decode_range_dels(&again).ok(),
+            Some(tombstones.clone()),
+            "range-del block round trip"
+        );
+        let set = crate::range_del::RangeDels::new(&tombstones);
+        let _ = set.covering(data.get(..4).unwrap_or_default(), SeqNo::MAX);
     }
     let filter = BloomFilter::new(data.to_vec());
     let _ = filter.may_contain(data.get(..8).unwrap_or_default());

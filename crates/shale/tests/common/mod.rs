@@ -1,5 +1,5 @@
 //! Shared by the crash and I/O-error tests: a deterministic workload of sync and non-sync
-//! writes, batches, flushes, compactions and reopens with tiny buffers; an oracle that
+//! writes, batches, range deletes, flushes, compactions and reopens with tiny buffers; an oracle that
 //! knows the state after every prefix of the write sequence; and the check that a
 //! recovered database is one of those prefixes.
 #![allow(dead_code)]
@@ -39,8 +39,50 @@ impl Rng {
     }
 }
 
-/// One entry of a write: a key and its new value (`None`: delete).
-pub type Entry = (Vec<u8>, Option<Vec<u8>>);
+/// One entry of a write.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Every key from the first up to, not including, the second.
+    DeleteRange(Vec<u8>, Vec<u8>),
+}
+
+impl Entry {
+    fn add_to(&self, batch: &mut WriteBatch) {
+        match self {
+            Entry::Put(k, v) => batch.put(k, v),
+            Entry::Delete(k) => batch.delete(k),
+            Entry::DeleteRange(start, end) => batch.delete_range(start, end),
+        }
+    }
+
+    /// Apply to `state`, keeping `fp`, its fingerprint, up to date.
+    fn apply(&self, state: &mut State, fp: &mut u64) {
+        let mut remove = |state: &mut State, k: &[u8]| {
+            if let Some(old) = state.remove(k) {
+                *fp = fp.wrapping_sub(entry_hash(k, &old));
+            }
+        };
+        match self {
+            Entry::Put(k, v) => {
+                remove(state, k);
+                *fp = fp.wrapping_add(entry_hash(k, v));
+                state.insert(k.clone(), v.clone());
+            }
+            Entry::Delete(k) => remove(state, k),
+            Entry::DeleteRange(start, end) => {
+                let doomed: Vec<Vec<u8>> = state
+                    .range(start.clone()..end.clone())
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in doomed {
+                    remove(state, &k);
+                }
+            }
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub enum Step {
@@ -58,8 +100,9 @@ fn key(k: u64) -> Vec<u8> {
     format!("key{k:05}").into_bytes()
 }
 
-/// `steps` steps from `seed`: mostly writes (a fifth of them sync, a sixth batches),
-/// with flushes, compactions and reopens mixed in.
+/// `steps` steps from `seed`: mostly writes (a fifth of them sync, a sixth batches, one
+/// entry in fifty a range delete of up to a sixteenth of the keys), with flushes,
+/// compactions and reopens mixed in.
 pub fn workload(seed: u64, steps: usize, keys: u64) -> Vec<Step> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::with_capacity(steps);
@@ -75,16 +118,19 @@ pub fn workload(seed: u64, steps: usize, keys: u64) -> Vec<Step> {
             let n = if rng.percent(16) { 2 + rng.below(7) } else { 1 };
             let entries = (0..n)
                 .map(|j| {
-                    let k = key(rng.below(keys));
-                    let value = if rng.percent(15) {
-                        None
-                    } else {
-                        let len = 8 + rng.below(1200) as usize;
-                        let mut v = format!("w{i}-{j}-").into_bytes();
-                        v.resize(len.max(v.len()), b'a' + (i % 26) as u8);
-                        Some(v)
-                    };
-                    (k, value)
+                    let first = rng.below(keys);
+                    let k = key(first);
+                    if rng.below(100) < 2 {
+                        let width = 1 + rng.below((keys / 16).max(1));
+                        return Entry::DeleteRange(k, key(first + width));
+                    }
+                    if rng.percent(15) {
+                        return Entry::Delete(k);
+                    }
+                    let len = 8 + rng.below(1200) as usize;
+                    let mut v = format!("w{i}-{j}-").into_bytes();
+                    v.resize(len.max(v.len()), b'a' + (i % 26) as u8);
+                    Entry::Put(k, v)
                 })
                 .collect();
             Step::Write {
@@ -133,19 +179,8 @@ impl Oracle {
         let mut fp = 0u64;
         let mut prefix_fp = vec![fp];
         for w in &writes {
-            for (k, v) in w {
-                if let Some(old) = state.get(k) {
-                    fp = fp.wrapping_sub(entry_hash(k, old));
-                }
-                match v {
-                    Some(v) => {
-                        fp = fp.wrapping_add(entry_hash(k, v));
-                        state.insert(k.clone(), v.clone());
-                    }
-                    None => {
-                        state.remove(k);
-                    }
-                }
+            for e in w {
+                e.apply(&mut state, &mut fp);
             }
             prefix_fp.push(fp);
         }
@@ -158,13 +193,10 @@ impl Oracle {
 
     /// The state after the first `j` writes.
     pub fn state_at(&self, j: usize) -> State {
-        let mut state = State::new();
+        let (mut state, mut fp) = (State::new(), 0);
         for w in self.writes.iter().take(j) {
-            for (k, v) in w {
-                match v {
-                    Some(v) => state.insert(k.clone(), v.clone()),
-                    None => state.remove(k),
-                };
+            for e in w {
+                e.apply(&mut state, &mut fp);
             }
         }
         state
@@ -249,11 +281,8 @@ pub fn run(fs: &Arc<dyn FileSystem>, steps: &[Step]) -> Run {
         let result = match step {
             Step::Write { entries, sync } => {
                 let mut batch = WriteBatch::new();
-                for (k, v) in entries {
-                    match v {
-                        Some(v) => batch.put(k, v),
-                        None => batch.delete(k),
-                    }
+                for e in entries {
+                    e.add_to(&mut batch);
                 }
                 let opts = if *sync {
                     WriteOptions::sync()
