@@ -97,11 +97,38 @@ impl RangeDels {
 
     /// The fragment whose range holds `key`.
     fn fragment(&self, key: &[u8]) -> Option<&Fragment> {
+        self.fragments.get(self.fragment_index(key)?)
+    }
+
+    /// The index of the fragment whose range holds `key`.
+    fn fragment_index(&self, key: &[u8]) -> Option<usize> {
         let i = self
             .fragments
             .partition_point(|f| compare_bytes(&f.start, key).is_le());
-        let f = self.fragments.get(i.checked_sub(1)?)?;
-        compare_bytes(key, &f.end).is_lt().then_some(f)
+        let i = i.checked_sub(1)?;
+        let f = self.fragments.get(i)?;
+        compare_bytes(key, &f.end).is_lt().then_some(i)
+    }
+
+    /// [`RangeDels::deletes`] for a caller that reads keys in order: `hint` is the
+    /// fragment the previous key fell in, tried before a search, and updated.
+    pub fn deletes_near(&self, hint: &mut usize, key: &[u8], seq: SeqNo, snapshot: SeqNo) -> bool {
+        let holds = |f: &Fragment| {
+            compare_bytes(&f.start, key).is_le() && compare_bytes(key, &f.end).is_lt()
+        };
+        let i = match self.fragments.get(*hint) {
+            Some(f) if holds(f) => *hint,
+            _ => match self.fragment_index(key) {
+                Some(i) => i,
+                None => return false,
+            },
+        };
+        *hint = i;
+        let newest = self
+            .fragments
+            .get(i)
+            .and_then(|f| f.seqs.iter().find(|&&t| t <= snapshot));
+        newest.is_some_and(|&t| t > seq)
     }
 
     /// The newest tombstone over `key` visible at `snapshot`, if any.
@@ -225,6 +252,15 @@ mod tests {
                 let want = brute(&ts, &[k], SeqNo(snapshot));
                 prop_assert_eq!(set.covering(&[k], SeqNo(snapshot)), want);
                 prop_assert_eq!(again.covering(&[k], SeqNo(snapshot)), want);
+            }
+            // In order, and out of order, with a hint.
+            let mut hint = 0;
+            for k in (0u8..13).chain((0u8..13).rev()) {
+                for seq in [0u64, 5, 20] {
+                    let want = brute(&ts, &[k], SeqNo(snapshot)).is_some_and(|t| t.0 > seq);
+                    let got = set.deletes_near(&mut hint, &[k], SeqNo(seq), SeqNo(snapshot));
+                    prop_assert_eq!(got, want);
+                }
             }
         }
     }

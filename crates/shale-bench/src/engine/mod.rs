@@ -198,6 +198,12 @@ pub trait Engine {
     }
     /// Delete `key`.
     fn delete(&self, key: &[u8], durability: Durability) -> BenchResult<()>;
+    /// Delete every key in `[start, end)` with the engine's range delete, in one write.
+    /// `None` if the engine has no range delete.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Option<BenchResult<()>> {
+        let _ = (start, end);
+        None
+    }
     /// Apply puts (`Some(value)`) and deletes (`None`) atomically.
     fn write_batch(
         &self,

@@ -114,6 +114,13 @@ impl Engine for RocksEngine {
         Some(made.map_err(Into::into))
     }
 
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Option<BenchResult<()>> {
+        let mut b = WriteBatch::default();
+        b.delete_range(start, end);
+        let opts = self.write_options(Durability::Buffered);
+        Some(self.db.write_opt(b, opts).map_err(Into::into))
+    }
+
     fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
         let snapshot = self.db.snapshot();
         let read = snapshot.get_pinned(key);

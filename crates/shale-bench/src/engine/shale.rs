@@ -84,6 +84,10 @@ impl Engine for ShaleEngine {
         Some(self.db.checkpoint(dir).map_err(Into::into))
     }
 
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Option<BenchResult<()>> {
+        Some(self.db.delete_range(start, end).map_err(Into::into))
+    }
+
     fn snapshot_get(&self, key: &[u8]) -> Option<BenchResult<Option<usize>>> {
         let snapshot = self.db.snapshot();
         let read = self.db.get_opt(key, &ReadOptions::at(&snapshot));

@@ -9,6 +9,12 @@ pub(super) const CHECKPOINTS: usize = 10;
 /// Keys per call of the `multiget` workload.
 pub(super) const MULTIGET_BATCH: usize = 32;
 
+/// Keys each range of the `deleterange` workload covers (of every `2 *` this many).
+pub(super) const RANGE_DELETE_KEYS: u64 = 100;
+
+/// Random gets timed after the range deletes of the `deleterange` workload.
+const GETS_AFTER_RANGE_DELETES: u64 = 100_000;
+
 impl Runner {
     /// Write keys `0..num` once each, in order or shuffled.
     pub(super) fn fill(
@@ -293,6 +299,67 @@ impl Runner {
                 "{CHECKPOINTS} checkpoints of {} keys in a row, each into a new directory on \
                  the same file system (a copy holds {copy_bytes} bytes, mostly hard links)",
                 self.cfg.num
+            )),
+        }))
+    }
+
+    /// Delete the first half of every block of `2 * RANGE_DELETE_KEYS` keys of the loaded
+    /// database, one range delete per block, in key order; latencies are per range delete.
+    /// Then, timed apart and reported in the note: random gets over the whole key space
+    /// (half of them land in a deleted range) and a full scan, which must find half the
+    /// keys. `None` if the engine has no range delete.
+    pub(super) fn delete_ranges(&mut self, pb: &ProgressBar) -> BenchResult<Option<Outcome>> {
+        let (num, keys, seed) = (self.cfg.num, self.keys, self.cfg.seed);
+        let blocks = num / (2 * RANGE_DELETE_KEYS);
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let (mut start_key, mut end_key) = (Vec::new(), Vec::new());
+        let start = Instant::now();
+        for b in 0..blocks {
+            keys.key(2 * b * RANGE_DELETE_KEYS, &mut start_key);
+            keys.key((2 * b + 1) * RANGE_DELETE_KEYS, &mut end_key);
+            let t = Instant::now();
+            let Some(done) = e.delete_range(&start_key, &end_key) else {
+                return Ok(None);
+            };
+            done?;
+            lat.record_since(t);
+            tick(pb, (b * 2 * RANGE_DELETE_KEYS) as usize);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+
+        let mut rng = Rng::new(seed + 600);
+        let (mut key, mut found) = (Vec::new(), 0u64);
+        let gets = Instant::now();
+        for _ in 0..GETS_AFTER_RANGE_DELETES {
+            keys.key(rng.below(num), &mut key);
+            found += u64::from(e.get(&key)?.is_some());
+        }
+        let gets_per_sec = GETS_AFTER_RANGE_DELETES as f64 / gets.elapsed().as_secs_f64();
+        let scan = Instant::now();
+        let scanned = e.scan(b"", usize::MAX)? as u64;
+        let scan_secs = scan.elapsed().as_secs_f64();
+        self.loaded = Loaded::Nothing;
+        let deleted = blocks * RANGE_DELETE_KEYS;
+        let wrong = if scanned == num - deleted {
+            String::new()
+        } else {
+            format!(
+                " WRONG: the scan found {scanned}, expected {}",
+                num - deleted
+            )
+        };
+        Ok(Some(Outcome {
+            ops: blocks,
+            seconds,
+            lat,
+            bytes: 0,
+            user_bytes_written: blocks * 2 * self.cfg.key_size as u64,
+            live_bytes: Some((num - deleted) * self.entry_bytes()),
+            note: Some(format!(
+                "{blocks} range deletes of {RANGE_DELETE_KEYS} keys each ({deleted} of {num} keys); \
+                 then {GETS_AFTER_RANGE_DELETES} random gets at {gets_per_sec:.0}/s ({found} \
+                 found) and a full scan of {scanned} keys in {scan_secs:.3} s{wrong}"
             )),
         }))
     }

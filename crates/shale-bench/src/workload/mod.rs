@@ -32,6 +32,7 @@ pub const ALL: &[&str] = &[
     "snapshotwhilewriting",
     "snapshotcreatewhilewriting",
     "deleterandom",
+    "deleterange",
     "fillrandom-nowal",
     "fillbatch",
     "fillsync",
@@ -297,7 +298,8 @@ impl Runner {
             | "readwhilewriting"
             | "snapshotwhilewriting"
             | "snapshotcreatewhilewriting"
-            | "deleterandom" => self.ensure_keys()?,
+            | "deleterandom"
+            | "deleterange" => self.ensure_keys()?,
             n if n.starts_with("ycsb-") && n != "ycsb-load" => {
                 self.ensure_ycsb()?;
             }
@@ -355,6 +357,16 @@ impl Runner {
                 self.read_while_writing(probe, &pb)?
             }
             "deleterandom" => self.delete_random(&pb)?,
+            "deleterange" => {
+                let Some(out) = self.delete_ranges(&pb)? else {
+                    eprintln!(
+                        "[{}] {name}: skipped, the engine has no range delete",
+                        self.engine_name
+                    );
+                    return Ok(());
+                };
+                out
+            }
             "ycsb-load" => self.ycsb_load(&pb)?,
             n => match n.strip_prefix("ycsb-").and_then(|c| c.chars().next()) {
                 Some(c @ 'a'..='f') => self.ycsb_run(c, &pb)?,

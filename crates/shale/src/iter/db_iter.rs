@@ -10,6 +10,7 @@
 //! visible version known); key and value are then copies. The scheme is LevelDB's
 //! `db/db_iter.cc`.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -37,6 +38,8 @@ pub struct DbIter<I> {
     saved_value: Vec<u8>,
     /// The range tombstones of every source; a put they cover reads as a delete.
     range_dels: Option<Arc<RangeDels>>,
+    /// The fragment of `range_dels` the last key looked up fell in: keys come in order.
+    range_hint: Cell<usize>,
 }
 
 fn parse(ikey: &[u8]) -> Result<ParsedKey<'_>> {
@@ -62,6 +65,7 @@ impl<I: InternalIterator> DbIter<I> {
             saved_key: Vec::new(),
             saved_value: Vec::new(),
             range_dels: None,
+            range_hint: Cell::new(0),
         }
     }
 
@@ -75,8 +79,13 @@ impl<I: InternalIterator> DbIter<I> {
     /// tombstone reads as a delete.
     fn kind_of(&self, entry: &ParsedKey<'_>) -> ValueKind {
         let range_deleted = || {
-            let set = self.range_dels.as_deref();
-            set.is_some_and(|set| set.deletes(entry.user_key, entry.seq, self.snapshot))
+            let Some(set) = self.range_dels.as_deref() else {
+                return false;
+            };
+            let mut hint = self.range_hint.get();
+            let deleted = set.deletes_near(&mut hint, entry.user_key, entry.seq, self.snapshot);
+            self.range_hint.set(hint);
+            deleted
         };
         match entry.kind {
             ValueKind::Put if !range_deleted() => ValueKind::Put,
