@@ -3,7 +3,7 @@
 # setting at a time from the defaults (the LevelDB/YCSB tuning study's method). Each setting's
 # results are labelled with its name, so `shale-bench report` shows them side by side.
 #
-#   scripts/tuning-sweep.sh [OUT]          OUT defaults to bench-results/tuning
+#   scripts/tuning-sweep.sh [OUT]          OUT defaults to bench-results/YYYY-MM-DD-tuning (today, UTC)
 #
 # Environment: SHALE_BENCH (the binary; default target/release/shale-bench, built with
 # `cargo build --release -p shale-bench`), RECORDS and OPS (YCSB records and operations per
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin="${SHALE_BENCH:-target/release/shale-bench}"
-out="${1:-bench-results/tuning}"
+out="${1:-bench-results/$(date -u +%Y-%m-%d)-tuning}"
 mkdir -p "$out"
 common=(
     --engines shale
