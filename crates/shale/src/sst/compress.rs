@@ -23,7 +23,8 @@
 //! Thread safety: free functions callable from any thread. zstd keeps one compression and one
 //! decompression context per thread that uses it (about 90 KiB each at level 3 for 4 KiB
 //! blocks, more at high levels and for large blocks; reusing them made zstd random gets 1.28x
-//! faster, see BENCHMARKS.md); a thread that never touches a zstd block allocates neither.
+//! faster, see bench-results/LOG.md, session 15); a thread that never touches a zstd block
+//! allocates neither.
 
 use std::cell::RefCell;
 
