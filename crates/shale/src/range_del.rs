@@ -48,6 +48,25 @@ pub struct RangeDels {
 impl RangeDels {
     /// Fragment `tombstones` (in any order; empty ranges are ignored).
     pub fn new<'a>(tombstones: impl IntoIterator<Item = &'a RangeTombstone>) -> RangeDels {
+        Self::fragment_all(tombstones, None)
+    }
+
+    /// [`RangeDels::new`], keeping over each fragment only the newest tombstone of each
+    /// stripe that the live `snapshots` (ascending) cut the sequence numbers into: no
+    /// reader can tell the others apart (the reasoning of `compaction/job.rs`). So `n`
+    /// nested ranges cost O(n) fragments of one sequence number each, not O(n²).
+    pub fn collapsed<'a>(
+        tombstones: impl IntoIterator<Item = &'a RangeTombstone>,
+        snapshots: &[SeqNo],
+    ) -> RangeDels {
+        Self::fragment_all(tombstones, Some(snapshots))
+    }
+
+    fn fragment_all<'a>(
+        tombstones: impl IntoIterator<Item = &'a RangeTombstone>,
+        stripes: Option<&[SeqNo]>,
+    ) -> RangeDels {
+        let stripe = |seq: SeqNo| stripes.map(|s| s.partition_point(|&snap| snap < seq));
         // A sweep over the starts and ends, in key order: between two consecutive
         // boundaries the set of tombstones over the keys does not change.
         let mut events: Vec<(&[u8], bool, SeqNo)> = Vec::new();
@@ -77,7 +96,17 @@ impl RangeDels {
             let (Some(&(next, _, _)), false) = (events.get(i), active.is_empty()) else {
                 continue;
             };
-            let seqs: Vec<SeqNo> = active.keys().rev().copied().collect();
+            let mut seqs: Vec<SeqNo> = active.keys().rev().copied().collect();
+            if stripes.is_some() {
+                // Newest first: keep the first of each stripe.
+                let mut last = None;
+                seqs.retain(|&t| {
+                    let s = stripe(t);
+                    let keep = last != Some(s);
+                    last = Some(s);
+                    keep
+                });
+            }
             match fragments.last_mut() {
                 // Neighbours under the same tombstones become one fragment.
                 Some(last) if last.end == at && last.seqs == seqs => last.end = next.to_vec(),
@@ -228,6 +257,37 @@ mod tests {
         assert!(RangeDels::new(&[]).is_empty());
     }
 
+    #[test]
+    fn collapsing_keeps_the_newest_tombstone_of_each_stripe() {
+        // A sliding window: [a, b), [a, c), [a, d) ... each newer than the last.
+        let keys: Vec<String> = (0..50).map(|i| format!("k{i:02}")).collect();
+        let window: Vec<RangeTombstone> = (1..50)
+            .map(|i| t("k00", &keys[i], 100 + i as u64))
+            .collect();
+        let full = RangeDels::new(&window);
+        let seqs = |set: &RangeDels| set.fragments.iter().map(|f| f.seqs.len()).sum::<usize>();
+        assert_eq!(seqs(&full), 49 * 50 / 2, "uncollapsed: quadratic");
+        let one_stripe = RangeDels::collapsed(&window, &[]);
+        assert_eq!(
+            one_stripe.fragments.len(),
+            1,
+            "every fragment keeps only the newest"
+        );
+        assert_eq!(seqs(&one_stripe), 1);
+        // A snapshot at 120 splits the stripes: what it reads is kept.
+        let split = RangeDels::collapsed(&window, &[SeqNo(120)]);
+        for (i, k) in keys.iter().enumerate().take(49) {
+            let k = k.as_bytes();
+            assert_eq!(
+                split.covering(k, SeqNo(120)),
+                full.covering(k, SeqNo(120)),
+                "key {i}"
+            );
+            assert_eq!(split.covering(k, SeqNo::MAX), full.covering(k, SeqNo::MAX));
+        }
+        assert!(seqs(&split) < 2 * 50);
+    }
+
     /// The brute-force answer: the newest tombstone over `key` at `snapshot`.
     fn brute(ts: &[RangeTombstone], key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
         ts.iter()
@@ -248,6 +308,14 @@ mod tests {
                 .collect();
             let set = RangeDels::new(&ts);
             let again = RangeDels::new(&set.tombstones());
+            // Collapsed at a snapshot, the reads at that snapshot and at the newest agree.
+            let cut = SeqNo(snapshot.min(39));
+            let collapsed = RangeDels::collapsed(&ts, &[cut]);
+            for k in 0u8..13 {
+                for at in [cut, SeqNo::MAX] {
+                    prop_assert_eq!(collapsed.covering(&[k], at), brute(&ts, &[k], at));
+                }
+            }
             for k in 0u8..13 {
                 let want = brute(&ts, &[k], SeqNo(snapshot));
                 prop_assert_eq!(set.covering(&[k], SeqNo(snapshot)), want);

@@ -213,3 +213,29 @@ fn a_range_delete_over_an_indexed_prefix_is_refused_and_elsewhere_allowed() {
     assert_eq!(db.get(b"plain/1").unwrap(), None);
     assert!(db.get(b"v/1").unwrap().is_some());
 }
+
+#[test]
+fn compaction_keeps_one_tombstone_per_stripe_of_a_sliding_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let n = 400u32;
+    for i in 0..n {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    let old = db.snapshot();
+    // delete_range(0, cutoff) with a growing cutoff: fragment i lies under n - i ranges.
+    for cutoff in 1..n {
+        db.delete_range(key(0), key(cutoff)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let stored: u64 = db
+        .live_files()
+        .iter()
+        .map(|f| shale::tools::open_table(&f.path).unwrap())
+        .filter_map(|t| t.properties().range_dels.map(|(_, count)| count))
+        .sum();
+    // Uncollapsed, the fragments would carry n * (n - 1) / 2 = 79,800 sequence numbers.
+    assert!(stored < 2 * u64::from(n), "{stored} tombstones stored");
+    check(&db, n, 0, |i| i == n - 1, &ReadOptions::default());
+    check(&db, n, 0, |_| true, &ReadOptions::at(&old));
+}

@@ -69,7 +69,7 @@ impl DropPolicy<'_> {
             .into_iter()
             .filter(|t| self.stripe(t.seq) > 0 || !(self.is_bottommost)(&t.start, &t.end))
             .collect();
-        RangeDels::new(&kept)
+        RangeDels::collapsed(&kept, self.snapshots)
     }
 }
 
