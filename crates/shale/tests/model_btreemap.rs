@@ -97,6 +97,22 @@ fn options() -> Options {
     }
 }
 
+/// Add puts (`Some`) and deletes (`None`) to `b`, and apply them to `model`.
+fn add_entries(b: &mut WriteBatch, model: &mut Model, entries: Vec<(u8, Option<Vec<u8>>)>) {
+    for (k, v) in entries {
+        match v {
+            Some(v) => {
+                b.put(key(k), &v);
+                model.insert(key(k), v);
+            }
+            None => {
+                b.delete(key(k));
+                model.remove(&key(k));
+            }
+        }
+    }
+}
+
 fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     for k in 0..64u8 {
         assert_eq!(
@@ -236,18 +252,7 @@ proptest! {
                 }
                 Op::Batch(entries) => {
                     let mut b = WriteBatch::new();
-                    for (k, v) in entries {
-                        match v {
-                            Some(v) => {
-                                b.put(key(k), &v);
-                                model.insert(key(k), v);
-                            }
-                            None => {
-                                b.delete(key(k));
-                                model.remove(&key(k));
-                            }
-                        }
-                    }
+                    add_entries(&mut b, &mut model, entries);
                     db.write(b, WriteOptions::default()).unwrap();
                 }
                 Op::RangeBatch(lo, hi, entries) => {
@@ -258,18 +263,7 @@ proptest! {
                     for k in doomed {
                         model.remove(&k);
                     }
-                    for (k, v) in entries {
-                        match v {
-                            Some(v) => {
-                                b.put(key(k), &v);
-                                model.insert(key(k), v);
-                            }
-                            None => {
-                                b.delete(key(k));
-                                model.remove(&key(k));
-                            }
-                        }
-                    }
+                    add_entries(&mut b, &mut model, entries);
                     db.write(b, WriteOptions::default()).unwrap();
                 }
                 Op::Compact => {
