@@ -115,7 +115,7 @@ pub struct Options {
     /// Read SSTables through read-only memory mappings instead of `pread`: a block read
     /// costs no system call and no copy. With the file in the OS page cache that saved
     /// about 1.2 µs of a get that misses the block cache (3M keys, 2 cores: 313 k against
-    /// 228 k random gets/s; bench-results/LOG.md, session 13). The price: a disk error under a
+    /// 228 k random gets/s; bench-results/LOG.md, "Read-path questions"). The price: a disk error under a
     /// mapping kills the process with `SIGBUS` instead of returning `Error::Io`, and
     /// mapped pages count toward the process's resident memory (they are the page
     /// cache's, and reclaimable). Default: true on 64-bit targets.

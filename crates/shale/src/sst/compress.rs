@@ -23,7 +23,7 @@
 //! Thread safety: free functions callable from any thread. zstd keeps one compression and one
 //! decompression context per thread that uses it (about 90 KiB each at level 3 for 4 KiB
 //! blocks, more at high levels and for large blocks; reusing them made zstd random gets 1.28x
-//! faster, see bench-results/LOG.md, session 15); a thread that never touches a zstd block
+//! faster, see bench-results/LOG.md, "zstd contexts kept per thread"); a thread that never touches a zstd block
 //! allocates neither.
 
 use std::cell::RefCell;
