@@ -7,6 +7,7 @@
 //! engine. Children print one JSON line per result on stdout; the parent appends them to
 //! the JSON-lines file and writes the markdown report and the chart.
 
+mod cgroup;
 mod chart;
 mod engine;
 mod gen;
@@ -70,6 +71,9 @@ struct RunArgs {
     /// Keys written by the fills; operations of the read workloads.
     #[arg(long)]
     num: Option<u64>,
+    /// Gets of readrandom and readmissing (default: --num), for a large load read in part.
+    #[arg(long)]
+    read_ops: Option<u64>,
     #[arg(long, default_value_t = 100)]
     value_size: usize,
     #[arg(long, default_value_t = 16)]
@@ -96,6 +100,14 @@ struct RunArgs {
     /// Repeat the whole run this many times (the report takes medians).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// Run each engine's process in a memory cgroup of this many MiB that the benchmark
+    /// creates and removes (its heap, mappings and page cache all count; needs root):
+    /// with data larger than that, reads go to the disk. 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    memory_limit_mib: u64,
+    /// Internal: the cgroup the child process moves itself into.
+    #[arg(long, hide = true)]
+    cgroup: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = CompressionChoice::Lz4)]
     compression: CompressionChoice,
     /// Block cache budget for every engine, MiB.
@@ -209,6 +221,9 @@ impl RunArgs {
             db_dir: self.db_dir.clone(),
             run: self.run_index,
             command,
+            memory_limit_bytes: (self.memory_limit_mib > 0).then_some(self.memory_limit_mib << 20),
+            read_ops: self.read_ops,
+            cgroup: self.cgroup.clone(),
         }
     }
 }
@@ -374,11 +389,24 @@ fn run(args: &RunArgs) -> BenchResult<()> {
         for g in groups(&workloads) {
             for e in &engines {
                 eprintln!("== run {run_index} engine {e}: {}", g.join(","));
+                let group = match args.memory_limit_mib {
+                    0 => None,
+                    mib => Some(cgroup::MemoryCgroup::create(
+                        &format!("shale-bench-{}-{run_index}-{e}", std::process::id()),
+                        mib << 20,
+                    )?),
+                };
                 let mut child = Command::new(&exe)
                     .arg("--internal-run")
                     .args(["--engines", e])
                     .args(["--workloads", &g.join(",")])
                     .args(["--num", &cfg.num.to_string()])
+                    .args(
+                        cfg.read_ops
+                            .map(|n| ["--read-ops".to_string(), n.to_string()])
+                            .as_ref()
+                            .map_or(&[][..], |a| &a[..]),
+                    )
                     .args(["--value-size", &cfg.value_size.to_string()])
                     .args(["--key-size", &cfg.key_size.to_string()])
                     .args(["--threads", &cfg.threads.to_string()])
@@ -411,6 +439,14 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     .arg("--db-dir")
                     .arg(&cfg.db_dir)
                     .args(["--seed", &cfg.seed.to_string()])
+                    .args(["--memory-limit-mib", &args.memory_limit_mib.to_string()])
+                    .args(
+                        group
+                            .as_ref()
+                            .map(|g| ["--cgroup".into(), g.path().as_os_str().to_owned()])
+                            .as_ref()
+                            .map_or(&[][..], |a| &a[..]),
+                    )
                     .args(["--run-index", &run_index.to_string()])
                     .args(["--command-line", &command])
                     .args(if args.quick {
@@ -445,6 +481,10 @@ fn run(args: &RunArgs) -> BenchResult<()> {
                     produced += 1;
                 }
                 let status = child.wait()?;
+                if let Some(peak) = group.as_ref().and_then(cgroup::MemoryCgroup::peak_bytes) {
+                    eprintln!("   cgroup peak memory {} MiB", peak >> 20);
+                }
+                drop(group);
                 if !status.success() {
                     return Err(format!(
                         "engine {e}, workloads {}: child failed ({status})",

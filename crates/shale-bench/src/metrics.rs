@@ -14,6 +14,12 @@ pub fn io_write_bytes() -> u64 {
     proc_field("/proc/self/io", "write_bytes:").unwrap_or(0)
 }
 
+/// Bytes this process caused to be read from storage (`read_bytes` of /proc/self/io):
+/// reads the page cache served are not counted.
+pub fn io_read_bytes() -> u64 {
+    proc_field("/proc/self/io", "read_bytes:").unwrap_or(0)
+}
+
 /// Peak resident set size in bytes (VmHWM).
 pub fn peak_rss_bytes() -> u64 {
     proc_field("/proc/self/status", "VmHWM:").map_or(0, |kib| kib * 1024)

@@ -29,6 +29,13 @@ pub struct Record {
     /// read-only workloads and in results recorded before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle_seconds: Option<f64>,
+    /// Bytes the workload read from the storage device (`read_bytes` of /proc/self/io):
+    /// what the page cache did not serve. Absent in results recorded before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_read_bytes: Option<u64>,
+    /// The memory cgroup limit the engine's process ran under (`--memory-limit-mib`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
     pub disk_bytes: u64,
     pub user_bytes_written: u64,
     pub peak_rss_bytes: u64,

@@ -264,18 +264,18 @@ pub fn markdown_with(
     let _ = writeln!(out, "\n## Details (median run)\n");
     let _ = writeln!(
         out,
-        "| workload | engine | runs | ops | s | ops/s | MB/s | mean µs | p50 µs | p99 µs | p99.9 µs | max µs | write amp | space amp | peak RSS MiB | CPU s | note |"
+        "| workload | engine | runs | ops | s | ops/s | MB/s | mean µs | p50 µs | p99 µs | p99.9 µs | max µs | write amp | space amp | disk read B/op | peak RSS MiB | CPU s | note |"
     );
     let _ = writeln!(
         out,
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     for w in &s.workloads {
         for e in &s.engines {
             if let Some((r, n)) = s.cells.get(&(w.clone(), e.clone())) {
                 let _ = writeln!(
                     out,
-                    "| {w} | {e} | {n} | {} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {} | {:.0} | {:.1} | {} |",
+                    "| {w} | {e} | {n} | {} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {} | {} | {:.0} | {:.1} | {} |",
                     r.ops,
                     r.seconds,
                     ops(r.ops_per_sec),
@@ -287,6 +287,8 @@ pub fn markdown_with(
                     r.max_us,
                     opt(r.write_amp),
                     opt(r.space_amp),
+                    r.disk_read_bytes
+                        .map_or("-".into(), |b| format!("{:.0}", b as f64 / r.ops.max(1) as f64)),
                     r.peak_rss_bytes as f64 / (1u64 << 20) as f64,
                     r.cpu_seconds,
                     r.note.clone().unwrap_or_default().replace('|', "/"),
@@ -320,6 +322,8 @@ pub(crate) mod tests {
             write_amp: None,
             space_amp: None,
             settle_seconds: None,
+            disk_read_bytes: None,
+            memory_limit_bytes: None,
             disk_bytes: 0,
             user_bytes_written: 0,
             peak_rss_bytes: 0,

@@ -287,6 +287,8 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             write_amp: None,
             space_amp: None,
             settle_seconds: None,
+            disk_read_bytes: None,
+            memory_limit_bytes: None,
             disk_bytes: 0,
             user_bytes_written: 0,
             peak_rss_bytes: v.peak_rss_bytes,

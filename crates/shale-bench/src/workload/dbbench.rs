@@ -134,7 +134,7 @@ impl Runner {
     /// `num` gets of random existing keys (or of keys that sort among them but are absent).
     pub(super) fn read(&mut self, missing: bool, pb: &ProgressBar) -> BenchResult<Outcome> {
         let (num, threads, keys, seed) = (self.cfg.num, self.cfg.threads, self.keys, self.cfg.seed);
-        let per_thread = num / threads as u64;
+        let per_thread = self.cfg.read_ops.unwrap_or(num) / threads as u64;
         let found = AtomicU64::new(0);
         let start = Instant::now();
         let lat = parallel(self.engine()?, threads, |e, t, lat| {

@@ -98,6 +98,12 @@ pub struct Config {
     pub db_dir: PathBuf,
     pub run: u32,
     pub command: String,
+    /// Gets of readrandom and readmissing, when not `num`.
+    pub read_ops: Option<u64>,
+    /// The memory cgroup limit the process runs under, if any (`cgroup.rs`).
+    pub memory_limit_bytes: Option<u64>,
+    /// The cgroup to join before the first workload that does not start a fresh database.
+    pub cgroup: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +155,8 @@ pub struct Runner {
     machine: String,
     git_commit: String,
     date: String,
+    /// Whether this process has joined `cfg.cgroup`.
+    limited: bool,
 }
 
 impl Runner {
@@ -169,7 +177,29 @@ impl Runner {
             machine: crate::machine::describe(),
             git_commit: crate::machine::git_commit(),
             date: crate::machine::date(),
+            limited: false,
         }
+    }
+
+    /// Before the first workload on a loaded database: let background work finish, write
+    /// every dirty page back and drop the page cache (the load's pages must not serve the
+    /// reads), then join the memory cgroup. The load itself runs unlimited: under a memory
+    /// cgroup the dirty pages of a fast load outrun write-back and the kernel kills the
+    /// engine (cgroup v1 throttles no writer).
+    fn enter_memory_limit(&mut self) -> BenchResult<()> {
+        let Some(path) = self.cfg.cgroup.clone() else {
+            return Ok(());
+        };
+        if self.limited {
+            return Ok(());
+        }
+        self.engine()?.wait_background()?;
+        std::process::Command::new("sync").status()?;
+        std::fs::write("/proc/sys/vm/drop_caches", "1")
+            .map_err(|e| format!("cannot drop the page cache (needs root): {e}"))?;
+        crate::cgroup::join(&path)?;
+        self.limited = true;
+        Ok(())
     }
 
     /// Run `workloads` in order; one record per measured workload (`lab` gives several).
@@ -305,9 +335,13 @@ impl Runner {
             }
             _ => {}
         }
+        if !is_fresh(name) {
+            self.enter_memory_limit()?;
+        }
 
         metrics::reset_peak_rss();
         let io0 = metrics::io_write_bytes();
+        let read0 = metrics::io_read_bytes();
         let cpu0 = metrics::cpu_seconds();
         let total = match name {
             "fillsync" => self.cfg.sync_num,
@@ -396,6 +430,8 @@ impl Runner {
             cpu,
         );
         rec.settle_seconds = settle;
+        rec.disk_read_bytes = Some(metrics::io_read_bytes().saturating_sub(read0));
+        rec.memory_limit_bytes = self.cfg.memory_limit_bytes;
         emit(&rec);
         Ok(())
     }
@@ -435,6 +471,8 @@ impl Runner {
                 .filter(|&b| b > 0)
                 .map(|b| disk as f64 / b as f64),
             settle_seconds: None,
+            disk_read_bytes: None,
+            memory_limit_bytes: None,
             disk_bytes: disk,
             user_bytes_written: out.user_bytes_written,
             peak_rss_bytes: metrics::peak_rss_bytes(),
