@@ -34,15 +34,16 @@ use crate::wal::{LogReader, LogWriter, Predecessor};
 const READ_ONLY_TRIES: usize = 10;
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
+    let mut opened = Opened::new(dir, &opts);
     if !opts.read_only {
-        return open_once(dir, opts);
+        return open_once(dir, opts, &mut opened);
     }
     // A writer may flush a WAL, compact a table or roll the manifest away between this
     // open's reading the manifest and its reading that file: the state read is then stale,
-    // and another try reads the new one.
+    // and another try reads the new one, opening only the tables the last try did not.
     let mut tries = 1;
     loop {
-        match open_once(dir, opts.clone()) {
+        match open_once(dir, opts.clone(), &mut opened) {
             Err(Error::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound && tries < READ_ONLY_TRIES =>
             {
@@ -53,25 +54,55 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
     }
 }
 
+/// The caches an open fills, kept from one try of a read-only open to the next.
+struct Opened {
+    cache: Arc<BlockCache>,
+    purger: Arc<Purger>,
+    table_cache: Arc<TableCache>,
+    /// The tables opened so far by file number. A table is immutable and its number never
+    /// reused, so one opened by an earlier try serves a later try whose manifest lists it,
+    /// even if the writer has deleted it since.
+    tables: BTreeMap<FileId, Arc<TableFile>>,
+}
+
+impl Opened {
+    fn new(dir: &Path, opts: &Options) -> Opened {
+        let cache = Arc::new(BlockCache::new(opts.cache_size, opts.block_size));
+        let purger = Arc::new(Purger::default());
+        let table_cache = Arc::new(TableCache::new(
+            Arc::clone(&opts.fs),
+            dir.to_owned(),
+            Arc::clone(&cache),
+            opts.max_open_files,
+            opts.mmap_reads,
+            Arc::clone(&purger),
+        ));
+        Opened {
+            cache,
+            purger,
+            table_cache,
+            tables: BTreeMap::new(),
+        }
+    }
+}
+
 /// One try of [`open`], in the steps docs/architecture.md numbers ("Recovery").
-fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
+fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInner>> {
+    // A read-only open reads the WALs before the manifest (see [`WalSource`]).
+    let mut wals = match opts.read_only && opts.fs.exists(dir) {
+        true => WalSource::read_all(opts.fs.as_ref(), dir)?,
+        false => WalSource::Directory,
+    };
     // Steps 1 to 3: options, directory, lock, CURRENT and the manifest.
-    let (lock, mut state) = lock_and_load(dir, &opts)?;
+    let (lock, mut state) = lock_and_load(dir, &opts, &mut wals)?;
     let fs = Arc::clone(&opts.fs);
     let stats = Stats::default();
-    let cache = Arc::new(BlockCache::new(opts.cache_size, opts.block_size));
-    let purger = Arc::new(Purger::default());
-    let table_cache = Arc::new(TableCache::new(
-        Arc::clone(&fs),
-        dir.to_owned(),
-        Arc::clone(&cache),
-        opts.max_open_files,
-        opts.mmap_reads,
-        Arc::clone(&purger),
-    ));
+    let cache = Arc::clone(&opened.cache);
+    let purger = Arc::clone(&opened.purger);
+    let table_cache = Arc::clone(&opened.table_cache);
     // Step 4: the SSTables; steps 5 and 6: the WALs, saved to L0 (kept in memory when
     // read-only).
-    let mut tables = open_tables(&table_cache, &state.files)?;
+    let mut tables = open_tables(&table_cache, &state.files, &mut opened.tables)?;
     let recovery = Recovery {
         fs: fs.as_ref(),
         dir,
@@ -79,7 +110,7 @@ fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
         tables: &table_cache,
         kept: Vec::new(),
     };
-    let replayed = recovery.replay_wals(&mut state, &mut tables, &stats)?;
+    let replayed = recovery.replay_wals(&mut state, &mut tables, &stats, wals)?;
     // Steps 7 to 9: a fresh WAL and manifest, CURRENT switched, obsolete files deleted.
     let version = Version::from_files(tables);
     let last_seq = state.last_seq;
@@ -149,6 +180,7 @@ fn open_once(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {
 fn lock_and_load(
     dir: &Path,
     opts: &Options,
+    wals: &mut WalSource,
 ) -> Result<(Option<Box<dyn FileLock>>, RecoveredManifest)> {
     opts.validate().map_err(Error::InvalidOptions)?;
     let fs = opts.fs.as_ref();
@@ -179,7 +211,10 @@ fn lock_and_load(
             )));
         }
         let state = RecoveredManifest::load(fs, dir)?;
-        check_oldest_wal(fs, dir, &state)?;
+        match wals {
+            WalSource::Directory => check_oldest_wal(fs, dir, &state)?,
+            WalSource::Read(read) => top_up(fs, dir, &state, read)?,
+        }
         state
     } else if opts.create_if_missing && !read_only {
         refuse_orphaned_data(fs, dir)?;
@@ -227,6 +262,88 @@ fn start_log(
     )?;
     remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
     Ok((wal, wal_id, versions))
+}
+
+/// Where WAL replay reads the WALs from.
+///
+/// A read-write open holds the lock, so nothing deletes a WAL under it: it lists the
+/// directory and reads each WAL in turn. A read-only open runs beside a writer that flushes a
+/// WAL and deletes it once a manifest edit names a newer one, so it reads every WAL before
+/// the manifest, and a WAL deleted after that is still in hand; [`top_up`] adds the WALs
+/// made in between. Every write acknowledged before the open began is then in the WALs
+/// read or in the tables the manifest names.
+pub(super) enum WalSource {
+    Directory,
+    Read(BTreeMap<FileId, Vec<u8>>),
+}
+
+impl WalSource {
+    fn read_all(fs: &dyn FileSystem, dir: &Path) -> Result<WalSource> {
+        let mut read = BTreeMap::new();
+        for id in wal_ids(fs, dir)? {
+            match fs.read_all(&wal_path(dir, id)) {
+                Ok(data) => {
+                    read.insert(id, data);
+                }
+                // Flushed and deleted since the listing: the manifest read next covers it.
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(WalSource::Read(read))
+    }
+}
+
+/// After a read-only open read `state` from the manifest: read the WALs at or above its log
+/// number that were made after the WALs in `read` were. Each was made after `read`'s listing,
+/// so the WALs in hand are then every one the state needs. If one of them is gone already
+/// (the writer flushed it after the manifest was read), the state is stale and [`open`]
+/// tries again; if the manifest still names it, it was lost, and that is corruption.
+fn top_up(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    state: &RecoveredManifest,
+    read: &mut BTreeMap<FileId, Vec<u8>>,
+) -> Result<()> {
+    for id in wal_ids(fs, dir)? {
+        if id >= state.log_number && !read.contains_key(&id) {
+            let data = fs.read_all(&wal_path(dir, id))?;
+            read.insert(id, data);
+        }
+    }
+    if read.contains_key(&state.log_number) {
+        return Ok(());
+    }
+    // Missing: flushed since the manifest was read (a newer manifest names a newer WAL), or
+    // lost (see `check_oldest_wal`).
+    if RecoveredManifest::load(fs, dir)?.log_number == state.log_number {
+        check_oldest_wal(fs, dir, state)?;
+    }
+    Err(stale_read(dir, state.log_number))
+}
+
+fn wal_ids(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileId>> {
+    Ok(fs
+        .list(dir)?
+        .iter()
+        .filter_map(|name| match filename::parse(name) {
+            Some(FileKind::Wal(id)) => Some(id),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The error a read-only open meets when the WALs it read are older than the manifest it
+/// read: a not-found I/O error, which [`open`] answers with another try.
+fn stale_read(dir: &Path, id: FileId) -> Error {
+    Error::io(
+        "read WAL",
+        wal_path(dir, id),
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the manifest names a WAL newer than those a read-only open read",
+        ),
+    )
 }
 
 /// The WAL the manifest names as the oldest live one must exist: a WAL is deleted only
@@ -289,16 +406,25 @@ fn refuse_orphaned_data(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     }
 }
 
+/// Open every table of `files` (those in `opened` already are reused): a missing or
+/// damaged file is found now, not on a read.
 fn open_tables(
     tables: &Arc<TableCache>,
     files: &BTreeMap<FileId, (Level, FileMeta)>,
+    opened: &mut BTreeMap<FileId, Arc<TableFile>>,
 ) -> Result<Vec<(Level, Arc<TableFile>)>> {
     let mut out = Vec::with_capacity(files.len());
-    for (level, meta) in files.values() {
-        let file = TableFile::new(meta.clone(), Arc::clone(tables));
-        // Open every table once: a missing or damaged file is found now, not on a read.
-        file.table()?;
-        out.push((*level, Arc::new(file)));
+    for (id, (level, meta)) in files {
+        let file = match opened.get(id) {
+            Some(file) => Arc::clone(file),
+            None => {
+                let file = Arc::new(TableFile::new(meta.clone(), Arc::clone(tables)));
+                file.table()?;
+                opened.insert(*id, Arc::clone(&file));
+                file
+            }
+        };
+        out.push((*level, file));
     }
     Ok(out)
 }
@@ -322,16 +448,13 @@ impl Recovery<'_> {
         state: &mut RecoveredManifest,
         tables: &mut Vec<(Level, Arc<TableFile>)>,
         stats: &Stats,
+        mut source: WalSource,
     ) -> Result<Vec<Arc<MemTable>>> {
         let (fs, dir, opts) = (self.fs, self.dir, self.opts);
-        let mut wals: Vec<FileId> = fs
-            .list(dir)?
-            .iter()
-            .filter_map(|name| match filename::parse(name) {
-                Some(FileKind::Wal(id)) => Some(id),
-                _ => None,
-            })
-            .collect();
+        let mut wals: Vec<FileId> = match &source {
+            WalSource::Directory => wal_ids(fs, dir)?,
+            WalSource::Read(read) => read.keys().copied().collect(),
+        };
         // A WAL's number is logged only with the next version edit, so a crash can leave
         // WALs numbered at or above the manifest's next file number. Mark them used
         // (RocksDB's `MarkFileNumberUsed`): the tables written below and the new WAL must
@@ -350,7 +473,10 @@ impl Recovery<'_> {
         let mut previous: Option<(FileId, u64)> = None;
         for id in wals {
             let path = wal_path(dir, id);
-            let data = fs.read_all(&path)?;
+            let data = match &mut source {
+                WalSource::Directory => fs.read_all(&path)?,
+                WalSource::Read(read) => read.remove(&id).unwrap_or_default(),
+            };
             if let Some(counter) = drop_rest {
                 Stats::add(counter, data.len() as u64);
                 continue;
