@@ -118,7 +118,12 @@ pub struct Options {
     /// 228 k random gets/s; bench-results/LOG.md, "Read-path questions"). The price: a disk error under a
     /// mapping kills the process with `SIGBUS` instead of returning `Error::Io`, and
     /// mapped pages count toward the process's resident memory (they are the page
-    /// cache's, and reclaimable). Default: true on 64-bit targets.
+    /// cache's, and reclaimable). With data many times the memory the process may use,
+    /// turn it off: a get that misses the page cache then also pays for the kernel's
+    /// reclaim of mapped pages (10M keys under a 128 MiB limit: 0.74x RocksDB's gets
+    /// mapped, 1.18x with `pread`; BENCHMARKS.md, "Data five times larger than the
+    /// memory").
+    /// Default: true on 64-bit targets.
     pub mmap_reads: bool,
     /// Length past which the live MANIFEST is replaced by a new one that starts with a
     /// snapshot of the live files (RocksDB's option of the same name). Every flush and

@@ -60,6 +60,11 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn mapped(&self) -> Option<&[u8]> {
         None
     }
+    /// A hint that the `len` bytes at `offset` will be read soon: start reading them into
+    /// the page cache without waiting. Files read by `pread` leave read-ahead to the
+    /// kernel, which detects sequential reads itself; a mapping advised for random access
+    /// (see `open_mapped`) has none, and its readers ask for it here.
+    fn read_ahead(&self, _offset: u64, _len: u64) {}
 }
 
 /// `read_exact_at` for a file whose bytes are all in memory (a mapping, or `MemFs`'s

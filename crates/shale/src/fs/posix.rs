@@ -366,6 +366,17 @@ impl RandomAccessFile for PosixMappedFile {
     fn mapped(&self) -> Option<&[u8]> {
         Some(&self.map)
     }
+
+    fn read_ahead(&self, offset: u64, len: u64) {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let len = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .min(self.map.len().saturating_sub(start));
+        if len > 0 {
+            // Advice: a failure costs only the read-ahead.
+            let _ = self.map.advise_range(memmap2::Advice::WillNeed, start, len);
+        }
+    }
 }
 
 /// A shared, writable mapping of part of a file ([`FileSystem::map_region`]).
@@ -479,6 +490,12 @@ impl FileSystem for PosixFs {
         // SAFETY: the mapping is read-only and the engine never writes or truncates a
         // file it reads this way (SSTables are immutable once renamed into place).
         let map = unsafe { Mmap::map(&reader.file) }.map_err(|e| Error::io("mmap", path, e))?;
+        // A fault in a mapping reads the pages around it, as much as the device's
+        // read-ahead setting (8 MiB on some virtual disks): a point read that misses the
+        // page cache would read megabytes for one block, and evict as much. Random access
+        // reads the faulting page alone; sequential readers ask for read-ahead themselves
+        // (`RandomAccessFile::read_ahead`). Advice: a failure leaves the default.
+        let _ = map.advise(memmap2::Advice::Random);
         Ok(Arc::new(PosixMappedFile {
             map,
             path: reader.path,

@@ -20,6 +20,57 @@ use crate::sst::block::BlockIter;
 use crate::sst::format::BlockHandle;
 use crate::sst::reader::Table;
 
+/// The first read-ahead of a run of sequential block reads, in bytes; each next one is
+/// twice as long, up to [`READ_AHEAD_MAX`].
+const READ_AHEAD_MIN: u64 = 64 << 10;
+const READ_AHEAD_MAX: u64 = 1 << 20;
+
+/// Read-ahead for an iterator that reads a table's blocks from the file in order (a scan,
+/// a compaction input), RocksDB's auto-readahead: the third of three block reads in a row
+/// that miss the block cache, each starting where the one before ended, asks the file for
+/// the bytes ahead ([`Table::read_ahead`]), and the run asks again for the next window,
+/// twice as long, before it reaches the end of what it asked for. A point read, a short
+/// scan (a seek and a block or two), or a scan served by the block cache never asks: the
+/// system call would cost more than it saves.
+#[derive(Debug, Default)]
+struct ReadAhead {
+    /// Where the last block read from the file ended.
+    next: u64,
+    /// Block reads in a row, each where the one before ended, before the last one.
+    run: u32,
+    /// Bytes asked for so far: up to this offset.
+    until: u64,
+    /// The next window; 0 until a run starts.
+    window: u64,
+}
+
+impl ReadAhead {
+    /// `handle`, which missed the block cache, is about to be read from the file.
+    fn on_read(&mut self, table: &Table, handle: BlockHandle) {
+        let Some(end) = handle.end_with_trailer() else {
+            return;
+        };
+        let in_run = handle.offset == self.next;
+        self.next = end;
+        self.run = if in_run { self.run + 1 } else { 0 };
+        if self.run < 2 {
+            self.window = 0;
+            return;
+        }
+        if self.window == 0 {
+            self.window = READ_AHEAD_MIN;
+            self.until = handle.offset;
+        }
+        // Ask for the next window once less than a quarter of it is left ahead.
+        if self.until.saturating_sub(end) < self.window / 4 {
+            let from = self.until.max(handle.offset);
+            table.read_ahead(from, self.window);
+            self.until = from + self.window;
+            self.window = (self.window * 2).min(READ_AHEAD_MAX);
+        }
+    }
+}
+
 /// Iterates every entry of one table in internal-key order.
 #[derive(Debug)]
 pub struct TableIter {
@@ -28,6 +79,7 @@ pub struct TableIter {
     data: Option<BlockIter>,
     data_handle: Option<BlockHandle>,
     fill_cache: bool,
+    read_ahead: ReadAhead,
 }
 
 impl TableIter {
@@ -39,6 +91,7 @@ impl TableIter {
             data: None,
             data_handle: None,
             fill_cache,
+            read_ahead: ReadAhead::default(),
         }
     }
 
@@ -53,7 +106,13 @@ impl TableIter {
         if self.data.is_some() && self.data_handle == Some(handle) {
             return Ok(());
         }
-        let block = self.table.read_block(handle, self.fill_cache)?;
+        let block = match self.table.cached_block(handle) {
+            Some(block) => block,
+            None => {
+                self.read_ahead.on_read(&self.table, handle);
+                self.table.load_block(handle, self.fill_cache)?
+            }
+        };
         self.data = Some(block.iter());
         self.data_handle = Some(handle);
         Ok(())

@@ -239,7 +239,10 @@ impl Table {
             Some(handle) => Some(BloomFilter::new(source.read_raw(handle)?.into_vec())),
             None => None,
         };
-        let index_data = source.read_raw(footer.index)?;
+        // On the heap even when the file is mapped: every read of the table searches the
+        // index, and a view into the mapping would be page cache, which the kernel evicts
+        // under memory pressure and faults back, with read-ahead, a page at a time.
+        let index_data = BlockBytes::owned(source.read_raw(footer.index)?.into_vec());
         let index = Arc::new(Block::new(
             index_data,
             Arc::clone(&source.path),
@@ -312,7 +315,7 @@ impl Table {
     }
 
     /// The block at `handle` if the cache holds it (counted as a hit or a miss).
-    fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
+    pub(crate) fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
         let (cache, key) = self.cache_key(handle)?;
         let block = cache.get(&key);
         if block.is_some() {
@@ -325,7 +328,7 @@ impl Table {
 
     /// Read the block at `handle` from the file (verified and decompressed), and offer it
     /// to the cache if `fill_cache`.
-    fn load_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+    pub(crate) fn load_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         let data = self.source.read_raw(handle)?;
         let block = Arc::new(Block::new(
             data,
@@ -340,6 +343,12 @@ impl Table {
             }
         }
         Ok(block)
+    }
+
+    /// Start reading the `len` bytes of the file at `offset` into the page cache
+    /// ([`RandomAccessFile::read_ahead`]).
+    pub(crate) fn read_ahead(&self, offset: u64, len: u64) {
+        self.source.file.read_ahead(offset, len);
     }
 
     /// Decode an index entry's value.

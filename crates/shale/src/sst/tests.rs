@@ -614,3 +614,72 @@ fn every_flipped_byte_of_a_range_del_table_is_detected_or_harmless() {
         }
     }
 }
+
+/// A file that records the read-ahead its readers ask for.
+#[derive(Debug)]
+struct ReadAheadLog {
+    file: Arc<dyn crate::fs::RandomAccessFile>,
+    asked: std::sync::Mutex<Vec<(u64, u64)>>,
+}
+
+impl crate::fs::RandomAccessFile for ReadAheadLog {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file.read_exact_at(offset, buf)
+    }
+
+    fn len(&self) -> u64 {
+        self.file.len()
+    }
+
+    fn read_ahead(&self, offset: u64, len: u64) {
+        self.asked.lock().unwrap().push((offset, len));
+    }
+}
+
+#[test]
+fn a_long_scan_reads_ahead_and_a_short_one_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.sst");
+    let entries = dataset(20_000);
+    write_table(&path, opts(Compression::None, 4096, 16), &entries);
+    let log = Arc::new(ReadAheadLog {
+        file: PosixFs.open(&path).unwrap(),
+        asked: Default::default(),
+    });
+    let file_len = log.file.len();
+    let table = Arc::new(Table::open(log.clone(), path.clone()).unwrap());
+    let asked = |log: &ReadAheadLog| std::mem::take(&mut *log.asked.lock().unwrap());
+
+    // Point reads and a seek followed by a few steps: no read-ahead.
+    for i in (0..20_000u64).step_by(997) {
+        let user_key = format!("key{:06}", 2 * i);
+        table
+            .get(user_key.as_bytes(), SeqNo(u64::MAX >> 8))
+            .unwrap();
+        let key = ikey(user_key.as_bytes(), u64::MAX >> 8, ValueKind::Put);
+        let mut it = table.iter();
+        it.seek(&key).unwrap();
+        for _ in 0..20 {
+            if it.valid() {
+                it.next().unwrap();
+            }
+        }
+    }
+    assert_eq!(asked(&log), []);
+
+    // A whole scan: windows that grow, each starting where the one before ended, and
+    // together reaching the end of the data blocks.
+    assert_eq!(scan_forward(&table).unwrap(), entries);
+    let windows = asked(&log);
+    assert!(windows.len() >= 3, "{windows:?}");
+    for pair in windows.windows(2) {
+        let ((a, a_len), (b, b_len)) = (pair[0], pair[1]);
+        assert_eq!(a + a_len, b, "{windows:?}");
+        assert!(b_len >= a_len && b_len <= 1 << 20, "{windows:?}");
+    }
+    let (last, last_len) = windows[windows.len() - 1];
+    assert!(
+        last + last_len >= file_len - (64 << 10),
+        "{windows:?} of {file_len}"
+    );
+}
