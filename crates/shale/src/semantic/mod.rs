@@ -45,6 +45,7 @@ mod checkpoint;
 mod core;
 mod embedder;
 mod hash_embedder;
+mod hook;
 mod key_index;
 mod model_file;
 mod open;
@@ -372,7 +373,7 @@ fn open_core(db: &Db, name: &str) -> Result<Option<Arc<IndexCore>>> {
     };
     let hook = hook
         .as_any()
-        .downcast::<core::IndexHook>()
+        .downcast::<hook::IndexHook>()
         .map_err(|_| Error::invalid(format!("{name:?} is not a semantic index")))?;
     let core = hook.core.get().cloned().ok_or_else(|| {
         Error::invalid(format!("index {name:?} is being opened by another thread"))

@@ -22,7 +22,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::checkpoint::{self, Checkpoint};
-use super::core::{IndexCore, IndexHook, Queue, Spec};
+use super::core::IndexCore;
+use super::hook::{IndexHook, Queue, Spec};
 use super::key_index::{Applied, Index, KeyState, Node, NodeState};
 use super::model_file;
 use super::pending::{Change, Payload, Pending};
