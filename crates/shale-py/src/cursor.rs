@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::to_bytes;
-use crate::db::Shared;
 use crate::errors::{new_err, run};
+use crate::shared::Shared;
 
 #[pyclass(module = "shale", frozen)]
 pub(crate) struct Cursor {

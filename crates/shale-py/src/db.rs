@@ -1,7 +1,8 @@
-//! `shale.DB` and `shale.WriteBatch`.
+//! `shale.DB`.
 //!
 //! Threads: a `DB` is shared freely between Python threads. Every engine call runs with
-//! the GIL released ([`crate::errors::run`]) under a read lock of [`Shared::db`]; `close`
+//! the GIL released ([`crate::errors::run`]) under a read lock of `Shared::db`
+//! (`shared.rs`); `close`
 //! takes the write lock, so it waits for calls in progress and every later call (on the
 //! DB, or on an iterator, snapshot, batch or index made from it) raises `ClosedError`.
 //! Closing closes the indexes first, then drops the engine's `Db`, which releases the
@@ -10,204 +11,21 @@
 //! A database whose last handle Python drops without `close()` is closed by the drop,
 //! with the GIL released too: the index workers may need it to finish a batch with a
 //! Python embedder. Databases with a Python embedder are also closed at interpreter exit
-//! ([`close_for_exit`]), while their workers can still run Python.
+//! ([`crate::shared::close_for_exit`]), while their workers can still run Python.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, Weak};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::batch::WriteBatch;
 use crate::convert::{opt_bytes, search_count, to_bytes};
-use crate::embedder::inside_embedder;
-use crate::errors::{key_error, run, Failure};
+use crate::errors::{key_error, run};
 use crate::iter::{KvIter, Mode};
 use crate::search::SearchHit;
+use crate::shared::Shared;
 use crate::snapshot::Snapshot;
-
-/// An open database, with `semantic=True` its default index, and the indexes opened with
-/// `DB.index`.
-pub(crate) struct Open {
-    db: Arc<shale::Db>,
-    index: Option<shale::semantic::Index>,
-    /// By name. Dropped at close, so that a Python `Index` left over keeps nothing alive.
-    indexes: Mutex<HashMap<String, shale::semantic::Index>>,
-}
-
-/// The name of the index `semantic=True` opens over every key.
-const DEFAULT_INDEX: &str = "default";
-
-/// The engine's `Db`, shared by a `DB` and everything made from it.
-pub(crate) struct Shared {
-    db: RwLock<Option<Open>>,
-    pub(crate) path: PathBuf,
-}
-
-/// The databases that have an index with a Python embedder, for [`close_for_exit`].
-static PYTHON_EMBEDDERS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
-
-/// Close every database that has an index with a Python embedder. Registered with
-/// `atexit` by the package: at exit, before the interpreter finalizes, the workers can
-/// still take the GIL and finish their batches; during finalization they could not.
-pub(crate) fn close_for_exit(py: Python<'_>) {
-    let dbs = std::mem::take(
-        &mut *PYTHON_EMBEDDERS
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner),
-    );
-    for shared in dbs.iter().filter_map(Weak::upgrade) {
-        // Exit goes on whatever a close reports; the data is safe in the WAL either way.
-        let _ = run(py, || shared.close());
-    }
-}
-
-impl Shared {
-    /// The open database under a read lock. Refused inside a Python embedder (see
-    /// `embedder.rs`) and once `close` ran.
-    fn open(&self) -> Result<RwLockReadGuard<'_, Option<Open>>, Failure> {
-        if inside_embedder() {
-            return Err(Failure::Engine(shale::Error::InvalidArgument(
-                "an embedder must not call the database it indexes (it runs in the \
-                 index's workers, which that call may wait for)"
-                    .into(),
-            )));
-        }
-        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
-        if guard.is_none() {
-            return Err(Failure::Engine(shale::Error::Closed));
-        }
-        Ok(guard)
-    }
-
-    /// Run `f` on the open database; `Closed` once `close` ran. Call without the GIL.
-    pub(crate) fn with<T>(
-        &self,
-        f: impl FnOnce(&shale::Db) -> Result<T, Failure>,
-    ) -> Result<T, Failure> {
-        match self.open()?.as_ref() {
-            Some(open) => f(&open.db),
-            None => Err(Failure::Engine(shale::Error::Closed)),
-        }
-    }
-
-    /// Run `f` on the default index; `InvalidArgument` without `semantic=True`.
-    pub(crate) fn with_index<T>(
-        &self,
-        f: impl FnOnce(&shale::semantic::Index) -> Result<T, Failure>,
-    ) -> Result<T, Failure> {
-        match self.open()?.as_ref() {
-            Some(Open {
-                index: Some(index), ..
-            }) => f(index),
-            Some(_) => Err(Failure::Engine(shale::Error::InvalidArgument(
-                "semantic search is off for this database (open it with semantic=True)".into(),
-            ))),
-            None => Err(Failure::Engine(shale::Error::Closed)),
-        }
-    }
-
-    /// Run `f` on the index `name` opened with `DB.index`; `Closed` once `close` ran.
-    pub(crate) fn with_named_index<T>(
-        &self,
-        name: &str,
-        f: impl FnOnce(&shale::semantic::Index) -> Result<T, Failure>,
-    ) -> Result<T, Failure> {
-        let guard = self.open()?;
-        let index = guard.as_ref().and_then(|open| {
-            open.indexes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(name)
-                .cloned()
-        });
-        match index {
-            // The read lock is still held: `close` waits for `f`.
-            Some(index) => f(&index),
-            None => Err(Failure::Engine(shale::Error::Closed)),
-        }
-    }
-
-    /// Open (or find) the index `name` with `opts` (`shale::semantic::Index::open`) and
-    /// keep it for [`Shared::with_named_index`]. Call without the GIL.
-    pub(crate) fn open_index(
-        self: &Arc<Self>,
-        name: &str,
-        opts: shale::semantic::IndexOptions,
-        python_embedder: bool,
-    ) -> Result<shale::semantic::Index, Failure> {
-        let guard = self.open()?;
-        let open = guard
-            .as_ref()
-            .ok_or(Failure::Engine(shale::Error::Closed))?;
-        let index = shale::semantic::Index::open(&open.db, name, opts)?;
-        open.indexes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.to_string(), index.clone());
-        if python_embedder {
-            let mut dbs = PYTHON_EMBEDDERS
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            dbs.retain(|db| db.strong_count() > 0);
-            if !dbs
-                .iter()
-                .any(|db| std::ptr::eq(db.as_ptr(), Arc::as_ptr(self)))
-            {
-                dbs.push(Arc::downgrade(self));
-            }
-        }
-        Ok(index)
-    }
-
-    fn close(&self) -> Result<(), Failure> {
-        if inside_embedder() {
-            // Closing joins the index workers, this thread among them.
-            return Err(Failure::Engine(shale::Error::InvalidArgument(
-                "an embedder must not close the database it indexes".into(),
-            )));
-        }
-        // The write lock is held through the engine's close, so that a second `close`
-        // (or any call) in another thread returns only once the directory is released.
-        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
-        match db.take() {
-            // Closing closes the indexes (their workers stop after their current batch),
-            // joins the background threads and releases the lock file.
-            Some(open) => {
-                drop(open.index);
-                drop(open.indexes);
-                Ok(open.db.close()?)
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Shared {
-    /// Close what `close()` did not. Dropping the engine's `Db` joins the index workers,
-    /// which may be waiting for the GIL inside a Python embedder: release it meanwhile.
-    fn drop(&mut self) {
-        let Some(open) = self
-            .db
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        else {
-            return;
-        };
-        if inside_embedder() {
-            // Dropped by the embedder itself: its worker cannot join itself, so another
-            // thread closes.
-            let _ = std::thread::Builder::new()
-                .name("shale-close".into())
-                .spawn(move || drop(open));
-            return;
-        }
-        let mut open = Some(open);
-        Python::try_attach(|py| py.detach(|| drop(open.take())));
-        drop(open);
-    }
-}
 
 /// An open Shale database. Made by `shale.open(path, **options)`.
 #[pyclass(name = "DB", module = "shale", frozen)]
@@ -249,32 +67,14 @@ pub(crate) fn open(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Db> {
     let (opts, model) = crate::convert::options(py, options)?;
-    let db = run(py, || {
-        let db = Arc::new(shale::Db::open(&path, opts)?);
-        let index = match model {
-            Some(model) => Some(shale::semantic::Index::open(
-                &db,
-                DEFAULT_INDEX,
-                shale::semantic::IndexOptions::text(model),
-            )?),
-            None => None,
-        };
-        Ok(Open {
-            db,
-            index,
-            indexes: Mutex::new(HashMap::new()),
-        })
-    })?;
+    let shared = run(py, || Shared::new(path, opts, model))?;
     Ok(Db {
-        shared: Arc::new(Shared {
-            db: RwLock::new(Some(db)),
-            path,
-        }),
+        shared: Arc::new(shared),
     })
 }
 
 impl Db {
-    fn write_opts(sync: bool) -> shale::WriteOptions {
+    pub(crate) fn write_opts(sync: bool) -> shale::WriteOptions {
         shale::WriteOptions {
             sync,
             ..shale::WriteOptions::default()
@@ -489,11 +289,7 @@ impl Db {
     /// atomically when the block ends, and nothing if the block raises.
     #[pyo3(signature = (sync = false))]
     fn batch(&self, sync: bool) -> WriteBatch {
-        WriteBatch {
-            shared: Arc::clone(&self.shared),
-            batch: Mutex::new(Some(shale::WriteBatch::new())),
-            sync,
-        }
+        WriteBatch::new(Arc::clone(&self.shared), sync)
     }
 
     /// A consistent view of the database as it is now; release it with `release()` or
@@ -661,13 +457,7 @@ impl Db {
     /// True once `close()` ran.
     #[getter]
     fn closed(&self) -> bool {
-        // Called with the GIL held: never wait for the lock. Only `close` holds it for
-        // writing, so a lock held that way means a close in progress: closed.
-        match self.shared.db.try_read() {
-            Ok(db) => db.is_none(),
-            Err(std::sync::TryLockError::Poisoned(db)) => db.into_inner().is_none(),
-            Err(std::sync::TryLockError::WouldBlock) => true,
-        }
+        self.shared.closed()
     }
 
     /// The directory of the database.
@@ -689,131 +479,5 @@ impl Db {
     fn __repr__(&self) -> String {
         let state = if self.closed() { " (closed)" } else { "" };
         format!("<shale.DB {:?}{state}>", self.shared.path)
-    }
-}
-
-/// Puts and deletes applied together by `write()`, or on leaving a `with` block.
-#[pyclass(module = "shale", frozen)]
-pub(crate) struct WriteBatch {
-    shared: Arc<Shared>,
-    /// `None` once written or discarded.
-    batch: Mutex<Option<shale::WriteBatch>>,
-    sync: bool,
-}
-
-impl WriteBatch {
-    fn edit(&self, py: Python<'_>, f: impl FnOnce(&mut shale::WriteBatch)) -> PyResult<()> {
-        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        match batch.as_mut() {
-            Some(b) => {
-                f(b);
-                Ok(())
-            }
-            None => Err(crate::errors::new_err(
-                py,
-                "InvalidArgumentError",
-                "this batch was already written or discarded".to_string(),
-            )),
-        }
-    }
-}
-
-#[pymethods]
-impl WriteBatch {
-    /// Queue `key = value`.
-    fn put(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (key, value) = (to_bytes(key, "key")?, to_bytes(value, "value")?);
-        self.edit(py, |b| b.put(key, value))
-    }
-
-    /// Queue the removal of `key`.
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let key = to_bytes(key, "key")?;
-        self.edit(py, |b| b.delete(key))
-    }
-
-    /// Queue the removal of every key `k` with `start <= k < end`.
-    fn delete_range(
-        &self,
-        py: Python<'_>,
-        start: &Bound<'_, PyAny>,
-        end: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (start, end) = (to_bytes(start, "start")?, to_bytes(end, "end")?);
-        self.edit(py, |b| b.delete_range(start, end))
-    }
-
-    /// Apply every queued change atomically. The batch cannot be used afterwards.
-    fn write(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self
-            .batch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let Some(batch) = taken else {
-            return Err(crate::errors::new_err(
-                py,
-                "InvalidArgumentError",
-                "this batch was already written or discarded".to_string(),
-            ));
-        };
-        let shared = &self.shared;
-        let opts = Db::write_opts(self.sync);
-        run(py, || shared.with(|db| Ok(db.write(batch, opts)?)))
-    }
-
-    /// Drop every queued change.
-    fn discard(&self) {
-        self.batch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-    }
-
-    /// Changes queued.
-    fn __len__(&self) -> usize {
-        self.batch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map_or(0, shale::WriteBatch::len)
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    /// Write the batch if the block ended normally, discard it if it raised.
-    #[pyo3(signature = (exc_type, _exc_value, _traceback))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: &Bound<'_, PyAny>,
-        _exc_value: &Bound<'_, PyAny>,
-        _traceback: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        if exc_type.is_none() {
-            let pending = self
-                .batch
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some();
-            // `write()` inside the block already committed it: nothing left to do.
-            if pending {
-                self.write(py)?;
-            }
-        } else {
-            self.discard();
-        }
-        Ok(false)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<shale.WriteBatch {} changes>", self.__len__())
     }
 }

@@ -25,10 +25,11 @@ use shale::semantic::{IndexOptions, SearchOptions, USER_VECTORS};
 use shale::vector::Metric;
 
 use crate::convert::{opt_bytes, search_count, to_bytes};
-use crate::db::{prefix_bounds, Shared};
+use crate::db::prefix_bounds;
 use crate::embedder::PyEmbedder;
 use crate::errors::{new_err, run, to_py, Failure};
 use crate::search::SearchHit;
+use crate::shared::Shared;
 use crate::vectors::{c_order, matrix, rows};
 
 /// `DB.index`'s keyword arguments.

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
-use crate::db::Shared;
 use crate::errors::run;
+use crate::shared::Shared;
 
 /// What each step yields.
 #[derive(Clone, Copy)]

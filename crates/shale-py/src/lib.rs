@@ -1,7 +1,8 @@
 //! Python bindings for Shale: the extension module `shale._shale`, wrapped by the Python
 //! package in `python/shale` (which defines the exception classes and re-exports these).
 //!
-//! - `db.rs`: `DB` (open, dict-like access, ranges, search, stats, close) and `WriteBatch`.
+//! - `db.rs`: `DB` (open, dict-like access, ranges, search, stats, close); `batch.rs`:
+//!   `WriteBatch`; `shared.rs`: the engine's `Db` they share, and its closing.
 //! - `iter.rs`, `snapshot.rs`, `search.rs`, `index.rs`: what `DB` hands out.
 //! - `embedder.rs`: a Python callable as the engine's `Embedder`.
 //! - `convert.rs`: Python arguments to keys, values and `Options`; `vectors.rs`: numpy
@@ -15,6 +16,7 @@
 // Arguments from Python never reach an unchecked unwrap or index.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
+mod batch;
 mod convert;
 mod cursor;
 mod db;
@@ -23,6 +25,7 @@ mod errors;
 mod index;
 mod iter;
 mod search;
+mod shared;
 mod snapshot;
 mod stats;
 mod transaction;
@@ -87,10 +90,10 @@ fn vector_value<'py>(
 }
 
 /// Close the databases that have an index with a Python embedder; the package registers
-/// it with `atexit` (see `db.rs`).
+/// it with `atexit` (see `shared.rs`).
 #[pyfunction]
 fn _close_for_exit(py: Python<'_>) {
-    db::close_for_exit(py);
+    shared::close_for_exit(py);
 }
 
 #[pymodule]
@@ -105,7 +108,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vector_value, m)?)?;
     m.add_function(wrap_pyfunction!(_close_for_exit, m)?)?;
     m.add_class::<db::Db>()?;
-    m.add_class::<db::WriteBatch>()?;
+    m.add_class::<batch::WriteBatch>()?;
     m.add_class::<iter::KvIter>()?;
     m.add_class::<cursor::Cursor>()?;
     m.add_class::<snapshot::Snapshot>()?;

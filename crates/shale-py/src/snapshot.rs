@@ -9,9 +9,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::{opt_bytes, to_bytes};
-use crate::db::{bounds, prefix_bounds, Bounds, Shared};
+use crate::db::{bounds, prefix_bounds, Bounds};
 use crate::errors::{key_error, new_err, run};
 use crate::iter::{KvIter, Mode};
+use crate::shared::Shared;
 
 #[pyclass(module = "shale", frozen)]
 pub(crate) struct Snapshot {

@@ -1,0 +1,144 @@
+//! `shale.WriteBatch`: writes gathered in Python and committed atomically by `write()`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::prelude::*;
+
+use crate::convert::to_bytes;
+use crate::db::Db;
+use crate::errors::run;
+use crate::shared::Shared;
+
+/// Puts and deletes applied together by `write()`, or on leaving a `with` block.
+#[pyclass(module = "shale", frozen)]
+pub(crate) struct WriteBatch {
+    shared: Arc<Shared>,
+    /// `None` once written or discarded.
+    batch: Mutex<Option<shale::WriteBatch>>,
+    sync: bool,
+}
+
+impl WriteBatch {
+    pub(crate) fn new(shared: Arc<Shared>, sync: bool) -> WriteBatch {
+        WriteBatch {
+            shared,
+            batch: Mutex::new(Some(shale::WriteBatch::new())),
+            sync,
+        }
+    }
+
+    fn edit(&self, py: Python<'_>, f: impl FnOnce(&mut shale::WriteBatch)) -> PyResult<()> {
+        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        match batch.as_mut() {
+            Some(b) => {
+                f(b);
+                Ok(())
+            }
+            None => Err(crate::errors::new_err(
+                py,
+                "InvalidArgumentError",
+                "this batch was already written or discarded".to_string(),
+            )),
+        }
+    }
+}
+
+#[pymethods]
+impl WriteBatch {
+    /// Queue `key = value`.
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (key, value) = (to_bytes(key, "key")?, to_bytes(value, "value")?);
+        self.edit(py, |b| b.put(key, value))
+    }
+
+    /// Queue the removal of `key`.
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = to_bytes(key, "key")?;
+        self.edit(py, |b| b.delete(key))
+    }
+
+    /// Queue the removal of every key `k` with `start <= k < end`.
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        end: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (start, end) = (to_bytes(start, "start")?, to_bytes(end, "end")?);
+        self.edit(py, |b| b.delete_range(start, end))
+    }
+
+    /// Apply every queued change atomically. The batch cannot be used afterwards.
+    fn write(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self
+            .batch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(batch) = taken else {
+            return Err(crate::errors::new_err(
+                py,
+                "InvalidArgumentError",
+                "this batch was already written or discarded".to_string(),
+            ));
+        };
+        let shared = &self.shared;
+        let opts = Db::write_opts(self.sync);
+        run(py, || shared.with(|db| Ok(db.write(batch, opts)?)))
+    }
+
+    /// Drop every queued change.
+    fn discard(&self) {
+        self.batch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
+    /// Changes queued.
+    fn __len__(&self) -> usize {
+        self.batch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or(0, shale::WriteBatch::len)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Write the batch if the block ended normally, discard it if it raised.
+    #[pyo3(signature = (exc_type, _exc_value, _traceback))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        _exc_value: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        if exc_type.is_none() {
+            let pending = self
+                .batch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some();
+            // `write()` inside the block already committed it: nothing left to do.
+            if pending {
+                self.write(py)?;
+            }
+        } else {
+            self.discard();
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<shale.WriteBatch {} changes>", self.__len__())
+    }
+}
