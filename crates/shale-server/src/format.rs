@@ -1,6 +1,7 @@
 //! Every byte layout of the replication server, encode and decode side by side: the keys
 //! and records of the log store, the state machine's reserved keys, log entries (also
-//! their wire form), and the frames of a snapshot file (also its wire form).
+//! their wire form), and (`format/frames.rs`) the frames of a snapshot file (also its
+//! wire form).
 //! docs/format.md ("Replication") is the description; the tests decode its worked
 //! examples.
 //!
@@ -15,6 +16,14 @@ use openraft::{
     BasicNode, CommittedLeaderId, EntryPayload, LogId, Membership, StoredMembership, Vote,
 };
 use shale::codec::{self, Decoder};
+
+mod frames;
+
+pub use frames::{
+    decode_frame, decode_frame_head, decode_pairs, decode_snapshot_end, decode_snapshot_header,
+    encode_frame, encode_snapshot_end, encode_snapshot_header, put_pair, FrameKind, SnapshotHeader,
+    FRAME_HEAD_LEN, FRAME_TAIL_LEN, MAX_FRAME_PAYLOAD, SNAPSHOT_MAGIC, TARGET_FRAME_PAYLOAD,
+};
 
 use crate::command::{Command, Op};
 use crate::error::{Error, Result};
@@ -399,204 +408,6 @@ fn entry_record(d: &mut Decoder<'_>) -> Result<Entry, codec::DecodeError> {
         }
     };
     finish(d, "log entry", Entry { log_id, payload })
-}
-
-// ---- snapshot frames -----------------------------------------------------------------
-
-/// The kinds of snapshot frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameKind {
-    /// The first frame: the snapshot's metadata.
-    Header = 1,
-    /// Key-value pairs of the state machine, in key order.
-    Pairs = 2,
-    /// The last frame: counts that prove nothing was lost.
-    End = 3,
-}
-
-impl FrameKind {
-    fn from_u8(b: u8) -> Option<FrameKind> {
-        match b {
-            1 => Some(FrameKind::Header),
-            2 => Some(FrameKind::Pairs),
-            3 => Some(FrameKind::End),
-            _ => None,
-        }
-    }
-}
-
-/// Bytes before a frame's payload: kind and length.
-pub const FRAME_HEAD_LEN: usize = 5;
-/// Bytes after a frame's payload: the checksum.
-pub const FRAME_TAIL_LEN: usize = 4;
-/// The largest payload a frame may declare: one pair at the engine's limits, plus room.
-pub const MAX_FRAME_PAYLOAD: usize =
-    shale::options::MAX_KEY_BYTES + shale::options::MAX_VALUE_BYTES + 64;
-/// The payload size at which a pairs frame is closed: frames stay small so the sender and
-/// the receiver hold only a few at a time.
-pub const TARGET_FRAME_PAYLOAD: usize = 64 * 1024;
-/// The magic that opens a header frame's payload.
-pub const SNAPSHOT_MAGIC: &[u8; 8] = b"SHALESNP";
-
-/// `frame := kind:u8 len:u32 payload[len] crc:u32`, the checksum being the masked CRC32C
-/// of kind, len and payload.
-pub fn encode_frame(kind: FrameKind, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    let len = u32::try_from(payload.len())
-        .ok()
-        .filter(|_| payload.len() <= MAX_FRAME_PAYLOAD)
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!("snapshot frame of {} bytes", payload.len()))
-        })?;
-    let start = out.len();
-    codec::put_u8(out, kind as u8);
-    codec::put_u32(out, len);
-    out.extend_from_slice(payload);
-    let crc = out.get(start..).map(codec::crc32c).unwrap_or(0);
-    codec::put_u32(out, codec::mask_crc(crc));
-    Ok(())
-}
-
-/// The kind and payload length of a frame from its first [`FRAME_HEAD_LEN`] bytes.
-///
-/// # Errors
-/// `Corruption` for an unknown kind or a length over [`MAX_FRAME_PAYLOAD`].
-pub fn decode_frame_head(head: &[u8; FRAME_HEAD_LEN], what: &str) -> Result<(FrameKind, usize)> {
-    let [kind, l0, l1, l2, l3] = *head;
-    let kind = FrameKind::from_u8(kind)
-        .ok_or_else(|| Error::corruption(what, format!("frame kind {kind}")))?;
-    let len = u32::from_le_bytes([l0, l1, l2, l3]);
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= MAX_FRAME_PAYLOAD)
-        .ok_or_else(|| Error::corruption(what, format!("frame length {len} over the limit")))?;
-    Ok((kind, len))
-}
-
-/// Check a whole frame (head, payload, checksum) and return its kind and payload.
-///
-/// # Errors
-/// `Corruption` for a short frame, trailing bytes or a checksum mismatch.
-pub fn decode_frame<'a>(frame: &'a [u8], what: &str) -> Result<(FrameKind, &'a [u8])> {
-    let head: &[u8; FRAME_HEAD_LEN] = frame
-        .get(..FRAME_HEAD_LEN)
-        .and_then(|h| h.try_into().ok())
-        .ok_or_else(|| Error::corruption(what, "frame shorter than its head"))?;
-    let (kind, len) = decode_frame_head(head, what)?;
-    let body_end = FRAME_HEAD_LEN + len;
-    if frame.len() != body_end + FRAME_TAIL_LEN {
-        return Err(Error::corruption(
-            what,
-            format!("frame of {} bytes declares a payload of {len}", frame.len()),
-        ));
-    }
-    let (body, tail) = frame.split_at(body_end);
-    let stored = codec::get_u32(tail).ok_or_else(|| Error::corruption(what, "no checksum"))?;
-    if codec::unmask_crc(stored) != codec::crc32c(body) {
-        return Err(Error::corruption(what, "frame checksum mismatch"));
-    }
-    let payload = body
-        .get(FRAME_HEAD_LEN..)
-        .ok_or_else(|| Error::corruption(what, "no payload"))?;
-    Ok((kind, payload))
-}
-
-/// What a header frame says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotHeader {
-    pub last_log_id: Option<LogId<NodeId>>,
-    pub membership: StoredMembership<NodeId, BasicNode>,
-    pub snapshot_id: String,
-}
-
-/// `header := magic:8 version:u8 opt_log_id stored_membership_body snapshot_id:varbytes`
-pub fn encode_snapshot_header(h: &SnapshotHeader) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(SNAPSHOT_MAGIC);
-    codec::put_u8(&mut out, RECORD_VERSION);
-    put_opt_log_id(&mut out, h.last_log_id.as_ref());
-    put_opt_log_id(&mut out, h.membership.log_id().as_ref());
-    put_membership(&mut out, h.membership.membership());
-    codec::put_length_prefixed(&mut out, h.snapshot_id.as_bytes());
-    out
-}
-
-/// Inverse of [`encode_snapshot_header`].
-///
-/// # Errors
-/// `Corruption` for a payload that is not a snapshot header.
-pub fn decode_snapshot_header(payload: &[u8]) -> Result<SnapshotHeader> {
-    decoded(
-        "snapshot header",
-        snapshot_header(&mut Decoder::new(payload)),
-    )
-}
-
-fn snapshot_header(d: &mut Decoder<'_>) -> Result<SnapshotHeader, codec::DecodeError> {
-    if d.bytes(SNAPSHOT_MAGIC.len(), "magic")? != SNAPSHOT_MAGIC {
-        return Err(codec::DecodeError::new(0, "not a Shale snapshot (magic)"));
-    }
-    start(d, "snapshot header")?;
-    let last_log_id = get_opt_log_id(d)?;
-    let membership_log_id = get_opt_log_id(d)?;
-    let membership = get_membership(d)?;
-    let id = d.length_prefixed("snapshot id")?;
-    let snapshot_id = String::from_utf8(id.to_vec())
-        .map_err(|_| codec::DecodeError::new(d.position(), "snapshot id is not UTF-8"))?;
-    let header = SnapshotHeader {
-        last_log_id,
-        membership: StoredMembership::new(membership_log_id, membership),
-        snapshot_id,
-    };
-    finish(d, "snapshot header", header)
-}
-
-/// Append one pair to a pairs payload: `key:varbytes value:varbytes`.
-pub fn put_pair(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
-    codec::put_length_prefixed(out, key);
-    codec::put_length_prefixed(out, value);
-}
-
-/// The pairs of a pairs payload, in order.
-///
-/// # Errors
-/// `Corruption` for a payload that does not decode, holds no pair, or is out of order.
-pub fn decode_pairs(payload: &[u8]) -> Result<Vec<(&[u8], &[u8])>> {
-    let mut d = Decoder::new(payload);
-    let mut pairs: Vec<(&[u8], &[u8])> = Vec::new();
-    while !d.is_empty() {
-        let key = decoded("snapshot pairs", d.length_prefixed("key"))?;
-        let value = decoded("snapshot pairs", d.length_prefixed("value"))?;
-        if pairs.last().is_some_and(|(prev, _)| *prev >= key) {
-            return Err(Error::corruption("snapshot pairs", "keys out of order"));
-        }
-        pairs.push((key, value));
-    }
-    if pairs.is_empty() {
-        return Err(Error::corruption("snapshot pairs", "an empty pairs frame"));
-    }
-    Ok(pairs)
-}
-
-/// `end := pairs:u64 frames:u64` (frames before this one, header included).
-pub fn encode_snapshot_end(pairs: u64, frames: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16);
-    codec::put_u64(&mut out, pairs);
-    codec::put_u64(&mut out, frames);
-    out
-}
-
-/// Inverse of [`encode_snapshot_end`].
-///
-/// # Errors
-/// `Corruption` for a payload that is not an end frame.
-pub fn decode_snapshot_end(payload: &[u8]) -> Result<(u64, u64)> {
-    decoded("snapshot end", snapshot_end(&mut Decoder::new(payload)))
-}
-
-fn snapshot_end(d: &mut Decoder<'_>) -> Result<(u64, u64), codec::DecodeError> {
-    let pairs = d.u64("pair count")?;
-    let frames = d.u64("frame count")?;
-    finish(d, "snapshot end", (pairs, frames))
 }
 
 #[cfg(test)]
