@@ -1,6 +1,7 @@
 //! The database: orchestration of the WAL, memtables, SSTables and the version set.
 //!
-//! - `open.rs`: lock the directory, replay the manifest and the WALs, start background work.
+//! - `open.rs`: lock the directory, replay the manifest, open the tables, start a new WAL
+//!   and manifest; `replay.rs`: replay the WALs into memtables.
 //! - `write.rs`: the write path: group commit, WAL append, memtable insert, back-pressure.
 //! - `flush.rs`: the background thread that turns frozen memtables into L0 SSTables.
 //! - `read.rs`: the read path over a [`SuperVersion`].
@@ -28,6 +29,7 @@ mod hook;
 mod open;
 mod read;
 mod repair;
+mod replay;
 mod snapshot;
 mod stats;
 mod super_version;

@@ -12,22 +12,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::filename::{self, wal_path, FileKind};
-use super::flush::write_table;
+use super::replay::{top_up, Recovery, WalSource};
 use super::stats::Stats;
 use super::super_version::{SuperVersion, SuperVersionCell};
 use super::{DbInner, DbState, LogState};
-use crate::batch::{decode_entries, BatchReader};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
-use crate::key::SeqNo;
 use crate::memtable::MemTable;
-use crate::options::{Options, WalRecovery};
+use crate::options::Options;
 use crate::purge::Purger;
 use crate::rate_limit::RateLimiter;
 use crate::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
-use crate::wal::{LogReader, LogWriter, Predecessor};
+use crate::wal::{LogReader, LogWriter};
 
 /// How many times a read-only open starts over after a file it was about to read was
 /// deleted by the database's writer.
@@ -264,88 +262,6 @@ fn start_log(
     Ok((wal, wal_id, versions))
 }
 
-/// Where WAL replay reads the WALs from.
-///
-/// A read-write open holds the lock, so nothing deletes a WAL under it: it lists the
-/// directory and reads each WAL in turn. A read-only open runs beside a writer that flushes a
-/// WAL and deletes it once a manifest edit names a newer one, so it reads every WAL before
-/// the manifest, and a WAL deleted after that is still in hand; [`top_up`] adds the WALs
-/// made in between. Every write acknowledged before the open began is then in the WALs
-/// read or in the tables the manifest names.
-pub(super) enum WalSource {
-    Directory,
-    Read(BTreeMap<FileId, Vec<u8>>),
-}
-
-impl WalSource {
-    fn read_all(fs: &dyn FileSystem, dir: &Path) -> Result<WalSource> {
-        let mut read = BTreeMap::new();
-        for id in wal_ids(fs, dir)? {
-            match fs.read_all(&wal_path(dir, id)) {
-                Ok(data) => {
-                    read.insert(id, data);
-                }
-                // Flushed and deleted since the listing: the manifest read next covers it.
-                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(WalSource::Read(read))
-    }
-}
-
-/// After a read-only open read `state` from the manifest: read the WALs at or above its log
-/// number that were made after the WALs in `read` were. Each was made after `read`'s listing,
-/// so the WALs in hand are then every one the state needs. If one of them is gone already
-/// (the writer flushed it after the manifest was read), the state is stale and [`open`]
-/// tries again; if the manifest still names it, it was lost, and that is corruption.
-fn top_up(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    state: &RecoveredManifest,
-    read: &mut BTreeMap<FileId, Vec<u8>>,
-) -> Result<()> {
-    for id in wal_ids(fs, dir)? {
-        if id >= state.log_number && !read.contains_key(&id) {
-            let data = fs.read_all(&wal_path(dir, id))?;
-            read.insert(id, data);
-        }
-    }
-    if read.contains_key(&state.log_number) {
-        return Ok(());
-    }
-    // Missing: flushed since the manifest was read (a newer manifest names a newer WAL), or
-    // lost (see `check_oldest_wal`).
-    if RecoveredManifest::load(fs, dir)?.log_number == state.log_number {
-        check_oldest_wal(fs, dir, state)?;
-    }
-    Err(stale_read(dir, state.log_number))
-}
-
-fn wal_ids(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileId>> {
-    Ok(fs
-        .list(dir)?
-        .iter()
-        .filter_map(|name| match filename::parse(name) {
-            Some(FileKind::Wal(id)) => Some(id),
-            _ => None,
-        })
-        .collect())
-}
-
-/// The error a read-only open meets when the WALs it read are older than the manifest it
-/// read: a not-found I/O error, which [`open`] answers with another try.
-fn stale_read(dir: &Path, id: FileId) -> Error {
-    Error::io(
-        "read WAL",
-        wal_path(dir, id),
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "the manifest names a WAL newer than those a read-only open read",
-        ),
-    )
-}
-
 /// The WAL the manifest names as the oldest live one must exist: a WAL is deleted only
 /// after a manifest edit naming a newer one is durable, so a crash never leaves it missing.
 /// If it is missing, that later edit was lost from the manifest's tail (damage that looks
@@ -429,175 +345,6 @@ fn open_tables(
     Ok(out)
 }
 
-/// What WAL replay needs to write the tables it recovers.
-struct Recovery<'a> {
-    fs: &'a dyn FileSystem,
-    dir: &'a Path,
-    opts: &'a Options,
-    tables: &'a Arc<TableCache>,
-    /// The memtables a read-only open keeps instead of writing them, oldest first.
-    kept: Vec<Arc<MemTable>>,
-}
-
-impl Recovery<'_> {
-    /// Replay every WAL at or above the manifest's log number into memtables, writing each to
-    /// an L0 SSTable (when it fills up, and at the end); a read-only open keeps them in
-    /// memory instead, and they are returned, oldest first.
-    fn replay_wals(
-        mut self,
-        state: &mut RecoveredManifest,
-        tables: &mut Vec<(Level, Arc<TableFile>)>,
-        stats: &Stats,
-        mut source: WalSource,
-    ) -> Result<Vec<Arc<MemTable>>> {
-        let (fs, dir, opts) = (self.fs, self.dir, self.opts);
-        let mut wals: Vec<FileId> = match &source {
-            WalSource::Directory => wal_ids(fs, dir)?,
-            WalSource::Read(read) => read.keys().copied().collect(),
-        };
-        // A WAL's number is logged only with the next version edit, so a crash can leave
-        // WALs numbered at or above the manifest's next file number. Mark them used
-        // (RocksDB's `MarkFileNumberUsed`): the tables written below and the new WAL must
-        // not take their numbers, or the new WAL would truncate one before the new
-        // manifest is durable, and a leftover one would be replayed again at a later open.
-        if let Some(&highest) = wals.iter().max() {
-            state.next_file_number = state.next_file_number.max(FileId(highest.0 + 1));
-        }
-        wals.retain(|&id| id >= state.log_number);
-        wals.sort();
-        let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
-        // Once a WAL is cut short, every later WAL is dropped too (a prefix, no holes), and
-        // its bytes are counted here.
-        let mut drop_rest: Option<&AtomicU64> = None;
-        // The WAL replayed last, and where its last whole record ended.
-        let mut previous: Option<(FileId, u64)> = None;
-        for id in wals {
-            let path = wal_path(dir, id);
-            let data = match &mut source {
-                WalSource::Directory => fs.read_all(&path)?,
-                WalSource::Read(read) => read.remove(&id).unwrap_or_default(),
-            };
-            if let Some(counter) = drop_rest {
-                Stats::add(counter, data.len() as u64);
-                continue;
-            }
-            let mut reader = LogReader::new(&data, &path);
-            if !continues(reader.predecessor(), previous, state.log_number) {
-                // The WAL before this one ends short of where it ended when this one
-                // began: a power loss kept later writes and lost earlier ones. Replaying
-                // this WAL would leave a hole, so the write sequence ends there.
-                drop_rest = Some(&stats.wal_torn_tail_bytes);
-                let written = data.iter().filter(|&&b| b != 0).count();
-                Stats::add(&stats.wal_torn_tail_bytes, written as u64);
-                continue;
-            }
-            loop {
-                // A damaged record: the reader's error names where the damage starts; a
-                // batch that does not decode is cut at its record's start.
-                let replayed = match reader.next_record() {
-                    Ok(Some((offset, record))) => decode_batch(record, &path, offset)
-                        .map(|batch| Some((offset, batch)))
-                        .map_err(|e| (offset, e)),
-                    Ok(None) => Ok(None),
-                    Err(e) => {
-                        let at = match &e {
-                            Error::Corruption { offset, .. } => *offset,
-                            _ => 0,
-                        };
-                        Err((at, e))
-                    }
-                };
-                let (offset, batch) = match replayed {
-                    Ok(Some(found)) => found,
-                    Ok(None) => break,
-                    Err((at, Error::Corruption { .. }))
-                        if opts.wal_recovery == WalRecovery::PointInTime =>
-                    {
-                        let dropped = (data.len() as u64).saturating_sub(at);
-                        Stats::add(&stats.wal_salvaged_bytes, dropped);
-                        Stats::add(&stats.wal_salvages, 1);
-                        drop_rest = Some(&stats.wal_salvaged_bytes);
-                        break;
-                    }
-                    Err((_, e)) => return Err(e),
-                };
-                // Decoded whole above, so a batch reaches the memtable whole or not at all.
-                for entry in decode_entries(batch.body(), batch.first_seq) {
-                    let entry = entry.map_err(|e| e.in_file(&path, offset))?;
-                    mem.insert(entry.seq, entry.kind, entry.key, entry.value);
-                }
-                let last = SeqNo(batch.first_seq.0 + u64::from(batch.count))
-                    .0
-                    .saturating_sub(1);
-                state.last_seq = state.last_seq.max(SeqNo(last));
-                if mem.approximate_memory_usage() >= opts.write_buffer_size || mem.is_full() {
-                    self.save_memtable(state, tables, &mem)?;
-                    mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
-                }
-            }
-            if let Some(tail) = reader.tail() {
-                Stats::add(&stats.wal_torn_tail_bytes, tail.dropped_bytes);
-            }
-            if reader.records_end() > 0 {
-                // An empty WAL is no link: its successor names the one before it.
-                previous = Some((id, reader.records_end()));
-            }
-        }
-        self.save_memtable(state, tables, &mem)?;
-        Ok(self.kept)
-    }
-
-    fn save_memtable(
-        &mut self,
-        state: &mut RecoveredManifest,
-        tables: &mut Vec<(Level, Arc<TableFile>)>,
-        mem: &Arc<MemTable>,
-    ) -> Result<()> {
-        if self.opts.read_only {
-            if !mem.is_empty() {
-                self.kept.push(Arc::clone(mem));
-            }
-            return Ok(());
-        }
-        let id = state.next_file_number;
-        if let Some(file) = write_table(self.fs, self.dir, self.opts, self.tables, None, mem, id)? {
-            state.next_file_number = FileId(id.0 + 1);
-            state.files.insert(id, (Level(0), file.meta.clone()));
-            tables.push((Level(0), Arc::new(file)));
-        }
-        Ok(())
-    }
-}
-
-/// Whether a WAL whose first fragment names `predecessor` continues the WALs replayed
-/// before it (`previous`: the last one and where its records ended). A WAL the manifest
-/// already covers (below `log_number`) is in an SSTable; any other must have been replayed
-/// to the length it had when its successor began.
-pub(super) fn continues(
-    predecessor: Option<Predecessor>,
-    previous: Option<(FileId, u64)>,
-    log_number: FileId,
-) -> bool {
-    let Some(p) = predecessor else {
-        return true; // the first WAL after an open
-    };
-    p.wal < log_number.0 || previous.is_some_and(|(id, end)| id.0 == p.wal && end >= p.length)
-}
-
-/// Check that the WAL record at `offset` of `path` decodes whole, so that a batch is
-/// applied entirely or not at all.
-pub(super) fn decode_batch<'r>(
-    record: &'r [u8],
-    path: &Path,
-    offset: u64,
-) -> Result<BatchReader<'r>> {
-    let batch = BatchReader::new(record).map_err(|e| e.in_file(path, offset))?;
-    for entry in decode_entries(batch.body(), batch.first_seq) {
-        entry.map_err(|e| e.in_file(path, offset))?;
-    }
-    Ok(batch)
-}
-
 /// Delete WALs below the log number, SSTables no version refers to, old manifests and
 /// temporary files. Called after the new manifest is durable.
 pub(super) fn remove_obsolete_files(
@@ -626,7 +373,10 @@ pub(super) fn remove_obsolete_files(
 mod tests {
     use super::*;
     use crate::batch::{self, WriteBatch};
+    use crate::db::replay::continues;
     use crate::fs::MemFs;
+    use crate::key::SeqNo;
+    use crate::wal::Predecessor;
     use crate::wal::HEADER_LEN;
     use crate::Db;
 

@@ -38,7 +38,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::filename::{self, wal_path, FileKind};
-use super::open::{check_oldest_wal, continues, decode_batch, remove_obsolete_files};
+use super::open::{check_oldest_wal, remove_obsolete_files};
+use super::replay::{continues, decode_batch};
 use crate::batch::decode_entries;
 use crate::cache::BlockCache;
 use crate::compaction::{run_compaction, DropPolicy};
