@@ -155,6 +155,9 @@ impl DbInner {
         // `log`, then `writers`; no one takes them the other way round.
         let mut log = lock(&self.log);
         queued.stop(|p| &mut p.write_queue_nanos);
+        if me.opts.sync {
+            self.let_the_queue_fill();
+        }
         let group = build_group(&lock(&self.writers).queue);
         // A batch a hook refuses leaves the group with its own error; the rest commit.
         let refusals: Vec<Option<Error>> =
@@ -207,6 +210,22 @@ impl DbInner {
             (Some(refused), Ok(())) => Err(refused),
             (_, Err(e)) => Err(e),
             (None, Ok(())) => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
+        }
+    }
+
+    /// Before a sync group is collected: yield the CPU while the queue still grows, so
+    /// that the writers the last group's leader just woke, which need a CPU to queue again,
+    /// join this group rather than wait one more fsync for the next.
+    fn let_the_queue_fill(&self) {
+        const MAX_YIELDS: usize = 32;
+        let mut queued = self.writers_queued.load(Ordering::Acquire);
+        for _ in 0..MAX_YIELDS {
+            std::thread::yield_now();
+            let now = self.writers_queued.load(Ordering::Acquire);
+            if now == queued {
+                return;
+            }
+            queued = now;
         }
     }
 
