@@ -1,5 +1,7 @@
-//! R3 of issue 6: the corruption matrix. A small database (kilobytes, semantic index on) is
-//! built on the real file system with SSTables read through memory mappings; then, for
+//! R3 of issue 6: the corruption matrix. A small database (kilobytes, semantic index on over
+//! the prefix `doc`, plain keys beside it, two ranges of which are deleted with range
+//! tombstones: one in a table's range-del block, one in the WAL) is built on the real file
+//! system with SSTables read through memory mappings; then, for
 //! each file kind of the database and of its index's vector store (`indexes/all/`), a bit is flipped at
 //! each sampled offset, and separately the file is cut at each sampled offset. The damage is
 //! done to a fresh copy while no `Db` has it open; the copy is then opened and read in full
@@ -37,6 +39,10 @@ use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
 
 const KEYS: usize = 80;
+/// Keys from this index on are plain data outside the index (`raw000`...), and the deletes
+/// of them in one write are one range tombstone (see [`apply`]).
+const RAW: usize = 1000;
+const RAW_KEYS: usize = 40;
 const CI_SAMPLES_PER_CELL: usize = 300;
 
 #[derive(Debug)]
@@ -95,7 +101,7 @@ impl Opened {
             Some(Index::open(
                 &db,
                 INDEX,
-                IndexOptions::text(Arc::new(BagOfWords)),
+                IndexOptions::text(Arc::new(BagOfWords)).prefix("doc"),
             )?)
         } else {
             None
@@ -105,7 +111,20 @@ impl Opened {
 }
 
 fn key(i: usize) -> Vec<u8> {
-    format!("doc{i:03}").into_bytes()
+    match i.checked_sub(RAW) {
+        Some(r) => format!("raw{r:03}").into_bytes(),
+        None => format!("doc{i:03}").into_bytes(),
+    }
+}
+
+/// The index of a key made by [`key`] (`usize::MAX` for any other).
+fn key_index(k: &[u8]) -> usize {
+    let k = std::str::from_utf8(k).unwrap_or("");
+    let parse = |n: &str| n.parse::<usize>().ok().filter(|_| n.len() == 3);
+    k.strip_prefix("doc")
+        .and_then(parse)
+        .or_else(|| k.strip_prefix("raw").and_then(parse).map(|r| r + RAW))
+        .unwrap_or(usize::MAX)
 }
 
 fn text(i: usize, version: usize) -> String {
@@ -146,11 +165,27 @@ impl Oracle {
     }
 }
 
+/// Commit `w` as one batch. Its deletes of plain keys (from [`RAW`] on) must be of
+/// consecutive keys, and are written as one range tombstone over them.
 fn apply(db: &Db, writes: &mut Vec<Write>, w: Write) {
     let mut batch = WriteBatch::new();
+    let raw_deletes: Vec<usize> = w
+        .iter()
+        .filter(|(k, v)| *k >= RAW && v.is_none())
+        .map(|(k, _)| *k)
+        .collect();
+    if let (Some(&first), Some(&last)) = (raw_deletes.first(), raw_deletes.last()) {
+        assert_eq!(
+            last + 1 - first,
+            raw_deletes.len(),
+            "one range of plain keys"
+        );
+        batch.delete_range(key(first), key(last + 1));
+    }
     for (k, v) in &w {
         match v {
             Some(v) => batch.put(key(*k), v),
+            None if *k >= RAW => {}
             None => batch.delete(key(*k)),
         }
     }
@@ -178,6 +213,16 @@ fn build(dir: &Path) -> Oracle {
         for i in [3, 17, 33] {
             apply(db, &mut writes, vec![(i, None)]);
         }
+        apply(
+            db,
+            &mut writes,
+            (0..RAW_KEYS).map(|r| (RAW + r, Some(text(r, 1)))).collect(),
+        );
+        apply(
+            db,
+            &mut writes,
+            (RAW + 5..RAW + 12).map(|k| (k, None)).collect(),
+        );
         db.flush().unwrap();
         for i in 10..20 {
             apply(db, &mut writes, vec![(i, Some(text(i, 2)))]);
@@ -200,6 +245,11 @@ fn build(dir: &Path) -> Oracle {
     apply(
         db,
         &mut writes,
+        (RAW + 20..RAW + 26).map(|k| (k, None)).collect(),
+    );
+    apply(
+        db,
+        &mut writes,
         vec![(1, Some(text(1, 4))), (2, None), (65, Some(text(65, 4)))],
     );
     for i in 70..76 {
@@ -218,6 +268,13 @@ fn build(dir: &Path) -> Oracle {
         wal_ends.push(offset + (shale::wal::HEADER_LEN + record.len()) as u64);
     }
     assert_eq!(wal_ends.len(), writes.len() - base, "one record per write");
+    // The first session's range tombstone is in a table's range-del block, the second's
+    // in the WAL: damage reaches both.
+    let with_range_dels = files_of(dir, Kind::Sst)
+        .iter()
+        .filter(|f| shale::tools::open_table(f).unwrap().range_dels().is_some())
+        .count();
+    assert_eq!(with_range_dels, 1, "one table with range tombstones");
     Oracle {
         writes,
         base,
@@ -344,21 +401,17 @@ fn read_back(opened: &Opened) -> Result<(State, Vec<String>), Error> {
     let mut scanned = State::new();
     for pair in db.range::<&[u8]>(..)? {
         let (k, v) = pair?;
-        let i: usize = std::str::from_utf8(&k)
-            .ok()
-            .and_then(|k| k.strip_prefix("doc"))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(usize::MAX);
-        scanned.insert(i, String::from_utf8_lossy(&v).into_owned());
+        scanned.insert(key_index(&k), String::from_utf8_lossy(&v).into_owned());
     }
     let mut problems = Vec::new();
-    for i in 0..KEYS {
+    for i in (0..KEYS).chain(RAW..RAW + RAW_KEYS) {
         let got = db
             .get(key(i))?
             .map(|v| String::from_utf8_lossy(&v).into_owned());
         if got.as_ref() != scanned.get(&i) {
             problems.push(format!(
-                "doc{i:03}: get {got:?} but scan {:?}",
+                "{}: get {got:?} but scan {:?}",
+                String::from_utf8_lossy(&key(i)),
                 scanned.get(&i)
             ));
         }
@@ -370,9 +423,8 @@ fn read_back(opened: &Opened) -> Result<(State, Vec<String>), Error> {
         for hit in index.search(query, &SearchOptions::k(10).exact())? {
             let k = String::from_utf8_lossy(&hit.key).into_owned();
             let text = String::from_utf8_lossy(&hit.document).into_owned();
-            let live = k
-                .strip_prefix("doc")
-                .and_then(|n| n.parse::<usize>().ok())
+            let live = Some(key_index(&hit.key))
+                .filter(|&i| i < RAW)
                 .and_then(|i| scanned.get(&i));
             if live != Some(&text) {
                 problems.push(format!("search hit {k} {text:?} is not live"));
@@ -380,11 +432,9 @@ fn read_back(opened: &Opened) -> Result<(State, Vec<String>), Error> {
         }
     }
     let indexed = index.len()?;
-    if indexed != scanned.len() {
-        problems.push(format!(
-            "{indexed} indexed for {} live values",
-            scanned.len()
-        ));
+    let documents = scanned.range(..RAW).count();
+    if indexed != documents {
+        problems.push(format!("{indexed} indexed for {documents} live documents"));
     }
     Ok((scanned, problems))
 }
@@ -516,7 +566,8 @@ fn repair_trial(o: &Oracle, work: &Path, semantic: bool, cell: &mut Cell, label:
             if let Some((k, v)) = state.iter().find(|(k, v)| !ever_written(k, v)) {
                 cell.wrong_values += 1;
                 cell.note(format!(
-                    "{label}: after repair doc{k:03} = {v:?}, never written"
+                    "{label}: after repair {} = {v:?}, never written",
+                    String::from_utf8_lossy(&key(*k))
                 ));
             } else if state == o.state_at(o.writes.len()) {
                 cell.repaired_whole += 1;
