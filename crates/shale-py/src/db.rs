@@ -23,6 +23,7 @@ use crate::batch::WriteBatch;
 use crate::convert::{opt_bytes, search_count, to_bytes};
 use crate::errors::{key_error, run};
 use crate::iter::{KvIter, Mode};
+use crate::read::ReadView;
 use crate::search::SearchHit;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
@@ -81,17 +82,9 @@ impl Db {
         }
     }
 
-    fn iter(&self, py: Python<'_>, bounds: Bounds, reverse: bool, mode: Mode) -> PyResult<KvIter> {
-        let shared = &self.shared;
-        let range = run(py, || {
-            shared.with(|db| Ok(db.range_opt(bounds, &shale::ReadOptions::default())?))
-        })?;
-        Ok(KvIter::new(
-            Arc::clone(shared),
-            None,
-            if reverse { range.rev() } else { range },
-            mode,
-        ))
+    /// Reads of the latest state.
+    fn view(&self) -> ReadView<'_> {
+        ReadView::new(&self.shared, None)
     }
 }
 
@@ -105,13 +98,7 @@ impl Db {
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let key = to_bytes(key, "key")?;
-        let shared = &self.shared;
-        let value = run(py, || shared.with(|db| Ok(db.get(&key)?)))?;
-        Ok(match value {
-            Some(v) => Some(PyBytes::new(py, &v).into_any()),
-            None => default,
-        })
+        self.view().get(py, key, default)
     }
 
     /// The values of `keys` (any iterable of bytes or str), in the same order, `None` for
@@ -185,12 +172,7 @@ impl Db {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let key = to_bytes(key, "key")?;
-        let shared = &self.shared;
-        match run(py, || shared.with(|db| Ok(db.get(&key)?)))? {
-            Some(v) => Ok(PyBytes::new(py, &v)),
-            None => Err(key_error(py, &key)),
-        }
+        self.view().item(py, key)
     }
 
     fn __setitem__(
@@ -225,29 +207,27 @@ impl Db {
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let key = to_bytes(key, "key")?;
-        let shared = &self.shared;
-        run(py, || shared.with(|db| Ok(db.get(&key)?.is_some())))
+        self.view().contains(py, key)
     }
 
     /// `(key, value)` pairs in key order.
     fn __iter__(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Items)
+        self.view().all(py, Mode::Items)
     }
 
     /// `(key, value)` pairs in key order.
     fn items(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Items)
+        self.view().all(py, Mode::Items)
     }
 
     /// Keys in order.
     fn keys(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Keys)
+        self.view().all(py, Mode::Keys)
     }
 
     /// Values in key order.
     fn values(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Values)
+        self.view().all(py, Mode::Values)
     }
 
     /// `(key, value)` pairs with `start <= key < end` (`None`: unbounded), in key order
@@ -260,15 +240,13 @@ impl Db {
         end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
     ) -> PyResult<KvIter> {
-        let b = bounds(opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        self.iter(py, b, reverse, Mode::Items)
+        self.view().range(py, start, end, reverse)
     }
 
     /// `(key, value)` pairs whose key starts with `prefix`, in key order.
     #[pyo3(signature = (prefix, reverse = false))]
     fn prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>, reverse: bool) -> PyResult<KvIter> {
-        let b = prefix_bounds(to_bytes(prefix, "prefix")?);
-        self.iter(py, b, reverse, Mode::Items)
+        self.view().prefix(py, prefix, reverse)
     }
 
     /// A cursor over `start <= key < end` (`None`: unbounded), unpositioned: `seek`,
@@ -281,8 +259,7 @@ impl Db {
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<crate::cursor::Cursor> {
-        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        crate::cursor::open(py, &self.shared, None, start, end)
+        self.view().cursor(py, start, end)
     }
 
     /// A write batch: `with db.batch() as b: b.put(k, v); b.delete(k2)` commits all of it

@@ -24,6 +24,7 @@ mod embedder;
 mod errors;
 mod index;
 mod iter;
+mod read;
 mod search;
 mod shared;
 mod snapshot;

@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::convert::{opt_bytes, to_bytes};
-use crate::db::{bounds, prefix_bounds, Bounds};
-use crate::errors::{key_error, new_err, run};
+use crate::errors::new_err;
 use crate::iter::{KvIter, Mode};
+use crate::read::ReadView;
 use crate::shared::Shared;
 
 #[pyclass(module = "shale", frozen)]
@@ -43,23 +42,9 @@ impl Snapshot {
             })
     }
 
-    fn read(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
-        let key = to_bytes(key, "key")?;
-        let snap = self.pinned(py)?;
-        let shared = &self.shared;
-        run(py, || {
-            shared.with(|db| Ok(db.get_opt(&key, &shale::ReadOptions::at(&snap))?))
-        })
-    }
-
-    fn iter(&self, py: Python<'_>, bounds: Bounds, reverse: bool, mode: Mode) -> PyResult<KvIter> {
-        let snap = self.pinned(py)?;
-        let shared = &self.shared;
-        let range = run(py, || {
-            shared.with(|db| Ok(db.range_opt(bounds, &shale::ReadOptions::at(&snap))?))
-        })?;
-        let range = if reverse { range.rev() } else { range };
-        Ok(KvIter::new(Arc::clone(shared), Some(snap), range, mode))
+    /// Reads at the snapshot; `InvalidArgumentError` once it is released.
+    fn view(&self, py: Python<'_>) -> PyResult<ReadView<'_>> {
+        Ok(ReadView::new(&self.shared, Some(self.pinned(py)?)))
     }
 }
 
@@ -73,10 +58,7 @@ impl Snapshot {
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        Ok(match self.read(py, key)? {
-            Some(v) => Some(PyBytes::new(py, &v).into_any()),
-            None => default,
-        })
+        self.view(py)?.get(py, key, default)
     }
 
     fn __getitem__<'py>(
@@ -84,30 +66,27 @@ impl Snapshot {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        match self.read(py, key)? {
-            Some(v) => Ok(PyBytes::new(py, &v)),
-            None => Err(key_error(py, &to_bytes(key, "key")?)),
-        }
+        self.view(py)?.item(py, key)
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.read(py, key)?.is_some())
+        self.view(py)?.contains(py, key)
     }
 
     fn __iter__(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Items)
+        self.view(py)?.all(py, Mode::Items)
     }
 
     fn items(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Items)
+        self.view(py)?.all(py, Mode::Items)
     }
 
     fn keys(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Keys)
+        self.view(py)?.all(py, Mode::Keys)
     }
 
     fn values(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.iter(py, bounds(None, None), false, Mode::Values)
+        self.view(py)?.all(py, Mode::Values)
     }
 
     /// As `DB.range`, at the snapshot.
@@ -119,15 +98,13 @@ impl Snapshot {
         end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
     ) -> PyResult<KvIter> {
-        let b = bounds(opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        self.iter(py, b, reverse, Mode::Items)
+        self.view(py)?.range(py, start, end, reverse)
     }
 
     /// As `DB.prefix`, at the snapshot.
     #[pyo3(signature = (prefix, reverse = false))]
     fn prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>, reverse: bool) -> PyResult<KvIter> {
-        let b = prefix_bounds(to_bytes(prefix, "prefix")?);
-        self.iter(py, b, reverse, Mode::Items)
+        self.view(py)?.prefix(py, prefix, reverse)
     }
 
     /// As `DB.cursor`, at the snapshot.
@@ -138,9 +115,7 @@ impl Snapshot {
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<crate::cursor::Cursor> {
-        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        let snap = self.pinned(py)?;
-        crate::cursor::open(py, &self.shared, Some(snap), start, end)
+        self.view(py)?.cursor(py, start, end)
     }
 
     /// Unpin the snapshot (once its iterators are gone too): compaction may then drop

@@ -1,0 +1,130 @@
+//! The reads `DB` and `Snapshot` share: a value by key (with a default, as `d[k]`, as
+//! `k in d`), iterators over all keys, a range or a prefix, and cursors. A [`ReadView`]
+//! reads the latest state, or the state at a snapshot it pins.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::convert::{opt_bytes, to_bytes};
+use crate::db::{bounds, prefix_bounds, Bounds};
+use crate::errors::{key_error, run};
+use crate::iter::{KvIter, Mode};
+use crate::shared::Shared;
+
+/// The database as one of its readers sees it.
+pub(crate) struct ReadView<'a> {
+    shared: &'a Arc<Shared>,
+    /// `None`: the latest state.
+    snapshot: Option<Arc<shale::Snapshot>>,
+}
+
+impl<'a> ReadView<'a> {
+    pub(crate) fn new(shared: &'a Arc<Shared>, snapshot: Option<Arc<shale::Snapshot>>) -> Self {
+        ReadView { shared, snapshot }
+    }
+
+    fn value(&self, py: Python<'_>, key: &[u8]) -> PyResult<Option<Vec<u8>>> {
+        let (shared, snapshot) = (self.shared, self.snapshot.as_deref());
+        run(py, || {
+            shared.with(|db| {
+                let opts = shale::ReadOptions {
+                    snapshot,
+                    ..shale::ReadOptions::default()
+                };
+                Ok(db.get_opt(key, &opts)?)
+            })
+        })
+    }
+
+    /// `get(key, default)`.
+    pub(crate) fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(match self.value(py, &to_bytes(key, "key")?)? {
+            Some(v) => Some(PyBytes::new(py, &v).into_any()),
+            None => default,
+        })
+    }
+
+    /// `d[key]`: a missing key raises `KeyError`.
+    pub(crate) fn item<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let key = to_bytes(key, "key")?;
+        match self.value(py, &key)? {
+            Some(v) => Ok(PyBytes::new(py, &v)),
+            None => Err(key_error(py, &key)),
+        }
+    }
+
+    /// `key in d`.
+    pub(crate) fn contains(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.value(py, &to_bytes(key, "key")?)?.is_some())
+    }
+
+    /// Every pair, key or value (`mode`), in key order.
+    pub(crate) fn all(&self, py: Python<'_>, mode: Mode) -> PyResult<KvIter> {
+        self.iter(py, bounds(None, None), false, mode)
+    }
+
+    /// `range(start, end, reverse)`.
+    pub(crate) fn range(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+    ) -> PyResult<KvIter> {
+        let b = bounds(opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        self.iter(py, b, reverse, Mode::Items)
+    }
+
+    /// `prefix(prefix, reverse)`.
+    pub(crate) fn prefix(
+        &self,
+        py: Python<'_>,
+        prefix: &Bound<'_, PyAny>,
+        reverse: bool,
+    ) -> PyResult<KvIter> {
+        let b = prefix_bounds(to_bytes(prefix, "prefix")?);
+        self.iter(py, b, reverse, Mode::Items)
+    }
+
+    /// `cursor(start, end)`.
+    pub(crate) fn cursor(
+        self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::cursor::Cursor> {
+        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        crate::cursor::open(py, self.shared, self.snapshot, start, end)
+    }
+
+    fn iter(&self, py: Python<'_>, bounds: Bounds, reverse: bool, mode: Mode) -> PyResult<KvIter> {
+        let (shared, snapshot) = (self.shared, self.snapshot.as_deref());
+        let range = run(py, || {
+            shared.with(|db| {
+                let opts = shale::ReadOptions {
+                    snapshot,
+                    ..shale::ReadOptions::default()
+                };
+                Ok(db.range_opt(bounds, &opts)?)
+            })
+        })?;
+        let range = if reverse { range.rev() } else { range };
+        Ok(KvIter::new(
+            Arc::clone(self.shared),
+            self.snapshot.clone(),
+            range,
+            mode,
+        ))
+    }
+}
