@@ -5,33 +5,7 @@
 //! `--key-size`). Values are slices of a buffer that compresses to about half its size,
 //! like db_bench's `RandomGenerator`.
 
-/// SplitMix64: small, fast, and good enough to pick keys; seeded explicitly so runs repeat.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`); the modulo bias is irrelevant at these sizes.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+pub use shale_rng::SplitMix64 as Rng;
 
 /// FNV-1a over the 8 little-endian bytes of `v`, as YCSB's `fnvhash64` does.
 pub fn fnv64(v: u64) -> u64 {
@@ -80,7 +54,7 @@ pub struct ValueGen {
 
 impl ValueGen {
     pub fn new(seed: u64) -> ValueGen {
-        let mut rng = Rng::new(seed);
+        let mut rng = Rng::seeded(seed);
         let mut data = Vec::with_capacity(1 << 20);
         while data.len() < 1 << 20 {
             let fragment: Vec<u8> = (0..50).map(|_| b' ' + (rng.below(95) as u8)).collect();
@@ -130,7 +104,7 @@ mod tests {
 
     #[test]
     fn shuffle_is_a_permutation() {
-        let mut v = shuffled(1000, &mut Rng::new(7));
+        let mut v = shuffled(1000, &mut Rng::seeded(7));
         v.sort_unstable();
         assert_eq!(v, (0..1000).collect::<Vec<_>>());
     }

@@ -7,33 +7,7 @@ use std::sync::Arc;
 use shale::semantic::{HashEmbedder, Index, IndexOptions};
 use shale::Db;
 use shale::Options;
-
-/// splitmix64: small, seedable, good enough for choosing operations.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    pub fn percent(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
-}
+pub use shale_rng::SplitMix64 as Rng;
 
 /// The key of index `i`.
 pub fn key(i: u32) -> Vec<u8> {
@@ -68,7 +42,7 @@ pub fn words(rng: &mut Rng, n: usize) -> String {
 /// that starts with the key and the write id. Most values are short; some span several
 /// 1 KiB blocks.
 pub fn value(i: u32, wid: u64) -> String {
-    let mut rng = Rng::new(wid.wrapping_mul(0x1000_0000_01b3) ^ u64::from(i));
+    let mut rng = Rng::seeded(wid.wrapping_mul(0x1000_0000_01b3) ^ u64::from(i));
     let n = match rng.below(100) {
         0..=79 => 2 + rng.below(20),
         80..=97 => 20 + rng.below(150),

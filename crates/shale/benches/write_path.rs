@@ -37,17 +37,16 @@ const BLOCK_BYTES: usize = 4 << 10;
 const RESTART_INTERVAL: usize = 16;
 const BITS_PER_KEY: u32 = 10;
 
-/// splitmix64: a fixed, dependency-free stream, so every run and every contender sees the
-/// same keys.
-struct KeyGen(u64);
+/// A fixed splitmix64 stream, so every run and every contender sees the same keys.
+struct KeyGen(shale_rng::SplitMix64);
 
 impl KeyGen {
+    fn new(seed: u64) -> KeyGen {
+        KeyGen(shale_rng::SplitMix64::new(seed))
+    }
+
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn key(&mut self) -> Vec<u8> {
@@ -67,7 +66,7 @@ fn value() -> Vec<u8> {
 }
 
 fn memtable_insert(c: &mut Criterion) {
-    let keys = KeyGen(1).keys(N);
+    let keys = KeyGen::new(1).keys(N);
     let value = value();
     let mut group = c.benchmark_group("memtable_insert");
     group.throughput(Throughput::Elements(N as u64));
@@ -165,7 +164,7 @@ fn wal_append(c: &mut Criterion) {
         }
         let dir = tempfile::tempdir().expect("temp dir");
         let db = open_db(dir.path());
-        let mut keys = KeyGen(2);
+        let mut keys = KeyGen::new(2);
         group.bench_function(name, |b| {
             b.iter_batched(
                 || {
@@ -185,7 +184,12 @@ fn wal_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bench.log");
     let mut payload = Vec::new();
-    encode_internal_key(&mut payload, &KeyGen(3).key(), SeqNo(1), ValueKind::Put);
+    encode_internal_key(
+        &mut payload,
+        &KeyGen::new(3).key(),
+        SeqNo(1),
+        ValueKind::Put,
+    );
     payload.extend_from_slice(&value);
     group.sample_size(30);
     for (name, flush) in [
@@ -228,7 +232,7 @@ fn build_block(builder: &mut BlockBuilder, ikeys: &[Vec<u8>], value: &[u8]) -> V
 
 fn block(c: &mut Criterion) {
     let value = value();
-    let mut user_keys = KeyGen(4).keys(1000);
+    let mut user_keys = KeyGen::new(4).keys(1000);
     user_keys.sort();
     let ikeys: Vec<Vec<u8>> = user_keys
         .iter()
@@ -253,7 +257,7 @@ fn block(c: &mut Criterion) {
         n
     };
     let in_block = ikeys.get(..entries).expect("entries come from ikeys");
-    let mut pick = KeyGen(5);
+    let mut pick = KeyGen::new(5);
     let targets: Vec<&[u8]> = (0..1024)
         .map(|_| {
             let i = (pick.next_u64() % entries as u64) as usize;
@@ -316,7 +320,7 @@ fn block(c: &mut Criterion) {
 }
 
 fn bloom(c: &mut Criterion) {
-    let mut gen = KeyGen(6);
+    let mut gen = KeyGen::new(6);
     let present = gen.keys(N);
     let absent = gen.keys(N);
     let mut builder = BloomFilterBuilder::new(BITS_PER_KEY);

@@ -18,30 +18,21 @@ use std::time::Instant;
 use shale::fuzzing::{seeds, TARGETS};
 
 /// xorshift64*: small, fast and deterministic.
-struct Rng(u64);
+/// The shared xorshift64* (whose recorded seeds replay), drawing indexes and bytes.
+struct Rng(shale_rng::XorShift64Star);
 
 impl Rng {
     fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
+        Rng(shale_rng::XorShift64Star::new(seed.max(1)))
     }
 
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
+    /// Uniform in `0..n`; 0 when `n` is 0.
     fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next_u64() % n as u64) as usize
-        }
+        self.0.below(n as u64) as usize
     }
 
     fn byte(&mut self) -> u8 {
-        self.next_u64() as u8
+        self.0.next_u64() as u8
     }
 }
 

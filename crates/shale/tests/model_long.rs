@@ -7,21 +7,7 @@
 use std::collections::BTreeMap;
 
 use shale::{Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use shale_rng::XorShift64Star as Rng;
 
 const KEYS: u64 = 2_000;
 
@@ -31,7 +17,7 @@ fn key(k: u64) -> Vec<u8> {
 
 fn value(rng: &mut Rng) -> Vec<u8> {
     let len = rng.below(120) as usize;
-    let b = rng.next() as u8;
+    let b = rng.next_u64() as u8;
     (0..len).map(|i| b.wrapping_add(i as u8)).collect()
 }
 
@@ -106,7 +92,7 @@ fn long_random_workload_matches_btreemap() {
                 | 1
         });
     println!("model test: {ops} operations, SHALE_MODEL_SEED={seed}");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut db = Db::open(dir.path(), options()).unwrap();
     let mut model = Model::new();

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use shale_rng::XorShift64Star as Rng;
 use shale_server::{Client, ClientError};
 
 #[derive(Parser, Debug, Clone)]
@@ -116,22 +117,6 @@ fn netns_up() -> Result<(), String> {
         ip(&["-n", &ns, "link", "set", "lo", "up"])?;
     }
     Ok(())
-}
-
-/// A small deterministic generator (xorshift64*), seeded per client.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 struct Node {
@@ -272,11 +257,12 @@ async fn client_loop(
     history: Arc<History>,
     end: Instant,
 ) {
-    let mut rng = Rng(args
-        .seed
-        .wrapping_mul(1_000_003)
-        .wrapping_add(u64::from(id))
-        | 1);
+    let mut rng = Rng::new(
+        args.seed
+            .wrapping_mul(1_000_003)
+            .wrapping_add(u64::from(id))
+            | 1,
+    );
     let deadline = Duration::from_millis(1500);
     let writer = match Client::new(endpoints.clone(), None) {
         Ok(c) => c.with_deadline(deadline),
@@ -375,7 +361,7 @@ async fn leader_index(cluster: &Cluster) -> Option<usize> {
 /// Faults, in turn, until `end`: kill the leader and restart it; pause a node and resume
 /// it; with `--netns`, cut a node's link; kill the whole cluster and restart it.
 async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Result<u32> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed | 1);
     let mut round = 0u32;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let kinds = if cluster.args.netns { 4 } else { 3 };

@@ -209,12 +209,10 @@ mod tests {
         let cache = BlockCache::new(entries * size, size);
         let t = cache.new_table_id();
         let blocks = 6 * entries as u64;
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rng = shale_rng::SplitMix64::new(0x2545_f491_4f6c_dd1d);
         let mut read = |cache: &BlockCache, n: u64| {
             for _ in 0..n {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = rng.next_u64();
                 let key = BlockKey {
                     table: t,
                     offset: (x % blocks) * 4096,

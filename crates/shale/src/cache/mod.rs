@@ -388,11 +388,9 @@ mod tests {
     #[test]
     fn the_ring_and_the_map_stay_in_step() {
         let cache: ClockCache<u64, u64> = ClockCache::new(SHARDS * 64);
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rng = shale_rng::SplitMix64::new(0x2545_f491_4f6c_dd1d);
         for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             let key = x % 500;
             match x >> 60 {
                 0..=7 => {

@@ -8,23 +8,7 @@ use std::time::Instant;
 use super::{MemGet, MemTable};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, InternalKey, SeqNo, ValueKind};
-
-/// A small deterministic RNG so failures reproduce (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use shale_rng::SplitMix64 as Rng;
 
 fn ikey(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
     InternalKey::new(user_key, SeqNo(seq), kind)
@@ -119,7 +103,7 @@ fn delete_then_put_at_same_snapshot_boundaries() {
 #[test]
 fn iteration_matches_sorted_vec_for_random_entries() {
     let t = Arc::new(MemTable::new());
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let mut expected = Vec::new();
     for seq in 1..=10_000u64 {
         // Few distinct user keys of varied length, so many share a key across seqnos.
@@ -348,7 +332,7 @@ fn versions_inserted_out_of_order_are_spliced_into_the_chain() {
 #[test]
 fn iteration_after_more_inserts_builds_new_runs() {
     let t = Arc::new(MemTable::new());
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let mut expected = Vec::new();
     let mut seq = 0;
     // Batches of varied sizes between iterators: runs get sorted, then merged.
@@ -408,7 +392,7 @@ fn assert_seeks(t: &Arc<MemTable>, expected: &[(Vec<u8>, Vec<u8>)], targets: &[V
 #[test]
 fn keys_sharing_a_long_prefix_sort_and_seek_and_the_prefix_can_shrink() {
     let t = Arc::new(MemTable::new());
-    let mut rng = Rng(23);
+    let mut rng = Rng::new(23);
     let mut expected = Vec::new();
     let mut seq = 0;
     let mut put = |t: &MemTable, key: Vec<u8>, expected: &mut Vec<(Vec<u8>, Vec<u8>)>| {
@@ -521,7 +505,7 @@ fn one_writer_and_concurrent_readers() {
             let published = Arc::clone(&published);
             let done = Arc::clone(&done);
             std::thread::spawn(move || {
-                let mut rng = Rng(100 + r);
+                let mut rng = Rng::new(100 + r);
                 let mut scans = 0;
                 loop {
                     let finished = done.load(Acquire);
@@ -586,12 +570,12 @@ fn one_writer_and_concurrent_readers() {
 #[ignore = "micro-benchmark; run with --release --ignored --nocapture"]
 fn bench_memtable() {
     const N: usize = 500_000;
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let keys: Vec<[u8; 16]> = (0..N)
         .map(|_| {
             let mut k = [0u8; 16];
-            k[..8].copy_from_slice(&rng.next().to_le_bytes());
-            k[8..].copy_from_slice(&rng.next().to_le_bytes());
+            k[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+            k[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
             k
         })
         .collect();

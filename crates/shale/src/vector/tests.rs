@@ -18,25 +18,21 @@ impl VectorSource for Full<'_> {
     }
 }
 
-/// splitmix64, so that failures reproduce from the printed seed.
-struct Rng(u64);
+/// The shared splitmix64 (failures reproduce from the printed seed) with what these tests draw: indexes, and normal deviates.
+struct Rng(shale_rng::SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Rng {
+        Rng(shale_rng::SplitMix64::new(seed))
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
 
     /// Uniform in (0, 1].
     fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+        ((self.0.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
     }
 
     /// Standard normal (Box-Muller).
@@ -53,7 +49,7 @@ impl Rng {
 fn embeddings(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
     const LATENT: usize = 12;
     const CLUSTERS: usize = 40;
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let map: Vec<f32> = (0..dim * LATENT).map(|_| rng.gauss()).collect();
     let centers: Vec<Vec<f32>> = (0..CLUSTERS)
         .map(|_| (0..LATENT).map(|_| 2.0 * rng.gauss()).collect())
@@ -189,7 +185,7 @@ fn tombstones_are_never_returned_and_rebuild_reclaims_them() {
     let data = embeddings(n + 100, dim, seed);
     let (data, queries) = data.split_at(n);
     let g = build(data, params(seed), 1);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut dead = vec![false; n];
     while g.deleted_count() < n * 3 / 10 {
         let i = rng.below(n);

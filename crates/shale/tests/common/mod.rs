@@ -11,33 +11,9 @@ use std::sync::{Arc, Once};
 
 use shale::fs::FileSystem;
 use shale::{Db, Options, WriteBatch, WriteOptions};
+pub use shale_rng::SplitMix64 as Rng;
 
 pub const DIR: &str = "/db";
-
-/// splitmix64: small, seedable, good enough for choosing workloads.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    pub fn percent(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
-}
 
 /// One entry of a write.
 #[derive(Debug, Clone)]
@@ -104,7 +80,7 @@ fn key(k: u64) -> Vec<u8> {
 /// entry in fifty a range delete of up to a sixteenth of the keys), with flushes,
 /// compactions and reopens mixed in.
 pub fn workload(seed: u64, steps: usize, keys: u64) -> Vec<Step> {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::seeded(seed);
     let mut out = Vec::with_capacity(steps);
     for i in 0..steps {
         let roll = rng.below(1000);
