@@ -139,7 +139,7 @@ impl std::fmt::Display for RepairReport {
 /// Damage is not an error: it goes into the report.
 pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     opts.validate().map_err(Error::InvalidOptions)?;
-    let fs = Arc::clone(&opts.fs);
+    let fs = opts.fs.as_ref();
     if !fs.exists(dir) {
         return Err(Error::invalid(format!(
             "no database to repair: {} does not exist",
@@ -148,123 +148,204 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     }
     let _lock = fs.lock(&dir.join(filename::LOCK))?;
     let mut report = RepairReport::default();
+    let mut inputs = Inputs::choose(fs, dir, &mut report)?;
+    let read = inputs.read(fs, dir, &mut report)?;
+    let (wal_id, versions) = rewrite(dir, opts, inputs.highest, read, &mut report)?;
+    inputs.set_aside_lost(fs, dir, &mut report)?;
+    remove_obsolete_files(fs, dir, &versions, wal_id)?;
+    fs.sync_dir(dir)?;
+    drop(versions);
+    repair_indexes(dir, opts, &mut report)?;
+    Ok(report)
+}
 
-    let mut tables = Vec::new();
-    let mut wals = Vec::new();
-    let mut manifests = Vec::new();
-    let mut highest = FileId(0);
-    for name in fs.list(dir)? {
-        let id = match filename::parse(&name) {
-            Some(FileKind::Table(id)) => {
-                tables.push(id);
-                id
-            }
-            Some(FileKind::Wal(id)) => {
-                wals.push(id);
-                id
-            }
-            Some(FileKind::Manifest(id)) => {
-                manifests.push(id);
-                id
-            }
-            Some(FileKind::Temp(id)) => id,
-            Some(FileKind::Current | FileKind::Lock) | None => continue,
+/// What repair reads, and what it will set aside in `lost/`.
+struct Inputs {
+    tables: Vec<FileId>,
+    wals: Vec<FileId>,
+    /// The highest file number in use, so that new files take none of them.
+    highest: FileId,
+    /// The last sequence number the manifest logged, if it was used.
+    last_seq: SeqNo,
+    /// Damaged or unused inputs, moved to `lost/` once the repaired state is committed.
+    lost: Vec<PathBuf>,
+}
+
+/// The inputs, read: a source per table and the WALs' batches, their range tombstones, and
+/// the newest sequence number they hold.
+struct ReadInputs {
+    sources: Vec<Box<dyn InternalIterator + Send>>,
+    range_dels: RangeDels,
+    last_seq: SeqNo,
+}
+
+impl Inputs {
+    /// Step 1: the live manifest's tables and WALs if it replays and its oldest live WAL
+    /// exists, every table and WAL in the directory if not.
+    fn choose(fs: &dyn FileSystem, dir: &Path, report: &mut RepairReport) -> Result<Inputs> {
+        let mut inputs = Inputs {
+            tables: Vec::new(),
+            wals: Vec::new(),
+            highest: FileId(0),
+            last_seq: SeqNo(0),
+            lost: Vec::new(),
         };
-        highest = highest.max(id);
-    }
-    if tables.is_empty() && wals.is_empty() && !fs.exists(&dir.join(CURRENT_FILE)) {
-        return Err(Error::invalid(format!(
-            "no database to repair in {}",
-            dir.display()
-        )));
-    }
-    tables.sort();
-    wals.sort();
-
-    let mut last_seq = SeqNo(0);
-    let mut lost = Vec::new();
-    // A manifest that replays but whose oldest live WAL is gone lost edits from its tail
-    // (open refuses it for that): its file set is stale, so it cannot choose the inputs.
-    let loaded = RecoveredManifest::load(fs.as_ref(), dir)
-        .and_then(|m| check_oldest_wal(fs.as_ref(), dir, &m).map(|()| m));
-    match loaded {
-        Ok(manifest) => {
-            report.manifest_used = true;
-            for id in manifest.files.keys() {
-                if tables.binary_search(id).is_err() {
-                    report.problems.push(Problem {
-                        file: filename::table_path(dir, *id),
-                        offset: 0,
-                        reason: "a live SSTable is missing".into(),
-                    });
+        let mut manifests = Vec::new();
+        for name in fs.list(dir)? {
+            let id = match filename::parse(&name) {
+                Some(FileKind::Table(id)) => {
+                    inputs.tables.push(id);
+                    id
                 }
-            }
-            tables.retain(|id| manifest.files.contains_key(id));
-            wals.retain(|id| *id >= manifest.log_number);
-            highest = highest.max(FileId(manifest.next_file_number.0.saturating_sub(1)));
-            last_seq = manifest.last_seq;
+                Some(FileKind::Wal(id)) => {
+                    inputs.wals.push(id);
+                    id
+                }
+                Some(FileKind::Manifest(id)) => {
+                    manifests.push(id);
+                    id
+                }
+                Some(FileKind::Temp(id)) => id,
+                Some(FileKind::Current | FileKind::Lock) | None => continue,
+            };
+            inputs.highest = inputs.highest.max(id);
         }
-        Err(e) => {
-            report
-                .problems
-                .push(Problem::from_error(e, &dir.join(CURRENT_FILE)));
-            lost.extend(manifests.iter().map(|&id| dir.join(manifest_name(id))));
+        if inputs.tables.is_empty() && inputs.wals.is_empty() && !fs.exists(&dir.join(CURRENT_FILE))
+        {
+            return Err(Error::invalid(format!(
+                "no database to repair in {}",
+                dir.display()
+            )));
         }
-    }
-
-    let mut sources: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
-    let mut range_dels: Vec<RangeTombstone> = Vec::new();
-    let mut flushed = SeqNo(0);
-    for id in tables {
-        let path = filename::table_path(dir, id);
-        match survey_table(fs.as_ref(), &path, &mut report) {
-            Some(survey) => {
-                report.tables_read += 1;
-                flushed = flushed.max(survey.table.properties().largest_seq);
-                if let Some(set) = survey.table.range_dels() {
-                    range_dels.extend(set.tombstones());
+        inputs.tables.sort();
+        inputs.wals.sort();
+        // A manifest that replays but whose oldest live WAL is gone lost edits from its
+        // tail (open refuses it for that): its file set is stale, so it cannot choose the
+        // inputs.
+        let loaded = RecoveredManifest::load(fs, dir)
+            .and_then(|m| check_oldest_wal(fs, dir, &m).map(|()| m));
+        match loaded {
+            Ok(manifest) => {
+                report.manifest_used = true;
+                for id in manifest.files.keys() {
+                    if inputs.tables.binary_search(id).is_err() {
+                        report.problems.push(Problem {
+                            file: filename::table_path(dir, *id),
+                            offset: 0,
+                            reason: "a live SSTable is missing".into(),
+                        });
+                    }
                 }
-                if survey.dropped > 0 {
-                    lost.push(path);
-                }
-                sources.push(Box::new(SalvageIter::new(survey)));
+                inputs.tables.retain(|id| manifest.files.contains_key(id));
+                inputs.wals.retain(|id| *id >= manifest.log_number);
+                let named = FileId(manifest.next_file_number.0.saturating_sub(1));
+                inputs.highest = inputs.highest.max(named);
+                inputs.last_seq = manifest.last_seq;
             }
-            None => {
-                report.tables_unreadable += 1;
-                lost.push(path);
+            Err(e) => {
+                report
+                    .problems
+                    .push(Problem::from_error(e, &dir.join(CURRENT_FILE)));
+                let manifests = manifests.iter().map(|&id| dir.join(manifest_name(id)));
+                inputs.lost.extend(manifests);
             }
         }
+        Ok(inputs)
     }
-    // With the manifest's inputs, a WAL batch no newer than the tables' newest entry was
-    // flushed before (memtables flush in sequence order). Without it, a table may be the
-    // partial output of a repair that crashed, holding the WALs' newest entries for part
-    // of the key space only: every batch is replayed, and the merge keeps one copy of an
-    // entry found twice.
-    let replay_above = if report.manifest_used {
-        flushed
-    } else {
-        SeqNo(0)
-    };
-    let logged = read_wals(
-        fs.as_ref(),
-        dir,
-        &wals,
-        replay_above,
-        &mut report,
-        &mut lost,
-    )?;
-    // The tables' newest entry counts either way: below it, the repaired database would
-    // read at a sequence number that hides what it keeps, and give new writes numbers
-    // that the kept entries shadow.
-    last_seq = last_seq.max(flushed).max(logged.last_seq);
-    sources.push(Box::new(VecIter::new(logged.entries)));
-    range_dels.extend(logged.range_dels);
-    let range_dels = RangeDels::new(&range_dels);
 
-    // The merge: one sorted run in the last level, nothing older left for a tombstone
-    // to hide and no snapshot to keep an old version for.
+    /// Steps 2 and 3: survey each table block by block, and read the WALs point in time.
+    fn read(
+        &mut self,
+        fs: &dyn FileSystem,
+        dir: &Path,
+        report: &mut RepairReport,
+    ) -> Result<ReadInputs> {
+        let mut sources: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
+        let mut range_dels: Vec<RangeTombstone> = Vec::new();
+        let mut flushed = SeqNo(0);
+        for &id in &self.tables {
+            let path = filename::table_path(dir, id);
+            match survey_table(fs, &path, report) {
+                Some(survey) => {
+                    report.tables_read += 1;
+                    flushed = flushed.max(survey.table.properties().largest_seq);
+                    if let Some(set) = survey.table.range_dels() {
+                        range_dels.extend(set.tombstones());
+                    }
+                    if survey.dropped > 0 {
+                        self.lost.push(path);
+                    }
+                    sources.push(Box::new(SalvageIter::new(survey)));
+                }
+                None => {
+                    report.tables_unreadable += 1;
+                    self.lost.push(path);
+                }
+            }
+        }
+        // With the manifest's inputs, a WAL batch no newer than the tables' newest entry
+        // was flushed before (memtables flush in sequence order). Without it, a table may
+        // be the partial output of a repair that crashed, holding the WALs' newest entries
+        // for part of the key space only: every batch is replayed, and the merge keeps one
+        // copy of an entry found twice.
+        let replay_above = if report.manifest_used {
+            flushed
+        } else {
+            SeqNo(0)
+        };
+        let logged = read_wals(fs, dir, &self.wals, replay_above, report, &mut self.lost)?;
+        // The tables' newest entry counts either way: below it, the repaired database
+        // would read at a sequence number that hides what it keeps, and give new writes
+        // numbers that the kept entries shadow.
+        let last_seq = self.last_seq.max(flushed).max(logged.last_seq);
+        sources.push(Box::new(VecIter::new(logged.entries)));
+        range_dels.extend(logged.range_dels);
+        Ok(ReadInputs {
+            sources,
+            range_dels: RangeDels::new(&range_dels),
+            last_seq,
+        })
+    }
+
+    /// After the commit: move the damaged and unused inputs to `lost/`.
+    fn set_aside_lost(
+        &mut self,
+        fs: &dyn FileSystem,
+        dir: &Path,
+        report: &mut RepairReport,
+    ) -> Result<()> {
+        if self.lost.is_empty() {
+            return Ok(());
+        }
+        let lost_dir = dir.join(LOST_DIR);
+        fs.create_dir_all(&lost_dir)?;
+        for path in std::mem::take(&mut self.lost) {
+            let Some(name) = path.file_name() else {
+                continue;
+            };
+            let to = lost_dir.join(name);
+            fs.rename(&path, &to)?;
+            report.moved_to_lost.push(to);
+        }
+        fs.sync_dir(&lost_dir)
+    }
+}
+
+/// Step 4: merge everything into one sorted run in the last level (a full compaction with
+/// nothing older left for a tombstone to hide and no snapshot to keep an old version
+/// for), then commit it: an empty WAL, a new manifest naming the new tables, CURRENT
+/// switched. New files are numbered above `highest`. Returns the new WAL's number and the
+/// version set.
+fn rewrite(
+    dir: &Path,
+    opts: &Options,
+    highest: FileId,
+    read: ReadInputs,
+    report: &mut RepairReport,
+) -> Result<(FileId, VersionSet)> {
+    let fs = &opts.fs;
     let cache = Arc::new(TableCache::new(
-        Arc::clone(&fs),
+        Arc::clone(fs),
         dir.to_owned(),
         Arc::new(BlockCache::new(opts.cache_size, opts.block_size)),
         opts.max_open_files,
@@ -277,11 +358,11 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
         (FileId(next_id), filename::table_path(dir, FileId(next_id)))
     };
     let out = run_compaction(
-        MergingIter::new(sources),
+        MergingIter::new(read.sources),
         &DropPolicy {
             snapshots: &[],
             is_bottommost: &|_, _| true,
-            range_dels: Some(&range_dels),
+            range_dels: Some(&read.range_dels),
             filter: None,
         },
         &|path: &Path| fs.create(path),
@@ -313,7 +394,7 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
         manifest_id,
         log_number: wal_id,
         next_file_number: manifest_id,
-        last_seq,
+        last_seq: read.last_seq,
         files: files
             .iter()
             .map(|(level, f)| (f.meta.id, (*level, f.meta.clone())))
@@ -323,43 +404,33 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     // Syncs the directory after the new tables and WAL, then switches CURRENT.
     fs.sync_dir(dir)?;
     let versions = VersionSet::create(
-        Arc::clone(&fs),
+        Arc::clone(fs),
         dir,
         state,
         Version::from_files(files),
         opts.max_manifest_file_size,
     )?;
+    Ok((wal_id, versions))
+}
 
-    if !lost.is_empty() {
-        let lost_dir = dir.join(LOST_DIR);
-        fs.create_dir_all(&lost_dir)?;
-        for path in lost {
-            let Some(name) = path.file_name() else {
-                continue;
-            };
-            let to = lost_dir.join(name);
-            fs.rename(&path, &to)?;
-            report.moved_to_lost.push(to);
-        }
-        fs.sync_dir(&lost_dir)?;
-    }
-    remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
-    fs.sync_dir(dir)?;
-    drop(versions);
-
+/// The vector store of each semantic index is a database of its own: repair each the
+/// same way.
+fn repair_indexes(dir: &Path, opts: &Options, report: &mut RepairReport) -> Result<()> {
+    let fs = opts.fs.as_ref();
     let indexes = dir.join(crate::semantic::INDEXES_DIR);
-    if fs.exists(&indexes) {
-        let mut names = fs.list(&indexes)?;
-        names.sort();
-        for name in names {
-            match repair(&indexes.join(&name), opts) {
-                Ok(index) => report.indexes.push((name, index)),
-                Err(Error::InvalidArgument(_)) => {} // an empty store: nothing to repair
-                Err(e) => return Err(e),
-            }
+    if !fs.exists(&indexes) {
+        return Ok(());
+    }
+    let mut names = fs.list(&indexes)?;
+    names.sort();
+    for name in names {
+        match repair(&indexes.join(&name), opts) {
+            Ok(index) => report.indexes.push((name, index)),
+            Err(Error::InvalidArgument(_)) => {} // an empty store: nothing to repair
+            Err(e) => return Err(e),
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// The readable data blocks of one SSTable.
