@@ -12,6 +12,7 @@ pub mod codec;
 pub mod compaction;
 mod db;
 pub mod error;
+pub(crate) mod filename;
 pub mod fs;
 /// Fuzz entry points, one per decoder (used by `fuzz/` and `tests/fuzz_smoke.rs`).
 #[doc(hidden)]

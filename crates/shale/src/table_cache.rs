@@ -221,7 +221,7 @@ impl TableCache {
     }
 
     pub(crate) fn path(&self, id: FileId) -> PathBuf {
-        crate::db::filename::table_path(&self.dir, id)
+        crate::filename::table_path(&self.dir, id)
     }
 
     /// Tables open now.

@@ -118,11 +118,8 @@ pub struct IndexEntry {
     pub handle: BlockHandle,
 }
 
-/// The path of SSTable `id` in `dir` (file names: docs/format.md section 1; the engine's
-/// own copy of these patterns is private to `db/filename.rs` and `version/manifest.rs`).
-pub fn table_path(dir: &Path, id: FileId) -> PathBuf {
-    dir.join(format!("{:06}.sst", id.0))
-}
+/// The path of SSTable `id` in `dir` (file names: docs/format.md section 1).
+pub use crate::filename::table_path;
 
 /// The path of the live MANIFEST of the database in `dir`, as CURRENT names it.
 ///

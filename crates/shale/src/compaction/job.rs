@@ -223,7 +223,7 @@ mod tests {
         let dir_path = dir.path().to_owned();
         let mut next = || {
             n += 1;
-            (FileId(n), dir_path.join(format!("{n:06}.sst")))
+            (FileId(n), crate::filename::table_path(&dir_path, FileId(n)))
         };
         let tables = Arc::new(TableCache::new(
             Arc::new(PosixFs),

@@ -17,9 +17,9 @@
 
 use std::path::Path;
 
-use super::filename::{table_path, wal_path};
 use super::{lock, Db};
 use crate::error::{Error, Result};
+use crate::filename::{table_path, wal_path};
 use crate::version::NUM_LEVELS;
 
 impl Db {

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::filename::table_path;
 use super::stats::Stats;
 use super::{lock, DbInner, DbState};
 use crate::compaction::{
     run_compaction, CompactionPolicy, CompactionTask, DropPolicy, InFlight, LevelFile,
 };
 use crate::error::{Error, Result};
+use crate::filename::table_path;
 use crate::fs::WritableFile;
 use crate::iter::{InternalIterator, LevelIter, MergingIter};
 use crate::range_del::RangeDels;

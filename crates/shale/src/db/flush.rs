@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::filename::{table_path, wal_path};
 use super::stats::Stats;
 use super::{lock, DbInner};
 use crate::error::{Error, Result};
+use crate::filename::{table_path, wal_path};
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key;

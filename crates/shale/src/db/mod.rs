@@ -23,7 +23,6 @@
 
 mod checkpoint;
 mod compact;
-pub(crate) mod filename;
 mod flush;
 mod hook;
 mod open;

@@ -11,13 +11,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::filename::{self, wal_path, FileKind};
 use super::replay::{top_up, Recovery, WalSource};
 use super::stats::Stats;
 use super::super_version::{SuperVersion, SuperVersionCell};
 use super::{DbInner, DbState, LogState};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
+use crate::filename::{self, wal_path, FileKind};
 use crate::fs::{FileLock, FileSystem};
 use crate::memtable::MemTable;
 use crate::options::Options;

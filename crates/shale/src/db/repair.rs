@@ -37,13 +37,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::filename::{self, wal_path, FileKind};
 use super::open::{check_oldest_wal, remove_obsolete_files};
 use super::replay::{continues, decode_batch};
 use crate::batch::decode_entries;
 use crate::cache::BlockCache;
 use crate::compaction::{run_compaction, DropPolicy};
 use crate::error::{Error, Result};
+use crate::filename::{self, wal_path, FileKind};
 use crate::fs::FileSystem;
 use crate::iter::{InternalIterator, MergingIter, VecIter};
 use crate::key::{compare_internal, encode_internal_key, parse_internal_key, SeqNo, ValueKind};

@@ -8,12 +8,12 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use super::filename::{self, wal_path, FileKind};
 use super::flush::write_table;
 use super::open::check_oldest_wal;
 use super::stats::Stats;
 use crate::batch::{decode_entries, BatchReader};
 use crate::error::{Error, Result};
+use crate::filename::{self, wal_path, FileKind};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;

@@ -31,11 +31,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::filename::wal_path;
 use super::stats::Stats;
 use super::{lock, DbInner, ImmMemTable, LogState};
 use crate::batch::{self, WriteBatch};
 use crate::error::{Error, Result};
+use crate::filename::wal_path;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;

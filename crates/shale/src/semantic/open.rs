@@ -435,7 +435,7 @@ impl From<Error> for OpenError {
 /// a manifest to name them and calls that damage (so clears again); then the rest. Files
 /// that are not the engine's stay.
 fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    use crate::db::filename::{self, FileKind};
+    use crate::filename::{self, FileKind};
     model_file::remove(fs, dir)?;
     crate::fs::remove_durably(fs, dir, "CURRENT")?;
     for name in fs.list(dir)? {

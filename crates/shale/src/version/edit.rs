@@ -21,9 +21,7 @@ use crate::key::{InternalKey, SeqNo};
 /// Number of levels in the tree (L0 to L6).
 pub const NUM_LEVELS: usize = 7;
 
-/// A file number: WALs, SSTables and manifests share one counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct FileId(pub u64);
+pub use crate::filename::FileId;
 
 /// A level of the tree, `0..NUM_LEVELS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -10,26 +10,10 @@ use std::path::{Path, PathBuf};
 
 use super::edit::{FileId, FileMeta, Level, VersionEdit};
 use crate::error::{Error, Result};
+use crate::filename::{manifest_name, parse_manifest_name, CURRENT};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::wal::LogReader;
-
-/// Name of the file that points at the live manifest.
-pub const CURRENT: &str = "CURRENT";
-
-/// File name of manifest number `id`.
-pub fn manifest_name(id: FileId) -> String {
-    format!("MANIFEST-{:06}", id.0)
-}
-
-/// Parse a manifest file name.
-pub fn parse_manifest_name(name: &str) -> Option<FileId> {
-    let digits = name.strip_prefix("MANIFEST-")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().map(FileId)
-}
 
 /// Point CURRENT at manifest `id`, atomically and durably.
 pub fn set_current(fs: &dyn FileSystem, dir: &Path, id: FileId) -> Result<()> {
@@ -50,7 +34,7 @@ pub fn write_current_tmp(fs: &dyn FileSystem, dir: &Path, id: FileId) -> Result<
 
 /// The temporary file that becomes CURRENT naming manifest `id`.
 pub fn current_tmp_path(dir: &Path, id: FileId) -> PathBuf {
-    dir.join(format!("{:06}.dbtmp", id.0))
+    crate::filename::temp_path(dir, id)
 }
 
 /// The second half of [`set_current`]: rename `tmp` over CURRENT and sync the directory.
@@ -174,18 +158,5 @@ impl RecoveredManifest {
             new_files: self.files.values().cloned().collect(),
             deleted_files: Vec::new(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn manifest_names() {
-        assert_eq!(manifest_name(FileId(5)), "MANIFEST-000005");
-        assert_eq!(parse_manifest_name("MANIFEST-000005"), Some(FileId(5)));
-        assert_eq!(parse_manifest_name("MANIFEST-"), None);
-        assert_eq!(parse_manifest_name("MANIFEST-12a"), None);
     }
 }

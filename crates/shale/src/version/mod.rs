@@ -17,11 +17,9 @@ mod set;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+pub use crate::filename::{manifest_name, parse_manifest_name, CURRENT as CURRENT_FILE};
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
-pub use manifest::{
-    manifest_name, parse_manifest_name, read_current, set_current, RecoveredManifest,
-    CURRENT as CURRENT_FILE,
-};
+pub use manifest::{read_current, set_current, RecoveredManifest};
 pub use set::{CopyPlan, VersionSet};
 
 use crate::error::Result;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use super::edit::{FileId, FileMeta, Level, VersionEdit};
 use super::manifest::{
-    current_tmp_path, install_current, manifest_name, set_current, write_current_tmp,
-    RecoveredManifest,
+    current_tmp_path, install_current, set_current, write_current_tmp, RecoveredManifest,
 };
 use super::{TableFile, Version};
 use crate::error::{Error, Result};
+use crate::filename::manifest_name;
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::wal::LogWriter;

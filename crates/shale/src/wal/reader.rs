@@ -369,7 +369,7 @@ mod tests {
         let fs = MemFs::new();
         let dir = Path::new("/wal");
         fs.create_dir_all(dir).unwrap();
-        let log = |n: u64| dir.join(format!("{n:06}.wal"));
+        let log = |n: u64| crate::filename::wal_path(dir, crate::version::FileId(n));
         let mut first = LogWriter::new(fs.create_log(&log(5)).unwrap());
         first.add_record(&[b"one"]).unwrap();
         // The WAL is off while WAL 6 is current: it stays empty.

@@ -201,8 +201,8 @@ impl Hnsw {
     }
 
     /// The `k` nodes most similar to `query` that are not tombstoned and pass `filter`,
-    /// best first (score as [`Metric`] defines it, computed from the codes, so approximate;
-    /// ties by id).
+    /// best first (score as [`Metric`](crate::vector::Metric) defines it, computed from the
+    /// codes, so approximate; ties by id).
     ///
     /// `ef` is the candidate list size (default `ef_search`, raised to `k` if smaller): larger
     /// is slower and finds more of the true nearest neighbours. A filter never lowers recall:

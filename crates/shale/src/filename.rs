@@ -1,4 +1,5 @@
-//! Names of the files in a database directory.
+//! File numbers, and the name of every file in a database directory: the one module that
+//! spells them (docs/format.md section 1).
 //!
 //! ```text
 //! LOCK               held while the database is open
@@ -12,7 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::version::FileId;
+/// A file number: WALs, SSTables, manifests and temporary files share one counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct FileId(pub u64);
 
 /// The kinds of file Shale keeps in its directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,10 +30,34 @@ pub enum FileKind {
 
 pub const LOCK: &str = "LOCK";
 
+/// The file that names the live manifest.
+pub const CURRENT: &str = "CURRENT";
+
+/// File name of manifest number `id`.
+pub fn manifest_name(id: FileId) -> String {
+    format!("MANIFEST-{:06}", id.0)
+}
+
+/// The number of a manifest's file name.
+pub fn parse_manifest_name(name: &str) -> Option<FileId> {
+    let digits = name.strip_prefix("MANIFEST-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(FileId)
+}
+
+/// A temporary file: the next CURRENT, written and synced before it is renamed over it.
+pub fn temp_path(dir: &Path, id: FileId) -> PathBuf {
+    dir.join(format!("{:06}.dbtmp", id.0))
+}
+
+/// The WAL numbered `id`.
 pub fn wal_path(dir: &Path, id: FileId) -> PathBuf {
     dir.join(format!("{:06}.wal", id.0))
 }
 
+/// The SSTable numbered `id`.
 pub fn table_path(dir: &Path, id: FileId) -> PathBuf {
     dir.join(format!("{:06}.sst", id.0))
 }
@@ -38,11 +65,11 @@ pub fn table_path(dir: &Path, id: FileId) -> PathBuf {
 /// What `name` is, or `None` for files that are not Shale's.
 pub fn parse(name: &str) -> Option<FileKind> {
     match name {
-        "CURRENT" => return Some(FileKind::Current),
+        CURRENT => return Some(FileKind::Current),
         LOCK => return Some(FileKind::Lock),
         _ => {}
     }
-    if let Some(id) = crate::version::parse_manifest_name(name) {
+    if let Some(id) = parse_manifest_name(name) {
         return Some(FileKind::Manifest(id));
     }
     let (stem, ext) = name.split_once('.')?;
@@ -75,6 +102,9 @@ mod tests {
         );
         assert_eq!(parse("CURRENT"), Some(FileKind::Current));
         assert_eq!(parse("x.sst"), None);
+        assert_eq!(manifest_name(FileId(5)), "MANIFEST-000005");
+        assert_eq!(parse_manifest_name("MANIFEST-"), None);
+        assert_eq!(parse_manifest_name("MANIFEST-12a"), None);
         assert_eq!(parse("notes.txt"), None);
     }
 }
