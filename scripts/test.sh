@@ -18,6 +18,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo doc (broken or private intra-doc links fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+echo "== import cycles between the engine's modules (no new one)"
+python3 scripts/module-cycles.py
 echo "== cargo test"
 cargo test --workspace
 echo "== R9: every fuzz target for 60 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
