@@ -1,6 +1,7 @@
-//! Shared by the semantic search tests (`semantic.rs`, `semantic_persistence.rs`): an
-//! embedder that counts what it embeds, a database with one index over all of its keys
-//! ([`SemanticDb`]), and a few texts.
+//! Shared by the semantic search tests (`semantic.rs`, `semantic_persistence.rs`,
+//! `semantic_index.rs`, `semantic_restart.rs`): an embedder that counts what it embeds, a
+//! database with one index over all of its keys ([`SemanticDb`]), a few texts, and seeded
+//! random vectors.
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -156,4 +157,22 @@ pub const ANIMALS: [&str; 6] = [
 
 pub fn key(i: usize) -> String {
     format!("doc{i:03}")
+}
+
+/// Floats uniform in `[-0.5, 0.5)` from splitmix64, so that a failure reproduces from the
+/// printed seed.
+pub fn rng(seed: u64) -> impl FnMut() -> f32 {
+    let mut r = shale_rng::SplitMix64::new(seed);
+    move || (r.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+}
+
+/// `n` random vectors of `dim` dimensions.
+pub fn vectors(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut next = rng(seed);
+    (0..n).map(|_| (0..dim).map(|_| next()).collect()).collect()
+}
+
+/// A database with the default options.
+pub fn open_db(path: &std::path::Path) -> Arc<Db> {
+    Arc::new(Db::open(path, Options::default()).unwrap())
 }
