@@ -12,11 +12,12 @@
 //! well-formed values), reads at a snapshot taken before later writes, and with
 //! `--semantic` searches whose hits on its keys must be their current text. The workload:
 //! puts, deletes (a third of them, without `--semantic`, range deletes over the one key),
-//! batches of 2 to 6 entries, `flush`, `compact_range`, on 64 KiB memtables
-//! and 16 KiB tables, WAL on, one write in 8 synced (so the group-commit leader's fsync
-//! path is killed in the middle too), the others not. It prints `ready` once the database is open, and
-//! runs until killed (or `--ops` per thread, then closes and prints `finished`). A failed
-//! check prints `FAIL` and exits with status 3; an engine error exits with status 4.
+//! batches of 2 to 6 entries, `flush`, `compact_range`, on 64 KiB memtables and 16 KiB
+//! tables; one write in 8 synced (so the group-commit leader's fsync path is killed in the
+//! middle too), one in 8 without the WAL, the rest through the WAL unsynced. It prints
+//! `ready` once the database is open, and runs until killed (or `--ops` per thread, then
+//! closes and prints `finished`). A failed check prints `FAIL` and exits with status 3; an
+//! engine error exits with status 4.
 
 use std::path::PathBuf;
 use std::process::exit;

@@ -55,8 +55,9 @@ impl WalSource {
 /// After a read-only open read `state` from the manifest: read the WALs at or above its log
 /// number that were made after the WALs in `read` were. Each was made after `read`'s listing,
 /// so the WALs in hand are then every one the state needs. If one of them is gone already
-/// (the writer flushed it after the manifest was read), the state is stale and [`open`](super::open::open)
-/// tries again; if the manifest still names it, it was lost, and that is corruption.
+/// (the writer flushed it after the manifest was read), the state is stale and
+/// [`open`](super::open::open) tries again; if the manifest still names it, it was lost, and
+/// that is corruption.
 pub(super) fn top_up(
     fs: &dyn FileSystem,
     dir: &Path,
