@@ -23,8 +23,6 @@ KNOWN = {
         # The block cache holds sst blocks and sst reads through it; options name version's
         # level count; version's files hold the table cache, which purges through version.
         ["cache", "iter", "options", "purge", "sst", "table_cache", "version"],
-        # db attaches semantic indexes, which are built over db; tools reads both.
-        ["db", "semantic", "tools"],
     ]
 }
 

@@ -8,6 +8,7 @@
 //! NNNNNN.wal         write-ahead log of one memtable
 //! NNNNNN.sst         an SSTable
 //! NNNNNN.dbtmp       a temporary file (CURRENT being replaced)
+//! indexes/NAME/      the vector store of semantic index NAME, a database of its own
 //! ```
 //! All numbers come from one counter in the version set, so names never collide.
 
@@ -29,6 +30,9 @@ pub enum FileKind {
 }
 
 pub const LOCK: &str = "LOCK";
+
+/// The subdirectory of a database directory that holds its indexes, one directory each.
+pub const INDEXES_DIR: &str = "indexes";
 
 /// The file that names the live manifest.
 pub const CURRENT: &str = "CURRENT";

@@ -312,7 +312,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         }
     }
 
-    let indexes = dir.join(crate::semantic::INDEXES_DIR);
+    let indexes = dir.join(crate::filename::INDEXES_DIR);
     if indexes.is_dir() {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(&indexes)
             .map_err(|e| Error::io("read directory", &indexes, e))?

@@ -417,7 +417,7 @@ fn rewrite(
 /// same way.
 fn repair_indexes(dir: &Path, opts: &Options, report: &mut RepairReport) -> Result<()> {
     let fs = opts.fs.as_ref();
-    let indexes = dir.join(crate::semantic::INDEXES_DIR);
+    let indexes = dir.join(crate::filename::INDEXES_DIR);
     if !fs.exists(&indexes) {
         return Ok(());
     }

@@ -75,7 +75,7 @@ pub use value::{
 use self::core::IndexCore;
 
 /// The subdirectory of a database directory that holds its indexes, one directory each.
-pub const INDEXES_DIR: &str = "indexes";
+pub use crate::filename::INDEXES_DIR;
 
 /// The directory of index `name` in the database directory `db_dir`.
 pub fn index_dir(db_dir: &std::path::Path, name: &str) -> PathBuf {
