@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::sync::lock;
 use crate::table_cache::TableCache;
-use crate::version::FileId;
+use crate::filename::FileId;
 
 /// Work for the purge thread.
 pub(crate) enum Garbage {
