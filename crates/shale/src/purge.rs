@@ -17,9 +17,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::filename::FileId;
 use crate::sync::lock;
 use crate::table_cache::TableCache;
-use crate::filename::FileId;
 
 /// Work for the purge thread.
 pub(crate) enum Garbage {
