@@ -42,6 +42,11 @@ pub enum Command {
         expected: Option<Vec<u8>>,
         new_value: Option<Vec<u8>>,
     },
+    /// Independent commands of concurrent clients that the leader proposed as one entry
+    /// (`proposer.rs`): applied in order, each answered on its own (`Response::Batch`).
+    /// It validates only if each of its commands does, so it applies or is refused
+    /// whole. Never nested; clients cannot send one.
+    Batch(Vec<Command>),
 }
 
 /// What applying one log entry answered.
@@ -59,6 +64,8 @@ pub enum Response {
     /// The command failed [`Command::validate`] at apply time and changed nothing (it
     /// should have been refused before it was proposed).
     Refused(String),
+    /// A [`Command::Batch`]: one response per command, in order.
+    Batch(Vec<Response>),
 }
 
 impl Command {
@@ -78,17 +85,13 @@ impl Command {
                         ops.len()
                     )));
                 }
-                let mut bytes = 0usize;
                 for op in ops {
                     check_key(&op.key)?;
                     if let Some(v) = &op.value {
                         check_value(v)?;
                     }
-                    bytes = bytes
-                        .saturating_add(op.key.len())
-                        .saturating_add(op.value.as_ref().map_or(0, Vec::len));
                 }
-                check_total(bytes)
+                check_total(self.bytes())
             }
             Command::CompareAndSet {
                 key,
@@ -99,12 +102,53 @@ impl Command {
                 for v in [expected, new_value].into_iter().flatten() {
                     check_value(v)?;
                 }
-                check_total(
-                    key.len()
-                        .saturating_add(expected.as_ref().map_or(0, Vec::len))
-                        .saturating_add(new_value.as_ref().map_or(0, Vec::len)),
-                )
+                check_total(self.bytes())
             }
+            Command::Batch(cmds) => {
+                if cmds.is_empty() {
+                    return Err(Error::InvalidArgument("a batch holds no command".into()));
+                }
+                if cmds.iter().any(|c| matches!(c, Command::Batch(_))) {
+                    return Err(Error::InvalidArgument("a batch holds a batch".into()));
+                }
+                cmds.iter().try_for_each(Command::validate)?;
+                if self.ops() > MAX_OPS_PER_COMMAND {
+                    return Err(Error::InvalidArgument(format!(
+                        "a batch holds {} operations, more than the limit of {MAX_OPS_PER_COMMAND}",
+                        self.ops()
+                    )));
+                }
+                check_total(self.bytes())
+            }
+        }
+    }
+
+    /// Operations in the command: puts and deletes, a compare-and-set counting one.
+    pub fn ops(&self) -> usize {
+        match self {
+            Command::Write(ops) => ops.len(),
+            Command::CompareAndSet { .. } => 1,
+            Command::Batch(cmds) => cmds.iter().map(Command::ops).sum(),
+        }
+    }
+
+    /// Bytes of keys and values in the command.
+    pub fn bytes(&self) -> usize {
+        let len = |v: &Option<Vec<u8>>| v.as_ref().map_or(0, Vec::len);
+        match self {
+            Command::Write(ops) => ops.iter().fold(0usize, |n, op| {
+                n.saturating_add(op.key.len())
+                    .saturating_add(len(&op.value))
+            }),
+            Command::CompareAndSet {
+                key,
+                expected,
+                new_value,
+            } => key
+                .len()
+                .saturating_add(len(expected))
+                .saturating_add(len(new_value)),
+            Command::Batch(cmds) => cmds.iter().fold(0usize, |n, c| n.saturating_add(c.bytes())),
         }
     }
 }
@@ -185,5 +229,20 @@ mod tests {
         let many = vec![put(b"k", b"v"); MAX_OPS_PER_COMMAND + 1];
         assert!(Command::Write(many).validate().is_err());
         assert!(Command::Write(vec![put(b"", b"")]).validate().is_ok());
+    }
+
+    #[test]
+    fn batches_are_flat_non_empty_and_within_the_limits() {
+        let one = Command::Write(vec![put(b"k", b"v")]);
+        assert!(Command::Batch(vec![one.clone(), one.clone()])
+            .validate()
+            .is_ok());
+        assert!(Command::Batch(vec![]).validate().is_err());
+        let nested = Command::Batch(vec![Command::Batch(vec![one.clone()])]);
+        assert!(nested.validate().is_err());
+        let half = Command::Write(vec![put(b"k", b"v"); MAX_OPS_PER_COMMAND / 2 + 1]);
+        assert!(Command::Batch(vec![half.clone(), half]).validate().is_err());
+        let big = Command::Write(vec![put(b"k", &vec![0; MAX_COMMAND_BYTES / 2 + 1])]);
+        assert!(Command::Batch(vec![big.clone(), big]).validate().is_err());
     }
 }

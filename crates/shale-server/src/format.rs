@@ -293,6 +293,7 @@ const PAYLOAD_COMMAND: u8 = 1;
 const PAYLOAD_MEMBERSHIP: u8 = 2;
 const COMMAND_WRITE: u8 = 1;
 const COMMAND_CAS: u8 = 2;
+const COMMAND_BATCH: u8 = 3;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
@@ -344,11 +345,30 @@ fn put_command(out: &mut Vec<u8>, cmd: &Command) {
             put_opt_bytes(out, expected.as_deref());
             put_opt_bytes(out, new_value.as_deref());
         }
+        Command::Batch(cmds) => {
+            codec::put_u8(out, COMMAND_BATCH);
+            codec::put_varint(out, cmds.len() as u64);
+            for cmd in cmds {
+                put_command(out, cmd);
+            }
+        }
     }
 }
 
 fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
     match d.u8("command kind")? {
+        COMMAND_BATCH => {
+            let n = d.varint("command count")?;
+            let mut cmds = Vec::new();
+            for _ in 0..n {
+                // Flat by construction: a batch inside a batch is not a command.
+                if d.remaining().first() == Some(&COMMAND_BATCH) {
+                    return Err(codec::DecodeError::new(d.position(), "a batch in a batch"));
+                }
+                cmds.push(get_command(d)?);
+            }
+            Ok(Command::Batch(cmds))
+        }
         COMMAND_WRITE => {
             let n = d.varint("op count")?;
             let mut ops = Vec::new();
@@ -458,7 +478,37 @@ mod tests {
                     new_value: Some(Vec::new()),
                 }),
             },
+            RaftEntry {
+                log_id: lid(2, 1, 6),
+                payload: EntryPayload::Normal(documented_batch()),
+            },
         ]
+    }
+
+    /// The batch of docs/format.md's second worked example of a log entry.
+    fn documented_batch() -> Command {
+        Command::Batch(vec![
+            Command::Write(vec![Op {
+                key: b"a".to_vec(),
+                value: Some(b"1".to_vec()),
+            }]),
+            Command::CompareAndSet {
+                key: b"k".to_vec(),
+                expected: None,
+                new_value: Some(b"v".to_vec()),
+            },
+        ])
+    }
+
+    fn hex(doc: &str) -> Vec<u8> {
+        doc.split_whitespace()
+            .flat_map(|chunk| {
+                (0..chunk.len())
+                    .step_by(2)
+                    .filter_map(move |i| chunk.get(i..i + 2))
+                    .map(|h| u8::from_str_radix(h, 16).expect("hex"))
+            })
+            .collect()
     }
 
     #[test]
@@ -542,18 +592,39 @@ mod tests {
     /// term 2, proposed by node 1.
     #[test]
     fn decodes_the_documented_entry() {
-        let doc = "01 0200000000000000 0100000000000000 0500000000000000 00";
-        let bytes: Vec<u8> = doc
-            .split_whitespace()
-            .flat_map(|chunk| {
-                (0..chunk.len())
-                    .step_by(2)
-                    .filter_map(move |i| chunk.get(i..i + 2))
-                    .map(|h| u8::from_str_radix(h, 16).expect("hex"))
-            })
-            .collect();
+        let bytes = hex("01 0200000000000000 0100000000000000 0500000000000000 00");
         let e = decode_entry(&bytes).expect("the documented entry decodes");
         assert_eq!(e.log_id, lid(2, 1, 5));
         assert!(matches!(e.payload, EntryPayload::Blank));
+    }
+
+    #[test]
+    fn decodes_the_documented_batch() {
+        let doc = "01 0200000000000000 0100000000000000 0600000000000000 01 \
+                   03 02  01 01 01 0161 0131  02 016b 00 01 0176";
+        let bytes = hex(doc);
+        assert_eq!(bytes.len(), 42);
+        let e = decode_entry(&bytes).expect("the documented batch decodes");
+        assert_eq!(e.log_id, lid(2, 1, 6));
+        assert!(matches!(&e.payload, EntryPayload::Normal(cmd) if *cmd == documented_batch()));
+        assert_eq!(encode_entry(&e), bytes);
+    }
+
+    #[test]
+    fn a_batch_inside_a_batch_is_refused() {
+        let inner = encode_entry(&RaftEntry {
+            log_id: lid(1, 1, 1),
+            payload: EntryPayload::Normal(documented_batch()),
+        });
+        // The documented batch with its first command replaced by a batch of one write.
+        let mut bytes = inner.get(..27).expect("header").to_vec();
+        bytes.extend_from_slice(&[0x02, 0x03, 0x01, 0x01, 0x01, 0x01, 0x01, 0x61, 0x01, 0x31]);
+        bytes.extend_from_slice(inner.get(35..).expect("cas"));
+        assert!(decode_entry(&bytes).is_err());
+        // The same bytes with a plain write in its place decode.
+        let mut flat = inner.get(..27).expect("header").to_vec();
+        flat.extend_from_slice(&[0x02, 0x01, 0x01, 0x01, 0x01, 0x61, 0x01, 0x31]);
+        flat.extend_from_slice(inner.get(35..).expect("cas"));
+        assert!(decode_entry(&flat).is_ok());
     }
 }

@@ -7,7 +7,8 @@
 //! - [`format`](mod@format): every record, key and frame, encode and decode side by side;
 //! - [`log_store`] and [`state_machine`]: openraft's storage traits on Shale;
 //! - [`snapshot`]: snapshot files, written and read frame by frame;
-//! - [`network`]: the Raft RPCs to peers; [`service`]: the gRPC services a node serves;
+//! - [`network`]: the Raft RPCs to peers; [`service`]: the gRPC services a node serves,
+//!   with the `proposer` that puts concurrent client writes into one log entry;
 //! - [`server`]: one node (stores, Raft, services); [`client`]: the Rust client.
 //!
 //! The server uses the engine's public API only (STYLE.md: features sit on top).
@@ -26,6 +27,7 @@ pub mod error;
 pub mod format;
 pub mod log_store;
 pub mod network;
+mod proposer;
 pub mod server;
 pub mod service;
 pub mod snapshot;

@@ -28,9 +28,32 @@ use crate::command::{self, Command, Op, Response as Applied};
 use crate::convert;
 use crate::network::{TARGET_HEADER, TOKEN_HEADER};
 use crate::pb;
+use crate::proposer::{Outcome, Proposer};
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
 use crate::state_machine::StateMachineStore;
 use crate::{NodeId, Raft};
+
+/// Propose `cmd` (validated) as one log entry and wait until it is applied here: its index
+/// and response, or the error a client sees (see the module documentation).
+pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcome {
+    // A leader that loses its leadership after proposing answers ForwardToLeader too,
+    // though a later leader may still commit the entry: only a node that was not the
+    // leader when the request came can say that nothing was proposed.
+    let was_leader = raft.current_leader().await == Some(node_id);
+    match raft.client_write(cmd).await {
+        Ok(resp) => match resp.data {
+            Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
+            data => Ok((resp.log_id.index, data)),
+        },
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+            Err(not_leader(&f, was_leader))
+        }
+        Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+            Err(Status::internal(e.to_string()))
+        }
+        Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
+    }
+}
 
 /// Metadata entry naming the leader's address on a `FAILED_PRECONDITION`.
 pub const LEADER_HEADER: &str = "shale-leader";
@@ -251,11 +274,14 @@ pub struct KvService {
     sm: StateMachineStore,
     node_id: NodeId,
     timeout: Duration,
+    proposer: Proposer,
 }
 
 impl KvService {
+    /// The service of node `node_id`; starts its proposer on the current tokio runtime.
     pub fn new(raft: Raft, sm: StateMachineStore, node_id: NodeId, timeout: Duration) -> Self {
         KvService {
+            proposer: Proposer::spawn(raft.clone(), node_id),
             raft,
             sm,
             node_id,
@@ -263,29 +289,14 @@ impl KvService {
         }
     }
 
+    /// Validate `cmd`, then have the proposer put it in the log (with whatever other
+    /// writes arrive meanwhile) and wait for its outcome.
     async fn propose(&self, cmd: Command) -> Result<(u64, Applied), Status> {
         cmd.validate()
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        // A leader that loses its leadership after proposing answers ForwardToLeader too,
-        // though a later leader may still commit the entry: only a node that was not the
-        // leader when the request came can say that nothing was proposed.
-        let was_leader = self.raft.current_leader().await == Some(self.node_id);
-        let write = tokio::time::timeout(self.timeout, self.raft.client_write(cmd))
+        tokio::time::timeout(self.timeout, self.proposer.propose(cmd))
             .await
-            .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?;
-        match write {
-            Ok(resp) => match resp.data {
-                Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
-                data => Ok((resp.log_id.index, data)),
-            },
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(not_leader(&f, was_leader))
-            }
-            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-                Err(Status::internal(e.to_string()))
-            }
-            Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
-        }
+            .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?
     }
 
     /// Wait until this node may serve a linearizable read: it is the leader, a quorum

@@ -451,6 +451,13 @@ fn apply_command(
             }
             Ok(Response::CompareAndSet { swapped, current })
         }
+        Command::Batch(cmds) => {
+            let replies = cmds
+                .into_iter()
+                .map(|cmd| apply_command(db, batch, pending, cmd))
+                .collect::<Result<_>>()?;
+            Ok(Response::Batch(replies))
+        }
     }
 }
 
@@ -595,6 +602,47 @@ mod tests {
         );
         assert_eq!(m.log_id().map(|l| l.index), Some(1));
         assert_eq!(m.membership(), &membership);
+    }
+
+    #[test]
+    fn a_batch_applies_in_order_and_answers_each_command() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sm = open(dir.path());
+        let cas = |expected: &[u8], new: &[u8]| Command::CompareAndSet {
+            key: b"k".to_vec(),
+            expected: Some(expected.to_vec()),
+            new_value: Some(new.to_vec()),
+        };
+        let write = Command::Write(vec![Op {
+            key: b"k".to_vec(),
+            value: Some(b"1".to_vec()),
+        }]);
+        let batch = Command::Batch(vec![write.clone(), cas(b"1", b"2"), cas(b"1", b"3")]);
+        let forged = Command::Batch(vec![write, Command::Batch(vec![cas(b"2", b"4")])]);
+        let replies = sm
+            .apply_blocking(vec![
+                entry(1, EntryPayload::Normal(batch)),
+                entry(2, EntryPayload::Normal(forged)),
+            ])
+            .expect("apply");
+        let swap = |swapped, current: &[u8]| Response::CompareAndSet {
+            swapped,
+            current: Some(current.to_vec()),
+        };
+        assert_eq!(
+            replies.first(),
+            Some(&Response::Batch(vec![
+                Response::Written,
+                swap(true, b"1"),
+                swap(false, b"2"),
+            ]))
+        );
+        // A batch in a batch is refused whole: its write does not land either.
+        assert!(
+            matches!(replies.get(1), Some(Response::Refused(_))),
+            "{replies:?}"
+        );
+        assert_eq!(sm.db().get(b"k").expect("get"), Some(b"2".to_vec()));
     }
 
     #[test]

@@ -1,0 +1,147 @@
+//! The proposer: client writes that arrive together go into the Raft log together.
+//!
+//! openraft 0.9 makes one log entry of each `client_write`, and the leader's core appends
+//! each entry (a synced write) before it takes the next, so 64 clients writing at once
+//! would wait in line for 64 appends and 64 replication rounds. The proposer instead
+//! proposes whatever commands queued up while the earlier proposals were in flight as one
+//! [`Command::Batch`] entry: one append, one round trip to the followers and one apply for
+//! all of them, each client answered with its own [`Applied`] response. A command that
+//! arrives alone is proposed as it is, so a lone client pays nothing for this.
+//!
+//! ```text
+//!   clients ─► queue ─► [ cmd | cmd | cmd ] ─► client_write(Batch) ─► Batch(replies) ─► clients
+//!                         at most MAX_IN_FLIGHT proposals at once
+//! ```
+//!
+//! Invariants: a batch holds commands that each passed [`Command::validate`], at most
+//! `MAX_OPS_PER_COMMAND` operations and `MAX_COMMAND_BYTES` bytes in all, so the batch
+//! validates too (and applies alike on every replica). The commands of one batch are
+//! independent: they apply in queue order, each answered on its own. Every caller gets
+//! exactly one answer, or sees its channel closed if the node stops first.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tonic::Status;
+
+use crate::command::{Command, Response as Applied, MAX_COMMAND_BYTES, MAX_OPS_PER_COMMAND};
+use crate::service::submit;
+use crate::{NodeId, Raft};
+
+/// Proposals in flight at once: one being appended on the leader while the one before
+/// it is replicated and applied. More would only make the batches smaller.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// Commands waiting for a proposal, at most; a client past it waits to queue.
+const MAX_QUEUED: usize = 4096;
+
+/// What a proposal answers one caller: the log index it committed at and its response.
+pub(crate) type Outcome = Result<(u64, Applied), Status>;
+
+struct Proposal {
+    cmd: Command,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// The queue in front of `client_write`. Cheap to clone; the batching task ends when the
+/// last clone is dropped.
+#[derive(Clone)]
+pub(crate) struct Proposer {
+    queue: mpsc::Sender<Proposal>,
+}
+
+impl Proposer {
+    /// Start the batching task on the current tokio runtime.
+    pub(crate) fn spawn(raft: Raft, node_id: NodeId) -> Proposer {
+        let (queue, rx) = mpsc::channel(MAX_QUEUED);
+        tokio::spawn(run(raft, node_id, rx));
+        Proposer { queue }
+    }
+
+    /// Propose `cmd` (already validated) and wait for its outcome.
+    pub(crate) async fn propose(&self, cmd: Command) -> Outcome {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || Status::unavailable("the node is stopping");
+        self.queue
+            .send(Proposal { cmd, reply })
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// Take proposals off the queue: wait for a free slot, then close a batch of everything
+/// queued meanwhile (within the limits) and propose it in a task of its own.
+async fn run(raft: Raft, node_id: NodeId, mut queue: mpsc::Receiver<Proposal>) {
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut carried: Option<Proposal> = None;
+    loop {
+        let first = match carried.take() {
+            Some(p) => p,
+            None => match queue.recv().await {
+                Some(p) => p,
+                None => return,
+            },
+        };
+        // The slot first: whatever queues while the proposals in flight finish joins
+        // this one.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let (mut ops, mut bytes) = (first.cmd.ops(), first.cmd.bytes());
+        let mut batch = vec![first];
+        while let Ok(next) = queue.try_recv() {
+            let (o, b) = (next.cmd.ops(), next.cmd.bytes());
+            if ops + o > MAX_OPS_PER_COMMAND || bytes + b > MAX_COMMAND_BYTES {
+                carried = Some(next);
+                break;
+            }
+            ops += o;
+            bytes += b;
+            batch.push(next);
+        }
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            propose_batch(&raft, node_id, batch).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Propose `batch` as one entry (a lone command as itself) and answer each caller.
+async fn propose_batch(raft: &Raft, node_id: NodeId, mut batch: Vec<Proposal>) {
+    if batch.len() == 1 {
+        if let Some(p) = batch.pop() {
+            // A caller that gave up (its request timed out) has dropped its receiver.
+            let _ = p.reply.send(submit(raft, node_id, p.cmd).await);
+        }
+        return;
+    }
+    let (cmds, replies): (Vec<Command>, Vec<oneshot::Sender<Outcome>>) =
+        batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+    match submit(raft, node_id, Command::Batch(cmds)).await {
+        Ok((index, Applied::Batch(answers))) if answers.len() == replies.len() => {
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                let outcome = match answer {
+                    Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
+                    answer => Ok((index, answer)),
+                };
+                let _ = reply.send(outcome);
+            }
+        }
+        Ok((_, other)) => {
+            let status = Status::internal(format!(
+                "a batch of {} commands was answered with {other:?}",
+                replies.len()
+            ));
+            for reply in replies {
+                let _ = reply.send(Err(status.clone()));
+            }
+        }
+        Err(status) => {
+            for reply in replies {
+                let _ = reply.send(Err(status.clone()));
+            }
+        }
+    }
+}
