@@ -53,6 +53,13 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// Node `node_id` listening on `listen`, its data in `data_dir`, with the default
     /// timings and no token.
+    ///
+    /// Timings: openraft 0.9 gives an `AppendEntries` one heartbeat interval to complete,
+    /// so 100 ms leaves a 1 MiB append room to be written and synced on a busy follower.
+    /// A follower refuses votes until `election_timeout_max` after the last heartbeat (its
+    /// leader lease), so the first candidate after a leader dies usually loses and the
+    /// next one wins: a new leader comes after about `max + (min + max) / 2`. 300 to 400 ms
+    /// keeps that under a second (docs/replication.md, "Timings").
     pub fn new(node_id: NodeId, listen: SocketAddr, data_dir: impl Into<PathBuf>) -> Self {
         ServerConfig {
             node_id,
@@ -60,8 +67,8 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             token: None,
             heartbeat_interval_ms: 100,
-            election_timeout_min_ms: 400,
-            election_timeout_max_ms: 800,
+            election_timeout_min_ms: 300,
+            election_timeout_max_ms: 400,
             snapshot_every_entries: 10_000,
             log_entries_kept_after_snapshot: 1_000,
             request_timeout_ms: 5_000,
