@@ -47,6 +47,9 @@ pub enum CliError {
         row: u64,
         reason: String,
     },
+    /// A replicated server (`--server`) refused or failed the request, or could not be
+    /// reached.
+    Server(String),
     /// `get` of a key that is not there.
     NotFound(String),
     /// `verify` found this many problems (already printed).
@@ -92,6 +95,7 @@ impl fmt::Display for CliError {
             CliError::Row { path, row, reason } => {
                 write!(f, "{}: row {row}: {reason}", path.display())
             }
+            CliError::Server(msg) => write!(f, "server: {msg}"),
             CliError::NotFound(key) => write!(f, "key not found: {key}"),
             CliError::Damaged(n) => write!(f, "verify found {n} problem(s)"),
         }

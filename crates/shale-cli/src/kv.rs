@@ -13,22 +13,22 @@ use crate::{Cli, Format};
 pub struct ScanArgs {
     /// First key (inclusive).
     #[arg(long, value_name = "A")]
-    from: Option<String>,
+    pub(crate) from: Option<String>,
     /// End key (exclusive).
     #[arg(long, value_name = "B")]
-    to: Option<String>,
+    pub(crate) to: Option<String>,
     /// Only keys starting with P (combines with --from and --to).
     #[arg(long, value_name = "P")]
-    prefix: Option<String>,
+    pub(crate) prefix: Option<String>,
     /// Descending key order.
     #[arg(long)]
-    reverse: bool,
+    pub(crate) reverse: bool,
     /// Print at most N pairs.
     #[arg(long, value_name = "N")]
-    limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// One JSON object per line instead of a tab-separated key and value.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -59,7 +59,19 @@ pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool, json: bo
     let values = db.multi_get(&keys, &shale::ReadOptions::default())?;
     // Every command closes explicitly: a failure found then (a background one) is an error.
     db.close()?;
-    if let (false, [key], [value]) = (json, keys.as_slice(), values.as_slice()) {
+    print_values(out, &keys, &values, raw, json)
+}
+
+/// What `get` prints for `keys` and their `values`: one key's value alone (escaped, or
+/// its bytes with `raw`), else a pair per key found; `NotFound` naming the missing keys.
+pub fn print_values(
+    out: &mut impl Write,
+    keys: &[Vec<u8>],
+    values: &[Option<Vec<u8>>],
+    raw: bool,
+    json: bool,
+) -> Result<()> {
+    if let (false, [key], [value]) = (json, keys, values) {
         let Some(value) = value else {
             return Err(CliError::NotFound(escape(key)));
         };
@@ -71,7 +83,7 @@ pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool, json: bo
         .map_err(CliError::Stdout);
     }
     let mut missing = Vec::new();
-    for (key, value) in keys.iter().zip(&values) {
+    for (key, value) in keys.iter().zip(values) {
         match value {
             Some(value) => write_pair(out, key, value, json).map_err(CliError::Stdout)?,
             None => missing.push(escape(key)),
@@ -167,7 +179,12 @@ pub fn scan(cli: &Cli, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
 }
 
 /// One pair as `key<TAB>value` (escaped) or a JSON line.
-fn write_pair(out: &mut impl Write, key: &[u8], value: &[u8], json: bool) -> std::io::Result<()> {
+pub fn write_pair(
+    out: &mut impl Write,
+    key: &[u8],
+    value: &[u8],
+    json: bool,
+) -> std::io::Result<()> {
     if json {
         let mut obj = serde_json::Map::new();
         json_bytes(&mut obj, "key", key);

@@ -2,7 +2,8 @@
 //! `leveldbutil` and RocksDB's `ldb`. Every command is a few library calls; the only logic
 //! here is parsing arguments and formatting output.
 //!
-//! - `kv.rs`: put, get, del, scan, export, flush, compact
+//! - `kv.rs`: put, get, del, scan, export, flush, compact; `remote.rs`: put, get, del and
+//!   scan over a replicated server (`--server`)
 //! - `import.rs`: bulk load in write batches, with a progress bar; `vectors.rs`: vectors
 //!   in (`.npy` and JSON lines imports, query vectors) and `npy.rs`, the `.npy` reader
 //! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
@@ -25,6 +26,7 @@ mod import;
 mod index;
 mod kv;
 mod npy;
+mod remote;
 mod search;
 mod stats;
 mod vectors;
@@ -46,8 +48,14 @@ use error::{CliError, Result};
 )]
 pub struct Cli {
     /// The database directory.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", conflicts_with = "server")]
     db: Option<PathBuf>,
+
+    /// Speak to a replicated Shale server (`shale-server`) at ADDR (host:port; several,
+    /// comma-separated, for the replicas of a cluster) instead of a directory: put, get,
+    /// del and scan. A cluster's token is read from SHALE_TOKEN.
+    #[arg(long, global = true, value_name = "ADDR", value_delimiter = ',')]
+    server: Vec<String>,
 
     /// Read KEY, VALUE, --from, --to, --prefix and --index-prefix with the escapes scan
     /// prints (\\ \t \n \r \xNN), so binary keys can be typed and scan output pasted back.
@@ -242,6 +250,10 @@ impl Opened {
 
 fn run(cli: &Cli) -> Result<()> {
     let out = &mut std::io::BufWriter::new(std::io::stdout().lock());
+    if !cli.server.is_empty() {
+        remote::run(cli, out, &cli.server)?;
+        return out.flush().map_err(CliError::Stdout);
+    }
     match &cli.command {
         Command::Put { key, value } => kv::put(cli, key, value),
         Command::Get { keys, raw, json } => kv::get(cli, out, keys, *raw, *json),

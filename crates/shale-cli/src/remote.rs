@@ -1,0 +1,93 @@
+//! The commands that speak to a replicated server (`--server ADDR`, crates/shale-server)
+//! instead of opening a directory: put, get, del and scan, through its Rust client, which
+//! finds the leader and retries what is safe to retry. Output is the same as for a
+//! directory. The token, if the cluster has one, comes from `SHALE_TOKEN` (never an
+//! argument, which other users could read in the process list).
+//!
+//! Reads are linearizable, each on its own: a `get` of several keys reads them one after
+//! another, not at one moment as `get` on a directory does. A write whose outcome the
+//! client cannot know (the leader failed after it proposed) is an error that says so.
+
+use std::io::Write;
+
+use shale_server::{Client, ClientError};
+
+use crate::error::{CliError, Result};
+use crate::kv::{self, KeyRange, ScanArgs};
+use crate::{Cli, Command};
+
+/// Pairs one scan call asks for.
+const SCAN_PAGE: u32 = 1000;
+
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> Self {
+        CliError::Server(e.to_string())
+    }
+}
+
+/// Run `cli`'s command against the cluster at `servers`.
+pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
+    let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
+    let client = Client::new(servers.to_vec(), token)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Server(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        match &cli.command {
+            Command::Put { key, value } => {
+                client.put(&cli.bytes(key)?, &cli.bytes(value)?).await?;
+                Ok(())
+            }
+            Command::Del { key } => {
+                client.delete(&cli.bytes(key)?).await?;
+                Ok(())
+            }
+            Command::Get { keys, raw, json } => {
+                let keys = keys
+                    .iter()
+                    .map(|k| cli.bytes(k))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut values = Vec::with_capacity(keys.len());
+                for key in &keys {
+                    values.push(client.get(key).await?);
+                }
+                kv::print_values(out, &keys, &values, *raw, *json)
+            }
+            Command::Scan(args) => scan(cli, &client, out, args).await,
+            _ => Err(CliError::Usage(
+                "over --server only put, get, del and scan are available; the other \
+                 commands need --db DIR"
+                    .into(),
+            )),
+        }
+    })
+}
+
+/// `scan` page by page, each page a linearizable read.
+async fn scan(cli: &Cli, client: &Client, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
+    if args.reverse {
+        return Err(CliError::Usage(
+            "--reverse is not available over --server".into(),
+        ));
+    }
+    let range = KeyRange::new(cli, &args.from, &args.to, &args.prefix)?;
+    if range.is_empty() {
+        return Ok(());
+    }
+    let mut left = args.limit.unwrap_or(usize::MAX);
+    let mut start = range.lower.unwrap_or_default();
+    while left > 0 {
+        let page = u32::try_from(left).unwrap_or(u32::MAX).min(SCAN_PAGE);
+        let (pairs, next) = client.scan(&start, range.upper.as_deref(), page).await?;
+        for (key, value) in pairs.iter().take(left) {
+            kv::write_pair(out, key, value, args.json).map_err(CliError::Stdout)?;
+        }
+        left = left.saturating_sub(pairs.len());
+        match next {
+            Some(next) => start = next,
+            None => break,
+        }
+    }
+    Ok(())
+}
