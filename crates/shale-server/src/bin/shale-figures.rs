@@ -32,6 +32,10 @@ struct Args {
     /// Leader kills for the re-election figure.
     #[arg(long, default_value_t = 10)]
     kills: u32,
+    /// The replicas build a snapshot after this many applied entries (and keep 1,000
+    /// entries behind it), so that the replica added at the end catches up by snapshot.
+    #[arg(long, default_value_t = 2_000)]
+    snapshot_every: u64,
 }
 
 struct Node {
@@ -60,8 +64,12 @@ fn start(args: &Args, nodes: &mut [Node], i: usize, bootstrap: bool) -> std::io:
     for p in peers {
         cmd.arg("--peer").arg(p);
     }
+    cmd.arg("--snapshot-every")
+        .arg(args.snapshot_every.to_string());
     if bootstrap {
         cmd.arg("--bootstrap");
+    } else if node.id > 3 {
+        cmd.arg("--join");
     }
     node.child = Some(
         cmd.stdin(Stdio::null())
@@ -265,13 +273,77 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         percentile(&times_ms, 0.5),
         times_ms.last().copied().unwrap_or(0)
     ));
+    let caught_up = catch_up(&args, &mut nodes, &client).await;
     for n in &mut nodes {
         if let Some(mut child) = n.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
+    out.push(caught_up?);
     Ok(out)
+}
+
+/// A fourth replica joins (`--join`: a learner, then a voter) with an empty directory:
+/// the time until it has applied what the leader had applied when it started, and the
+/// size of the leader's snapshot it was sent.
+async fn catch_up(args: &Args, nodes: &mut Vec<Node>, client: &Client) -> Result<String, String> {
+    let mut leader = None;
+    for n in nodes.iter() {
+        if let Ok(s) = client.status_of(&n.addr).await {
+            leader = s.leader_id;
+            break;
+        }
+    }
+    let leader = leader.ok_or("no leader before the catch-up")?;
+    let leader_addr = nodes
+        .iter()
+        .find(|n| n.id == leader)
+        .map(|n| n.addr.clone())
+        .ok_or("the leader is not a known node")?;
+    let target = client
+        .status_of(&leader_addr)
+        .await
+        .map_err(|e| e.to_string())?
+        .applied_index;
+    let snap = args
+        .dir
+        .join(format!("node-{leader}"))
+        .join("state/snapshots/current.snap");
+    let bytes = std::fs::metadata(&snap).map(|m| m.len()).unwrap_or(0);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    nodes.push(Node {
+        id: 4,
+        addr: format!("127.0.0.1:{port}"),
+        child: None,
+    });
+    let new = nodes.len() - 1;
+    let t = Instant::now();
+    start(args, nodes, new, false).map_err(|e| e.to_string())?;
+    let addr = nodes.get(new).map(|n| n.addr.clone()).unwrap_or_default();
+    loop {
+        if let Ok(s) = client.status_of(&addr).await {
+            if s.applied_index >= target {
+                break;
+            }
+        }
+        if t.elapsed() > Duration::from_secs(120) {
+            return Err(format!(
+                "the new replica did not reach index {target} in 120 s"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let mb = bytes as f64 / 1e6;
+    Ok(format!(
+        "| a new replica caught up by snapshot ({mb:.1} MB, index {target}) | {:.1} MB/s | {:.0} ms in all | |",
+        mb / secs,
+        secs * 1000.0
+    ))
 }
 
 fn main() -> ExitCode {
