@@ -40,8 +40,15 @@ pub struct ExportArgs {
     output: Option<PathBuf>,
 }
 
-pub fn put(cli: &Cli, key: &str, value: &str) -> Result<()> {
+pub fn put(cli: &Cli, key: &str, value: &str, ttl: Option<u64>) -> Result<()> {
     let (key, value) = (cli.bytes(key)?, cli.bytes(value)?);
+    if let Some(db) = cli.open_ttl(ttl.is_some())? {
+        match ttl {
+            Some(secs) => db.put_with_ttl(key, value, std::time::Duration::from_secs(secs))?,
+            None => db.put(key, value)?,
+        }
+        return Ok(db.close()?);
+    }
     let db = cli.open(true, false)?;
     db.put(key, value)?;
     Ok(db.close()?)
@@ -55,6 +62,14 @@ pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool, json: bo
         .iter()
         .map(|k| cli.bytes(k))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(db) = cli.open_ttl(false)? {
+        let values = keys
+            .iter()
+            .map(|k| db.get(k))
+            .collect::<shale::Result<Vec<_>>>()?;
+        db.close()?;
+        return print_values(out, &keys, &values, raw, json);
+    }
     let db = cli.open(false, false)?;
     let values = db.multi_get(&keys, &shale::ReadOptions::default())?;
     // Every command closes explicitly: a failure found then (a background one) is an error.
@@ -159,23 +174,49 @@ impl KeyRange {
 
 pub fn scan(cli: &Cli, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
     let range = KeyRange::new(cli, &args.from, &args.to, &args.prefix)?;
+    let bounds = (
+        range
+            .lower
+            .clone()
+            .map_or(Bound::Unbounded, Bound::Included),
+        range
+            .upper
+            .clone()
+            .map_or(Bound::Unbounded, Bound::Excluded),
+    );
+    if let Some(db) = cli.open_ttl(false)? {
+        if !range.is_empty() {
+            let mut pairs = db.range(bounds)?;
+            if args.reverse {
+                pairs = pairs.rev();
+            }
+            write_pairs(out, pairs, args)?;
+        }
+        return Ok(db.close()?);
+    }
     let db = cli.open(false, false)?;
     if range.is_empty() {
         return Ok(db.close()?);
     }
-    let range = (
-        range.lower.map_or(Bound::Unbounded, Bound::Included),
-        range.upper.map_or(Bound::Unbounded, Bound::Excluded),
-    );
-    let mut pairs = db.range(range)?;
+    let mut pairs = db.range(bounds)?;
     if args.reverse {
         pairs = pairs.rev();
     }
+    write_pairs(out, pairs, args)?;
+    Ok(db.close()?)
+}
+
+/// At most `--limit` of `pairs`, as `write_pair` prints them.
+fn write_pairs(
+    out: &mut impl Write,
+    pairs: impl Iterator<Item = shale::Result<(Vec<u8>, Vec<u8>)>>,
+    args: &ScanArgs,
+) -> Result<()> {
     for pair in pairs.take(args.limit.unwrap_or(usize::MAX)) {
         let (key, value) = pair?;
         write_pair(out, &key, &value, args.json).map_err(CliError::Stdout)?;
     }
-    Ok(db.close()?)
+    Ok(())
 }
 
 /// One pair as `key<TAB>value` (escaped) or a JSON line.

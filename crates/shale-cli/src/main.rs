@@ -88,7 +88,17 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Set KEY to VALUE.
-    Put { key: String, value: String },
+    Put {
+        key: String,
+        value: String,
+        /// Expire the value SECONDS from now: reads find nothing after that, and the
+        /// next compaction that rewrites it removes it. Makes a new database a TTL
+        /// database (a `TTL` file in DIR, `shale::TtlDb`); a TTL database takes every
+        /// command's reads and writes through that layer, its puts without --ttl never
+        /// expiring.
+        #[arg(long, value_name = "SECONDS")]
+        ttl: Option<u64>,
+    },
     /// Print the value of KEY (escaped); exit 1 if it is missing. Given several keys,
     /// read them all at one moment and print a tab-separated key and value per key found,
     /// in the order given; exit 1 if any is missing (each named on stderr).
@@ -201,11 +211,59 @@ impl Cli {
         }
     }
 
+    /// Commands that never read or write a value, so they open a TTL database as a plain
+    /// one (its compaction filter is not needed to delete, flush or copy).
+    fn ttl_agnostic(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Del { .. }
+                | Command::DelRange { .. }
+                | Command::Flush
+                | Command::Stats { .. }
+                | Command::Checkpoint { .. }
+        )
+    }
+
+    /// True if `--db` holds a TTL database (its `TTL` file).
+    fn is_ttl(&self) -> bool {
+        self.db
+            .as_deref()
+            .is_some_and(|dir| dir.join(shale::ttl::TTL_MARKER).exists())
+    }
+
+    /// The database through the TTL layer if it is a TTL one (or if `create_ttl`, which
+    /// makes a new database one); `None` for a plain database.
+    fn open_ttl(&self, create_ttl: bool) -> Result<Option<shale::TtlDb>> {
+        if !create_ttl && !self.is_ttl() {
+            return Ok(None);
+        }
+        if self.semantic || self.index_args.index.is_some() {
+            return Err(CliError::Usage(
+                "a TTL database has no semantic index".into(),
+            ));
+        }
+        let opts = shale::Options {
+            create_if_missing: create_ttl,
+            read_only: self.read_only,
+            ..shale::Options::default()
+        };
+        Ok(Some(shale::TtlDb::open(self.db_dir()?, opts)?))
+    }
+
     /// Open the database, and its semantic index (`--index`, see `index.rs`) when
     /// `semantic`, `--semantic` or `--index`. Only commands that write may create it, so a
     /// mistyped `--db` on a read is an error, not a new empty database.
     fn open(&self, create: bool, semantic: bool) -> Result<Opened> {
         let dir = self.db_dir()?;
+        if self.is_ttl() && !self.ttl_agnostic() {
+            // Its values carry their expiry: only the TTL layer reads and writes them.
+            return Err(CliError::Usage(format!(
+                "{} is a TTL database: this command works on plain databases only \
+                 (put, get, del, del-range, scan, flush, compact, stats, checkpoint and \
+                 verify work on both)",
+                dir.display()
+            )));
+        }
         let opts = shale::Options {
             create_if_missing: create,
             read_only: self.read_only,
@@ -255,7 +313,7 @@ fn run(cli: &Cli) -> Result<()> {
         return out.flush().map_err(CliError::Stdout);
     }
     match &cli.command {
-        Command::Put { key, value } => kv::put(cli, key, value),
+        Command::Put { key, value, ttl } => kv::put(cli, key, value, *ttl),
         Command::Get { keys, raw, json } => kv::get(cli, out, keys, *raw, *json),
         Command::Del { key } => kv::del(cli, key),
         Command::DelRange { start, end } => kv::del_range(cli, start, end),
@@ -270,11 +328,18 @@ fn run(cli: &Cli) -> Result<()> {
             db.flush()?;
             Ok(db.close()?)
         }
-        Command::Compact => {
-            let db = cli.open(false, false)?;
-            db.compact_range(None, None)?;
-            Ok(db.close()?)
-        }
+        Command::Compact => match cli.open_ttl(false)? {
+            // The expiry filter runs only when the TTL layer opened the database.
+            Some(ttl) => {
+                ttl.db().compact_range(None, None)?;
+                Ok(ttl.close()?)
+            }
+            None => {
+                let db = cli.open(false, false)?;
+                db.compact_range(None, None)?;
+                Ok(db.close()?)
+            }
+        },
         Command::Checkpoint { dir } => {
             let db = cli.open(false, false)?;
             db.checkpoint(dir)?;

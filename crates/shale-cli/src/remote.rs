@@ -35,7 +35,14 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
         .map_err(|e| CliError::Server(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
         match &cli.command {
-            Command::Put { key, value } => {
+            Command::Put { ttl: Some(_), .. } => Err(CliError::Usage(
+                "--ttl is not available over --server".into(),
+            )),
+            Command::Put {
+                key,
+                value,
+                ttl: None,
+            } => {
                 client.put(&cli.bytes(key)?, &cli.bytes(value)?).await?;
                 Ok(())
             }

@@ -188,3 +188,36 @@ fn get_json_completions_and_the_manual() {
         "{man}"
     );
 }
+
+#[test]
+fn put_with_ttl_makes_a_ttl_database_whose_values_expire() {
+    let t = TestDb::new();
+    t.run(&["put", "short", "lived", "--ttl", "1"]).ok();
+    assert!(t.db.join("TTL").exists(), "no TTL marker");
+    t.run(&["put", "long", "lived"]).ok();
+    assert_eq!(t.run(&["get", "short"]).ok(), "lived\n");
+    assert_eq!(t.run(&["scan"]).ok(), "long\tlived\nshort\tlived\n");
+    assert_eq!(
+        t.run(&["scan", "--reverse", "--limit", "1"]).ok(),
+        "short\tlived\n"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let expired = t.run(&["get", "short"]);
+    assert_eq!(expired.code, 1, "{}", expired.stderr);
+    assert_eq!(t.run(&["scan"]).ok(), "long\tlived\n");
+    t.run(&["compact"]).ok();
+    t.run(&["stats"]).ok();
+    t.run(&["del", "long"]).ok();
+    assert_eq!(t.run(&["scan"]).ok(), "");
+    // Values carry their expiry: commands that read them raw refuse a TTL database.
+    let export = t.run(&["export"]);
+    assert_eq!(export.code, 2);
+    assert!(export.stderr.contains("TTL database"), "{}", export.stderr);
+
+    // A plain database does not become a TTL one.
+    let plain = TestDb::new();
+    plain.run(&["put", "k", "v"]).ok();
+    let refused = plain.run(&["put", "k2", "v", "--ttl", "5"]);
+    assert_eq!(refused.code, 2);
+    assert!(refused.stderr.contains("not a TTL database"), "{}", refused.stderr);
+}

@@ -215,6 +215,16 @@ pub struct TtlIter<'a> {
     path: &'a Path,
 }
 
+impl TtlIter<'_> {
+    /// The same pairs in descending key order.
+    pub fn rev(self) -> Self {
+        TtlIter {
+            inner: self.inner.rev(),
+            ..self
+        }
+    }
+}
+
 impl Iterator for TtlIter<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
