@@ -125,18 +125,6 @@ pub fn del_range(cli: &Cli, start: &str, end: &str) -> Result<()> {
     Ok(db.close()?)
 }
 
-/// The smallest key greater than every key that starts with `prefix` (`None`: no bound).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if let Some(next) = last.checked_add(1) {
-            end.push(next);
-            return Some(end);
-        }
-    }
-    None
-}
-
 /// The keys `[lower, upper)` that `--from` (inclusive), `--to` (exclusive) and `--prefix`
 /// admit together (`None`: no bound), as `scan` and `search` read them.
 pub struct KeyRange {
@@ -159,7 +147,7 @@ impl KeyRange {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        let upper = match (to, prefix.as_deref().and_then(prefix_end)) {
+        let upper = match (to, prefix.as_deref().and_then(shale::prefix_successor)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -295,17 +283,4 @@ pub fn throughput(verb: &str, keys: u64, bytes: u64, start: Instant) -> String {
         keys as f64 / secs,
         mb / secs
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_end;
-
-    #[test]
-    fn prefix_end_skips_trailing_ff() {
-        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
-        assert_eq!(prefix_end(b"\xff\xff"), None);
-        assert_eq!(prefix_end(b""), None);
-    }
 }

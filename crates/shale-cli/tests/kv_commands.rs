@@ -219,5 +219,9 @@ fn put_with_ttl_makes_a_ttl_database_whose_values_expire() {
     plain.run(&["put", "k", "v"]).ok();
     let refused = plain.run(&["put", "k2", "v", "--ttl", "5"]);
     assert_eq!(refused.code, 2);
-    assert!(refused.stderr.contains("not a TTL database"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("not a TTL database"),
+        "{}",
+        refused.stderr
+    );
 }

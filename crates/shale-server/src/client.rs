@@ -335,6 +335,76 @@ impl Client {
         })
     }
 
+    /// Create the vector index `name` over the keys under `prefix` on every replica;
+    /// returns the log index it was applied at. Defining an index again as it is succeeds.
+    /// Its values are then vector records ([`shale::semantic::vector_value`]) of `dim`
+    /// components.
+    ///
+    /// # Errors
+    /// `Refused` for a bad definition, a name taken by another definition, a prefix that
+    /// shares keys with another index's or whose keys already hold values; see
+    /// [`ClientError`].
+    pub async fn define_index(
+        &self,
+        name: &str,
+        prefix: &[u8],
+        dim: u32,
+        metric: pb::Metric,
+    ) -> Result<u64, ClientError> {
+        let resp = self
+            .call(Kind::Write, |mut c, token| {
+                let req = with_token(
+                    pb::DefineIndexRequest {
+                        name: name.to_owned(),
+                        prefix: prefix.to_vec(),
+                        dim,
+                        metric: metric.into(),
+                    },
+                    token.as_deref(),
+                );
+                async move { c.define_index(req).await }
+            })
+            .await?;
+        Ok(resp.index)
+    }
+
+    /// The `k` values of index `index` nearest to `vector`, nearest first, read
+    /// linearizably (the index holds every write acknowledged before the call).
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Server` for an index that does not exist.
+    pub async fn search(
+        &self,
+        index: &str,
+        vector: &[f32],
+        k: u32,
+    ) -> Result<Vec<pb::SearchHit>, ClientError> {
+        self.search_with(pb::SearchRequest {
+            index: index.to_owned(),
+            vector: vector.to_vec(),
+            k,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// [`Client::search`] with every option of the request (`ef`, `exact`, a key range).
+    ///
+    /// # Errors
+    /// As [`Client::search`].
+    pub async fn search_with(
+        &self,
+        req: pb::SearchRequest,
+    ) -> Result<Vec<pb::SearchHit>, ClientError> {
+        let resp = self
+            .call(Kind::Read, |mut c, token| {
+                let req = with_token(req.clone(), token.as_deref());
+                async move { c.search(req).await }
+            })
+            .await?;
+        Ok(resp.hits)
+    }
+
     /// Up to `limit` pairs with `start <= key < end`, read linearizably, and where the next
     /// page starts if the range holds more.
     ///

@@ -47,7 +47,26 @@ pub enum Command {
     /// It validates only if each of its commands does, so it applies or is refused
     /// whole. Never nested; clients cannot send one.
     Batch(Vec<Command>),
+    /// Create a vector index (`shale::semantic::Index`) over the keys under a prefix, on
+    /// every replica: its definition is replicated state (`format.rs`, reserved key
+    /// `0xFF 'x' name`), so every replica checks and indexes the same values.
+    DefineIndex(IndexSpec),
 }
+
+/// A replicated vector index: its values are vector records
+/// (`shale::semantic::vector_value`) of `dim` components; clients search it by vector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexSpec {
+    /// `[A-Za-z0-9_-]`, at most `shale::semantic::MAX_INDEX_NAME` bytes.
+    pub name: String,
+    /// The keys it covers: those that start with it (not under the reserved prefix).
+    pub prefix: Vec<u8>,
+    pub dim: u32,
+    pub metric: shale::vector::Metric,
+}
+
+/// The most components of a replicated index's vectors.
+pub const MAX_INDEX_DIM: u32 = 4096;
 
 /// What applying one log entry answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +85,8 @@ pub enum Response {
     Refused(String),
     /// A [`Command::Batch`]: one response per command, in order.
     Batch(Vec<Response>),
+    /// A [`Command::DefineIndex`]: the index exists (now, or already with this definition).
+    IndexDefined,
 }
 
 impl Command {
@@ -104,12 +125,18 @@ impl Command {
                 }
                 check_total(self.bytes())
             }
+            Command::DefineIndex(spec) => spec.validate(),
             Command::Batch(cmds) => {
                 if cmds.is_empty() {
                     return Err(Error::InvalidArgument("a batch holds no command".into()));
                 }
-                if cmds.iter().any(|c| matches!(c, Command::Batch(_))) {
-                    return Err(Error::InvalidArgument("a batch holds a batch".into()));
+                if cmds
+                    .iter()
+                    .any(|c| matches!(c, Command::Batch(_) | Command::DefineIndex(_)))
+                {
+                    return Err(Error::InvalidArgument(
+                        "a batch holds a batch or an index definition".into(),
+                    ));
                 }
                 cmds.iter().try_for_each(Command::validate)?;
                 if self.ops() > MAX_OPS_PER_COMMAND {
@@ -123,11 +150,12 @@ impl Command {
         }
     }
 
-    /// Operations in the command: puts and deletes, a compare-and-set counting one.
+    /// Operations in the command: puts and deletes, a compare-and-set or an index
+    /// definition counting one.
     pub fn ops(&self) -> usize {
         match self {
             Command::Write(ops) => ops.len(),
-            Command::CompareAndSet { .. } => 1,
+            Command::CompareAndSet { .. } | Command::DefineIndex(_) => 1,
             Command::Batch(cmds) => cmds.iter().map(Command::ops).sum(),
         }
     }
@@ -149,7 +177,70 @@ impl Command {
                 .saturating_add(len(expected))
                 .saturating_add(len(new_value)),
             Command::Batch(cmds) => cmds.iter().fold(0usize, |n, c| n.saturating_add(c.bytes())),
+            Command::DefineIndex(spec) => spec.name.len().saturating_add(spec.prefix.len()),
         }
+    }
+
+    /// The puts the command may make, as a batch: what the indexes check
+    /// (`state_machine::check_indexes`) before it is proposed and when it applies.
+    pub fn puts(&self) -> shale::WriteBatch {
+        let mut batch = shale::WriteBatch::new();
+        self.add_puts(&mut batch);
+        batch
+    }
+
+    fn add_puts(&self, batch: &mut shale::WriteBatch) {
+        match self {
+            Command::Write(ops) => {
+                for op in ops {
+                    if let Some(v) = &op.value {
+                        batch.put(&op.key, v);
+                    }
+                }
+            }
+            Command::CompareAndSet {
+                key,
+                new_value: Some(v),
+                ..
+            } => batch.put(key, v),
+            Command::CompareAndSet { .. } | Command::DefineIndex(_) => {}
+            Command::Batch(cmds) => cmds.iter().for_each(|c| c.add_puts(batch)),
+        }
+    }
+}
+
+impl IndexSpec {
+    /// Refuse a name, prefix or dimension the index could not take.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the first problem.
+    pub fn validate(&self) -> Result<()> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= shale::semantic::MAX_INDEX_NAME
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return Err(Error::InvalidArgument(format!(
+                "index name {:?}: 1 to {} characters of [A-Za-z0-9_-]",
+                self.name,
+                shale::semantic::MAX_INDEX_NAME
+            )));
+        }
+        check_key(&self.prefix)?;
+        if self.dim == 0 || self.dim > MAX_INDEX_DIM {
+            return Err(Error::InvalidArgument(format!(
+                "index dimension {}: 1 to {MAX_INDEX_DIM}",
+                self.dim
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the two indexes would share a key (one prefix starts the other).
+    pub fn overlaps(&self, other: &IndexSpec) -> bool {
+        self.prefix.starts_with(&other.prefix) || other.prefix.starts_with(&self.prefix)
     }
 }
 

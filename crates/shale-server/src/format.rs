@@ -25,9 +25,10 @@ pub use frames::{
     FRAME_HEAD_LEN, FRAME_TAIL_LEN, MAX_FRAME_PAYLOAD, SNAPSHOT_MAGIC, TARGET_FRAME_PAYLOAD,
 };
 
-use crate::command::{Command, Op};
+use crate::command::{Command, IndexSpec, Op};
 use crate::error::{Error, Result};
 use crate::{Entry, NodeId};
+use shale::vector::Metric;
 
 /// The version byte that starts every record below.
 pub const RECORD_VERSION: u8 = 1;
@@ -74,6 +75,13 @@ pub const RESERVED_PREFIX: u8 = 0xFF;
 pub const SM_KEY_APPLIED: &[u8] = &[RESERVED_PREFIX, b'a'];
 /// The state machine key of the last applied membership.
 pub const SM_KEY_MEMBERSHIP: &[u8] = &[RESERVED_PREFIX, b'm'];
+/// The prefix of the state machine keys of the index definitions: `0xFF 'x' ‖ name`.
+pub const SM_INDEX_PREFIX: &[u8] = &[RESERVED_PREFIX, b'x'];
+
+/// The state machine key of index `name`'s definition.
+pub fn index_key(name: &str) -> Vec<u8> {
+    [SM_INDEX_PREFIX, name.as_bytes()].concat()
+}
 
 // ---- records -------------------------------------------------------------------------
 
@@ -294,6 +302,73 @@ const PAYLOAD_MEMBERSHIP: u8 = 2;
 const COMMAND_WRITE: u8 = 1;
 const COMMAND_CAS: u8 = 2;
 const COMMAND_BATCH: u8 = 3;
+const COMMAND_DEFINE_INDEX: u8 = 4;
+const METRIC_COSINE: u8 = 0;
+const METRIC_DOT: u8 = 1;
+const METRIC_L2: u8 = 2;
+
+/// `spec := name:varbytes prefix:varbytes dim:varint metric:u8`
+fn put_index_spec(out: &mut Vec<u8>, spec: &IndexSpec) {
+    codec::put_length_prefixed(out, spec.name.as_bytes());
+    codec::put_length_prefixed(out, &spec.prefix);
+    codec::put_varint(out, u64::from(spec.dim));
+    codec::put_u8(
+        out,
+        match spec.metric {
+            Metric::Cosine => METRIC_COSINE,
+            Metric::Dot => METRIC_DOT,
+            Metric::L2 => METRIC_L2,
+        },
+    );
+}
+
+fn get_index_spec(d: &mut Decoder<'_>) -> Result<IndexSpec, codec::DecodeError> {
+    let name = d.length_prefixed("index name")?;
+    let name = std::str::from_utf8(name)
+        .map_err(|_| codec::DecodeError::new(d.position(), "index name is not UTF-8"))?
+        .to_owned();
+    let prefix = d.length_prefixed("index prefix")?.to_vec();
+    let dim = d.varint_u32("index dimension")?;
+    let metric = match d.u8("metric")? {
+        METRIC_COSINE => Metric::Cosine,
+        METRIC_DOT => Metric::Dot,
+        METRIC_L2 => Metric::L2,
+        other => {
+            return Err(codec::DecodeError::new(
+                d.position(),
+                format!("metric {other}"),
+            ))
+        }
+    };
+    Ok(IndexSpec {
+        name,
+        prefix,
+        dim,
+        metric,
+    })
+}
+
+/// `index_definition := version:u8 spec`, the value of [`index_key`].
+pub fn encode_index_definition(spec: &IndexSpec) -> Vec<u8> {
+    let mut out = Vec::new();
+    codec::put_u8(&mut out, RECORD_VERSION);
+    put_index_spec(&mut out, spec);
+    out
+}
+
+/// Inverse of [`encode_index_definition`].
+///
+/// # Errors
+/// `Corruption` for bytes that are not an index definition.
+pub fn decode_index_definition(bytes: &[u8]) -> Result<IndexSpec> {
+    let mut d = Decoder::new(bytes);
+    decoded(
+        "index definition",
+        start(&mut d, "index definition")
+            .and_then(|()| get_index_spec(&mut d))
+            .and_then(|spec| finish(&d, "index definition", spec)),
+    )
+}
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
@@ -345,6 +420,10 @@ fn put_command(out: &mut Vec<u8>, cmd: &Command) {
             put_opt_bytes(out, expected.as_deref());
             put_opt_bytes(out, new_value.as_deref());
         }
+        Command::DefineIndex(spec) => {
+            codec::put_u8(out, COMMAND_DEFINE_INDEX);
+            put_index_spec(out, spec);
+        }
         Command::Batch(cmds) => {
             codec::put_u8(out, COMMAND_BATCH);
             codec::put_varint(out, cmds.len() as u64);
@@ -393,6 +472,7 @@ fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
             }
             Ok(Command::Write(ops))
         }
+        COMMAND_DEFINE_INDEX => Ok(Command::DefineIndex(get_index_spec(d)?)),
         COMMAND_CAS => Ok(Command::CompareAndSet {
             key: d.length_prefixed("key")?.to_vec(),
             expected: get_opt_bytes(d, "expected value")?,
@@ -482,7 +562,29 @@ mod tests {
                 log_id: lid(2, 1, 6),
                 payload: EntryPayload::Normal(documented_batch()),
             },
+            RaftEntry {
+                log_id: lid(2, 1, 7),
+                payload: EntryPayload::Normal(Command::DefineIndex(spec())),
+            },
         ]
+    }
+
+    fn spec() -> IndexSpec {
+        IndexSpec {
+            name: "docs".into(),
+            prefix: b"d/".to_vec(),
+            dim: 3,
+            metric: Metric::L2,
+        }
+    }
+
+    #[test]
+    fn decodes_the_documented_index_definition() {
+        let bytes = hex("01 04646f6373 02642f 03 02");
+        assert_eq!(encode_index_definition(&spec()), bytes);
+        assert_eq!(decode_index_definition(&bytes).expect("decodes"), spec());
+        assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 07")).is_err());
+        assert_eq!(index_key("docs"), hex("ff78 646f6373"));
     }
 
     /// The batch of docs/format.md's second worked example of a log entry.

@@ -89,10 +89,14 @@ async fn run(raft: Raft, node_id: NodeId, mut queue: mpsc::Receiver<Proposal>) {
             return;
         };
         let (mut ops, mut bytes) = (first.cmd.ops(), first.cmd.bytes());
+        let alone = !batchable(&first.cmd);
         let mut batch = vec![first];
-        while let Ok(next) = queue.try_recv() {
+        while let Some(next) = if alone { None } else { queue.try_recv().ok() } {
             let (o, b) = (next.cmd.ops(), next.cmd.bytes());
-            if ops + o > MAX_OPS_PER_COMMAND || bytes + b > MAX_COMMAND_BYTES {
+            if !batchable(&next.cmd)
+                || ops + o > MAX_OPS_PER_COMMAND
+                || bytes + b > MAX_COMMAND_BYTES
+            {
                 carried = Some(next);
                 break;
             }
@@ -106,6 +110,12 @@ async fn run(raft: Raft, node_id: NodeId, mut queue: mpsc::Receiver<Proposal>) {
             drop(slot);
         });
     }
+}
+
+/// Whether `cmd` may share an entry: an index definition changes what the commands
+/// after it may write, so it is proposed alone.
+fn batchable(cmd: &Command) -> bool {
+    !matches!(cmd, Command::DefineIndex(_))
 }
 
 /// Propose `batch` as one entry (a lone command as itself) and answer each caller.

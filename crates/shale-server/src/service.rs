@@ -24,7 +24,7 @@ use openraft::{BasicNode, Snapshot, SnapshotMeta};
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::command::{self, Command, Op, Response as Applied};
+use crate::command::{self, Command, IndexSpec, Op, Response as Applied};
 use crate::convert;
 use crate::network::{TARGET_HEADER, TOKEN_HEADER};
 use crate::pb;
@@ -32,6 +32,8 @@ use crate::proposer::{Outcome, Proposer};
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
 use crate::state_machine::StateMachineStore;
 use crate::{NodeId, Raft};
+use shale::semantic::SearchOptions;
+use shale::vector::Metric;
 
 /// Propose `cmd` (validated) as one log entry and wait until it is applied here: its index
 /// and response, or the error a client sees (see the module documentation).
@@ -59,6 +61,8 @@ pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcom
 pub const LEADER_HEADER: &str = "shale-leader";
 /// Metadata entry marking an error after which nothing was proposed.
 pub const RETRY_HEADER: &str = "shale-retry";
+/// The most hits one search returns.
+pub const MAX_SEARCH_HITS: u32 = 10_000;
 /// The most pairs one scan call returns.
 pub const MAX_SCAN_PAIRS: u32 = 10_000;
 /// A scan page is closed once its keys and values pass this many bytes (the first pair
@@ -294,6 +298,9 @@ impl KvService {
     async fn propose(&self, cmd: Command) -> Result<(u64, Applied), Status> {
         cmd.validate()
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.sm
+            .check_indexes(&cmd.puts())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         tokio::time::timeout(self.timeout, self.proposer.propose(cmd))
             .await
             .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?
@@ -469,6 +476,70 @@ impl pb::kv_server::Kv for KvService {
             }
         }
         Ok(Response::new(pb::ScanResponse { pairs, next_start }))
+    }
+
+    async fn define_index(
+        &self,
+        req: Request<pb::DefineIndexRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let r = req.into_inner();
+        let metric = match pb::Metric::try_from(r.metric) {
+            Ok(pb::Metric::Cosine) => Metric::Cosine,
+            Ok(pb::Metric::Dot) => Metric::Dot,
+            Ok(pb::Metric::L2) => Metric::L2,
+            Err(_) => return Err(Status::invalid_argument(format!("metric {}", r.metric))),
+        };
+        let spec = IndexSpec {
+            name: r.name,
+            prefix: r.prefix,
+            dim: r.dim,
+            metric,
+        };
+        let (index, _) = self.propose(Command::DefineIndex(spec)).await?;
+        Ok(written(index))
+    }
+
+    async fn search(
+        &self,
+        req: Request<pb::SearchRequest>,
+    ) -> Result<Response<pb::SearchResponse>, Status> {
+        let r = req.into_inner();
+        if r.k == 0 || r.k > MAX_SEARCH_HITS {
+            return Err(Status::invalid_argument(format!(
+                "k = {}: 1 to {MAX_SEARCH_HITS}",
+                r.k
+            )));
+        }
+        #[cfg(not(feature = "negative-control-stale-reads"))]
+        self.read_barrier().await?;
+        let index = self
+            .sm
+            .index(&r.index)
+            .ok_or_else(|| Status::not_found(format!("no index {:?}", r.index)))?;
+        let opts = SearchOptions {
+            ef: r.ef.map(|ef| ef as usize),
+            exact: r.exact,
+            lower_bound: r.from,
+            upper_bound: r.to,
+            ..SearchOptions::k(r.k as usize)
+        };
+        // A search waits for the index to take in every write applied before it.
+        let hits = tokio::task::spawn_blocking(move || index.search_vector(&r.vector, &opts))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| match e {
+                shale::Error::InvalidArgument(msg) => Status::invalid_argument(msg),
+                e => engine(e),
+            })?;
+        let hits = hits
+            .into_iter()
+            .map(|h| pb::SearchHit {
+                key: h.key,
+                score: h.score,
+                payload: h.document,
+            })
+            .collect();
+        Ok(Response::new(pb::SearchResponse { hits }))
     }
 
     async fn add_learner(

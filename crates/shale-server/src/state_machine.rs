@@ -24,7 +24,7 @@
 //! serialized with installs by `snapshot_lock`. Readers (the client service) take an
 //! `Arc<Db>` of the current generation under a read lock and keep it for one request.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -34,11 +34,14 @@ use openraft::{
     AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
     StorageError, StorageIOError, StoredMembership,
 };
+use shale::semantic::{Index, IndexOptions};
 use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::command::{Command, Response};
+use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};
-use crate::format::{self, SnapshotHeader, RESERVED_PREFIX, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
+use crate::format::{
+    self, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP,
+};
 use crate::snapshot::{
     sync_dir, Accepted, FrameSequence, RawFrameWriter, SnapshotData, SnapshotWriter,
 };
@@ -50,10 +53,15 @@ const CURRENT_SNAPSHOT: &str = "current.snap";
 
 type Membership = StoredMembership<NodeId, BasicNode>;
 
+/// The open vector indexes of the current generation, by name, with their definitions.
+type Indexes = BTreeMap<String, (IndexSpec, Index)>;
+
 struct Shared {
     data_dir: PathBuf,
     opts: Options,
     db: RwLock<Arc<Db>>,
+    /// Replaced with `db` by an install; written by the apply of an index definition.
+    indexes: RwLock<Indexes>,
     generation: Mutex<u64>,
     applied: Mutex<(Option<LogId<NodeId>>, Membership)>,
     snapshot_lock: Mutex<()>,
@@ -176,13 +184,15 @@ impl StateMachineStore {
                     .map_err(|e| Error::io("remove", entry.path(), e))?;
             }
         }
-        let db = Db::open(sm_dir(data_dir, generation), opts.clone())?;
+        let db = Arc::new(Db::open(sm_dir(data_dir, generation), opts.clone())?);
         let applied = read_meta(&db, &ReadOptions::default())?;
+        let indexes = open_indexes(&db)?;
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 data_dir: data_dir.to_path_buf(),
                 opts,
-                db: RwLock::new(Arc::new(db)),
+                db: RwLock::new(db),
+                indexes: RwLock::new(indexes),
                 generation: Mutex::new(generation),
                 applied: Mutex::new(applied),
                 snapshot_lock: Mutex::new(()),
@@ -195,6 +205,30 @@ impl StateMachineStore {
     pub fn db(&self) -> Arc<Db> {
         let guard = self.shared.db.read().unwrap_or_else(|e| e.into_inner());
         Arc::clone(&guard)
+    }
+
+    /// The replicated vector index `name` of the current generation.
+    pub fn index(&self, name: &str) -> Option<Index> {
+        let indexes = self
+            .shared
+            .indexes
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        indexes.get(name).map(|(_, index)| index.clone())
+    }
+
+    /// Refuse `puts` (a command's, [`Command::puts`]) if an index could not hold one of
+    /// its values: the check an apply makes, made before proposing.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the index and the problem.
+    pub fn check_indexes(&self, puts: &WriteBatch) -> Result<()> {
+        let indexes = self
+            .shared
+            .indexes
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        check_indexes(&indexes, puts).map_err(Error::InvalidArgument)
     }
 
     /// The last applied log id and membership.
@@ -224,19 +258,46 @@ impl StateMachineStore {
         let mut last = None;
         let mut membership = None;
         for entry in entries {
-            last = Some(entry.log_id);
+            let before = last.replace(entry.log_id);
             let reply = match entry.payload {
                 EntryPayload::Blank => Response::Internal,
                 EntryPayload::Membership(m) => {
                     membership = Some(StoredMembership::new(Some(entry.log_id), m));
                     Response::Internal
                 }
-                EntryPayload::Normal(cmd) => apply_command(&db, &mut batch, &mut pending, cmd)?,
+                EntryPayload::Normal(Command::DefineIndex(spec)) => {
+                    // The writes before it are checked by the indexes before it: commit
+                    // them first, each batch with its own applied id.
+                    self.commit(&db, std::mem::take(&mut batch), before, membership.take())?;
+                    pending.clear();
+                    self.define_index(&db, &mut batch, spec)?
+                }
+                EntryPayload::Normal(cmd) => {
+                    let indexes = self
+                        .shared
+                        .indexes
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner());
+                    apply_command(&db, &indexes, &mut batch, &mut pending, cmd)?
+                }
             };
             replies.push(reply);
         }
+        self.commit(&db, batch, last, membership)?;
+        Ok(replies)
+    }
+
+    /// Write `batch` with the applied id `last` (and `membership`, if the entries held
+    /// one) in the same batch; nothing to do without an entry.
+    fn commit(
+        &self,
+        db: &Db,
+        mut batch: WriteBatch,
+        last: Option<LogId<NodeId>>,
+        membership: Option<Membership>,
+    ) -> Result<()> {
         let Some(last) = last else {
-            return Ok(replies);
+            return Ok(());
         };
         batch.put(SM_KEY_APPLIED, format::encode_log_id(&last));
         if let Some(m) = &membership {
@@ -248,7 +309,62 @@ impl StateMachineStore {
         if let Some(m) = membership {
             applied.1 = m;
         }
-        Ok(replies)
+        Ok(())
+    }
+
+    /// Apply an index definition: refused (alike on every replica) if another index has
+    /// that name or shares keys with it, or if keys under its prefix hold values already;
+    /// else the index is opened and its definition goes into `batch`. Defining an index
+    /// again as it is changes nothing.
+    fn define_index(
+        &self,
+        db: &Arc<Db>,
+        batch: &mut WriteBatch,
+        spec: IndexSpec,
+    ) -> Result<Response> {
+        if let Err(e) = spec.validate() {
+            return Ok(Response::Refused(e.to_string()));
+        }
+        let mut indexes = self
+            .shared
+            .indexes
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((existing, _)) = indexes.get(&spec.name) {
+            return Ok(if *existing == spec {
+                Response::IndexDefined
+            } else {
+                Response::Refused(format!(
+                    "index {:?} exists with another definition",
+                    spec.name
+                ))
+            });
+        }
+        if let Some((other, _)) = indexes.values().find(|(other, _)| other.overlaps(&spec)) {
+            return Ok(Response::Refused(format!(
+                "index {:?} would share keys with index {:?}",
+                spec.name, other.name
+            )));
+        }
+        let end = shale::prefix_successor(&spec.prefix);
+        let mut under = match &end {
+            Some(end) => db.range(spec.prefix.clone()..end.clone())?,
+            None => db.range(spec.prefix.clone()..)?,
+        };
+        if under.next().transpose()?.is_some() {
+            return Ok(Response::Refused(format!(
+                "keys under the prefix of index {:?} hold values: define an index before \
+                 writing under its prefix",
+                spec.name
+            )));
+        }
+        let index = open_index(db, &spec)?;
+        batch.put(
+            format::index_key(&spec.name),
+            format::encode_index_definition(&spec),
+        );
+        indexes.insert(spec.name.clone(), (spec, index));
+        Ok(Response::IndexDefined)
     }
 
     fn build_snapshot_blocking(&self) -> Result<Snapshot<TypeConfig>> {
@@ -278,7 +394,13 @@ impl StateMachineStore {
         let dir = self.snapshot_dir();
         let tmp = dir.join("building.tmp");
         let mut w = SnapshotWriter::create(&tmp, &header)?;
-        for pair in db.range_opt(..vec![RESERVED_PREFIX], &ro)? {
+        // The users' pairs, then the index definitions (ascending, as the file wants).
+        let definitions =
+            SM_INDEX_PREFIX.to_vec()..shale::prefix_successor(SM_INDEX_PREFIX).unwrap_or_default();
+        let pairs = db
+            .range_opt(..vec![RESERVED_PREFIX], &ro)?
+            .chain(db.range_opt(definitions, &ro)?);
+        for pair in pairs {
             let (key, value) = pair?;
             w.add(&key, &value)?;
         }
@@ -332,7 +454,15 @@ impl StateMachineStore {
                 Accepted::Pairs(pairs) => {
                     let mut batch = WriteBatch::new();
                     for (key, value) in pairs {
-                        if key.first() == Some(&RESERVED_PREFIX) {
+                        if let Some(name) = key.strip_prefix(SM_INDEX_PREFIX) {
+                            let spec = format::decode_index_definition(value)?;
+                            if spec.name.as_bytes() != name {
+                                return Err(Error::corruption(
+                                    "snapshot pairs",
+                                    "an index definition under another name",
+                                ));
+                            }
+                        } else if key.first() == Some(&RESERVED_PREFIX) {
                             return Err(Error::corruption("snapshot pairs", "a reserved key"));
                         }
                         batch.put(key, value);
@@ -357,6 +487,9 @@ impl StateMachineStore {
         // Synced: every earlier write of this database is in the same WAL or an older,
         // already synced one, so all of the new generation is durable from here.
         new_db.write(batch, WriteOptions::sync())?;
+        let new_db = Arc::new(new_db);
+        // The indexes rebuild from the vector records in the data: nothing to embed.
+        let new_indexes = open_indexes(&new_db)?;
         copy.finish()?;
         let snap_path = snap_dir.join(CURRENT_SNAPSHOT);
         std::fs::rename(&copy_path, &snap_path).map_err(|e| Error::io("rename", &snap_path, e))?;
@@ -366,8 +499,13 @@ impl StateMachineStore {
         write_generation(data_dir, generation)?;
         let old = {
             let mut guard = self.shared.db.write().unwrap_or_else(|e| e.into_inner());
-            std::mem::replace(&mut *guard, Arc::new(new_db))
+            std::mem::replace(&mut *guard, new_db)
         };
+        *self
+            .shared
+            .indexes
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = new_indexes;
         *lock(&self.shared.generation) = generation;
         *lock(&self.shared.applied) = (meta.last_log_id, meta.last_membership.clone());
         // Readers still holding the old database get `Closed` and retry; a failure to
@@ -411,15 +549,52 @@ impl StateMachineStore {
     }
 }
 
+/// The index of `spec` on `db`, opened (created if new).
+fn open_index(db: &Arc<Db>, spec: &IndexSpec) -> Result<Index> {
+    let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
+    let opts = IndexOptions::vectors(dim)
+        .prefix(&spec.prefix)
+        .metric(spec.metric);
+    Ok(Index::open(db, &spec.name, opts)?)
+}
+
+/// Every index `db`'s definitions name, opened.
+fn open_indexes(db: &Arc<Db>) -> Result<Indexes> {
+    let end = shale::prefix_successor(SM_INDEX_PREFIX).unwrap_or_default();
+    let mut indexes = Indexes::new();
+    for pair in db.range(SM_INDEX_PREFIX.to_vec()..end)? {
+        let (_, value) = pair?;
+        let spec = format::decode_index_definition(&value)?;
+        let index = open_index(db, &spec)?;
+        indexes.insert(spec.name.clone(), (spec, index));
+    }
+    Ok(indexes)
+}
+
+/// `Err` with the reason if an index could not hold a value of `puts`.
+fn check_indexes(indexes: &Indexes, puts: &WriteBatch) -> std::result::Result<(), String> {
+    for (_, index) in indexes.values() {
+        if let Some(hook) = index.db().hook(index.name()) {
+            hook.check(puts).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 fn apply_command(
     db: &Db,
+    indexes: &Indexes,
     batch: &mut WriteBatch,
     pending: &mut HashMap<Vec<u8>, Option<Vec<u8>>>,
     cmd: Command,
 ) -> Result<Response> {
-    // The same check as before proposing: deterministic, so every replica refuses alike.
+    // The same checks as before proposing: deterministic (the index definitions are
+    // replicated state), so every replica refuses alike.
     if let Err(e) = cmd.validate() {
         return Ok(Response::Refused(e.to_string()));
+    }
+    if let Err(why) = check_indexes(indexes, &cmd.puts()) {
+        return Ok(Response::Refused(why));
     }
     match cmd {
         Command::Write(ops) => {
@@ -454,10 +629,14 @@ fn apply_command(
         Command::Batch(cmds) => {
             let replies = cmds
                 .into_iter()
-                .map(|cmd| apply_command(db, batch, pending, cmd))
+                .map(|cmd| apply_command(db, indexes, batch, pending, cmd))
                 .collect::<Result<_>>()?;
             Ok(Response::Batch(replies))
         }
+        // Proposed alone, and applied by `StateMachineStore::define_index`.
+        Command::DefineIndex(_) => Ok(Response::Refused(
+            "an index definition inside a batch".into(),
+        )),
     }
 }
 

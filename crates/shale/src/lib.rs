@@ -38,8 +38,8 @@ pub mod wal;
 pub use batch::WriteBatch;
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
-    Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot, Transaction,
-    WriteHook, LOST_DIR,
+    prefix_successor, Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot,
+    Transaction, WriteHook, LOST_DIR,
 };
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};

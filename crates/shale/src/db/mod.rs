@@ -42,7 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 pub use hook::WriteHook;
-pub(crate) use read::prefix_successor;
+pub use read::prefix_successor;
 pub use read::{DbIterator, RangeIter};
 pub use repair::{RepairReport, LOST_DIR};
 pub use snapshot::Snapshot;

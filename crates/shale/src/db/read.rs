@@ -108,8 +108,17 @@ impl Iterator for RangeIter {
     }
 }
 
-/// The smallest key greater than every key starting with `prefix`, if one exists.
-pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+/// The smallest key greater than every key starting with `prefix`, if one exists: the
+/// exclusive end of a prefix's range.
+///
+/// ```
+/// use shale::prefix_successor;
+/// assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+/// assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+/// assert_eq!(prefix_successor(b"\xff\xff"), None);
+/// assert_eq!(prefix_successor(b""), None);
+/// ```
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {

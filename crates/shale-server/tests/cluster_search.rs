@@ -1,0 +1,225 @@
+//! Vector search over the replicated server: an index defined through the log on every
+//! replica, values checked against it before they are proposed, exact and graph searches
+//! at the leader, the same answers after a failover, and the index carried to a replica
+//! that catches up by snapshot (its definition travels in the snapshot; the graph is
+//! rebuilt from the vectors in the data).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::Cluster;
+use openraft::BasicNode;
+use shale::semantic::{vector_value, SearchOptions};
+use shale_server::pb::{Metric, SearchRequest};
+use shale_server::{Client, ClientError, Server};
+
+const DIM: usize = 4;
+
+/// A deterministic vector per id, spread over the space.
+fn vector(i: u32) -> Vec<f32> {
+    let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..DIM)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+/// The `k` ids nearest to `q` by squared distance, by brute force.
+fn nearest(q: &[f32], n: u32, k: usize) -> Vec<String> {
+    let mut all: Vec<(f32, u32)> = (0..n)
+        .map(|i| {
+            let d: f32 = vector(i)
+                .iter()
+                .zip(q)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum();
+            (d, i)
+        })
+        .collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    all.iter()
+        .take(k)
+        .map(|(_, i)| format!("d/{i:04}"))
+        .collect()
+}
+
+fn keys(hits: &[shale_server::pb::SearchHit]) -> Vec<String> {
+    hits.iter()
+        .map(|h| String::from_utf8_lossy(&h.key).into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replicated_index_answers_searches_on_every_leader() {
+    let mut t = common::timings();
+    t.snapshot_every_entries = 30;
+    t.log_entries_kept_after_snapshot = 5;
+    let mut cluster = Cluster::start(3, t).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(15));
+
+    client
+        .define_index("docs", b"d/", DIM as u32, Metric::L2)
+        .await
+        .expect("define");
+    client
+        .define_index("docs", b"d/", DIM as u32, Metric::L2)
+        .await
+        .expect("defining it again as it is succeeds");
+    let refused = |r: Result<u64, ClientError>| matches!(r, Err(ClientError::Refused(_)));
+    assert!(refused(
+        client.define_index("docs", b"d/", 8, Metric::L2).await
+    ));
+    assert!(refused(
+        client.define_index("other", b"d/x", 8, Metric::L2).await
+    ));
+    assert!(refused(
+        client.define_index("bad name", b"e/", 8, Metric::L2).await
+    ));
+
+    const N: u32 = 300;
+    for i in 0..N {
+        let value = vector_value(&vector(i), format!("doc {i}").as_bytes());
+        client
+            .put(format!("d/{i:04}").as_bytes(), &value)
+            .await
+            .expect("put a vector");
+    }
+    // Refused before proposing: text, or a vector of another dimension, under the prefix.
+    assert!(refused(client.put(b"d/text", b"not a vector").await));
+    assert!(refused(
+        client
+            .put(b"d/short", &vector_value(&[1.0, 2.0], b""))
+            .await
+    ));
+    client
+        .put(b"plain", b"outside every index")
+        .await
+        .expect("plain put");
+    client.delete(b"d/0007").await.expect("delete a vector");
+
+    let q = vector(42);
+    let exact = client
+        .search_with(SearchRequest {
+            index: "docs".into(),
+            vector: q.clone(),
+            k: 10,
+            exact: true,
+            ..Default::default()
+        })
+        .await
+        .expect("exact search");
+    let want: Vec<String> = nearest(&q, N, 11)
+        .into_iter()
+        .filter(|k| k != "d/0007")
+        .take(10)
+        .collect();
+    assert_eq!(keys(&exact), want);
+    assert_eq!(
+        exact.first().map(|h| h.payload.as_slice()),
+        Some(&b"doc 42"[..])
+    );
+    let graph = client.search("docs", &q, 10).await.expect("graph search");
+    assert_eq!(keys(&graph).first().map(String::as_str), Some("d/0042"));
+    let ranged = client
+        .search_with(SearchRequest {
+            index: "docs".into(),
+            vector: q.clone(),
+            k: 5,
+            exact: true,
+            from: Some(b"d/0100".to_vec()),
+            to: Some(b"d/0200".to_vec()),
+            ..Default::default()
+        })
+        .await
+        .expect("ranged search");
+    assert!(keys(&ranged)
+        .iter()
+        .all(|k| k.as_str() >= "d/0100" && k.as_str() < "d/0200"));
+    let missing = client.search("nope", &q, 10).await;
+    assert!(missing.is_err(), "{missing:?}");
+
+    // A failover: the new leader's index gives the same exact answer.
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    cluster.stop(leader).await;
+    let after = client
+        .search_with(SearchRequest {
+            index: "docs".into(),
+            vector: q.clone(),
+            k: 10,
+            exact: true,
+            ..Default::default()
+        })
+        .await
+        .expect("search after the failover");
+    assert_eq!(keys(&after), want);
+
+    // A new replica, caught up by snapshot, holds the index with every vector.
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    cluster
+        .server(leader)
+        .raft()
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(
+            |m| m.purged.is_some_and(|p| p.index > 10),
+            "log purged behind a snapshot",
+        )
+        .await
+        .expect("the leader purges its log after a snapshot");
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("address");
+    let fresh: u64 = 4;
+    let server = Server::start(cluster.config(fresh, any))
+        .await
+        .expect("start the fresh node");
+    let fresh_addr = server.addr();
+    cluster.servers.insert(fresh, server);
+    cluster.addrs.insert(fresh, fresh_addr);
+    let raft = cluster.server(leader).raft().clone();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        raft.add_learner(fresh, BasicNode::new(fresh_addr.to_string()), true),
+    )
+    .await
+    .expect("the learner catches up in time")
+    .expect("add learner");
+    let voters: BTreeSet<u64> = cluster.servers.keys().copied().collect();
+    raft.change_membership(voters, false)
+        .await
+        .expect("change membership");
+    let applied = cluster.applied_index(leader);
+    cluster
+        .wait_applied(fresh, applied, Duration::from_secs(10))
+        .await;
+    let metrics = cluster.server(fresh).raft().metrics().borrow().clone();
+    assert!(
+        metrics.snapshot.is_some(),
+        "the fresh node installed a snapshot"
+    );
+    let index = cluster
+        .server(fresh)
+        .state_machine()
+        .index("docs")
+        .expect("the index came with the snapshot");
+    let opts = SearchOptions {
+        exact: true,
+        ..SearchOptions::k(10)
+    };
+    let local = tokio::task::spawn_blocking(move || index.search_vector(&q, &opts))
+        .await
+        .expect("task")
+        .expect("search on the fresh node");
+    let local: Vec<String> = local
+        .iter()
+        .map(|h| String::from_utf8_lossy(&h.key).into_owned())
+        .collect();
+    assert_eq!(local, want);
+    cluster.stop_all().await;
+}
