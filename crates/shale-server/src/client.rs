@@ -351,17 +351,26 @@ impl Client {
         dim: u32,
         metric: pb::Metric,
     ) -> Result<u64, ClientError> {
+        self.define_index_with(pb::DefineIndexRequest {
+            name: name.to_owned(),
+            prefix: prefix.to_vec(),
+            dim,
+            metric: metric.into(),
+            model: pb::Model::Vectors.into(),
+        })
+        .await
+    }
+
+    /// [`Client::define_index`] with every field of the request: an index with a model
+    /// (`model`, `dim` its dimension) holds texts that every replica embeds, searched by
+    /// text ([`Client::search_text`]) or vector.
+    ///
+    /// # Errors
+    /// As [`Client::define_index`]; `Server` if the leader cannot load the model.
+    pub async fn define_index_with(&self, req: pb::DefineIndexRequest) -> Result<u64, ClientError> {
         let resp = self
             .call(Kind::Write, |mut c, token| {
-                let req = with_token(
-                    pb::DefineIndexRequest {
-                        name: name.to_owned(),
-                        prefix: prefix.to_vec(),
-                        dim,
-                        metric: metric.into(),
-                    },
-                    token.as_deref(),
-                );
+                let req = with_token(req.clone(), token.as_deref());
                 async move { c.define_index(req).await }
             })
             .await?;
@@ -382,6 +391,25 @@ impl Client {
         self.search_with(pb::SearchRequest {
             index: index.to_owned(),
             vector: vector.to_vec(),
+            k,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// The `k` values of index `index` (one with a model) nearest in meaning to `text`.
+    ///
+    /// # Errors
+    /// As [`Client::search`]; `Refused` for an index without a model.
+    pub async fn search_text(
+        &self,
+        index: &str,
+        text: &str,
+        k: u32,
+    ) -> Result<Vec<pb::SearchHit>, ClientError> {
+        self.search_with(pb::SearchRequest {
+            index: index.to_owned(),
+            text: Some(text.to_owned()),
             k,
             ..Default::default()
         })

@@ -53,17 +53,47 @@ pub enum Command {
     DefineIndex(IndexSpec),
 }
 
-/// A replicated vector index: its values are vector records
-/// (`shale::semantic::vector_value`) of `dim` components; clients search it by vector.
+/// A replicated index: with a model, its values are UTF-8 texts that every replica
+/// embeds, searched by text or vector; without one, vector records
+/// (`shale::semantic::vector_value`) of `dim` components, searched by vector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexSpec {
     /// `[A-Za-z0-9_-]`, at most `shale::semantic::MAX_INDEX_NAME` bytes.
     pub name: String,
-    /// The keys it covers: those that start with it (not under the reserved prefix).
+    /// The keys it covers: those that start with it (not empty, not under the reserved
+    /// prefix).
     pub prefix: Vec<u8>,
+    /// The model's dimension when there is a model.
     pub dim: u32,
     pub metric: shale::vector::Metric,
+    pub model: IndexModel,
 }
+
+/// What turns an index's values into vectors, on every replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexModel {
+    /// Nothing: values are vector records.
+    Vectors,
+    /// `shale::semantic::HashEmbedder`: word hashing, no model files (tests, trials).
+    Hash,
+    /// all-MiniLM-L6-v2 (`shale-embed`): every replica needs the model
+    /// (`scripts/fetch-model.sh`).
+    MiniLm,
+}
+
+impl IndexModel {
+    /// The dimension of the model's vectors (`None` for vectors given by clients).
+    pub fn dim(self) -> Option<u32> {
+        match self {
+            IndexModel::Vectors => None,
+            IndexModel::Hash => Some(shale::semantic::HashEmbedder::DIM as u32),
+            IndexModel::MiniLm => Some(MINILM_DIM),
+        }
+    }
+}
+
+/// all-MiniLM-L6-v2's dimension.
+pub const MINILM_DIM: u32 = 384;
 
 /// The most components of a replicated index's vectors.
 pub const MAX_INDEX_DIM: u32 = 4096;
@@ -228,7 +258,18 @@ impl IndexSpec {
                 shale::semantic::MAX_INDEX_NAME
             )));
         }
+        if self.prefix.is_empty() {
+            return Err(Error::InvalidArgument(
+                "an index needs a prefix: the server's own keys are under no index".into(),
+            ));
+        }
         check_key(&self.prefix)?;
+        if let Some(dim) = self.model.dim().filter(|d| *d != self.dim) {
+            return Err(Error::InvalidArgument(format!(
+                "index dimension {}: its model makes vectors of {dim}",
+                self.dim
+            )));
+        }
         if self.dim == 0 || self.dim > MAX_INDEX_DIM {
             return Err(Error::InvalidArgument(format!(
                 "index dimension {}: 1 to {MAX_INDEX_DIM}",

@@ -25,7 +25,7 @@ pub use frames::{
     FRAME_HEAD_LEN, FRAME_TAIL_LEN, MAX_FRAME_PAYLOAD, SNAPSHOT_MAGIC, TARGET_FRAME_PAYLOAD,
 };
 
-use crate::command::{Command, IndexSpec, Op};
+use crate::command::{Command, IndexModel, IndexSpec, Op};
 use crate::error::{Error, Result};
 use crate::{Entry, NodeId};
 use shale::vector::Metric;
@@ -306,8 +306,11 @@ const COMMAND_DEFINE_INDEX: u8 = 4;
 const METRIC_COSINE: u8 = 0;
 const METRIC_DOT: u8 = 1;
 const METRIC_L2: u8 = 2;
+const MODEL_VECTORS: u8 = 0;
+const MODEL_HASH: u8 = 1;
+const MODEL_MINILM: u8 = 2;
 
-/// `spec := name:varbytes prefix:varbytes dim:varint metric:u8`
+/// `spec := name:varbytes prefix:varbytes dim:varint metric:u8 model:u8`
 fn put_index_spec(out: &mut Vec<u8>, spec: &IndexSpec) {
     codec::put_length_prefixed(out, spec.name.as_bytes());
     codec::put_length_prefixed(out, &spec.prefix);
@@ -318,6 +321,14 @@ fn put_index_spec(out: &mut Vec<u8>, spec: &IndexSpec) {
             Metric::Cosine => METRIC_COSINE,
             Metric::Dot => METRIC_DOT,
             Metric::L2 => METRIC_L2,
+        },
+    );
+    codec::put_u8(
+        out,
+        match spec.model {
+            IndexModel::Vectors => MODEL_VECTORS,
+            IndexModel::Hash => MODEL_HASH,
+            IndexModel::MiniLm => MODEL_MINILM,
         },
     );
 }
@@ -340,11 +351,23 @@ fn get_index_spec(d: &mut Decoder<'_>) -> Result<IndexSpec, codec::DecodeError> 
             ))
         }
     };
+    let model = match d.u8("model")? {
+        MODEL_VECTORS => IndexModel::Vectors,
+        MODEL_HASH => IndexModel::Hash,
+        MODEL_MINILM => IndexModel::MiniLm,
+        other => {
+            return Err(codec::DecodeError::new(
+                d.position(),
+                format!("model {other}"),
+            ))
+        }
+    };
     Ok(IndexSpec {
         name,
         prefix,
         dim,
         metric,
+        model,
     })
 }
 
@@ -575,15 +598,17 @@ mod tests {
             prefix: b"d/".to_vec(),
             dim: 3,
             metric: Metric::L2,
+            model: IndexModel::Vectors,
         }
     }
 
     #[test]
     fn decodes_the_documented_index_definition() {
-        let bytes = hex("01 04646f6373 02642f 03 02");
+        let bytes = hex("01 04646f6373 02642f 03 02 00");
         assert_eq!(encode_index_definition(&spec()), bytes);
         assert_eq!(decode_index_definition(&bytes).expect("decodes"), spec());
-        assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 07")).is_err());
+        assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 07 00")).is_err());
+        assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 09")).is_err());
         assert_eq!(index_key("docs"), hex("ff78 646f6373"));
     }
 

@@ -24,7 +24,7 @@ use openraft::{BasicNode, Snapshot, SnapshotMeta};
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::command::{self, Command, IndexSpec, Op, Response as Applied};
+use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied};
 use crate::convert;
 use crate::network::{TARGET_HEADER, TOKEN_HEADER};
 use crate::pb;
@@ -489,11 +489,22 @@ impl pb::kv_server::Kv for KvService {
             Ok(pb::Metric::L2) => Metric::L2,
             Err(_) => return Err(Status::invalid_argument(format!("metric {}", r.metric))),
         };
+        let model = match pb::Model::try_from(r.model) {
+            Ok(pb::Model::Vectors) => IndexModel::Vectors,
+            Ok(pb::Model::Hash) => IndexModel::Hash,
+            Ok(pb::Model::Minilm) => IndexModel::MiniLm,
+            Err(_) => return Err(Status::invalid_argument(format!("model {}", r.model))),
+        };
+        // A model this replica cannot load is refused here, not at apply.
+        if let Err(e) = crate::state_machine::embedder(model) {
+            return Err(Status::failed_precondition(e.to_string()));
+        }
         let spec = IndexSpec {
             name: r.name,
             prefix: r.prefix,
             dim: r.dim,
             metric,
+            model,
         };
         let (index, _) = self.propose(Command::DefineIndex(spec)).await?;
         Ok(written(index))
@@ -524,13 +535,16 @@ impl pb::kv_server::Kv for KvService {
             ..SearchOptions::k(r.k as usize)
         };
         // A search waits for the index to take in every write applied before it.
-        let hits = tokio::task::spawn_blocking(move || index.search_vector(&r.vector, &opts))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?
-            .map_err(|e| match e {
-                shale::Error::InvalidArgument(msg) => Status::invalid_argument(msg),
-                e => engine(e),
-            })?;
+        let hits = tokio::task::spawn_blocking(move || match &r.text {
+            Some(text) => index.search(text, &opts),
+            None => index.search_vector(&r.vector, &opts),
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| match e {
+            shale::Error::InvalidArgument(msg) => Status::invalid_argument(msg),
+            e => engine(e),
+        })?;
         let hits = hits
             .into_iter()
             .map(|h| pb::SearchHit {

@@ -27,17 +27,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
     AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
     StorageError, StorageIOError, StoredMembership,
 };
-use shale::semantic::{Index, IndexOptions};
+use shale::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
 use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::command::{Command, IndexSpec, Response};
+use crate::command::{Command, IndexModel, IndexSpec, Response};
 use crate::error::{Error, Result};
 use crate::format::{
     self, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP,
@@ -549,12 +549,36 @@ impl StateMachineStore {
     }
 }
 
+/// The model `model` names, loaded once per process (`None` for vectors given by
+/// clients).
+///
+/// # Errors
+/// `Engine` if all-MiniLM-L6-v2 cannot be loaded (its error says how to fetch it).
+pub fn embedder(model: IndexModel) -> Result<Option<Arc<dyn Embedder>>> {
+    static MINILM: OnceLock<std::result::Result<Arc<dyn Embedder>, String>> = OnceLock::new();
+    match model {
+        IndexModel::Vectors => Ok(None),
+        IndexModel::Hash => Ok(Some(Arc::new(HashEmbedder))),
+        IndexModel::MiniLm => MINILM
+            .get_or_init(|| {
+                shale_embed::load_default()
+                    .map(|loaded| loaded.embedder)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map(Some)
+            .map_err(|e| Error::Raft(format!("all-MiniLM-L6-v2: {e}"))),
+    }
+}
+
 /// The index of `spec` on `db`, opened (created if new).
 fn open_index(db: &Arc<Db>, spec: &IndexSpec) -> Result<Index> {
     let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
-    let opts = IndexOptions::vectors(dim)
-        .prefix(&spec.prefix)
-        .metric(spec.metric);
+    let opts = match embedder(spec.model)? {
+        Some(model) => IndexOptions::text(model),
+        None => IndexOptions::vectors(dim),
+    };
+    let opts = opts.prefix(&spec.prefix).metric(spec.metric);
     Ok(Index::open(db, &spec.name, opts)?)
 }
 

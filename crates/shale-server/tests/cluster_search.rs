@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::Cluster;
 use openraft::BasicNode;
 use shale::semantic::{vector_value, SearchOptions};
-use shale_server::pb::{Metric, SearchRequest};
+use shale_server::pb::{DefineIndexRequest, Metric, Model, SearchRequest};
 use shale_server::{Client, ClientError, Server};
 
 const DIM: usize = 4;
@@ -147,6 +147,46 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
     let missing = client.search("nope", &q, 10).await;
     assert!(missing.is_err(), "{missing:?}");
 
+    // An index with a model: texts in, every replica embeds them, search by text.
+    client
+        .define_index_with(DefineIndexRequest {
+            name: "notes".into(),
+            prefix: b"n/".to_vec(),
+            dim: 128,
+            metric: Metric::Cosine.into(),
+            model: Model::Hash.into(),
+        })
+        .await
+        .expect("define a text index");
+    let notes = [
+        "the cat sleeps on the warm mat",
+        "stock prices fell sharply today",
+        "a recipe for bread with rye flour",
+    ];
+    for (i, text) in notes.iter().enumerate() {
+        client
+            .put(format!("n/{i}").as_bytes(), text.as_bytes())
+            .await
+            .expect("put a text");
+    }
+    assert!(
+        refused(client.put(b"n/bin", b"\xff\xfe").await),
+        "not UTF-8"
+    );
+    let found = client
+        .search_text("notes", "where does the cat sleep", 1)
+        .await
+        .expect("text search");
+    assert_eq!(keys(&found), vec!["n/0"]);
+    assert_eq!(
+        found.first().map(|h| h.payload.as_slice()),
+        Some(notes[0].as_bytes())
+    );
+    assert!(
+        client.search_text("docs", "cat", 1).await.is_err(),
+        "no model"
+    );
+
     // A failover: the new leader's index gives the same exact answer.
     let leader = cluster.leader(Duration::from_secs(10)).await;
     cluster.stop(leader).await;
@@ -161,6 +201,11 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
         .await
         .expect("search after the failover");
     assert_eq!(keys(&after), want);
+    let found = client
+        .search_text("notes", "rye bread", 1)
+        .await
+        .expect("text search after the failover");
+    assert_eq!(keys(&found), vec!["n/2"]);
 
     // A new replica, caught up by snapshot, holds the index with every vector.
     let leader = cluster.leader(Duration::from_secs(10)).await;
