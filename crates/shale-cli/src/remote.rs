@@ -1,5 +1,6 @@
 //! The commands that speak to a replicated server (`--server ADDR`, crates/shale-server)
-//! instead of opening a directory: put, get, del and scan, through its Rust client, which
+//! instead of opening a directory: put, get, del, scan and search (of the index
+//! `--index`), through its Rust client, which
 //! finds the leader and retries what is safe to retry. Output is the same as for a
 //! directory. The token, if the cluster has one, comes from `SHALE_TOKEN` (never an
 //! argument, which other users could read in the process list).
@@ -10,6 +11,7 @@
 
 use std::io::Write;
 
+use shale_server::pb::SearchRequest;
 use shale_server::{Client, ClientError};
 
 use crate::error::{CliError, Result};
@@ -62,13 +64,49 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
                 kv::print_values(out, &keys, &values, *raw, *json)
             }
             Command::Scan(args) => scan(cli, &client, out, args).await,
+            Command::Search(args) => search(cli, &client, out, args).await,
             _ => Err(CliError::Usage(
-                "over --server only put, get, del and scan are available; the other \
-                 commands need --db DIR"
+                "over --server only put, get, del, scan and search are available; the \
+                 other commands need --db DIR"
                     .into(),
             )),
         }
     })
+}
+
+/// `search` on the cluster's index `--index` (default `default`), by text or vector.
+async fn search(
+    cli: &Cli,
+    client: &Client,
+    out: &mut impl Write,
+    args: &crate::search::SearchArgs,
+) -> Result<()> {
+    let range = KeyRange::new(cli, &args.from, &args.to, &args.prefix)?;
+    if range.is_empty() {
+        return crate::search::print_hits(out, &[], args.json);
+    }
+    let query = crate::vectors::query(args.vector.as_deref(), args.vector_file.as_deref())?;
+    let k = u32::try_from(args.k).map_err(|_| CliError::Usage(format!("-k {}", args.k)))?;
+    let req = SearchRequest {
+        index: cli
+            .index_args
+            .index
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        vector: query.map(|(_, v)| v).unwrap_or_default(),
+        text: args.text.clone(),
+        k,
+        ef: args.ef.map(|ef| u32::try_from(ef).unwrap_or(u32::MAX)),
+        exact: args.exact,
+        from: range.lower,
+        to: range.upper,
+    };
+    let hits = client.search_with(req).await?;
+    let rows: Vec<(&[u8], f32, &[u8])> = hits
+        .iter()
+        .map(|h| (h.key.as_slice(), h.score, h.payload.as_slice()))
+        .collect();
+    crate::search::print_hits(out, &rows, args.json)
 }
 
 /// `scan` page by page, each page a linearizable read.

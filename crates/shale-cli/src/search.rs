@@ -20,36 +20,36 @@ use crate::Cli;
 ))]
 pub struct SearchArgs {
     /// The query text, embedded by the index's model.
-    text: Option<String>,
+    pub(crate) text: Option<String>,
     /// The query vector as a JSON array of numbers, e.g. '[0.1, -0.2, 0.3]'.
     #[arg(long, value_name = "JSON")]
-    vector: Option<String>,
+    pub(crate) vector: Option<String>,
     /// The query vector from a .npy file holding one, of shape (dim,) or (1, dim).
     #[arg(long, value_name = "FILE")]
-    vector_file: Option<PathBuf>,
+    pub(crate) vector_file: Option<PathBuf>,
     /// Number of results.
     #[arg(short, long, default_value_t = 10)]
-    k: usize,
+    pub(crate) k: usize,
     /// Only keys starting with P (whole keys, inside the index's prefix; combines with
     /// --from and --to).
     #[arg(long, value_name = "P")]
-    prefix: Option<String>,
+    pub(crate) prefix: Option<String>,
     /// Only keys from A (inclusive).
     #[arg(long, value_name = "A")]
-    from: Option<String>,
+    pub(crate) from: Option<String>,
     /// Only keys before B (exclusive).
     #[arg(long, value_name = "B")]
-    to: Option<String>,
+    pub(crate) to: Option<String>,
     /// The graph search's candidate list size (default: the index's ef_search): larger
     /// finds more of the true nearest neighbours, and is slower.
     #[arg(long, value_name = "N")]
-    ef: Option<usize>,
+    pub(crate) ef: Option<usize>,
     /// Exact search: score every candidate instead of walking the HNSW graph.
     #[arg(long)]
-    exact: bool,
+    pub(crate) exact: bool,
     /// A JSON array of {rank, score, key, document} instead of tab-separated lines.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
@@ -75,30 +75,40 @@ pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
         (None, None) => return Err(CliError::Usage("search needs TEXT or --vector".into())),
     };
     db.close()?;
+    let rows: Vec<(&[u8], f32, &[u8])> = hits
+        .iter()
+        .map(|h| (h.key.as_slice(), h.score, h.document.as_slice()))
+        .collect();
+    print_hits(out, &rows, args.json)
+}
+
+/// Each hit (key, score, document) as a tab-separated line of rank, score, key and
+/// document, or all of them as one JSON array.
+pub fn print_hits(out: &mut impl Write, hits: &[(&[u8], f32, &[u8])], json: bool) -> Result<()> {
     let write = |out: &mut dyn Write| -> std::io::Result<()> {
-        if args.json {
+        if json {
             let rows: Vec<serde_json::Value> = hits
                 .iter()
                 .enumerate()
-                .map(|(i, hit)| {
+                .map(|(i, (key, score, document))| {
                     let mut obj = serde_json::Map::new();
                     obj.insert("rank".into(), (i + 1).into());
-                    obj.insert("score".into(), f64::from(hit.score).into());
-                    json_bytes(&mut obj, "key", &hit.key);
-                    json_bytes(&mut obj, "document", &hit.document);
+                    obj.insert("score".into(), f64::from(*score).into());
+                    json_bytes(&mut obj, "key", key);
+                    json_bytes(&mut obj, "document", document);
                     serde_json::Value::Object(obj)
                 })
                 .collect();
             writeln!(out, "{}", serde_json::Value::Array(rows))
         } else {
-            for (i, hit) in hits.iter().enumerate() {
+            for (i, (key, score, document)) in hits.iter().enumerate() {
                 writeln!(
                     out,
                     "{}\t{:.4}\t{}\t{}",
                     i + 1,
-                    hit.score,
-                    escape(&hit.key),
-                    escape(&hit.document)
+                    score,
+                    escape(key),
+                    escape(document)
                 )?;
             }
             Ok(())

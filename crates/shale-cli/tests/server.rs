@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::shale;
+use shale_server::pb::{DefineIndexRequest, Metric, Model};
 use shale_server::{Client, Server, ServerConfig};
 
 #[test]
@@ -67,6 +68,59 @@ fn put_get_del_and_scan_speak_to_a_server() {
         "k01000\tv\nk01001\tv\n"
     );
     assert_eq!(run(&["scan", "--from", "p"]).ok(), "pear\tgreen\n");
+
+    // Search: an index with a model (word hashing) and one of vectors, defined through the
+    // Rust client, filled and searched through the CLI.
+    rt.block_on(async {
+        let client = Client::new(vec![addr.clone()], None).unwrap();
+        client
+            .define_index_with(DefineIndexRequest {
+                name: "notes".into(),
+                prefix: b"n/".to_vec(),
+                dim: 128,
+                metric: Metric::Cosine.into(),
+                model: Model::Hash.into(),
+            })
+            .await
+            .unwrap();
+        client
+            .define_index("vecs", b"v/", 2, Metric::L2)
+            .await
+            .unwrap();
+        for (i, v) in [[0.0f32, 0.0], [1.0, 1.0], [5.0, 5.0]].iter().enumerate() {
+            let value = shale::semantic::vector_value(v, format!("p{i}").as_bytes());
+            client
+                .put(format!("v/{i}").as_bytes(), &value)
+                .await
+                .unwrap();
+        }
+    });
+    run(&["put", "n/1", "the cat sleeps on the mat"]).ok();
+    run(&["put", "n/2", "bread with rye flour"]).ok();
+    let hits = run(&["--index", "notes", "search", "a sleeping cat", "-k", "1"]).ok();
+    assert!(
+        hits.starts_with("1\t") && hits.contains("\tn/1\tthe cat sleeps"),
+        "{hits}"
+    );
+    let hits = run(&[
+        "--index",
+        "vecs",
+        "search",
+        "--vector",
+        "[4.5, 4.5]",
+        "-k",
+        "2",
+        "--exact",
+    ])
+    .ok();
+    let keys: Vec<&str> = hits.lines().filter_map(|l| l.split('\t').nth(2)).collect();
+    assert_eq!(keys, ["v/2", "v/1"], "{hits}");
+    let text_put_under_vectors = run(&["put", "v/9", "text"]);
+    assert_eq!(
+        text_put_under_vectors.code, 2,
+        "{}",
+        text_put_under_vectors.stderr
+    );
 
     // Refusals: the server's, and what only a directory offers.
     let reserved = run(&["-e", "put", "\\xffx", "v"]);
