@@ -6,15 +6,13 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::Cluster;
-use openraft::BasicNode;
 use shale::semantic::{vector_value, SearchOptions};
 use shale_server::pb::{DefineIndexRequest, Metric, Model, SearchRequest};
-use shale_server::{Client, ClientError, Server};
+use shale_server::{Client, ClientError};
 
 const DIM: usize = 4;
 
@@ -48,6 +46,20 @@ fn nearest(q: &[f32], n: u32, k: usize) -> Vec<String> {
         .take(k)
         .map(|(_, i)| format!("d/{i:04}"))
         .collect()
+}
+
+/// The exact top 10 of index `docs` for `q`.
+async fn exact_top10(client: &Client, q: &[f32]) -> Vec<shale_server::pb::SearchHit> {
+    client
+        .search_with(SearchRequest {
+            index: "docs".into(),
+            vector: q.to_vec(),
+            k: 10,
+            exact: true,
+            ..Default::default()
+        })
+        .await
+        .expect("exact search")
 }
 
 fn keys(hits: &[shale_server::pb::SearchHit]) -> Vec<String> {
@@ -107,16 +119,7 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
     client.delete(b"d/0007").await.expect("delete a vector");
 
     let q = vector(42);
-    let exact = client
-        .search_with(SearchRequest {
-            index: "docs".into(),
-            vector: q.clone(),
-            k: 10,
-            exact: true,
-            ..Default::default()
-        })
-        .await
-        .expect("exact search");
+    let exact = exact_top10(&client, &q).await;
     let want: Vec<String> = nearest(&q, N, 11)
         .into_iter()
         .filter(|k| k != "d/0007")
@@ -190,17 +193,11 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
     // A failover: the new leader's index gives the same exact answer.
     let leader = cluster.leader(Duration::from_secs(10)).await;
     cluster.stop(leader).await;
-    let after = client
-        .search_with(SearchRequest {
-            index: "docs".into(),
-            vector: q.clone(),
-            k: 10,
-            exact: true,
-            ..Default::default()
-        })
-        .await
-        .expect("search after the failover");
-    assert_eq!(keys(&after), want);
+    assert_eq!(
+        keys(&exact_top10(&client, &q).await),
+        want,
+        "after the failover"
+    );
     let found = client
         .search_text("notes", "rye bread", 1)
         .await
@@ -209,40 +206,10 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
 
     // A new replica, caught up by snapshot, holds the index with every vector.
     let leader = cluster.leader(Duration::from_secs(10)).await;
-    cluster
-        .server(leader)
-        .raft()
-        .wait(Some(Duration::from_secs(10)))
-        .metrics(
-            |m| m.purged.is_some_and(|p| p.index > 10),
-            "log purged behind a snapshot",
-        )
-        .await
-        .expect("the leader purges its log after a snapshot");
-    let any: SocketAddr = "127.0.0.1:0".parse().expect("address");
+    cluster.wait_purged(leader, 10).await;
     let fresh: u64 = 4;
-    let server = Server::start(cluster.config(fresh, any))
-        .await
-        .expect("start the fresh node");
-    let fresh_addr = server.addr();
-    cluster.servers.insert(fresh, server);
-    cluster.addrs.insert(fresh, fresh_addr);
-    let raft = cluster.server(leader).raft().clone();
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        raft.add_learner(fresh, BasicNode::new(fresh_addr.to_string()), true),
-    )
-    .await
-    .expect("the learner catches up in time")
-    .expect("add learner");
-    let voters: BTreeSet<u64> = cluster.servers.keys().copied().collect();
-    raft.change_membership(voters, false)
-        .await
-        .expect("change membership");
-    let applied = cluster.applied_index(leader);
-    cluster
-        .wait_applied(fresh, applied, Duration::from_secs(10))
-        .await;
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("address");
+    cluster.add_node(leader, fresh, any).await;
     let metrics = cluster.server(fresh).raft().metrics().borrow().clone();
     assert!(
         metrics.snapshot.is_some(),

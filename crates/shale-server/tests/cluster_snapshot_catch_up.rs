@@ -8,13 +8,11 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::Cluster;
-use openraft::BasicNode;
-use shale_server::{Client, Server};
+use shale_server::Client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
@@ -34,16 +32,7 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
             .expect("put");
     }
     let leader = cluster.leader(Duration::from_secs(10)).await;
-    cluster
-        .server(leader)
-        .raft()
-        .wait(Some(Duration::from_secs(10)))
-        .metrics(
-            |m| m.purged.is_some_and(|p| p.index > 10),
-            "log purged behind a snapshot",
-        )
-        .await
-        .expect("the leader purges its log after a snapshot");
+    cluster.wait_purged(leader, 10).await;
 
     // Wipe a follower: stop it and remove its directory.
     let victim = *cluster
@@ -57,33 +46,8 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
 
     // It comes back empty, on the same address, as node 4.
     let fresh: u64 = 4;
-    let server = Server::start(cluster.config(fresh, victim_addr))
-        .await
-        .expect("start the fresh node");
-    cluster.servers.insert(fresh, server);
     cluster.addrs.remove(&victim);
-    cluster.addrs.insert(fresh, victim_addr);
-    let raft = cluster.server(leader).raft().clone();
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        raft.add_learner(fresh, BasicNode::new(victim_addr.to_string()), true),
-    )
-    .await
-    .expect("the learner catches up in time")
-    .expect("add learner");
-    let voters: BTreeSet<u64> = cluster.servers.keys().copied().collect();
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        raft.change_membership(voters, false),
-    )
-    .await
-    .expect("membership changes in time")
-    .expect("change membership");
-
-    let applied = cluster.applied_index(leader);
-    cluster
-        .wait_applied(fresh, applied, Duration::from_secs(10))
-        .await;
+    cluster.add_node(leader, fresh, victim_addr).await;
     let metrics = cluster.server(fresh).raft().metrics().borrow().clone();
     assert!(
         metrics.snapshot.is_some_and(|s| s.index > 10),

@@ -129,6 +129,52 @@ impl Cluster {
             .expect("caught up in time");
     }
 
+    /// Start node `id` with an empty directory on `listen`, have `leader` add it as a
+    /// learner (which returns once it has caught up) and then as a voter, and wait until
+    /// it has applied what the leader had applied then. Returns its address.
+    pub async fn add_node(&mut self, leader: NodeId, id: NodeId, listen: SocketAddr) -> SocketAddr {
+        let server = Server::start(self.config(id, listen))
+            .await
+            .expect("start the new node");
+        let addr = server.addr();
+        self.servers.insert(id, server);
+        self.addrs.insert(id, addr);
+        let raft = self.server(leader).raft().clone();
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            raft.add_learner(id, openraft::BasicNode::new(addr.to_string()), true),
+        )
+        .await
+        .expect("the learner catches up in time")
+        .expect("add learner");
+        let voters: std::collections::BTreeSet<NodeId> = self.servers.keys().copied().collect();
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            raft.change_membership(voters, false),
+        )
+        .await
+        .expect("membership changes in time")
+        .expect("change membership");
+        let applied = self.applied_index(leader);
+        self.wait_applied(id, applied, Duration::from_secs(10))
+            .await;
+        addr
+    }
+
+    /// Wait (at most 10 s) until node `id` has purged its log past `index`, behind a
+    /// snapshot: a replica that starts empty can then only catch up by snapshot.
+    pub async fn wait_purged(&self, id: NodeId, index: u64) {
+        self.server(id)
+            .raft()
+            .wait(Some(Duration::from_secs(10)))
+            .metrics(
+                |m| m.purged.is_some_and(|p| p.index > index),
+                "log purged behind a snapshot",
+            )
+            .await
+            .expect("the node purges its log after a snapshot");
+    }
+
     /// Stop a node as a crash would, as far as the others can tell.
     pub async fn stop(&mut self, id: NodeId) {
         let server = self.servers.remove(&id).expect("a running node");

@@ -27,17 +27,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
     AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
     StorageError, StorageIOError, StoredMembership,
 };
-use shale::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
+use shale::semantic::Index;
 use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::command::{Command, IndexModel, IndexSpec, Response};
+use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};
 use crate::format::{
     self, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP,
@@ -46,6 +46,11 @@ use crate::snapshot::{
     sync_dir, Accepted, FrameSequence, RawFrameWriter, SnapshotData, SnapshotWriter,
 };
 use crate::{Entry, NodeId, TypeConfig};
+
+mod indexes;
+
+pub use indexes::embedder;
+use indexes::{check_indexes, open_indexes};
 
 const CURRENT_FILE: &str = "SM_CURRENT";
 const SNAPSHOT_DIR: &str = "snapshots";
@@ -312,61 +317,6 @@ impl StateMachineStore {
         Ok(())
     }
 
-    /// Apply an index definition: refused (alike on every replica) if another index has
-    /// that name or shares keys with it, or if keys under its prefix hold values already;
-    /// else the index is opened and its definition goes into `batch`. Defining an index
-    /// again as it is changes nothing.
-    fn define_index(
-        &self,
-        db: &Arc<Db>,
-        batch: &mut WriteBatch,
-        spec: IndexSpec,
-    ) -> Result<Response> {
-        if let Err(e) = spec.validate() {
-            return Ok(Response::Refused(e.to_string()));
-        }
-        let mut indexes = self
-            .shared
-            .indexes
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some((existing, _)) = indexes.get(&spec.name) {
-            return Ok(if *existing == spec {
-                Response::IndexDefined
-            } else {
-                Response::Refused(format!(
-                    "index {:?} exists with another definition",
-                    spec.name
-                ))
-            });
-        }
-        if let Some((other, _)) = indexes.values().find(|(other, _)| other.overlaps(&spec)) {
-            return Ok(Response::Refused(format!(
-                "index {:?} would share keys with index {:?}",
-                spec.name, other.name
-            )));
-        }
-        let end = shale::prefix_successor(&spec.prefix);
-        let mut under = match &end {
-            Some(end) => db.range(spec.prefix.clone()..end.clone())?,
-            None => db.range(spec.prefix.clone()..)?,
-        };
-        if under.next().transpose()?.is_some() {
-            return Ok(Response::Refused(format!(
-                "keys under the prefix of index {:?} hold values: define an index before \
-                 writing under its prefix",
-                spec.name
-            )));
-        }
-        let index = open_index(db, &spec)?;
-        batch.put(
-            format::index_key(&spec.name),
-            format::encode_index_definition(&spec),
-        );
-        indexes.insert(spec.name.clone(), (spec, index));
-        Ok(Response::IndexDefined)
-    }
-
     fn build_snapshot_blocking(&self) -> Result<Snapshot<TypeConfig>> {
         let _serial = lock(&self.shared.snapshot_lock);
         let db = self.db();
@@ -549,62 +499,6 @@ impl StateMachineStore {
     }
 }
 
-/// The model `model` names, loaded once per process (`None` for vectors given by
-/// clients).
-///
-/// # Errors
-/// `Engine` if all-MiniLM-L6-v2 cannot be loaded (its error says how to fetch it).
-pub fn embedder(model: IndexModel) -> Result<Option<Arc<dyn Embedder>>> {
-    static MINILM: OnceLock<std::result::Result<Arc<dyn Embedder>, String>> = OnceLock::new();
-    match model {
-        IndexModel::Vectors => Ok(None),
-        IndexModel::Hash => Ok(Some(Arc::new(HashEmbedder))),
-        IndexModel::MiniLm => MINILM
-            .get_or_init(|| {
-                shale_embed::load_default()
-                    .map(|loaded| loaded.embedder)
-                    .map_err(|e| e.to_string())
-            })
-            .clone()
-            .map(Some)
-            .map_err(|e| Error::Raft(format!("all-MiniLM-L6-v2: {e}"))),
-    }
-}
-
-/// The index of `spec` on `db`, opened (created if new).
-fn open_index(db: &Arc<Db>, spec: &IndexSpec) -> Result<Index> {
-    let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
-    let opts = match embedder(spec.model)? {
-        Some(model) => IndexOptions::text(model),
-        None => IndexOptions::vectors(dim),
-    };
-    let opts = opts.prefix(&spec.prefix).metric(spec.metric);
-    Ok(Index::open(db, &spec.name, opts)?)
-}
-
-/// Every index `db`'s definitions name, opened.
-fn open_indexes(db: &Arc<Db>) -> Result<Indexes> {
-    let end = shale::prefix_successor(SM_INDEX_PREFIX).unwrap_or_default();
-    let mut indexes = Indexes::new();
-    for pair in db.range(SM_INDEX_PREFIX.to_vec()..end)? {
-        let (_, value) = pair?;
-        let spec = format::decode_index_definition(&value)?;
-        let index = open_index(db, &spec)?;
-        indexes.insert(spec.name.clone(), (spec, index));
-    }
-    Ok(indexes)
-}
-
-/// `Err` with the reason if an index could not hold a value of `puts`.
-fn check_indexes(indexes: &Indexes, puts: &WriteBatch) -> std::result::Result<(), String> {
-    for (_, index) in indexes.values() {
-        if let Some(hook) = index.db().hook(index.name()) {
-            hook.check(puts).map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(())
-}
-
 fn apply_command(
     db: &Db,
     indexes: &Indexes,
@@ -738,174 +632,4 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::command::Op;
-    use openraft::{CommittedLeaderId, Membership as RaftMembership};
-    use std::collections::BTreeSet;
-
-    fn entry(index: u64, payload: EntryPayload<TypeConfig>) -> Entry {
-        Entry {
-            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-            payload,
-        }
-    }
-
-    fn put(key: &[u8], value: &[u8]) -> EntryPayload<TypeConfig> {
-        EntryPayload::Normal(Command::Write(vec![Op {
-            key: key.to_vec(),
-            value: Some(value.to_vec()),
-        }]))
-    }
-
-    fn open(dir: &Path) -> StateMachineStore {
-        StateMachineStore::open(dir, Options::default()).expect("open")
-    }
-
-    #[test]
-    fn one_apply_call_is_one_batch_that_sees_its_own_writes() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let sm = open(dir.path());
-        let membership = RaftMembership::<NodeId, BasicNode>::new(vec![BTreeSet::from([1])], ());
-        let replies = sm
-            .apply_blocking(vec![
-                entry(1, EntryPayload::Membership(membership.clone())),
-                entry(2, put(b"k", b"1")),
-                entry(
-                    3,
-                    EntryPayload::Normal(Command::CompareAndSet {
-                        key: b"k".to_vec(),
-                        expected: Some(b"1".to_vec()),
-                        new_value: Some(b"2".to_vec()),
-                    }),
-                ),
-                entry(4, put(&[RESERVED_PREFIX, b'a'], b"forged")),
-            ])
-            .expect("apply");
-        assert_eq!(
-            replies.get(2),
-            Some(&Response::CompareAndSet {
-                swapped: true,
-                current: Some(b"1".to_vec())
-            })
-        );
-        assert!(
-            matches!(replies.get(3), Some(Response::Refused(_))),
-            "{replies:?}"
-        );
-        drop(sm);
-        // Reopened, the data, the applied id and the membership agree.
-        let sm = open(dir.path());
-        assert_eq!(sm.db().get(b"k").expect("get"), Some(b"2".to_vec()));
-        let (applied, m) = sm.applied();
-        assert_eq!(
-            applied.map(|a| a.index),
-            Some(4),
-            "the refused entry still counts as applied"
-        );
-        assert_eq!(m.log_id().map(|l| l.index), Some(1));
-        assert_eq!(m.membership(), &membership);
-    }
-
-    #[test]
-    fn a_batch_applies_in_order_and_answers_each_command() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let sm = open(dir.path());
-        let cas = |expected: &[u8], new: &[u8]| Command::CompareAndSet {
-            key: b"k".to_vec(),
-            expected: Some(expected.to_vec()),
-            new_value: Some(new.to_vec()),
-        };
-        let write = Command::Write(vec![Op {
-            key: b"k".to_vec(),
-            value: Some(b"1".to_vec()),
-        }]);
-        let batch = Command::Batch(vec![write.clone(), cas(b"1", b"2"), cas(b"1", b"3")]);
-        let forged = Command::Batch(vec![write, Command::Batch(vec![cas(b"2", b"4")])]);
-        let replies = sm
-            .apply_blocking(vec![
-                entry(1, EntryPayload::Normal(batch)),
-                entry(2, EntryPayload::Normal(forged)),
-            ])
-            .expect("apply");
-        let swap = |swapped, current: &[u8]| Response::CompareAndSet {
-            swapped,
-            current: Some(current.to_vec()),
-        };
-        assert_eq!(
-            replies.first(),
-            Some(&Response::Batch(vec![
-                Response::Written,
-                swap(true, b"1"),
-                swap(false, b"2"),
-            ]))
-        );
-        // A batch in a batch is refused whole: its write does not land either.
-        assert!(
-            matches!(replies.get(1), Some(Response::Refused(_))),
-            "{replies:?}"
-        );
-        assert_eq!(sm.db().get(b"k").expect("get"), Some(b"2".to_vec()));
-    }
-
-    #[test]
-    fn a_snapshot_installs_into_a_new_generation_and_leftovers_are_removed_at_open() {
-        let leader_dir = tempfile::tempdir().expect("tempdir");
-        let leader = open(leader_dir.path());
-        let mut entries = vec![entry(1, EntryPayload::Blank)];
-        for i in 0..300u64 {
-            entries.push(entry(
-                i + 2,
-                put(format!("k{i:04}").as_bytes(), &[b'v'; 500]),
-            ));
-        }
-        leader.apply_blocking(entries).expect("apply");
-        let snap = leader.build_snapshot_blocking().expect("build");
-
-        let dir = tempfile::tempdir().expect("tempdir");
-        let follower = open(dir.path());
-        follower
-            .apply_blocking(vec![entry(1, put(b"stale", b"x"))])
-            .expect("apply");
-        follower
-            .install_blocking(&snap.meta, &snap.snapshot)
-            .expect("install");
-        assert_eq!(
-            follower.db().get(b"stale").expect("get"),
-            None,
-            "the old state is gone"
-        );
-        assert_eq!(
-            follower.db().get(b"k0299").expect("get"),
-            Some(vec![b'v'; 500])
-        );
-        assert_eq!(follower.applied().0, snap.meta.last_log_id);
-        assert_eq!(read_generation(dir.path()).expect("generation"), Some(1));
-        drop(follower);
-
-        // A crash mid-install leaves a half-built generation and a partial copy behind.
-        std::fs::create_dir_all(dir.path().join("sm-2")).expect("mkdir");
-        std::fs::write(dir.path().join("sm-2").join("junk"), b"half").expect("write");
-        std::fs::write(
-            dir.path().join(SNAPSHOT_DIR).join("installing.tmp"),
-            b"half",
-        )
-        .expect("write");
-        let reopened = open(dir.path());
-        assert!(!dir.path().join("sm-2").exists());
-        assert!(!dir
-            .path()
-            .join(SNAPSHOT_DIR)
-            .join("installing.tmp")
-            .exists());
-        assert!(
-            !dir.path().join("sm-0").exists(),
-            "the replaced generation is gone"
-        );
-        assert_eq!(
-            reopened.db().get(b"k0000").expect("get"),
-            Some(vec![b'v'; 500])
-        );
-        assert_eq!(reopened.applied().0, snap.meta.last_log_id);
-    }
-}
+mod tests;

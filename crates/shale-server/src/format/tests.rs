@@ -1,0 +1,221 @@
+//! Round trips of every record, and the worked examples of docs/format.md decoded.
+
+use super::*;
+use openraft::Entry as RaftEntry;
+
+fn lid(term: u64, node: u64, index: u64) -> LogId<NodeId> {
+    LogId::new(CommittedLeaderId::new(term, node), index)
+}
+
+fn membership() -> Membership<NodeId, BasicNode> {
+    let mut nodes = BTreeMap::new();
+    nodes.insert(1, BasicNode::new("127.0.0.1:7001"));
+    nodes.insert(2, BasicNode::new("127.0.0.1:7002"));
+    nodes.insert(3, BasicNode::new("127.0.0.1:7003"));
+    Membership::new(vec![BTreeSet::from([1, 2])], nodes)
+}
+
+fn entries() -> Vec<Entry> {
+    vec![
+        RaftEntry {
+            log_id: lid(1, 1, 1),
+            payload: EntryPayload::Blank,
+        },
+        RaftEntry {
+            log_id: lid(1, 1, 2),
+            payload: EntryPayload::Membership(membership()),
+        },
+        RaftEntry {
+            log_id: lid(2, 3, 3),
+            payload: EntryPayload::Normal(Command::Write(vec![
+                Op {
+                    key: b"a".to_vec(),
+                    value: Some(b"1".to_vec()),
+                },
+                Op {
+                    key: b"b".to_vec(),
+                    value: None,
+                },
+            ])),
+        },
+        RaftEntry {
+            log_id: lid(2, 3, 4),
+            payload: EntryPayload::Normal(Command::CompareAndSet {
+                key: b"k".to_vec(),
+                expected: None,
+                new_value: Some(Vec::new()),
+            }),
+        },
+        RaftEntry {
+            log_id: lid(2, 1, 6),
+            payload: EntryPayload::Normal(documented_batch()),
+        },
+        RaftEntry {
+            log_id: lid(2, 1, 7),
+            payload: EntryPayload::Normal(Command::DefineIndex(spec())),
+        },
+    ]
+}
+
+fn spec() -> IndexSpec {
+    IndexSpec {
+        name: "docs".into(),
+        prefix: b"d/".to_vec(),
+        dim: 3,
+        metric: Metric::L2,
+        model: IndexModel::Vectors,
+    }
+}
+
+#[test]
+fn decodes_the_documented_index_definition() {
+    let bytes = hex("01 04646f6373 02642f 03 02 00");
+    assert_eq!(encode_index_definition(&spec()), bytes);
+    assert_eq!(decode_index_definition(&bytes).expect("decodes"), spec());
+    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 07 00")).is_err());
+    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 09")).is_err());
+    assert_eq!(index_key("docs"), hex("ff78 646f6373"));
+}
+
+/// The batch of docs/format.md's second worked example of a log entry.
+fn documented_batch() -> Command {
+    Command::Batch(vec![
+        Command::Write(vec![Op {
+            key: b"a".to_vec(),
+            value: Some(b"1".to_vec()),
+        }]),
+        Command::CompareAndSet {
+            key: b"k".to_vec(),
+            expected: None,
+            new_value: Some(b"v".to_vec()),
+        },
+    ])
+}
+
+fn hex(doc: &str) -> Vec<u8> {
+    doc.split_whitespace()
+        .flat_map(|chunk| {
+            (0..chunk.len())
+                .step_by(2)
+                .filter_map(move |i| chunk.get(i..i + 2))
+                .map(|h| u8::from_str_radix(h, 16).expect("hex"))
+        })
+        .collect()
+}
+
+#[test]
+fn records_round_trip() {
+    for e in entries() {
+        let got = decode_entry(&encode_entry(&e)).expect("decodes");
+        assert_eq!(got.log_id, e.log_id);
+        assert_eq!(format!("{:?}", got.payload), format!("{:?}", e.payload));
+    }
+    let mut vote = Vote::new(7, 2);
+    assert_eq!(decode_vote(&encode_vote(&vote)).expect("vote"), vote);
+    vote.commit();
+    assert_eq!(decode_vote(&encode_vote(&vote)).expect("vote"), vote);
+    assert_eq!(
+        decode_log_id(&encode_log_id(&lid(3, 1, 9))).expect("id"),
+        lid(3, 1, 9)
+    );
+    let sm = StoredMembership::new(Some(lid(1, 1, 2)), membership());
+    assert_eq!(
+        decode_stored_membership(&encode_stored_membership(&sm)).expect("m"),
+        sm
+    );
+    let h = SnapshotHeader {
+        last_log_id: Some(lid(2, 3, 4)),
+        membership: sm,
+        snapshot_id: "s-1".into(),
+    };
+    assert_eq!(
+        decode_snapshot_header(&encode_snapshot_header(&h)).expect("h"),
+        h
+    );
+    assert_eq!(
+        decode_snapshot_end(&encode_snapshot_end(5, 2)).expect("end"),
+        (5, 2)
+    );
+}
+
+#[test]
+fn every_truncation_and_flipped_byte_of_an_entry_is_refused() {
+    for e in entries() {
+        let bytes = encode_entry(&e);
+        for cut in 0..bytes.len() {
+            assert!(
+                decode_entry(bytes.get(..cut).unwrap_or_default()).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_entry(&longer).is_err());
+    }
+    let mut frame = Vec::new();
+    encode_frame(FrameKind::Pairs, b"\x01a\x011", &mut frame).expect("frame");
+    assert!(decode_frame(&frame, "t").is_ok());
+    for i in 0..frame.len() {
+        let mut bad = frame.clone();
+        if let Some(b) = bad.get_mut(i) {
+            *b ^= 0x40;
+        }
+        assert!(decode_frame(&bad, "t").is_err(), "flip at {i}");
+    }
+}
+
+#[test]
+fn log_keys_sort_by_index() {
+    let mut keys: Vec<[u8; 9]> = [300u64, 2, 1 << 40, 255, 256]
+        .iter()
+        .map(|&i| log_entry_key(i))
+        .collect();
+    keys.sort();
+    let order: Vec<u64> = keys
+        .iter()
+        .map(|k| log_entry_index(k).expect("key"))
+        .collect();
+    assert_eq!(order, vec![2, 255, 256, 300, 1 << 40]);
+    assert!(log_entry_index(&[LOG_ENTRY_PREFIX, 1]).is_err());
+    assert!(log_entry_index(LOG_KEY_VOTE).is_err());
+}
+
+/// The worked example of docs/format.md, "Raft log entry": a blank entry at index 5 of
+/// term 2, proposed by node 1.
+#[test]
+fn decodes_the_documented_entry() {
+    let bytes = hex("01 0200000000000000 0100000000000000 0500000000000000 00");
+    let e = decode_entry(&bytes).expect("the documented entry decodes");
+    assert_eq!(e.log_id, lid(2, 1, 5));
+    assert!(matches!(e.payload, EntryPayload::Blank));
+}
+
+#[test]
+fn decodes_the_documented_batch() {
+    let doc = "01 0200000000000000 0100000000000000 0600000000000000 01 \
+               03 02  01 01 01 0161 0131  02 016b 00 01 0176";
+    let bytes = hex(doc);
+    assert_eq!(bytes.len(), 42);
+    let e = decode_entry(&bytes).expect("the documented batch decodes");
+    assert_eq!(e.log_id, lid(2, 1, 6));
+    assert!(matches!(&e.payload, EntryPayload::Normal(cmd) if *cmd == documented_batch()));
+    assert_eq!(encode_entry(&e), bytes);
+}
+
+#[test]
+fn a_batch_inside_a_batch_is_refused() {
+    let inner = encode_entry(&RaftEntry {
+        log_id: lid(1, 1, 1),
+        payload: EntryPayload::Normal(documented_batch()),
+    });
+    // The documented batch with its first command replaced by a batch of one write.
+    let mut bytes = inner.get(..27).expect("header").to_vec();
+    bytes.extend_from_slice(&[0x02, 0x03, 0x01, 0x01, 0x01, 0x01, 0x01, 0x61, 0x01, 0x31]);
+    bytes.extend_from_slice(inner.get(35..).expect("cas"));
+    assert!(decode_entry(&bytes).is_err());
+    // The same bytes with a plain write in its place decode.
+    let mut flat = inner.get(..27).expect("header").to_vec();
+    flat.extend_from_slice(&[0x02, 0x01, 0x01, 0x01, 0x01, 0x61, 0x01, 0x31]);
+    flat.extend_from_slice(inner.get(35..).expect("cas"));
+    assert!(decode_entry(&flat).is_ok());
+}

@@ -1,0 +1,129 @@
+//! The replicated indexes of a state machine: their models, opening them, the check of
+//! a command's values, and the apply of a definition (docs/replication.md, "Vector
+//! search").
+
+use std::sync::{Arc, OnceLock};
+
+use shale::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
+use shale::{Db, WriteBatch};
+
+use super::{Indexes, StateMachineStore};
+use crate::command::{IndexModel, IndexSpec, Response};
+use crate::error::{Error, Result};
+use crate::format::{self, SM_INDEX_PREFIX};
+
+impl StateMachineStore {
+    /// Apply an index definition: refused (alike on every replica) if another index has
+    /// that name or shares keys with it, or if keys under its prefix hold values already;
+    /// else the index is opened and its definition goes into `batch`. Defining an index
+    /// again as it is changes nothing.
+    pub(super) fn define_index(
+        &self,
+        db: &Arc<Db>,
+        batch: &mut WriteBatch,
+        spec: IndexSpec,
+    ) -> Result<Response> {
+        if let Err(e) = spec.validate() {
+            return Ok(Response::Refused(e.to_string()));
+        }
+        let mut indexes = self
+            .shared
+            .indexes
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((existing, _)) = indexes.get(&spec.name) {
+            return Ok(if *existing == spec {
+                Response::IndexDefined
+            } else {
+                Response::Refused(format!(
+                    "index {:?} exists with another definition",
+                    spec.name
+                ))
+            });
+        }
+        if let Some((other, _)) = indexes.values().find(|(other, _)| other.overlaps(&spec)) {
+            return Ok(Response::Refused(format!(
+                "index {:?} would share keys with index {:?}",
+                spec.name, other.name
+            )));
+        }
+        let end = shale::prefix_successor(&spec.prefix);
+        let mut under = match &end {
+            Some(end) => db.range(spec.prefix.clone()..end.clone())?,
+            None => db.range(spec.prefix.clone()..)?,
+        };
+        if under.next().transpose()?.is_some() {
+            return Ok(Response::Refused(format!(
+                "keys under the prefix of index {:?} hold values: define an index before \
+                 writing under its prefix",
+                spec.name
+            )));
+        }
+        let index = open_index(db, &spec)?;
+        batch.put(
+            format::index_key(&spec.name),
+            format::encode_index_definition(&spec),
+        );
+        indexes.insert(spec.name.clone(), (spec, index));
+        Ok(Response::IndexDefined)
+    }
+}
+
+/// The model `model` names, loaded once per process (`None` for vectors given by
+/// clients).
+///
+/// # Errors
+/// `Engine` if all-MiniLM-L6-v2 cannot be loaded (its error says how to fetch it).
+pub fn embedder(model: IndexModel) -> Result<Option<Arc<dyn Embedder>>> {
+    static MINILM: OnceLock<std::result::Result<Arc<dyn Embedder>, String>> = OnceLock::new();
+    match model {
+        IndexModel::Vectors => Ok(None),
+        IndexModel::Hash => Ok(Some(Arc::new(HashEmbedder))),
+        IndexModel::MiniLm => MINILM
+            .get_or_init(|| {
+                shale_embed::load_default()
+                    .map(|loaded| loaded.embedder)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map(Some)
+            .map_err(|e| Error::Raft(format!("all-MiniLM-L6-v2: {e}"))),
+    }
+}
+
+/// The index of `spec` on `db`, opened (created if new).
+fn open_index(db: &Arc<Db>, spec: &IndexSpec) -> Result<Index> {
+    let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
+    let opts = match embedder(spec.model)? {
+        Some(model) => IndexOptions::text(model),
+        None => IndexOptions::vectors(dim),
+    };
+    let opts = opts.prefix(&spec.prefix).metric(spec.metric);
+    Ok(Index::open(db, &spec.name, opts)?)
+}
+
+/// Every index `db`'s definitions name, opened.
+pub(super) fn open_indexes(db: &Arc<Db>) -> Result<Indexes> {
+    let end = shale::prefix_successor(SM_INDEX_PREFIX).unwrap_or_default();
+    let mut indexes = Indexes::new();
+    for pair in db.range(SM_INDEX_PREFIX.to_vec()..end)? {
+        let (_, value) = pair?;
+        let spec = format::decode_index_definition(&value)?;
+        let index = open_index(db, &spec)?;
+        indexes.insert(spec.name.clone(), (spec, index));
+    }
+    Ok(indexes)
+}
+
+/// `Err` with the reason if an index could not hold a value of `puts`.
+pub(super) fn check_indexes(
+    indexes: &Indexes,
+    puts: &WriteBatch,
+) -> std::result::Result<(), String> {
+    for (_, index) in indexes.values() {
+        if let Some(hook) = index.db().hook(index.name()) {
+            hook.check(puts).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
