@@ -33,7 +33,13 @@ use crate::{Entry, NodeId, TypeConfig};
 #[derive(Clone, Debug)]
 pub struct LogStore {
     db: Arc<Db>,
+    /// The last log index the state machine's durable snapshot covers, if the store
+    /// purges behind one ([`LogStore::purging_behind`]).
+    snapshots: Option<tokio::sync::watch::Receiver<u64>>,
 }
+
+/// How long a purge waits for the snapshot that covers it to be durable.
+const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn entries_end() -> Vec<u8> {
     vec![LOG_ENTRY_PREFIX + 1]
@@ -59,7 +65,18 @@ impl LogStore {
     pub fn open(dir: &Path, opts: Options) -> Result<LogStore> {
         Ok(LogStore {
             db: Arc::new(Db::open(dir, opts)?),
+            snapshots: None,
         })
+    }
+
+    /// Purge only entries that `snapshots` (the state machine's
+    /// `durable_snapshots`) says a durable snapshot covers, waiting for it if need be:
+    /// openraft purges a follower's log while the snapshot it received is still being
+    /// installed, and a crash then would leave the log purged past the snapshot on disk.
+    #[must_use]
+    pub fn purging_behind(mut self, snapshots: tokio::sync::watch::Receiver<u64>) -> LogStore {
+        self.snapshots = Some(snapshots);
+        self
     }
 
     /// Close the database (the node is stopping; openraft may still hold clones).
@@ -352,6 +369,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 return Ok(());
             }
         }
+        if let Some(snapshots) = &self.snapshots {
+            let mut snapshots = snapshots.clone();
+            let covered = tokio::time::timeout(
+                PURGE_WAIT,
+                snapshots.wait_for(|&covered| covered >= log_id.index),
+            )
+            .await;
+            if !matches!(covered, Ok(Ok(_))) {
+                let e = Error::Raft(format!(
+                    "no durable snapshot covers log index {} after {PURGE_WAIT:?}: not purging",
+                    log_id.index
+                ));
+                return Err(io_write(&e));
+            }
+        }
         let batch = self.purge_batch(&log_id).map_err(|e| io_write(&e))?;
         self.write_synced(batch).await.map_err(|e| io_write(&e))?;
         self.check_head(&log_id).map_err(|e| io_read(&e))
@@ -380,6 +412,29 @@ mod tests {
         let batch = store.append_batch(entries)?;
         store.db.write(batch, WriteOptions::sync())?;
         Ok(())
+    }
+
+    /// openraft purges a follower's log before the snapshot it installs is durable; the
+    /// store holds the purge until the state machine says a durable snapshot covers it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purge_waits_for_a_durable_snapshot_that_covers_it() {
+        let (_dir, store) = open();
+        put_all(&store, (1..=10).map(blank).collect()).expect("append");
+        let (covered, snapshots) = tokio::sync::watch::channel(3u64);
+        let mut store = store.purging_behind(snapshots);
+        let mut purging = store.clone();
+        let purge = tokio::spawn(async move { purging.purge(blank(8).log_id).await });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(
+            store.last_purged().expect("read"),
+            None,
+            "purged past the snapshot"
+        );
+        covered.send_replace(8);
+        purge.await.expect("task").expect("purge");
+        assert_eq!(store.last_purged().expect("read"), Some(blank(8).log_id));
+        // A purge the snapshot already covers does not wait.
+        store.purge(blank(3).log_id).await.expect("purge behind");
     }
 
     #[test]

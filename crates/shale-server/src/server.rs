@@ -146,8 +146,9 @@ impl Server {
         let log_dir = cfg.data_dir.join("raft-log");
         let state_dir = cfg.data_dir.join("state");
         std::fs::create_dir_all(&state_dir).map_err(|e| Error::io("mkdir", &state_dir, e))?;
-        let log = LogStore::open(&log_dir, Options::default())?;
         let sm = StateMachineStore::open(&state_dir, Options::default())?;
+        let log =
+            LogStore::open(&log_dir, Options::default())?.purging_behind(sm.durable_snapshots());
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| Error::Transport(format!("bind {}: {e}", cfg.listen)))?;

@@ -18,6 +18,11 @@
 //!    generation's directory beside it, syncs it, then renames a new `SM_CURRENT` into
 //!    place; at open every other `sm-*` directory is removed, so a half-installed snapshot
 //!    never survives a crash.
+//! 5. The log is purged only behind a durable snapshot. openraft purges a follower's log
+//!    as soon as it hands the state machine a snapshot to install, before the install is
+//!    done; the log store waits for [`StateMachineStore::durable_snapshots`] to cover the
+//!    purge, so a crash in between cannot leave a log purged past the snapshot on disk
+//!    (openraft refuses to start from that).
 //!
 //! Thread safety: openraft calls `apply` and `install_snapshot` from its state machine
 //! task, one at a time; snapshot builds run in a blocking task of their own and are
@@ -69,6 +74,9 @@ struct Shared {
     indexes: RwLock<Indexes>,
     generation: Mutex<u64>,
     applied: Mutex<(Option<LogId<NodeId>>, Membership)>,
+    /// The last log index the durable snapshot (`current.snap` and the generation it
+    /// belongs to) covers: the log store purges nothing past it (invariant 5).
+    durable_snapshot: tokio::sync::watch::Sender<u64>,
     snapshot_lock: Mutex<()>,
 }
 
@@ -90,6 +98,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks leaves plain data behind, never a broken
     // invariant of the engine: carry on with it.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The header of the snapshot file at `path`, if there is one.
+fn current_snapshot_header(path: &Path) -> Result<Option<SnapshotHeader>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    SnapshotData::open(path)?.header().map(Some)
 }
 
 fn sm_dir(data_dir: &Path, generation: u64) -> PathBuf {
@@ -192,6 +208,10 @@ impl StateMachineStore {
         let db = Arc::new(Db::open(sm_dir(data_dir, generation), opts.clone())?);
         let applied = read_meta(&db, &ReadOptions::default())?;
         let indexes = open_indexes(&db)?;
+        let covered = match current_snapshot_header(&snapshots.join(CURRENT_SNAPSHOT))? {
+            Some(h) => h.last_log_id.map_or(0, |id| id.index),
+            None => 0,
+        };
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 data_dir: data_dir.to_path_buf(),
@@ -200,6 +220,7 @@ impl StateMachineStore {
                 indexes: RwLock::new(indexes),
                 generation: Mutex::new(generation),
                 applied: Mutex::new(applied),
+                durable_snapshot: tokio::sync::watch::Sender::new(covered),
                 snapshot_lock: Mutex::new(()),
             }),
         })
@@ -234,6 +255,12 @@ impl StateMachineStore {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         check_indexes(&indexes, puts).map_err(Error::InvalidArgument)
+    }
+
+    /// The last log index covered by the durable snapshot, as it changes: what the log
+    /// store waits for before it purges ([`crate::log_store::LogStore::purging_behind`]).
+    pub fn durable_snapshots(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.durable_snapshot.subscribe()
     }
 
     /// The last applied log id and membership.
@@ -359,6 +386,10 @@ impl StateMachineStore {
         let path = dir.join(CURRENT_SNAPSHOT);
         std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
         sync_dir(&dir)?;
+        let covered = header.last_log_id.map_or(0, |id| id.index);
+        self.shared
+            .durable_snapshot
+            .send_if_modified(|c| std::mem::replace(c, (*c).max(covered)) < covered);
         Ok(Snapshot {
             meta: SnapshotMeta {
                 last_log_id: header.last_log_id,
@@ -447,6 +478,8 @@ impl StateMachineStore {
         sync_dir(data_dir)?;
         // The switch: from here a crash reopens the new generation.
         write_generation(data_dir, generation)?;
+        let covered = meta.last_log_id.map_or(0, |id| id.index);
+        self.shared.durable_snapshot.send_replace(covered);
         let old = {
             let mut guard = self.shared.db.write().unwrap_or_else(|e| e.into_inner());
             std::mem::replace(&mut *guard, new_db)
