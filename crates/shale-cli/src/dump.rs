@@ -363,10 +363,33 @@ pub fn manifest(cli: &Cli, out: &mut impl Write, file: Option<&Path>, json: bool
                 if let Some(v) = e.last_seq {
                     writeln!(out, "  last_seq: {}", v.0)?;
                 }
-                for (level, m) in &e.new_files {
+                if let Some(v) = e.next_keyspace_id {
+                    writeln!(out, "  next_keyspace_id: {}", v.0)?;
+                }
+                for k in &e.keyspaces {
                     writeln!(
                         out,
-                        "  add L{} {:06}.sst: {} bytes, seqs {}..{}, keys {} .. {}",
+                        "  keyspace {} {:?}: write buffer {} bytes, blocks {} bytes, \
+                         {} filter bits per key, {:?}",
+                        k.id.0,
+                        k.name,
+                        k.options.write_buffer_size,
+                        k.options.block_size,
+                        k.options.filter_bits_per_key,
+                        k.options.compression
+                    )?;
+                }
+                for id in &e.dropped_keyspaces {
+                    writeln!(out, "  drop keyspace {}", id.0)?;
+                }
+                for (level, m) in &e.new_files {
+                    let ks = match m.keyspace.is_default() {
+                        true => String::new(),
+                        false => format!(" of keyspace {}", m.keyspace.0),
+                    };
+                    writeln!(
+                        out,
+                        "  add L{} {:06}.sst{ks}: {} bytes, seqs {}..{}, keys {} .. {}",
                         level.0,
                         m.id.0,
                         m.size,
@@ -400,6 +423,7 @@ fn edit_json(offset: u64, e: &VersionEdit) -> Value {
         .iter()
         .map(|(level, m)| {
             json!({
+                "keyspace": m.keyspace.0,
                 "level": level.0,
                 "file": m.id.0,
                 "size": m.size,
@@ -415,11 +439,29 @@ fn edit_json(offset: u64, e: &VersionEdit) -> Value {
         .iter()
         .map(|(level, id)| json!({"level": level.0, "file": id.0}))
         .collect();
+    let keyspaces: Vec<Value> = e
+        .keyspaces
+        .iter()
+        .map(|k| {
+            json!({
+                "id": k.id.0,
+                "name": k.name,
+                "write_buffer_size": k.options.write_buffer_size,
+                "block_size": k.options.block_size,
+                "filter_bits_per_key": k.options.filter_bits_per_key,
+                "compression": format!("{:?}", k.options.compression),
+            })
+        })
+        .collect();
+    let dropped: Vec<u32> = e.dropped_keyspaces.iter().map(|k| k.0).collect();
     json!({
         "offset": offset,
         "log_number": e.log_number.map(|v| v.0),
         "next_file_number": e.next_file_number.map(|v| v.0),
         "last_seq": e.last_seq.map(|v| v.0),
+        "next_keyspace_id": e.next_keyspace_id.map(|v| v.0),
+        "keyspaces": keyspaces,
+        "dropped_keyspaces": dropped,
         "new_files": new_files,
         "deleted_files": deleted,
     })

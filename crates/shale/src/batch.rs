@@ -3,9 +3,10 @@
 //!
 //! ```text
 //! batch  := seq:u64 count:u32 entry{count}
-//! entry  := kind:u8 key:varbytes [value:varbytes]
+//! entry  := kind:u8 [keyspace:varint] key:varbytes [value:varbytes]
 //!           (kind 0 Delete: no value; 1 Put: the value; 2 RangeDelete: key is the range's
-//!            start, value its exclusive end)
+//!            start, value its exclusive end; the kind's bit 0x80 set: a keyspace id
+//!            other than the default's follows the kind)
 //! varbytes := len:varint bytes[len]
 //! ```
 //!
@@ -15,10 +16,14 @@
 use crate::codec::{self, DecodeError, Decoder};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
+use crate::keyspace::KeyspaceId;
 use crate::options::{MAX_BATCH_ENTRIES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// Size of the batch header (`seq` and `count`).
 pub const HEADER_LEN: usize = 12;
+
+/// The bit of an entry's kind byte that says a keyspace id follows.
+const IN_KEYSPACE: u8 = 0x80;
 
 /// Puts, deletes and range deletes to apply together: after any crash, all or none of them are visible.
 #[derive(Clone, PartialEq, Eq)]
@@ -26,6 +31,8 @@ pub struct WriteBatch {
     /// The encoded entries; the header is written when the batch is committed.
     rep: Vec<u8>,
     count: u32,
+    /// Whether an entry names a keyspace other than the default.
+    keyspaces: bool,
     /// The first limit violation seen while building, reported by `Db::write`.
     oversized: Option<String>,
 }
@@ -50,50 +57,93 @@ impl WriteBatch {
         WriteBatch {
             rep: Vec::new(),
             count: 0,
+            keyspaces: false,
             oversized: None,
         }
     }
 
     /// Set `key` to `value`.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.check_limits(key, Some(value));
-        // One allocation for a one-entry batch, not a series of doublings.
-        self.rep.reserve(
-            1 + codec::varint_len(key.len() as u64)
-                + key.len()
-                + codec::varint_len(value.len() as u64)
-                + value.len(),
-        );
-        self.rep.push(ValueKind::Put as u8);
-        codec::put_length_prefixed(&mut self.rep, key);
-        codec::put_length_prefixed(&mut self.rep, value);
-        self.count = self.count.saturating_add(1);
+        self.put_in(KeyspaceId::DEFAULT, key, value);
     }
 
     /// Remove `key`.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        let key = key.as_ref();
-        self.check_limits(key, None);
-        self.rep.push(ValueKind::Delete as u8);
-        codec::put_length_prefixed(&mut self.rep, key);
-        self.count = self.count.saturating_add(1);
+        self.delete_in(KeyspaceId::DEFAULT, key);
     }
 
     /// Remove every key `k` with `start <= k < end`: one entry, whatever the number of keys
     /// it covers. An empty range (`start == end`) removes nothing; `start > end` makes the
     /// write fail with `InvalidArgument`.
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        self.delete_range_in(KeyspaceId::DEFAULT, start, end);
+    }
+
+    /// Set `key` to `value` in keyspace `ks` (a [`crate::Keyspace`] or its id).
+    pub fn put_in(
+        &mut self,
+        ks: impl Into<KeyspaceId>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.check_limits(key, Some(value));
+        // One allocation for a one-entry batch, not a series of doublings.
+        self.rep.reserve(
+            6 + codec::varint_len(key.len() as u64)
+                + key.len()
+                + codec::varint_len(value.len() as u64)
+                + value.len(),
+        );
+        self.push_kind(ValueKind::Put, ks.into());
+        codec::put_length_prefixed(&mut self.rep, key);
+        codec::put_length_prefixed(&mut self.rep, value);
+        self.count = self.count.saturating_add(1);
+    }
+
+    /// Remove `key` from keyspace `ks`.
+    pub fn delete_in(&mut self, ks: impl Into<KeyspaceId>, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        self.check_limits(key, None);
+        self.push_kind(ValueKind::Delete, ks.into());
+        codec::put_length_prefixed(&mut self.rep, key);
+        self.count = self.count.saturating_add(1);
+    }
+
+    /// Remove every key `k` with `start <= k < end` from keyspace `ks`, as
+    /// [`WriteBatch::delete_range`].
+    pub fn delete_range_in(
+        &mut self,
+        ks: impl Into<KeyspaceId>,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) {
         let (start, end) = (start.as_ref(), end.as_ref());
         self.check_limits(start, None);
         self.check_limits(end, None);
         if self.oversized.is_none() && start > end {
             self.oversized = Some("delete_range: start is after end".to_owned());
         }
-        self.rep.push(ValueKind::RangeDelete as u8);
+        self.push_kind(ValueKind::RangeDelete, ks.into());
         codec::put_length_prefixed(&mut self.rep, start);
         codec::put_length_prefixed(&mut self.rep, end);
         self.count = self.count.saturating_add(1);
+    }
+
+    /// An entry's kind byte, and the keyspace id after it unless it is the default's.
+    fn push_kind(&mut self, kind: ValueKind, ks: KeyspaceId) {
+        if ks.is_default() {
+            self.rep.push(kind as u8);
+        } else {
+            self.rep.push(kind as u8 | IN_KEYSPACE);
+            codec::put_varint(&mut self.rep, u64::from(ks.0));
+            self.keyspaces = true;
+        }
+    }
+
+    /// Whether any entry names a keyspace other than the default.
+    pub fn has_keyspaces(&self) -> bool {
+        self.keyspaces
     }
 
     fn check_limits(&mut self, key: &[u8], value: Option<&[u8]>) {
@@ -135,6 +185,7 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.rep.clear();
         self.count = 0;
+        self.keyspaces = false;
         self.oversized = None;
     }
 
@@ -196,8 +247,19 @@ pub(crate) fn decode_entries(
 
 fn decode_entry<'a>(d: &mut Decoder<'a>, seq: SeqNo) -> Result<BatchEntry<'a>, DecodeError> {
     let kind_byte = d.u8("entry kind")?;
-    let kind = ValueKind::from_u8(kind_byte)
+    let kind = ValueKind::from_u8(kind_byte & !IN_KEYSPACE)
         .ok_or_else(|| DecodeError::new(d.position() - 1, format!("unknown kind {kind_byte}")))?;
+    let keyspace = if kind_byte & IN_KEYSPACE == 0 {
+        KeyspaceId::DEFAULT
+    } else {
+        let at = d.position();
+        let id = KeyspaceId(d.varint_u32("entry keyspace")?);
+        if id.is_default() {
+            // The default keyspace is written without an id: one encoding per entry.
+            return Err(DecodeError::new(at, "the default keyspace spelled out"));
+        }
+        id
+    };
     let key = d.length_prefixed("entry key")?;
     let value = match kind {
         ValueKind::Put => d.length_prefixed("entry value")?,
@@ -207,6 +269,7 @@ fn decode_entry<'a>(d: &mut Decoder<'a>, seq: SeqNo) -> Result<BatchEntry<'a>, D
     Ok(BatchEntry {
         seq,
         kind,
+        keyspace,
         key,
         value,
     })
@@ -217,6 +280,7 @@ fn decode_entry<'a>(d: &mut Decoder<'a>, seq: SeqNo) -> Result<BatchEntry<'a>, D
 pub struct BatchEntry<'a> {
     pub seq: SeqNo,
     pub kind: ValueKind,
+    pub keyspace: KeyspaceId,
     pub key: &'a [u8],
     pub value: &'a [u8],
 }
@@ -374,6 +438,33 @@ mod tests {
             .map(|e| e.unwrap().seq)
             .last();
         assert_eq!(last, Some(SeqNo(u64::MAX)));
+    }
+
+    #[test]
+    fn entries_name_their_keyspace_and_the_default_is_written_as_before() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v");
+        let plain = b.body().to_vec();
+        assert_eq!(plain, [1, 1, b'k', 1, b'v']);
+        b.put_in(KeyspaceId(300), b"k", b"v");
+        b.delete_in(KeyspaceId(1), b"d");
+        b.delete_range_in(KeyspaceId(1), b"a", b"b");
+        assert_eq!(&b.body()[5..9], &[0x81, 0xac, 0x02, 1]);
+        let got: Vec<_> = b.iter().map(|e| (e.keyspace, e.kind)).collect();
+        assert_eq!(
+            got,
+            [
+                (KeyspaceId::DEFAULT, ValueKind::Put),
+                (KeyspaceId(300), ValueKind::Put),
+                (KeyspaceId(1), ValueKind::Delete),
+                (KeyspaceId(1), ValueKind::RangeDelete),
+            ]
+        );
+        assert!(b.has_keyspaces());
+        // The default keyspace spelled out is not a second encoding of the same entry.
+        let mut bytes = encode_header(SeqNo(1), 1).to_vec();
+        bytes.extend_from_slice(&[0x81, 0, 1, b'k', 1, b'v']);
+        assert!(BatchReader::new(&bytes).is_err());
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod fs;
 pub mod fuzzing;
 pub mod iter;
 pub mod key;
+pub mod keyspace;
 pub mod memtable;
 pub mod options;
 pub mod perf;
@@ -38,9 +39,10 @@ pub mod wal;
 pub use batch::WriteBatch;
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
-    prefix_successor, Db, DbIterator, LiveFile, RangeIter, RepairReport, Snapshot, StatsSnapshot,
-    Transaction, WriteHook, LOST_DIR,
+    prefix_successor, Db, DbIterator, Keyspace, LiveFile, RangeIter, RepairReport, Snapshot,
+    StatsSnapshot, Transaction, WriteHook, LOST_DIR,
 };
 pub use error::{Error, Result};
+pub use keyspace::{KeyspaceId, KeyspaceOptions};
 pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};
 pub use ttl::TtlDb;

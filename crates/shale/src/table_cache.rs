@@ -261,7 +261,11 @@ mod tests {
                 b.add(key.encoded(), b"v").unwrap();
                 let summary = b.finish().unwrap();
                 TableFile::new(
-                    FileMeta::from_summary(FileId(id), summary),
+                    FileMeta::from_summary(
+                        FileId(id),
+                        crate::keyspace::KeyspaceId::DEFAULT,
+                        summary,
+                    ),
                     Arc::clone(tables),
                 )
             })

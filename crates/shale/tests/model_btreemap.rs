@@ -1,13 +1,17 @@
 //! Model test: random sequences of put / delete / range delete / batch / get / multi-get /
-//! flush / compaction / reopen and transactions against a `BTreeMap`, checked key by key after every step that
-//! can lose or reorder data. A transaction's commit must fail whenever a key it read or
+//! flush / compaction / reopen, transactions, and writes, scans and drops of a second
+//! keyspace (with options of its own) against a `BTreeMap` per keyspace, checked key by key
+//! after every step that can lose or reorder data. A transaction's commit must fail whenever a key it read or
 //! wrote was written since it began, and otherwise either commit its writes or fail (a
 //! flush may leave it no memtable history to check against).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use shale::{Db, Error, Options, ReadOptions, Snapshot, Transaction, WriteBatch, WriteOptions};
+use shale::{
+    Compression, Db, Error, Keyspace, KeyspaceOptions, Options, ReadOptions, Snapshot, Transaction,
+    WriteBatch, WriteOptions,
+};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -37,6 +41,14 @@ enum Op {
     /// Put (`Some`) or delete (`None`) in the open transaction.
     TxnWrite(u8, Option<Vec<u8>>),
     TxnCommit,
+    /// One batch over both keyspaces: `true` writes the second keyspace.
+    Side(Vec<(bool, u8, Option<Vec<u8>>)>),
+    /// `delete_range(key(lo), key(hi))` in the second keyspace.
+    SideRangeDelete(u8, u8),
+    /// Scan `[lo, hi)` of the second keyspace, forward or reverse.
+    SideScan(u8, u8, bool),
+    /// Drop the second keyspace and make it again, empty.
+    DropSide,
 }
 
 /// The open transaction and what the model expects of it.
@@ -85,7 +97,33 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (any::<u8>(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)))
             .prop_map(|(k, v)| Op::TxnWrite(k % 64, v)),
         2 => Just(Op::TxnCommit),
+        4 => proptest::collection::vec((any::<bool>(), any::<u8>(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300))), 1..6)
+            .prop_map(|ops| Op::Side(ops.into_iter().map(|(s, k, v)| (s, k % 64, v)).collect())),
+        1 => (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::SideRangeDelete((a % 66).min(b % 66), (a % 66).max(b % 66))),
+        2 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(a, b, r)| Op::SideScan(a % 66, b % 66, r)),
+        1 => Just(Op::DropSide),
     ]
+}
+
+/// The second keyspace: small blocks, no compression, its own write buffer.
+fn side(db: &Db) -> Keyspace {
+    let opts = KeyspaceOptions {
+        write_buffer_size: 96 << 10,
+        block_size: 512,
+        filter_bits_per_key: 0,
+        compression: Compression::None,
+    };
+    db.keyspace_with("side", opts).unwrap()
+}
+
+fn check_side(side: &Keyspace, model: &Model) {
+    for k in 0..64u8 {
+        assert_eq!(
+            side.get(key(k)).unwrap().as_ref(),
+            model.get(&key(k)),
+            "side key {k}"
+        );
+    }
 }
 
 fn options() -> Options {
@@ -175,6 +213,8 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let mut db = Db::open(dir.path(), options()).unwrap();
         let mut model = BTreeMap::new();
+        let mut side_ks = side(&db);
+        let mut side_model = Model::new();
         let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
         let mut open_txn: Option<OpenTxn> = None;
         for op in ops {
@@ -185,6 +225,11 @@ proptest! {
                 Op::RangeBatch(lo, hi, entries) => (*lo..*hi)
                     .chain(entries.iter().map(|(k, _)| *k))
                     .map(key)
+                    .collect(),
+                Op::Side(entries) => entries
+                    .iter()
+                    .filter(|(in_side, _, _)| !in_side)
+                    .map(|(_, k, _)| key(*k))
                     .collect(),
                 _ => Vec::new(),
             };
@@ -268,7 +313,47 @@ proptest! {
                 }
                 Op::Compact => {
                     db.compact_range(None, None).unwrap();
+                    side_ks.compact_range(None, None).unwrap();
                     check_all(&db, &model);
+                    check_side(&side_ks, &side_model);
+                }
+                Op::Side(entries) => {
+                    let mut b = WriteBatch::new();
+                    for (in_side, k, v) in entries {
+                        let (ks, m) = match in_side {
+                            true => (side_ks.id(), &mut side_model),
+                            false => (shale::KeyspaceId::DEFAULT, &mut model),
+                        };
+                        match v {
+                            Some(v) => {
+                                b.put_in(ks, key(k), &v);
+                                m.insert(key(k), v);
+                            }
+                            None => {
+                                b.delete_in(ks, key(k));
+                                m.remove(&key(k));
+                            }
+                        }
+                    }
+                    db.write(b, WriteOptions::default()).unwrap();
+                }
+                Op::SideRangeDelete(lo, hi) => {
+                    side_ks.delete_range(key(lo), key(hi)).unwrap();
+                    side_model.retain(|k, _| *k < key(lo) || *k >= key(hi));
+                }
+                Op::SideScan(lo, hi, reverse) => {
+                    let range = side_ks.range(key(lo)..key(hi.max(lo))).unwrap();
+                    let got: Vec<_> = match reverse {
+                        true => range.rev().map(|p| p.unwrap()).collect(),
+                        false => range.map(|p| p.unwrap()).collect(),
+                    };
+                    prop_assert_eq!(got, scan_model(&side_model, lo, hi, reverse));
+                }
+                Op::DropSide => {
+                    db.drop_keyspace("side").unwrap();
+                    side_ks = side(&db);
+                    side_model.clear();
+                    check_side(&side_ks, &side_model);
                 }
                 Op::Get(k) => {
                     let got = db.get(key(k)).unwrap();
@@ -289,6 +374,7 @@ proptest! {
                 Op::Flush => {
                     db.flush().unwrap();
                     check_all(&db, &model);
+                    check_side(&side_ks, &side_model);
                 }
                 Op::TakeSnapshot => {
                     if snapshots.len() >= 4 {
@@ -337,12 +423,16 @@ proptest! {
                     // Snapshots and transactions do not survive a reopen.
                     snapshots.clear();
                     open_txn = None;
+                    drop(side_ks);
                     drop(db);
                     db = Db::open(dir.path(), options()).unwrap();
+                    side_ks = side(&db);
                     check_all(&db, &model);
+                    check_side(&side_ks, &side_model);
                 }
             }
         }
         check_all(&db, &model);
+        check_side(&side_ks, &side_model);
     }
 }

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::InternalIterator;
 use crate::key::{encode_internal_key, parse_internal_key, SeqNo, ValueKind};
+use crate::keyspace::KeyspaceId;
 use crate::range_del::{RangeDels, RangeTombstone};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::{FileId, FileMeta, TableFile};
@@ -197,7 +198,8 @@ fn finish(
     b: TableBuilder,
 ) -> Result<TableFile> {
     let summary = b.finish()?;
-    make(FileMeta::from_summary(id, summary))
+    // The caller's `make` names the keyspace (a compaction's inputs and outputs share one).
+    make(FileMeta::from_summary(id, KeyspaceId::DEFAULT, summary))
 }
 
 #[cfg(test)]

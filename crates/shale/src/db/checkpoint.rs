@@ -50,10 +50,12 @@ impl Db {
         inner.flush()?;
         let plan = lock(&inner.state).versions.checkpoint();
         fs.create_dir_all(dir)?;
-        for level in 0..NUM_LEVELS {
-            for file in plan.version.files(level) {
-                let id = file.meta.id;
-                fs.link_or_copy(&table_path(&inner.dir, id), &table_path(dir, id))?;
+        for version in &plan.versions {
+            for level in 0..NUM_LEVELS {
+                for file in version.files(level) {
+                    let id = file.meta.id;
+                    fs.link_or_copy(&table_path(&inner.dir, id), &table_path(dir, id))?;
+                }
             }
         }
         fs.create(&wal_path(dir, plan.wal))?.sync()?;

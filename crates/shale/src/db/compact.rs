@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::stats::Stats;
-use super::{lock, DbInner, DbState};
+use super::{lock, DbInner, DbState, Tree};
 use crate::compaction::{
     run_compaction, CompactionPolicy, CompactionTask, DropPolicy, InFlight, LevelFile,
 };
@@ -19,6 +19,8 @@ use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::fs::WritableFile;
 use crate::iter::{InternalIterator, LevelIter, MergingIter};
+use crate::keyspace::KeyspaceId;
+use crate::options::Options;
 use crate::range_del::RangeDels;
 use crate::rate_limit::RateLimitedFile;
 use crate::sst::TableOptions;
@@ -33,14 +35,14 @@ pub(crate) fn spawn(db: &Arc<DbInner>, i: usize) -> Result<JoinHandle<()>> {
         .map_err(|e| Error::io("spawn compaction thread", Path::new(""), e))
 }
 
-pub(crate) fn policy(db: &DbInner) -> CompactionPolicy {
+/// The compaction policy of a tree built with `opts` (its keyspace's options).
+pub(crate) fn policy(opts: &Options) -> CompactionPolicy {
     CompactionPolicy {
-        level0_trigger: db.opts.level0_compaction_trigger,
-        base_bytes: db.opts.max_bytes_for_level_base,
-        multiplier: db.opts.level_size_multiplier,
+        level0_trigger: opts.level0_compaction_trigger,
+        base_bytes: opts.max_bytes_for_level_base,
+        multiplier: opts.level_size_multiplier,
         rewrite_into: std::array::from_fn(|level| {
-            level > 0
-                && db.opts.compression_for_level(level) != db.opts.compression_for_level(level - 1)
+            level > 0 && opts.compression_for_level(level) != opts.compression_for_level(level - 1)
         }),
     }
 }
@@ -81,56 +83,97 @@ fn compaction_loop(db: &DbInner) {
             if state.bg_error.is_some() || state.shutting_down {
                 return;
             }
-            if let Some(task) = pick(db, &state) {
-                break task;
+            if let Some(picked) = pick(&state) {
+                break picked;
             }
             state = db.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
         };
-        mark(&mut state, &task);
+        let (tree, task) = task;
+        mark(&mut state, tree.id, &task);
         drop(state);
         // A failure poisons the database inside `execute`.
-        let _ = execute(db, &task);
+        let _ = execute(db, &tree, &task);
         db.bg_cv.notify_all();
     }
 }
 
-fn pick(db: &DbInner, state: &DbState) -> Option<CompactionTask> {
-    let version = state.versions.current();
-    let view = level_view(&version);
-    policy(db).pick(&view, state, &state.compact_pointers)
+/// The next compaction of any keyspace: the trees with the most L0 files are asked first.
+fn pick(state: &DbState) -> Option<(Arc<Tree>, CompactionTask)> {
+    let mut trees: Vec<(usize, &Arc<Tree>, Arc<Version>)> = state
+        .trees
+        .values()
+        .filter_map(|tree| {
+            let version = state.versions.version(tree.id)?;
+            Some((version.files(0).len(), tree, version))
+        })
+        .collect();
+    trees.sort_by_key(|(l0, tree, _)| (std::cmp::Reverse(*l0), tree.id));
+    trees.into_iter().find_map(|(_, tree, version)| {
+        let view = level_view(&version);
+        let busy = TreeInFlight { state, ks: tree.id };
+        let pointers = state
+            .compact_pointers
+            .get(&tree.id)
+            .map_or(&[][..], Vec::as_slice);
+        let task = policy(&tree.opts).pick(&view, &busy, pointers)?;
+        Some((Arc::clone(tree), task))
+    })
 }
 
-/// The running compactions, as the picker sees them.
-impl InFlight for DbState {
+/// The running compactions, as the picker of keyspace `ks` sees them.
+struct TreeInFlight<'a> {
+    state: &'a DbState,
+    ks: KeyspaceId,
+}
+
+impl InFlight for TreeInFlight<'_> {
     fn busy(&self, id: FileId) -> bool {
-        self.compacting.contains(&id)
+        self.state.compacting.contains(&id)
     }
     fn writes_into(&self, level: usize, smallest: &[u8], largest: &[u8]) -> bool {
-        self.compaction_outputs.overlap(level, smallest, largest)
+        self.state
+            .compaction_outputs
+            .get(&self.ks)
+            .is_some_and(|outputs| outputs.overlap(level, smallest, largest))
     }
 }
 
-/// `task` starts: its files are busy and its output range taken until it ends.
-fn mark(state: &mut DbState, task: &CompactionTask) {
+/// `task` of keyspace `ks` starts: its files are busy and its output range taken until it
+/// ends.
+fn mark(state: &mut DbState, ks: KeyspaceId, task: &CompactionTask) {
     state.compacting.extend(task.all_inputs());
-    state.compaction_outputs.add(task);
+    state.compaction_outputs.entry(ks).or_default().add(task);
 }
 
-/// Run `task` (already marked busy) and install its result; unmark its files either way.
-/// A failure poisons the database.
-pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
+/// Run `task` of `tree` (already marked busy) and install its result; unmark its files
+/// either way. A failure poisons the database; a keyspace dropped meanwhile drops the
+/// result.
+pub(crate) fn execute(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<()> {
     let start = Instant::now();
-    let result = run(db, task);
+    let result = run(db, tree, task);
     let mut state = lock(&db.state);
     for id in task.all_inputs() {
         state.compacting.remove(&id);
     }
-    state.compaction_outputs.remove(task);
+    if let Some(outputs) = state.compaction_outputs.get_mut(&tree.id) {
+        outputs.remove(task);
+        if outputs.is_empty() {
+            state.compaction_outputs.remove(&tree.id);
+        }
+    }
+    if state.versions.version(tree.id).is_none() {
+        if let Ok((_, added, _)) = result {
+            for (_, file) in added.iter().filter(|_| !task.trivial_move) {
+                file.mark_obsolete();
+            }
+        }
+        return Ok(());
+    }
     let installed = result.and_then(|(edit, added, deleted)| {
-        let version = state.log_and_apply(edit, &added)?;
-        Ok((version, added, deleted))
+        state.log_and_apply(edit, &added)?;
+        Ok((added, deleted))
     });
-    let (version, added, deleted) = match installed {
+    let (added, deleted) = match installed {
         Ok(done) => done,
         Err(e) => {
             // Background or manual (`compact_range`), a failed compaction refuses writes
@@ -143,12 +186,14 @@ pub(crate) fn execute(db: &DbInner, task: &CompactionTask) -> Result<()> {
             return Err(e);
         }
     };
-    state.l0_files = version.files(0).len();
-    if let Some(p) = state.compact_pointers.get_mut(task.level) {
+    let pointers = state
+        .compact_pointers
+        .entry(tree.id)
+        .or_insert_with(|| vec![Vec::new(); NUM_LEVELS]);
+    if let Some(p) = pointers.get_mut(task.level) {
         *p = task.largest.clone();
     }
-    let mem = Arc::clone(&db.super_version.load().mem);
-    db.install_super_version(&state, mem);
+    db.install_super_version(&state, tree.id);
     db.publish_pressure(&state);
     db.tune_rate_limit(&mut state);
     let written: u64 = added.iter().map(|(_, f)| f.meta.size).sum();
@@ -181,9 +226,13 @@ type Installable = (
     Vec<Arc<TableFile>>,
 );
 
-/// Do the I/O of `task`: the edit to install, the new files, the files it replaces.
-fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
-    let version = lock(&db.state).versions.current();
+/// Do the I/O of `task` of `tree`: the edit to install, the new files, the files it
+/// replaces.
+fn run(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<Installable> {
+    let version = lock(&db.state)
+        .versions
+        .version(tree.id)
+        .ok_or_else(|| Error::invalid(format!("keyspace {} was dropped", tree.name)))?;
     let find = |level: usize, ids: &[FileId]| -> Vec<Arc<TableFile>> {
         version
             .files(level)
@@ -235,10 +284,12 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
         snapshots: &snapshots,
         is_bottommost: &deeper,
         range_dels: range_dels.as_ref(),
-        filter: db
-            .opts
-            .compaction_filter
-            .as_deref()
+        // The filter is the default keyspace's (a TTL database's expiry reads its values).
+        filter: tree
+            .id
+            .is_default()
+            .then_some(db.opts.compaction_filter.as_deref())
+            .flatten()
             .map(|f| (f, task.output_level)),
     };
     let mut next_file = || {
@@ -256,12 +307,16 @@ fn run(db: &DbInner, task: &CompactionTask) -> Result<Installable> {
             )
         },
         &|meta: crate::version::FileMeta| {
+            let meta = crate::version::FileMeta {
+                keyspace: tree.id,
+                ..meta
+            };
             let file = TableFile::new(meta, Arc::clone(&db.tables));
             file.table()?; // open (and so verify) the new table
             Ok(file)
         },
-        TableOptions::for_level(&db.opts, usize::from(out_level.0)),
-        db.opts.max_file_size,
+        TableOptions::for_level(&tree.opts, usize::from(out_level.0)),
+        tree.opts.max_file_size,
         &mut next_file,
     )?;
     db.fs.sync_dir(&db.dir)?;
@@ -310,7 +365,7 @@ impl DbInner {
             if state.imm.is_empty()
                 && state.compacting.is_empty()
                 && state.compaction_outputs.is_empty()
-                && pick(self, &state).is_none()
+                && pick(&state).is_none()
             {
                 return Ok(());
             }
@@ -322,7 +377,12 @@ impl DbInner {
     /// through the levels to the deepest one holding data, then rewrite that one in place,
     /// all in the calling thread. The files it replaced are deleted when it returns,
     /// unless a reader still uses them.
-    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    pub(crate) fn compact_range(
+        &self,
+        tree: &Tree,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         {
             let mut state = lock(&self.state);
             if state.shutting_down {
@@ -331,14 +391,19 @@ impl DbInner {
             state.manual_compactions += 1;
         }
         let _running = ManualCompaction(self);
-        let result = self.compact_range_levels(begin, end);
+        let result = self.compact_range_levels(tree, begin, end);
         self.purger.wait_idle();
         result
     }
 
-    fn compact_range_levels(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    fn compact_range_levels(
+        &self,
+        tree: &Tree,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         self.flush()?;
-        let policy = policy(self);
+        let policy = policy(&tree.opts);
         let lo = begin.unwrap_or(&[]);
         let mut level = 0;
         while level < NUM_LEVELS {
@@ -349,7 +414,12 @@ impl DbInner {
             if state.shutting_down {
                 return Err(Error::Closed);
             }
-            let version = state.versions.current();
+            let Some(version) = state.versions.version(tree.id) else {
+                return Err(Error::invalid(format!(
+                    "keyspace {} was dropped",
+                    tree.name
+                )));
+            };
             let Some(deepest) = (0..NUM_LEVELS)
                 .rev()
                 .find(|&l| !version.files(l).is_empty())
@@ -367,11 +437,15 @@ impl DbInner {
                 level += 1;
                 continue;
             }
+            let busy = TreeInFlight {
+                state: &state,
+                ks: tree.id,
+            };
             let task = if level == 0 {
                 // All of L0, whatever the range (see `pick_level0`).
-                policy.pick_level0(&view, &*state)
+                policy.pick_level0(&view, &busy)
             } else {
-                policy.pick_manual(&view, level, (lo, hi), level >= deepest, &*state)
+                policy.pick_manual(&view, level, (lo, hi), level >= deepest, &busy)
             };
             drop(view);
             let Some(task) = task else {
@@ -379,9 +453,9 @@ impl DbInner {
                 let _state = self.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
                 continue;
             };
-            mark(&mut state, &task);
+            mark(&mut state, tree.id, &task);
             drop(state);
-            let result = execute(self, &task);
+            let result = execute(self, tree, &task);
             self.bg_cv.notify_all();
             result?;
             // The level is done once nothing in the range is left in it (or, for the bottom

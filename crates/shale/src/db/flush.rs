@@ -10,12 +10,13 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::stats::Stats;
-use super::{lock, DbInner};
+use super::{lock, DbInner, Tree};
 use crate::error::{Error, Result};
 use crate::filename::{table_path, wal_path};
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key;
+use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::rate_limit::{RateLimitedFile, RateLimiter};
@@ -45,30 +46,49 @@ fn flush_loop(db: &DbInner) {
             }
             state = db.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
         };
-        let id = state.versions.new_file_id();
+        // One table per keyspace that has writes, each with its keyspace's options; a
+        // keyspace dropped since is skipped.
+        let mut jobs: Vec<(Arc<Tree>, Arc<MemTable>, FileId)> = Vec::new();
+        for slot in imm.mems.slots() {
+            if let Some(tree) = state.trees.get(&slot.keyspace).cloned() {
+                jobs.push((tree, Arc::clone(&slot.mem), state.versions.new_file_id()));
+            }
+        }
         drop(state);
 
         let start = Instant::now();
-        let built = write_table(
-            db.fs.as_ref(),
-            &db.dir,
-            &db.opts,
-            &db.tables,
-            Some(&db.rate_limiter),
-            &imm.mem,
-            id,
-        )
-        .and_then(|file| db.fs.sync_dir(&db.dir).map(|()| file));
+        let built: Result<Vec<TableFile>> = jobs
+            .iter()
+            .map(|(tree, mem, id)| {
+                write_table(
+                    db.fs.as_ref(),
+                    &db.dir,
+                    &tree.opts,
+                    &db.tables,
+                    Some(&db.rate_limiter),
+                    mem,
+                    tree.id,
+                    *id,
+                )
+            })
+            .filter_map(Result::transpose)
+            .collect();
+        let built = built.and_then(|files| db.fs.sync_dir(&db.dir).map(|()| files));
 
         let mut state = lock(&db.state);
-        let result = built.and_then(|file| {
+        let result = built.and_then(|files| {
             let mut edit = VersionEdit {
                 log_number: Some(imm.next_wal_id),
-                last_seq: Some(imm.mem.max_seq()),
+                last_seq: Some(imm.mems.max_seq()),
                 ..VersionEdit::default()
             };
             let mut added = Vec::new();
-            if let Some(file) = file {
+            for file in files {
+                if state.versions.version(file.meta.keyspace).is_none() {
+                    // Dropped while the table was built: never logged, so deleted now.
+                    file.mark_obsolete();
+                    continue;
+                }
                 Stats::add(&db.stats.flush_bytes, file.meta.size);
                 edit.new_files.push((Level(0), file.meta.clone()));
                 added.push((Level(0), Arc::new(file)));
@@ -76,13 +96,13 @@ fn flush_loop(db: &DbInner) {
             state.log_and_apply(edit, &added)
         });
         match result {
-            Ok(version) => {
-                state.l0_files = version.files(0).len();
+            Ok(()) => {
                 state.imm.pop_front();
-                let mem = Arc::clone(&db.super_version.load().mem);
-                db.install_super_version(&state, mem);
+                for slot in imm.mems.slots() {
+                    db.install_super_version(&state, slot.keyspace);
+                }
                 let secs = start.elapsed().as_secs_f64().max(1e-6);
-                let rate = imm.mem.approximate_memory_usage() as f64 / secs;
+                let rate = imm.mems.approximate_memory_usage() as f64 / secs;
                 state.flush_bytes_per_sec = 0.7 * state.flush_bytes_per_sec + 0.3 * rate;
                 db.publish_pressure(&state);
                 db.tune_rate_limit(&mut state);
@@ -104,7 +124,12 @@ fn flush_loop(db: &DbInner) {
     }
 }
 
-/// Write the whole of `mem` to SSTable `id`. Returns `None` for an empty memtable.
+/// Write the whole of `mem`, of keyspace `keyspace`, to SSTable `id`. Returns `None` for
+/// an empty memtable.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each is a distinct input of the build"
+)]
 pub(crate) fn write_table(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -112,6 +137,7 @@ pub(crate) fn write_table(
     tables: &Arc<TableCache>,
     limiter: Option<&Arc<RateLimiter>>,
     mem: &Arc<MemTable>,
+    keyspace: KeyspaceId,
     id: FileId,
 ) -> Result<Option<TableFile>> {
     if mem.is_empty() {
@@ -133,7 +159,7 @@ pub(crate) fn write_table(
         builder.add_range_dels(set.tombstones());
     }
     let summary = builder.finish()?;
-    let meta = FileMeta::from_summary(id, summary);
+    let meta = FileMeta::from_summary(id, keyspace, summary);
     debug_assert!(key::compare_internal(meta.smallest.encoded(), meta.largest.encoded()).is_le());
     let file = TableFile::new(meta, Arc::clone(tables));
     file.table()?; // open (and so verify) what was just written

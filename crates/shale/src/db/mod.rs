@@ -25,6 +25,7 @@ mod checkpoint;
 mod compact;
 mod flush;
 mod hook;
+mod keyspace;
 mod open;
 mod read;
 mod repair;
@@ -42,6 +43,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 pub use hook::WriteHook;
+pub use keyspace::Keyspace;
 pub use read::prefix_successor;
 pub use read::{DbIterator, RangeIter};
 pub use repair::{RepairReport, LOST_DIR};
@@ -52,6 +54,8 @@ pub use transaction::Transaction;
 /// What [`Db::live_files`] says about one live SSTable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveFile {
+    /// The keyspace's name (`"default"` for the default keyspace).
+    pub keyspace: String,
     pub level: usize,
     pub path: PathBuf,
     pub size: u64,
@@ -67,6 +71,7 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
+use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::version::{FileId, Level, TableFile, Version, VersionEdit, VersionSet};
@@ -81,9 +86,85 @@ pub struct Db {
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// A frozen memtable waiting to be flushed, and the WAL that holds its writes.
-pub(crate) struct ImmMemTable {
+/// One keyspace's tree as readers reach it: its super version, and the options its
+/// tables are built with.
+pub(crate) struct Tree {
+    id: KeyspaceId,
+    name: String,
+    /// The database's options with the keyspace's own (`KeyspaceOptions`) in place.
+    opts: Options,
+    super_version: SuperVersionCell,
+    /// Set when the keyspace is dropped: its handles refuse every call from then on.
+    dropped: AtomicBool,
+}
+
+/// The memtables that one WAL protects: one per keyspace, the default's first, each with
+/// the size at which it is frozen. They are frozen together, with the WAL, when any one of
+/// them is full (RocksDB's atomic flush), so one log number covers every keyspace.
+#[derive(Clone)]
+pub(crate) struct MemSet(Vec<MemSlot>);
+
+#[derive(Clone)]
+pub(crate) struct MemSlot {
+    keyspace: KeyspaceId,
     mem: Arc<MemTable>,
+    write_buffer_size: usize,
+}
+
+impl MemSet {
+    fn new(slots: Vec<MemSlot>) -> MemSet {
+        MemSet(slots)
+    }
+
+    /// The memtable of keyspace `ks`, if it exists.
+    fn get(&self, ks: KeyspaceId) -> Option<&Arc<MemTable>> {
+        self.0.iter().find(|s| s.keyspace == ks).map(|s| &s.mem)
+    }
+
+    /// The default keyspace's memtable.
+    fn default_mem(&self) -> &Arc<MemTable> {
+        match self.0.first() {
+            Some(slot) => &slot.mem,
+            None => unreachable!("a MemSet always holds the default keyspace's memtable"),
+        }
+    }
+
+    fn slots(&self) -> &[MemSlot] {
+        &self.0
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|s| s.mem.is_empty())
+    }
+
+    /// Whether any memtable reached the size at which it is frozen.
+    fn any_full(&self) -> bool {
+        self.0
+            .iter()
+            .any(|s| s.mem.approximate_memory_usage() >= s.write_buffer_size || s.mem.is_full())
+    }
+
+    fn approximate_memory_usage(&self) -> usize {
+        self.0
+            .iter()
+            .map(|s| s.mem.approximate_memory_usage())
+            .sum()
+    }
+
+    /// The newest sequence number in any of them.
+    fn max_seq(&self) -> SeqNo {
+        self.0
+            .iter()
+            .map(|s| s.mem.max_seq())
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+/// A frozen memtable set waiting to be flushed, and the WAL that holds its writes.
+pub(crate) struct ImmMemTable {
+    /// The frozen memtables that hold writes (a keyspace without writes has none here).
+    mems: MemSet,
     wal_id: FileId,
     /// The WAL of the memtable that replaced this one: once this memtable is in an SSTable,
     /// every WAL below `next_wal_id` is obsolete.
@@ -98,7 +179,7 @@ pub(crate) struct ImmMemTable {
 pub(crate) struct LogState {
     wal: LogWriter,
     wal_id: FileId,
-    mem: Arc<MemTable>,
+    mems: MemSet,
     /// The last sequence number handed out.
     last_seq: SeqNo,
     /// True if the active memtable holds writes that skipped the WAL.
@@ -117,6 +198,11 @@ pub(crate) struct LogState {
 /// Background state.
 pub(crate) struct DbState {
     versions: VersionSet,
+    /// The active memtables, as `LogState::mems` holds them (changed under both locks),
+    /// for the super versions the background threads install.
+    active: MemSet,
+    /// Every keyspace's tree, the default's among them.
+    trees: std::collections::BTreeMap<KeyspaceId, Arc<Tree>>,
     /// Frozen memtables, oldest first.
     imm: VecDeque<Arc<ImmMemTable>>,
     /// Set when a background write failed; writes are refused from then on.
@@ -129,14 +215,15 @@ pub(crate) struct DbState {
     flush_bytes_per_sec: f64,
     /// Bytes per second compactions write (moving average), for write slowdown.
     compaction_bytes_per_sec: f64,
-    /// Files in L0 of the current version.
+    /// Files in L0 of the keyspace that has most.
     l0_files: usize,
     /// Files in running compactions.
     compacting: std::collections::HashSet<FileId>,
-    /// The key range each running compaction writes into its output level.
-    compaction_outputs: crate::compaction::RunningOutputs,
-    /// Per level, the largest key of the last file compacted from it (round robin).
-    compact_pointers: Vec<Vec<u8>>,
+    /// Per keyspace, the key range each running compaction writes into its output level.
+    compaction_outputs: std::collections::BTreeMap<KeyspaceId, crate::compaction::RunningOutputs>,
+    /// Per keyspace and level, the largest key of the last file compacted from it (round
+    /// robin).
+    compact_pointers: std::collections::BTreeMap<KeyspaceId, Vec<Vec<u8>>>,
     /// When the rate limit was last tuned, and the user and background bytes written
     /// then.
     tune_mark: (std::time::Instant, u64, u64),
@@ -150,12 +237,19 @@ impl DbState {
         &mut self,
         edit: VersionEdit,
         added: &[(Level, Arc<TableFile>)],
-    ) -> Result<Arc<Version>> {
-        let version = self.versions.log_and_apply(edit, added)?;
+    ) -> Result<()> {
+        self.versions.log_and_apply(edit, added)?;
         if let (Some(why), None) = (self.versions.failure(), &self.bg_error) {
             self.bg_error = Some(why.to_owned());
         }
-        Ok(version)
+        self.l0_files = self
+            .versions
+            .versions()
+            .values()
+            .map(|v| v.files(0).len())
+            .max()
+            .unwrap_or(0);
+        Ok(())
     }
 }
 
@@ -172,7 +266,8 @@ pub(crate) struct DbInner {
     state: Mutex<DbState>,
     /// Signalled (with `state`) when a flush finishes, fails, or work arrives.
     bg_cv: Condvar,
-    super_version: SuperVersionCell,
+    /// The default keyspace's tree (also in `DbState::trees`): what `Db::get` reads.
+    default: Arc<Tree>,
     /// Data blocks shared by every table of this database.
     cache: Arc<crate::cache::BlockCache>,
     /// Open SSTable readers, at most `max_open_files`.
@@ -288,7 +383,8 @@ impl Db {
 
     /// The value of `key`, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref(), &ReadOptions::default())
+        self.inner
+            .get(&self.inner.default, key.as_ref(), &ReadOptions::default())
     }
 
     /// The value of `key` as `opts` see it (e.g. at a snapshot).
@@ -297,7 +393,7 @@ impl Db {
         key: impl AsRef<[u8]>,
         opts: &ReadOptions<'_>,
     ) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref(), opts)
+        self.inner.get(&self.inner.default, key.as_ref(), opts)
     }
 
     /// The values of `keys`, in the order given, all as of one moment (or of `opts`'
@@ -309,7 +405,7 @@ impl Db {
         keys: &[K],
         opts: &ReadOptions<'_>,
     ) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.multi_get(keys, opts)
+        self.inner.multi_get(&self.inner.default, keys, opts)
     }
 
     /// Pin the current state: reads with `ReadOptions::at(&snapshot)` see exactly the
@@ -324,7 +420,7 @@ impl Db {
     /// A cursor over the whole database (within `opts`' bounds), unpositioned: call one
     /// of its `seek*` methods first.
     pub fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
-        self.inner.iter(opts)
+        self.inner.iter(&self.inner.default, opts)
     }
 
     /// The `(key, value)` pairs in `range`, in key order (`.rev()` for descending).
@@ -338,7 +434,8 @@ impl Db {
     /// ```
     pub fn range<K: AsRef<[u8]>>(&self, range: impl std::ops::RangeBounds<K>) -> Result<RangeIter> {
         let (lower, upper) = read::to_bounds(&range);
-        self.inner.range_iter(&ReadOptions::default(), lower, upper)
+        self.inner
+            .range_iter(&self.inner.default, &ReadOptions::default(), lower, upper)
     }
 
     /// [`Db::range`] with read options (a snapshot, `fill_cache`); the range replaces any
@@ -349,7 +446,8 @@ impl Db {
         opts: &ReadOptions<'_>,
     ) -> Result<RangeIter> {
         let (lower, upper) = read::to_bounds(&range);
-        self.inner.range_iter(opts, lower, upper)
+        self.inner
+            .range_iter(&self.inner.default, opts, lower, upper)
     }
 
     /// The `(key, value)` pairs whose key starts with `prefix`, in key order.
@@ -366,7 +464,8 @@ impl Db {
     ) -> Result<RangeIter> {
         let prefix = prefix.as_ref();
         let upper = read::prefix_successor(prefix);
-        self.inner.range_iter(opts, Some(prefix.to_vec()), upper)
+        self.inner
+            .range_iter(&self.inner.default, opts, Some(prefix.to_vec()), upper)
     }
 
     /// Make every write acknowledged so far durable against power loss, as a write with
@@ -392,7 +491,7 @@ impl Db {
     /// that no snapshot needs.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.check_writable()?;
-        self.inner.compact_range(begin, end)
+        self.inner.compact_range(&self.inner.default, begin, end)
     }
 
     /// Block until background work has caught up: no memtable waiting for flush, no
@@ -402,11 +501,19 @@ impl Db {
         self.inner.wait_idle()
     }
 
-    /// Total bytes of live SSTables.
+    /// Total bytes of live SSTables, in every keyspace.
     pub fn sst_bytes(&self) -> u64 {
-        let sv = self.inner.super_version.load();
-        (0..crate::version::NUM_LEVELS)
-            .flat_map(|l| sv.version.files(l).iter().map(|f| f.meta.size))
+        let versions: Vec<Arc<Version>> = lock(&self.inner.state)
+            .versions
+            .versions()
+            .values()
+            .cloned()
+            .collect();
+        versions
+            .iter()
+            .flat_map(|v| (0..crate::version::NUM_LEVELS).map(move |l| v.files(l)))
+            .flatten()
+            .map(|f| f.meta.size)
             .sum()
     }
 
@@ -429,23 +536,38 @@ impl Db {
         }
     }
 
-    /// Number of live SSTables per level.
+    /// Number of live SSTables per level of the default keyspace.
     pub fn level_file_counts(&self) -> Vec<usize> {
-        let sv = self.inner.super_version.load();
+        self.inner.level_file_counts(&self.inner.default)
+    }
+
+    /// Every live SSTable, keyspace by keyspace (the default first), level by level (L0
+    /// newest first, deeper levels in key order), like RocksDB's `GetLiveFilesMetaData`.
+    pub fn live_files(&self) -> Vec<LiveFile> {
+        let trees: Vec<Arc<Tree>> = lock(&self.inner.state).trees.values().cloned().collect();
+        trees
+            .iter()
+            .flat_map(|tree| self.inner.live_files(tree))
+            .collect()
+    }
+}
+
+impl DbInner {
+    fn level_file_counts(&self, tree: &Tree) -> Vec<usize> {
+        let sv = tree.super_version.load();
         (0..crate::version::NUM_LEVELS)
             .map(|l| sv.version.files(l).len())
             .collect()
     }
 
-    /// Every live SSTable, level by level (L0 newest first, deeper levels in key order),
-    /// like RocksDB's `GetLiveFilesMetaData`.
-    pub fn live_files(&self) -> Vec<LiveFile> {
-        let sv = self.inner.super_version.load();
+    fn live_files(&self, tree: &Tree) -> Vec<LiveFile> {
+        let sv = tree.super_version.load();
         (0..crate::version::NUM_LEVELS)
             .flat_map(|level| {
                 sv.version.files(level).iter().map(move |f| LiveFile {
+                    keyspace: tree.name.clone(),
                     level,
-                    path: self.inner.tables.path(f.meta.id),
+                    path: self.tables.path(f.meta.id),
                     size: f.meta.size,
                     smallest_key: f.meta.smallest.user_key().to_vec(),
                     largest_key: f.meta.largest.user_key().to_vec(),
@@ -455,7 +577,9 @@ impl Db {
             })
             .collect()
     }
+}
 
+impl Db {
     /// Close the database: sync the WAL, flush writes that skipped it, stop background
     /// work, release the directory's lock (another handle may then open it). Further calls
     /// fail with `Closed`. Dropping a `Db` closes it too, ignoring errors. `Ok` means
@@ -565,6 +689,18 @@ impl DbInner {
         }
     }
 
+    /// `check_open`, and refuse a keyspace that was dropped.
+    fn check_tree(&self, tree: &Tree) -> Result<()> {
+        self.check_open()?;
+        if tree.dropped.load(Ordering::Acquire) {
+            return Err(Error::invalid(format!(
+                "keyspace {} was dropped",
+                tree.name
+            )));
+        }
+        Ok(())
+    }
+
     /// `check_open`, and refuse a handle opened with `Options::read_only`.
     fn check_writable(&self) -> Result<()> {
         self.check_open()?;
@@ -574,13 +710,25 @@ impl DbInner {
         Ok(())
     }
 
-    /// Publish a new super version built from the current one with the given parts.
-    fn install_super_version(&self, state: &DbState, mem: Arc<MemTable>) {
-        let imm = state.imm.iter().rev().map(|m| Arc::clone(&m.mem)).collect();
-        self.super_version.store(Arc::new(SuperVersion {
-            mem,
+    /// Publish a new super version of keyspace `ks` from `state`'s parts.
+    fn install_super_version(&self, state: &DbState, ks: KeyspaceId) {
+        let (Some(tree), Some(mem), Some(version)) = (
+            state.trees.get(&ks),
+            state.active.get(ks),
+            state.versions.version(ks),
+        ) else {
+            return;
+        };
+        let imm = state
+            .imm
+            .iter()
+            .rev()
+            .filter_map(|m| m.mems.get(ks).cloned())
+            .collect();
+        tree.super_version.store(Arc::new(SuperVersion {
+            mem: Arc::clone(mem),
             imm,
-            version: state.versions.current(),
+            version,
             purger: Arc::clone(&self.purger),
         }));
     }

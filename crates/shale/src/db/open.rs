@@ -14,11 +14,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::replay::{top_up, Recovery, WalSource};
 use super::stats::Stats;
 use super::super_version::{SuperVersion, SuperVersionCell};
-use super::{DbInner, DbState, LogState};
+use super::{DbInner, DbState, LogState, MemSet, MemSlot, Tree};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
 use crate::fs::{FileLock, FileSystem};
+use crate::keyspace::{KeyspaceDef, KeyspaceId, DEFAULT_NAME};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::purge::Purger;
@@ -112,19 +113,69 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
     };
     let replayed = recovery.replay_wals(&mut state, &mut tables, &stats, wals)?;
     // Steps 7 to 9: a fresh WAL and manifest, CURRENT switched, obsolete files deleted.
-    let version = Version::from_files(tables);
+    let mut by_keyspace: BTreeMap<KeyspaceId, Vec<(Level, Arc<TableFile>)>> = BTreeMap::new();
+    for (level, file) in tables {
+        by_keyspace
+            .entry(file.meta.keyspace)
+            .or_default()
+            .push((level, file));
+    }
+    let built = by_keyspace
+        .into_iter()
+        .map(|(ks, files)| (ks, Version::from_files(files)))
+        .collect();
     let last_seq = state.last_seq;
-    let (wal, wal_id, versions) = start_log(dir, &opts, state, version)?;
-    let l0_files = versions.current().files(0).len();
+    let defs: Vec<KeyspaceDef> = state.keyspaces.values().cloned().collect();
+    let (wal, wal_id, versions) = start_log(dir, &opts, state, built)?;
 
-    let mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
-    let sv = SuperVersion {
-        mem: Arc::clone(&mem),
+    // One tree and one memtable per keyspace, the default's first.
+    let named = defs
+        .iter()
+        .map(|def| (def.id, def.name.clone(), def.options.apply_to(&opts)));
+    let mut trees = BTreeMap::new();
+    let mut slots = Vec::new();
+    for (id, name, tree_opts) in
+        std::iter::once((KeyspaceId::DEFAULT, DEFAULT_NAME.to_owned(), opts.clone())).chain(named)
+    {
+        let mem = Arc::new(MemTable::with_capacity(tree_opts.write_buffer_size));
         // A read-only open keeps what the WALs held in memory, newest first.
-        imm: replayed.into_iter().rev().collect(),
-        version: versions.current(),
-        purger: Arc::clone(&purger),
+        let imm = replayed
+            .iter()
+            .rev()
+            .filter(|(ks, _)| *ks == id)
+            .map(|(_, m)| Arc::clone(m))
+            .collect();
+        let sv = SuperVersion {
+            mem: Arc::clone(&mem),
+            imm,
+            version: versions.version(id).unwrap_or_default(),
+            purger: Arc::clone(&purger),
+        };
+        slots.push(MemSlot {
+            keyspace: id,
+            mem,
+            write_buffer_size: tree_opts.write_buffer_size,
+        });
+        let tree = Tree {
+            id,
+            name,
+            opts: tree_opts,
+            super_version: SuperVersionCell::new(Arc::new(sv)),
+            dropped: AtomicBool::new(false),
+        };
+        trees.insert(id, Arc::new(tree));
+    }
+    let mems = MemSet::new(slots);
+    let default = match trees.get(&KeyspaceId::DEFAULT) {
+        Some(tree) => Arc::clone(tree),
+        None => unreachable!("built just above"),
     };
+    let l0_files = versions
+        .versions()
+        .values()
+        .map(|v| v.files(0).len())
+        .max()
+        .unwrap_or(0);
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
         fs,
@@ -134,7 +185,7 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
         log: Mutex::new(LogState {
             wal,
             wal_id,
-            mem,
+            mems: mems.clone(),
             last_seq,
             unlogged_writes: false,
             older_wals_unsynced: false,
@@ -143,6 +194,8 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
         }),
         state: Mutex::new(DbState {
             versions,
+            active: mems,
+            trees,
             imm: VecDeque::new(),
             bg_error: None,
             shutting_down: false,
@@ -152,11 +205,11 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
             compacting: Default::default(),
             compaction_outputs: Default::default(),
             manual_compactions: 0,
-            compact_pointers: vec![Vec::new(); crate::version::NUM_LEVELS],
+            compact_pointers: BTreeMap::new(),
             tune_mark: (std::time::Instant::now(), 0, 0),
         }),
         bg_cv: Condvar::new(),
-        super_version: SuperVersionCell::new(Arc::new(sv)),
+        default,
         cache,
         tables: table_cache,
         purger,
@@ -239,11 +292,11 @@ fn start_log(
     dir: &Path,
     opts: &Options,
     mut state: RecoveredManifest,
-    version: Version,
+    built: BTreeMap<KeyspaceId, Version>,
 ) -> Result<(LogWriter, FileId, VersionSet)> {
     let fs = &opts.fs;
     if opts.read_only {
-        let versions = VersionSet::read_only(Arc::clone(fs), dir, state, version);
+        let versions = VersionSet::read_only(Arc::clone(fs), dir, state, built);
         let wal = LogWriter::new(Box::new(crate::fs::ReadOnlyFile));
         return Ok((wal, versions.log_number(), versions));
     }
@@ -257,7 +310,7 @@ fn start_log(
         Arc::clone(fs),
         dir,
         state,
-        version,
+        built,
         opts.max_manifest_file_size,
     )?;
     remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::super_version::SuperVersion;
 use super::DbInner;
+use super::Tree;
 use crate::error::Result;
 use crate::iter::{DbIter, InternalIterator, LevelIter, MergingIter};
 use crate::key::{SeqNo, ValueKind};
@@ -162,13 +163,18 @@ impl DbInner {
         }
     }
 
-    pub(crate) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
-        self.check_open()?;
+    pub(crate) fn get(
+        &self,
+        tree: &Tree,
+        key: &[u8],
+        opts: &ReadOptions<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.check_tree(tree)?;
         self.stats.gets.add(1);
         // The super version first, then the sequence number (RocksDB's order). The other
         // way round, a flush and a compaction could run in between, keep only a version
         // newer than the sequence number read, and drop the one it should see.
-        let sv = self.super_version.pin();
+        let sv = tree.super_version.pin();
         let snapshot = self.read_seq(opts);
         self.get_in(&sv, snapshot, key, opts.fill_cache)
     }
@@ -179,12 +185,13 @@ impl DbInner {
     /// looked up once.
     pub(crate) fn multi_get<K: AsRef<[u8]>>(
         &self,
+        tree: &Tree,
         keys: &[K],
         opts: &ReadOptions<'_>,
     ) -> Result<Vec<Option<Vec<u8>>>> {
-        self.check_open()?;
+        self.check_tree(tree)?;
         self.stats.gets.add(keys.len() as u64);
-        let sv = self.super_version.pin();
+        let sv = tree.super_version.pin();
         let snapshot = self.read_seq(opts);
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_unstable_by(|&a, &b| {
@@ -261,10 +268,10 @@ impl DbInner {
         Some(value)
     }
 
-    pub(crate) fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
-        self.check_open()?;
+    pub(crate) fn iter(&self, tree: &Tree, opts: &ReadOptions<'_>) -> Result<DbIterator> {
+        self.check_tree(tree)?;
         // As in `get`: the super version before the sequence number.
-        let sv = self.super_version.load();
+        let sv = tree.super_version.load();
         let snapshot = self.read_seq(opts);
         let merged = MergingIter::new(internal_iters(&sv, opts.fill_cache)?);
         let inner = DbIter::new(
@@ -280,6 +287,7 @@ impl DbInner {
 
     pub(crate) fn range_iter(
         &self,
+        tree: &Tree,
         opts: &ReadOptions<'_>,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
@@ -290,7 +298,7 @@ impl DbInner {
             ..opts.clone()
         };
         Ok(RangeIter {
-            cursor: self.iter(&opts)?,
+            cursor: self.iter(tree, &opts)?,
             started: false,
             reverse: false,
             failed: false,

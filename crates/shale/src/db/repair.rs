@@ -47,6 +47,7 @@ use crate::filename::{self, wal_path, FileKind};
 use crate::fs::FileSystem;
 use crate::iter::{InternalIterator, MergingIter, VecIter};
 use crate::key::{compare_internal, encode_internal_key, parse_internal_key, SeqNo, ValueKind};
+use crate::keyspace::KeyspaceId;
 use crate::options::Options;
 use crate::range_del::{RangeDels, RangeTombstone};
 use crate::sst::{BlockHandle, Table, TableOptions};
@@ -147,6 +148,7 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
         )));
     }
     let _lock = fs.lock(&dir.join(filename::LOCK))?;
+    refuse_keyspaces(fs, dir)?;
     let mut report = RepairReport::default();
     let mut inputs = Inputs::choose(fs, dir, &mut report)?;
     let read = inputs.read(fs, dir, &mut report)?;
@@ -157,6 +159,22 @@ pub(super) fn repair(dir: &Path, opts: &Options) -> Result<RepairReport> {
     drop(versions);
     repair_indexes(dir, opts, &mut report)?;
     Ok(report)
+}
+
+/// Repair merges every table into one run of the default keyspace: a database that made
+/// keyspaces (as its manifest says, when it can be read) is refused rather than mixed, and
+/// `read_wals` refuses a WAL entry of another keyspace for the same reason.
+fn refuse_keyspaces(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    match RecoveredManifest::load(fs, dir) {
+        Ok(state) if state.next_keyspace_id > KeyspaceId(1) => Err(keyspaces_refused()),
+        _ => Ok(()),
+    }
+}
+
+fn keyspaces_refused() -> Error {
+    Error::invalid(
+        "repair of a database with keyspaces other than the default is not supported:          nothing was changed",
+    )
 }
 
 /// What repair reads, and what it will set aside in `lost/`.
@@ -399,7 +417,7 @@ fn rewrite(
             .iter()
             .map(|(level, f)| (f.meta.id, (*level, f.meta.clone())))
             .collect::<BTreeMap<_, _>>(),
-        valid_bytes: 0,
+        ..RecoveredManifest::default()
     };
     // Syncs the directory after the new tables and WAL, then switches CURRENT.
     fs.sync_dir(dir)?;
@@ -407,7 +425,7 @@ fn rewrite(
         Arc::clone(fs),
         dir,
         state,
-        Version::from_files(files),
+        BTreeMap::from([(KeyspaceId::DEFAULT, Version::from_files(files))]),
         opts.max_manifest_file_size,
     )?;
     Ok((wal_id, versions))
@@ -638,6 +656,9 @@ fn read_wals(
             for entry in decode_entries(batch.body(), batch.first_seq) {
                 // `decode_batch` decoded every entry already.
                 let entry = entry.map_err(|e| e.in_file(&path, offset))?;
+                if !entry.keyspace.is_default() {
+                    return Err(keyspaces_refused());
+                }
                 if entry.kind == ValueKind::RangeDelete {
                     logged.range_dels.push(RangeTombstone {
                         start: entry.key.to_vec(),

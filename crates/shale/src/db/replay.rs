@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
+use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
 use crate::table_cache::TableCache;
@@ -111,8 +112,38 @@ pub(super) struct Recovery<'a> {
     pub dir: &'a Path,
     pub opts: &'a Options,
     pub tables: &'a Arc<TableCache>,
-    /// The memtables a read-only open keeps instead of writing them, oldest first.
-    pub kept: Vec<Arc<MemTable>>,
+    /// The memtables a read-only open keeps instead of writing them, oldest first, with
+    /// their keyspaces.
+    pub kept: Vec<(KeyspaceId, Arc<MemTable>)>,
+}
+
+/// The memtables replay fills, one per keyspace, with the options each keyspace's tables
+/// are built with.
+struct ReplayMems {
+    mems: BTreeMap<KeyspaceId, (Options, Arc<MemTable>)>,
+}
+
+impl ReplayMems {
+    fn new(opts: &Options, state: &RecoveredManifest) -> ReplayMems {
+        let keyspaces = state
+            .keyspaces
+            .values()
+            .map(|def| (def.id, def.options.apply_to(opts)));
+        let mems = std::iter::once((KeyspaceId::DEFAULT, opts.clone()))
+            .chain(keyspaces)
+            .map(|(id, opts)| {
+                let mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
+                (id, (opts, mem))
+            })
+            .collect();
+        ReplayMems { mems }
+    }
+
+    fn any_full(&self) -> bool {
+        self.mems.values().any(|(opts, mem)| {
+            mem.approximate_memory_usage() >= opts.write_buffer_size || mem.is_full()
+        })
+    }
 }
 
 impl Recovery<'_> {
@@ -125,7 +156,7 @@ impl Recovery<'_> {
         tables: &mut Vec<(Level, Arc<TableFile>)>,
         stats: &Stats,
         mut source: WalSource,
-    ) -> Result<Vec<Arc<MemTable>>> {
+    ) -> Result<Vec<(KeyspaceId, Arc<MemTable>)>> {
         let (fs, dir, opts) = (self.fs, self.dir, self.opts);
         let mut wals: Vec<FileId> = match &source {
             WalSource::Directory => wal_ids(fs, dir)?,
@@ -141,7 +172,7 @@ impl Recovery<'_> {
         }
         wals.retain(|&id| id >= state.log_number);
         wals.sort();
-        let mut mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
+        let mut mems = ReplayMems::new(opts, state);
         // Once a WAL is cut short, every later WAL is dropped too (a prefix, no holes), and
         // its bytes are counted here.
         let mut drop_rest: Option<&AtomicU64> = None;
@@ -200,15 +231,18 @@ impl Recovery<'_> {
                 // Decoded whole above, so a batch reaches the memtable whole or not at all.
                 for entry in decode_entries(batch.body(), batch.first_seq) {
                     let entry = entry.map_err(|e| e.in_file(&path, offset))?;
-                    mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+                    // An entry of a keyspace the manifest does not know was dropped
+                    // (its drop is logged before the drop returns; ids are not reused).
+                    if let Some((_, mem)) = mems.mems.get(&entry.keyspace) {
+                        mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+                    }
                 }
                 let last = SeqNo(batch.first_seq.0 + u64::from(batch.count))
                     .0
                     .saturating_sub(1);
                 state.last_seq = state.last_seq.max(SeqNo(last));
-                if mem.approximate_memory_usage() >= opts.write_buffer_size || mem.is_full() {
-                    self.save_memtable(state, tables, &mem)?;
-                    mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
+                if mems.any_full() {
+                    self.save_memtables(state, tables, &mut mems)?;
                 }
             }
             if let Some(tail) = reader.tail() {
@@ -219,27 +253,37 @@ impl Recovery<'_> {
                 previous = Some((id, reader.records_end()));
             }
         }
-        self.save_memtable(state, tables, &mem)?;
+        self.save_memtables(state, tables, &mut mems)?;
         Ok(self.kept)
     }
 
-    fn save_memtable(
+    /// Save every memtable that holds writes (to an L0 table, or in memory when
+    /// read-only), and start it over.
+    fn save_memtables(
         &mut self,
         state: &mut RecoveredManifest,
         tables: &mut Vec<(Level, Arc<TableFile>)>,
-        mem: &Arc<MemTable>,
+        mems: &mut ReplayMems,
     ) -> Result<()> {
-        if self.opts.read_only {
-            if !mem.is_empty() {
-                self.kept.push(Arc::clone(mem));
+        for (&ks, (opts, mem)) in &mut mems.mems {
+            if mem.is_empty() {
+                continue;
             }
-            return Ok(());
-        }
-        let id = state.next_file_number;
-        if let Some(file) = write_table(self.fs, self.dir, self.opts, self.tables, None, mem, id)? {
-            state.next_file_number = FileId(id.0 + 1);
-            state.files.insert(id, (Level(0), file.meta.clone()));
-            tables.push((Level(0), Arc::new(file)));
+            let full = std::mem::replace(
+                mem,
+                Arc::new(MemTable::with_capacity(opts.write_buffer_size)),
+            );
+            if self.opts.read_only {
+                self.kept.push((ks, full));
+                continue;
+            }
+            let id = state.next_file_number;
+            let written = write_table(self.fs, self.dir, opts, self.tables, None, &full, ks, id)?;
+            if let Some(file) = written {
+                state.next_file_number = FileId(id.0 + 1);
+                state.files.insert(id, (Level(0), file.meta.clone()));
+                tables.push((Level(0), Arc::new(file)));
+            }
         }
         Ok(())
     }

@@ -65,7 +65,8 @@ impl Transaction {
             return Ok(written.clone());
         }
         self.reads.insert(key.to_vec());
-        self.db.get(key, &ReadOptions::at(&self.snapshot))
+        self.db
+            .get(&self.db.default, key, &ReadOptions::at(&self.snapshot))
     }
 
     /// Set `key` to `value` when the transaction commits.
@@ -128,11 +129,12 @@ impl DbInner {
         if log.last_seq <= since {
             return Ok(());
         }
-        let sv = self.super_version.load();
+        let sv = self.default.super_version.load();
         // The active memtable (the log's: a switch replaces it under this lock), then the
         // frozen ones, newest first.
-        let mems = || std::iter::once(&log.mem).chain(&sv.imm);
-        let oldest = mems().last().unwrap_or(&log.mem);
+        let active = log.mems.default_mem();
+        let mems = || std::iter::once(active).chain(&sv.imm);
+        let oldest = mems().last().unwrap_or(active);
         let reaches_back = oldest.min_seq().is_some_and(|min| min.0 <= since.0 + 1);
         if !reaches_back {
             return Err(Error::Conflict(

@@ -32,11 +32,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::stats::Stats;
-use super::{lock, DbInner, ImmMemTable, LogState};
+use super::{lock, DbInner, ImmMemTable, LogState, MemSet, MemSlot};
 use crate::batch::{self, WriteBatch};
 use crate::error::{Error, Result};
 use crate::filename::wal_path;
 use crate::key::SeqNo;
+use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::perf::Timer;
@@ -83,6 +84,15 @@ impl Writer {
 /// The first refusal of `w`'s batch, under the `log` lock: by its own condition, or by a
 /// write hook (`hook.rs`).
 fn refused(db: &DbInner, log: &LogState, w: &Writer) -> Result<()> {
+    if w.batch.has_keyspaces() {
+        // Checked here, under the lock a drop takes, so no write reaches a dropped keyspace.
+        if let Some(e) = w.batch.iter().find(|e| log.mems.get(e.keyspace).is_none()) {
+            return Err(Error::invalid(format!(
+                "keyspace {} does not exist (dropped?)",
+                e.keyspace.0
+            )));
+        }
+    }
     if let Some(condition) = &w.condition {
         condition(db, log)?;
     }
@@ -262,7 +272,9 @@ impl DbInner {
             .flat_map(|w| batch::decode_entries(w.batch.body(), first_seq))
             .take(PREFETCH_ENTRIES);
         for entry in keys.flatten() {
-            log.mem.prefetch(entry.key);
+            if let Some(mem) = log.mems.get(entry.keyspace) {
+                mem.prefetch(entry.key);
+            }
         }
 
         let use_wal = !group.iter().all(|w| w.opts.disable_wal);
@@ -294,11 +306,18 @@ impl DbInner {
         let mut seq = first_seq;
         for w in group {
             w.first_seq.store(seq.0, Ordering::Release);
+            let keyspaces = w.batch.has_keyspaces();
             for entry in batch::decode_entries(w.batch.body(), seq) {
-                // The batch was encoded by `WriteBatch` itself, so it always decodes.
+                // The batch was encoded by `WriteBatch` itself, so it always decodes, and
+                // `refused` found each of its keyspaces.
                 let entry = entry.map_err(|e| Error::invalid(e.reason))?;
-                log.mem
-                    .insert(entry.seq, entry.kind, entry.key, entry.value);
+                let mem = match keyspaces {
+                    false => log.mems.default_mem(),
+                    true => log.mems.get(entry.keyspace).ok_or_else(|| {
+                        Error::invalid(format!("keyspace {} does not exist", entry.keyspace.0))
+                    })?,
+                };
+                mem.insert(entry.seq, entry.kind, entry.key, entry.value);
             }
             seq = SeqNo(seq.0 + u64::from(w.batch.count()));
         }
@@ -341,8 +360,7 @@ impl DbInner {
         let calm = !self.pressure.poisoned.load(Ordering::Acquire)
             && self.pressure.imm.load(Ordering::Acquire) < imm_slow
             && self.pressure.l0_files.load(Ordering::Acquire) < opts.level0_slowdown_trigger;
-        if calm && log.mem.approximate_memory_usage() < opts.write_buffer_size && !log.mem.is_full()
-        {
+        if calm && !log.mems.any_full() {
             return Ok(());
         }
         let mut stalled = false;
@@ -355,8 +373,7 @@ impl DbInner {
                 // The background threads are gone or going: nothing would free room.
                 return Err(Error::Closed);
             }
-            let mem_full =
-                log.mem.approximate_memory_usage() >= opts.write_buffer_size || log.mem.is_full();
+            let mem_full = log.mems.any_full();
             let stop = state.l0_files >= opts.level0_stop_trigger
                 || (mem_full && state.imm.len() >= imm_stop);
             if stop {
@@ -407,10 +424,10 @@ impl DbInner {
         }
     }
 
-    /// Replace the active memtable and its WAL with fresh ones and queue the old memtable
-    /// for flushing. Called with `log` held.
+    /// Replace the active memtables that hold writes, and their WAL, with fresh ones and
+    /// queue the old ones for flushing. Called with `log` held.
     pub(crate) fn freeze_memtable(&self, log: &mut LogState) -> Result<()> {
-        if log.mem.is_empty() {
+        if log.mems.is_empty() {
             return Ok(());
         }
         // The old WAL is neither synced nor closed here: both wait on the disk or the page
@@ -425,22 +442,37 @@ impl DbInner {
         let file = self.fs.create_log(&path).map_err(|e| self.poison(e))?;
         let new_wal = LogWriter::following(file, &log.wal, log.wal_id.0);
         let old_wal = std::mem::replace(&mut log.wal, new_wal);
-        let old_mem = std::mem::replace(
-            &mut log.mem,
-            Arc::new(MemTable::with_capacity(self.opts.write_buffer_size)),
-        );
+        // An empty memtable stays active: it holds nothing of the old WAL.
+        let mut frozen = Vec::new();
+        let mut fresh = Vec::new();
+        for slot in log.mems.slots() {
+            if slot.mem.is_empty() {
+                fresh.push(slot.clone());
+            } else {
+                fresh.push(MemSlot {
+                    mem: Arc::new(MemTable::with_capacity(slot.write_buffer_size)),
+                    ..slot.clone()
+                });
+                frozen.push(slot.clone());
+            }
+        }
+        log.mems = MemSet::new(fresh);
         let old_id = std::mem::replace(&mut log.wal_id, new_id);
         log.unlogged_writes = false;
         log.older_wals_unsynced = true;
 
         let mut state = lock(&self.state);
+        let changed: Vec<KeyspaceId> = frozen.iter().map(|slot| slot.keyspace).collect();
         state.imm.push_back(Arc::new(ImmMemTable {
-            mem: old_mem,
+            mems: MemSet::new(frozen),
             wal_id: old_id,
             next_wal_id: new_id,
             wal: Mutex::new(Some(old_wal)),
         }));
-        self.install_super_version(&state, Arc::clone(&log.mem));
+        state.active = log.mems.clone();
+        for ks in changed {
+            self.install_super_version(&state, ks);
+        }
         self.publish_pressure(&state);
         self.bg_cv.notify_all();
         Ok(())

@@ -190,6 +190,7 @@ pub(super) fn sample_table_bytes(compression: Compression) -> Vec<u8> {
 pub(super) fn sample_edits() -> Vec<VersionEdit> {
     let meta = |id: u64, lo: &[u8], hi: &[u8]| FileMeta {
         id: FileId(id),
+        keyspace: crate::keyspace::KeyspaceId::DEFAULT,
         size: 4096,
         smallest: InternalKey::new(lo, SeqNo(3), ValueKind::Put),
         largest: InternalKey::new(hi, SeqNo(9), ValueKind::Delete),
@@ -207,6 +208,7 @@ pub(super) fn sample_edits() -> Vec<VersionEdit> {
                 (Level(1), meta(5, b"n", b"z")),
             ],
             deleted_files: Vec::new(),
+            ..VersionEdit::default()
         },
         VersionEdit {
             log_number: Some(FileId(6)),
@@ -214,6 +216,7 @@ pub(super) fn sample_edits() -> Vec<VersionEdit> {
             last_seq: Some(SeqNo(20)),
             new_files: vec![(Level(1), meta(7, b"a", b"m"))],
             deleted_files: vec![(Level(0), FileId(4))],
+            ..VersionEdit::default()
         },
     ]
 }

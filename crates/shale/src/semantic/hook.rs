@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::core::IndexCore;
 use super::pending::{Change, Payload, Pending};
 use super::value::{decode_vector_value, value_hash};
-use crate::batch::WriteBatch;
+use crate::batch::{BatchEntry, WriteBatch};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::sync::lock;
@@ -164,12 +164,17 @@ pub(super) struct IndexHook {
 }
 
 impl IndexHook {
+    /// Whether `entry` writes a key of the index: its prefix in the default keyspace.
+    fn covers(&self, entry: &BatchEntry<'_>) -> bool {
+        entry.keyspace.is_default() && self.spec.covers(entry.key)
+    }
+
     /// The index's changes in `batch`, numbered from `first`.
     fn changes(&self, batch: &WriteBatch, first: SeqNo) -> Vec<Change> {
         let mut out = Vec::new();
         for (i, entry) in batch.iter().enumerate() {
             // `check` refused range deletes that reach the prefix.
-            if entry.kind == ValueKind::RangeDelete || !self.spec.covers(entry.key) {
+            if entry.kind == ValueKind::RangeDelete || !self.covers(&entry) {
                 continue;
             }
             let seq = first.0 + i as u64;
@@ -201,7 +206,7 @@ impl WriteHook for IndexHook {
     fn admit(&self, batch: &WriteBatch) -> Result<()> {
         let bytes: usize = batch
             .iter()
-            .filter(|e| self.spec.covers(e.key))
+            .filter(|e| self.covers(e))
             .map(|e| e.key.len() + e.value.len())
             .sum();
         if bytes == 0 {
@@ -211,7 +216,7 @@ impl WriteHook for IndexHook {
     }
 
     fn check(&self, batch: &WriteBatch) -> Result<()> {
-        for entry in batch.iter() {
+        for entry in batch.iter().filter(|e| e.keyspace.is_default()) {
             if entry.kind == ValueKind::Put && self.spec.covers(entry.key) {
                 self.spec.payload(entry.key, entry.value)?;
             }

@@ -13,10 +13,22 @@
 //!                smallest_seq:varint largest_seq:varint                      (new file)
 //!            | 5 level:u8 file_id:varint                                   (deleted file)
 //!            | 6 (as 4)                        (new file with a range-del block, format v2)
+//!            | 7 keyspace                      (keyspace created, or its options changed;
+//!                                               `keyspace` as in `keyspace.rs`, format v3)
+//!            | 8 keyspace_id:varint            (keyspace dropped, format v3)
+//!            | 9 next_keyspace_id:varint       (format v3)
+//!            | 10 keyspace_id:varint flags:u8 (as 4 from `level` on)
+//!                                  (new file of a keyspace other than the default; flags
+//!                                   bit 0: it has a range-del block; format v3)
 //! ```
+//!
+//! Files of the default keyspace are written with tags 4 and 6, so a database that never
+//! made a keyspace writes the manifest of format v2. A deleted file needs no keyspace: its
+//! id names it.
 
 use crate::codec::{self, DecodeError, Decoder};
 use crate::key::{InternalKey, SeqNo};
+use crate::keyspace::{KeyspaceDef, KeyspaceId};
 
 /// Number of levels in the tree (L0 to L6).
 pub const NUM_LEVELS: usize = 7;
@@ -37,6 +49,8 @@ impl Level {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileMeta {
     pub id: FileId,
+    /// The keyspace whose tree holds the file.
+    pub keyspace: KeyspaceId,
     pub size: u64,
     pub smallest: InternalKey,
     pub largest: InternalKey,
@@ -53,6 +67,13 @@ const TAG_LAST_SEQ: u8 = 3;
 const TAG_NEW_FILE: u8 = 4;
 const TAG_DELETED_FILE: u8 = 5;
 const TAG_NEW_FILE_RANGE_DELS: u8 = 6;
+const TAG_KEYSPACE: u8 = 7;
+const TAG_DROPPED_KEYSPACE: u8 = 8;
+const TAG_NEXT_KEYSPACE_ID: u8 = 9;
+const TAG_KEYSPACE_FILE: u8 = 10;
+
+/// `flags` bit of a keyspace file: it has a range-del block.
+const FILE_RANGE_DELS: u8 = 1;
 
 /// A change to the version set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +83,11 @@ pub struct VersionEdit {
     pub last_seq: Option<SeqNo>,
     pub new_files: Vec<(Level, FileMeta)>,
     pub deleted_files: Vec<(Level, FileId)>,
+    /// Keyspaces created, or redefined with new options.
+    pub keyspaces: Vec<KeyspaceDef>,
+    pub dropped_keyspaces: Vec<KeyspaceId>,
+    /// The id the next keyspace gets: ids are never reused.
+    pub next_keyspace_id: Option<KeyspaceId>,
 }
 
 impl VersionEdit {
@@ -79,13 +105,31 @@ impl VersionEdit {
             codec::put_u8(dst, TAG_LAST_SEQ);
             codec::put_varint(dst, s.0);
         }
+        if let Some(id) = self.next_keyspace_id {
+            codec::put_u8(dst, TAG_NEXT_KEYSPACE_ID);
+            codec::put_varint(dst, u64::from(id.0));
+        }
+        for def in &self.keyspaces {
+            codec::put_u8(dst, TAG_KEYSPACE);
+            def.encode(dst);
+        }
+        for id in &self.dropped_keyspaces {
+            codec::put_u8(dst, TAG_DROPPED_KEYSPACE);
+            codec::put_varint(dst, u64::from(id.0));
+        }
         for (level, f) in &self.new_files {
-            let tag = if f.range_dels {
-                TAG_NEW_FILE_RANGE_DELS
+            if f.keyspace.is_default() {
+                let tag = if f.range_dels {
+                    TAG_NEW_FILE_RANGE_DELS
+                } else {
+                    TAG_NEW_FILE
+                };
+                codec::put_u8(dst, tag);
             } else {
-                TAG_NEW_FILE
-            };
-            codec::put_u8(dst, tag);
+                codec::put_u8(dst, TAG_KEYSPACE_FILE);
+                codec::put_varint(dst, u64::from(f.keyspace.0));
+                codec::put_u8(dst, if f.range_dels { FILE_RANGE_DELS } else { 0 });
+            }
             codec::put_u8(dst, level.0);
             codec::put_varint(dst, f.id.0);
             codec::put_varint(dst, f.size);
@@ -131,7 +175,17 @@ impl VersionEdit {
                         return Err(dup("last sequence"));
                     }
                 }
-                TAG_NEW_FILE | TAG_NEW_FILE_RANGE_DELS => {
+                TAG_NEW_FILE | TAG_NEW_FILE_RANGE_DELS | TAG_KEYSPACE_FILE => {
+                    let (keyspace, range_dels) = if tag == TAG_KEYSPACE_FILE {
+                        let keyspace = KeyspaceId(d.varint_u32("file keyspace")?);
+                        let flags = d.u8("file flags")?;
+                        if keyspace.is_default() || flags & !FILE_RANGE_DELS != 0 {
+                            return Err(DecodeError::new(at, "bad keyspace file record"));
+                        }
+                        (keyspace, flags & FILE_RANGE_DELS != 0)
+                    } else {
+                        (KeyspaceId::DEFAULT, tag == TAG_NEW_FILE_RANGE_DELS)
+                    };
                     let level = decode_level(&mut d)?;
                     let id = FileId(d.varint("file id")?);
                     let size = d.varint("file size")?;
@@ -146,12 +200,13 @@ impl VersionEdit {
                         level,
                         FileMeta {
                             id,
+                            keyspace,
                             size,
                             smallest,
                             largest,
                             smallest_seq,
                             largest_seq,
-                            range_dels: tag == TAG_NEW_FILE_RANGE_DELS,
+                            range_dels,
                         },
                     ));
                 }
@@ -159,6 +214,20 @@ impl VersionEdit {
                     let level = decode_level(&mut d)?;
                     let id = FileId(d.varint("file id")?);
                     edit.deleted_files.push((level, id));
+                }
+                TAG_KEYSPACE => edit.keyspaces.push(KeyspaceDef::decode(&mut d)?),
+                TAG_DROPPED_KEYSPACE => {
+                    let id = KeyspaceId(d.varint_u32("dropped keyspace")?);
+                    if id.is_default() {
+                        return Err(DecodeError::new(at, "the default keyspace is dropped"));
+                    }
+                    edit.dropped_keyspaces.push(id);
+                }
+                TAG_NEXT_KEYSPACE_ID => {
+                    let v = KeyspaceId(d.varint_u32("next keyspace id")?);
+                    if edit.next_keyspace_id.replace(v).is_some() {
+                        return Err(dup("next keyspace id"));
+                    }
                 }
                 other => {
                     return Err(DecodeError::new(at, format!("unknown edit tag {other}")));
@@ -200,6 +269,7 @@ mod tests {
                     Level(0),
                     FileMeta {
                         id: FileId(9),
+                        keyspace: KeyspaceId::DEFAULT,
                         size: 4096,
                         smallest: InternalKey::new(b"apple", SeqNo(3), ValueKind::Put),
                         largest: InternalKey::new(b"pear", SeqNo(999), ValueKind::Delete),
@@ -212,6 +282,7 @@ mod tests {
                     Level(2),
                     FileMeta {
                         id: FileId(10),
+                        keyspace: KeyspaceId(2),
                         size: 300,
                         smallest: InternalKey::new(b"b", SeqNo(5), ValueKind::RangeDelete),
                         largest: InternalKey::range_end(b"f"),
@@ -222,6 +293,13 @@ mod tests {
                 ),
             ],
             deleted_files: vec![(Level(1), FileId(4))],
+            keyspaces: vec![KeyspaceDef {
+                id: KeyspaceId(2),
+                name: "log".into(),
+                options: crate::keyspace::KeyspaceOptions::from_db(&Default::default()),
+            }],
+            dropped_keyspaces: vec![KeyspaceId(1)],
+            next_keyspace_id: Some(KeyspaceId(3)),
         }
     }
 
@@ -256,5 +334,21 @@ mod tests {
         assert!(VersionEdit::decode(&[99]).is_err());
         assert!(VersionEdit::decode(&[TAG_DELETED_FILE, NUM_LEVELS as u8, 1]).is_err());
         assert!(VersionEdit::decode(&[TAG_LOG_NUMBER, 1, TAG_LOG_NUMBER, 2]).is_err());
+        assert!(VersionEdit::decode(&[TAG_DROPPED_KEYSPACE, 0]).is_err());
+    }
+
+    #[test]
+    fn default_keyspace_files_keep_their_v2_tags() {
+        let files = sample().new_files;
+        for ((level, meta), tag) in files.into_iter().zip([TAG_NEW_FILE, TAG_KEYSPACE_FILE]) {
+            let edit = VersionEdit {
+                new_files: vec![(level, meta)],
+                ..VersionEdit::default()
+            };
+            let mut buf = Vec::new();
+            edit.encode(&mut buf);
+            assert_eq!(buf[0], tag);
+            assert_eq!(VersionEdit::decode(&buf).unwrap(), edit);
+        }
     }
 }

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::filename::{manifest_name, parse_manifest_name, CURRENT};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
+use crate::keyspace::{KeyspaceDef, KeyspaceId};
 use crate::wal::LogReader;
 
 /// Point CURRENT at manifest `id`, atomically and durably.
@@ -58,7 +59,7 @@ pub fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<FileId> {
 }
 
 /// The state a manifest describes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveredManifest {
     pub manifest_id: FileId,
     pub log_number: FileId,
@@ -66,9 +67,29 @@ pub struct RecoveredManifest {
     pub last_seq: SeqNo,
     /// Live files by id, with their level.
     pub files: BTreeMap<FileId, (Level, FileMeta)>,
+    /// The keyspaces other than the default, by id.
+    pub keyspaces: BTreeMap<KeyspaceId, KeyspaceDef>,
+    /// The id the next keyspace gets (1 in a database that never made one).
+    pub next_keyspace_id: KeyspaceId,
     /// Bytes of the manifest that held whole records: where a dropped (torn) tail starts,
     /// or the manifest's length.
     pub valid_bytes: u64,
+}
+
+impl Default for RecoveredManifest {
+    /// A new database's state.
+    fn default() -> Self {
+        RecoveredManifest {
+            manifest_id: FileId::default(),
+            log_number: FileId::default(),
+            next_file_number: FileId::default(),
+            last_seq: SeqNo::default(),
+            files: BTreeMap::new(),
+            keyspaces: BTreeMap::new(),
+            next_keyspace_id: KeyspaceId(1),
+            valid_bytes: 0,
+        }
+    }
 }
 
 impl RecoveredManifest {
@@ -94,6 +115,7 @@ impl RecoveredManifest {
             manifest_id,
             ..RecoveredManifest::default()
         };
+        let corrupt = |offset: u64, why: String| Error::corruption(&path, offset, why);
         let (mut log, mut next, mut seq) = (None, None, None);
         while let Some((offset, record)) = reader.next_record()? {
             let edit = VersionEdit::decode(record).map_err(|e| e.in_file(&path, offset))?;
@@ -122,8 +144,35 @@ impl RecoveredManifest {
                     ));
                 }
             }
+            if let Some(id) = edit.next_keyspace_id {
+                state.next_keyspace_id = id;
+            }
+            for def in edit.keyspaces {
+                if state
+                    .keyspaces
+                    .values()
+                    .any(|k| k.name == def.name && k.id != def.id)
+                {
+                    return Err(corrupt(offset, format!("two keyspaces named {}", def.name)));
+                }
+                state.keyspaces.insert(def.id, def);
+            }
+            for id in &edit.dropped_keyspaces {
+                if state.keyspaces.remove(id).is_none() {
+                    return Err(corrupt(
+                        offset,
+                        format!("edit drops unknown keyspace {}", id.0),
+                    ));
+                }
+            }
             for (level, meta) in edit.new_files {
                 let id = meta.id;
+                if !meta.keyspace.is_default() && !state.keyspaces.contains_key(&meta.keyspace) {
+                    return Err(corrupt(
+                        offset,
+                        format!("file {} is in unknown keyspace {}", id.0, meta.keyspace.0),
+                    ));
+                }
                 if state.files.insert(id, (level, meta)).is_some() {
                     return Err(Error::corruption(
                         &path,
@@ -138,6 +187,27 @@ impl RecoveredManifest {
         state.log_number = log.ok_or_else(|| missing("a log number"))?;
         state.next_file_number = next.ok_or_else(|| missing("a next file number"))?;
         state.last_seq = seq.ok_or_else(|| missing("a last sequence number"))?;
+        if let Some((_, (_, meta))) = state.files.iter().find(|(_, (_, m))| {
+            !m.keyspace.is_default() && !state.keyspaces.contains_key(&m.keyspace)
+        }) {
+            return Err(corrupt(
+                0,
+                format!(
+                    "file {} outlives its keyspace {}",
+                    meta.id.0, meta.keyspace.0
+                ),
+            ));
+        }
+        if state
+            .keyspaces
+            .keys()
+            .any(|id| *id >= state.next_keyspace_id)
+        {
+            return Err(corrupt(
+                0,
+                "next keyspace id is not above every keyspace".into(),
+            ));
+        }
         let highest = state.files.keys().next_back().copied().unwrap_or_default();
         if highest >= state.next_file_number || manifest_id >= state.next_file_number {
             return Err(Error::corruption(
@@ -151,12 +221,13 @@ impl RecoveredManifest {
 
     /// The edit that recreates this state from nothing: the first record of a new manifest.
     pub fn snapshot_edit(&self) -> VersionEdit {
-        VersionEdit {
-            log_number: Some(self.log_number),
-            next_file_number: Some(self.next_file_number),
-            last_seq: Some(self.last_seq),
-            new_files: self.files.values().cloned().collect(),
-            deleted_files: Vec::new(),
-        }
+        super::set::snapshot_edit(
+            self.log_number,
+            self.next_file_number.0,
+            self.last_seq,
+            &self.files,
+            &self.keyspaces,
+            self.next_keyspace_id,
+        )
     }
 }

@@ -41,10 +41,16 @@ pub struct GetCounters {
 }
 
 impl FileMeta {
-    /// The manifest entry of table `id`, from what its builder reported.
-    pub fn from_summary(id: FileId, summary: crate::sst::TableSummary) -> FileMeta {
+    /// The manifest entry of table `id` of keyspace `keyspace`, from what its builder
+    /// reported.
+    pub fn from_summary(
+        id: FileId,
+        keyspace: crate::keyspace::KeyspaceId,
+        summary: crate::sst::TableSummary,
+    ) -> FileMeta {
         FileMeta {
             id,
+            keyspace,
             size: summary.file_size,
             smallest: summary.smallest,
             largest: summary.largest,
@@ -379,6 +385,7 @@ mod tests {
         let key = |k: &str| InternalKey::new(k.as_bytes(), SeqNo(id), ValueKind::Put);
         let meta = FileMeta {
             id: FileId(id),
+            keyspace: crate::keyspace::KeyspaceId::DEFAULT,
             size: 1,
             smallest: key(smallest),
             largest: key(largest),

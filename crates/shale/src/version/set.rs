@@ -1,4 +1,5 @@
-//! `VersionSet`: the current [`Version`], the file-number counter and the manifest writer.
+//! `VersionSet`: the current [`Version`] of each keyspace, the keyspaces, the file-number
+//! counter and the manifest writer.
 //!
 //! Owned by the database behind its state mutex; every method runs with that lock held,
 //! so they must stay short: building a version is a copy of a few vectors of `Arc`s, and
@@ -17,7 +18,14 @@ use crate::error::{Error, Result};
 use crate::filename::manifest_name;
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
+use crate::keyspace::{KeyspaceDef, KeyspaceId};
 use crate::wal::LogWriter;
+
+/// The current version of each keyspace's tree.
+pub type Versions = BTreeMap<KeyspaceId, Arc<Version>>;
+
+/// New files with their levels, as an install adds them.
+type Added = Vec<(Level, Arc<TableFile>)>;
 
 /// The live files and the log of their changes.
 pub struct VersionSet {
@@ -29,7 +37,11 @@ pub struct VersionSet {
     log_number: FileId,
     last_seq: SeqNo,
     files: BTreeMap<FileId, (Level, FileMeta)>,
-    current: Arc<Version>,
+    /// The keyspaces other than the default.
+    keyspaces: BTreeMap<KeyspaceId, KeyspaceDef>,
+    next_keyspace_id: KeyspaceId,
+    /// Every keyspace's current version, the default's always among them.
+    versions: Versions,
     /// Set when a manifest write or sync failed: the manifest may end in a partial
     /// record, and a record appended after it would turn that torn tail into corruption
     /// in the middle of the log. No edit is logged after that.
@@ -47,20 +59,29 @@ impl VersionSet {
     /// Starting a new manifest at every open keeps manifests short and means a damaged
     /// tail of the old one is never appended to.
     ///
-    /// `max_manifest_bytes` is the length past which [`VersionSet::log_and_apply`] starts a
-    /// new manifest.
+    /// `versions` holds each keyspace's version built from `state`'s files (a keyspace
+    /// without files may be left out). `max_manifest_bytes` is the length past which
+    /// [`VersionSet::log_and_apply`] starts a new manifest.
     pub fn create(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         state: RecoveredManifest,
-        version: Version,
+        versions: BTreeMap<KeyspaceId, Version>,
         max_manifest_bytes: u64,
     ) -> Result<VersionSet> {
         let manifest_id = state.next_file_number;
         let next_file = manifest_id.0 + 1;
-        let snapshot = snapshot_edit(state.log_number, next_file, state.last_seq, &state.files);
+        let snapshot = snapshot_edit(
+            state.log_number,
+            next_file,
+            state.last_seq,
+            &state.files,
+            &state.keyspaces,
+            state.next_keyspace_id,
+        );
         let manifest = write_snapshot(fs.as_ref(), dir, manifest_id, &snapshot)?;
         set_current(fs.as_ref(), dir, manifest_id)?;
+        let versions = all_versions(&state, versions);
         let mut set = VersionSet {
             manifest,
             fs,
@@ -70,7 +91,9 @@ impl VersionSet {
             log_number: state.log_number,
             last_seq: state.last_seq,
             files: state.files,
-            current: Arc::new(version),
+            keyspaces: state.keyspaces,
+            next_keyspace_id: state.next_keyspace_id,
+            versions,
             failed: None,
             max_manifest_bytes,
             roll_at: 0,
@@ -85,8 +108,9 @@ impl VersionSet {
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         state: RecoveredManifest,
-        version: Version,
+        versions: BTreeMap<KeyspaceId, Version>,
     ) -> VersionSet {
+        let versions = all_versions(&state, versions);
         VersionSet {
             manifest: LogWriter::new(Box::new(crate::fs::ReadOnlyFile)),
             fs,
@@ -96,7 +120,9 @@ impl VersionSet {
             log_number: state.log_number,
             last_seq: state.last_seq,
             files: state.files,
-            current: Arc::new(version),
+            keyspaces: state.keyspaces,
+            next_keyspace_id: state.next_keyspace_id,
+            versions,
             failed: Some("the database is open read-only".into()),
             max_manifest_bytes: u64::MAX,
             roll_at: u64::MAX,
@@ -166,15 +192,29 @@ impl VersionSet {
         let wal = FileId(self.next_file);
         let manifest = FileId(self.next_file + 1);
         CopyPlan {
-            version: self.current(),
-            edit: snapshot_edit(wal, self.next_file + 2, self.last_seq, &self.files),
+            versions: self.versions.values().cloned().collect(),
+            edit: snapshot_edit(
+                wal,
+                self.next_file + 2,
+                self.last_seq,
+                &self.files,
+                &self.keyspaces,
+                self.next_keyspace_id,
+            ),
             wal,
             manifest,
         }
     }
 
     fn snapshot_edit(&self) -> VersionEdit {
-        snapshot_edit(self.log_number, self.next_file, self.last_seq, &self.files)
+        snapshot_edit(
+            self.log_number,
+            self.next_file,
+            self.last_seq,
+            &self.files,
+            &self.keyspaces,
+            self.next_keyspace_id,
+        )
     }
 
     /// Whether a failed manifest write or CURRENT switch has poisoned the set, and why.
@@ -210,9 +250,29 @@ impl VersionSet {
         self.last_seq
     }
 
-    /// The current version.
+    /// The default keyspace's current version.
     pub fn current(&self) -> Arc<Version> {
-        Arc::clone(&self.current)
+        self.version(KeyspaceId::DEFAULT).unwrap_or_default()
+    }
+
+    /// The current version of keyspace `ks`, if it exists.
+    pub fn version(&self, ks: KeyspaceId) -> Option<Arc<Version>> {
+        self.versions.get(&ks).cloned()
+    }
+
+    /// Every keyspace's current version.
+    pub fn versions(&self) -> &Versions {
+        &self.versions
+    }
+
+    /// The keyspaces other than the default.
+    pub fn keyspaces(&self) -> &BTreeMap<KeyspaceId, KeyspaceDef> {
+        &self.keyspaces
+    }
+
+    /// The id a keyspace created now gets; the edit that creates it sets the next.
+    pub fn next_keyspace_id(&self) -> KeyspaceId {
+        self.next_keyspace_id
     }
 
     /// Ids of every live SSTable.
@@ -232,7 +292,7 @@ impl VersionSet {
         &mut self,
         mut edit: VersionEdit,
         added: &[(Level, Arc<TableFile>)],
-    ) -> Result<Arc<Version>> {
+    ) -> Result<()> {
         if let Some(why) = &self.failed {
             return Err(Error::Poisoned(why.clone()));
         }
@@ -247,27 +307,64 @@ impl VersionSet {
             self.log_number = self.log_number.max(n);
         }
         self.last_seq = last_seq;
-        for (_, id) in &edit.deleted_files {
-            self.files.remove(id);
+        if let Some(id) = edit.next_keyspace_id {
+            self.next_keyspace_id = self.next_keyspace_id.max(id);
+        }
+        for def in &edit.keyspaces {
+            self.keyspaces.insert(def.id, def.clone());
+            self.versions.entry(def.id).or_default();
+        }
+        // Each keyspace's share of the edit: a deleted file's keyspace is the one it was
+        // added to.
+        let mut changes: BTreeMap<KeyspaceId, (VersionEdit, Added)> = BTreeMap::new();
+        for &(level, id) in &edit.deleted_files {
+            if let Some((_, meta)) = self.files.remove(&id) {
+                let (e, _) = changes.entry(meta.keyspace).or_default();
+                e.deleted_files.push((level, id));
+            }
         }
         for (level, meta) in &edit.new_files {
             self.files.insert(meta.id, (*level, meta.clone()));
         }
-        self.current = Arc::new(self.current.apply(&edit, added));
+        for (level, file) in added {
+            let (_, a) = changes.entry(file.meta.keyspace).or_default();
+            a.push((*level, Arc::clone(file)));
+        }
+        for (ks, (e, a)) in changes {
+            if let Some(version) = self.versions.get_mut(&ks) {
+                *version = Arc::new(version.apply(&e, &a));
+            }
+        }
+        for id in &edit.dropped_keyspaces {
+            self.keyspaces.remove(id);
+            self.versions.remove(id);
+        }
         if self.manifest.len() > self.roll_at {
             // The edit is durable either way: a roll that fails only poisons later edits.
             self.roll();
         }
-        Ok(self.current())
+        Ok(())
     }
 }
 
-/// The edit that starts a manifest: every live file and the counters.
-fn snapshot_edit(
+/// `built` with an empty version for each keyspace of `state` it lacks.
+fn all_versions(state: &RecoveredManifest, built: BTreeMap<KeyspaceId, Version>) -> Versions {
+    let mut versions: Versions = built.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+    for id in std::iter::once(KeyspaceId::DEFAULT).chain(state.keyspaces.keys().copied()) {
+        versions.entry(id).or_default();
+    }
+    versions
+}
+
+/// The edit that starts a manifest: every live file, every keyspace and the counters. A
+/// database that never made a keyspace gets no keyspace fields (format v2).
+pub(super) fn snapshot_edit(
     log_number: FileId,
     next_file: u64,
     last_seq: SeqNo,
     files: &BTreeMap<FileId, (Level, FileMeta)>,
+    keyspaces: &BTreeMap<KeyspaceId, KeyspaceDef>,
+    next_keyspace_id: KeyspaceId,
 ) -> VersionEdit {
     VersionEdit {
         log_number: Some(log_number),
@@ -275,6 +372,9 @@ fn snapshot_edit(
         last_seq: Some(last_seq),
         new_files: files.values().cloned().collect(),
         deleted_files: Vec::new(),
+        keyspaces: keyspaces.values().cloned().collect(),
+        dropped_keyspaces: Vec::new(),
+        next_keyspace_id: (next_keyspace_id > KeyspaceId(1)).then_some(next_keyspace_id),
     }
 }
 
@@ -294,7 +394,8 @@ fn write_snapshot(
 
 /// The state a copy of the database starts from: see [`VersionSet::checkpoint`].
 pub struct CopyPlan {
-    pub version: Arc<Version>,
+    /// Every keyspace's version: holding them keeps their files from being deleted.
+    pub versions: Vec<Arc<Version>>,
     /// The copy's first manifest record.
     pub edit: VersionEdit,
     /// The copy's (empty) WAL, the one `edit` names as its log.
@@ -343,14 +444,9 @@ mod tests {
             next_file_number: FileId(2),
             ..RecoveredManifest::default()
         };
-        let mut set = VersionSet::create(
-            Arc::new(fs.clone()),
-            dir,
-            state,
-            Version::default(),
-            64 << 20,
-        )
-        .unwrap();
+        let mut set =
+            VersionSet::create(Arc::new(fs.clone()), dir, state, BTreeMap::new(), 64 << 20)
+                .unwrap();
         let edit = || VersionEdit {
             last_seq: Some(SeqNo(7)),
             ..VersionEdit::default()
@@ -380,17 +476,18 @@ mod tests {
             next_file_number: FileId(2),
             ..RecoveredManifest::default()
         };
-        VersionSet::create(fs, Path::new("/db"), state, Version::default(), limit).unwrap()
+        VersionSet::create(fs, Path::new("/db"), state, BTreeMap::new(), limit).unwrap()
     }
 
     /// An edit that adds table `id` to L1 and deletes table `id - 1`, at sequence `id`.
-    fn churn(set: &mut VersionSet) -> Result<Arc<Version>> {
+    fn churn(set: &mut VersionSet) -> Result<()> {
         let id = set.new_file_id();
         let key = |k: &str| {
             crate::key::InternalKey::new(k.as_bytes(), SeqNo(id.0), crate::key::ValueKind::Put)
         };
         let meta = FileMeta {
             id,
+            keyspace: crate::keyspace::KeyspaceId::DEFAULT,
             size: 1000 + id.0,
             smallest: key("a"),
             largest: key("z"),
@@ -460,6 +557,7 @@ mod tests {
             };
             let meta = FileMeta {
                 id,
+                keyspace: crate::keyspace::KeyspaceId::DEFAULT,
                 size: 1,
                 smallest: key(format!("k{:06}", id.0)),
                 largest: key(format!("k{:06}~", id.0)),

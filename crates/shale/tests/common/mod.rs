@@ -1,6 +1,7 @@
 //! Shared by the crash and I/O-error tests: a deterministic workload of sync and non-sync
-//! writes, batches, range deletes, flushes, compactions and reopens with tiny buffers; an oracle that
-//! knows the state after every prefix of the write sequence; and the check that a
+//! writes, batches, range deletes, flushes, compactions and reopens with tiny buffers, over
+//! the default keyspace and a second one (`KEYSPACE`, made at the first open); an oracle
+//! that knows the state after every prefix of the write sequence; and the check that a
 //! recovered database is one of those prefixes.
 #![allow(dead_code)]
 
@@ -10,10 +11,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
 use shale::fs::FileSystem;
-use shale::{Db, Options, WriteBatch, WriteOptions};
+use shale::{Db, KeyspaceId, Options, WriteBatch, WriteOptions};
 pub use shale_rng::SplitMix64 as Rng;
 
 pub const DIR: &str = "/db";
+
+/// The second keyspace of the workload. In the oracle's state its keys carry
+/// `KEYSPACE_PREFIX` in front (which sorts after every default key, `key...`).
+pub const KEYSPACE: &str = "ks1";
+pub const KEYSPACE_PREFIX: &[u8] = b"ks1/";
+
+/// The keyspace a key of the oracle's state lives in, and its key there.
+fn split(key: &[u8], ks: KeyspaceId) -> (KeyspaceId, &[u8]) {
+    match key.strip_prefix(KEYSPACE_PREFIX) {
+        Some(rest) => (ks, rest),
+        None => (KeyspaceId::DEFAULT, key),
+    }
+}
 
 /// One entry of a write.
 #[derive(Debug, Clone)]
@@ -25,11 +39,22 @@ pub enum Entry {
 }
 
 impl Entry {
-    fn add_to(&self, batch: &mut WriteBatch) {
+    /// Add to `batch`; keys of the second keyspace go to `ks`.
+    fn add_to(&self, batch: &mut WriteBatch, ks: KeyspaceId) {
         match self {
-            Entry::Put(k, v) => batch.put(k, v),
-            Entry::Delete(k) => batch.delete(k),
-            Entry::DeleteRange(start, end) => batch.delete_range(start, end),
+            Entry::Put(k, v) => {
+                let (ks, k) = split(k, ks);
+                batch.put_in(ks, k, v);
+            }
+            Entry::Delete(k) => {
+                let (ks, k) = split(k, ks);
+                batch.delete_in(ks, k);
+            }
+            Entry::DeleteRange(start, end) => {
+                let (ks, start) = split(start, ks);
+                let (_, end) = split(end, ks);
+                batch.delete_range_in(ks, start, end);
+            }
         }
     }
 
@@ -77,8 +102,8 @@ fn key(k: u64) -> Vec<u8> {
 }
 
 /// `steps` steps from `seed`: mostly writes (a fifth of them sync, a sixth batches, one
-/// entry in fifty a range delete of up to a sixteenth of the keys), with flushes,
-/// compactions and reopens mixed in.
+/// entry in fifty a range delete of up to a sixteenth of the keys, a quarter of the entries
+/// in the second keyspace), with flushes, compactions and reopens mixed in.
 pub fn workload(seed: u64, steps: usize, keys: u64) -> Vec<Step> {
     let mut rng = Rng::seeded(seed);
     let mut out = Vec::with_capacity(steps);
@@ -95,10 +120,15 @@ pub fn workload(seed: u64, steps: usize, keys: u64) -> Vec<Step> {
             let entries = (0..n)
                 .map(|j| {
                     let first = rng.below(keys);
-                    let k = key(first);
+                    let in_keyspace = rng.percent(25);
+                    let key_in = |n: u64| match in_keyspace {
+                        true => [KEYSPACE_PREFIX, &key(n)].concat(),
+                        false => key(n),
+                    };
+                    let k = key_in(first);
                     if rng.below(100) < 2 {
                         let width = 1 + rng.below((keys / 16).max(1));
-                        return Entry::DeleteRange(k, key(first + width));
+                        return Entry::DeleteRange(k, key_in(first + width));
                     }
                     if rng.percent(15) {
                         return Entry::Delete(k);
@@ -240,16 +270,25 @@ pub struct Run {
     pub error: Option<(String, shale::Error)>,
 }
 
+/// Open the database on `fs` and its second keyspace (made at the first open).
+fn open(fs: &Arc<dyn FileSystem>) -> Result<(Db, KeyspaceId), (String, shale::Error)> {
+    let db = Db::open(DIR, options(Arc::clone(fs))).map_err(|e| ("open".to_owned(), e))?;
+    let ks = db
+        .keyspace(KEYSPACE)
+        .map_err(|e| ("keyspace".to_owned(), e))?;
+    Ok((db, ks.id()))
+}
+
 /// Open a database on `fs` and run `steps`, stopping at the first error.
 pub fn run(fs: &Arc<dyn FileSystem>, steps: &[Step]) -> Run {
     let mut p = Progress::default();
-    let mut db = match Db::open(DIR, options(Arc::clone(fs))) {
-        Ok(db) => db,
-        Err(e) => {
+    let (mut db, mut ks) = match open(fs) {
+        Ok(opened) => opened,
+        Err(error) => {
             return Run {
                 progress: p,
                 db: None,
-                error: Some(("open".into(), e)),
+                error: Some(error),
             }
         }
     };
@@ -258,7 +297,7 @@ pub fn run(fs: &Arc<dyn FileSystem>, steps: &[Step]) -> Run {
             Step::Write { entries, sync } => {
                 let mut batch = WriteBatch::new();
                 for e in entries {
-                    e.add_to(&mut batch);
+                    e.add_to(&mut batch, ks);
                 }
                 let opts = if *sync {
                     WriteOptions::sync()
@@ -286,16 +325,16 @@ pub fn run(fs: &Arc<dyn FileSystem>, steps: &[Step]) -> Run {
                     p.add_stats(&db);
                     p.durable = p.acked;
                     drop(db);
-                    match Db::open(DIR, options(Arc::clone(fs))) {
+                    match open(fs) {
                         Ok(again) => {
-                            db = again;
+                            (db, ks) = again;
                             Ok(())
                         }
-                        Err(e) => {
+                        Err((what, e)) => {
                             return Run {
                                 progress: p,
                                 db: None,
-                                error: Some(("reopen".into(), e)),
+                                error: Some((format!("re{what}"), e)),
                             }
                         }
                     }
@@ -320,22 +359,37 @@ pub fn run(fs: &Arc<dyn FileSystem>, steps: &[Step]) -> Run {
     }
 }
 
-/// Every pair in `db`, by a full scan, cross-checked with point reads of every key the
-/// oracle's final state or the scan mentions.
+/// Every pair in `db` (the second keyspace's with `KEYSPACE_PREFIX`, if it exists), by
+/// full scans, cross-checked with point reads of every key the workload writes.
 pub fn read_state(db: &Db, keys: u64) -> shale::Result<State> {
     let mut state = State::new();
     for pair in db.range::<Vec<u8>>(..)? {
         let (k, v) = pair?;
         state.insert(k, v);
     }
+    let ks = match db.keyspace_names().iter().any(|n| n == KEYSPACE) {
+        true => Some(db.keyspace(KEYSPACE)?),
+        false => None,
+    };
+    if let Some(ks) = &ks {
+        for pair in ks.range::<Vec<u8>>(..)? {
+            let (k, v) = pair?;
+            state.insert([KEYSPACE_PREFIX, &k].concat(), v);
+        }
+    }
     for k in 0..keys {
         let k = key(k);
-        let got = db.get(&k)?;
-        if got.as_ref() != state.get(&k) {
-            return Err(shale::Error::InvalidArgument(format!(
-                "get and scan disagree on {}",
-                String::from_utf8_lossy(&k)
-            )));
+        let mut reads = vec![(k.clone(), db.get(&k)?)];
+        if let Some(ks) = &ks {
+            reads.push(([KEYSPACE_PREFIX, &k].concat(), ks.get(&k)?));
+        }
+        for (k, got) in reads {
+            if got.as_ref() != state.get(&k) {
+                return Err(shale::Error::InvalidArgument(format!(
+                    "get and scan disagree on {}",
+                    String::from_utf8_lossy(&k)
+                )));
+            }
         }
     }
     Ok(state)

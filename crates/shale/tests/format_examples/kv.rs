@@ -324,6 +324,7 @@ fn expected_flush_edit(sst_size: u64) -> VersionEdit {
             Level(0),
             FileMeta {
                 id: FileId(5),
+                keyspace: shale::KeyspaceId::DEFAULT,
                 size: sst_size,
                 smallest: InternalKey::new(b"apple", SeqNo(1), ValueKind::Put),
                 largest: InternalKey::new(b"pear", SeqNo(2), ValueKind::Delete),
@@ -333,6 +334,7 @@ fn expected_flush_edit(sst_size: u64) -> VersionEdit {
             },
         )],
         deleted_files: vec![],
+        ..VersionEdit::default()
     }
 }
 
