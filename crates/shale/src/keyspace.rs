@@ -108,9 +108,10 @@ const CODEC_SNAPPY: u8 = 3;
 impl KeyspaceDef {
     /// ```text
     /// keyspace := id:varint name:varbytes write_buffer_size:varint block_size:varint
-    ///             filter_bits_per_key:varint codec:u8 zstd_level:i32
+    ///             filter_bits_per_key:varint codec:u8 zstd_level:u32
     /// ```
-    /// `codec` is 0 none, 1 LZ4, 2 zstd, 3 Snappy; `zstd_level` is 0 unless zstd.
+    /// `codec` is 0 none, 1 LZ4, 2 zstd, 3 Snappy; `zstd_level` (two's complement) is 0
+    /// unless zstd.
     pub fn encode(&self, dst: &mut Vec<u8>) {
         codec::put_varint(dst, u64::from(self.id.0));
         codec::put_length_prefixed(dst, self.name.as_bytes());

@@ -18,6 +18,7 @@
 //! The examples are split as the document is: `kv.rs` for sections 1 to 7 (the key-value
 //! files), `range_del.rs` for the range delete ones (sections 4 and 6.9), `vector.rs` for sections 8 and 9 (the vector store and the HNSW graph).
 
+mod keyspace;
 mod kv;
 mod range_del;
 mod vector;
