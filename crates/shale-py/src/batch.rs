@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use crate::convert::to_bytes;
 use crate::db::Db;
 use crate::errors::run;
+use crate::keyspace::Keyspace;
 use crate::shared::Shared;
 
 /// Puts and deletes applied together by `write()`, or on leaving a `with` block.
@@ -43,34 +44,53 @@ impl WriteBatch {
     }
 }
 
+/// The keyspace a batch entry goes to: the default one unless given.
+fn keyspace_id(keyspace: Option<PyRef<'_, Keyspace>>) -> shale::KeyspaceId {
+    keyspace.map_or(shale::KeyspaceId::DEFAULT, |ks| ks.id())
+}
+
 #[pymethods]
 impl WriteBatch {
-    /// Queue `key = value`.
+    /// Queue `key = value`, in `keyspace` (a `Keyspace` of this database) if given.
+    #[pyo3(signature = (key, value, keyspace = None))]
     fn put(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, Keyspace>>,
     ) -> PyResult<()> {
         let (key, value) = (to_bytes(key, "key")?, to_bytes(value, "value")?);
-        self.edit(py, |b| b.put(key, value))
+        let ks = keyspace_id(keyspace);
+        self.edit(py, |b| b.put_in(ks, key, value))
     }
 
-    /// Queue the removal of `key`.
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Queue the removal of `key`, from `keyspace` if given.
+    #[pyo3(signature = (key, keyspace = None))]
+    fn delete(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, Keyspace>>,
+    ) -> PyResult<()> {
         let key = to_bytes(key, "key")?;
-        self.edit(py, |b| b.delete(key))
+        let ks = keyspace_id(keyspace);
+        self.edit(py, |b| b.delete_in(ks, key))
     }
 
-    /// Queue the removal of every key `k` with `start <= k < end`.
+    /// Queue the removal of every key `k` with `start <= k < end`, from `keyspace` if
+    /// given.
+    #[pyo3(signature = (start, end, keyspace = None))]
     fn delete_range(
         &self,
         py: Python<'_>,
         start: &Bound<'_, PyAny>,
         end: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, Keyspace>>,
     ) -> PyResult<()> {
         let (start, end) = (to_bytes(start, "start")?, to_bytes(end, "end")?);
-        self.edit(py, |b| b.delete_range(start, end))
+        let ks = keyspace_id(keyspace);
+        self.edit(py, |b| b.delete_range_in(ks, start, end))
     }
 
     /// Apply every queued change atomically. The batch cannot be used afterwards.

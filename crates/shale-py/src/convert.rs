@@ -150,7 +150,7 @@ fn set_option(
 
 /// `"lz4"`, `"snappy"`, `"none"`, `"zstd"` (level 3) or `"zstd:LEVEL"`, the value of the
 /// option `option`.
-fn compression(option: &str, name: &str) -> Result<shale::Compression, String> {
+pub(crate) fn compression(option: &str, name: &str) -> Result<shale::Compression, String> {
     let lower = name.to_ascii_lowercase();
     match lower.as_str() {
         "lz4" => Ok(shale::Compression::Lz4),
@@ -164,6 +164,16 @@ fn compression(option: &str, name: &str) -> Result<shale::Compression, String> {
                  got {name:?}"
             )),
         },
+    }
+}
+
+/// The name `compression` takes for `c`.
+pub(crate) fn compression_name(c: shale::Compression) -> String {
+    match c {
+        shale::Compression::None => "none".into(),
+        shale::Compression::Lz4 => "lz4".into(),
+        shale::Compression::Snappy => "snappy".into(),
+        shale::Compression::Zstd(level) => format!("zstd:{level}"),
     }
 }
 

@@ -371,6 +371,59 @@ impl Db {
         crate::index::open(py, &self.shared, name, args)
     }
 
+    /// The keyspace `name` (a dict-like handle of its own keys), made if it does not exist
+    /// with the database's options, or with those given here: `write_buffer_size`,
+    /// `block_size`, `filter_bits_per_key`, `compression` (as `open` takes them). An
+    /// existing keyspace keeps its options; different ones raise `InvalidArgumentError`.
+    #[pyo3(signature = (name, *, write_buffer_size = None, block_size = None, filter_bits_per_key = None, compression = None))]
+    fn keyspace(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        write_buffer_size: Option<usize>,
+        block_size: Option<usize>,
+        filter_bits_per_key: Option<u32>,
+        compression: Option<&str>,
+    ) -> PyResult<crate::keyspace::Keyspace> {
+        let codec = compression
+            .map(|c| crate::convert::compression("compression", c))
+            .transpose()
+            .map_err(|e| crate::errors::new_err(py, "InvalidArgumentError", e))?;
+        let given = write_buffer_size.is_some()
+            || block_size.is_some()
+            || filter_bits_per_key.is_some()
+            || codec.is_some();
+        let shared = &self.shared;
+        let ks = run(py, || {
+            shared.with(|db| {
+                if !given {
+                    return Ok(db.keyspace(name)?);
+                }
+                let base = shale::KeyspaceOptions::from_db(db.options());
+                let opts = shale::KeyspaceOptions {
+                    write_buffer_size: write_buffer_size.unwrap_or(base.write_buffer_size),
+                    block_size: block_size.unwrap_or(base.block_size),
+                    filter_bits_per_key: filter_bits_per_key.unwrap_or(base.filter_bits_per_key),
+                    compression: codec.unwrap_or(base.compression),
+                };
+                Ok(db.keyspace_with(name, opts)?)
+            })
+        })?;
+        Ok(crate::keyspace::Keyspace::new(Arc::clone(&self.shared), ks))
+    }
+
+    /// The names of every keyspace, `"default"` first.
+    fn keyspaces(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let shared = &self.shared;
+        run(py, || shared.with(|db| Ok(db.keyspace_names())))
+    }
+
+    /// Drop keyspace `name` and everything in it (one manifest edit, whatever its size).
+    fn drop_keyspace(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let shared = &self.shared;
+        run(py, || shared.with(|db| Ok(db.drop_keyspace(name)?)))
+    }
+
     /// Write every memtable to an SSTable.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let shared = &self.shared;

@@ -24,6 +24,7 @@ mod embedder;
 mod errors;
 mod index;
 mod iter;
+mod keyspace;
 mod read;
 mod search;
 mod shared;
@@ -110,6 +111,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_close_for_exit, m)?)?;
     m.add_class::<db::Db>()?;
     m.add_class::<batch::WriteBatch>()?;
+    m.add_class::<keyspace::Keyspace>()?;
     m.add_class::<iter::KvIter>()?;
     m.add_class::<cursor::Cursor>()?;
     m.add_class::<snapshot::Snapshot>()?;

@@ -1,6 +1,7 @@
 //! The reads `DB` and `Snapshot` share: a value by key (with a default, as `d[k]`, as
 //! `k in d`), iterators over all keys, a range or a prefix, and cursors. A [`ReadView`]
-//! reads the latest state, or the state at a snapshot it pins.
+//! reads the latest state, or the state at a snapshot it pins, of the default keyspace or
+//! of one named keyspace.
 
 use std::sync::Arc;
 
@@ -18,22 +19,40 @@ pub(crate) struct ReadView<'a> {
     shared: &'a Arc<Shared>,
     /// `None`: the latest state.
     snapshot: Option<Arc<shale::Snapshot>>,
+    /// `None`: the default keyspace.
+    keyspace: Option<&'a shale::Keyspace>,
 }
 
 impl<'a> ReadView<'a> {
     pub(crate) fn new(shared: &'a Arc<Shared>, snapshot: Option<Arc<shale::Snapshot>>) -> Self {
-        ReadView { shared, snapshot }
+        ReadView {
+            shared,
+            snapshot,
+            keyspace: None,
+        }
+    }
+
+    /// The latest state of keyspace `ks`.
+    pub(crate) fn of_keyspace(shared: &'a Arc<Shared>, ks: &'a shale::Keyspace) -> Self {
+        ReadView {
+            shared,
+            snapshot: None,
+            keyspace: Some(ks),
+        }
     }
 
     fn value(&self, py: Python<'_>, key: &[u8]) -> PyResult<Option<Vec<u8>>> {
-        let (shared, snapshot) = (self.shared, self.snapshot.as_deref());
+        let (shared, snapshot, keyspace) = (self.shared, self.snapshot.as_deref(), self.keyspace);
         run(py, || {
             shared.with(|db| {
                 let opts = shale::ReadOptions {
                     snapshot,
                     ..shale::ReadOptions::default()
                 };
-                Ok(db.get_opt(key, &opts)?)
+                Ok(match keyspace {
+                    Some(ks) => ks.get_opt(key, &opts)?,
+                    None => db.get_opt(key, &opts)?,
+                })
             })
         })
     }
@@ -109,14 +128,17 @@ impl<'a> ReadView<'a> {
     }
 
     fn iter(&self, py: Python<'_>, bounds: Bounds, reverse: bool, mode: Mode) -> PyResult<KvIter> {
-        let (shared, snapshot) = (self.shared, self.snapshot.as_deref());
+        let (shared, snapshot, keyspace) = (self.shared, self.snapshot.as_deref(), self.keyspace);
         let range = run(py, || {
             shared.with(|db| {
                 let opts = shale::ReadOptions {
                     snapshot,
                     ..shale::ReadOptions::default()
                 };
-                Ok(db.range_opt(bounds, &opts)?)
+                Ok(match keyspace {
+                    Some(ks) => ks.range_opt(bounds, &opts)?,
+                    None => db.range_opt(bounds, &opts)?,
+                })
             })
         })?;
         let range = if reverse { range.rev() } else { range };

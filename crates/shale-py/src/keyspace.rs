@@ -1,0 +1,233 @@
+//! `shale.Keyspace`: one keyspace of a `DB`, read and written like the `DB` itself (a
+//! dict-like handle). Made by `DB.keyspace(name, ...)`; its calls raise `ClosedError` once
+//! the database is closed, and `InvalidArgumentError` once the keyspace is dropped.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::convert::to_bytes;
+use crate::db::Db;
+use crate::errors::{key_error, run};
+use crate::iter::{KvIter, Mode};
+use crate::read::ReadView;
+use crate::shared::Shared;
+
+#[pyclass(name = "Keyspace", module = "shale", frozen)]
+pub(crate) struct Keyspace {
+    shared: Arc<Shared>,
+    ks: shale::Keyspace,
+}
+
+impl Keyspace {
+    pub(crate) fn new(shared: Arc<Shared>, ks: shale::Keyspace) -> Keyspace {
+        Keyspace { shared, ks }
+    }
+
+    /// The engine's handle, for a `WriteBatch` entry.
+    pub(crate) fn id(&self) -> shale::KeyspaceId {
+        self.ks.id()
+    }
+
+    fn view(&self) -> ReadView<'_> {
+        ReadView::of_keyspace(&self.shared, &self.ks)
+    }
+
+    fn write(&self, py: Python<'_>, batch: shale::WriteBatch, sync: bool) -> PyResult<()> {
+        let shared = &self.shared;
+        run(py, || {
+            shared.with(|db| Ok(db.write(batch, Db::write_opts(sync))?))
+        })
+    }
+}
+
+#[pymethods]
+impl Keyspace {
+    /// The keyspace's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.ks.name().to_owned()
+    }
+
+    /// The options its tables are built with, as a dict.
+    fn options(&self) -> std::collections::HashMap<&'static str, String> {
+        let o = self.ks.options();
+        std::collections::HashMap::from([
+            ("write_buffer_size", o.write_buffer_size.to_string()),
+            ("block_size", o.block_size.to_string()),
+            ("filter_bits_per_key", o.filter_bits_per_key.to_string()),
+            (
+                "compression",
+                crate::convert::compression_name(o.compression),
+            ),
+        ])
+    }
+
+    /// The value of `key`, or `default` when it is missing.
+    #[pyo3(signature = (key, default = None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.view().get(py, key, default)
+    }
+
+    /// The values of `keys`, in the same order, `None` for a missing key; all read at one
+    /// moment.
+    fn multi_get<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        let keys = keys
+            .try_iter()?
+            .map(|key| to_bytes(&key?, "key"))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (shared, ks) = (&self.shared, &self.ks);
+        let values = run(py, || {
+            shared.with(|_| Ok(ks.multi_get(&keys, &shale::ReadOptions::default())?))
+        })?;
+        Ok(values
+            .into_iter()
+            .map(|v| v.map(|v| PyBytes::new(py, &v)))
+            .collect())
+    }
+
+    /// Set `key` to `value`; `sync=True` makes it durable before returning.
+    #[pyo3(signature = (key, value, sync = false))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        sync: bool,
+    ) -> PyResult<()> {
+        let mut batch = shale::WriteBatch::new();
+        batch.put_in(&self.ks, to_bytes(key, "key")?, to_bytes(value, "value")?);
+        self.write(py, batch, sync)
+    }
+
+    /// Remove `key` (no error if it is missing).
+    #[pyo3(signature = (key, sync = false))]
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
+        let mut batch = shale::WriteBatch::new();
+        batch.delete_in(&self.ks, to_bytes(key, "key")?);
+        self.write(py, batch, sync)
+    }
+
+    /// Remove every key `k` with `start <= k < end`, in one write whatever their number.
+    #[pyo3(signature = (start, end, sync = false))]
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        end: &Bound<'_, PyAny>,
+        sync: bool,
+    ) -> PyResult<()> {
+        let mut batch = shale::WriteBatch::new();
+        batch.delete_range_in(&self.ks, to_bytes(start, "start")?, to_bytes(end, "end")?);
+        self.write(py, batch, sync)
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.view().item(py, key)
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value, false)
+    }
+
+    /// `del ks[key]`: like `dict`, a missing key raises `KeyError`.
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = to_bytes(key, "key")?;
+        let (shared, ks) = (&self.shared, &self.ks);
+        let existed = run(py, || {
+            shared.with(|_| {
+                let existed = ks.get(&key)?.is_some();
+                if existed {
+                    ks.delete(&key)?;
+                }
+                Ok(existed)
+            })
+        })?;
+        match existed {
+            true => Ok(()),
+            false => Err(key_error(py, &key)),
+        }
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.view().contains(py, key)
+    }
+
+    /// `(key, value)` pairs in key order.
+    fn __iter__(&self, py: Python<'_>) -> PyResult<KvIter> {
+        self.view().all(py, Mode::Items)
+    }
+
+    /// `(key, value)` pairs in key order.
+    fn items(&self, py: Python<'_>) -> PyResult<KvIter> {
+        self.view().all(py, Mode::Items)
+    }
+
+    /// Keys in order.
+    fn keys(&self, py: Python<'_>) -> PyResult<KvIter> {
+        self.view().all(py, Mode::Keys)
+    }
+
+    /// Values in key order.
+    fn values(&self, py: Python<'_>) -> PyResult<KvIter> {
+        self.view().all(py, Mode::Values)
+    }
+
+    /// `(key, value)` pairs with `start <= key < end` (`None`: unbounded), in key order
+    /// or, with `reverse=True`, from the last key down.
+    #[pyo3(signature = (start = None, end = None, reverse = false))]
+    fn range(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+    ) -> PyResult<KvIter> {
+        self.view().range(py, start, end, reverse)
+    }
+
+    /// `(key, value)` pairs whose key starts with `prefix`, in key order.
+    #[pyo3(signature = (prefix, reverse = false))]
+    fn prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>, reverse: bool) -> PyResult<KvIter> {
+        self.view().prefix(py, prefix, reverse)
+    }
+
+    /// Compact the keyspace's keys in `[start, end]` (`None`: unbounded) down the levels.
+    #[pyo3(signature = (start = None, end = None))]
+    fn compact(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let start = crate::convert::opt_bytes(start, "start")?;
+        let end = crate::convert::opt_bytes(end, "end")?;
+        let (shared, ks) = (&self.shared, &self.ks);
+        run(py, || {
+            shared.with(|_| Ok(ks.compact_range(start.as_deref(), end.as_deref())?))
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<shale.Keyspace {:?}>", self.ks.name())
+    }
+}
