@@ -50,8 +50,70 @@ pub fn put(cli: &Cli, key: &str, value: &str, ttl: Option<u64>) -> Result<()> {
         return Ok(db.close()?);
     }
     let db = cli.open(true, false)?;
-    db.put(key, value)?;
+    Space::open(cli, &db, true)?.put(key, value)?;
     Ok(db.close()?)
+}
+
+/// The key space a command reads or writes: the default keyspace, or `--keyspace`'s.
+pub enum Space<'a> {
+    Default(&'a shale::Db),
+    Named(shale::Keyspace),
+}
+
+impl<'a> Space<'a> {
+    /// `--keyspace`'s keyspace of `db` (made if `create`), or the default one.
+    pub fn open(cli: &Cli, db: &'a shale::Db, create: bool) -> Result<Space<'a>> {
+        let Some(name) = &cli.keyspace else {
+            return Ok(Space::Default(db));
+        };
+        if !create && !db.keyspace_names().contains(name) {
+            return Err(CliError::Usage(format!("no keyspace named {name:?}")));
+        }
+        Ok(Space::Named(db.keyspace(name)?))
+    }
+
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> shale::Result<()> {
+        match self {
+            Space::Default(db) => db.put(key, value),
+            Space::Named(ks) => ks.put(key, value),
+        }
+    }
+
+    fn delete(&self, key: Vec<u8>) -> shale::Result<()> {
+        match self {
+            Space::Default(db) => db.delete(key),
+            Space::Named(ks) => ks.delete(key),
+        }
+    }
+
+    fn delete_range(&self, start: Vec<u8>, end: Vec<u8>) -> shale::Result<()> {
+        match self {
+            Space::Default(db) => db.delete_range(start, end),
+            Space::Named(ks) => ks.delete_range(start, end),
+        }
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> shale::Result<Vec<Option<Vec<u8>>>> {
+        let opts = shale::ReadOptions::default();
+        match self {
+            Space::Default(db) => db.multi_get(keys, &opts),
+            Space::Named(ks) => ks.multi_get(keys, &opts),
+        }
+    }
+
+    fn range(&self, bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>)) -> shale::Result<shale::RangeIter> {
+        match self {
+            Space::Default(db) => db.range(bounds),
+            Space::Named(ks) => ks.range(bounds),
+        }
+    }
+
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> shale::Result<()> {
+        match self {
+            Space::Default(db) => db.compact_range(begin, end),
+            Space::Named(ks) => ks.compact_range(begin, end),
+        }
+    }
 }
 
 pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool, json: bool) -> Result<()> {
@@ -71,7 +133,7 @@ pub fn get(cli: &Cli, out: &mut impl Write, keys: &[String], raw: bool, json: bo
         return print_values(out, &keys, &values, raw, json);
     }
     let db = cli.open(false, false)?;
-    let values = db.multi_get(&keys, &shale::ReadOptions::default())?;
+    let values = Space::open(cli, &db, false)?.multi_get(&keys)?;
     // Every command closes explicitly: a failure found then (a background one) is an error.
     db.close()?;
     print_values(out, &keys, &values, raw, json)
@@ -114,14 +176,14 @@ pub fn print_values(
 pub fn del(cli: &Cli, key: &str) -> Result<()> {
     let key = cli.bytes(key)?;
     let db = cli.open(true, false)?;
-    db.delete(key)?;
+    Space::open(cli, &db, false)?.delete(key)?;
     Ok(db.close()?)
 }
 
 pub fn del_range(cli: &Cli, start: &str, end: &str) -> Result<()> {
     let (start, end) = (cli.bytes(start)?, cli.bytes(end)?);
     let db = cli.open(true, false)?;
-    db.delete_range(start, end)?;
+    Space::open(cli, &db, false)?.delete_range(start, end)?;
     Ok(db.close()?)
 }
 
@@ -186,7 +248,7 @@ pub fn scan(cli: &Cli, out: &mut impl Write, args: &ScanArgs) -> Result<()> {
     if range.is_empty() {
         return Ok(db.close()?);
     }
-    let mut pairs = db.range(bounds)?;
+    let mut pairs = Space::open(cli, &db, false)?.range(bounds)?;
     if args.reverse {
         pairs = pairs.rev();
     }

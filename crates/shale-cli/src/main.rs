@@ -73,6 +73,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     read_only: bool,
 
+    /// Work on keyspace NAME instead of the default one (put, get, del, del-range, scan,
+    /// compact; put makes the keyspace if it does not exist).
+    #[arg(long, global = true, value_name = "NAME")]
+    keyspace: Option<String>,
+
     /// Print the per-stage timings (perf context) of this command's reads and writes on
     /// stderr when it ends.
     #[arg(long, global = true)]
@@ -118,6 +123,10 @@ enum Command {
     DelRange { start: String, end: String },
     /// Print a tab-separated key and value per line, in key order, escaped.
     Scan(kv::ScanArgs),
+    /// Print the name of every keyspace, one per line, `default` first.
+    Keyspaces,
+    /// Drop keyspace NAME and everything in it.
+    DropKeyspace { name: String },
     /// Load key-value pairs from FILE ("-" for stdin).
     Import(import::ImportArgs),
     /// Write every key-value pair to stdout (or --output).
@@ -224,6 +233,20 @@ impl Cli {
         )
     }
 
+    /// Commands that take `--keyspace`.
+    fn keyspace_aware(&self) -> bool {
+        self.server.is_empty()
+            && matches!(
+                self.command,
+                Command::Put { ttl: None, .. }
+                    | Command::Get { .. }
+                    | Command::Del { .. }
+                    | Command::DelRange { .. }
+                    | Command::Scan(_)
+                    | Command::Compact
+            )
+    }
+
     /// True if `--db` holds a TTL database (its `TTL` file).
     fn is_ttl(&self) -> bool {
         self.db
@@ -236,6 +259,13 @@ impl Cli {
     fn open_ttl(&self, create_ttl: bool) -> Result<Option<shale::TtlDb>> {
         if !create_ttl && !self.is_ttl() {
             return Ok(None);
+        }
+        if self.keyspace.is_some() {
+            return Err(CliError::Usage(
+                "a TTL database's expiring values live in its default keyspace: \
+                 --keyspace does not apply"
+                    .into(),
+            ));
         }
         if self.semantic || self.index_args.index.is_some() {
             return Err(CliError::Usage(
@@ -312,7 +342,24 @@ fn run(cli: &Cli) -> Result<()> {
         remote::run(cli, out, &cli.server)?;
         return out.flush().map_err(CliError::Stdout);
     }
+    if cli.keyspace.is_some() && !cli.keyspace_aware() {
+        return Err(CliError::Usage(
+            "--keyspace works with put, get, del, del-range, scan and compact".into(),
+        ));
+    }
     match &cli.command {
+        Command::Keyspaces => {
+            let db = cli.open(false, false)?;
+            for name in db.keyspace_names() {
+                writeln!(out, "{name}").map_err(CliError::Stdout)?;
+            }
+            Ok(db.close()?)
+        }
+        Command::DropKeyspace { name } => {
+            let db = cli.open(false, false)?;
+            db.drop_keyspace(name)?;
+            Ok(db.close()?)
+        }
         Command::Put { key, value, ttl } => kv::put(cli, key, value, *ttl),
         Command::Get { keys, raw, json } => kv::get(cli, out, keys, *raw, *json),
         Command::Del { key } => kv::del(cli, key),
@@ -336,7 +383,7 @@ fn run(cli: &Cli) -> Result<()> {
             }
             None => {
                 let db = cli.open(false, false)?;
-                db.compact_range(None, None)?;
+                kv::Space::open(cli, &db, false)?.compact_range(None, None)?;
                 Ok(db.close()?)
             }
         },

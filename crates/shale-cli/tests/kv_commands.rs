@@ -225,3 +225,34 @@ fn put_with_ttl_makes_a_ttl_database_whose_values_expire() {
         refused.stderr
     );
 }
+
+#[test]
+fn keyspace_commands_read_and_write_their_own_keys() {
+    let t = TestDb::new();
+    t.run(&["put", "k", "default"]).ok();
+    t.run(&["--keyspace", "log", "put", "k", "log"]).ok();
+    t.run(&["--keyspace", "log", "put", "k2", "x"]).ok();
+    assert_eq!(t.run(&["get", "k"]).ok(), "default\n");
+    assert_eq!(t.run(&["--keyspace", "log", "get", "k"]).ok(), "log\n");
+    assert_eq!(
+        t.run(&["--keyspace", "log", "scan"]).ok(),
+        "k\tlog\nk2\tx\n"
+    );
+    assert_eq!(t.run(&["keyspaces"]).ok(), "default\nlog\n");
+    t.run(&["--keyspace", "log", "del", "k2"]).ok();
+    t.run(&["--keyspace", "log", "compact"]).ok();
+    assert_eq!(t.run(&["--keyspace", "log", "scan"]).ok(), "k\tlog\n");
+    // A read of a keyspace that does not exist makes none.
+    let missing = t.run(&["--keyspace", "nope", "get", "k"]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("no keyspace named"),
+        "{}",
+        missing.stderr
+    );
+    let unsupported = t.run(&["--keyspace", "log", "export"]);
+    assert_eq!(unsupported.code, 2, "{}", unsupported.stderr);
+    t.run(&["drop-keyspace", "log"]).ok();
+    assert_eq!(t.run(&["keyspaces"]).ok(), "default\n");
+    assert_eq!(t.run(&["scan"]).ok(), "k\tdefault\n");
+}
