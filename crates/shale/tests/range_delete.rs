@@ -239,3 +239,21 @@ fn compaction_keeps_one_tombstone_per_stripe_of_a_sliding_window() {
     check(&db, n, 0, |i| i == n - 1, &ReadOptions::default());
     check(&db, n, 0, |_| true, &ReadOptions::at(&old));
 }
+
+/// Regression (the model test, with a second keyspace): a memtable holding only an empty
+/// range delete has nothing to write, and its flush failed ("refusing to finish an empty
+/// SSTable"), so the reopen after it failed.
+#[test]
+fn a_memtable_holding_only_an_empty_range_delete_flushes_to_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let ks = db.keyspace("side").unwrap();
+    ks.delete_range("s", "s").unwrap();
+    db.flush().unwrap();
+    db.delete_range("a", "a").unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.live_files().len(), 0);
+    assert_eq!(db.range::<&[u8]>(..).unwrap().count(), 0);
+}

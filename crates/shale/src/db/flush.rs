@@ -125,7 +125,8 @@ fn flush_loop(db: &DbInner) {
 }
 
 /// Write the whole of `mem`, of keyspace `keyspace`, to SSTable `id`. Returns `None` for
-/// an empty memtable.
+/// a memtable with nothing to write: no entry, and no range tombstone that covers a key
+/// (`delete_range(k, k)` covers none).
 #[expect(
     clippy::too_many_arguments,
     reason = "each is a distinct input of the build"
@@ -140,7 +141,11 @@ pub(crate) fn write_table(
     keyspace: KeyspaceId,
     id: FileId,
 ) -> Result<Option<TableFile>> {
-    if mem.is_empty() {
+    let tombstones = mem
+        .range_dels()
+        .map(|set| set.tombstones())
+        .unwrap_or_default();
+    if !mem.has_points() && tombstones.is_empty() {
         return Ok(None);
     }
     let path = table_path(dir, id);
@@ -155,9 +160,7 @@ pub(crate) fn write_table(
         builder.add(it.key(), it.value())?;
         it.next()?;
     }
-    if let Some(set) = mem.range_dels() {
-        builder.add_range_dels(set.tombstones());
-    }
+    builder.add_range_dels(tombstones);
     let summary = builder.finish()?;
     let meta = FileMeta::from_summary(id, keyspace, summary);
     debug_assert!(key::compare_internal(meta.smallest.encoded(), meta.largest.encoded()).is_le());

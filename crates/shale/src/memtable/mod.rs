@@ -481,6 +481,11 @@ impl MemTable {
     }
 
     /// True when the table holds no entry and no range tombstone.
+    /// True if it holds point entries (puts or deletes), whatever its range tombstones.
+    pub fn has_points(&self) -> bool {
+        self.count.load(Relaxed) != 0
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0 && self.range_del_count.load(Relaxed) == 0
     }
