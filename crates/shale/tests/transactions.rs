@@ -1,11 +1,12 @@
 //! Optimistic transactions: read-your-writes at a snapshot, conflicts on keys read or
 //! written since the snapshot, and a bank-transfer workload on many threads whose total
-//! never changes (with a control that shows the check catches a lost update).
+//! never changes (with a control that shows the check catches a lost update), within one
+//! keyspace and across two.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use shale::{Db, Error, Options};
+use shale::{Db, Error, Keyspace, Options, Transaction};
 
 fn open(dir: &std::path::Path) -> Db {
     Db::open(dir, Options::default()).unwrap()
@@ -93,18 +94,59 @@ fn total(db: &Db) -> u64 {
         .sum()
 }
 
-#[test]
-fn concurrent_transfers_keep_the_total() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(open(dir.path()));
-    for i in 0..ACCOUNTS {
-        db.put(account(i), START.to_le_bytes()).unwrap();
+/// Where the accounts live: all in the default keyspace, or the odd ones in a second.
+struct Bank {
+    db: Db,
+    savings: Option<Keyspace>,
+}
+
+impl Bank {
+    fn open(dir: &std::path::Path, split: bool) -> Bank {
+        let db = open(dir);
+        let savings = split.then(|| db.keyspace("savings").unwrap());
+        let bank = Bank { db, savings };
+        let mut txn = bank.db.transaction();
+        for i in 0..ACCOUNTS {
+            bank.set(&mut txn, i, START);
+        }
+        txn.commit().unwrap();
+        bank
     }
+
+    fn keyspace(&self, i: u64) -> Option<&Keyspace> {
+        self.savings.as_ref().filter(|_| i % 2 == 1)
+    }
+
+    fn get(&self, txn: &mut Transaction, i: u64) -> u64 {
+        balance(match self.keyspace(i) {
+            Some(ks) => txn.get_in(ks, account(i)).unwrap(),
+            None => txn.get(account(i)).unwrap(),
+        })
+    }
+
+    fn set(&self, txn: &mut Transaction, i: u64, amount: u64) {
+        match self.keyspace(i) {
+            Some(ks) => txn.put_in(ks, account(i), amount.to_le_bytes()).unwrap(),
+            None => txn.put(account(i), amount.to_le_bytes()),
+        }
+    }
+
+    fn total(&self) -> u64 {
+        let mut txn = self.db.transaction();
+        (0..ACCOUNTS).map(|i| self.get(&mut txn, i)).sum()
+    }
+}
+
+/// Six threads transfer between random accounts; a reader checks the total at its
+/// snapshots meanwhile, and at the end.
+fn transfers_keep_the_total(split: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let bank = Arc::new(Bank::open(dir.path(), split));
     let (committed, conflicts) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let threads: Vec<_> = (0..6u64)
         .map(|t| {
-            let (db, committed, conflicts) = (
-                Arc::clone(&db),
+            let (bank, committed, conflicts) = (
+                Arc::clone(&bank),
                 Arc::clone(&committed),
                 Arc::clone(&conflicts),
             );
@@ -120,16 +162,16 @@ fn concurrent_transfers_keep_the_total() {
                     let (from, to) = (next() % ACCOUNTS, next() % ACCOUNTS);
                     let amount = next() % 50;
                     loop {
-                        let mut txn = db.transaction();
-                        let a = balance(txn.get(account(from)).unwrap());
-                        let b = balance(txn.get(account(to)).unwrap());
+                        let mut txn = bank.db.transaction();
+                        let a = bank.get(&mut txn, from);
+                        let b = bank.get(&mut txn, to);
                         if from == to || a < amount {
                             break;
                         }
                         // Let the others in between the reads and the commit.
                         std::thread::yield_now();
-                        txn.put(account(from), (a - amount).to_le_bytes());
-                        txn.put(account(to), (b + amount).to_le_bytes());
+                        bank.set(&mut txn, from, a - amount);
+                        bank.set(&mut txn, to, b + amount);
                         match txn.commit() {
                             Ok(()) => {
                                 committed.fetch_add(1, Ordering::Relaxed);
@@ -145,20 +187,31 @@ fn concurrent_transfers_keep_the_total() {
             })
         })
         .collect();
-    // A reader checks the invariant at its snapshots while the transfers run.
     for _ in 0..50 {
-        assert_eq!(total(&db), ACCOUNTS * START);
+        assert_eq!(bank.total(), ACCOUNTS * START);
     }
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(total(&db), ACCOUNTS * START);
+    assert_eq!(bank.total(), ACCOUNTS * START);
     let (committed, conflicts) = (
         committed.load(Ordering::Relaxed),
         conflicts.load(Ordering::Relaxed),
     );
     println!("{committed} transfers committed, {conflicts} conflicts retried");
     assert!(committed > 1_000, "{committed}");
+}
+
+#[test]
+fn concurrent_transfers_keep_the_total() {
+    transfers_keep_the_total(false);
+}
+
+/// The same with the odd accounts in a second keyspace: every transfer between an odd
+/// and an even account is a transaction across keyspaces.
+#[test]
+fn concurrent_transfers_across_keyspaces_keep_the_total() {
+    transfers_keep_the_total(true);
 }
 
 /// The control: two transfers from one account interleaved. Without a transaction the
@@ -202,4 +255,39 @@ fn the_total_check_catches_a_lost_update_that_transactions_prevent() {
     t2.put(account(2), (c2 + 20).to_le_bytes());
     assert!(matches!(t2.commit(), Err(Error::Conflict(_))));
     assert_eq!(total(&db), ACCOUNTS * START);
+}
+
+#[test]
+fn a_conflict_is_found_in_its_own_keyspace_and_only_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let ks = db.keyspace("ks").unwrap();
+    ks.put("k", "0").unwrap();
+    // Read in the keyspace; the same key written in the default keyspace is no conflict,
+    // nor are other writes while the keyspace's memtable holds nothing newer.
+    let mut txn = db.transaction();
+    assert_eq!(txn.get_in(&ks, "k").unwrap().unwrap(), b"0");
+    db.put("k", "other keyspace").unwrap();
+    for i in 0..100 {
+        db.put(format!("noise{i}"), "x").unwrap();
+    }
+    txn.put_in(&ks, "k", "1").unwrap();
+    txn.commit().unwrap();
+    assert_eq!(ks.get("k").unwrap().unwrap(), b"1");
+    // A write to the key in its keyspace after the transaction began is one.
+    let mut txn = db.transaction();
+    txn.get_in(&ks, "k").unwrap();
+    txn.put("elsewhere", "y");
+    ks.put("k", "2").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::Conflict(_))));
+    assert_eq!(db.get("elsewhere").unwrap(), None);
+    // A keyspace of another database is refused.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = open(other_dir.path());
+    let foreign = other.keyspace("ks").unwrap();
+    let mut txn = db.transaction();
+    assert!(matches!(
+        txn.get_in(&foreign, "k"),
+        Err(Error::InvalidArgument(_))
+    ));
 }

@@ -13,6 +13,7 @@ use super::super_version::{SuperVersion, SuperVersionCell};
 use super::{lock, Db, DbInner, DbIterator, DbState, LiveFile, MemSet, MemSlot, RangeIter, Tree};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::key::SeqNo;
 use crate::keyspace::{check_name, KeyspaceDef, KeyspaceId, KeyspaceOptions, DEFAULT_NAME};
 use crate::memtable::MemTable;
 use crate::options::{ReadOptions, WriteOptions};
@@ -23,8 +24,8 @@ use crate::version::{Level, VersionEdit, NUM_LEVELS};
 /// keyspaces goes in one [`WriteBatch`] (`put_in`, `delete_in`) through [`Db::write`].
 #[derive(Clone)]
 pub struct Keyspace {
-    inner: Arc<DbInner>,
-    tree: Arc<Tree>,
+    pub(super) inner: Arc<DbInner>,
+    pub(super) tree: Arc<Tree>,
 }
 
 impl From<&Keyspace> for KeyspaceId {
@@ -145,6 +146,8 @@ impl DbInner {
             mem: Arc::clone(&mem),
             imm: Vec::new(),
             version: state.versions.version(id).unwrap_or_default(),
+            // Nothing of it was written before it was made.
+            start_seq: SeqNo(0),
             purger: Arc::clone(&self.purger),
         };
         let tree = Arc::new(Tree {
@@ -196,6 +199,7 @@ impl DbInner {
             mem: Arc::new(MemTable::new()),
             imm: Vec::new(),
             version: Arc::default(),
+            start_seq: SeqNo::MAX,
             purger: Arc::clone(&self.purger),
         }));
         let slots = log

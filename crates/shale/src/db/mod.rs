@@ -165,6 +165,9 @@ impl MemSet {
 pub(crate) struct ImmMemTable {
     /// The frozen memtables that hold writes (a keyspace without writes has none here).
     mems: MemSet,
+    /// The first sequence number the set could hold: every write from here to the next
+    /// set's start is in it.
+    start_seq: SeqNo,
     wal_id: FileId,
     /// The WAL of the memtable that replaced this one: once this memtable is in an SSTable,
     /// every WAL below `next_wal_id` is obsolete.
@@ -205,6 +208,8 @@ pub(crate) struct DbState {
     trees: std::collections::BTreeMap<KeyspaceId, Arc<Tree>>,
     /// Frozen memtables, oldest first.
     imm: VecDeque<Arc<ImmMemTable>>,
+    /// The first sequence number the active memtable set may hold (see `ImmMemTable`).
+    active_start: SeqNo,
     /// Set when a background write failed; writes are refused from then on.
     bg_error: Option<String>,
     shutting_down: bool,
@@ -729,6 +734,10 @@ impl DbInner {
             mem: Arc::clone(mem),
             imm,
             version,
+            start_seq: state
+                .imm
+                .front()
+                .map_or(state.active_start, |m| m.start_seq),
             purger: Arc::clone(&self.purger),
         }));
     }

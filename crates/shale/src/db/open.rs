@@ -19,6 +19,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
 use crate::fs::{FileLock, FileSystem};
+use crate::key::SeqNo;
 use crate::keyspace::{KeyspaceDef, KeyspaceId, DEFAULT_NAME};
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -149,6 +150,7 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
             mem: Arc::clone(&mem),
             imm,
             version: versions.version(id).unwrap_or_default(),
+            start_seq: SeqNo(last_seq.0 + 1),
             purger: Arc::clone(&purger),
         };
         slots.push(MemSlot {
@@ -197,6 +199,7 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
             active: mems,
             trees,
             imm: VecDeque::new(),
+            active_start: SeqNo(last_seq.0 + 1),
             bg_error: None,
             shutting_down: false,
             flush_bytes_per_sec: 64.0 * 1024.0 * 1024.0,

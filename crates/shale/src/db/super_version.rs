@@ -39,6 +39,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use thread_local::ThreadLocal;
 
+use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::purge::{Garbage, Purger};
 use crate::sync::lock;
@@ -50,6 +51,9 @@ pub(crate) struct SuperVersion {
     /// Frozen memtables, newest first.
     pub imm: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
+    /// Where the oldest memtable set it reaches began: every write of its keyspace from
+    /// this sequence number on is in `mem` or `imm` (what a transaction's check needs).
+    pub start_seq: SeqNo,
     /// Takes the parts when this drops (see `Drop`).
     pub purger: Arc<Purger>,
 }
@@ -214,6 +218,7 @@ mod tests {
             mem: Arc::new(MemTable::new()),
             imm: Vec::new(),
             version: Arc::default(),
+            start_seq: SeqNo(0),
             purger: Arc::clone(purger),
         })
     }

@@ -17,16 +17,23 @@
 //! keys changed and fails with `Conflict` as well, as RocksDB's does (`TryAgain`). Only keys
 //! read with `get` and keys written are tracked: a range read is not (no phantom
 //! protection), as in RocksDB's optimistic transactions.
+//!
+//! A transaction spans keyspaces: `get_in`, `put_in` and `delete_in` name one, its commit
+//! is one batch across them, and each tracked key is checked against its own keyspace's
+//! memtables.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::Snapshot;
-use super::{Db, DbInner, LogState};
+use super::{lock, Db, DbInner, Keyspace, LogState, Snapshot, Tree};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
+use crate::keyspace::KeyspaceId;
 use crate::options::{ReadOptions, WriteOptions};
+
+/// A key of a keyspace.
+type Key = (KeyspaceId, Vec<u8>);
 
 /// An optimistic transaction: reads at its snapshot and its own writes, writes buffered
 /// until [`Transaction::commit`]. See the module documentation. Dropping it without a
@@ -36,9 +43,9 @@ pub struct Transaction {
     db: Arc<DbInner>,
     snapshot: Snapshot,
     /// The buffered writes: a value, or `None` for a delete.
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    writes: BTreeMap<Key, Option<Vec<u8>>>,
     /// Keys read, and so checked at commit (written keys are checked too).
-    reads: BTreeSet<Vec<u8>>,
+    reads: BTreeSet<Key>,
 }
 
 impl Db {
@@ -60,24 +67,76 @@ impl Transaction {
     /// # Errors
     /// The read's own errors.
     pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let key = key.as_ref();
-        if let Some(written) = self.writes.get(key) {
+        let tree = Arc::clone(&self.db.default);
+        self.get_tree(&tree, key.as_ref())
+    }
+
+    /// [`Transaction::get`] in keyspace `ks` (of the same database).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a keyspace of another database; the read's own errors.
+    pub fn get_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let tree = Arc::clone(self.tree_of(ks)?);
+        self.get_tree(&tree, key.as_ref())
+    }
+
+    fn get_tree(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let tracked = (tree.id, key.to_vec());
+        if let Some(written) = self.writes.get(&tracked) {
             return Ok(written.clone());
         }
-        self.reads.insert(key.to_vec());
-        self.db
-            .get(&self.db.default, key, &ReadOptions::at(&self.snapshot))
+        self.reads.insert(tracked);
+        self.db.get(tree, key, &ReadOptions::at(&self.snapshot))
+    }
+
+    /// `ks`'s tree, if `ks` is a keyspace of this transaction's database.
+    fn tree_of<'a>(&self, ks: &'a Keyspace) -> Result<&'a Arc<Tree>> {
+        match Arc::ptr_eq(&ks.inner, &self.db) {
+            true => Ok(&ks.tree),
+            false => Err(Error::invalid(
+                "the keyspace belongs to another database than the transaction",
+            )),
+        }
     }
 
     /// Set `key` to `value` when the transaction commits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        self.writes
-            .insert(key.as_ref().to_vec(), Some(value.as_ref().to_vec()));
+        self.writes.insert(
+            (KeyspaceId::DEFAULT, key.as_ref().to_vec()),
+            Some(value.as_ref().to_vec()),
+        );
     }
 
     /// Delete `key` when the transaction commits.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        self.writes.insert(key.as_ref().to_vec(), None);
+        self.writes
+            .insert((KeyspaceId::DEFAULT, key.as_ref().to_vec()), None);
+    }
+
+    /// [`Transaction::put`] in keyspace `ks`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a keyspace of another database.
+    pub fn put_in(
+        &mut self,
+        ks: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let id = self.tree_of(ks)?.id;
+        self.writes
+            .insert((id, key.as_ref().to_vec()), Some(value.as_ref().to_vec()));
+        Ok(())
+    }
+
+    /// [`Transaction::delete`] in keyspace `ks`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a keyspace of another database.
+    pub fn delete_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
+        let id = self.tree_of(ks)?.id;
+        self.writes.insert((id, key.as_ref().to_vec()), None);
+        Ok(())
     }
 
     /// Commit with the default write options.
@@ -100,10 +159,10 @@ impl Transaction {
             return Ok(());
         }
         let mut batch = WriteBatch::new();
-        for (key, value) in &self.writes {
+        for ((ks, key), value) in &self.writes {
             match value {
-                Some(value) => batch.put(key, value),
-                None => batch.delete(key),
+                Some(value) => batch.put_in(*ks, key, value),
+                None => batch.delete_in(*ks, key),
             }
         }
         let since = self.snapshot.seq();
@@ -120,23 +179,39 @@ impl DbInner {
     /// `Ok` if no key of `keys` has a version newer than `since`; `Conflict` naming the
     /// first that has, or saying that the memtables no longer reach back to `since`. Runs
     /// under the `log` lock (`log`), so no write lands meanwhile.
-    fn unchanged_since(
-        &self,
-        keys: &BTreeSet<Vec<u8>>,
-        since: SeqNo,
-        log: &LogState,
-    ) -> Result<()> {
+    fn unchanged_since(&self, keys: &BTreeSet<Key>, since: SeqNo, log: &LogState) -> Result<()> {
         if log.last_seq <= since {
             return Ok(());
         }
-        let sv = self.default.super_version.load();
+        let mut keyspaces: Vec<KeyspaceId> = keys.iter().map(|(ks, _)| *ks).collect();
+        keyspaces.dedup();
+        for ks in keyspaces {
+            let in_ks = keys.range((ks, Vec::new())..).take_while(|(k, _)| *k == ks);
+            self.unchanged_in(ks, in_ks.map(|(_, key)| key), since, log)?;
+        }
+        Ok(())
+    }
+
+    /// [`DbInner::unchanged_since`] for keys of keyspace `ks`.
+    fn unchanged_in<'k>(
+        &self,
+        ks: KeyspaceId,
+        keys: impl Iterator<Item = &'k Vec<u8>>,
+        since: SeqNo,
+        log: &LogState,
+    ) -> Result<()> {
+        let tree = match ks.is_default() {
+            true => Some(Arc::clone(&self.default)),
+            false => lock(&self.state).trees.get(&ks).cloned(),
+        };
+        let (Some(tree), Some(active)) = (tree, log.mems.get(ks)) else {
+            return Err(Error::invalid(format!("keyspace {} was dropped", ks.0)));
+        };
+        let sv = tree.super_version.load();
         // The active memtable (the log's: a switch replaces it under this lock), then the
-        // frozen ones, newest first.
-        let active = log.mems.default_mem();
+        // frozen ones, newest first: every write of the keyspace from `sv.start_seq` on.
         let mems = || std::iter::once(active).chain(&sv.imm);
-        let oldest = mems().last().unwrap_or(active);
-        let reaches_back = oldest.min_seq().is_some_and(|min| min.0 <= since.0 + 1);
-        if !reaches_back {
+        if sv.start_seq.0 > since.0 + 1 {
             return Err(Error::Conflict(
                 "the transaction began before the oldest memtable: it cannot tell whether \
                  its keys changed since"

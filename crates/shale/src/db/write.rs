@@ -463,8 +463,10 @@ impl DbInner {
 
         let mut state = lock(&self.state);
         let changed: Vec<KeyspaceId> = frozen.iter().map(|slot| slot.keyspace).collect();
+        let start_seq = std::mem::replace(&mut state.active_start, log.last_seq.next());
         state.imm.push_back(Arc::new(ImmMemTable {
             mems: MemSet::new(frozen),
+            start_seq,
             wal_id: old_id,
             next_wal_id: new_id,
             wal: Mutex::new(Some(old_wal)),
