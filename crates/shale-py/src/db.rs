@@ -328,11 +328,12 @@ impl Db {
     /// given with `put_vector`; `dim` is required for a new one), `"minilm"`
     /// (all-MiniLM-L6-v2 from `model_dir`, else `$SHALE_MODEL_DIR`) or a callable
     /// `f(list[str]) -> array (n, dim)` (`model_id` names it; `dim`, if not given, is learnt
-    /// by embedding one text). `prefix`, `dim`, `metric`, `m`, `ef_construction` and
-    /// `ef_search` left out are an existing index's own (else `b""`, -, `"cosine"`, 16, 200,
-    /// 64); given, they redefine it (its vectors are reused).
+    /// by embedding one text). `keyspace` names the keyspace whose keys it covers. `prefix`,
+    /// `keyspace`, `dim`, `metric`, `m`, `ef_construction` and `ef_search` left out are an
+    /// existing index's own (else `b""`, the default keyspace, -, `"cosine"`, 16, 200, 64);
+    /// given, they redefine it (its vectors are reused).
     #[pyo3(signature = (
-        name, *, prefix = None, embedder = None, dim = None, metric = None, m = None,
+        name, *, prefix = None, keyspace = None, embedder = None, dim = None, metric = None, m = None,
         ef_construction = None, ef_search = None, embed_threads = 2, batch_size = 1024,
         queue_bytes = None, model_dir = None, model_id = None,
     ))]
@@ -342,6 +343,7 @@ impl Db {
         py: Python<'_>,
         name: &str,
         prefix: Option<&Bound<'_, PyAny>>,
+        keyspace: Option<String>,
         embedder: Option<&Bound<'_, PyAny>>,
         dim: Option<usize>,
         metric: Option<&str>,
@@ -356,6 +358,7 @@ impl Db {
     ) -> PyResult<crate::index::Index> {
         let args = crate::index::IndexArgs {
             prefix: opt_bytes(prefix, "prefix")?,
+            keyspace,
             embedder,
             dim,
             metric,

@@ -35,6 +35,8 @@ use crate::vectors::{c_order, matrix, rows};
 /// `DB.index`'s keyword arguments.
 pub(crate) struct IndexArgs<'a, 'py> {
     pub prefix: Option<Vec<u8>>,
+    /// The keyspace it covers (`None`: the recorded one, else the default keyspace).
+    pub keyspace: Option<String>,
     pub embedder: Option<&'a Bound<'py, PyAny>>,
     pub dim: Option<usize>,
     pub metric: Option<&'a str>,
@@ -138,6 +140,7 @@ pub(crate) fn open(
     opts.prefix = (args.prefix)
         .or_else(|| recorded.map(|r| r.prefix.clone()))
         .unwrap_or_default();
+    opts.keyspace = (args.keyspace).or_else(|| recorded.and_then(|r| r.keyspace.clone()));
     opts.hnsw = match (args.m, recorded) {
         (Some(m), _) => shale::vector::HnswParams::with_m(m),
         (None, Some(r)) => r.hnsw,
@@ -163,6 +166,9 @@ pub(crate) fn open(
         shared: Arc::clone(shared),
         name: index.name().to_string(),
         prefix: index.prefix().to_vec(),
+        keyspace: index
+            .keyspace()
+            .map_or(shale::KeyspaceId::DEFAULT, shale::Keyspace::id),
         dim: index.dim(),
         metric: index.metric(),
     })
@@ -174,6 +180,8 @@ pub(crate) struct Index {
     shared: Arc<Shared>,
     name: String,
     prefix: Vec<u8>,
+    /// The keyspace of its keys, where its vectors are written.
+    keyspace: shale::KeyspaceId,
     dim: usize,
     metric: Metric,
 }
@@ -300,7 +308,11 @@ impl Index {
         self.check_dim(py, "the vector's", vector.len())?;
         let payload = opt_bytes(payload, "payload")?.unwrap_or_default();
         let mut batch = shale::WriteBatch::new();
-        batch.put(key, shale::semantic::vector_value(&vector, &payload));
+        batch.put_in(
+            self.keyspace,
+            key,
+            shale::semantic::vector_value(&vector, &payload),
+        );
         self.write(py, batch, sync)
     }
 
@@ -348,7 +360,11 @@ impl Index {
         self.check_dim(py, "the vectors", cols)?;
         let mut batch = shale::WriteBatch::new();
         for ((key, row), payload) in keys.into_iter().zip(rows(&view, cols)?).zip(&payloads) {
-            batch.put(key, shale::semantic::vector_value(row, payload));
+            batch.put_in(
+                self.keyspace,
+                key,
+                shale::semantic::vector_value(row, payload),
+            );
         }
         self.write(py, batch, sync)
     }

@@ -74,3 +74,18 @@ def test_a_closed_database_closes_its_keyspaces(db_path):
     db.close()
     with pytest.raises(shale.ClosedError):
         ks.get(b"k")
+
+
+def test_an_index_covers_a_keyspace(db):
+    np = pytest.importorskip("numpy")
+    notes = db.keyspace("notes")
+    index = db.index("notes", prefix=b"v/", keyspace="notes", dim=3)
+    index.put_vector(b"v/a", np.array([1.0, 0.0, 0.0], dtype=np.float32), b"a")
+    db[b"v/b"] = b"plain data in the default keyspace"
+    index.wait_indexed()
+    assert len(index) == 1
+    hits = index.search(vector=np.array([1.0, 0.0, 0.0], dtype=np.float32), k=2)
+    assert [h.key for h in hits] == [b"v/a"]
+    assert b"v/a" in notes and b"v/a" not in db
+    with pytest.raises(shale.InvalidArgumentError):
+        db.drop_keyspace("notes")

@@ -471,3 +471,59 @@ fn filtered_search_keeps_recall_at_every_selectivity() {
         );
     }
 }
+
+/// An index over a keyspace covers its prefix there, not the same keys of the default
+/// keyspace; it reopens over its keyspace; the keyspace cannot be dropped under it.
+#[test]
+fn an_index_covers_a_keyspace_as_it_covers_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open_db(dir.path());
+        let opts = IndexOptions::vectors(3).prefix("v/").keyspace("notes");
+        let notes = Index::open(&db, "notes", opts).unwrap();
+        let ks = db.keyspace("notes").unwrap();
+        notes.put_vector("v/a", &[1.0, 0.0, 0.0], b"a").unwrap();
+        ks.put("v/b", vector_value(&[0.0, 1.0, 0.0], b"b")).unwrap();
+        // The same key in the default keyspace is plain data, never indexed or refused.
+        db.put("v/a", "plain text where the index is not").unwrap();
+        db.put("v/z", [0xff, 0x00]).unwrap();
+        // In the keyspace, what the index cannot hold is refused.
+        let err = ks.put("v/c", "text in a vectors-only index").unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        notes.wait_indexed().unwrap();
+        assert_eq!(notes.len().unwrap(), 2);
+        let hits = notes
+            .search_vector(&[0.9, 0.1, 0.0], &SearchOptions::k(2))
+            .unwrap();
+        let keys: Vec<_> = hits
+            .iter()
+            .map(|h| (h.key.clone(), h.document.clone()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                (b"v/a".to_vec(), b"a".to_vec()),
+                (b"v/b".to_vec(), b"b".to_vec())
+            ]
+        );
+        // A delete in the keyspace leaves the index; one in the default keyspace does not.
+        db.delete("v/b").unwrap();
+        ks.delete("v/a").unwrap();
+        notes.wait_indexed().unwrap();
+        assert_eq!(notes.len().unwrap(), 1);
+        let err = db.drop_keyspace("notes").unwrap_err();
+        assert!(err.to_string().contains("covered by index"), "{err}");
+        drop((notes, ks));
+        db.close().unwrap();
+    }
+    let db = open_db(dir.path());
+    let definition = Index::definition(&db, "notes").unwrap().unwrap();
+    assert_eq!(definition.keyspace.as_deref(), Some("notes"));
+    let notes = Index::open_existing(&db, "notes", None).unwrap();
+    assert_eq!(notes.len().unwrap(), 1);
+    let hits = notes
+        .search_vector(&[0.0, 1.0, 0.0], &SearchOptions::k(5))
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].key, b"v/b");
+}

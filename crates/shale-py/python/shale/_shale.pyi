@@ -72,6 +72,7 @@ class DB:
         name: str,
         *,
         prefix: Optional[_Key] = None,
+        keyspace: Optional[str] = None,
         embedder: Union[None, Literal["minilm"], _Embedder] = None,
         dim: Optional[int] = None,
         metric: Optional[_Metric] = None,

@@ -30,6 +30,12 @@ pub trait WriteHook: Send + Sync {
     /// A name unique among a database's hooks (the semantic index's name).
     fn name(&self) -> &str;
 
+    /// The keyspace whose keys the hook follows, if one: that keyspace cannot be dropped
+    /// while the hook is attached. By default none.
+    fn keyspace(&self) -> Option<crate::keyspace::KeyspaceId> {
+        None
+    }
+
     /// Before `batch` is committed, with no lock held: the place to wait for room (a
     /// bounded queue's back-pressure). Best effort: a hook attached meanwhile may miss a
     /// batch here, never in `check` or `committed`.

@@ -180,6 +180,13 @@ impl DbInner {
         let Some(tree) = state.trees.values().find(|t| t.name == name).cloned() else {
             return Err(Error::invalid(format!("no keyspace named {name}")));
         };
+        if let Some(hook) = log.hooks.iter().find(|h| h.keyspace() == Some(tree.id)) {
+            return Err(Error::invalid(format!(
+                "keyspace {name} is covered by index {:?}: close the database and \
+                 remove the index first",
+                hook.name()
+            )));
+        }
         let version = state.versions.version(tree.id).unwrap_or_default();
         let files: Vec<_> = (0..NUM_LEVELS)
             .flat_map(|level| version.files(level).iter().map(move |f| (level, f)))
@@ -331,14 +338,19 @@ impl Keyspace {
 
     /// As [`Db::prefix`], in this keyspace.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
+        self.prefix_opt(prefix, &ReadOptions::default())
+    }
+
+    /// As [`Db::prefix_opt`], in this keyspace.
+    pub fn prefix_opt(
+        &self,
+        prefix: impl AsRef<[u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<RangeIter> {
         let prefix = prefix.as_ref();
         let upper = super::read::prefix_successor(prefix);
-        self.inner.range_iter(
-            &self.tree,
-            &ReadOptions::default(),
-            Some(prefix.to_vec()),
-            upper,
-        )
+        self.inner
+            .range_iter(&self.tree, opts, Some(prefix.to_vec()), upper)
     }
 
     /// As [`Db::compact_range`], in this keyspace.

@@ -143,6 +143,11 @@ impl IndexCore {
         &self.spec.prefix
     }
 
+    /// The name of the keyspace the index covers; `None`: the default keyspace.
+    pub(super) fn keyspace_name(&self) -> Option<&str> {
+        self.opts.keyspace.as_deref()
+    }
+
     pub(super) fn dim(&self) -> usize {
         self.spec.dim
     }
@@ -159,6 +164,7 @@ impl IndexCore {
             ..o.hnsw
         };
         if opts.prefix == self.opts.prefix
+            && opts.keyspace == self.opts.keyspace
             && opts.dim == self.opts.dim
             && model(opts) == model(&self.opts)
             && shape(opts) == shape(&self.opts)

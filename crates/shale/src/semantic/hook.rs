@@ -22,6 +22,8 @@ use crate::WriteHook;
 #[derive(Debug, Clone)]
 pub(super) struct Spec {
     pub name: String,
+    /// The keyspace of the keys it covers.
+    pub keyspace: crate::keyspace::KeyspaceId,
     pub prefix: Vec<u8>,
     pub dim: usize,
     pub metric: Metric,
@@ -164,9 +166,9 @@ pub(super) struct IndexHook {
 }
 
 impl IndexHook {
-    /// Whether `entry` writes a key of the index: its prefix in the default keyspace.
+    /// Whether `entry` writes a key of the index: its prefix in its keyspace.
     fn covers(&self, entry: &BatchEntry<'_>) -> bool {
-        entry.keyspace.is_default() && self.spec.covers(entry.key)
+        entry.keyspace == self.spec.keyspace && self.spec.covers(entry.key)
     }
 
     /// The index's changes in `batch`, numbered from `first`.
@@ -203,6 +205,10 @@ impl WriteHook for IndexHook {
         &self.spec.name
     }
 
+    fn keyspace(&self) -> Option<crate::keyspace::KeyspaceId> {
+        Some(self.spec.keyspace)
+    }
+
     fn admit(&self, batch: &WriteBatch) -> Result<()> {
         let bytes: usize = batch
             .iter()
@@ -216,7 +222,7 @@ impl WriteHook for IndexHook {
     }
 
     fn check(&self, batch: &WriteBatch) -> Result<()> {
-        for entry in batch.iter().filter(|e| e.keyspace.is_default()) {
+        for entry in batch.iter().filter(|e| e.keyspace == self.spec.keyspace) {
             if entry.kind == ValueKind::Put && self.spec.covers(entry.key) {
                 self.spec.payload(entry.key, entry.value)?;
             }

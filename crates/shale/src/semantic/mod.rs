@@ -91,6 +91,8 @@ pub const MAX_INDEX_NAME: usize = 64;
 pub struct Index {
     core: Arc<IndexCore>,
     db: Arc<Db>,
+    /// The keyspace it covers, unless the default one.
+    space: Option<crate::Keyspace>,
 }
 
 impl std::fmt::Debug for Index {
@@ -128,15 +130,18 @@ impl Index {
         }
         if let Some(core) = open_core(db, name)? {
             core.same_options(&opts)?;
-            return Ok(Index {
-                core,
-                db: Arc::clone(db),
-            });
+            return Index::handle(db, core);
         }
         let core = IndexCore::open(db, name, opts)?;
+        Index::handle(db, core)
+    }
+
+    fn handle(db: &Arc<Db>, core: Arc<IndexCore>) -> Result<Index> {
+        let space = core.keyspace_name().map(|ks| db.keyspace(ks)).transpose()?;
         Ok(Index {
             core,
             db: Arc::clone(db),
+            space,
         })
     }
 
@@ -155,10 +160,7 @@ impl Index {
         embedder: Option<Arc<dyn Embedder>>,
     ) -> Result<Index> {
         if let Some(core) = open_core(db, name)? {
-            return Ok(Index {
-                core,
-                db: Arc::clone(db),
-            });
+            return Index::handle(db, core);
         }
         let definition = Index::definition(db, name)?.ok_or_else(|| {
             Error::invalid(format!(
@@ -219,6 +221,11 @@ impl Index {
         self.core.prefix()
     }
 
+    /// The keyspace whose keys it covers; `None`: the default keyspace.
+    pub fn keyspace(&self) -> Option<&crate::Keyspace> {
+        self.space.as_ref()
+    }
+
     /// The dimension of its vectors.
     pub fn dim(&self) -> usize {
         self.core.dim()
@@ -250,7 +257,11 @@ impl Index {
         let key = key.as_ref();
         self.core.check_key(key)?;
         self.core.check_vector(vector)?;
-        self.db.put(key, vector_value(vector, payload.as_ref()))
+        let value = vector_value(vector, payload.as_ref());
+        match &self.space {
+            Some(ks) => ks.put(key, value),
+            None => self.db.put(key, value),
+        }
     }
 
     /// Embed `text` with the index's model: the query vector of [`Index::search`].

@@ -15,9 +15,13 @@
 //!
 //! ```text
 //! model_file := magic:u64 version:u32 dim:u32 model_id:varbytes prefix:varbytes
+//!               [keyspace:varbytes]
 //!               metric:u8 m:u32 m_max:u32 m_max0:u32 ef_construction:u32 ef_search:u32
 //!               ml:f64 seed:u64 masked_crc32c(preceding):u32
 //! ```
+//!
+//! `keyspace` (version 3) names the keyspace the index covers; an index of the default
+//! keyspace writes version 2, without it.
 //!
 //! [`Embedder::model_id`]: super::Embedder::model_id
 
@@ -31,10 +35,13 @@ use crate::vector::{HnswParams, Metric};
 /// "SHALEMOD" read as a big-endian u64; on disk (little-endian) the bytes are `DOMELAHS`.
 pub const MODEL_MAGIC: u64 = 0x5348_414c_454d_4f44;
 
-/// Version 2 is the layout above; version 1 (dimension and model id only) is retired, and
-/// a file of it is treated as missing. A new layout takes a new number; numbers are never
-/// reused.
+/// Version 2 is the layout above without `keyspace`; version 3 has it; version 1
+/// (dimension and model id only) is retired, and a file of it is treated as missing. A new
+/// layout takes a new number; numbers are never reused.
 pub const MODEL_FORMAT_VERSION: u32 = 2;
+
+/// The version of a model file that names a keyspace.
+pub const MODEL_FORMAT_VERSION_KEYSPACE: u32 = 3;
 
 /// The longest [`Embedder::model_id`](super::Embedder::model_id), in bytes.
 pub const MAX_MODEL_ID_BYTES: usize = 4096;
@@ -60,6 +67,8 @@ pub struct IndexDefinition {
     pub model_id: String,
     /// The keys the index covers.
     pub prefix: Vec<u8>,
+    /// The keyspace they are in; `None`: the default keyspace.
+    pub keyspace: Option<String>,
     /// The graph's parameters and the metric.
     pub hnsw: HnswParams,
 }
@@ -85,10 +94,17 @@ impl IndexDefinition {
         let p = &self.hnsw;
         let mut out = Vec::with_capacity(80 + self.model_id.len() + self.prefix.len());
         codec::put_u64(&mut out, MODEL_MAGIC);
-        codec::put_u32(&mut out, MODEL_FORMAT_VERSION);
+        let version = match self.keyspace {
+            Some(_) => MODEL_FORMAT_VERSION_KEYSPACE,
+            None => MODEL_FORMAT_VERSION,
+        };
+        codec::put_u32(&mut out, version);
         codec::put_u32(&mut out, field(self.dim, "dim")?);
         codec::put_length_prefixed(&mut out, self.model_id.as_bytes());
         codec::put_length_prefixed(&mut out, &self.prefix);
+        if let Some(keyspace) = &self.keyspace {
+            codec::put_length_prefixed(&mut out, keyspace.as_bytes());
+        }
         codec::put_u8(&mut out, p.metric.tag());
         codec::put_u32(&mut out, field(p.m, "m")?);
         codec::put_u32(&mut out, field(p.m_max, "m_max")?);
@@ -115,13 +131,24 @@ impl IndexDefinition {
             return Err(DecodeError::new(0, "not a model file (bad magic)"));
         }
         let version = d.u32("version")?;
-        if version != MODEL_FORMAT_VERSION {
+        if version != MODEL_FORMAT_VERSION && version != MODEL_FORMAT_VERSION_KEYSPACE {
             return Err(DecodeError::new(8, format!("unknown version {version}")));
         }
         let dim = to_usize(d.u32("dim")?);
         let id_at = d.position();
         let id = bounded(&mut d, 1, MAX_MODEL_ID_BYTES, "model id")?;
         let prefix = bounded(&mut d, 0, MAX_PREFIX_BYTES, "prefix")?.to_vec();
+        let keyspace_at = d.position();
+        let keyspace = match version {
+            MODEL_FORMAT_VERSION_KEYSPACE => {
+                let name = bounded(&mut d, 1, crate::keyspace::MAX_NAME_BYTES, "keyspace")?;
+                Some(
+                    String::from_utf8(name.to_vec())
+                        .map_err(|_| DecodeError::new(keyspace_at, "keyspace is not UTF-8"))?,
+                )
+            }
+            _ => None,
+        };
         let at = d.position();
         let tag = d.u8("metric")?;
         let metric = Metric::from_tag(tag)
@@ -151,6 +178,7 @@ impl IndexDefinition {
             dim,
             model_id,
             prefix,
+            keyspace,
             hnsw,
         })
     }
@@ -223,7 +251,27 @@ mod tests {
             dim: 2,
             model_id: "toy-v1".into(),
             prefix: b"docs/".to_vec(),
+            keyspace: None,
             hnsw: HnswParams::with_m(4),
+        }
+    }
+
+    #[test]
+    fn a_keyspace_is_written_as_version_3_and_none_as_version_2() {
+        let v2 = sample().encode().unwrap();
+        assert_eq!(v2[8..12], MODEL_FORMAT_VERSION.to_le_bytes());
+        let in_keyspace = IndexDefinition {
+            keyspace: Some("notes".into()),
+            ..sample()
+        };
+        let v3 = in_keyspace.encode().unwrap();
+        assert_eq!(v3[8..12], MODEL_FORMAT_VERSION_KEYSPACE.to_le_bytes());
+        assert_eq!(v3.len(), v2.len() + 6);
+        assert_eq!(IndexDefinition::decode(&v3), Ok(in_keyspace));
+        for i in 0..v3.len() {
+            let mut bad = v3.clone();
+            bad[i] ^= 0x10;
+            assert!(IndexDefinition::decode(&bad).is_err(), "byte {i}");
         }
     }
 

@@ -31,8 +31,9 @@ use super::value::{decode_stored, encode_stored, value_hash};
 use super::{index_dir, IndexOptions, IndexRecovery};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
+use crate::keyspace::KeyspaceId;
 use crate::vector::{NodeId, VectorFile};
-use crate::{Db, ReadOptions, Snapshot, WriteHook};
+use crate::{Db, Keyspace, ReadOptions, Snapshot, WriteHook};
 
 /// The file of the full vectors in an index's directory.
 pub(super) const VECTORS_FILE: &str = "VECTORS";
@@ -49,9 +50,14 @@ impl IndexCore {
         let db_opts = db.options();
         let fs = Arc::clone(&db_opts.fs);
         let dir = index_dir(db.path(), name);
+        let space = match &opts.keyspace {
+            Some(ks) => Some(db.keyspace(ks)?),
+            None => None,
+        };
         fs.create_dir_all(&dir)?;
         let spec = Spec {
             name: name.to_owned(),
+            keyspace: space.as_ref().map_or(KeyspaceId::DEFAULT, Keyspace::id),
             prefix: opts.prefix.clone(),
             dim: opts.dim,
             metric: opts.hnsw.metric,
@@ -68,7 +74,16 @@ impl IndexCore {
             core: OnceLock::new(),
         });
         let snapshot = db.attach(Arc::clone(&hook) as Arc<dyn WriteHook>)?;
-        let built = build_reconciled(db, &snapshot, &fs, &dir, &spec, &opts, &queue);
+        let built = build_reconciled(
+            db,
+            space.as_ref(),
+            &snapshot,
+            &fs,
+            &dir,
+            &spec,
+            &opts,
+            &queue,
+        );
         drop(snapshot);
         let mut core = match built {
             Ok(core) => core,
@@ -93,8 +108,10 @@ impl IndexCore {
 /// Open the store and reconcile it with the values of `snapshot`; if the store is damaged
 /// (`Corruption` or a missing file, at its open or in its scan), delete its files and do
 /// it again from the values alone.
+#[expect(clippy::too_many_arguments, reason = "build's inputs, passed through")]
 fn build_reconciled(
     db: &Db,
+    space: Option<&Keyspace>,
     snapshot: &Snapshot,
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
@@ -102,12 +119,12 @@ fn build_reconciled(
     opts: &IndexOptions,
     queue: &Arc<Queue>,
 ) -> Result<IndexCore> {
-    match build(db, snapshot, fs, dir, spec, opts, queue) {
+    match build(db, space, snapshot, fs, dir, spec, opts, queue) {
         Ok(core) => Ok(core),
         Err(OpenError::StoreDamaged(damage)) => {
             clear_store(fs.as_ref(), dir)?;
-            let mut core =
-                build(db, snapshot, fs, dir, spec, opts, queue).map_err(OpenError::into_error)?;
+            let mut core = build(db, space, snapshot, fs, dir, spec, opts, queue)
+                .map_err(OpenError::into_error)?;
             core.recovery.store_damage = Some(damage.to_string());
             Ok(core)
         }
@@ -115,9 +132,15 @@ fn build_reconciled(
     }
 }
 
-/// Open the store, the model file and the checkpoint, and reconcile; no workers.
+/// Open the store, the model file and the checkpoint, and reconcile with the values under
+/// the prefix in `space` (`None`: the default keyspace); no workers.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each is a distinct input of the open"
+)]
 fn build(
     db: &Db,
+    space: Option<&Keyspace>,
     snapshot: &Snapshot,
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
@@ -161,9 +184,12 @@ fn build(
         graph_damaged,
         ..IndexRecovery::default()
     };
-    let values = db
-        .prefix_opt(&spec.prefix, &ReadOptions::at(snapshot))
-        .map_err(OpenError::Other)?;
+    let at = ReadOptions::at(snapshot);
+    let values = match space {
+        Some(ks) => ks.prefix_opt(&spec.prefix, &at),
+        None => db.prefix_opt(&spec.prefix, &at),
+    }
+    .map_err(OpenError::Other)?;
     reconcile(&mut core, values, snapshot.seq().0, same_model)?;
     if !same_model {
         // Reconcile has deleted every stored vector, durably: only now may the file name

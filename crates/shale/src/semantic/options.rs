@@ -15,6 +15,8 @@ use crate::vector::{HnswParams, Metric};
 pub struct IndexOptions {
     /// The keys the index covers: every key that starts with it (empty: every key).
     pub prefix: Vec<u8>,
+    /// The keyspace those keys are in; `None`: the default keyspace.
+    pub keyspace: Option<String>,
     /// The model that turns text values into vectors; `None` for an index of vectors given
     /// by the user ([`super::Index::put_vector`]), which refuses text values.
     pub embedder: Option<Arc<dyn Embedder>>,
@@ -46,6 +48,7 @@ impl std::fmt::Debug for IndexOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IndexOptions")
             .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .field("keyspace", &self.keyspace)
             .field("embedder", &self.embedder)
             .field("dim", &self.dim)
             .field("hnsw", &self.hnsw)
@@ -73,6 +76,7 @@ impl IndexOptions {
     pub fn vectors(dim: usize) -> IndexOptions {
         IndexOptions {
             prefix: Vec::new(),
+            keyspace: None,
             embedder: None,
             dim,
             hnsw: HnswParams::with_m(16),
@@ -87,6 +91,13 @@ impl IndexOptions {
     /// Cover only the keys that start with `prefix`.
     pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> IndexOptions {
         self.prefix = prefix.as_ref().to_vec();
+        self
+    }
+
+    /// Cover the keys (under the prefix) of keyspace `name` instead of the default
+    /// keyspace's; the open makes the keyspace if it does not exist.
+    pub fn keyspace(mut self, name: impl Into<String>) -> IndexOptions {
+        self.keyspace = Some(name.into());
         self
     }
 
@@ -138,6 +149,7 @@ impl IndexOptions {
         };
         Ok(IndexOptions {
             prefix: definition.prefix.clone(),
+            keyspace: definition.keyspace.clone(),
             hnsw: definition.hnsw,
             ..base
         })
@@ -153,6 +165,7 @@ impl IndexOptions {
                 .as_ref()
                 .map_or_else(|| USER_VECTORS.to_owned(), |e| e.model_id()),
             prefix: self.prefix.clone(),
+            keyspace: self.keyspace.clone(),
             hnsw: self.hnsw,
         }
     }

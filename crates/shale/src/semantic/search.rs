@@ -120,7 +120,11 @@ impl Index {
             if hits.len() == k {
                 break;
             }
-            let Some(value) = self.db.get(&c.key)? else {
+            let value = match &self.space {
+                Some(ks) => ks.get(&c.key)?,
+                None => self.db.get(&c.key)?,
+            };
+            let Some(value) = value else {
                 continue;
             };
             if value_hash(&value) != c.hash {

@@ -226,6 +226,7 @@ fn model_file_example() {
             dim: 2,
             model_id: "toy-v1".into(),
             prefix: b"docs/".to_vec(),
+            keyspace: None,
             hnsw: HnswParams::with_m(16),
         }
     );
