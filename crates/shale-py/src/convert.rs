@@ -103,6 +103,12 @@ fn set_option(
     const INT: &str = "a non-negative int";
     match name {
         "create_if_missing" => opts.create_if_missing = get(name, value, "bool")?,
+        "compaction_filter" => {
+            opts.compaction_filter = match value.is_none() {
+                true => None,
+                false => Some(std::sync::Arc::new(crate::filter::PyFilter::new(value)?)),
+            }
+        }
         "error_if_exists" => opts.error_if_exists = get(name, value, "bool")?,
         "read_only" => opts.read_only = get(name, value, "bool")?,
         "write_buffer_size" => opts.write_buffer_size = get(name, value, INT)?,

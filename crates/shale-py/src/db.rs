@@ -68,10 +68,11 @@ pub(crate) fn open(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Db> {
     let (opts, model) = crate::convert::options(py, options)?;
-    let shared = run(py, || Shared::new(path, opts, model))?;
-    Ok(Db {
-        shared: Arc::new(shared),
-    })
+    let shared = Arc::new(run(py, || Shared::new(path, opts, model))?);
+    if shared.python_filter {
+        shared.register_for_exit();
+    }
+    Ok(Db { shared })
 }
 
 impl Db {

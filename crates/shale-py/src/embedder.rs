@@ -26,17 +26,17 @@ thread_local! {
     static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// True while this thread runs a Python embedder.
+/// True while this thread runs a Python embedder or compaction filter.
 pub(crate) fn inside_embedder() -> bool {
     INSIDE.with(Cell::get)
 }
 
 /// Sets [`inside_embedder`] for its lifetime (restoring the previous value: a text search
 /// made by an embedder is refused before it gets here, but nesting stays correct).
-struct Inside(bool);
+pub(crate) struct Inside(bool);
 
 impl Inside {
-    fn enter() -> Inside {
+    pub(crate) fn enter() -> Inside {
         Inside(INSIDE.with(|c| c.replace(true)))
     }
 }

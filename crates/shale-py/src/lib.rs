@@ -22,6 +22,7 @@ mod cursor;
 mod db;
 mod embedder;
 mod errors;
+mod filter;
 mod index;
 mod iter;
 mod keyspace;

@@ -27,9 +27,12 @@ const DEFAULT_INDEX: &str = "default";
 pub(crate) struct Shared {
     db: RwLock<Option<Open>>,
     pub(crate) path: PathBuf,
+    /// True if a Python compaction filter runs in its compactions.
+    pub(crate) python_filter: bool,
 }
 
-/// The databases that have an index with a Python embedder, for [`close_for_exit`].
+/// The databases that run Python (an index with a Python embedder, or a compaction
+/// filter), for [`close_for_exit`].
 static PYTHON_EMBEDDERS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
 
 /// Close every database that has an index with a Python embedder. Registered with
@@ -54,6 +57,7 @@ impl Shared {
         opts: shale::Options,
         model: Option<Arc<dyn shale::semantic::Embedder>>,
     ) -> Result<Shared, Failure> {
+        let python_filter = opts.compaction_filter.is_some();
         let db = Arc::new(shale::Db::open(&path, opts)?);
         let index = match model {
             Some(model) => Some(shale::semantic::Index::open(
@@ -71,7 +75,22 @@ impl Shared {
         Ok(Shared {
             db: RwLock::new(Some(open)),
             path,
+            python_filter,
         })
+    }
+
+    /// Close this database at interpreter exit if it runs Python (see `close_for_exit`).
+    pub(crate) fn register_for_exit(self: &Arc<Self>) {
+        let mut dbs = PYTHON_EMBEDDERS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        dbs.retain(|db| db.strong_count() > 0);
+        if !dbs
+            .iter()
+            .any(|db| std::ptr::eq(db.as_ptr(), Arc::as_ptr(self)))
+        {
+            dbs.push(Arc::downgrade(self));
+        }
     }
 
     /// The open database under a read lock. Refused inside a Python embedder (see
@@ -157,16 +176,7 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.to_string(), index.clone());
         if python_embedder {
-            let mut dbs = PYTHON_EMBEDDERS
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            dbs.retain(|db| db.strong_count() > 0);
-            if !dbs
-                .iter()
-                .any(|db| std::ptr::eq(db.as_ptr(), Arc::as_ptr(self)))
-            {
-                dbs.push(Arc::downgrade(self));
-            }
+            self.register_for_exit();
         }
         Ok(index)
     }
