@@ -74,7 +74,7 @@ pub struct Cli {
     read_only: bool,
 
     /// Work on keyspace NAME instead of the default one (put, get, del, del-range, scan,
-    /// compact; put makes the keyspace if it does not exist).
+    /// compact, stats; put makes the keyspace if it does not exist).
     #[arg(long, global = true, value_name = "NAME")]
     keyspace: Option<String>,
 
@@ -244,6 +244,7 @@ impl Cli {
                     | Command::DelRange { .. }
                     | Command::Scan(_)
                     | Command::Compact
+                    | Command::Stats { .. }
             )
     }
 
@@ -344,7 +345,7 @@ fn run(cli: &Cli) -> Result<()> {
     }
     if cli.keyspace.is_some() && !cli.keyspace_aware() {
         return Err(CliError::Usage(
-            "--keyspace works with put, get, del, del-range, scan and compact".into(),
+            "--keyspace works with put, get, del, del-range, scan, compact and stats".into(),
         ));
     }
     match &cli.command {

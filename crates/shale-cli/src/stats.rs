@@ -1,5 +1,5 @@
-//! `stats`: the shape of the tree, read from the live MANIFEST and each SSTable's
-//! properties, and the engine's counters.
+//! `stats`: the shape of the tree (of the default keyspace, or `--keyspace`'s), read from
+//! the live MANIFEST and each SSTable's properties, and the engine's counters.
 //!
 //! The CLI opens the database for this one command, so the counters (writes, flushes,
 //! compactions, cache hits, stalls) cover only this process: the work recovery did at
@@ -28,8 +28,21 @@ pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
     let db = cli.open(false, false)?;
     // The manifest as of now; a compaction that finishes meanwhile shows next time.
     let manifest = RecoveredManifest::load(&PosixFs, dir)?;
+    let keyspace = match &cli.keyspace {
+        None => shale::KeyspaceId::DEFAULT,
+        Some(name) => manifest
+            .keyspaces
+            .values()
+            .find(|k| &k.name == name)
+            .map(|k| k.id)
+            .ok_or_else(|| CliError::Usage(format!("no keyspace named {name:?}")))?,
+    };
     let mut levels = [LevelStats::default(); NUM_LEVELS];
-    for (level, meta) in manifest.files.values() {
+    let files = manifest
+        .files
+        .values()
+        .filter(|(_, m)| m.keyspace == keyspace);
+    for (level, meta) in files {
         let Some(l) = levels.get_mut(level.index()) else {
             continue;
         };
@@ -81,6 +94,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
             .map(|(name, v)| ((*name).to_owned(), (*v).into()))
             .collect();
         let doc = serde_json::json!({
+            "keyspace": cli.keyspace.as_deref().unwrap_or(shale::keyspace::DEFAULT_NAME),
             "levels": levels_json,
             "sst_bytes": db.sst_bytes(),
             "last_seq": manifest.last_seq.0,

@@ -241,6 +241,8 @@ fn keyspace_commands_read_and_write_their_own_keys() {
     assert_eq!(t.run(&["keyspaces"]).ok(), "default\nlog\n");
     t.run(&["--keyspace", "log", "del", "k2"]).ok();
     t.run(&["--keyspace", "log", "compact"]).ok();
+    let stats = t.run(&["--keyspace", "log", "stats", "--json"]).ok();
+    assert!(stats.contains("\"keyspace\": \"log\""), "{stats}");
     assert_eq!(t.run(&["--keyspace", "log", "scan"]).ok(), "k\tlog\n");
     // A read of a keyspace that does not exist makes none.
     let missing = t.run(&["--keyspace", "nope", "get", "k"]);
