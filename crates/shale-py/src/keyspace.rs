@@ -25,9 +25,14 @@ impl Keyspace {
         Keyspace { shared, ks }
     }
 
-    /// The engine's handle, for a `WriteBatch` entry.
+    /// The engine's keyspace id, for a `WriteBatch` entry.
     pub(crate) fn id(&self) -> shale::KeyspaceId {
         self.ks.id()
+    }
+
+    /// The engine's handle, for a transaction.
+    pub(crate) fn engine(&self) -> &shale::Keyspace {
+        &self.ks
     }
 
     fn view(&self) -> ReadView<'_> {

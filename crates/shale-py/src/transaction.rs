@@ -8,6 +8,7 @@ use pyo3::types::PyBytes;
 
 use crate::convert::to_bytes;
 use crate::errors::{new_err, run};
+use crate::keyspace::Keyspace;
 
 #[pyclass(module = "shale", frozen)]
 pub(crate) struct Transaction {
@@ -54,43 +55,69 @@ fn ended(py: Python<'_>) -> PyErr {
 
 #[pymethods]
 impl Transaction {
-    /// The value of `key`: this transaction's own write, else the value at its snapshot
-    /// (`default` if missing). The key is checked for changes at commit.
-    #[pyo3(signature = (key, default = None))]
+    /// The value of `key` (in `keyspace` if given): this transaction's own write, else the
+    /// value at its snapshot (`default` if missing). The key is checked for changes at
+    /// commit.
+    #[pyo3(signature = (key, default = None, keyspace = None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
+        keyspace: Option<PyRef<'py, Keyspace>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let key = to_bytes(key, "key")?;
-        let value = self.with(py, |txn| run(py, || Ok(txn.get(&key)?)))?;
+        let ks = keyspace.as_deref().map(Keyspace::engine);
+        let value = self.with(py, |txn| {
+            run(py, || {
+                Ok(match ks {
+                    Some(ks) => txn.get_in(ks, &key)?,
+                    None => txn.get(&key)?,
+                })
+            })
+        })?;
         Ok(match value {
             Some(v) => Some(PyBytes::new(py, &v).into_any()),
             None => default,
         })
     }
 
-    /// Set `key` to `value` when the transaction commits.
+    /// Set `key` (in `keyspace` if given) to `value` when the transaction commits.
+    #[pyo3(signature = (key, value, keyspace = None))]
     fn put(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, Keyspace>>,
     ) -> PyResult<()> {
         let (key, value) = (to_bytes(key, "key")?, to_bytes(value, "value")?);
-        self.with(py, |txn| {
-            txn.put(key, value);
-            Ok(())
+        let ks = keyspace.as_deref().map(Keyspace::engine);
+        self.with(py, |txn| match ks {
+            Some(ks) => run(py, || Ok(txn.put_in(ks, key, value)?)),
+            None => {
+                txn.put(key, value);
+                Ok(())
+            }
         })
     }
 
-    /// Delete `key` when the transaction commits.
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Delete `key` (in `keyspace` if given) when the transaction commits.
+    #[pyo3(signature = (key, keyspace = None))]
+    fn delete(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, Keyspace>>,
+    ) -> PyResult<()> {
         let key = to_bytes(key, "key")?;
-        self.with(py, |txn| {
-            txn.delete(key);
-            Ok(())
+        let ks = keyspace.as_deref().map(Keyspace::engine);
+        self.with(py, |txn| match ks {
+            Some(ks) => run(py, || Ok(txn.delete_in(ks, key)?)),
+            None => {
+                txn.delete(key);
+                Ok(())
+            }
         })
     }
 

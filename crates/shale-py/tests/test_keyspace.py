@@ -89,3 +89,22 @@ def test_an_index_covers_a_keyspace(db):
     assert b"v/a" in notes and b"v/a" not in db
     with pytest.raises(shale.InvalidArgumentError):
         db.drop_keyspace("notes")
+
+
+def test_a_transaction_spans_keyspaces(db):
+    savings = db.keyspace("savings")
+    db[b"alice"] = b"10"
+    savings[b"alice"] = b"5"
+    with db.transaction() as txn:
+        checking = int(txn.get(b"alice"))
+        saved = int(txn.get(b"alice", keyspace=savings))
+        txn.put(b"alice", b"%d" % (checking - 3))
+        txn.put(b"alice", b"%d" % (saved + 3), keyspace=savings)
+    assert (db[b"alice"], savings[b"alice"]) == (b"7", b"8")
+    txn = db.transaction()
+    txn.get(b"alice", keyspace=savings)
+    txn.delete(b"alice", keyspace=savings)
+    savings[b"alice"] = b"changed meanwhile"
+    with pytest.raises(shale.ConflictError):
+        txn.commit()
+    assert savings[b"alice"] == b"changed meanwhile"
