@@ -17,6 +17,8 @@ use super::{BenchResult, CompressionChoice, Durability, Engine, Parity};
 pub struct FjallEngine {
     db: Database,
     ks: Keyspace,
+    /// `Parity::keyspaces` keyspaces beside `ks`, `ks0`...
+    keyspaces: Vec<Keyspace>,
 }
 
 fn persist_mode(d: Durability) -> Option<PersistMode> {
@@ -43,7 +45,7 @@ impl FjallEngine {
         let bits = p.filter_bits_per_key as f32;
         let (wb, block) = (p.write_buffer_bytes as u64, u32::try_from(p.block_bytes)?);
         let target = p.target_file_bytes;
-        let ks = db.keyspace("bench", move || {
+        let options = move || {
             KeyspaceCreateOptions::default()
                 .compaction_strategy(std::sync::Arc::new(
                     fjall::compaction::Leveled::default().with_table_target_size(target),
@@ -54,8 +56,12 @@ impl FjallEngine {
                 .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
                     BloomConstructionPolicy::BitsPerKey(bits),
                 )))
-        })?;
-        Ok(FjallEngine { db, ks })
+        };
+        let ks = db.keyspace("bench", options)?;
+        let keyspaces = (0..p.keyspaces)
+            .map(|i| db.keyspace(&format!("ks{i}"), options))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(FjallEngine { db, ks, keyspaces })
     }
 
     fn persist(&self, d: Durability) -> BenchResult<()> {
@@ -106,6 +112,18 @@ impl Engine for FjallEngine {
             }
         }
         Ok(b.commit()?)
+    }
+
+    fn write_batch_in(
+        &self,
+        ops: &[(usize, Vec<u8>, Vec<u8>)],
+        durability: Durability,
+    ) -> Option<BenchResult<()>> {
+        let mut b = self.db.batch().durability(persist_mode(durability));
+        for (i, k, v) in ops {
+            b.insert(self.keyspaces.get(*i)?, k.as_slice(), v.as_slice());
+        }
+        Some(b.commit().map_err(Into::into))
     }
 
     fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize> {

@@ -92,6 +92,10 @@ pub struct Parity {
     /// (`Options::bottommost_compression`); `None` keeps `compression` there too.
     #[serde(default)]
     pub bottommost_compression: Option<CompressionChoice>,
+    /// Keyspaces (RocksDB column families, fjall keyspaces) the engine opens beside its
+    /// default one, `ks0`, `ks1`, ...: set by the `fillkeyspaces` workload alone.
+    #[serde(default)]
+    pub keyspaces: usize,
 }
 
 /// How an engine that has the choice reads its table files.
@@ -158,6 +162,7 @@ impl Default for Parity {
             file_reads: FileReads::EngineDefault,
             rocksdb_point_lookup: false,
             bottommost_compression: None,
+            keyspaces: 0,
         }
     }
 }
@@ -210,6 +215,16 @@ pub trait Engine {
         ops: &[(Vec<u8>, Option<Vec<u8>>)],
         durability: Durability,
     ) -> BenchResult<()>;
+    /// Apply puts into the keyspaces `Parity::keyspaces` opened, as one atomic batch: each
+    /// `(i, key, value)` into keyspace `i`. `None` if the engine has no keyspaces.
+    fn write_batch_in(
+        &self,
+        ops: &[(usize, Vec<u8>, Vec<u8>)],
+        durability: Durability,
+    ) -> Option<BenchResult<()>> {
+        let _ = (ops, durability);
+        None
+    }
     /// Visit up to `limit` entries from the first key `>= start`; the number visited.
     fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize>;
     /// Flush memtables and wait until background flushes and compactions are done.

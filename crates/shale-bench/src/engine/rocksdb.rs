@@ -11,6 +11,8 @@ use super::{BenchResult, CompressionChoice, Durability, Engine, FileReads, Parit
 
 pub struct RocksEngine {
     db: DB,
+    /// Column families `ks0`... opened beside the default one.
+    keyspaces: usize,
     /// Made once: the crate's `get_pinned` and `put` allocate options through the C API on
     /// every call, which is the adapter's cost, not RocksDB's.
     read: ReadOptions,
@@ -61,8 +63,16 @@ impl RocksEngine {
         });
         Ok(RocksEngine {
             // The default column family named, so that its handle is there for the
-            // batched MultiGet (`multi_get`).
-            db: DB::open_cf(&o, dir, [rocksdb::DEFAULT_COLUMN_FAMILY_NAME])?,
+            // batched MultiGet (`multi_get`); `Parity::keyspaces` more beside it.
+            db: {
+                o.create_missing_column_families(true);
+                let names = (0..p.keyspaces).map(|i| format!("ks{i}"));
+                let all: Vec<String> = std::iter::once(rocksdb::DEFAULT_COLUMN_FAMILY_NAME.into())
+                    .chain(names)
+                    .collect();
+                DB::open_cf(&o, dir, &all)?
+            },
+            keyspaces: p.keyspaces,
             read: ReadOptions::default(),
             sync: write_options(Durability::Sync),
             buffered: write_options(Durability::Buffered),
@@ -149,6 +159,25 @@ impl Engine for RocksEngine {
             }
         }
         Ok(self.db.write_opt(b, self.write_options(durability))?)
+    }
+
+    fn write_batch_in(
+        &self,
+        ops: &[(usize, Vec<u8>, Vec<u8>)],
+        durability: Durability,
+    ) -> Option<BenchResult<()>> {
+        let handles: Vec<_> = (0..self.keyspaces)
+            .map(|i| self.db.cf_handle(&format!("ks{i}")))
+            .collect::<Option<_>>()?;
+        let mut b = WriteBatch::default();
+        for (i, k, v) in ops {
+            b.put_cf(*handles.get(*i)?, k, v);
+        }
+        Some(
+            self.db
+                .write_opt(b, self.write_options(durability))
+                .map_err(Into::into),
+        )
     }
 
     fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize> {

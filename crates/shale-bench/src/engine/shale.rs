@@ -8,6 +8,8 @@ use super::{BenchResult, CompressionChoice, Durability, Engine, FileReads, Parit
 
 pub struct ShaleEngine {
     db: Db,
+    /// `Parity::keyspaces` keyspaces, `ks0`...
+    keyspaces: Vec<shale::Keyspace>,
 }
 
 fn write_options(d: Durability) -> WriteOptions {
@@ -55,9 +57,11 @@ impl ShaleEngine {
                 ..opts
             },
         };
-        Ok(ShaleEngine {
-            db: Db::open(dir, opts)?,
-        })
+        let db = Db::open(dir, opts)?;
+        let keyspaces = (0..p.keyspaces)
+            .map(|i| db.keyspace(&format!("ks{i}")))
+            .collect::<shale::Result<Vec<_>>>()?;
+        Ok(ShaleEngine { db, keyspaces })
     }
 }
 
@@ -121,6 +125,22 @@ impl Engine for ShaleEngine {
             }
         }
         Ok(self.db.write(batch, write_options(durability))?)
+    }
+
+    fn write_batch_in(
+        &self,
+        ops: &[(usize, Vec<u8>, Vec<u8>)],
+        durability: Durability,
+    ) -> Option<BenchResult<()>> {
+        let mut batch = WriteBatch::new();
+        for (i, k, v) in ops {
+            batch.put_in(self.keyspaces.get(*i)?, k, v);
+        }
+        Some(
+            self.db
+                .write(batch, write_options(durability))
+                .map_err(Into::into),
+        )
     }
 
     fn scan(&self, start: &[u8], limit: usize) -> BenchResult<usize> {

@@ -86,6 +86,60 @@ impl Runner {
         })
     }
 
+    /// As `fill_batch`, the batches spread over `KEYSPACES` keyspaces (RocksDB column
+    /// families, fjall keyspaces): key `n` goes to keyspace `n % KEYSPACES`, so each batch
+    /// of 100 writes into all of them atomically. The engine is opened again with them.
+    pub(super) fn fill_keyspaces(&mut self, pb: &ProgressBar) -> BenchResult<Option<Outcome>> {
+        const BATCH: usize = 100;
+        const KEYSPACES: usize = 4;
+        let parity = self.cfg.parity.clone();
+        self.cfg.parity.keyspaces = KEYSPACES;
+        let opened = self.fresh();
+        self.cfg.parity = parity;
+        opened?;
+        let num = self.cfg.num;
+        let order = shuffled(num, &mut Rng::new(self.cfg.seed));
+        let mut values = ValueGen::new(self.cfg.seed);
+        let (keys, vs) = (self.keys, self.cfg.value_size);
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let mut ops = Vec::with_capacity(BATCH);
+        let start = Instant::now();
+        for chunk in order.chunks(BATCH) {
+            ops.clear();
+            for &n in chunk {
+                let mut key = Vec::with_capacity(keys.key_size);
+                keys.key(n, &mut key);
+                ops.push((
+                    (n % KEYSPACES as u64) as usize,
+                    key,
+                    values.next(vs).to_vec(),
+                ));
+            }
+            let t = Instant::now();
+            let Some(done) = e.write_batch_in(&ops, Durability::Buffered) else {
+                return Ok(None);
+            };
+            done?;
+            lat.record_since(t);
+            pb.inc(chunk.len() as u64);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        self.loaded = Loaded::Nothing;
+        let bytes = num * self.entry_bytes();
+        Ok(Some(Outcome {
+            ops: num,
+            seconds,
+            lat,
+            bytes,
+            user_bytes_written: bytes,
+            live_bytes: Some(bytes),
+            note: Some(format!(
+                "batches of {BATCH} over {KEYSPACES} keyspaces; latency per batch"
+            )),
+        }))
+    }
+
     /// `sync_num` synced puts of random keys from `threads` concurrent writers.
     pub(super) fn fill_sync(&mut self, threads: usize, pb: &ProgressBar) -> BenchResult<Outcome> {
         let per_thread = self.cfg.sync_num / threads as u64;

@@ -35,6 +35,7 @@ pub const ALL: &[&str] = &[
     "deleterange",
     "fillrandom-nowal",
     "fillbatch",
+    "fillkeyspaces",
     "fillsync",
     "fillsync-threads-1",
     "fillsync-threads-2",
@@ -62,6 +63,7 @@ pub fn is_fresh(name: &str) -> bool {
             | "fillrandom"
             | "fillrandom-nowal"
             | "fillbatch"
+            | "fillkeyspaces"
             | "fillsync"
             | "ycsb-load"
             | "lab"
@@ -356,6 +358,16 @@ impl Runner {
             "fillseq" => self.fill(false, durability, &pb)?,
             "fillrandom" | "fillrandom-nowal" => self.fill(true, durability, &pb)?,
             "fillbatch" => self.fill_batch(&pb)?,
+            "fillkeyspaces" => {
+                let Some(out) = self.fill_keyspaces(&pb)? else {
+                    eprintln!(
+                        "[{}] {name}: skipped, the engine has no keyspaces",
+                        self.engine_name
+                    );
+                    return Ok(());
+                };
+                out
+            }
             "fillsync" => self.fill_sync(1, &pb)?,
             n if sync_threads(n).is_some() => self.fill_sync(threads_needed, &pb)?,
             "overwrite" => self.overwrite(&pb)?,

@@ -116,9 +116,11 @@ impl MemSet {
         MemSet(slots)
     }
 
-    /// The memtable of keyspace `ks`, if it exists.
+    /// The memtable of keyspace `ks`, if it exists. The slots are in id order (the
+    /// default's, 0, first; ids grow as keyspaces are made).
     fn get(&self, ks: KeyspaceId) -> Option<&Arc<MemTable>> {
-        self.0.iter().find(|s| s.keyspace == ks).map(|s| &s.mem)
+        let at = self.0.binary_search_by_key(&ks, |s| s.keyspace).ok()?;
+        self.0.get(at).map(|s| &s.mem)
     }
 
     /// The default keyspace's memtable.
