@@ -43,6 +43,6 @@ pub use db::{
     StatsSnapshot, Transaction, WriteHook, LOST_DIR,
 };
 pub use error::{Error, Result};
-pub use keyspace::{KeyspaceId, KeyspaceOptions};
-pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};
+pub use keyspace::KeyspaceId;
+pub use options::{Compression, KeyspaceOptions, Options, ReadOptions, WalRecovery, WriteOptions};
 pub use ttl::TtlDb;

@@ -32,6 +32,55 @@ pub enum Compression {
     Snappy,
 }
 
+/// The options a keyspace keeps for its own tree. They are stored in the manifest with
+/// the keyspace, so a reopened database builds its tables as before; the other
+/// [`Options`] (cache, threads, level sizes, triggers) are the database's.
+///
+/// The default keyspace takes these from the database's `Options`; `compression_per_level`
+/// and `bottommost_compression` apply to it alone, and a named keyspace uses its one
+/// codec at every level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyspaceOptions {
+    /// Size at which its memtable is frozen (as `Options::write_buffer_size`).
+    pub write_buffer_size: usize,
+    /// Uncompressed size of a data block (as `Options::block_size`).
+    pub block_size: usize,
+    /// Bloom filter bits per key, 0 for none (as `Options::filter_bits_per_key`).
+    pub filter_bits_per_key: u32,
+    /// Block codec at every level.
+    pub compression: Compression,
+}
+
+impl KeyspaceOptions {
+    /// The database's settings of these options.
+    pub fn from_db(opts: &Options) -> KeyspaceOptions {
+        KeyspaceOptions {
+            write_buffer_size: opts.write_buffer_size,
+            block_size: opts.block_size,
+            filter_bits_per_key: opts.filter_bits_per_key,
+            compression: opts.compression,
+        }
+    }
+
+    /// `db` with these options in place of its own: what the keyspace's flushes and
+    /// compactions build tables with.
+    pub fn apply_to(&self, db: &Options) -> Options {
+        let mut opts = db.clone();
+        opts.write_buffer_size = self.write_buffer_size;
+        opts.block_size = self.block_size;
+        opts.filter_bits_per_key = self.filter_bits_per_key;
+        opts.compression = self.compression;
+        opts.compression_per_level = Vec::new();
+        opts.bottommost_compression = None;
+        opts
+    }
+
+    /// Every problem with these options, as `Options::validate` words them.
+    pub fn validate(&self, db: &Options) -> Result<(), Vec<String>> {
+        self.apply_to(db).validate()
+    }
+}
+
 /// Options fixed when a database is opened.
 #[derive(Clone)]
 pub struct Options {

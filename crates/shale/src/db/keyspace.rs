@@ -14,9 +14,11 @@ use super::{lock, Db, DbInner, DbIterator, DbState, LiveFile, MemSet, MemSlot, R
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
-use crate::keyspace::{check_name, KeyspaceDef, KeyspaceId, KeyspaceOptions, DEFAULT_NAME};
+use crate::keyspace::{check_name, KeyspaceId, DEFAULT_NAME};
 use crate::memtable::MemTable;
+use crate::options::KeyspaceOptions;
 use crate::options::{ReadOptions, WriteOptions};
+use crate::version::KeyspaceDef;
 use crate::version::{Level, VersionEdit, NUM_LEVELS};
 
 /// A handle to one keyspace of an open [`Db`]: the same calls as `Db`'s, on the

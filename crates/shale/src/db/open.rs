@@ -20,12 +20,13 @@ use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
-use crate::keyspace::{KeyspaceDef, KeyspaceId, DEFAULT_NAME};
+use crate::keyspace::{KeyspaceId, DEFAULT_NAME};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::purge::Purger;
 use crate::rate_limit::RateLimiter;
 use crate::table_cache::TableCache;
+use crate::version::KeyspaceDef;
 use crate::version::{FileId, FileMeta, Level, RecoveredManifest, TableFile, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 

@@ -58,6 +58,8 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             let mut b = WriteBatch::new();
             b.put(b"key", b"value");
             b.delete(b"gone");
+            b.put_in(crate::keyspace::KeyspaceId(1), b"in", b"keyspace");
+            b.delete_range_in(crate::keyspace::KeyspaceId(300), b"a", b"b");
             let mut record = batch::encode_header(SeqNo(7), b.count()).to_vec();
             record.extend_from_slice(b.body());
             let log = manifest_log(&[record.clone(), Vec::new(), record]);
@@ -216,6 +218,24 @@ pub(super) fn sample_edits() -> Vec<VersionEdit> {
             last_seq: Some(SeqNo(20)),
             new_files: vec![(Level(1), meta(7, b"a", b"m"))],
             deleted_files: vec![(Level(0), FileId(4))],
+            ..VersionEdit::default()
+        },
+        // A keyspace made, a file added to it, another dropped.
+        VersionEdit {
+            next_keyspace_id: Some(crate::keyspace::KeyspaceId(3)),
+            keyspaces: vec![crate::version::KeyspaceDef {
+                id: crate::keyspace::KeyspaceId(2),
+                name: "log".into(),
+                options: crate::options::KeyspaceOptions::from_db(&Default::default()),
+            }],
+            dropped_keyspaces: vec![crate::keyspace::KeyspaceId(1)],
+            new_files: vec![(
+                Level(0),
+                FileMeta {
+                    keyspace: crate::keyspace::KeyspaceId(2),
+                    ..meta(10, b"k", b"l")
+                },
+            )],
             ..VersionEdit::default()
         },
     ]

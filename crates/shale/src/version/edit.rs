@@ -13,8 +13,8 @@
 //!                smallest_seq:varint largest_seq:varint                      (new file)
 //!            | 5 level:u8 file_id:varint                                   (deleted file)
 //!            | 6 (as 4)                        (new file with a range-del block, format v2)
-//!            | 7 keyspace                      (keyspace created, or its options changed;
-//!                                               `keyspace` as in `keyspace.rs`, format v3)
+//!            | 7 keyspace                      (keyspace created; `keyspace` as in
+//!                                               `version/keyspace.rs`, format v3)
 //!            | 8 keyspace_id:varint            (keyspace dropped, format v3)
 //!            | 9 next_keyspace_id:varint       (format v3)
 //!            | 10 keyspace_id:varint flags:u8 (as 4 from `level` on)
@@ -26,9 +26,10 @@
 //! made a keyspace writes the manifest of format v2. A deleted file needs no keyspace: its
 //! id names it.
 
+use super::keyspace::KeyspaceDef;
 use crate::codec::{self, DecodeError, Decoder};
 use crate::key::{InternalKey, SeqNo};
-use crate::keyspace::{KeyspaceDef, KeyspaceId};
+use crate::keyspace::KeyspaceId;
 
 /// Number of levels in the tree (L0 to L6).
 pub const NUM_LEVELS: usize = 7;
@@ -296,7 +297,7 @@ mod tests {
             keyspaces: vec![KeyspaceDef {
                 id: KeyspaceId(2),
                 name: "log".into(),
-                options: crate::keyspace::KeyspaceOptions::from_db(&Default::default()),
+                options: crate::options::KeyspaceOptions::from_db(&Default::default()),
             }],
             dropped_keyspaces: vec![KeyspaceId(1)],
             next_keyspace_id: Some(KeyspaceId(3)),

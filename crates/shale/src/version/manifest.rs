@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::edit::{FileId, FileMeta, Level, VersionEdit};
+use super::keyspace::KeyspaceDef;
 use crate::error::{Error, Result};
 use crate::filename::{manifest_name, parse_manifest_name, CURRENT};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
-use crate::keyspace::{KeyspaceDef, KeyspaceId};
+use crate::keyspace::KeyspaceId;
 use crate::wal::LogReader;
 
 /// Point CURRENT at manifest `id`, atomically and durably.

@@ -11,6 +11,7 @@
 //! 2. Files of L1 and deeper are ordered by smallest key and do not overlap.
 
 mod edit;
+mod keyspace;
 mod manifest;
 mod set;
 
@@ -19,6 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 pub use crate::filename::{manifest_name, parse_manifest_name, CURRENT as CURRENT_FILE};
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
+pub use keyspace::KeyspaceDef;
 pub use manifest::{read_current, set_current, RecoveredManifest};
 pub use set::{CopyPlan, VersionSet};
 

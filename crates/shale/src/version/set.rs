@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::edit::{FileId, FileMeta, Level, VersionEdit};
+use super::keyspace::KeyspaceDef;
 use super::manifest::{
     current_tmp_path, install_current, set_current, write_current_tmp, RecoveredManifest,
 };
@@ -18,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::filename::manifest_name;
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
-use crate::keyspace::{KeyspaceDef, KeyspaceId};
+use crate::keyspace::KeyspaceId;
 use crate::wal::LogWriter;
 
 /// The current version of each keyspace's tree.

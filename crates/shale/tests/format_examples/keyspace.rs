@@ -3,8 +3,10 @@
 
 use shale::batch::BatchReader;
 use shale::key::{SeqNo, ValueKind};
-use shale::keyspace::{KeyspaceDef, KeyspaceId, KeyspaceOptions};
+use shale::keyspace::KeyspaceId;
+use shale::version::KeyspaceDef;
 use shale::version::{FileId, Level, VersionEdit};
+use shale::KeyspaceOptions;
 use shale::{Compression, Db, Options};
 
 use super::hex;
