@@ -8,18 +8,21 @@
 //!
 //! - `compact.rs`: the compaction threads, `compact_range`, `wait_idle`.
 //! - `repair.rs`: rebuild a damaged database from what can still be read.
+//! - `keyspace.rs`: keyspaces made, listed and dropped, and the `Keyspace` handle;
+//!   `tree.rs`: a keyspace's tree and the memtable set one WAL protects.
 //!
 //! Locks, always taken in this order:
-//! 1. `log`: the WAL and the active memtable. Held by the write-group leader while it
+//! 1. `log`: the WAL and the active memtables (one per keyspace; a keyspace is made or
+//!    dropped under it too). Held by the write-group leader while it
 //!    appends, syncs and inserts, and while it switches to a new memtable (creating the
 //!    next WAL file, syncing nothing); by `flush()` and `close()` likewise.
 //! 2. `writers`: the queue of writers waiting to commit (group-commit leader election):
 //!    taken alone to join the queue, and after `log` by a leader collecting its group.
 //!    Never held across I/O.
-//! 3. `state`: the version set, the frozen memtables, background status. Flush and
+//! 3. `state`: the version set, the frozen memtables, the trees, background status. Flush and
 //!    compaction build their files without it and take it to install results: the one
 //!    I/O under it is the manifest append and its fdatasync.
-//! 4. `super_version`: a leaf lock around the pointer readers start from.
+//! 4. each tree's `super_version`: a leaf lock around the pointer readers start from.
 
 mod checkpoint;
 mod compact;
@@ -34,6 +37,7 @@ mod snapshot;
 mod stats;
 mod super_version;
 mod transaction;
+mod tree;
 mod write;
 
 use std::collections::VecDeque;
@@ -72,11 +76,11 @@ use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
 use crate::keyspace::KeyspaceId;
-use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::version::{FileId, Level, TableFile, Version, VersionEdit, VersionSet};
 use crate::wal::LogWriter;
-use super_version::{SuperVersion, SuperVersionCell};
+use super_version::SuperVersion;
+use tree::{MemSet, MemSlot, Tree};
 use write::WriteQueue;
 
 /// An open database. Cheap to share between threads (`&Db` is enough for every operation).
@@ -84,83 +88,6 @@ pub struct Db {
     inner: Arc<DbInner>,
     /// The flush thread and the compaction threads.
     workers: Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// One keyspace's tree as readers reach it: its super version, and the options its
-/// tables are built with.
-pub(crate) struct Tree {
-    id: KeyspaceId,
-    name: String,
-    /// The database's options with the keyspace's own (`KeyspaceOptions`) in place.
-    opts: Options,
-    super_version: SuperVersionCell,
-    /// Set when the keyspace is dropped: its handles refuse every call from then on.
-    dropped: AtomicBool,
-}
-
-/// The memtables that one WAL protects: one per keyspace, the default's first, each with
-/// the size at which it is frozen. They are frozen together, with the WAL, when any one of
-/// them is full (RocksDB's atomic flush), so one log number covers every keyspace.
-#[derive(Clone)]
-pub(crate) struct MemSet(Vec<MemSlot>);
-
-#[derive(Clone)]
-pub(crate) struct MemSlot {
-    keyspace: KeyspaceId,
-    mem: Arc<MemTable>,
-    write_buffer_size: usize,
-}
-
-impl MemSet {
-    fn new(slots: Vec<MemSlot>) -> MemSet {
-        MemSet(slots)
-    }
-
-    /// The memtable of keyspace `ks`, if it exists. The slots are in id order (the
-    /// default's, 0, first; ids grow as keyspaces are made).
-    fn get(&self, ks: KeyspaceId) -> Option<&Arc<MemTable>> {
-        let at = self.0.binary_search_by_key(&ks, |s| s.keyspace).ok()?;
-        self.0.get(at).map(|s| &s.mem)
-    }
-
-    /// The default keyspace's memtable.
-    fn default_mem(&self) -> &Arc<MemTable> {
-        match self.0.first() {
-            Some(slot) => &slot.mem,
-            None => unreachable!("a MemSet always holds the default keyspace's memtable"),
-        }
-    }
-
-    fn slots(&self) -> &[MemSlot] {
-        &self.0
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.iter().all(|s| s.mem.is_empty())
-    }
-
-    /// Whether any memtable reached the size at which it is frozen.
-    fn any_full(&self) -> bool {
-        self.0
-            .iter()
-            .any(|s| s.mem.approximate_memory_usage() >= s.write_buffer_size || s.mem.is_full())
-    }
-
-    fn approximate_memory_usage(&self) -> usize {
-        self.0
-            .iter()
-            .map(|s| s.mem.approximate_memory_usage())
-            .sum()
-    }
-
-    /// The newest sequence number in any of them.
-    fn max_seq(&self) -> SeqNo {
-        self.0
-            .iter()
-            .map(|s| s.mem.max_seq())
-            .max()
-            .unwrap_or_default()
-    }
 }
 
 /// A frozen memtable set waiting to be flushed, and the WAL that holds its writes.
@@ -555,33 +482,6 @@ impl Db {
         trees
             .iter()
             .flat_map(|tree| self.inner.live_files(tree))
-            .collect()
-    }
-}
-
-impl DbInner {
-    fn level_file_counts(&self, tree: &Tree) -> Vec<usize> {
-        let sv = tree.super_version.load();
-        (0..crate::version::NUM_LEVELS)
-            .map(|l| sv.version.files(l).len())
-            .collect()
-    }
-
-    fn live_files(&self, tree: &Tree) -> Vec<LiveFile> {
-        let sv = tree.super_version.load();
-        (0..crate::version::NUM_LEVELS)
-            .flat_map(|level| {
-                sv.version.files(level).iter().map(move |f| LiveFile {
-                    keyspace: tree.name.clone(),
-                    level,
-                    path: self.tables.path(f.meta.id),
-                    size: f.meta.size,
-                    smallest_key: f.meta.smallest.user_key().to_vec(),
-                    largest_key: f.meta.largest.user_key().to_vec(),
-                    smallest_seq: f.meta.smallest_seq.0,
-                    largest_seq: f.meta.largest_seq.0,
-                })
-            })
             .collect()
     }
 }

@@ -13,7 +13,7 @@
 //! clones the reference from there (one reference-count increment) and keeps it.
 //!
 //! An install is a pointer swap under the cell's mutex, whatever the size of the tree
-//! (the version it installs was built before, see `version/set.rs`), and then a sweep
+//! (the version it installs was built before, see `version/set/`), and then a sweep
 //! that empties every thread's slot, dropping what it held: its cost grows with the
 //! number of reader threads, never with the number of files. A slot found "in use" is
 //! emptied too; its reader drops its reference when it finishes, instead of putting it

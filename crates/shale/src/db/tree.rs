@@ -1,0 +1,117 @@
+//! A keyspace's tree as readers reach it ([`Tree`]), and the set of active memtables one
+//! WAL protects ([`MemSet`]): the per-keyspace parts of the database (see
+//! docs/architecture.md, "Keyspaces").
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use super::super_version::SuperVersionCell;
+use super::{DbInner, LiveFile};
+use crate::key::SeqNo;
+use crate::keyspace::KeyspaceId;
+use crate::memtable::MemTable;
+use crate::options::Options;
+
+/// One keyspace's tree as readers reach it: its super version, and the options its
+/// tables are built with.
+pub(crate) struct Tree {
+    pub(super) id: KeyspaceId,
+    pub(super) name: String,
+    /// The database's options with the keyspace's own (`KeyspaceOptions`) in place.
+    pub(super) opts: Options,
+    pub(super) super_version: SuperVersionCell,
+    /// Set when the keyspace is dropped: its handles refuse every call from then on.
+    pub(super) dropped: AtomicBool,
+}
+
+/// The memtables that one WAL protects: one per keyspace, the default's first, each with
+/// the size at which it is frozen. They are frozen together, with the WAL, when any one of
+/// them is full (RocksDB's atomic flush), so one log number covers every keyspace.
+#[derive(Clone)]
+pub(crate) struct MemSet(Vec<MemSlot>);
+
+#[derive(Clone)]
+pub(crate) struct MemSlot {
+    pub(super) keyspace: KeyspaceId,
+    pub(super) mem: Arc<MemTable>,
+    pub(super) write_buffer_size: usize,
+}
+
+impl MemSet {
+    pub(super) fn new(slots: Vec<MemSlot>) -> MemSet {
+        MemSet(slots)
+    }
+
+    /// The memtable of keyspace `ks`, if it exists. The slots are in id order (the
+    /// default's, 0, first; ids grow as keyspaces are made).
+    pub(super) fn get(&self, ks: KeyspaceId) -> Option<&Arc<MemTable>> {
+        let at = self.0.binary_search_by_key(&ks, |s| s.keyspace).ok()?;
+        self.0.get(at).map(|s| &s.mem)
+    }
+
+    /// The default keyspace's memtable.
+    pub(super) fn default_mem(&self) -> &Arc<MemTable> {
+        match self.0.first() {
+            Some(slot) => &slot.mem,
+            None => unreachable!("a MemSet always holds the default keyspace's memtable"),
+        }
+    }
+
+    pub(super) fn slots(&self) -> &[MemSlot] {
+        &self.0
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.iter().all(|s| s.mem.is_empty())
+    }
+
+    /// Whether any memtable reached the size at which it is frozen.
+    pub(super) fn any_full(&self) -> bool {
+        self.0
+            .iter()
+            .any(|s| s.mem.approximate_memory_usage() >= s.write_buffer_size || s.mem.is_full())
+    }
+
+    pub(super) fn approximate_memory_usage(&self) -> usize {
+        self.0
+            .iter()
+            .map(|s| s.mem.approximate_memory_usage())
+            .sum()
+    }
+
+    /// The newest sequence number in any of them.
+    pub(super) fn max_seq(&self) -> SeqNo {
+        self.0
+            .iter()
+            .map(|s| s.mem.max_seq())
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+impl DbInner {
+    pub(super) fn level_file_counts(&self, tree: &Tree) -> Vec<usize> {
+        let sv = tree.super_version.load();
+        (0..crate::version::NUM_LEVELS)
+            .map(|l| sv.version.files(l).len())
+            .collect()
+    }
+
+    pub(super) fn live_files(&self, tree: &Tree) -> Vec<LiveFile> {
+        let sv = tree.super_version.load();
+        (0..crate::version::NUM_LEVELS)
+            .flat_map(|level| {
+                sv.version.files(level).iter().map(move |f| LiveFile {
+                    keyspace: tree.name.clone(),
+                    level,
+                    path: self.tables.path(f.meta.id),
+                    size: f.meta.size,
+                    smallest_key: f.meta.smallest.user_key().to_vec(),
+                    largest_key: f.meta.largest.user_key().to_vec(),
+                    smallest_seq: f.meta.smallest_seq.0,
+                    largest_seq: f.meta.largest_seq.0,
+                })
+            })
+            .collect()
+    }
+}
