@@ -349,10 +349,7 @@ impl Keyspace {
         prefix: impl AsRef<[u8]>,
         opts: &ReadOptions<'_>,
     ) -> Result<RangeIter> {
-        let prefix = prefix.as_ref();
-        let upper = super::read::prefix_successor(prefix);
-        self.inner
-            .range_iter(&self.tree, opts, Some(prefix.to_vec()), upper)
+        self.inner.prefix_iter(&self.tree, prefix.as_ref(), opts)
     }
 
     /// As [`Db::compact_range`], in this keyspace.

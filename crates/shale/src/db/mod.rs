@@ -396,10 +396,8 @@ impl Db {
         prefix: impl AsRef<[u8]>,
         opts: &ReadOptions<'_>,
     ) -> Result<RangeIter> {
-        let prefix = prefix.as_ref();
-        let upper = read::prefix_successor(prefix);
         self.inner
-            .range_iter(&self.inner.default, opts, Some(prefix.to_vec()), upper)
+            .prefix_iter(&self.inner.default, prefix.as_ref(), opts)
     }
 
     /// Make every write acknowledged so far durable against power loss, as a write with

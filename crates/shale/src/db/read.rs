@@ -285,6 +285,17 @@ impl DbInner {
         })
     }
 
+    /// The pairs of `tree` whose key starts with `prefix`.
+    pub(crate) fn prefix_iter(
+        &self,
+        tree: &Tree,
+        prefix: &[u8],
+        opts: &ReadOptions<'_>,
+    ) -> Result<RangeIter> {
+        let upper = prefix_successor(prefix);
+        self.range_iter(tree, opts, Some(prefix.to_vec()), upper)
+    }
+
     pub(crate) fn range_iter(
         &self,
         tree: &Tree,
