@@ -103,6 +103,24 @@ fn set_option(
     const INT: &str = "a non-negative int";
     match name {
         "create_if_missing" => opts.create_if_missing = get(name, value, "bool")?,
+        "keyspace_compaction_filters" => {
+            let filters = value
+                .cast::<PyDict>()
+                .map_err(|_| format!("{name} must be a dict of keyspace name to callable"))?;
+            opts.keyspace_compaction_filters = filters
+                .iter()
+                .map(|(ks, f)| {
+                    let ks: String = ks
+                        .extract()
+                        .map_err(|_| format!("{name}: a keyspace name must be a str, got {ks}"))?;
+                    let filter = crate::filter::PyFilter::new(&f)?;
+                    Ok((
+                        ks,
+                        std::sync::Arc::new(filter) as std::sync::Arc<dyn shale::CompactionFilter>,
+                    ))
+                })
+                .collect::<Result<_, String>>()?;
+        }
         "compaction_filter" => {
             opts.compaction_filter = match value.is_none() {
                 true => None,

@@ -57,7 +57,8 @@ impl Shared {
         opts: shale::Options,
         model: Option<Arc<dyn shale::semantic::Embedder>>,
     ) -> Result<Shared, Failure> {
-        let python_filter = opts.compaction_filter.is_some();
+        let python_filter =
+            opts.compaction_filter.is_some() || !opts.keyspace_compaction_filters.is_empty();
         let db = Arc::new(shale::Db::open(&path, opts)?);
         let index = match model {
             Some(model) => Some(shale::semantic::Index::open(

@@ -56,3 +56,24 @@ def test_a_failing_filter_keeps_the_value_and_reports(db_path, monkeypatch):
 def test_a_filter_must_be_callable(db_path):
     with pytest.raises(shale.InvalidArgumentError):
         shale.open(db_path, compaction_filter=42)
+
+
+def test_each_keyspace_has_its_own_filter(db_path):
+    def drop(prefix):
+        return lambda level, key, value: not key.startswith(prefix)
+
+    with shale.open(
+        db_path,
+        compaction_filter=drop(b"a"),
+        keyspace_compaction_filters={"log": drop(b"b")},
+    ) as db:
+        log = db.keyspace("log")
+        for k in (b"a1", b"b1", b"c1"):
+            db[k] = b"v"
+            log[k] = b"v"
+        db.compact()
+        log.compact()
+        assert list(db.keys()) == [b"b1", b"c1"]
+        assert list(log.keys()) == [b"a1", b"c1"]
+    with pytest.raises(shale.InvalidArgumentError):
+        shale.open(db_path, keyspace_compaction_filters={"log": 1})

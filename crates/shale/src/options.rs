@@ -63,9 +63,12 @@ impl KeyspaceOptions {
     }
 
     /// `db` with these options in place of its own: what the keyspace's flushes and
-    /// compactions build tables with.
+    /// compactions build tables with. The compaction filter is left out: a keyspace's is
+    /// [`Options::keyspace_filter`].
     pub fn apply_to(&self, db: &Options) -> Options {
         let mut opts = db.clone();
+        opts.compaction_filter = None;
+        opts.keyspace_compaction_filters = Vec::new();
         opts.write_buffer_size = self.write_buffer_size;
         opts.block_size = self.block_size;
         opts.filter_bits_per_key = self.filter_bits_per_key;
@@ -88,9 +91,13 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if a database already exists. Default: false.
     pub error_if_exists: bool,
-    /// A filter that compactions ask about each key's newest value (keep, remove or
-    /// change it): see [`crate::CompactionFilter`]. Default: none.
+    /// A filter that compactions of the default keyspace ask about each key's newest value
+    /// (keep, remove or change it): see [`crate::CompactionFilter`]. Default: none.
     pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
+    /// The filters of other keyspaces, by name (RocksDB's per-column-family
+    /// `compaction_filter`): a keyspace's compactions ask its own, none if it has none.
+    /// Given at open, so a filter runs from the keyspace's first compaction. Default: none.
+    pub keyspace_compaction_filters: Vec<(String, Arc<dyn crate::CompactionFilter>)>,
     /// Open for reading only: no lock is taken and nothing in the directory is written or
     /// deleted, so any number of read-only handles, in any processes, may open a database
     /// beside its one writer. A handle sees the database as of its open: the SSTables its
@@ -239,6 +246,7 @@ impl Default for Options {
             error_if_exists: false,
             read_only: false,
             compaction_filter: None,
+            keyspace_compaction_filters: Vec::new(),
             write_buffer_size: 64 << 20,
             max_write_buffers: 4,
             max_file_size: 64 << 20,
@@ -266,6 +274,19 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// The compaction filter of keyspace `name` (`"default"`: `compaction_filter`).
+    pub fn keyspace_filter(&self, name: &str) -> Option<Arc<dyn crate::CompactionFilter>> {
+        if name == crate::keyspace::DEFAULT_NAME {
+            return self.compaction_filter.clone();
+        }
+        self.keyspace_compaction_filters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, f)| Arc::clone(f))
+    }
+}
+
 impl fmt::Debug for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Options")
@@ -273,6 +294,14 @@ impl fmt::Debug for Options {
             .field("error_if_exists", &self.error_if_exists)
             .field("read_only", &self.read_only)
             .field("compaction_filter", &self.compaction_filter.is_some())
+            .field(
+                "keyspace_compaction_filters",
+                &self
+                    .keyspace_compaction_filters
+                    .iter()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>(),
+            )
             .field("write_buffer_size", &self.write_buffer_size)
             .field("max_write_buffers", &self.max_write_buffers)
             .field("max_file_size", &self.max_file_size)
@@ -328,6 +357,15 @@ impl Options {
         check(
             !(self.read_only && self.error_if_exists),
             "read_only with error_if_exists can never open".into(),
+        );
+        check(
+            !self
+                .keyspace_compaction_filters
+                .iter()
+                .any(|(name, _)| name == crate::keyspace::DEFAULT_NAME),
+            "keyspace_compaction_filters names the default keyspace: its filter is \
+             compaction_filter"
+                .into(),
         );
         check(
             (64 << 10..=4 << 30).contains(&self.write_buffer_size),

@@ -307,3 +307,54 @@ fn repair_refuses_a_database_with_keyspaces_and_changes_nothing() {
     let db = Db::open("/db", small(fs)).unwrap();
     assert_eq!(db.keyspace("ks").unwrap().get("k").unwrap().unwrap(), b"v");
 }
+
+/// Each keyspace's compactions ask its own filter (`Options::keyspace_compaction_filters`),
+/// the default keyspace `Options::compaction_filter`; a keyspace without one keeps all.
+#[test]
+fn each_keyspace_compacts_with_its_own_filter() {
+    struct DropPrefix(&'static [u8]);
+    impl shale::CompactionFilter for DropPrefix {
+        fn filter(&self, _level: usize, key: &[u8], _value: &[u8]) -> shale::FilterDecision {
+            match key.starts_with(self.0) {
+                true => shale::FilterDecision::Remove,
+                false => shale::FilterDecision::Keep,
+            }
+        }
+    }
+    let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+    let opts = || Options {
+        compaction_filter: Some(Arc::new(DropPrefix(b"a"))),
+        keyspace_compaction_filters: vec![("log".into(), Arc::new(DropPrefix(b"b")))],
+        ..small(Arc::clone(&fs))
+    };
+    let db = Db::open("/db", opts()).unwrap();
+    let log = db.keyspace("log").unwrap();
+    let plain = db.keyspace("plain").unwrap();
+    for k in ["a1", "b1", "c1"] {
+        db.put(k, "v").unwrap();
+        log.put(k, "v").unwrap();
+        plain.put(k, "v").unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    log.compact_range(None, None).unwrap();
+    plain.compact_range(None, None).unwrap();
+    let keys = |it: shale::RangeIter| -> Vec<Vec<u8>> { it.map(|p| p.unwrap().0).collect() };
+    assert_eq!(
+        keys(db.range::<&[u8]>(..).unwrap()),
+        [b"b1".to_vec(), b"c1".to_vec()]
+    );
+    assert_eq!(
+        keys(log.range::<&[u8]>(..).unwrap()),
+        [b"a1".to_vec(), b"c1".to_vec()]
+    );
+    assert_eq!(keys(plain.range::<&[u8]>(..).unwrap()).len(), 3);
+    // The default keyspace's filter is `compaction_filter`, not a second one.
+    let bad = Options {
+        keyspace_compaction_filters: vec![("default".into(), Arc::new(DropPrefix(b"x")))],
+        ..small(Arc::new(MemFs::new()))
+    };
+    assert!(matches!(
+        Db::open("/other", bad),
+        Err(Error::InvalidOptions(_))
+    ));
+}

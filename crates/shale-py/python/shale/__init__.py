@@ -83,6 +83,7 @@ OPTIONS = {
     "rate_limit_bytes_per_sec": "ceiling on background writes, 0 = none [0]",
     "rate_limit_auto_tune": "let the engine pick the background rate [False]",
     "compaction_filter": "f(level, key, value) -> True (keep), False (remove) or bytes (replace), asked by compactions about each key's newest value in the default keyspace [None]",
+    "keyspace_compaction_filters": "{keyspace name: f} for the other keyspaces, each f as compaction_filter [{}]",
     "semantic": "embed every value with MiniLM and allow db.search() [False]",
     "model_dir": "the MiniLM files for semantic=True [$SHALE_MODEL_DIR or the cache]",
 }

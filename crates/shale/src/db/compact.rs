@@ -284,12 +284,11 @@ fn run(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<Installable> 
         snapshots: &snapshots,
         is_bottommost: &deeper,
         range_dels: range_dels.as_ref(),
-        // The filter is the default keyspace's (a TTL database's expiry reads its values).
+        // The keyspace's own filter (`Options::keyspace_filter`).
         filter: tree
-            .id
-            .is_default()
-            .then_some(db.opts.compaction_filter.as_deref())
-            .flatten()
+            .opts
+            .compaction_filter
+            .as_deref()
             .map(|f| (f, task.output_level)),
     };
     let mut next_file = || {

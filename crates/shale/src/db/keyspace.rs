@@ -142,7 +142,8 @@ impl DbInner {
             ..VersionEdit::default()
         };
         self.log_ddl(&mut state, edit)?;
-        let opts = options.apply_to(&self.opts);
+        let mut opts = options.apply_to(&self.opts);
+        opts.compaction_filter = self.opts.keyspace_filter(name);
         let mem = Arc::new(MemTable::with_capacity(opts.write_buffer_size));
         let sv = SuperVersion {
             mem: Arc::clone(&mem),

@@ -131,9 +131,11 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
     let (wal, wal_id, versions) = start_log(dir, &opts, state, built)?;
 
     // One tree and one memtable per keyspace, the default's first.
-    let named = defs
-        .iter()
-        .map(|def| (def.id, def.name.clone(), def.options.apply_to(&opts)));
+    let named = defs.iter().map(|def| {
+        let mut tree_opts = def.options.apply_to(&opts);
+        tree_opts.compaction_filter = opts.keyspace_filter(&def.name);
+        (def.id, def.name.clone(), tree_opts)
+    });
     let mut trees = BTreeMap::new();
     let mut slots = Vec::new();
     for (id, name, tree_opts) in
