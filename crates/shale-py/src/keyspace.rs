@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::convert::to_bytes;
 use crate::db::Db;
@@ -55,18 +55,19 @@ impl Keyspace {
         self.ks.name().to_owned()
     }
 
-    /// The options its tables are built with, as a dict.
-    fn options(&self) -> std::collections::HashMap<&'static str, String> {
+    /// The options its tables are built with, as a dict (the keyword arguments of
+    /// `DB.keyspace`).
+    fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let o = self.ks.options();
-        std::collections::HashMap::from([
-            ("write_buffer_size", o.write_buffer_size.to_string()),
-            ("block_size", o.block_size.to_string()),
-            ("filter_bits_per_key", o.filter_bits_per_key.to_string()),
-            (
-                "compression",
-                crate::convert::compression_name(o.compression),
-            ),
-        ])
+        let dict = PyDict::new(py);
+        dict.set_item("write_buffer_size", o.write_buffer_size)?;
+        dict.set_item("block_size", o.block_size)?;
+        dict.set_item("filter_bits_per_key", o.filter_bits_per_key)?;
+        dict.set_item(
+            "compression",
+            crate::convert::compression_name(o.compression),
+        )?;
+        Ok(dict)
     }
 
     /// The value of `key`, or `default` when it is missing.

@@ -34,7 +34,7 @@ def test_keyspaces_hold_their_own_keys(db_path):
         assert db.keyspaces() == ["default", "users", "log"]
         log = db.keyspace("log")
         assert log[b"k"] == b"log"
-        assert log.options()["write_buffer_size"] == str(1 << 20)
+        assert log.options()["write_buffer_size"] == 1 << 20
 
 
 def test_a_batch_spans_keyspaces(db):
