@@ -358,3 +358,72 @@ fn each_keyspace_compacts_with_its_own_filter() {
         Err(Error::InvalidOptions(_))
     ));
 }
+
+/// Writers, readers, flushes and compactions run while another thread makes and drops a
+/// keyspace again and again: a drop lands while that keyspace's tables are being flushed
+/// and compacted. Nothing may fail but a write to a dropped keyspace, the stable keyspace
+/// must hold every write, and the manifest must replay at the next open.
+#[test]
+fn keyspaces_made_and_dropped_under_load_leave_a_consistent_database() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options {
+        write_buffer_size: 64 << 10,
+        max_file_size: 16 << 10,
+        block_size: 1024,
+        level0_compaction_trigger: 2,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(dir.path(), opts()).unwrap());
+    let stable = db.keyspace("stable").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (db, stop) = (Arc::clone(&db), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut rounds = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let ks = db.keyspace("churn").unwrap();
+                // Past its 64 KiB write buffer: each round freezes and flushes it.
+                for i in 0..500u32 {
+                    ks.put(format!("k{i:04}"), [7u8; 200]).unwrap();
+                }
+                db.drop_keyspace("churn").unwrap();
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let writer = {
+        let (db, stable) = (Arc::clone(&db), stable.clone());
+        std::thread::spawn(move || {
+            for i in 0..6000u32 {
+                let mut batch = WriteBatch::new();
+                batch.put_in(&stable, format!("s{i:05}"), [1u8; 100]);
+                batch.put(format!("d{i:05}"), [2u8; 100]);
+                // A write to the churning keyspace may find it dropped: refused, whole.
+                if let Ok(churn) = db.keyspace("churn") {
+                    batch.put_in(&churn, format!("c{i:05}"), [3u8; 100]);
+                }
+                match db.write(batch, WriteOptions::default()) {
+                    Ok(()) | Err(Error::InvalidArgument(_)) => {}
+                    Err(e) => panic!("write {i}: {e}"),
+                }
+            }
+        })
+    };
+    writer.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rounds = churn.join().unwrap();
+    assert!(rounds > 0);
+    db.wait_idle().unwrap();
+    let in_stable = stable.range::<&[u8]>(..).unwrap().count();
+    let in_default = db.range::<&[u8]>(..).unwrap().count();
+    assert_eq!(in_stable, in_default, "a batch landed in one keyspace only");
+    drop(stable);
+    Arc::try_unwrap(db).unwrap().close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.keyspace_names(), ["default", "stable"]);
+    let stable = db.keyspace("stable").unwrap();
+    assert_eq!(stable.range::<&[u8]>(..).unwrap().count(), in_stable);
+    assert_eq!(db.range::<&[u8]>(..).unwrap().count(), in_default);
+}
