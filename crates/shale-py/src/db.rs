@@ -377,8 +377,9 @@ impl Db {
 
     /// The keyspace `name` (a dict-like handle of its own keys), made if it does not exist
     /// with the database's options, or with those given here: `write_buffer_size`,
-    /// `block_size`, `filter_bits_per_key`, `compression` (as `open` takes them). An
-    /// existing keyspace keeps its options; different ones raise `InvalidArgumentError`.
+    /// `block_size`, `filter_bits_per_key`, `compression` (as `open` takes them). Options
+    /// given for an existing keyspace replace those of its own (the tables it writes from
+    /// then on use them); the others stay.
     #[pyo3(signature = (name, *, write_buffer_size = None, block_size = None, filter_bits_per_key = None, compression = None))]
     fn keyspace(
         &self,
@@ -403,7 +404,11 @@ impl Db {
                 if !given {
                     return Ok(db.keyspace(name)?);
                 }
-                let base = shale::KeyspaceOptions::from_db(db.options());
+                // Options left out are the keyspace's own, or a new one's database's.
+                let base = match db.keyspace_names().iter().any(|n| n == name) {
+                    true => db.keyspace(name)?.options(),
+                    false => shale::KeyspaceOptions::from_db(db.options()),
+                };
                 let opts = shale::KeyspaceOptions {
                     write_buffer_size: write_buffer_size.unwrap_or(base.write_buffer_size),
                     block_size: block_size.unwrap_or(base.block_size),

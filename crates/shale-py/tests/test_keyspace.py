@@ -28,13 +28,15 @@ def test_keyspaces_hold_their_own_keys(db_path):
             del users[b"a"]
         users.delete_range(b"a", b"z")
         assert list(users) == []
-        with pytest.raises(shale.InvalidArgumentError):
-            db.keyspace("log", block_size=512)
+        # New options for an existing keyspace: its next tables use them.
+        log = db.keyspace("log", block_size=512)
+        assert log.options()["block_size"] == 512
     with shale.open(db_path) as db:
         assert db.keyspaces() == ["default", "users", "log"]
         log = db.keyspace("log")
         assert log[b"k"] == b"log"
         assert log.options()["write_buffer_size"] == 1 << 20
+        assert log.options()["block_size"] == 512
 
 
 def test_a_batch_spans_keyspaces(db):

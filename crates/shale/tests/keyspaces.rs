@@ -86,10 +86,32 @@ fn keyspaces_hold_their_own_keys_and_survive_a_reopen() {
     assert_eq!(log.get("key00150").unwrap(), None);
     assert_eq!(log.get("k").unwrap().unwrap(), b"log");
     assert_eq!(db.get("k").unwrap().unwrap(), b"default");
+
+    // New options for an existing keyspace: logged, used by its next tables, kept.
+    let lz4 = KeyspaceOptions {
+        compression: Compression::Lz4,
+        block_size: 1024,
+        ..log.options()
+    };
+    let log = db.keyspace_with("log", lz4).unwrap();
+    assert_eq!(log.options(), lz4);
+    log.put("after", "change").unwrap();
+    db.flush().unwrap();
+    let default_opts = KeyspaceOptions {
+        block_size: 512,
+        ..KeyspaceOptions::from_db(db.options())
+    };
     assert!(matches!(
-        db.keyspace_with("log", KeyspaceOptions::from_db(db.options())),
+        db.keyspace_with("default", default_opts),
         Err(Error::InvalidArgument(_))
     ));
+    drop(log);
+    db.close().unwrap();
+    let db = Db::open("/db", small(fs)).unwrap();
+    let log = db.keyspace("log").unwrap();
+    assert_eq!(log.options(), lz4);
+    assert_eq!(log.get("after").unwrap().unwrap(), b"change");
+    assert_eq!(log.get("k").unwrap().unwrap(), b"log");
 }
 
 #[test]

@@ -115,7 +115,7 @@ fn pick(state: &DbState) -> Option<(Arc<Tree>, CompactionTask)> {
             .compact_pointers
             .get(&tree.id)
             .map_or(&[][..], Vec::as_slice);
-        let task = policy(&tree.opts).pick(&view, &busy, pointers)?;
+        let task = policy(&tree.opts()).pick(&view, &busy, pointers)?;
         Some((Arc::clone(tree), task))
     })
 }
@@ -280,13 +280,13 @@ fn run(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<Installable> 
         })
     };
     let range_dels = inputs_range_dels(inputs.iter().chain(&next_inputs))?;
+    let opts = tree.opts();
     let policy = DropPolicy {
         snapshots: &snapshots,
         is_bottommost: &deeper,
         range_dels: range_dels.as_ref(),
         // The keyspace's own filter (`Options::keyspace_filter`).
-        filter: tree
-            .opts
+        filter: opts
             .compaction_filter
             .as_deref()
             .map(|f| (f, task.output_level)),
@@ -314,8 +314,8 @@ fn run(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<Installable> 
             file.table()?; // open (and so verify) the new table
             Ok(file)
         },
-        TableOptions::for_level(&tree.opts, usize::from(out_level.0)),
-        tree.opts.max_file_size,
+        TableOptions::for_level(&opts, usize::from(out_level.0)),
+        opts.max_file_size,
         &mut next_file,
     )?;
     db.fs.sync_dir(&db.dir)?;
@@ -402,7 +402,7 @@ impl DbInner {
         end: Option<&[u8]>,
     ) -> Result<()> {
         self.flush()?;
-        let policy = policy(&tree.opts);
+        let policy = policy(&tree.opts());
         let lo = begin.unwrap_or(&[]);
         let mut level = 0;
         while level < NUM_LEVELS {

@@ -63,7 +63,7 @@ fn flush_loop(db: &DbInner) {
                 write_table(
                     db.fs.as_ref(),
                     &db.dir,
-                    &tree.opts,
+                    &tree.opts(),
                     &db.tables,
                     Some(&db.rate_limiter),
                     mem,

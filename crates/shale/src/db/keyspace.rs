@@ -6,7 +6,7 @@
 //! group is in flight while the set of memtables changes, and a write naming a keyspace
 //! is checked against that set under the same lock (`write.rs`, `refused`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::super_version::{SuperVersion, SuperVersionCell};
@@ -61,20 +61,25 @@ impl Db {
         self.keyspace_with(name, options)
     }
 
-    /// The keyspace `name`, created with `options` if it does not exist. The options are
-    /// stored with the keyspace; an existing keyspace keeps its own.
+    /// The keyspace `name` with `options`: created if it does not exist; an existing one
+    /// takes them (RocksDB's `SetOptions`): its tables from then on are built with them,
+    /// the ones already written keep theirs. The options are stored with the keyspace in
+    /// the manifest. The default keyspace's options are the database's (`Options`).
     ///
     /// # Errors
     /// As [`Db::keyspace`]; `InvalidOptions` for options out of their ranges;
-    /// `InvalidArgument` if the keyspace exists with other options.
+    /// `InvalidArgument` for the default keyspace with other options than the database's.
     pub fn keyspace_with(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace> {
         if let Some(tree) = self.inner.find_tree(name) {
-            if tree.id.is_default() || KeyspaceOptions::from_db(&tree.opts) == options {
-                return Ok(self.handle(tree));
+            if KeyspaceOptions::from_db(&tree.opts()) != options {
+                if tree.id.is_default() {
+                    return Err(Error::invalid(
+                        "the default keyspace's options are the database's Options",
+                    ));
+                }
+                self.inner.change_keyspace(&tree, options)?;
             }
-            return Err(Error::invalid(format!(
-                "keyspace {name} exists with other options"
-            )));
+            return Ok(self.handle(tree));
         }
         let tree = self.inner.create_keyspace(name, options)?;
         Ok(self.handle(tree))
@@ -153,23 +158,50 @@ impl DbInner {
             start_seq: SeqNo(0),
             purger: Arc::clone(&self.purger),
         };
-        let tree = Arc::new(Tree {
+        let write_buffer_size = opts.write_buffer_size;
+        let tree = Arc::new(Tree::new(
             id,
-            name: name.to_owned(),
+            name.to_owned(),
             opts,
-            super_version: SuperVersionCell::new(Arc::new(sv)),
-            dropped: AtomicBool::new(false),
-        });
+            SuperVersionCell::new(Arc::new(sv)),
+        ));
         let mut slots = log.mems.slots().to_vec();
         slots.push(MemSlot {
             keyspace: id,
             mem,
-            write_buffer_size: tree.opts.write_buffer_size,
+            write_buffer_size,
         });
         log.mems = MemSet::new(slots);
         state.active = log.mems.clone();
         state.trees.insert(id, Arc::clone(&tree));
         Ok(tree)
+    }
+
+    /// Log `tree`'s new options and build its tables with them from now on.
+    fn change_keyspace(&self, tree: &Tree, options: KeyspaceOptions) -> Result<()> {
+        options
+            .validate(&self.opts)
+            .map_err(Error::InvalidOptions)?;
+        self.check_writable()?;
+        let mut log = lock(&self.log);
+        self.check_open()?;
+        self.check_tree(tree)?;
+        let mut state = lock(&self.state);
+        let edit = VersionEdit {
+            keyspaces: vec![KeyspaceDef {
+                id: tree.id,
+                name: tree.name.clone(),
+                options,
+            }],
+            ..VersionEdit::default()
+        };
+        self.log_ddl(&mut state, edit)?;
+        let mut opts = options.apply_to(&self.opts);
+        opts.compaction_filter = self.opts.keyspace_filter(&tree.name);
+        log.mems = log.mems.with_write_buffer(tree.id, opts.write_buffer_size);
+        state.active = log.mems.clone();
+        tree.set_opts(opts);
+        Ok(())
     }
 
     fn drop_keyspace(&self, name: &str) -> Result<()> {
@@ -263,7 +295,7 @@ impl Keyspace {
 
     /// The options its tables are built with.
     pub fn options(&self) -> KeyspaceOptions {
-        KeyspaceOptions::from_db(&self.tree.opts)
+        KeyspaceOptions::from_db(&self.tree.opts())
     }
 
     /// Set `key` to `value` in this keyspace.

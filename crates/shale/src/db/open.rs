@@ -161,13 +161,7 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
             mem,
             write_buffer_size: tree_opts.write_buffer_size,
         });
-        let tree = Tree {
-            id,
-            name,
-            opts: tree_opts,
-            super_version: SuperVersionCell::new(Arc::new(sv)),
-            dropped: AtomicBool::new(false),
-        };
+        let tree = Tree::new(id, name, tree_opts, SuperVersionCell::new(Arc::new(sv)));
         trees.insert(id, Arc::new(tree));
     }
     let mems = MemSet::new(slots);

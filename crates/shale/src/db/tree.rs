@@ -3,10 +3,10 @@
 //! docs/architecture.md, "Keyspaces").
 
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::super_version::SuperVersionCell;
-use super::{DbInner, LiveFile};
+use super::{lock, DbInner, LiveFile};
 use crate::key::SeqNo;
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
@@ -17,11 +17,38 @@ use crate::options::Options;
 pub(crate) struct Tree {
     pub(super) id: KeyspaceId,
     pub(super) name: String,
-    /// The database's options with the keyspace's own (`KeyspaceOptions`) in place.
-    pub(super) opts: Options,
+    /// The database's options with the keyspace's own (`KeyspaceOptions`) in place;
+    /// replaced when the keyspace's options change (`Db::keyspace_with`).
+    opts: Mutex<Arc<Options>>,
     pub(super) super_version: SuperVersionCell,
     /// Set when the keyspace is dropped: its handles refuse every call from then on.
     pub(super) dropped: AtomicBool,
+}
+
+impl Tree {
+    pub(super) fn new(
+        id: KeyspaceId,
+        name: String,
+        opts: Options,
+        super_version: SuperVersionCell,
+    ) -> Tree {
+        Tree {
+            id,
+            name,
+            opts: Mutex::new(Arc::new(opts)),
+            super_version,
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    /// The options its flushes and compactions build tables with now.
+    pub(super) fn opts(&self) -> Arc<Options> {
+        Arc::clone(&lock(&self.opts))
+    }
+
+    pub(super) fn set_opts(&self, opts: Options) {
+        *lock(&self.opts) = Arc::new(opts);
+    }
 }
 
 /// The memtables that one WAL protects: one per keyspace, the default's first, each with
@@ -55,6 +82,18 @@ impl MemSet {
             Some(slot) => &slot.mem,
             None => unreachable!("a MemSet always holds the default keyspace's memtable"),
         }
+    }
+
+    /// The set with keyspace `ks`'s memtable frozen at `write_buffer_size` from now on.
+    pub(super) fn with_write_buffer(&self, ks: KeyspaceId, write_buffer_size: usize) -> MemSet {
+        let slots = self.0.iter().map(|s| MemSlot {
+            write_buffer_size: match s.keyspace == ks {
+                true => write_buffer_size,
+                false => s.write_buffer_size,
+            },
+            ..s.clone()
+        });
+        MemSet(slots.collect())
     }
 
     pub(super) fn slots(&self) -> &[MemSlot] {

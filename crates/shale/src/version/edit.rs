@@ -13,8 +13,8 @@
 //!                smallest_seq:varint largest_seq:varint                      (new file)
 //!            | 5 level:u8 file_id:varint                                   (deleted file)
 //!            | 6 (as 4)                        (new file with a range-del block, format v2)
-//!            | 7 keyspace                      (keyspace created; `keyspace` as in
-//!                                               `version/keyspace.rs`, format v3)
+//!            | 7 keyspace                      (keyspace created, or its options changed;
+//!                                               as in `version/keyspace.rs`, format v3)
 //!            | 8 keyspace_id:varint            (keyspace dropped, format v3)
 //!            | 9 next_keyspace_id:varint       (format v3)
 //!            | 10 keyspace_id:varint flags:u8 (as 4 from `level` on)
