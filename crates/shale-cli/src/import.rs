@@ -91,31 +91,54 @@ fn parse_line(
     }
 }
 
-pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
-    if args.format != Format::Npy && (args.keys.is_some() || args.payloads.is_some()) {
-        return Err(CliError::Usage(
-            "--keys and --payloads go with --format npy".into(),
-        ));
-    }
-    if args.format == Format::Npy {
-        return vectors::import_npy(cli, args);
-    }
-    let (input, total): (Box<dyn Read>, Option<u64>) = if args.file.as_os_str() == "-" {
-        (Box::new(std::io::stdin().lock()), None)
-    } else {
-        let file = std::fs::File::open(&args.file).map_err(|e| CliError::io(&args.file, e))?;
-        let len = file.metadata().ok().map(|m| m.len());
-        (Box::new(file), len)
-    };
-    let batch_bytes = args.batch_bytes.max(1);
-    let vector_lines = args.format == Format::VectorsJsonl;
-    let db = cli.open(true, vector_lines)?;
-    let target = if vector_lines {
-        Some(Target::new(db.index()?))
-    } else {
-        None
-    };
+/// Where `import` writes its batches: a database (`run`), or a server (`remote.rs`).
+pub trait Sink {
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>);
+    /// Bytes and entries held since the last `write`.
+    fn pending(&self) -> (usize, usize);
+    /// Write what is held as one atomic batch.
+    fn write(&mut self) -> Result<()>;
+}
 
+/// A batch for a database.
+struct DbSink<'a> {
+    db: &'a shale::Db,
+    batch: WriteBatch,
+}
+
+impl Sink for DbSink<'_> {
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.batch.put(key, value);
+    }
+    fn pending(&self) -> (usize, usize) {
+        (self.batch.approximate_size(), self.batch.len())
+    }
+    fn write(&mut self) -> Result<()> {
+        let batch = std::mem::take(&mut self.batch);
+        Ok(self.db.write(batch, WriteOptions::default())?)
+    }
+}
+
+/// The input `args` names, and its length if known.
+fn input(args: &ImportArgs) -> Result<(Box<dyn Read>, Option<u64>)> {
+    if args.file.as_os_str() == "-" {
+        return Ok((Box::new(std::io::stdin().lock()), None));
+    }
+    let file = std::fs::File::open(&args.file).map_err(|e| CliError::io(&args.file, e))?;
+    let len = file.metadata().ok().map(|m| m.len());
+    Ok((Box::new(file), len))
+}
+
+/// Read `args`' line format into `sink` in batches of about `--batch-bytes` (and at most
+/// `max_ops` entries), with a progress bar; print the throughput line.
+pub fn load(
+    args: &ImportArgs,
+    target: Option<&Target<'_>>,
+    sink: &mut dyn Sink,
+    max_ops: usize,
+) -> Result<()> {
+    let (input, total) = input(args)?;
+    let batch_bytes = args.batch_bytes.max(1);
     let bar = match total {
         Some(len) => indicatif::ProgressBar::new(len).with_style(
             indicatif::ProgressStyle::with_template(
@@ -127,7 +150,6 @@ pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
     };
     let start = Instant::now();
     let (mut keys, mut bytes, mut read) = (0u64, 0u64, 0u64);
-    let mut batch = WriteBatch::new();
     let mut reader = BufReader::with_capacity(1 << 20, input);
     let mut line = Vec::new();
     let mut number = 0u64;
@@ -147,27 +169,57 @@ pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
                 line.pop();
             }
         }
-        let pair =
-            parse_line(args, target.as_ref(), number, &line).map_err(|reason| CliError::Input {
-                path: args.file.clone(),
-                line: number,
-                reason,
-            })?;
+        let pair = parse_line(args, target, number, &line).map_err(|reason| CliError::Input {
+            path: args.file.clone(),
+            line: number,
+            reason,
+        })?;
         if let Some((key, value)) = pair {
             bytes += (key.len() + value.len()) as u64;
             keys += 1;
-            batch.put(key, value);
+            sink.put(key, value);
         }
-        if batch.approximate_size() >= batch_bytes {
-            db.write(std::mem::take(&mut batch), WriteOptions::default())?;
+        let (held_bytes, held_ops) = sink.pending();
+        if held_bytes >= batch_bytes || held_ops >= max_ops {
+            sink.write()?;
             bar.set_position(read);
         }
     }
-    if !batch.is_empty() {
-        db.write(batch, WriteOptions::default())?;
+    if sink.pending().1 > 0 {
+        sink.write()?;
     }
     bar.finish_and_clear();
     eprintln!("{}", crate::kv::throughput("imported", keys, bytes, start));
+    Ok(())
+}
+
+/// `--keys` and `--payloads` go with `.npy` files only.
+pub fn check_args(args: &ImportArgs) -> Result<()> {
+    if args.format != Format::Npy && (args.keys.is_some() || args.payloads.is_some()) {
+        return Err(CliError::Usage(
+            "--keys and --payloads go with --format npy".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub fn run(cli: &Cli, args: &ImportArgs) -> Result<()> {
+    check_args(args)?;
+    if args.format == Format::Npy {
+        return vectors::import_npy(cli, args);
+    }
+    let vector_lines = args.format == Format::VectorsJsonl;
+    let db = cli.open(true, vector_lines)?;
+    let target = if vector_lines {
+        Some(Target::new(db.index()?))
+    } else {
+        None
+    };
+    let mut sink = DbSink {
+        db: &db,
+        batch: WriteBatch::new(),
+    };
+    load(args, target.as_ref(), &mut sink, usize::MAX)?;
     if let Some(open) = &db.index {
         crate::index::wait_indexed(&open.index)?;
     }

@@ -1,6 +1,6 @@
 //! The commands that speak to a replicated server (`--server ADDR`, crates/shale-server)
-//! instead of opening a directory: put, get, del, scan and search (of the index
-//! `--index`), through its Rust client, which
+//! instead of opening a directory: put, get, del, scan, search (of the index `--index`) and
+//! import (of the line formats, each batch one atomic write), through its Rust client, which
 //! finds the leader and retries what is safe to retry. Output is the same as for a
 //! directory. The token, if the cluster has one, comes from `SHALE_TOKEN` (never an
 //! argument, which other users could read in the process list).
@@ -15,8 +15,9 @@ use shale_server::pb::SearchRequest;
 use shale_server::{Client, ClientError};
 
 use crate::error::{CliError, Result};
+use crate::import;
 use crate::kv::{self, KeyRange, ScanArgs};
-use crate::{Cli, Command};
+use crate::{Cli, Command, Format};
 
 /// Pairs one scan call asks for.
 const SCAN_PAGE: u32 = 1000;
@@ -35,6 +36,9 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Server(format!("cannot start the async runtime: {e}")))?;
+    if let Command::Import(args) = &cli.command {
+        return import(&runtime, &client, args);
+    }
     runtime.block_on(async {
         match &cli.command {
             Command::Put { ttl: Some(_), .. } => Err(CliError::Usage(
@@ -66,12 +70,59 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             Command::Scan(args) => scan(cli, &client, out, args).await,
             Command::Search(args) => search(cli, &client, out, args).await,
             _ => Err(CliError::Usage(
-                "over --server only put, get, del, scan and search are available; the \
-                 other commands need --db DIR"
+                "over --server only put, get, del, scan, search and import are available; \
+                 the other commands need --db DIR"
                     .into(),
             )),
         }
     })
+}
+
+/// A batch for the cluster.
+struct ServerSink<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    client: &'a Client,
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    bytes: usize,
+}
+
+impl import::Sink for ServerSink<'_> {
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.bytes += key.len() + value.len();
+        self.ops.push((key, Some(value)));
+    }
+    fn pending(&self) -> (usize, usize) {
+        (self.bytes, self.ops.len())
+    }
+    fn write(&mut self) -> Result<()> {
+        let ops = std::mem::take(&mut self.ops);
+        self.bytes = 0;
+        self.runtime.block_on(self.client.batch(&ops))?;
+        Ok(())
+    }
+}
+
+/// `import` of a line format, each batch one write to the cluster (at most the entries
+/// one log command takes).
+fn import(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    args: &import::ImportArgs,
+) -> Result<()> {
+    import::check_args(args)?;
+    if matches!(args.format, Format::Npy | Format::VectorsJsonl) {
+        return Err(CliError::Usage(
+            "over --server, import takes --format lines, tsv or jsonl".into(),
+        ));
+    }
+    let mut sink = ServerSink {
+        runtime,
+        client,
+        ops: Vec::new(),
+        bytes: 0,
+    };
+    let max_ops = shale_server::command::MAX_OPS_PER_COMMAND;
+    import::load(args, None, &mut sink, max_ops)
 }
 
 /// `search` on the cluster's index `--index` (default `default`), by text or vector.

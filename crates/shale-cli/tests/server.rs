@@ -1,5 +1,5 @@
-//! `shale --server`: put, get, del and scan against a one-replica Shale server started in
-//! this process, with the same output and exit codes as on a directory.
+//! `shale --server`: put, get, del, scan, import and search against a one-replica Shale
+//! server started in this process, with the same output and exit codes as on a directory.
 
 mod common;
 
@@ -68,6 +68,20 @@ fn put_get_del_and_scan_speak_to_a_server() {
         "k01000\tv\nk01001\tv\n"
     );
     assert_eq!(run(&["scan", "--from", "p"]).ok(), "pear\tgreen\n");
+
+    // Import: batches of at most --batch-bytes, each one atomic write to the cluster.
+    let tsv = dir.path().join("fruit.tsv");
+    let lines: String = (0..300)
+        .map(|i| format!("fruit/{i:03}\tripe {i}\n"))
+        .collect();
+    std::fs::write(&tsv, lines).unwrap();
+    let tsv = tsv.to_str().unwrap();
+    run(&["import", tsv, "--format", "tsv", "--batch-bytes", "1000"]).ok();
+    let imported = run(&["scan", "--prefix", "fruit/"]).ok();
+    assert_eq!(imported.lines().count(), 300);
+    assert!(imported.starts_with("fruit/000\tripe 0\n"), "{imported}");
+    let npy = run(&["import", tsv, "--format", "npy"]);
+    assert_eq!(npy.code, 2, "{}", npy.stderr);
 
     // Search: an index with a model (word hashing) and one of vectors, defined through the
     // Rust client, filled and searched through the CLI.
