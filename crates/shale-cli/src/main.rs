@@ -2,8 +2,8 @@
 //! `leveldbutil` and RocksDB's `ldb`. Every command is a few library calls; the only logic
 //! here is parsing arguments and formatting output.
 //!
-//! - `kv.rs`: put, get, del, scan, export, flush, compact; `remote.rs`: put, get, del and
-//!   scan over a replicated server (`--server`)
+//! - `kv.rs`: put, get, del, scan, export, flush, compact; `remote.rs`: put, get, del,
+//!   scan, search and import over a replicated server (`--server`)
 //! - `import.rs`: bulk load in write batches, with a progress bar; `vectors.rs`: vectors
 //!   in (`.npy` and JSON lines imports, query vectors) and `npy.rs`, the `.npy` reader
 //! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
@@ -53,7 +53,7 @@ pub struct Cli {
 
     /// Speak to a replicated Shale server (`shale-server`) at ADDR (host:port; several,
     /// comma-separated, for the replicas of a cluster) instead of a directory: put, get,
-    /// del and scan. A cluster's token is read from SHALE_TOKEN.
+    /// del, scan, search and import. A cluster's token is read from SHALE_TOKEN.
     #[arg(long, global = true, value_name = "ADDR", value_delimiter = ',')]
     server: Vec<String>,
 
