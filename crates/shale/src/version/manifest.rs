@@ -149,6 +149,14 @@ impl RecoveredManifest {
                 state.next_keyspace_id = id;
             }
             for def in edit.keyspaces {
+                // Checksummed, but the options are used to build tables: out of their
+                // ranges they are damage, never something to build with.
+                if let Err(problems) = def.options.validate(&crate::Options::default()) {
+                    return Err(corrupt(
+                        offset,
+                        format!("keyspace {}: {}", def.name, problems.join("; ")),
+                    ));
+                }
                 if state
                     .keyspaces
                     .values()

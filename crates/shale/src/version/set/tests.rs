@@ -292,3 +292,28 @@ fn a_roll_whose_directory_sync_after_the_rename_fails_poisons() {
     assert_eq!(recovered.files, set.files);
     assert_eq!(recovered.last_seq, set.last_seq());
 }
+
+/// A keyspace whose stored options are out of their ranges is damage at load, not
+/// something the open builds tables with.
+#[test]
+fn a_keyspace_with_options_out_of_range_is_corruption() {
+    let mem = MemFs::new();
+    let mut set = rolling_set(Arc::new(mem.clone()), 64 << 20);
+    let options = crate::options::KeyspaceOptions {
+        block_size: 0,
+        ..crate::options::KeyspaceOptions::from_db(&crate::Options::default())
+    };
+    let edit = VersionEdit {
+        keyspaces: vec![super::super::KeyspaceDef {
+            id: KeyspaceId(1),
+            name: "bad".into(),
+            options,
+        }],
+        next_keyspace_id: Some(KeyspaceId(2)),
+        ..VersionEdit::default()
+    };
+    set.log_and_apply(edit, &[]).unwrap();
+    let err = RecoveredManifest::load(&mem, Path::new("/db")).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    assert!(err.to_string().contains("block_size"), "{err}");
+}
