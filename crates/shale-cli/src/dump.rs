@@ -6,12 +6,12 @@ use std::io::Write;
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
-use shale::batch::BatchReader;
 use shale::fs::{FileSystem, PosixFs};
-use shale::iter::InternalIterator;
-use shale::key::{parse_internal_key, InternalKey, ValueKind};
-use shale::version::VersionEdit;
-use shale::wal::LogReader;
+use shale::inspect::batch::BatchReader;
+use shale::inspect::iter::InternalIterator;
+use shale::inspect::key::{parse_internal_key, InternalKey, ValueKind};
+use shale::inspect::version::VersionEdit;
+use shale::inspect::wal::LogReader;
 
 use crate::error::{CliError, Result};
 use crate::escape::{escape, json_bytes};
@@ -55,8 +55,8 @@ fn read_file(path: &Path) -> Result<Vec<u8>> {
 }
 
 pub fn sst(out: &mut impl Write, path: &Path, json: bool) -> Result<()> {
-    let table = shale::tools::open_table(path)?;
-    let index = shale::tools::table_index(&table)?;
+    let table = shale::inspect::open_table(path)?;
+    let index = shale::inspect::table_index(&table)?;
     let p = table.properties().clone();
     let mut it = table.iter_opt(false);
     it.seek_to_first()?;
@@ -322,7 +322,7 @@ pub fn manifest(cli: &Cli, out: &mut impl Write, file: Option<&Path>, json: bool
             let dir = cli
                 .db_dir()
                 .map_err(|_| CliError::Usage("dump-manifest needs a FILE or --db DIR".into()))?;
-            shale::tools::live_manifest_path(dir)?
+            shale::inspect::live_manifest_path(dir)?
         }
     };
     let data = read_file(&path)?;
@@ -334,7 +334,8 @@ pub fn manifest(cli: &Cli, out: &mut impl Write, file: Option<&Path>, json: bool
             Ok(Some((offset, payload))) => match VersionEdit::decode(payload) {
                 Ok(edit) => edits.push((offset, edit)),
                 Err(e) => {
-                    failure = Some(e.in_file(&path, offset + shale::wal::HEADER_LEN as u64));
+                    failure =
+                        Some(e.in_file(&path, offset + shale::inspect::wal::HEADER_LEN as u64));
                     break;
                 }
             },
@@ -474,7 +475,7 @@ pub fn repair(cli: &Cli, out: &mut impl Write) -> Result<()> {
 }
 
 pub fn verify(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
-    let report = shale::tools::verify_dir(cli.db_dir()?)?;
+    let report = shale::inspect::verify_dir(cli.db_dir()?)?;
     let result = if json {
         let problems: Vec<Value> = report
             .problems

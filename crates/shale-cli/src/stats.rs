@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use shale::fs::PosixFs;
-use shale::version::{RecoveredManifest, NUM_LEVELS};
+use shale::inspect::version::{RecoveredManifest, NUM_LEVELS};
 
 use crate::error::{CliError, Result};
 use crate::Cli;
@@ -48,9 +48,9 @@ pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
         };
         l.files += 1;
         l.bytes += meta.size;
-        let path = shale::tools::table_path(dir, meta.id);
+        let path = shale::inspect::table_path(dir, meta.id);
         // A file compacted away since the manifest was read: its counts are missing.
-        if let Ok(table) = shale::tools::open_table(&path) {
+        if let Ok(table) = shale::inspect::open_table(&path) {
             let p = table.properties();
             l.entries += p.entries;
             l.deletions += p.deletions;
@@ -94,7 +94,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
             .map(|(name, v)| ((*name).to_owned(), (*v).into()))
             .collect();
         let doc = serde_json::json!({
-            "keyspace": cli.keyspace.as_deref().unwrap_or(shale::keyspace::DEFAULT_NAME),
+            "keyspace": cli.keyspace.as_deref().unwrap_or(shale::inspect::keyspace::DEFAULT_NAME),
             "levels": levels_json,
             "sst_bytes": db.sst_bytes(),
             "last_seq": manifest.last_seq.0,

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use openraft::{
     BasicNode, CommittedLeaderId, EntryPayload, LogId, Membership, StoredMembership, Vote,
 };
-use shale::codec::{self, Decoder};
+use shale::inspect::codec::{self, Decoder};
 
 mod frames;
 

@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use crossbeam_skiplist::SkipMap;
 use shale::fs::{FileSystem, PosixFs};
-use shale::iter::InternalIterator;
-use shale::key::{encode_internal_key, SeqNo, ValueKind};
-use shale::memtable::MemTable;
-use shale::sst::block::{Block, BlockBuilder};
-use shale::sst::{BloomFilter, BloomFilterBuilder};
-use shale::wal::LogWriter;
+use shale::inspect::iter::InternalIterator;
+use shale::inspect::key::{encode_internal_key, SeqNo, ValueKind};
+use shale::inspect::memtable::MemTable;
+use shale::inspect::sst::block::{Block, BlockBuilder};
+use shale::inspect::sst::{BloomFilter, BloomFilterBuilder};
+use shale::inspect::wal::LogWriter;
 use shale::{Db, Options, WriteBatch, WriteOptions};
 
 const N: usize = 100_000;

@@ -13,10 +13,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shale::fs::{FileSystem, PosixFs, RandomAccessFile};
-use shale::iter::InternalIterator;
-use shale::sst::block::Block;
-use shale::sst::compress::decompress;
-use shale::sst::format::{decode_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use shale::inspect::iter::InternalIterator;
+use shale::inspect::sst::block::Block;
+use shale::inspect::sst::compress::decompress;
+use shale::inspect::sst::format::{
+    decode_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
+};
 
 /// The bytes of the block at `handle` in `map`, with its trailer.
 fn block_bytes(map: &[u8], handle: BlockHandle) -> Option<&[u8]> {

@@ -6,35 +6,36 @@
 // Bytes from disk and arguments from users never reach an unchecked unwrap or index.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-pub mod batch;
-pub mod cache;
-pub mod codec;
-pub mod compaction;
+pub(crate) mod batch;
+pub(crate) mod cache;
+pub(crate) mod codec;
+pub(crate) mod compaction;
 mod db;
 pub mod error;
 pub(crate) mod filename;
 pub mod fs;
 /// Fuzz entry points, one per decoder (used by `fuzz/` and `tests/fuzz_smoke.rs`).
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-pub mod iter;
-pub mod key;
-pub mod keyspace;
-pub mod memtable;
+pub mod inspect;
+pub(crate) mod iter;
+pub(crate) mod key;
+pub(crate) mod keyspace;
+pub(crate) mod memtable;
 pub mod options;
 pub mod perf;
 mod purge;
-pub mod range_del;
-pub mod rate_limit;
+pub(crate) mod range_del;
+pub(crate) mod rate_limit;
 pub mod semantic;
-pub mod sst;
+pub(crate) mod sst;
 mod sync;
 mod table_cache;
-pub mod tools;
+pub(crate) mod tools;
 pub mod ttl;
 pub mod vector;
-pub mod version;
-pub mod wal;
+pub(crate) mod version;
+pub(crate) mod wal;
 
 pub use batch::WriteBatch;
 pub use compaction::{CompactionFilter, FilterDecision};

@@ -67,7 +67,7 @@ fn table_codecs(dir: &std::path::Path) -> Vec<Compression> {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|x| x == "sst") {
             codecs.push(
-                shale::tools::open_table(&path)
+                shale::inspect::open_table(&path)
                     .unwrap()
                     .properties()
                     .compression,
@@ -184,7 +184,7 @@ fn compression_per_level_applies_to_each_level() {
     let files = db.live_files();
     let mut levels_seen = [false; 7];
     for f in &files {
-        let codec = shale::tools::open_table(&f.path)
+        let codec = shale::inspect::open_table(&f.path)
             .unwrap()
             .properties()
             .compression;

@@ -1,7 +1,7 @@
 //! Regression tests from the corruption matrix (`corruption_matrix.rs`): damage to the end
 //! of the MANIFEST, or to CURRENT's digits, must be a `Corruption` error, not silent loss.
 
-use shale::wal::LogReader;
+use shale::inspect::wal::LogReader;
 use shale::{Db, Error, Options};
 
 /// Cutting (or flipping a byte in) the manifest's last edit looks like a torn write, and

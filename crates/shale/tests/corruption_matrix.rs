@@ -262,17 +262,22 @@ fn build(dir: &Path) -> Oracle {
     let wal = files_of(dir, Kind::Wal);
     assert_eq!(wal.len(), 1, "one live WAL expected: {wal:?}");
     let data = std::fs::read(&wal[0]).unwrap();
-    let mut reader = shale::wal::LogReader::new(&data, &wal[0]);
+    let mut reader = shale::inspect::wal::LogReader::new(&data, &wal[0]);
     let mut wal_ends = Vec::new();
     while let Some((offset, record)) = reader.next_record().unwrap() {
-        wal_ends.push(offset + (shale::wal::HEADER_LEN + record.len()) as u64);
+        wal_ends.push(offset + (shale::inspect::wal::HEADER_LEN + record.len()) as u64);
     }
     assert_eq!(wal_ends.len(), writes.len() - base, "one record per write");
     // The first session's range tombstone is in a table's range-del block, the second's
     // in the WAL: damage reaches both.
     let with_range_dels = files_of(dir, Kind::Sst)
         .iter()
-        .filter(|f| shale::tools::open_table(f).unwrap().range_dels().is_some())
+        .filter(|f| {
+            shale::inspect::open_table(f)
+                .unwrap()
+                .range_dels()
+                .is_some()
+        })
         .count();
     assert_eq!(with_range_dels, 1, "one table with range tombstones");
     Oracle {

@@ -1,6 +1,7 @@
-//! R9 on every `cargo test`: each fuzz target of `shale::fuzzing` runs over its seeds (valid
-//! encodings made by the engine's own encoders), deterministic mutations of them (bit
-//! flips, byte overwrites, truncations, insertions, deletions, splices), and random byte
+//! R9 on every test run (`cargo test --features fuzzing`, as `scripts/test.sh` runs it):
+//! each fuzz target of `shale::fuzzing` runs over its seeds (valid encodings made by the
+//! engine's own encoders), deterministic mutations of them (bit flips, byte overwrites,
+//! truncations, insertions, deletions, splices), and random byte
 //! strings. A target panics when a decoder breaks its contract, which fails the test; the
 //! failing input is printed as hex, ready to become a regression case below or a file for
 //! `cargo fuzz run <target> <file>`.

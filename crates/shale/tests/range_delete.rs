@@ -231,7 +231,7 @@ fn compaction_keeps_one_tombstone_per_stripe_of_a_sliding_window() {
     let stored: u64 = db
         .live_files()
         .iter()
-        .map(|f| shale::tools::open_table(&f.path).unwrap())
+        .map(|f| shale::inspect::open_table(&f.path).unwrap())
         .filter_map(|t| t.properties().range_dels.map(|(_, count)| count))
         .sum();
     // Uncollapsed, the fragments would carry n * (n - 1) / 2 = 79,800 sequence numbers.

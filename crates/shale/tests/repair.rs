@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use shale::fs::{CrashKind, FileSystem, MemFs, PowerLoss};
-use shale::tools::{open_table, table_index};
+use shale::inspect::{open_table, table_index};
 use shale::{Db, Error, Options, WriteBatch, WriteOptions, LOST_DIR};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -101,7 +101,7 @@ fn flip(path: &Path, offset: u64) {
 }
 
 fn manifest(dir: &Path) -> PathBuf {
-    shale::tools::live_manifest_path(dir).unwrap()
+    shale::inspect::live_manifest_path(dir).unwrap()
 }
 
 #[test]

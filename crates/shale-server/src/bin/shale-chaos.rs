@@ -474,9 +474,9 @@ fn compare_replicas(cluster: &Cluster, applied: u64) -> Result<(), String> {
         for pair in db.range(..reserved).map_err(|e| e.to_string())? {
             let (k, v) = pair.map_err(|e| e.to_string())?;
             let mut framed = Vec::with_capacity(k.len() + v.len() + 20);
-            shale::codec::put_length_prefixed(&mut framed, &k);
-            shale::codec::put_length_prefixed(&mut framed, &v);
-            crc = shale::codec::crc32c_extend(crc, &framed);
+            shale::inspect::codec::put_length_prefixed(&mut framed, &k);
+            shale::inspect::codec::put_length_prefixed(&mut framed, &v);
+            crc = shale::inspect::codec::crc32c_extend(crc, &framed);
             pairs += 1;
         }
         let index = sm.applied().0.map_or(0, |l| l.index);

@@ -3,7 +3,7 @@
 //! `kind (1) ++ length (u32) ++ payload ++ CRC32C (u32)` (docs/format.md, "Replication").
 
 use openraft::{BasicNode, LogId, StoredMembership};
-use shale::codec::{self, Decoder};
+use shale::inspect::codec::{self, Decoder};
 
 use super::{
     decoded, finish, get_membership, get_opt_log_id, put_membership, put_opt_log_id, start,

@@ -40,7 +40,7 @@ use crate::sync::{lock, PrefetchHint};
 mod block;
 mod doorkeeper;
 
-pub use block::{BlockCache, BlockKey, CacheStats};
+pub use block::{BlockCache, BlockKey};
 use doorkeeper::Doorkeeper;
 
 /// Shards of every cache (each with its own mutex).

@@ -12,5 +12,5 @@ mod job;
 mod picker;
 
 pub use filter::{CompactionFilter, FilterDecision};
-pub use job::{run_compaction, CompactionOutput, DropPolicy};
+pub use job::{run_compaction, DropPolicy};
 pub use picker::{CompactionPolicy, CompactionTask, InFlight, LevelFile, RunningOutputs};

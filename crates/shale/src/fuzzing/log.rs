@@ -22,7 +22,7 @@ pub fn wal_reader(data: &[u8]) {
         let shape = input.u8();
         let record = if shape & 0x80 != 0 {
             // A long record spanning blocks, its bytes a pattern (cheap to make).
-            let len = usize::from(input.u16()) % (3 * crate::wal::BLOCK_SIZE);
+            let len = usize::from(input.u16()) % (3 * crate::wal::format::BLOCK_SIZE);
             let seed = input.u8();
             (0..len)
                 .map(|i| (i as u8).wrapping_mul(31) ^ seed)

@@ -39,9 +39,8 @@ use crate::sst::format::{
 use crate::sst::TableProperties;
 use crate::sst::{BloomFilter, BloomFilterBuilder, Table, TableBuilder, TableOptions};
 use crate::vector::{Hnsw, HnswParams, NodeId};
-use crate::version::{
-    manifest_name, set_current, FileId, FileMeta, Level, RecoveredManifest, VersionEdit,
-};
+use crate::version::manifest::set_current;
+use crate::version::{manifest_name, FileId, FileMeta, Level, RecoveredManifest, VersionEdit};
 use crate::wal::{LogReader, LogWriter};
 use crate::WriteBatch;
 

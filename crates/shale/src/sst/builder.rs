@@ -233,6 +233,7 @@ impl TableBuilder {
     }
 
     /// Entries added so far.
+    #[cfg(test)]
     pub fn num_entries(&self) -> u64 {
         self.props.entries
     }

@@ -12,17 +12,17 @@
 
 mod edit;
 mod keyspace;
-mod manifest;
+pub(crate) mod manifest;
 mod set;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-pub use crate::filename::{manifest_name, parse_manifest_name, CURRENT as CURRENT_FILE};
+pub use crate::filename::{manifest_name, CURRENT as CURRENT_FILE};
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
 pub use keyspace::KeyspaceDef;
-pub use manifest::{read_current, set_current, RecoveredManifest};
-pub use set::{CopyPlan, VersionSet};
+pub use manifest::{read_current, RecoveredManifest};
+pub use set::VersionSet;
 
 use crate::error::Result;
 use crate::key::{self, SeqNo};
@@ -165,11 +165,6 @@ impl Version {
     /// Files at `level`, in the order of the invariants above.
     pub fn files(&self, level: usize) -> &[Arc<TableFile>] {
         self.levels.get(level).map_or(&[], Vec::as_slice)
-    }
-
-    /// Number of live files in all levels.
-    pub fn file_count(&self) -> usize {
-        self.levels.iter().map(Vec::len).sum()
     }
 
     /// Apply `edit` to this version: drop its deleted files and add `added` (the opened

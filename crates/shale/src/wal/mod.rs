@@ -10,10 +10,10 @@
 //! the WAL, the holder of the version-set lock for the manifest). [`LogReader`] works on an
 //! in-memory copy of the file.
 
-mod format;
+pub(crate) mod format;
 mod reader;
 mod writer;
 
-pub use format::{Predecessor, RecordType, BLOCK_SIZE, HEADER_LEN};
+pub use format::{Predecessor, RecordType, HEADER_LEN};
 pub use reader::{LogReader, TailReport};
 pub use writer::LogWriter;

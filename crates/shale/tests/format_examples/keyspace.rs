@@ -1,11 +1,11 @@
 //! Section 4's and 5's keyspace examples of docs/format.md: a batch entry naming a keyspace,
 //! the edit that creates a keyspace and the flush edit that adds a file to it.
 
-use shale::batch::BatchReader;
-use shale::key::{SeqNo, ValueKind};
-use shale::keyspace::KeyspaceId;
-use shale::version::KeyspaceDef;
-use shale::version::{FileId, Level, VersionEdit};
+use shale::inspect::batch::BatchReader;
+use shale::inspect::key::{SeqNo, ValueKind};
+use shale::inspect::keyspace::KeyspaceId;
+use shale::inspect::version::KeyspaceDef;
+use shale::inspect::version::{FileId, Level, VersionEdit};
 use shale::KeyspaceOptions;
 use shale::{Compression, Db, Options};
 

@@ -4,21 +4,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use shale::batch::BatchReader;
-use shale::codec::{self, Decoder};
 use shale::fs::{FileSystem, PosixFs};
-use shale::iter::InternalIterator;
-use shale::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
-use shale::options::Compression;
-use shale::sst::block::{Block, BlockBuilder};
-use shale::sst::compress::{compress, decompress};
-use shale::sst::format::{
+use shale::inspect::batch::BatchReader;
+use shale::inspect::codec::{self, Decoder};
+use shale::inspect::iter::InternalIterator;
+use shale::inspect::key::{parse_internal_key, InternalKey, SeqNo, ValueKind};
+use shale::inspect::sst::block::{Block, BlockBuilder};
+use shale::inspect::sst::compress::{compress, decompress};
+use shale::inspect::sst::format::{
     decode_trailer, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
     FORMAT_VERSION, TABLE_MAGIC,
 };
-use shale::sst::{BloomFilter, BloomFilterBuilder, Table, TableProperties};
-use shale::version::{read_current, FileId, FileMeta, Level, VersionEdit};
-use shale::wal::{LogReader, Predecessor, RecordType, HEADER_LEN};
+use shale::inspect::sst::{BloomFilter, BloomFilterBuilder, Table, TableProperties};
+use shale::inspect::version::{read_current, FileId, FileMeta, Level, VersionEdit};
+use shale::inspect::wal::{LogReader, Predecessor, RecordType, HEADER_LEN};
+use shale::options::Compression;
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
 
 use super::{hex, text};
@@ -126,7 +126,7 @@ fn stored_with_trailer(compression: Compression) -> Vec<u8> {
         CompressionType::None,
         "{compression:?} must compress it"
     );
-    let trailer = shale::sst::format::encode_trailer(&out, ty);
+    let trailer = shale::inspect::sst::format::encode_trailer(&out, ty);
     out.extend_from_slice(&trailer);
     out
 }

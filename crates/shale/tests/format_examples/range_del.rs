@@ -1,13 +1,13 @@
 //! Section 4's and 6.9's range delete examples of docs/format.md: the WAL entry and the
 //! format version 2 table a flush of it writes.
 
-use shale::batch::BatchReader;
-use shale::key::{InternalKey, SeqNo, ValueKind};
-use shale::range_del::RangeTombstone;
-use shale::sst::format::{
+use shale::inspect::batch::BatchReader;
+use shale::inspect::key::{InternalKey, SeqNo, ValueKind};
+use shale::inspect::range_del::RangeTombstone;
+use shale::inspect::sst::format::{
     decode_range_dels, CompressionType, Footer, FOOTER_LEN, FORMAT_VERSION_RANGE_DELS,
 };
-use shale::sst::TableProperties;
+use shale::inspect::sst::TableProperties;
 use shale::{Db, Options};
 
 use super::hex;

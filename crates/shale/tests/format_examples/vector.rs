@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use shale::codec;
+use shale::inspect::codec;
 use shale::semantic::{IndexDefinition, MODEL_FORMAT_VERSION, MODEL_MAGIC};
 use shale::vector::{
     Hnsw, HnswParams, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,

@@ -24,7 +24,7 @@ mod words;
 pub use builder::BlockBuilder;
 pub use bytes::{take_buffer, BlockBytes};
 pub use reader::{Block, BlockIter};
-pub use words::{RestartRange, RestartWords};
+pub use words::RestartWords;
 
 #[cfg(test)]
 mod tests;

@@ -247,13 +247,9 @@ impl VersionSet {
     }
 
     /// The last sequence number recorded in the manifest.
+    #[cfg(test)]
     pub fn last_seq(&self) -> SeqNo {
         self.last_seq
-    }
-
-    /// The default keyspace's current version.
-    pub fn current(&self) -> Arc<Version> {
-        self.version(KeyspaceId::DEFAULT).unwrap_or_default()
     }
 
     /// The current version of keyspace `ks`, if it exists.
@@ -264,11 +260,6 @@ impl VersionSet {
     /// Every keyspace's current version.
     pub fn versions(&self) -> &Versions {
         &self.versions
-    }
-
-    /// The keyspaces other than the default.
-    pub fn keyspaces(&self) -> &BTreeMap<KeyspaceId, KeyspaceDef> {
-        &self.keyspaces
     }
 
     /// The id a keyspace created now gets; the edit that creates it sets the next.
