@@ -18,8 +18,9 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --features shale/fuzzing -- -D warnings
 echo "== cargo doc (broken or private intra-doc links fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-echo "== import cycles between the engine's modules (no new one)"
-python3 scripts/module-cycles.py
+echo "== the engine's module graph (no import cycle, no upward import)"
+python3 scripts/check-modules.py --self-test
+python3 scripts/check-modules.py
 echo "== cargo test (with the fuzz entry points, for tests/fuzz_smoke.rs)"
 cargo test --workspace --features shale/fuzzing
 echo "== R9: every fuzz target for 60 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"

@@ -7,7 +7,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::fs::{FileSystem, PosixFs};
-use crate::version::NUM_LEVELS;
+
+/// Number of levels in the tree (L0 to L6): fixed, so that every option that names a level
+/// (`compression_per_level`, the level targets) has the same shape in every database.
+pub const NUM_LEVELS: usize = 7;
 
 /// The largest key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 64 * 1024;

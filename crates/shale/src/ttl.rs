@@ -113,7 +113,7 @@ impl TtlDb {
         }
         let fs = Arc::clone(&opts.fs);
         let marker = path.join(TTL_MARKER);
-        let exists = fs.exists(&path.join(crate::version::CURRENT_FILE));
+        let exists = fs.exists(&path.join(crate::filename::CURRENT));
         if exists && !fs.exists(&marker) {
             return Err(Error::invalid(format!(
                 "{} holds a database without a TTL file: not a TTL database",

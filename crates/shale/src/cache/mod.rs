@@ -1,6 +1,6 @@
-//! Caches with a budget: the block cache (decoded data blocks shared by every table of a
-//! database, charged by size) and, on the same [`ClockCache`], the table cache of open
-//! SSTable readers (`table_cache.rs`, charged one per file).
+//! Caches with a budget, on one [`ClockCache`]: the block cache of decoded data blocks
+//! (`sst/block_cache.rs`, charged by size) and the table cache of open SSTable readers
+//! (`version/table_cache.rs`, charged one per file).
 //!
 //! The cache is split into shards by a hash of the key, each with its own small mutex, so
 //! readers on different blocks rarely meet. A shard evicts with CLOCK (second chance):
@@ -9,20 +9,17 @@
 //! probes, the working set of point reads) and lets one-off scan blocks go first, at the
 //! cost of one bit per entry instead of LRU's list splicing on every hit.
 //!
-//! The block cache also has an **admission** filter (after TinyLFU's "doorkeeper", Einziger
-//! et al.). Once a shard is full, caching a block means evicting one, and a block read once
-//! and never again is not worth that: its insert evicts a block that might have been read,
-//! and the memory it is decompressed into is the evicted block's, long out of the CPU's
-//! caches. (Uniform gets over six times the cache's worth of blocks ran at 226 k/s caching
-//! every block and at 328 k/s caching none: `examples/readrandom.rs`.) So a full shard
-//! admits a block only at its third miss, and only if the first two were recent: among
-//! the last half to whole shard's worth of misses it turned away, which small counters in
-//! two generations remember. A block that comes back twice within about the cache's size
-//! in other blocks (one the cache will hit) gets in; a scan, or uniform reads over data
-//! many times the cache, pass through. (Admitted at the second miss, 31% of the misses
-//! of such uniform reads each exchanged a block for one as likely to be read, and random
-//! gets ran 14% slower in `shale-bench`: 360 k/s against 420 k/s.) Until a shard is full,
-//! every block is admitted.
+//! A cache made `with_admission` (the block cache) also has an **admission** filter (after
+//! TinyLFU's "doorkeeper", Einziger et al.). Once a shard is full, caching a block means
+//! evicting one, and a block read once and never again is not worth that: its insert
+//! evicts a block that might have been read, into memory long out of the CPU's caches. So
+//! a full shard admits a block only at its third miss, and only if the first two were
+//! recent: among the last half to whole shard's worth of misses it turned away, which
+//! small counters in two generations remember. A block that comes back twice within about
+//! the cache's size in other blocks (one the cache will hit) gets in; a scan, or uniform
+//! reads over data many times the cache, pass through (the measurements are in
+//! bench-results/LOG.md, "Block cache admission at the third miss"). Until a shard is
+//! full, every block is admitted.
 //!
 //! Index and filter blocks are not here: each open table pins its own (see
 //! `sst/reader.rs`); their total is reported separately.
@@ -37,10 +34,8 @@ use std::sync::Mutex;
 
 use crate::sync::{lock, PrefetchHint};
 
-mod block;
 mod doorkeeper;
 
-pub use block::{BlockCache, BlockKey};
 use doorkeeper::Doorkeeper;
 
 /// Shards of every cache (each with its own mutex).
@@ -358,6 +353,27 @@ mod tests {
                     .fetch_add(locked as u64, Ordering::Relaxed);
             }
         }
+    }
+
+    #[test]
+    fn an_unbounded_cache_size_opens_with_a_bounded_admission_filter() {
+        // As the block cache sizes it for `cache_size: usize::MAX` and 4 KiB blocks.
+        let cache = ClockCache::<u64, u64>::with_admission(usize::MAX, usize::MAX / 4096);
+        assert_eq!(cache.capacity(), usize::MAX / SHARDS * SHARDS);
+        let words: usize = cache
+            .shards
+            .iter()
+            .map(|shard| {
+                lock(shard)
+                    .doorkeeper
+                    .as_ref()
+                    .map_or(0, |d| d.current.len() + d.previous.len())
+            })
+            .sum();
+        assert_eq!(
+            words,
+            SHARDS * 2 * Doorkeeper::MAX_WINDOW * Doorkeeper::BITS_PER_KEY / 64
+        );
     }
 
     #[test]

@@ -207,7 +207,7 @@ mod tests {
     use super::*;
     use crate::fs::{FileSystem, PosixFs};
     use crate::iter::VecIter;
-    use crate::table_cache::TableCache;
+    use crate::version::table_cache::TableCache;
     use std::sync::Arc;
 
     fn entries(list: &[(&str, u64, Option<&str>)]) -> VecIter {
@@ -230,7 +230,7 @@ mod tests {
         let tables = Arc::new(TableCache::new(
             Arc::new(PosixFs),
             dir.path().to_owned(),
-            Arc::new(crate::cache::BlockCache::new(1 << 20, 4096)),
+            Arc::new(crate::sst::BlockCache::new(1 << 20, 4096)),
             64,
             false,
             Arc::default(),

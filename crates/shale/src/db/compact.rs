@@ -18,12 +18,13 @@ use crate::compaction::{
 use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::fs::WritableFile;
-use crate::iter::{InternalIterator, LevelIter, MergingIter};
+use crate::iter::{InternalIterator, MergingIter};
 use crate::keyspace::KeyspaceId;
 use crate::options::Options;
 use crate::range_del::RangeDels;
 use crate::rate_limit::RateLimitedFile;
 use crate::sst::TableOptions;
+use crate::version::LevelIter;
 use crate::version::{FileId, Level, TableFile, Version, VersionEdit, NUM_LEVELS};
 
 /// Start compaction thread number `i`.

@@ -21,7 +21,7 @@ use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::rate_limit::{RateLimitedFile, RateLimiter};
 use crate::sst::{TableBuilder, TableOptions};
-use crate::table_cache::TableCache;
+use crate::version::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, TableFile, VersionEdit};
 
 pub(crate) fn spawn(db: Arc<DbInner>) -> Result<JoinHandle<()>> {

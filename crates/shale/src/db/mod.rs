@@ -203,11 +203,11 @@ pub(crate) struct DbInner {
     /// The default keyspace's tree (also in `DbState::trees`): what `Db::get` reads.
     default: Arc<Tree>,
     /// Data blocks shared by every table of this database.
-    cache: Arc<crate::cache::BlockCache>,
+    cache: Arc<crate::sst::BlockCache>,
     /// Open SSTable readers, at most `max_open_files`.
-    tables: Arc<crate::table_cache::TableCache>,
+    tables: Arc<crate::version::table_cache::TableCache>,
     /// Deletes obsolete files and frees old memtables off the readers' threads.
-    purger: Arc<crate::purge::Purger>,
+    purger: Arc<crate::version::purge::Purger>,
     /// Paces the SSTable writes of flushes and compactions.
     rate_limiter: Arc<crate::rate_limit::RateLimiter>,
     /// Writes with sequence numbers up to this one are visible to readers.
@@ -254,7 +254,7 @@ impl Db {
         };
         let inner = &db.inner;
         // The purge thread first: `close` stops it after the others.
-        let purge = crate::purge::spawn(&inner.purger, Arc::clone(&inner.tables))?;
+        let purge = crate::version::purge::spawn(&inner.purger, Arc::clone(&inner.tables))?;
         lock(&db.workers).push(purge);
         if inner.opts.read_only {
             return Ok(db);

@@ -9,11 +9,12 @@ use super::super_version::SuperVersion;
 use super::DbInner;
 use super::Tree;
 use crate::error::Result;
-use crate::iter::{DbIter, InternalIterator, LevelIter, MergingIter};
+use crate::iter::{DbIter, InternalIterator, MergingIter};
 use crate::key::{SeqNo, ValueKind};
 use crate::options::ReadOptions;
 use crate::perf::Timer;
 use crate::range_del::RangeDels;
+use crate::version::LevelIter;
 use crate::version::NUM_LEVELS;
 
 /// The merged internal iterator under a [`DbIterator`].

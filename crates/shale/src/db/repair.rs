@@ -40,7 +40,6 @@ use std::sync::Arc;
 use super::open::{check_oldest_wal, remove_obsolete_files};
 use super::replay::{continues, decode_batch};
 use crate::batch::decode_entries;
-use crate::cache::BlockCache;
 use crate::compaction::{run_compaction, DropPolicy};
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
@@ -50,9 +49,10 @@ use crate::key::{compare_internal, encode_internal_key, parse_internal_key, SeqN
 use crate::keyspace::KeyspaceId;
 use crate::options::Options;
 use crate::range_del::{RangeDels, RangeTombstone};
+use crate::sst::BlockCache;
 use crate::sst::{BlockHandle, Table, TableOptions};
-use crate::table_cache::TableCache;
 use crate::tools::{table_index, Problem};
+use crate::version::table_cache::TableCache;
 use crate::version::{
     manifest_name, FileId, Level, RecoveredManifest, TableFile, Version, VersionSet, CURRENT_FILE,
     NUM_LEVELS,

@@ -19,7 +19,7 @@ use crate::key::SeqNo;
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
-use crate::table_cache::TableCache;
+use crate::version::table_cache::TableCache;
 use crate::version::{FileId, Level, RecoveredManifest, TableFile};
 use crate::wal::{LogReader, Predecessor};
 

@@ -41,8 +41,8 @@ use thread_local::ThreadLocal;
 
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
-use crate::purge::{Garbage, Purger};
 use crate::sync::lock;
+use crate::version::purge::{Garbage, Purger};
 use crate::version::Version;
 
 /// A consistent view of the whole tree.

@@ -28,11 +28,9 @@ pub trait InternalIterator {
 }
 
 mod db_iter;
-mod level;
 mod merge;
 
 pub use db_iter::DbIter;
-pub use level::LevelIter;
 pub use merge::{MergingIter, VecIter};
 
 impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {

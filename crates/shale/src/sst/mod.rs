@@ -12,6 +12,7 @@
 //! CRC covers it, and nothing read from disk is trusted before that CRC is checked.
 
 pub mod block;
+mod block_cache;
 mod builder;
 pub mod compress;
 pub mod filter;
@@ -23,6 +24,7 @@ mod reader;
 #[cfg(test)]
 mod tests;
 
+pub use block_cache::{BlockCache, BlockKey};
 pub use builder::{TableBuilder, TableOptions, TableSummary};
 pub use filter::{BloomFilter, BloomFilterBuilder};
 pub use format::BlockHandle;

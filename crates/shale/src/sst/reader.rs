@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::cache::{BlockCache, BlockKey};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
@@ -26,6 +25,7 @@ use crate::sst::format::{
 };
 use crate::sst::iter::TableIter;
 use crate::sst::properties::TableProperties;
+use crate::sst::{BlockCache, BlockKey};
 use crate::sync::Trend;
 
 /// Positional block reads over the block area of one file.

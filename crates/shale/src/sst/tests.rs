@@ -473,7 +473,7 @@ fn gets_agree_whether_the_index_words_decide_or_tie() {
 
 #[test]
 fn a_closing_table_takes_its_cached_blocks_out_of_the_cache() {
-    use crate::cache::BlockCache;
+    use crate::sst::BlockCache;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cached.sst");
     let entries = dataset(2000);

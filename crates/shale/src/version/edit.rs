@@ -31,8 +31,7 @@ use crate::codec::{self, DecodeError, Decoder};
 use crate::key::{InternalKey, SeqNo};
 use crate::keyspace::KeyspaceId;
 
-/// Number of levels in the tree (L0 to L6).
-pub const NUM_LEVELS: usize = 7;
+pub use crate::options::NUM_LEVELS;
 
 pub use crate::filename::FileId;
 

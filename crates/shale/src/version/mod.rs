@@ -5,6 +5,10 @@
 //! and never lock it; a flush or compaction builds a new `Version` from the current one and
 //! a [`VersionEdit`], logs the edit to the manifest, and installs the result.
 //!
+//! The version set also owns what follows from it: the readers of its files (the table
+//! cache, `table_cache.rs`), the iterator over one level's files (`level_iter.rs`), and the
+//! deletion of files no version refers to any more (`purge.rs`).
+//!
 //! Invariants:
 //! 1. L0 files are ordered newest first (by largest sequence number, then file id); their key
 //!    ranges may overlap.
@@ -12,8 +16,11 @@
 
 mod edit;
 mod keyspace;
+mod level_iter;
 pub(crate) mod manifest;
+pub(crate) mod purge;
 mod set;
+pub(crate) mod table_cache;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -21,6 +28,7 @@ use std::sync::{Arc, OnceLock};
 pub use crate::filename::{manifest_name, CURRENT as CURRENT_FILE};
 pub use edit::{FileId, FileMeta, Level, VersionEdit, NUM_LEVELS};
 pub use keyspace::KeyspaceDef;
+pub use level_iter::LevelIter;
 pub use manifest::{read_current, RecoveredManifest};
 pub use set::VersionSet;
 
@@ -33,7 +41,7 @@ use crate::sst::filter::FilterKey;
 use crate::sst::PointEntry;
 use crate::sst::Table;
 use crate::sync::Trend;
-use crate::table_cache::{TableCache, TableRef};
+use table_cache::{TableCache, TableRef};
 
 /// What a point read through a version did, for statistics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,7 +76,7 @@ impl FileMeta {
 pub struct TableFile {
     pub meta: FileMeta,
     tables: Arc<TableCache>,
-    /// The open reader, when the table cache had a pin to give it (see `table_cache.rs`):
+    /// The open reader, when the table cache had a pin to give it (see `version/table_cache.rs`):
     /// held until this file leaves the tree.
     pinned: OnceLock<Arc<Table>>,
     /// Set when a compaction has replaced this file: it is deleted once no version lists
@@ -372,11 +380,11 @@ mod tests {
     use std::sync::Arc;
 
     use super::{TableFile, Version};
-    use crate::cache::BlockCache;
     use crate::fs::MemFs;
     use crate::key::{InternalKey, SeqNo, ValueKind};
-    use crate::table_cache::TableCache;
+    use crate::sst::BlockCache;
     use crate::version::edit::{FileId, FileMeta, Level, VersionEdit};
+    use crate::version::table_cache::TableCache;
 
     fn file(tables: &Arc<TableCache>, id: u64, smallest: &str, largest: &str) -> Arc<TableFile> {
         let key = |k: &str| InternalKey::new(k.as_bytes(), SeqNo(id), ValueKind::Put);

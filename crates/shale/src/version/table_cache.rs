@@ -24,12 +24,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::cache::{BlockCache, ClockCache};
+use crate::cache::ClockCache;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::purge::{self, Garbage, Purger};
+use crate::sst::BlockCache;
 use crate::sst::Table;
 use crate::sync::lock;
+use crate::version::purge::{self, Garbage, Purger};
 use crate::version::{FileId, FileMeta, TableFile};
 
 /// A table reader lent for one read: borrowed from its file's pin, or a clone out of the

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use super::InternalIterator;
+use super::TableFile;
 use crate::error::Result;
+use crate::iter::InternalIterator;
 use crate::key::compare_internal;
 use crate::sst::TableIter;
-use crate::version::TableFile;
 
 /// A concatenation of sorted, non-overlapping tables.
 pub struct LevelIter {

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::ClockCache;
-use crate::sst::block::Block;
+use super::block::Block;
+use crate::cache::ClockCache;
 use crate::sync::Striped;
 
 /// Identifies a block: the cache id of its table and its offset in the file.
@@ -105,13 +105,9 @@ impl BlockCache {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::sync::Mutex;
 
-    use super::super::doorkeeper::Doorkeeper;
-    use super::super::{Shard, SHARDS};
     use super::*;
     use crate::sst::block::BlockBuilder;
-    use crate::sync::lock;
 
     fn block(n: usize) -> Arc<Block> {
         let mut b = BlockBuilder::new(16);
@@ -124,24 +120,6 @@ mod tests {
             b.add(k.encoded(), &[7u8; 100]);
         }
         Arc::new(Block::new(b.finish().to_vec(), Arc::from(Path::new("t")), 0).unwrap())
-    }
-
-    #[test]
-    fn an_unbounded_cache_size_opens_with_a_bounded_admission_filter() {
-        // Before the cap, this tried to allocate 2^45 words per bitset and aborted.
-        let cache = BlockCache::new(usize::MAX, 4096);
-        assert_eq!(cache.capacity(), usize::MAX / SHARDS * SHARDS);
-        let doorkeeper_words = |shard: &Mutex<Shard<BlockKey, Arc<Block>>>| {
-            lock(shard)
-                .doorkeeper
-                .as_ref()
-                .map_or(0, |d| d.current.len() + d.previous.len())
-        };
-        let words: usize = cache.blocks.shards.iter().map(doorkeeper_words).sum();
-        assert_eq!(
-            words,
-            SHARDS * 2 * Doorkeeper::MAX_WINDOW * Doorkeeper::BITS_PER_KEY / 64
-        );
     }
 
     /// Once full, the block cache turns away most blocks seen once (a few pass on shared

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::filename::FileId;
 use crate::sync::lock;
-use crate::table_cache::TableCache;
+use crate::version::table_cache::TableCache;
 
 /// Work for the purge thread.
 pub(crate) enum Garbage {
