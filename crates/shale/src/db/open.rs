@@ -115,59 +115,15 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
     };
     let replayed = recovery.replay_wals(&mut state, &mut tables, &stats, wals)?;
     // Steps 7 to 9: a fresh WAL and manifest, CURRENT switched, obsolete files deleted.
-    let mut by_keyspace: BTreeMap<KeyspaceId, Vec<(Level, Arc<TableFile>)>> = BTreeMap::new();
-    for (level, file) in tables {
-        by_keyspace
-            .entry(file.meta.keyspace)
-            .or_default()
-            .push((level, file));
-    }
-    let built = by_keyspace
-        .into_iter()
-        .map(|(ks, files)| (ks, Version::from_files(files)))
-        .collect();
     let last_seq = state.last_seq;
     let defs: Vec<KeyspaceDef> = state.keyspaces.values().cloned().collect();
-    let (wal, wal_id, versions) = start_log(dir, &opts, state, built)?;
-
-    // One tree and one memtable per keyspace, the default's first.
-    let named = defs.iter().map(|def| {
-        let mut tree_opts = def.options.apply_to(&opts);
-        tree_opts.compaction_filter = opts.keyspace_filter(&def.name);
-        (def.id, def.name.clone(), tree_opts)
-    });
-    let mut trees = BTreeMap::new();
-    let mut slots = Vec::new();
-    for (id, name, tree_opts) in
-        std::iter::once((KeyspaceId::DEFAULT, DEFAULT_NAME.to_owned(), opts.clone())).chain(named)
-    {
-        let mem = Arc::new(MemTable::with_capacity(tree_opts.write_buffer_size));
-        // A read-only open keeps what the WALs held in memory, newest first.
-        let imm = replayed
-            .iter()
-            .rev()
-            .filter(|(ks, _)| *ks == id)
-            .map(|(_, m)| Arc::clone(m))
-            .collect();
-        let sv = SuperVersion {
-            mem: Arc::clone(&mem),
-            imm,
-            version: versions.version(id).unwrap_or_default(),
-            start_seq: SeqNo(last_seq.0 + 1),
-            purger: Arc::clone(&purger),
-        };
-        slots.push(MemSlot {
-            keyspace: id,
-            mem,
-            write_buffer_size: tree_opts.write_buffer_size,
-        });
-        let tree = Tree::new(id, name, tree_opts, SuperVersionCell::new(Arc::new(sv)));
-        trees.insert(id, Arc::new(tree));
-    }
-    let mems = MemSet::new(slots);
+    let (wal, wal_id, versions) = start_log(dir, &opts, state, versions_by_keyspace(tables))?;
+    // Step 10: one tree and one memtable per keyspace, over its version.
+    let start = SeqNo(last_seq.0 + 1);
+    let (trees, mems) = build_trees(&opts, &defs, &versions, &replayed, start, &purger);
     let default = match trees.get(&KeyspaceId::DEFAULT) {
         Some(tree) => Arc::clone(tree),
-        None => unreachable!("built just above"),
+        None => unreachable!("build_trees makes the default keyspace's tree"),
     };
     let l0_files = versions
         .versions()
@@ -196,7 +152,7 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
             active: mems,
             trees,
             imm: VecDeque::new(),
-            active_start: SeqNo(last_seq.0 + 1),
+            active_start: start,
             bg_error: None,
             shutting_down: false,
             flush_bytes_per_sec: 64.0 * 1024.0 * 1024.0,
@@ -225,6 +181,67 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
     });
     inner.publish_pressure(&super::lock(&inner.state));
     Ok(inner)
+}
+
+/// The tables of step 4 (and those step 6 wrote), as one version per keyspace.
+fn versions_by_keyspace(tables: Vec<(Level, Arc<TableFile>)>) -> BTreeMap<KeyspaceId, Version> {
+    let mut by_keyspace: BTreeMap<KeyspaceId, Vec<(Level, Arc<TableFile>)>> = BTreeMap::new();
+    for (level, file) in tables {
+        by_keyspace
+            .entry(file.meta.keyspace)
+            .or_default()
+            .push((level, file));
+    }
+    by_keyspace
+        .into_iter()
+        .map(|(ks, files)| (ks, Version::from_files(files)))
+        .collect()
+}
+
+/// Step 10: a tree per keyspace, the default's first, each with an empty memtable (its
+/// options applied) and a super version over its current version; a read-only open keeps
+/// what the WALs held (`replayed`) as its immutable memtables, newest first. Returns the
+/// trees and the set of their active memtables.
+fn build_trees(
+    opts: &Options,
+    defs: &[KeyspaceDef],
+    versions: &VersionSet,
+    replayed: &[(KeyspaceId, Arc<MemTable>)],
+    start_seq: SeqNo,
+    purger: &Arc<Purger>,
+) -> (BTreeMap<KeyspaceId, Arc<Tree>>, MemSet) {
+    let named = defs.iter().map(|def| {
+        let mut tree_opts = def.options.apply_to(opts);
+        tree_opts.compaction_filter = opts.keyspace_filter(&def.name);
+        (def.id, def.name.clone(), tree_opts)
+    });
+    let default = (KeyspaceId::DEFAULT, DEFAULT_NAME.to_owned(), opts.clone());
+    let mut trees = BTreeMap::new();
+    let mut slots = Vec::new();
+    for (id, name, tree_opts) in std::iter::once(default).chain(named) {
+        let mem = Arc::new(MemTable::with_capacity(tree_opts.write_buffer_size));
+        let imm = replayed
+            .iter()
+            .rev()
+            .filter(|(ks, _)| *ks == id)
+            .map(|(_, m)| Arc::clone(m))
+            .collect();
+        let sv = SuperVersion {
+            mem: Arc::clone(&mem),
+            imm,
+            version: versions.version(id).unwrap_or_default(),
+            start_seq,
+            purger: Arc::clone(purger),
+        };
+        slots.push(MemSlot {
+            keyspace: id,
+            mem,
+            write_buffer_size: tree_opts.write_buffer_size,
+        });
+        let tree = Tree::new(id, name, tree_opts, SuperVersionCell::new(Arc::new(sv)));
+        trees.insert(id, Arc::new(tree));
+    }
+    (trees, MemSet::new(slots))
 }
 
 /// Steps 1 to 3 of an open: validate the options, create the directory if allowed, take
