@@ -1,11 +1,13 @@
 //! The CLI's one error type. Each variant becomes one line on stderr and an exit code:
-//! 1 for a negative answer (a missing key, a failed `verify`), 2 for everything that went
+//! 1 for a negative answer (a missing key, a compare-and-set that found another value, a
+//! failed `verify`), 2 for everything that went
 //! wrong (bad usage, an engine error, unreadable input); clap's own usage errors exit 2 too.
 
 use std::fmt;
 use std::path::PathBuf;
 
-/// Exit code of a negative answer: the key is missing, `verify` found damage.
+/// Exit code of a negative answer: the key is missing, `cas` found another value,
+/// `verify` found damage.
 pub const EXIT_NEGATIVE: u8 = 1;
 /// Exit code of a failure: bad usage, I/O, corruption met while serving a command.
 pub const EXIT_FAILURE: u8 = 2;
@@ -52,6 +54,9 @@ pub enum CliError {
     Server(String),
     /// `get` of a key that is not there.
     NotFound(String),
+    /// `cas` found another value than the one expected (printed on stdout), or none
+    /// (`missing`), and changed nothing.
+    Unchanged { key: String, missing: bool },
     /// `verify` found this many problems (already printed).
     Damaged(usize),
 }
@@ -59,7 +64,9 @@ pub enum CliError {
 impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::NotFound(_) | CliError::Damaged(_) => EXIT_NEGATIVE,
+            CliError::NotFound(_) | CliError::Unchanged { .. } | CliError::Damaged(_) => {
+                EXIT_NEGATIVE
+            }
             _ => EXIT_FAILURE,
         }
     }
@@ -97,6 +104,12 @@ impl fmt::Display for CliError {
             }
             CliError::Server(msg) => write!(f, "server: {msg}"),
             CliError::NotFound(key) => write!(f, "key not found: {key}"),
+            CliError::Unchanged { key, missing: true } => {
+                write!(f, "not changed: {key} is missing")
+            }
+            CliError::Unchanged { key, .. } => {
+                write!(f, "not changed: {key} holds another value")
+            }
             CliError::Damaged(n) => write!(f, "verify found {n} problem(s)"),
         }
     }

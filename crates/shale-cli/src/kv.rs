@@ -1,4 +1,4 @@
-//! The key-value commands: put, get, del, scan, export.
+//! The key-value commands: put, get, del, cas, scan, export.
 
 use std::io::Write;
 use std::ops::Bound;
@@ -29,6 +29,47 @@ pub struct ScanArgs {
     /// One JSON object per line instead of a tab-separated key and value.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CasArgs {
+    key: String,
+    /// The new value (or --delete).
+    #[arg(required_unless_present = "delete", conflicts_with = "delete")]
+    value: Option<String>,
+    /// Delete KEY instead of setting it.
+    #[arg(long)]
+    delete: bool,
+    /// The value KEY must hold now.
+    #[arg(
+        long,
+        value_name = "VALUE",
+        required_unless_present = "expect_absent",
+        conflicts_with = "expect_absent"
+    )]
+    expect: Option<String>,
+    /// KEY must be missing now.
+    #[arg(long)]
+    expect_absent: bool,
+}
+
+/// A compare-and-set's key, expected value (`None`: missing) and new value (`None`:
+/// delete), as bytes.
+pub struct Cas {
+    pub key: Vec<u8>,
+    pub expected: Option<Vec<u8>>,
+    pub new_value: Option<Vec<u8>>,
+}
+
+impl CasArgs {
+    pub fn parse(&self, cli: &Cli) -> Result<Cas> {
+        let bytes = |v: &Option<String>| v.as_deref().map(|v| cli.bytes(v)).transpose();
+        Ok(Cas {
+            key: cli.bytes(&self.key)?,
+            expected: bytes(&self.expect)?,
+            new_value: bytes(&self.value)?,
+        })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -178,6 +219,46 @@ pub fn del(cli: &Cli, key: &str) -> Result<()> {
     let db = cli.open(true, false)?;
     Space::open(cli, &db, false)?.delete(key)?;
     Ok(db.close()?)
+}
+
+/// `cas`: one transaction that reads KEY and, if it holds the expected value, writes it.
+/// The CLI holds the database's lock, so nothing writes between the read and the commit.
+pub fn cas(cli: &Cli, out: &mut impl Write, args: &CasArgs) -> Result<()> {
+    let cas = args.parse(cli)?;
+    let db = cli.open(true, false)?;
+    let mut txn = db.transaction();
+    let current = txn.get(&cas.key)?;
+    let swapped = current == cas.expected;
+    if swapped {
+        match &cas.new_value {
+            Some(value) => txn.put(&cas.key, value),
+            None => txn.delete(&cas.key),
+        }
+        txn.commit()?;
+    }
+    db.close()?;
+    cas_outcome(out, &cas.key, swapped, current.as_deref())
+}
+
+/// What `cas` reports: nothing if it swapped; else the value KEY holds (escaped, on
+/// stdout; nothing if it is missing) and [`CliError::Unchanged`] (exit 1).
+pub fn cas_outcome(
+    out: &mut impl Write,
+    key: &[u8],
+    swapped: bool,
+    current: Option<&[u8]>,
+) -> Result<()> {
+    if swapped {
+        return Ok(());
+    }
+    if let Some(value) = current {
+        writeln!(out, "{}", escape(value)).map_err(CliError::Stdout)?;
+        out.flush().map_err(CliError::Stdout)?;
+    }
+    Err(CliError::Unchanged {
+        key: escape(key),
+        missing: current.is_none(),
+    })
 }
 
 pub fn del_range(cli: &Cli, start: &str, end: &str) -> Result<()> {

@@ -2,8 +2,9 @@
 //! `leveldbutil` and RocksDB's `ldb`. Every command is a few library calls; the only logic
 //! here is parsing arguments and formatting output.
 //!
-//! - `kv.rs`: put, get, del, scan, export, flush, compact; `remote.rs`: put, get, del,
-//!   scan, search and import over a replicated server (`--server`)
+//! - `kv.rs`: put, get, del, cas, scan, export, flush, compact; `remote.rs`: put, get,
+//!   del, cas, scan, search, import, index definitions and membership over a replicated
+//!   server (`--server`)
 //! - `import.rs`: bulk load in write batches, with a progress bar; `vectors.rs`: vectors
 //!   in (`.npy` and JSON lines imports, query vectors) and `npy.rs`, the `.npy` reader
 //! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
@@ -12,7 +13,8 @@
 //! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify` and `repair`
 //! - `escape.rs`: the text form of keys and values; `error.rs`: errors and exit codes
 //!
-//! Exit codes: 0 success, 1 a negative answer (missing key, damage found by `verify`),
+//! Exit codes: 0 success, 1 a negative answer (missing key, a `cas` that found another
+//! value, damage found by `verify`),
 //! 2 an error (bad usage, I/O, corruption), with one line on stderr.
 
 // Arguments and bytes from disk never reach an unchecked unwrap.
@@ -121,6 +123,10 @@ enum Command {
     Del { key: String },
     /// Delete every key from START up to END (END itself is kept), in one write.
     DelRange { start: String, end: String },
+    /// Set KEY to VALUE (or delete it, --delete) only if it holds --expect VALUE now (or,
+    /// with --expect-absent, is missing): one atomic compare-and-set. Otherwise change
+    /// nothing, print the value KEY holds (escaped; nothing if missing) and exit 1.
+    Cas(kv::CasArgs),
     /// Print a tab-separated key and value per line, in key order, escaped.
     Scan(kv::ScanArgs),
     /// Print the name of every keyspace, one per line, `default` first.
@@ -134,6 +140,11 @@ enum Command {
     /// Semantic search: the K values of the index closest in meaning to TEXT, or closest
     /// to a vector.
     Search(search::SearchArgs),
+    /// Make the semantic index --index (default "default") as --index-prefix, --metric,
+    /// --dim and --embedder describe it, or check that it is as they say. On a directory
+    /// any command with --index does this first; over --server the definition goes through
+    /// the log to every replica (--index-prefix is then required).
+    DefineIndex,
     /// The semantic index: what it is, its counters, and what opening it found.
     IndexStats {
         #[arg(long)]
@@ -179,6 +190,22 @@ enum Command {
         file: Option<PathBuf>,
         #[arg(long)]
         json: bool,
+    },
+    /// Over --server: each server's view of the cluster (node id, leader, last applied
+    /// log index, term), one line per address given.
+    ClusterStatus,
+    /// Over --server: add node ID, listening at ADDR, as a learner; returns once it has
+    /// caught up. Then `add-voters ID` makes it a voter.
+    AddLearner { id: u64, addr: String },
+    /// Over --server: make the learners IDS voters.
+    AddVoters {
+        #[arg(required = true)]
+        ids: Vec<u64>,
+    },
+    /// Over --server: remove the voters IDS from the cluster.
+    RemoveVoters {
+        #[arg(required = true)]
+        ids: Vec<u64>,
     },
     /// Print a completion script for SHELL (e.g. `shale completions bash >
     /// /etc/bash_completion.d/shale`).
@@ -365,10 +392,15 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Get { keys, raw, json } => kv::get(cli, out, keys, *raw, *json),
         Command::Del { key } => kv::del(cli, key),
         Command::DelRange { start, end } => kv::del_range(cli, start, end),
+        Command::Cas(args) => kv::cas(cli, out, args),
         Command::Scan(args) => kv::scan(cli, out, args),
         Command::Import(args) => import::run(cli, args),
         Command::Export(args) => kv::export(cli, out, args),
         Command::Search(args) => search::run(cli, out, args),
+        Command::DefineIndex => {
+            let db = cli.open(true, true)?;
+            Ok(db.close()?)
+        }
         Command::IndexStats { json } => index::stats(cli, out, *json),
         Command::Stats { json } => stats::run(cli, out, *json),
         Command::Flush => {
@@ -398,6 +430,12 @@ fn run(cli: &Cli) -> Result<()> {
         Command::DumpSst { file, json } => dump::sst(out, file, *json),
         Command::DumpWal { file, json } => dump::wal(out, file, *json),
         Command::DumpManifest { file, json } => dump::manifest(cli, out, file.as_deref(), *json),
+        Command::ClusterStatus
+        | Command::AddLearner { .. }
+        | Command::AddVoters { .. }
+        | Command::RemoveVoters { .. } => Err(CliError::Usage(
+            "this command speaks to a cluster: it needs --server ADDR".into(),
+        )),
         Command::Completions { shell } => {
             clap_complete::generate(*shell, &mut Cli::command(), "shale", out);
             Ok(())

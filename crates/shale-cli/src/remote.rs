@@ -1,7 +1,8 @@
 //! The commands that speak to a replicated server (`--server ADDR`, crates/shale-server)
-//! instead of opening a directory: put, get, del, scan, search (of the index `--index`) and
-//! import (of the line formats, each batch one atomic write), through its Rust client, which
-//! finds the leader and retries what is safe to retry. Output is the same as for a
+//! instead of opening a directory: put, get, del, cas, scan, search (of the index
+//! `--index`), import (of the line formats, each batch one atomic write), define-index, and
+//! the cluster's status and membership, through its Rust client, which finds the leader
+//! and retries what is safe to retry. Output is the same as for a
 //! directory. The token, if the cluster has one, comes from `SHALE_TOKEN` (never an
 //! argument, which other users could read in the process list).
 //!
@@ -11,9 +12,11 @@
 
 use std::io::Write;
 
-use shale_server::pb::SearchRequest;
+use shale::vector::Metric;
+use shale_server::pb::{self, SearchRequest};
 use shale_server::{Client, ClientError};
 
+use crate::embedder::EmbedderKind;
 use crate::error::{CliError, Result};
 use crate::import;
 use crate::kv::{self, KeyRange, ScanArgs};
@@ -67,10 +70,30 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
                 }
                 kv::print_values(out, &keys, &values, *raw, *json)
             }
+            Command::Cas(args) => {
+                let cas = args.parse(cli)?;
+                let outcome = client
+                    .compare_and_set(&cas.key, cas.expected.as_deref(), cas.new_value.as_deref())
+                    .await?;
+                kv::cas_outcome(out, &cas.key, outcome.swapped, outcome.current.as_deref())
+            }
             Command::Scan(args) => scan(cli, &client, out, args).await,
             Command::Search(args) => search(cli, &client, out, args).await,
+            Command::DefineIndex => {
+                client.define_index_with(index_definition(cli)?).await?;
+                Ok(())
+            }
+            Command::ClusterStatus => cluster_status(&client, out, servers).await,
+            Command::AddLearner { id, addr } => {
+                print_membership(out, &client.add_learner(*id, addr).await?)
+            }
+            Command::AddVoters { ids } => print_membership(out, &client.add_voters(ids).await?),
+            Command::RemoveVoters { ids } => {
+                print_membership(out, &client.remove_voters(ids).await?)
+            }
             _ => Err(CliError::Usage(
-                "over --server only put, get, del, scan, search and import are available; \
+                "over --server only put, get, del, cas, scan, search, import, define-index, \
+                 cluster-status, add-learner, add-voters and remove-voters are available; \
                  the other commands need --db DIR"
                     .into(),
             )),
@@ -186,4 +209,82 @@ async fn scan(cli: &Cli, client: &Client, out: &mut impl Write, args: &ScanArgs)
         }
     }
     Ok(())
+}
+
+/// The definition `define-index` proposes: the global index options, with the defaults a
+/// new index gets on a directory (MiniLM, its dimension, cosine). The prefix is required:
+/// a cluster refuses an index over every key, since its own metadata shares the database.
+fn index_definition(cli: &Cli) -> Result<pb::DefineIndexRequest> {
+    let args = &cli.index_args;
+    let prefix = match &args.index_prefix {
+        Some(p) if !p.is_empty() => cli.bytes(p)?,
+        _ => {
+            return Err(CliError::Usage(
+                "define-index over --server needs --index-prefix P".into(),
+            ))
+        }
+    };
+    let (model, model_dim) = match args.embedder.unwrap_or(EmbedderKind::Minilm) {
+        EmbedderKind::Minilm => (pb::Model::Minilm, Some(shale_embed::DIM)),
+        EmbedderKind::Hash => (pb::Model::Hash, Some(shale::semantic::HashEmbedder::DIM)),
+        EmbedderKind::None => (pb::Model::Vectors, None),
+    };
+    let dim = args.dim.or(model_dim).ok_or_else(|| {
+        CliError::Usage(
+            "--embedder none needs --dim N, the dimension of the index's vectors".into(),
+        )
+    })?;
+    let metric = match args.metric.unwrap_or(Metric::Cosine) {
+        Metric::Cosine => pb::Metric::Cosine,
+        Metric::Dot => pb::Metric::Dot,
+        Metric::L2 => pb::Metric::L2,
+    };
+    Ok(pb::DefineIndexRequest {
+        name: args.name().to_owned(),
+        prefix,
+        dim: u32::try_from(dim).map_err(|_| CliError::Usage(format!("--dim {dim}")))?,
+        metric: metric.into(),
+        model: model.into(),
+    })
+}
+
+/// `cluster-status`: each address's own view, one tab-separated line each: the address,
+/// `node=ID`, `leader=ID` (or `leader=none`), `applied=INDEX`, `term=T`; an address that
+/// does not answer gets its error instead, and the command exits 2 after the last one.
+async fn cluster_status(client: &Client, out: &mut impl Write, servers: &[String]) -> Result<()> {
+    let mut failed = None;
+    for addr in servers {
+        match client.status_of(addr).await {
+            Ok(s) => {
+                let leader = s.leader_id.map_or("none".to_owned(), |id| id.to_string());
+                writeln!(
+                    out,
+                    "{addr}\tnode={}\tleader={leader}\tapplied={}\tterm={}",
+                    s.node_id, s.applied_index, s.term
+                )
+                .map_err(CliError::Stdout)?;
+            }
+            Err(e) => {
+                writeln!(out, "{addr}\terror: {e}").map_err(CliError::Stdout)?;
+                failed = Some(e);
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// The membership a change put in force: `index=N`, `voters=1,2,3`, `learners=4`.
+fn print_membership(out: &mut impl Write, m: &pb::MembershipResponse) -> Result<()> {
+    let list = |ids: &[u64]| ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    writeln!(
+        out,
+        "index={}\tvoters={}\tlearners={}",
+        m.index,
+        list(&m.voters),
+        list(&m.learners)
+    )
+    .map_err(CliError::Stdout)
 }

@@ -1,4 +1,4 @@
-//! put, get, del and scan through the `shale` binary, including binary keys, escaping,
+//! put, get, del, cas and scan through the `shale` binary, including binary keys, escaping,
 //! ranges, and the exit codes of a missing key and of bad usage.
 
 mod common;
@@ -17,6 +17,47 @@ fn put_get_del_round_trip() {
     assert_eq!(missing.stdout, "");
     assert_eq!(missing.stderr, "shale: key not found: apple\n");
     assert_eq!(t.run(&["scan"]).ok(), "pear\tgreen\n");
+}
+
+#[test]
+fn cas_swaps_only_on_the_expected_value() {
+    let t = TestDb::new();
+    t.run(&["put", "pear", "green"]).ok();
+    t.run(&["cas", "pear", "yellow", "--expect", "green"]).ok();
+    assert_eq!(t.run(&["get", "pear"]).ok(), "yellow\n");
+    // Another value: nothing changes, the value held is printed, exit 1.
+    let lost = t.run(&["cas", "pear", "blue", "--expect", "green"]);
+    assert_eq!((lost.code, lost.stdout.as_str()), (1, "yellow\n"));
+    assert_eq!(
+        lost.stderr,
+        "shale: not changed: pear holds another value\n"
+    );
+    assert_eq!(t.run(&["get", "pear"]).ok(), "yellow\n");
+    let present = t.run(&["cas", "pear", "x", "--expect-absent"]);
+    assert_eq!((present.code, present.stdout.as_str()), (1, "yellow\n"));
+    // Missing keys, and deletes.
+    t.run(&["cas", "plum", "purple", "--expect-absent"]).ok();
+    assert_eq!(t.run(&["get", "plum"]).ok(), "purple\n");
+    t.run(&["cas", "plum", "--delete", "--expect", "purple"])
+        .ok();
+    assert_eq!(t.run(&["get", "plum"]).code, 1);
+    let gone = t.run(&["cas", "plum", "red", "--expect", "purple"]);
+    assert_eq!((gone.code, gone.stdout.as_str()), (1, ""));
+    assert_eq!(gone.stderr, "shale: not changed: plum is missing\n");
+    // Escaped bytes on both sides; and usage: one expectation, one outcome.
+    t.run(&["-e", "cas", "bin", "\\x00\\xff", "--expect-absent"])
+        .ok();
+    t.run(&["-e", "cas", "bin", "\\x01", "--expect", "\\x00\\xff"])
+        .ok();
+    assert_eq!(t.run(&["get", "bin"]).ok(), "\\x01\n");
+    for args in [
+        &["cas", "k", "v"][..],
+        &["cas", "k", "--expect-absent"],
+        &["cas", "k", "v", "--delete", "--expect-absent"],
+        &["cas", "k", "v", "--expect", "a", "--expect-absent"],
+    ] {
+        assert_eq!(t.run(args).code, 2, "{args:?}");
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! `shale --server`: put, get, del, scan, import and search against a one-replica Shale
-//! server started in this process, with the same output and exit codes as on a directory.
+//! `shale --server`: put, get, del, cas, scan, import, define-index and search against a
+//! Shale server started in this process, with the same output and exit codes as on a
+//! directory; then the cluster's status and a second replica added and removed.
 
 mod common;
 
@@ -97,10 +98,26 @@ fn put_get_del_and_scan_speak_to_a_server() {
             })
             .await
             .unwrap();
-        client
-            .define_index("vecs", b"v/", 2, Metric::L2)
-            .await
-            .unwrap();
+    });
+    // The index of vectors is defined through the CLI.
+    run(&[
+        "--index",
+        "vecs",
+        "--index-prefix",
+        "v/",
+        "--embedder",
+        "none",
+        "--dim",
+        "2",
+        "--metric",
+        "l2",
+        "define-index",
+    ])
+    .ok();
+    let no_prefix = run(&["--index", "other", "define-index"]);
+    assert_eq!(no_prefix.code, 2, "{}", no_prefix.stderr);
+    rt.block_on(async {
+        let client = Client::new(vec![addr.clone()], None).unwrap();
         for (i, v) in [[0.0f32, 0.0], [1.0, 1.0], [5.0, 5.0]].iter().enumerate() {
             let value = shale::semantic::vector_value(v, format!("p{i}").as_bytes());
             client
@@ -136,10 +153,61 @@ fn put_get_del_and_scan_speak_to_a_server() {
         text_put_under_vectors.stderr
     );
 
+    // Compare-and-set: it swaps only on the expected value; otherwise it exits 1 and prints
+    // the value the key holds (nothing for a missing key).
+    run(&["cas", "pear", "yellow", "--expect", "green"]).ok();
+    assert_eq!(run(&["get", "pear"]).ok(), "yellow\n");
+    let lost = run(&["cas", "pear", "blue", "--expect", "green"]);
+    assert_eq!(
+        (lost.code, lost.stdout.as_str()),
+        (1, "yellow\n"),
+        "{}",
+        lost.stderr
+    );
+    run(&["cas", "plum", "purple", "--expect-absent"]).ok();
+    run(&["cas", "plum", "--delete", "--expect", "purple"]).ok();
+    let gone = run(&["cas", "plum", "red", "--expect", "purple"]);
+    assert_eq!(
+        (gone.code, gone.stdout.as_str()),
+        (1, ""),
+        "{}",
+        gone.stderr
+    );
+    assert_eq!(gone.stderr, "shale: not changed: plum is missing\n");
+
+    // The cluster's status, and a second replica added as a learner, made a voter and
+    // removed again.
+    let status = run(&["cluster-status"]).ok();
+    assert!(
+        status.starts_with(&format!("{addr}\tnode=1\tleader=1\tapplied=")),
+        "{status}"
+    );
+    let second = rt.block_on(async {
+        let listen = "127.0.0.1:0".parse().unwrap();
+        Server::start(ServerConfig::new(2, listen, dir.path().join("node-2")))
+            .await
+            .unwrap()
+    });
+    let addr2 = second.addr().to_string();
+    let learner = run(&["add-learner", "2", &addr2]).ok();
+    assert!(learner.contains("\tvoters=1\tlearners=2\n"), "{learner}");
+    let voters = run(&["add-voters", "2"]).ok();
+    assert!(voters.contains("\tvoters=1,2\tlearners=\n"), "{voters}");
+    assert_eq!(run(&["get", "pear"]).ok(), "yellow\n");
+    let removed = run(&["remove-voters", "2"]).ok();
+    assert!(removed.contains("\tvoters=1\t"), "{removed}");
+    rt.block_on(second.shutdown()).unwrap();
+
     // Refusals: the server's, and what only a directory offers.
     let reserved = run(&["-e", "put", "\\xffx", "v"]);
     assert_eq!(reserved.code, 2);
     assert!(reserved.stderr.contains("reserved"), "{}", reserved.stderr);
+    let local = shale(&[
+        "--db",
+        dir.path().join("local").to_str().unwrap(),
+        "cluster-status",
+    ]);
+    assert_eq!(local.code, 2, "{}", local.stderr);
     for args in [
         &["flush"][..],
         &["scan", "--reverse"],
