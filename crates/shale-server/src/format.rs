@@ -20,9 +20,10 @@ use shale::inspect::codec::{self, Decoder};
 mod frames;
 
 pub use frames::{
-    decode_frame, decode_frame_head, decode_pairs, decode_snapshot_end, decode_snapshot_header,
-    encode_frame, encode_snapshot_end, encode_snapshot_header, put_pair, FrameKind, SnapshotHeader,
-    FRAME_HEAD_LEN, FRAME_TAIL_LEN, MAX_FRAME_PAYLOAD, SNAPSHOT_MAGIC, TARGET_FRAME_PAYLOAD,
+    decode_frame, decode_frame_head, decode_index_file_chunk, decode_pairs, decode_snapshot_end,
+    decode_snapshot_header, encode_frame, encode_index_file_chunk, encode_snapshot_end,
+    encode_snapshot_header, put_pair, FrameKind, IndexFileChunk, SnapshotHeader, FRAME_HEAD_LEN,
+    FRAME_TAIL_LEN, MAX_FRAME_PAYLOAD, MAX_INDEX_FILE_NAME, SNAPSHOT_MAGIC, TARGET_FRAME_PAYLOAD,
 };
 
 use crate::command::{Command, IndexModel, IndexSpec, Op};

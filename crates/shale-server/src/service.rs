@@ -233,7 +233,7 @@ impl pb::raft_server::Raft for RaftService {
                 .map_err(|e| Status::invalid_argument(e.to_string()))?
             {
                 Accepted::Header(h) => header = Some(h),
-                Accepted::Pairs(_) | Accepted::End => {}
+                Accepted::Pairs(_) | Accepted::IndexFile(_) | Accepted::End => {}
             }
             if tx.send(msg.frame).await.is_err() {
                 break;

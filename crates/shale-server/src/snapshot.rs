@@ -2,8 +2,8 @@
 //! to send or install one, so a snapshot is never held whole in memory (a few frames of
 //! about [`TARGET_FRAME_PAYLOAD`] bytes at a time, or one pair when a value is larger).
 //!
-//! A file is `header pairs* end` (docs/format.md, "Snapshot file"); the same frames are
-//! the messages of the `InstallSnapshot` stream. [`FrameSequence`] checks the order and
+//! A file is `header pairs* index_file* end` (docs/format.md, "Snapshot file"); the same
+//! frames are the messages of the `InstallSnapshot` stream. [`FrameSequence`] checks the order and
 //! the counts wherever frames arrive: from a file or from the network.
 //!
 //! Thread safety: each value here belongs to one thread at a time; they are used from
@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    self, FrameKind, SnapshotHeader, FRAME_HEAD_LEN, FRAME_TAIL_LEN, TARGET_FRAME_PAYLOAD,
+    self, FrameKind, IndexFileChunk, SnapshotHeader, FRAME_HEAD_LEN, FRAME_TAIL_LEN,
+    TARGET_FRAME_PAYLOAD,
 };
 
 /// The snapshot openraft holds and hands between the stores and the network: an open
@@ -141,11 +142,13 @@ impl<R: Read> FrameReader<R> {
 pub enum Accepted<'a> {
     Header(SnapshotHeader),
     Pairs(Vec<(&'a [u8], &'a [u8])>),
+    IndexFile(IndexFileChunk<'a>),
     End,
 }
 
-/// Checks that frames come as `header pairs* end`, keys ascending across frames, and that
-/// the end frame's counts match what came.
+/// Checks that frames come as `header pairs* index_file* end`, keys ascending across
+/// frames, the index files in (index, file) order with each file's pieces contiguous from
+/// offset 0, and that the end frame's counts match what came.
 #[derive(Debug, Default)]
 pub struct FrameSequence {
     frames: u64,
@@ -153,6 +156,8 @@ pub struct FrameSequence {
     header_seen: bool,
     ended: bool,
     last_key: Option<Vec<u8>>,
+    /// The index file being received, and the bytes of it so far.
+    file: Option<(String, String, u64)>,
 }
 
 impl FrameSequence {
@@ -173,6 +178,9 @@ impl FrameSequence {
             }
             (FrameKind::Header, true) => return Err(Error::corruption(what, "a second header")),
             (_, false) => return Err(Error::corruption(what, "the first frame is not a header")),
+            (FrameKind::Pairs, true) if self.file.is_some() => {
+                return Err(Error::corruption(what, "pairs after an index file"));
+            }
             (FrameKind::Pairs, true) => {
                 let pairs = format::decode_pairs(payload)?;
                 if let (Some(last), Some((first, _))) = (&self.last_key, pairs.first()) {
@@ -183,6 +191,12 @@ impl FrameSequence {
                 self.last_key = pairs.last().map(|(k, _)| k.to_vec());
                 self.pairs = self.pairs.saturating_add(pairs.len() as u64);
                 Accepted::Pairs(pairs)
+            }
+            (FrameKind::IndexFile, true) => {
+                let chunk = format::decode_index_file_chunk(payload)?;
+                self.accept_file_chunk(&chunk)
+                    .map_err(|reason| Error::corruption(what, reason))?;
+                Accepted::IndexFile(chunk)
             }
             (FrameKind::End, true) => {
                 let (pairs, frames) = format::decode_snapshot_end(payload)?;
@@ -201,6 +215,35 @@ impl FrameSequence {
         };
         self.frames = self.frames.saturating_add(1);
         Ok(accepted)
+    }
+
+    /// Check a piece of an index file against the pieces before it.
+    fn accept_file_chunk(&mut self, chunk: &IndexFileChunk<'_>) -> std::result::Result<(), String> {
+        let len = chunk.bytes.len() as u64;
+        match &mut self.file {
+            Some((index, file, received)) if index == chunk.index && file == chunk.file => {
+                if chunk.offset != *received {
+                    return Err(format!(
+                        "index {} file {}: a piece at offset {} after {} bytes",
+                        chunk.index, chunk.file, chunk.offset, received
+                    ));
+                }
+                *received = received.saturating_add(len);
+            }
+            previous => {
+                let ascending = previous.as_ref().is_none_or(|(index, file, _)| {
+                    (index.as_str(), file.as_str()) < (chunk.index, chunk.file)
+                });
+                if !ascending || chunk.offset != 0 {
+                    return Err(format!(
+                        "index {} file {} out of order (offset {})",
+                        chunk.index, chunk.file, chunk.offset
+                    ));
+                }
+                *previous = Some((chunk.index.to_owned(), chunk.file.to_owned(), len));
+            }
+        }
+        Ok(())
     }
 
     /// True once the end frame was accepted.
@@ -263,6 +306,36 @@ impl SnapshotWriter {
         Ok(())
     }
 
+    /// Add the file at `path` as `index`'s `file`, in pieces of about a frame each (an empty
+    /// file as one empty piece), after every pair. Files come in (index, file) order.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn add_index_file(&mut self, index: &str, file: &str, path: &Path) -> Result<()> {
+        self.flush_pairs()?;
+        let mut input = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let mut buf = vec![0u8; TARGET_FRAME_PAYLOAD];
+        let mut offset = 0u64;
+        loop {
+            let n = read_full(&mut input, &mut buf).map_err(|e| Error::io("read", path, e))?;
+            if n == 0 && offset > 0 {
+                return Ok(());
+            }
+            let chunk = IndexFileChunk {
+                index,
+                file,
+                offset,
+                bytes: buf.get(..n).unwrap_or_default(),
+            };
+            let payload = format::encode_index_file_chunk(&chunk);
+            self.write_frame(FrameKind::IndexFile, &payload)?;
+            offset = offset.saturating_add(n as u64);
+            if n < buf.len() {
+                return Ok(());
+            }
+        }
+    }
+
     /// Write the last pairs frame and the end frame, and fsync the file.
     ///
     /// # Errors
@@ -299,6 +372,20 @@ impl SnapshotWriter {
         self.frames = self.frames.saturating_add(1);
         Ok(())
     }
+}
+
+/// Read into `buf` until it is full or the input ends; the bytes read.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while let Some(rest) = buf.get_mut(got..).filter(|r| !r.is_empty()) {
+        match input.read(rest) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// Writes frames that were checked elsewhere, byte for byte.
@@ -421,6 +508,113 @@ mod tests {
             count += 1;
         }
         assert!(count > 3, "{count} frames");
+    }
+
+    /// The frames of a snapshot with index files, each accepted in turn.
+    fn accept_all(frames: &[Vec<u8>]) -> Result<Vec<(String, String, u64, usize)>> {
+        let mut seq = FrameSequence::default();
+        let mut pieces = Vec::new();
+        for frame in frames {
+            if let Accepted::IndexFile(c) = seq.accept(frame)? {
+                pieces.push((c.index.into(), c.file.into(), c.offset, c.bytes.len()));
+            }
+        }
+        Ok(pieces)
+    }
+
+    fn frame(kind: FrameKind, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        format::encode_frame(kind, payload, &mut out).expect("frame");
+        out
+    }
+
+    fn piece(index: &str, file: &str, offset: u64, bytes: &[u8]) -> Vec<u8> {
+        let chunk = IndexFileChunk {
+            index,
+            file,
+            offset,
+            bytes,
+        };
+        frame(
+            FrameKind::IndexFile,
+            &format::encode_index_file_chunk(&chunk),
+        )
+    }
+
+    #[test]
+    fn index_files_follow_the_pairs_in_pieces() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![3u8; 2 * TARGET_FRAME_PAYLOAD + 10]).expect("write");
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, b"").expect("write");
+        let path = dir.path().join("s.snap");
+        let mut w = SnapshotWriter::create(&path, &header()).expect("create");
+        w.add(b"a", b"1").expect("add");
+        w.add_index_file("docs", "GRAPH", &big).expect("file");
+        w.add_index_file("docs", "MODEL", &empty).expect("file");
+        w.finish().expect("finish");
+
+        let data = SnapshotData::open(&path).expect("open");
+        let mut frames = data.frames().expect("frames");
+        let mut all = Vec::new();
+        while let Some(f) = frames.next_frame().expect("frame") {
+            all.push(f);
+        }
+        let pieces = accept_all(&all).expect("a valid sequence");
+        let want: Vec<(String, String, u64, usize)> = vec![
+            ("docs".into(), "GRAPH".into(), 0, TARGET_FRAME_PAYLOAD),
+            (
+                "docs".into(),
+                "GRAPH".into(),
+                TARGET_FRAME_PAYLOAD as u64,
+                TARGET_FRAME_PAYLOAD,
+            ),
+            (
+                "docs".into(),
+                "GRAPH".into(),
+                2 * TARGET_FRAME_PAYLOAD as u64,
+                10,
+            ),
+            ("docs".into(), "MODEL".into(), 0, 0),
+        ];
+        assert_eq!(pieces, want);
+
+        // Refused: pairs after a file, a gap, a file out of order, a restart of a file, a
+        // name that would leave the index's directory.
+        let head = all.first().expect("header").clone();
+        let pairs = all.get(1).expect("pairs").clone();
+        let mut payload = Vec::new();
+        format::put_pair(&mut payload, b"z", b"1");
+        let later_pairs = frame(FrameKind::Pairs, &payload);
+        let bad: Vec<(&str, Vec<Vec<u8>>)> = vec![
+            (
+                "pairs after a file",
+                vec![piece("docs", "A", 0, b"x"), later_pairs],
+            ),
+            (
+                "a gap",
+                vec![piece("docs", "A", 0, b"xy"), piece("docs", "A", 3, b"z")],
+            ),
+            (
+                "out of order",
+                vec![piece("docs", "B", 0, b""), piece("docs", "A", 0, b"")],
+            ),
+            (
+                "a restart",
+                vec![piece("docs", "A", 0, b"x"), piece("docs", "A", 0, b"x")],
+            ),
+            ("first piece not at 0", vec![piece("docs", "A", 5, b"x")]),
+            ("a path", vec![piece("docs", "../A", 0, b"x")]),
+            ("a dot", vec![piece("docs", "..", 0, b"x")]),
+            ("a bad index name", vec![piece("../d", "A", 0, b"x")]),
+        ];
+        for (what, frames) in bad {
+            let mut seq = vec![head.clone(), pairs.clone()];
+            seq.extend(frames);
+            let err = accept_all(&seq).expect_err(what);
+            assert!(err.is_corruption(), "{what}: {err}");
+        }
     }
 
     #[test]

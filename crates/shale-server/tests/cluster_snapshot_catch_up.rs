@@ -1,6 +1,7 @@
 //! A replica wiped and caught up by a snapshot: the leader has built snapshots and purged
 //! its log, so a replica with an empty directory can only be brought up to date by a
-//! streamed snapshot.
+//! streamed snapshot, which carries the index's vectors and graph too: the replica embeds
+//! none of its texts again.
 //!
 //! The wiped replica rejoins under a new id: a replica that lost its disk also lost its
 //! vote, and Raft is only safe if it never votes twice in a term under the same id
@@ -12,7 +13,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::Cluster;
+use shale_server::pb::{DefineIndexRequest, Metric, Model};
 use shale_server::Client;
+
+/// Texts in the index `notes` (word hashing, so every replica embeds them).
+const NOTES: u32 = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
@@ -23,6 +28,28 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
     let client = Client::new(cluster.endpoints(), None)
         .expect("client")
         .with_deadline(Duration::from_secs(15));
+    client
+        .define_index_with(DefineIndexRequest {
+            name: "notes".into(),
+            prefix: b"n/".to_vec(),
+            dim: 128,
+            metric: Metric::Cosine.into(),
+            model: Model::Hash.into(),
+        })
+        .await
+        .expect("define the index");
+    for i in 0..NOTES {
+        let text = format!("note {i} on topic {} and colour {}", i % 7, i % 5);
+        client
+            .put(format!("n/{i:03}").as_bytes(), text.as_bytes())
+            .await
+            .expect("put a text");
+    }
+    // Every replica has embedded the texts before the snapshots below are built.
+    for id in cluster.addrs.keys() {
+        let index = cluster.server(*id).state_machine().index("notes");
+        index.expect("the index").wait_indexed().expect("embedded");
+    }
     // Values of a few KiB, so the snapshot spans many frames.
     let value = |i: u32| format!("{i:06}").repeat(700).into_bytes();
     for i in 0..200u32 {
@@ -64,6 +91,23 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
         );
     }
     drop(db);
+    // The index came with the snapshot: its open took over the vectors and the graph and
+    // embedded nothing.
+    let index = cluster
+        .server(fresh)
+        .state_machine()
+        .index("notes")
+        .expect("the index on the fresh node");
+    let recovery = index.recovery();
+    assert_eq!(recovery.texts_to_embed, 0, "{recovery:?}");
+    assert_eq!(
+        recovery.graph_nodes_reused + recovery.vectors_reinserted,
+        NOTES as usize,
+        "{recovery:?}"
+    );
+    assert!(recovery.store_damage.is_none(), "{recovery:?}");
+    assert_eq!(index.len().expect("len"), NOTES as usize);
+    drop(index);
 
     // The cluster with the new member takes writes and serves them from every node.
     client.put(b"after", b"rejoin").await.expect("put");

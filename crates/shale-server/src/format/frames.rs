@@ -1,5 +1,6 @@
 //! The frames of a snapshot file, also its wire form: a header frame with the snapshot's
-//! metadata, frames of key-value pairs, and an end frame with the counts, each frame
+//! metadata, frames of key-value pairs, frames of the indexes' files, and an end frame with
+//! the counts, each frame
 //! `kind (1) ++ length (u32) ++ payload ++ CRC32C (u32)` (docs/format.md, "Replication").
 
 use openraft::{BasicNode, LogId, StoredMembership};
@@ -21,6 +22,9 @@ pub enum FrameKind {
     Pairs = 2,
     /// The last frame: counts that prove nothing was lost.
     End = 3,
+    /// A piece of a file of an index's directory (its vectors and graph), so that a
+    /// replica installing the snapshot embeds nothing again.
+    IndexFile = 4,
 }
 
 impl FrameKind {
@@ -29,6 +33,7 @@ impl FrameKind {
             1 => Some(FrameKind::Header),
             2 => Some(FrameKind::Pairs),
             3 => Some(FrameKind::End),
+            4 => Some(FrameKind::IndexFile),
             _ => None,
         }
     }
@@ -206,4 +211,80 @@ fn snapshot_end(d: &mut Decoder<'_>) -> Result<(u64, u64), codec::DecodeError> {
     let pairs = d.u64("pair count")?;
     let frames = d.u64("frame count")?;
     finish(d, "snapshot end", (pairs, frames))
+}
+
+/// The longest file name an index file frame may carry.
+pub const MAX_INDEX_FILE_NAME: usize = 255;
+
+/// One piece of a file of an index's directory: `bytes` at `offset` of `index`'s `file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexFileChunk<'a> {
+    pub index: &'a str,
+    pub file: &'a str,
+    pub offset: u64,
+    pub bytes: &'a [u8],
+}
+
+/// `index_file := index:varbytes file:varbytes offset:u64 bytes:rest`
+pub fn encode_index_file_chunk(chunk: &IndexFileChunk<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(chunk.bytes.len() + chunk.file.len() + 32);
+    codec::put_length_prefixed(&mut out, chunk.index.as_bytes());
+    codec::put_length_prefixed(&mut out, chunk.file.as_bytes());
+    codec::put_u64(&mut out, chunk.offset);
+    out.extend_from_slice(chunk.bytes);
+    out
+}
+
+/// Inverse of [`encode_index_file_chunk`]. The names are checked, since the installing
+/// replica makes a path of them: the index's as an index name (`[A-Za-z0-9_-]`, at most
+/// `shale::semantic::MAX_INDEX_NAME` bytes), the file's as one plain file name.
+///
+/// # Errors
+/// `Corruption` for a payload that does not decode or a name that is not allowed.
+pub fn decode_index_file_chunk(payload: &[u8]) -> Result<IndexFileChunk<'_>> {
+    decoded(
+        "snapshot index file",
+        index_file_chunk(&mut Decoder::new(payload)),
+    )
+}
+
+fn index_file_chunk<'a>(d: &mut Decoder<'a>) -> Result<IndexFileChunk<'a>, codec::DecodeError> {
+    let utf8 = |d: &Decoder<'_>, bytes: &'a [u8], what: &str| {
+        std::str::from_utf8(bytes)
+            .map_err(|_| codec::DecodeError::new(d.position(), format!("{what} is not UTF-8")))
+    };
+    let index = d.length_prefixed("index name")?;
+    let index = utf8(d, index, "index name")?;
+    let index_ok = !index.is_empty()
+        && index.len() <= shale::semantic::MAX_INDEX_NAME
+        && index
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !index_ok {
+        return Err(codec::DecodeError::new(
+            d.position(),
+            format!("{index:?} is not an index name"),
+        ));
+    }
+    let file = d.length_prefixed("file name")?;
+    let file = utf8(d, file, "file name")?;
+    let file_ok = !file.is_empty()
+        && file.len() <= MAX_INDEX_FILE_NAME
+        && file != "."
+        && file != ".."
+        && !file.contains(['/', '\\', '\0']);
+    if !file_ok {
+        return Err(codec::DecodeError::new(
+            d.position(),
+            format!("{file:?} is not a plain file name"),
+        ));
+    }
+    let offset = d.u64("offset")?;
+    let bytes = d.remaining();
+    Ok(IndexFileChunk {
+        index,
+        file,
+        offset,
+        bytes,
+    })
 }

@@ -219,3 +219,27 @@ fn a_batch_inside_a_batch_is_refused() {
     flat.extend_from_slice(inner.get(35..).expect("cas"));
     assert!(decode_entry(&flat).is_ok());
 }
+
+#[test]
+fn decodes_the_documented_index_file_frame() {
+    let bytes = hex("04 15000000 04646f6373 054d4f44454c 0000000000000000 6162 501a31a6");
+    assert_eq!(bytes.len(), 30);
+    let (kind, payload) = decode_frame(&bytes, "the documented frame").expect("frame");
+    assert_eq!(kind, FrameKind::IndexFile);
+    let chunk = decode_index_file_chunk(payload).expect("the documented piece decodes");
+    let want = IndexFileChunk {
+        index: "docs",
+        file: "MODEL",
+        offset: 0,
+        bytes: b"ab",
+    };
+    assert_eq!(chunk, want);
+    let mut again = Vec::new();
+    encode_frame(
+        FrameKind::IndexFile,
+        &encode_index_file_chunk(&chunk),
+        &mut again,
+    )
+    .expect("encode");
+    assert_eq!(again, bytes);
+}

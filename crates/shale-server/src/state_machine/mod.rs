@@ -29,7 +29,7 @@
 //! serialized with installs by `snapshot_lock`. Readers (the client service) take an
 //! `Arc<Db>` of the current generation under a read lock and keep it for one request.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -45,7 +45,8 @@ use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};
 use crate::format::{
-    self, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP,
+    self, IndexFileChunk, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED,
+    SM_KEY_MEMBERSHIP,
 };
 use crate::snapshot::{
     sync_dir, Accepted, FrameSequence, RawFrameWriter, SnapshotData, SnapshotWriter,
@@ -201,8 +202,12 @@ impl StateMachineStore {
         for entry in entries {
             let entry = entry.map_err(|e| Error::io("readdir", &snapshots, e))?;
             if entry.file_name().to_string_lossy().ends_with(".tmp") {
-                std::fs::remove_file(entry.path())
-                    .map_err(|e| Error::io("remove", entry.path(), e))?;
+                let path = entry.path();
+                let removed = match entry.file_type().map(|t| t.is_dir()) {
+                    Ok(true) => std::fs::remove_dir_all(&path),
+                    _ => std::fs::remove_file(&path),
+                };
+                removed.map_err(|e| Error::io("remove", &path, e))?;
             }
         }
         let db = Arc::new(Db::open(sm_dir(data_dir, generation), opts.clone())?);
@@ -377,12 +382,17 @@ impl StateMachineStore {
         let pairs = db
             .range_opt(..vec![RESERVED_PREFIX], &ro)?
             .chain(db.range_opt(definitions, &ro)?);
+        let mut index_names = Vec::new();
         for pair in pairs {
             let (key, value) = pair?;
+            if let Some(name) = key.strip_prefix(SM_INDEX_PREFIX) {
+                index_names.push(String::from_utf8_lossy(name).into_owned());
+            }
             w.add(&key, &value)?;
         }
-        w.finish()?;
         drop(pinned);
+        add_index_files(&db, &index_names, &dir, &mut w)?;
+        w.finish()?;
         let path = dir.join(CURRENT_SNAPSHOT);
         std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
         sync_dir(&dir)?;
@@ -419,6 +429,8 @@ impl StateMachineStore {
         let mut copy = RawFrameWriter::create(&copy_path)?;
         let mut frames = data.frames()?;
         let mut seq = FrameSequence::default();
+        let mut defined = BTreeSet::new();
+        let mut index_files = IndexFileWriter::default();
         while let Some(frame) = frames.next_frame()? {
             match seq.accept(&frame)? {
                 Accepted::Header(h) => {
@@ -443,12 +455,25 @@ impl StateMachineStore {
                                     "an index definition under another name",
                                 ));
                             }
+                            defined.insert(spec.name);
                         } else if key.first() == Some(&RESERVED_PREFIX) {
                             return Err(Error::corruption("snapshot pairs", "a reserved key"));
                         }
                         batch.put(key, value);
                     }
                     new_db.write(batch, WriteOptions::default())?;
+                }
+                Accepted::IndexFile(chunk) => {
+                    if !defined.contains(chunk.index) {
+                        return Err(Error::corruption(
+                            "snapshot index file",
+                            format!(
+                                "a file of index {:?}, which it does not define",
+                                chunk.index
+                            ),
+                        ));
+                    }
+                    index_files.write(&new_dir, &chunk)?;
                 }
                 Accepted::End => {}
             }
@@ -469,7 +494,9 @@ impl StateMachineStore {
         // already synced one, so all of the new generation is durable from here.
         new_db.write(batch, WriteOptions::sync())?;
         let new_db = Arc::new(new_db);
-        // The indexes rebuild from the vector records in the data: nothing to embed.
+        index_files.finish()?;
+        // Each index opens on its files from the snapshot: only values written after
+        // their checkpoint are embedded (or, for vector records, inserted) again.
         let new_indexes = open_indexes(&new_db)?;
         copy.finish()?;
         let snap_path = snap_dir.join(CURRENT_SNAPSHOT);
@@ -529,6 +556,106 @@ impl StateMachineStore {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         self.snapshot_dir().join(format!("recv-{stamp}.tmp"))
+    }
+}
+
+/// Add the files of the indexes `names` (those the snapshot's pairs define) to `w`, from a
+/// checkpoint of the database taken now (`Db::checkpoint`: hard links, and each index's own
+/// consistent copy of its vectors and graph) in `snapshots/indexes.tmp`, removed afterwards.
+/// The checkpoint comes after the pairs' snapshot: an installing replica opens its indexes
+/// on these files, takes over every vector whose value is unchanged, and embeds only the
+/// values written in between.
+fn add_index_files(db: &Db, names: &[String], dir: &Path, w: &mut SnapshotWriter) -> Result<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let copy = dir.join("indexes.tmp");
+    if copy.exists() {
+        std::fs::remove_dir_all(&copy).map_err(|e| Error::io("remove", &copy, e))?;
+    }
+    db.checkpoint(&copy)?;
+    let streamed = names.iter().try_for_each(|name| {
+        let index_dir = shale::semantic::index_dir(&copy, name);
+        if !index_dir.exists() {
+            return Ok(());
+        }
+        let mut files = Vec::new();
+        let entries =
+            std::fs::read_dir(&index_dir).map_err(|e| Error::io("readdir", &index_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("readdir", &index_dir, e))?;
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                files.push((
+                    entry.file_name().to_string_lossy().into_owned(),
+                    entry.path(),
+                ));
+            }
+        }
+        files.sort();
+        files
+            .iter()
+            .try_for_each(|(file, path)| w.add_index_file(name, file, path))
+    });
+    let removed = std::fs::remove_dir_all(&copy).map_err(|e| Error::io("remove", &copy, e));
+    streamed.and(removed)
+}
+
+/// Writes the index files of a snapshot being installed into the new generation's
+/// directory, piece by piece as they come (the frame sequence checked their order), each
+/// file synced when the next starts and every directory at the end.
+#[derive(Default)]
+struct IndexFileWriter {
+    /// The file being written.
+    open: Option<(PathBuf, std::fs::File)>,
+    /// The index directories made.
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl IndexFileWriter {
+    fn write(&mut self, db_dir: &Path, chunk: &IndexFileChunk<'_>) -> Result<()> {
+        let dir = shale::semantic::index_dir(db_dir, chunk.index);
+        let path = dir.join(chunk.file);
+        if chunk.offset == 0 {
+            self.sync_open()?;
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", &dir, e))?;
+            self.dirs.insert(dir);
+            let file = std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+            self.open = Some((path.clone(), file));
+        }
+        match &mut self.open {
+            Some((open_path, file)) if *open_path == path => file
+                .write_all(chunk.bytes)
+                .map_err(|e| Error::io("write", &path, e)),
+            _ => Err(Error::corruption(
+                "snapshot index file",
+                format!(
+                    "a piece of {} at offset {} comes first",
+                    path.display(),
+                    chunk.offset
+                ),
+            )),
+        }
+    }
+
+    fn sync_open(&mut self) -> Result<()> {
+        match self.open.take() {
+            Some((path, file)) => file.sync_all().map_err(|e| Error::io("fsync", &path, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sync the last file, each index directory and their parent.
+    fn finish(mut self) -> Result<()> {
+        self.sync_open()?;
+        let parents: BTreeSet<PathBuf> = self
+            .dirs
+            .iter()
+            .filter_map(|d| d.parent().map(Path::to_path_buf))
+            .collect();
+        self.dirs
+            .iter()
+            .chain(&parents)
+            .try_for_each(|d| sync_dir(d))
     }
 }
 
