@@ -29,7 +29,7 @@
 //! serialized with installs by `snapshot_lock`. Readers (the client service) take an
 //! `Arc<Db>` of the current generation under a read lock and keep it for one request.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -44,16 +44,12 @@ use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};
-use crate::format::{
-    self, IndexFileChunk, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED,
-    SM_KEY_MEMBERSHIP,
-};
-use crate::snapshot::{
-    sync_dir, Accepted, FrameSequence, RawFrameWriter, SnapshotData, SnapshotWriter,
-};
+use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
+use crate::snapshot::{sync_dir, SnapshotData};
 use crate::{Entry, NodeId, TypeConfig};
 
 mod indexes;
+mod snapshots;
 
 pub use indexes::embedder;
 use indexes::{check_indexes, open_indexes};
@@ -349,188 +345,6 @@ impl StateMachineStore {
         Ok(())
     }
 
-    fn build_snapshot_blocking(&self) -> Result<Snapshot<TypeConfig>> {
-        let _serial = lock(&self.shared.snapshot_lock);
-        let db = self.db();
-        // Invariant 2: what the snapshot covers is durable before the log can be purged.
-        db.flush()?;
-        let pinned = db.snapshot();
-        let ro = ReadOptions::at(&pinned);
-        let (last_log_id, membership) = read_meta(&db, &ro)?;
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let snapshot_id = match &last_log_id {
-            Some(id) => format!(
-                "{}-{}-{}-{stamp}",
-                id.leader_id.term, id.leader_id.node_id, id.index
-            ),
-            None => format!("none-{stamp}"),
-        };
-        let header = SnapshotHeader {
-            last_log_id,
-            membership,
-            snapshot_id,
-        };
-        let dir = self.snapshot_dir();
-        let tmp = dir.join("building.tmp");
-        let mut w = SnapshotWriter::create(&tmp, &header)?;
-        // The users' pairs, then the index definitions (ascending, as the file wants).
-        let definitions =
-            SM_INDEX_PREFIX.to_vec()..shale::prefix_successor(SM_INDEX_PREFIX).unwrap_or_default();
-        let pairs = db
-            .range_opt(..vec![RESERVED_PREFIX], &ro)?
-            .chain(db.range_opt(definitions, &ro)?);
-        let mut index_names = Vec::new();
-        for pair in pairs {
-            let (key, value) = pair?;
-            if let Some(name) = key.strip_prefix(SM_INDEX_PREFIX) {
-                index_names.push(String::from_utf8_lossy(name).into_owned());
-            }
-            w.add(&key, &value)?;
-        }
-        drop(pinned);
-        add_index_files(&db, &index_names, &dir, &mut w)?;
-        w.finish()?;
-        let path = dir.join(CURRENT_SNAPSHOT);
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
-        sync_dir(&dir)?;
-        let covered = header.last_log_id.map_or(0, |id| id.index);
-        self.shared
-            .durable_snapshot
-            .send_if_modified(|c| std::mem::replace(c, (*c).max(covered)) < covered);
-        Ok(Snapshot {
-            meta: SnapshotMeta {
-                last_log_id: header.last_log_id,
-                last_membership: header.membership,
-                snapshot_id: header.snapshot_id,
-            },
-            snapshot: Box::new(SnapshotData::open(&path)?),
-        })
-    }
-
-    fn install_blocking(
-        &self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
-        data: &SnapshotData,
-    ) -> Result<()> {
-        let _serial = lock(&self.shared.snapshot_lock);
-        let data_dir = &self.shared.data_dir;
-        let old_generation = *lock(&self.shared.generation);
-        let generation = old_generation.saturating_add(1);
-        let new_dir = sm_dir(data_dir, generation);
-        if new_dir.exists() {
-            std::fs::remove_dir_all(&new_dir).map_err(|e| Error::io("remove", &new_dir, e))?;
-        }
-        let new_db = Db::open(&new_dir, self.shared.opts.clone())?;
-        let snap_dir = self.snapshot_dir();
-        let copy_path = snap_dir.join("installing.tmp");
-        let mut copy = RawFrameWriter::create(&copy_path)?;
-        let mut frames = data.frames()?;
-        let mut seq = FrameSequence::default();
-        let mut defined = BTreeSet::new();
-        let mut index_files = IndexFileWriter::default();
-        while let Some(frame) = frames.next_frame()? {
-            match seq.accept(&frame)? {
-                Accepted::Header(h) => {
-                    if h.last_log_id != meta.last_log_id || h.membership != meta.last_membership {
-                        return Err(Error::corruption(
-                            "snapshot header",
-                            format!(
-                                "it describes {:?}, openraft installs {:?}",
-                                h.last_log_id, meta.last_log_id
-                            ),
-                        ));
-                    }
-                }
-                Accepted::Pairs(pairs) => {
-                    let mut batch = WriteBatch::new();
-                    for (key, value) in pairs {
-                        if let Some(name) = key.strip_prefix(SM_INDEX_PREFIX) {
-                            let spec = format::decode_index_definition(value)?;
-                            if spec.name.as_bytes() != name {
-                                return Err(Error::corruption(
-                                    "snapshot pairs",
-                                    "an index definition under another name",
-                                ));
-                            }
-                            defined.insert(spec.name);
-                        } else if key.first() == Some(&RESERVED_PREFIX) {
-                            return Err(Error::corruption("snapshot pairs", "a reserved key"));
-                        }
-                        batch.put(key, value);
-                    }
-                    new_db.write(batch, WriteOptions::default())?;
-                }
-                Accepted::IndexFile(chunk) => {
-                    if !defined.contains(chunk.index) {
-                        return Err(Error::corruption(
-                            "snapshot index file",
-                            format!(
-                                "a file of index {:?}, which it does not define",
-                                chunk.index
-                            ),
-                        ));
-                    }
-                    index_files.write(&new_dir, &chunk)?;
-                }
-                Accepted::End => {}
-            }
-            copy.write(&frame)?;
-        }
-        if !seq.is_complete() {
-            return Err(Error::corruption("snapshot", "no end frame"));
-        }
-        let mut batch = WriteBatch::new();
-        if let Some(id) = &meta.last_log_id {
-            batch.put(SM_KEY_APPLIED, format::encode_log_id(id));
-        }
-        batch.put(
-            SM_KEY_MEMBERSHIP,
-            format::encode_stored_membership(&meta.last_membership),
-        );
-        // Synced: every earlier write of this database is in the same WAL or an older,
-        // already synced one, so all of the new generation is durable from here.
-        new_db.write(batch, WriteOptions::sync())?;
-        let new_db = Arc::new(new_db);
-        index_files.finish()?;
-        // Each index opens on its files from the snapshot: only values written after
-        // their checkpoint are embedded (or, for vector records, inserted) again.
-        let new_indexes = open_indexes(&new_db)?;
-        copy.finish()?;
-        let snap_path = snap_dir.join(CURRENT_SNAPSHOT);
-        std::fs::rename(&copy_path, &snap_path).map_err(|e| Error::io("rename", &snap_path, e))?;
-        sync_dir(&snap_dir)?;
-        sync_dir(data_dir)?;
-        // The switch: from here a crash reopens the new generation.
-        write_generation(data_dir, generation)?;
-        let covered = meta.last_log_id.map_or(0, |id| id.index);
-        self.shared.durable_snapshot.send_replace(covered);
-        let old = {
-            let mut guard = self.shared.db.write().unwrap_or_else(|e| e.into_inner());
-            std::mem::replace(&mut *guard, new_db)
-        };
-        *self
-            .shared
-            .indexes
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = new_indexes;
-        *lock(&self.shared.generation) = generation;
-        *lock(&self.shared.applied) = (meta.last_log_id, meta.last_membership.clone());
-        // Readers still holding the old database get `Closed` and retry; a failure to
-        // remove the old directory is repaired by the next open.
-        if let Err(e) = old.close() {
-            tracing::warn!("closing the replaced state machine: {e}");
-        }
-        drop(old);
-        let old_dir = sm_dir(data_dir, old_generation);
-        if let Err(e) = std::fs::remove_dir_all(&old_dir) {
-            tracing::warn!("removing {}: {e}", old_dir.display());
-        }
-        Ok(())
-    }
-
     fn current_snapshot_blocking(&self) -> Result<Option<Snapshot<TypeConfig>>> {
         let path = self.snapshot_dir().join(CURRENT_SNAPSHOT);
         if !path.exists() {
@@ -556,106 +370,6 @@ impl StateMachineStore {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         self.snapshot_dir().join(format!("recv-{stamp}.tmp"))
-    }
-}
-
-/// Add the files of the indexes `names` (those the snapshot's pairs define) to `w`, from a
-/// checkpoint of the database taken now (`Db::checkpoint`: hard links, and each index's own
-/// consistent copy of its vectors and graph) in `snapshots/indexes.tmp`, removed afterwards.
-/// The checkpoint comes after the pairs' snapshot: an installing replica opens its indexes
-/// on these files, takes over every vector whose value is unchanged, and embeds only the
-/// values written in between.
-fn add_index_files(db: &Db, names: &[String], dir: &Path, w: &mut SnapshotWriter) -> Result<()> {
-    if names.is_empty() {
-        return Ok(());
-    }
-    let copy = dir.join("indexes.tmp");
-    if copy.exists() {
-        std::fs::remove_dir_all(&copy).map_err(|e| Error::io("remove", &copy, e))?;
-    }
-    db.checkpoint(&copy)?;
-    let streamed = names.iter().try_for_each(|name| {
-        let index_dir = shale::semantic::index_dir(&copy, name);
-        if !index_dir.exists() {
-            return Ok(());
-        }
-        let mut files = Vec::new();
-        let entries =
-            std::fs::read_dir(&index_dir).map_err(|e| Error::io("readdir", &index_dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("readdir", &index_dir, e))?;
-            if entry.file_type().is_ok_and(|t| t.is_file()) {
-                files.push((
-                    entry.file_name().to_string_lossy().into_owned(),
-                    entry.path(),
-                ));
-            }
-        }
-        files.sort();
-        files
-            .iter()
-            .try_for_each(|(file, path)| w.add_index_file(name, file, path))
-    });
-    let removed = std::fs::remove_dir_all(&copy).map_err(|e| Error::io("remove", &copy, e));
-    streamed.and(removed)
-}
-
-/// Writes the index files of a snapshot being installed into the new generation's
-/// directory, piece by piece as they come (the frame sequence checked their order), each
-/// file synced when the next starts and every directory at the end.
-#[derive(Default)]
-struct IndexFileWriter {
-    /// The file being written.
-    open: Option<(PathBuf, std::fs::File)>,
-    /// The index directories made.
-    dirs: BTreeSet<PathBuf>,
-}
-
-impl IndexFileWriter {
-    fn write(&mut self, db_dir: &Path, chunk: &IndexFileChunk<'_>) -> Result<()> {
-        let dir = shale::semantic::index_dir(db_dir, chunk.index);
-        let path = dir.join(chunk.file);
-        if chunk.offset == 0 {
-            self.sync_open()?;
-            std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", &dir, e))?;
-            self.dirs.insert(dir);
-            let file = std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
-            self.open = Some((path.clone(), file));
-        }
-        match &mut self.open {
-            Some((open_path, file)) if *open_path == path => file
-                .write_all(chunk.bytes)
-                .map_err(|e| Error::io("write", &path, e)),
-            _ => Err(Error::corruption(
-                "snapshot index file",
-                format!(
-                    "a piece of {} at offset {} comes first",
-                    path.display(),
-                    chunk.offset
-                ),
-            )),
-        }
-    }
-
-    fn sync_open(&mut self) -> Result<()> {
-        match self.open.take() {
-            Some((path, file)) => file.sync_all().map_err(|e| Error::io("fsync", &path, e)),
-            None => Ok(()),
-        }
-    }
-
-    /// Sync the last file, each index directory and their parent.
-    fn finish(mut self) -> Result<()> {
-        self.sync_open()?;
-        let parents: BTreeSet<PathBuf> = self
-            .dirs
-            .iter()
-            .filter_map(|d| d.parent().map(Path::to_path_buf))
-            .collect();
-        self.dirs
-            .iter()
-            .chain(&parents)
-            .try_for_each(|d| sync_dir(d))
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::command::Op;
+use crate::format::RESERVED_PREFIX;
 use openraft::{CommittedLeaderId, Membership as RaftMembership};
 use std::collections::BTreeSet;
 
