@@ -21,7 +21,7 @@ use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
 use crate::version::table_cache::TableCache;
 use crate::version::{FileId, Level, RecoveredManifest, TableFile};
-use crate::wal::{LogReader, Predecessor};
+use crate::wal::{LogReader, Predecessor, HEADER_LEN};
 
 /// Where WAL replay reads the WALs from.
 ///
@@ -80,6 +80,29 @@ pub(super) fn top_up(
         check_oldest_wal(fs, dir, state)?;
     }
     Err(stale_read(dir, state.log_number))
+}
+
+/// True if the bytes at `at` of the WAL `data`, read by a read-only open, were zeros not yet
+/// written: a header's worth of zeros in `data` that a fresh read of the file finds written.
+/// A writer appends to its WAL while a read-only open reads it, page by page, so the open
+/// can read a page before the writer fills it and a later page after: zeros, then valid
+/// records, which would look like damage. Damage stays damage: zeros that are still zeros.
+/// A WAL gone since (flushed) is a stale read, which the open answers with another try.
+fn overtaken(fs: &dyn FileSystem, path: &Path, data: &[u8], at: u64) -> Result<bool> {
+    let Some(range) = usize::try_from(at)
+        .ok()
+        .map(|at| at..at.saturating_add(HEADER_LEN))
+    else {
+        return Ok(false);
+    };
+    if !data
+        .get(range.clone())
+        .is_some_and(|b| b.iter().all(|&x| x == 0))
+    {
+        return Ok(false);
+    }
+    let again = fs.read_all(path)?;
+    Ok(again.get(range).is_some_and(|b| b.iter().any(|&x| x != 0)))
 }
 
 fn wal_ids(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileId>> {
@@ -217,6 +240,15 @@ impl Recovery<'_> {
                 let (offset, batch) = match replayed {
                     Ok(Some(found)) => found,
                     Ok(None) => break,
+                    Err((at, Error::Corruption { .. }))
+                        if opts.read_only && overtaken(fs, &path, &data, at)? =>
+                    {
+                        // The writer appended here after this open read these bytes: every
+                        // write acknowledged before the open began lies before `at`, and
+                        // what follows (in this WAL and later ones) came after it.
+                        drop_rest = Some(&stats.wal_torn_tail_bytes);
+                        break;
+                    }
                     Err((at, Error::Corruption { .. }))
                         if opts.wal_recovery == WalRecovery::PointInTime =>
                     {
