@@ -1,10 +1,14 @@
 //! `Options::read_only`: handles beside a writer that take no lock, see the database as
-//! of their open (WAL included), refuse every write, and leave the directory untouched.
+//! of their open (WAL included, even one read while the writer appends to it), refuse every
+//! write, and leave the directory untouched.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use shale::{Db, Error, Options};
+use shale::fs::{FileLock, FileSystem, MemFs, RandomAccessFile, WritableFile};
+use shale::{Db, Error, Options, Result};
 
 fn read_only() -> Options {
     Options {
@@ -183,4 +187,123 @@ fn read_only_opens_racing_flushes_miss_no_acknowledged_write() {
     thread.join().unwrap();
     eprintln!("{opens} opens while the writer ran");
     assert!(opens >= 3, "only {opens} opens while the writer ran");
+}
+
+/// A file system whose reads of one file see a window of it as zeros: once (a read that
+/// ran ahead of a writer filling those bytes) or always (damage).
+#[derive(Debug)]
+struct ZeroedWindow {
+    inner: MemFs,
+    path: PathBuf,
+    window: Range<usize>,
+    reads_left: Mutex<u32>,
+}
+
+impl FileSystem for ZeroedWindow {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.inner.create(path)
+    }
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.inner.create_log(path)
+    }
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open(path)
+    }
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let mut data = self.inner.read_all(path)?;
+        let mut left = self.reads_left.lock().unwrap();
+        if path == self.path && *left > 0 {
+            *left -= 1;
+            data[self.window.clone()].fill(0);
+        }
+        Ok(data)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+}
+
+/// A read-only open that read a WAL page before the writer filled it and a later page
+/// after (zeros, then valid records) takes the zeros for the end of what it saw, once a
+/// second read finds them written; zeros that stay zeros are damage, refused.
+#[test]
+fn a_read_only_open_ahead_of_the_writer_sees_a_prefix_and_damage_stays_damage() {
+    let mem = MemFs::new();
+    let dir = Path::new("/db");
+    let writer = Db::open(
+        dir,
+        Options {
+            fs: Arc::new(mem.clone()),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let wal = || {
+        let name = mem
+            .list(dir)
+            .unwrap()
+            .into_iter()
+            .find(|n| n.ends_with(".wal"))
+            .unwrap();
+        dir.join(name)
+    };
+    let wal_len = || mem.read_all(&wal()).unwrap().len();
+    for i in 0..4 {
+        writer.put(format!("k{i}"), "v").unwrap();
+    }
+    let before = wal_len();
+    for i in 4..7 {
+        writer.put(format!("k{i}"), "v").unwrap();
+    }
+    let after = wal_len();
+    for i in 7..10 {
+        writer.put(format!("k{i}"), "v").unwrap();
+    }
+    assert!(after < wal_len(), "records after the window");
+
+    let open = |reads: u32| {
+        let fs = ZeroedWindow {
+            inner: mem.clone(),
+            path: wal(),
+            window: before..after,
+            reads_left: Mutex::new(reads),
+        };
+        Db::open(
+            dir,
+            Options {
+                fs: Arc::new(fs),
+                ..read_only()
+            },
+        )
+    };
+    let seen = open(1).unwrap();
+    let keys: Vec<Vec<u8>> = contents(&seen).into_keys().collect();
+    let first_four: Vec<Vec<u8>> = (0..4).map(|i| format!("k{i}").into_bytes()).collect();
+    assert_eq!(keys, first_four);
+    assert_eq!(seen.stats().wal_salvages, 0);
+    // The control: the same zeros, still there when read again.
+    match open(u32::MAX) {
+        Err(Error::Corruption { .. }) => {}
+        other => panic!("zeros that stay zeros opened: {:?}", other.map(|_| ())),
+    }
+    // The writer's database itself is whole.
+    assert_eq!(contents(&writer).len(), 10);
 }
