@@ -11,7 +11,8 @@
 //!   with the `proposer` that puts concurrent client writes into one log entry;
 //! - [`server`]: one node (stores, Raft, services); [`client`]: the Rust client.
 //!
-//! The server uses the engine's public API only (STYLE.md: features sit on top).
+//! The server uses the engine's public API, and `shale::inspect::codec` for the encodings its
+//! frames share with the engine's files (STYLE.md: features sit on top).
 
 // Bytes from disk and from the network never reach an unchecked unwrap or index.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]

@@ -42,7 +42,7 @@ pub mod iter {
     pub use crate::iter::InternalIterator;
 }
 
-/// The skiplist memtable.
+/// The memtable (an arena entry log, a hash index and sorted runs).
 pub mod memtable {
     pub use crate::memtable::MemTable;
 }
