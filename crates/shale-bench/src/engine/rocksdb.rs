@@ -61,17 +61,32 @@ impl RocksEngine {
             CompressionChoice::Lz4 => DBCompressionType::Lz4,
             other => return Err(format!("rocksdb: {} is not built in", other.name()).into()),
         });
+        // The default column family named, so that its handle is there for the batched
+        // MultiGet (`multi_get`); `Parity::keyspaces` more beside it. Each one gets the
+        // parity options: the crate's `open_cf` would give them RocksDB's defaults (no
+        // bloom filter, its own block cache, two write buffers).
+        o.create_missing_column_families(true);
+        let names = (0..p.keyspaces).map(|i| format!("ks{i}"));
+        let all: Vec<String> = std::iter::once(rocksdb::DEFAULT_COLUMN_FAMILY_NAME.into())
+            .chain(names)
+            .collect();
+        let db = DB::open_cf_with_opts(&o, dir, all.iter().map(|name| (name, o.clone())))?;
+        for name in &all {
+            let cf = db
+                .cf_handle(name)
+                .ok_or_else(|| format!("rocksdb: no column family {name}"))?;
+            let capacity = db.property_int_value_cf(&cf, "rocksdb.block-cache-capacity")?;
+            if capacity != Some(p.block_cache_bytes as u64) {
+                return Err(format!(
+                    "rocksdb: column family {name} has a block cache of {capacity:?} bytes, \
+                     not the parity options' {}",
+                    p.block_cache_bytes
+                )
+                .into());
+            }
+        }
         Ok(RocksEngine {
-            // The default column family named, so that its handle is there for the
-            // batched MultiGet (`multi_get`); `Parity::keyspaces` more beside it.
-            db: {
-                o.create_missing_column_families(true);
-                let names = (0..p.keyspaces).map(|i| format!("ks{i}"));
-                let all: Vec<String> = std::iter::once(rocksdb::DEFAULT_COLUMN_FAMILY_NAME.into())
-                    .chain(names)
-                    .collect();
-                DB::open_cf(&o, dir, &all)?
-            },
+            db,
             keyspaces: p.keyspaces,
             read: ReadOptions::default(),
             sync: write_options(Durability::Sync),
