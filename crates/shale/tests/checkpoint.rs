@@ -43,6 +43,23 @@ fn write(db: &Db, model: &mut Model, rng: &mut common::Rng, n: usize, round: u32
     }
 }
 
+/// The source database of the fault tests on `fs`: 300 writes flushed, 100 more in the
+/// memtable; no background compaction, so that a fault or crash hits the checkpoint's own
+/// steps. Returns the database, its options and what it holds.
+fn source(fs: Arc<dyn FileSystem>, seed: u64) -> (Db, Options, Model) {
+    let opts = Options {
+        level0_compaction_trigger: 8,
+        ..common::options(fs)
+    };
+    let db = Db::open(common::DIR, opts.clone()).unwrap();
+    let mut model = Model::new();
+    let mut rng = common::Rng::new(seed);
+    write(&db, &mut model, &mut rng, 300, 0);
+    db.flush().unwrap();
+    write(&db, &mut model, &mut rng, 100, 1);
+    (db, opts, model)
+}
+
 #[test]
 fn a_checkpoint_holds_exactly_the_writes_before_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -218,16 +235,7 @@ fn a_failed_checkpoint_never_opens_as_a_wrong_database() {
         for at in 1.. {
             let mem = MemFs::new();
             let faulty = FaultFs::new(Arc::new(mem.clone()));
-            let opts = Options {
-                level0_compaction_trigger: 8, // no background compaction to fail instead
-                ..common::options(Arc::new(faulty.clone()))
-            };
-            let db = Db::open(common::DIR, opts.clone()).unwrap();
-            let mut model = Model::new();
-            let mut rng = common::Rng::new(at);
-            write(&db, &mut model, &mut rng, 300, 0);
-            db.flush().unwrap();
-            write(&db, &mut model, &mut rng, 100, 1);
+            let (db, opts, model) = source(Arc::new(faulty.clone()), at);
             faulty.arm(Fault {
                 at,
                 kinds: vec![kind],
@@ -306,16 +314,7 @@ fn a_checkpoint_survives_a_power_loss_at_any_step() {
     for loss in losses {
         for k in 1.. {
             let mem = MemFs::new();
-            let opts = Options {
-                level0_compaction_trigger: 8, // nothing in the background to crash instead
-                ..common::options(Arc::new(mem.clone()))
-            };
-            let db = Db::open(common::DIR, opts.clone()).unwrap();
-            let mut model = Model::new();
-            let mut rng = common::Rng::new(k);
-            write(&db, &mut model, &mut rng, 300, 0);
-            db.flush().unwrap();
-            write(&db, &mut model, &mut rng, 100, 1);
+            let (db, _, model) = source(Arc::new(mem.clone()), k);
             db.flush().unwrap();
             mem.crash_at_op(mem.ops() + k, CrashKind::PowerLoss(loss));
             let result = db.checkpoint(copy);
