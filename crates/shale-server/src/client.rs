@@ -7,7 +7,8 @@
 //!   follows or retries them;
 //! - any other failure of a write may have been applied, and applying it again later
 //!   would break linearizability (another client's write could fall between the two), so
-//!   a write answers [`ClientError::Ambiguous`] and the caller decides;
+//!   a write answers [`ClientError::Ambiguous`] and the caller decides (the client's next
+//!   call goes to the leader the failed node named, else to the next endpoint);
 //! - reads change nothing and retry on every transient failure.
 //!
 //! Thread safety: a `Client` is `Send + Sync`; calls may run concurrently.
@@ -191,6 +192,15 @@ impl Client {
         Ok(channel)
     }
 
+    /// Aim the next attempt at the endpoint after the last one tried.
+    fn next_endpoint(&self) {
+        let mut st = self.state();
+        st.next_endpoint = (st.next_endpoint + 1) % self.endpoints.len().max(1);
+        if let Some(next) = self.endpoints.get(st.next_endpoint) {
+            st.target = next.clone();
+        }
+    }
+
     async fn call<T, F, Fut>(&self, kind: Kind, f: F) -> Result<T, ClientError>
     where
         F: Fn(KvClient<Channel>, Option<String>) -> Fut,
@@ -220,18 +230,27 @@ impl Client {
                     self.state().target = addr;
                 }
                 Next::Retry => {
-                    {
-                        let mut st = self.state();
-                        st.next_endpoint = (st.next_endpoint + 1) % self.endpoints.len().max(1);
-                        if let Some(next) = self.endpoints.get(st.next_endpoint) {
-                            st.target = next.clone();
-                        }
-                    }
+                    self.next_endpoint();
                     tokio::time::sleep(pause.min(self.deadline.saturating_sub(start.elapsed())))
                         .await;
                     pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
-                Next::Fail(e) => return Err(e),
+                Next::Fail(e) => {
+                    if matches!(e, ClientError::Ambiguous(_)) {
+                        // The target lost its leadership with this write in flight: the
+                        // caller's next call starts at the leader it named, else at the
+                        // next endpoint, not at the node that just lost it.
+                        match status
+                            .metadata()
+                            .get(LEADER_HEADER)
+                            .and_then(|v| v.to_str().ok())
+                        {
+                            Some(leader) => self.state().target = leader.to_string(),
+                            None => self.next_endpoint(),
+                        }
+                    }
+                    return Err(e);
+                }
             }
         }
     }
