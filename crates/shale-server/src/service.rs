@@ -6,8 +6,9 @@
 //!   there. With `shale-retry: safe` nothing was proposed (the node was not the leader when
 //!   the request came); without it the node lost its leadership after proposing, and the
 //!   write may still be applied by a later leader.
-//! - `UNAVAILABLE` with metadata `shale-retry: safe`: no leader known, or the leader could
-//!   not confirm its leadership with a quorum; nothing was proposed, retry later.
+//! - `UNAVAILABLE` with metadata `shale-retry: safe`: no leader known, the leader could
+//!   not confirm its leadership with a quorum, or the leader is leaving the group (its
+//!   removal is committed and it is about to step down); nothing was proposed, retry later.
 //! - `UNAVAILABLE` without it: the node stopped or failed mid-request; a write may or may
 //!   not have been applied.
 //! - `INVALID_ARGUMENT`: refused before proposing (reserved key, size limits); never retry.
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
-use openraft::{BasicNode, Snapshot, SnapshotMeta};
+use openraft::{BasicNode, ServerState, Snapshot, SnapshotMeta};
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -41,7 +42,15 @@ pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcom
     // A leader that loses its leadership after proposing answers ForwardToLeader too,
     // though a later leader may still commit the entry: only a node that was not the
     // leader when the request came can say that nothing was proposed.
-    let was_leader = raft.current_leader().await == Some(node_id);
+    let was_leader = match role(raft, node_id) {
+        Role::Other => false,
+        Role::Leader => true,
+        Role::Leaving => {
+            return Err(retry_safe(Status::unavailable(
+                "this node leads but is leaving the group; nothing was proposed",
+            )))
+        }
+    };
     match raft.client_write(cmd).await {
         Ok(resp) => match resp.data {
             Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
@@ -55,6 +64,45 @@ pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcom
         }
         Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
     }
+}
+
+/// What this node is to the group when a request comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// A voter that leads: what it is asked to write may be proposed.
+    Leader,
+    /// The leader of a membership that no longer counts it as a voter. It leads until that
+    /// membership is applied, then steps down, and the others elect a leader only after an
+    /// election timeout: a write proposed here in between would be likely to fail with its
+    /// outcome unknown, so none is proposed.
+    Leaving,
+    /// Anything else: a request is refused before it reaches the log.
+    Other,
+}
+
+/// This node's role, from its own server state. The vote alone cannot say it: a leader
+/// that stepped down after its removal still names itself in its committed vote.
+fn role(raft: &Raft, node_id: NodeId) -> Role {
+    let metrics = raft.metrics();
+    let m = metrics.borrow();
+    if m.state != ServerState::Leader {
+        Role::Other
+    } else if m
+        .membership_config
+        .membership()
+        .voter_ids()
+        .any(|v| v == node_id)
+    {
+        Role::Leader
+    } else {
+        Role::Leaving
+    }
+}
+
+/// The leader this node knows of, if that is not itself after stepping down.
+fn known_leader(m: &openraft::RaftMetrics<NodeId, BasicNode>, node_id: NodeId) -> Option<NodeId> {
+    m.current_leader
+        .filter(|&id| id != node_id || m.state == ServerState::Leader)
 }
 
 /// Metadata entry naming the leader's address on a `FAILED_PRECONDITION`.
@@ -567,7 +615,7 @@ impl pb::kv_server::Kv for KvService {
                 r.addr
             )));
         }
-        let was_leader = self.raft.current_leader().await == Some(self.node_id);
+        let was_leader = role(&self.raft, self.node_id) != Role::Other;
         // Blocking: the call returns once the learner has caught up, which may take a
         // snapshot; the client's deadline bounds it.
         let result = self
@@ -591,7 +639,7 @@ impl pb::kv_server::Kv for KvService {
                 ))
             }
         };
-        let was_leader = self.raft.current_leader().await == Some(self.node_id);
+        let was_leader = role(&self.raft, self.node_id) != Role::Other;
         let result = self.raft.change_membership(change, false).await;
         self.membership(result, was_leader)
     }
@@ -601,7 +649,8 @@ impl pb::kv_server::Kv for KvService {
         _req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let metrics = self.raft.metrics().borrow().clone();
-        let leader_addr = metrics.current_leader.and_then(|id| {
+        let leader_id = known_leader(&metrics, self.node_id);
+        let leader_addr = leader_id.and_then(|id| {
             metrics
                 .membership_config
                 .membership()
@@ -610,7 +659,7 @@ impl pb::kv_server::Kv for KvService {
         });
         Ok(Response::new(pb::StatusResponse {
             node_id: self.node_id,
-            leader_id: metrics.current_leader,
+            leader_id,
             leader_addr,
             applied_index: metrics.last_applied.map_or(0, |l| l.index),
             term: metrics.current_term,
