@@ -309,5 +309,26 @@ async fn a_node_joins_and_leaves_through_the_client() {
         client.get(b"after").await.expect("get"),
         Some(b"change".to_vec())
     );
+
+    // The removed node stepped down (or will soon): its committed vote still names itself,
+    // but it proposes nothing, so a write sent to it alone must be refused as safe to
+    // retry (the client retries until its deadline), never answered as a write whose
+    // outcome is unknown.
+    let removed = cluster.server(1).raft().clone();
+    let stepped_down = tokio::time::timeout(Duration::from_secs(10), async {
+        while removed.metrics().borrow().state == openraft::ServerState::Leader {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(stepped_down.is_ok(), "node 1 still leads after its removal");
+    let alone = Client::new(vec![cluster.addrs[&1].to_string()], None)
+        .expect("client")
+        .with_deadline(Duration::from_millis(500));
+    let err = alone.put(b"to-the-removed", b"x").await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::Timeout { .. }),
+        "a removed node must refuse writes as safe to retry: {err}"
+    );
     cluster.stop_all().await;
 }
