@@ -8,7 +8,7 @@
 //!   write may still be applied by a later leader.
 //! - `UNAVAILABLE` with metadata `shale-retry: safe`: no leader known, the leader could
 //!   not confirm its leadership with a quorum, or the leader is leaving the group (its
-//!   removal is committed and it is about to step down); nothing was proposed, retry later.
+//!   removal from the voters is in its log); nothing was proposed, retry later.
 //! - `UNAVAILABLE` without it: the node stopped or failed mid-request; a write may or may
 //!   not have been applied.
 //! - `INVALID_ARGUMENT`: refused before proposing (reserved key, size limits); never retry.
@@ -71,12 +71,12 @@ pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcom
 enum Role {
     /// A voter that leads: what it is asked to write may be proposed.
     Leader,
-    /// The leader of a membership that no longer counts it as a voter. It leads until that
-    /// membership is applied, then steps down, and the others elect a leader only after an
-    /// election timeout: a write proposed here in between would be likely to fail with its
-    /// outcome unknown, so none is proposed.
+    /// The leader of a membership (in its log, perhaps not yet committed) that no longer
+    /// counts it as a voter. It leads until that membership is applied, then steps down,
+    /// and the others elect a leader only after an election timeout: a write proposed here
+    /// in between would be likely to fail with its outcome unknown, so none is proposed.
     Leaving,
-    /// Anything else: a request is refused before it reaches the log.
+    /// Anything else: openraft refuses a write with a redirect before it reaches the log.
     Other,
 }
 
