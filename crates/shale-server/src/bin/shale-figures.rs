@@ -36,6 +36,9 @@ struct Args {
     /// entries behind it), so that the replica added at the end catches up by snapshot.
     #[arg(long, default_value_t = 2_000)]
     snapshot_every: u64,
+    /// Passed to each replica as `--worker-threads` (default: the server's own).
+    #[arg(long)]
+    server_worker_threads: Option<u16>,
 }
 
 struct Node {
@@ -66,6 +69,9 @@ fn start(args: &Args, nodes: &mut [Node], i: usize, bootstrap: bool) -> std::io:
     }
     cmd.arg("--snapshot-every")
         .arg(args.snapshot_every.to_string());
+    if let Some(n) = args.server_worker_threads {
+        cmd.arg("--worker-threads").arg(n.to_string());
+    }
     if bootstrap {
         cmd.arg("--bootstrap");
     } else if node.id > 3 {

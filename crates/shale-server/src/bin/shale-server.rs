@@ -49,6 +49,10 @@ struct Args {
     /// Build a snapshot after this many applied entries.
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
+    /// Threads of the async runtime that serves RPCs and drives Raft (default: one per
+    /// core). Storage calls run on a separate blocking pool either way.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    worker_threads: Option<u16>,
 }
 
 fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
@@ -115,10 +119,11 @@ fn main() -> ExitCode {
         .with_max_level(tracing::Level::WARN)
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.worker_threads {
+        builder.worker_threads(usize::from(n));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("shale-server: runtime: {e}");
