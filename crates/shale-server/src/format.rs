@@ -398,7 +398,12 @@ const OP_DELETE: u8 = 2;
 
 /// `entry := version:u8 log_id payload` (see docs/format.md, "Raft log entry").
 pub fn encode_entry(entry: &Entry) -> Vec<u8> {
-    let mut out = Vec::new();
+    // Sized up front: a batch entry holds thousands of keys and values.
+    let payload = match &entry.payload {
+        EntryPayload::Normal(cmd) => cmd.bytes().saturating_add(cmd.ops().saturating_mul(8)),
+        EntryPayload::Blank | EntryPayload::Membership(_) => 64,
+    };
+    let mut out = Vec::with_capacity(payload.saturating_add(32));
     codec::put_u8(&mut out, RECORD_VERSION);
     put_log_id(&mut out, &entry.log_id);
     match &entry.payload {
@@ -462,7 +467,7 @@ fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
     match d.u8("command kind")? {
         COMMAND_BATCH => {
             let n = d.varint("command count")?;
-            let mut cmds = Vec::new();
+            let mut cmds = Vec::with_capacity(capacity_for(n, d, 2));
             for _ in 0..n {
                 // Flat by construction: a batch inside a batch is not a command.
                 if d.remaining().first() == Some(&COMMAND_BATCH) {
@@ -474,7 +479,7 @@ fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
         }
         COMMAND_WRITE => {
             let n = d.varint("op count")?;
-            let mut ops = Vec::new();
+            let mut ops = Vec::with_capacity(capacity_for(n, d, 2));
             for _ in 0..n {
                 let op = match d.u8("op kind")? {
                     OP_PUT => Op {
@@ -507,6 +512,26 @@ fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
             format!("command kind {other}"),
         )),
     }
+}
+
+/// Room for `n` records of at least `min_len` bytes each, as many as the bytes left can
+/// hold: a count read from the input never sizes an allocation past the input.
+fn capacity_for(n: u64, d: &Decoder<'_>, min_len: usize) -> usize {
+    usize::try_from(n)
+        .unwrap_or(usize::MAX)
+        .min(d.remaining().len() / min_len)
+}
+
+/// The log id of an encoded entry, without decoding its payload.
+///
+/// # Errors
+/// `Corruption` for bytes that do not start like a log entry record.
+pub fn decode_entry_log_id(bytes: &[u8]) -> Result<LogId<NodeId>> {
+    let mut d = Decoder::new(bytes);
+    decoded(
+        "log entry",
+        start(&mut d, "log entry").and_then(|()| get_log_id(&mut d)),
+    )
 }
 
 /// Inverse of [`encode_entry`].

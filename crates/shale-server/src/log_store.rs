@@ -108,7 +108,12 @@ impl LogStore {
             None => Ok(None),
             Some(pair) => {
                 let (key, value) = pair?;
-                Ok(Some(decode_at(&key, &value)?.log_id))
+                let index = format::log_entry_index(&key)?;
+                let id = format::decode_entry_log_id(&value)?;
+                if id.index != index {
+                    return Err(mismatch(index, id.index));
+                }
+                Ok(Some(id))
             }
         }
     }
@@ -255,12 +260,16 @@ fn decode_at(key: &[u8], value: &[u8]) -> Result<Entry> {
     let index = format::log_entry_index(key)?;
     let entry = format::decode_entry(value)?;
     if entry.log_id.index != index {
-        return Err(Error::corruption(
-            format!("log entry {index}"),
-            format!("holds the entry of index {}", entry.log_id.index),
-        ));
+        return Err(mismatch(index, entry.log_id.index));
     }
     Ok(entry)
+}
+
+fn mismatch(key_index: u64, held: u64) -> Error {
+    Error::corruption(
+        format!("log entry {key_index}"),
+        format!("holds the entry of index {held}"),
+    )
 }
 
 /// `[start, end)` of a range of log indexes; `end: None` is unbounded.

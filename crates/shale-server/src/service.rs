@@ -347,7 +347,7 @@ impl KvService {
         cmd.validate()
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.sm
-            .check_indexes(&cmd.puts())
+            .check_indexes(&cmd)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         tokio::time::timeout(self.timeout, self.proposer.propose(cmd))
             .await

@@ -203,6 +203,30 @@ fn decodes_the_documented_batch() {
 }
 
 #[test]
+fn the_log_id_reads_without_the_payload() {
+    for e in entries() {
+        let bytes = encode_entry(&e);
+        assert_eq!(decode_entry_log_id(&bytes).expect("log id"), e.log_id);
+    }
+    assert!(decode_entry_log_id(&[0x01, 0x02]).is_err());
+    assert!(decode_entry_log_id(&[]).is_err());
+}
+
+#[test]
+fn a_count_past_the_bytes_is_refused() {
+    // The documented entry's header, then a write claiming 2^40 ops with one held:
+    // refused as truncated, with no allocation sized by the count (2^40 ops would be
+    // tens of terabytes).
+    let write = hex("01 0200000000000000 0100000000000000 0600000000000000 01 \
+                     01 808080808020  01 0161 0131");
+    assert!(decode_entry(&write).is_err());
+    // A batch claiming 2^40 commands, one held.
+    let batch = hex("01 0200000000000000 0100000000000000 0600000000000000 01 \
+                     03 808080808020  01 01 01 0161 0131");
+    assert!(decode_entry(&batch).is_err());
+}
+
+#[test]
 fn a_batch_inside_a_batch_is_refused() {
     let inner = encode_entry(&RaftEntry {
         log_id: lid(1, 1, 1),

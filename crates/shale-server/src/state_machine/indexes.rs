@@ -8,7 +8,7 @@ use shale::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
 use shale::{Db, WriteBatch};
 
 use super::{Indexes, StateMachineStore};
-use crate::command::{IndexModel, IndexSpec, Response};
+use crate::command::{Command, IndexModel, IndexSpec, Response};
 use crate::error::{Error, Result};
 use crate::format::{self, SM_INDEX_PREFIX};
 
@@ -115,14 +115,16 @@ pub(super) fn open_indexes(db: &Arc<Db>) -> Result<Indexes> {
     Ok(indexes)
 }
 
-/// `Err` with the reason if an index could not hold a value of `puts`.
-pub(super) fn check_indexes(
-    indexes: &Indexes,
-    puts: &WriteBatch,
-) -> std::result::Result<(), String> {
+/// `Err` with the reason if an index could not hold a value that `cmd` puts. The puts
+/// are gathered only when there is an index to check them.
+pub(super) fn check_indexes(indexes: &Indexes, cmd: &Command) -> std::result::Result<(), String> {
+    if indexes.is_empty() {
+        return Ok(());
+    }
+    let puts = cmd.puts();
     for (_, index) in indexes.values() {
         if let Some(hook) = index.db().hook(index.name()) {
-            hook.check(puts).map_err(|e| e.to_string())?;
+            hook.check(&puts).map_err(|e| e.to_string())?;
         }
     }
     Ok(())

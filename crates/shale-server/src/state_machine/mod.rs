@@ -244,18 +244,18 @@ impl StateMachineStore {
         indexes.get(name).map(|(_, index)| index.clone())
     }
 
-    /// Refuse `puts` (a command's, [`Command::puts`]) if an index could not hold one of
-    /// its values: the check an apply makes, made before proposing.
+    /// Refuse `cmd` if an index could not hold one of the values it puts: the check an
+    /// apply makes, made before proposing.
     ///
     /// # Errors
     /// `InvalidArgument` naming the index and the problem.
-    pub fn check_indexes(&self, puts: &WriteBatch) -> Result<()> {
+    pub fn check_indexes(&self, cmd: &Command) -> Result<()> {
         let indexes = self
             .shared
             .indexes
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        check_indexes(&indexes, puts).map_err(Error::InvalidArgument)
+        check_indexes(&indexes, cmd).map_err(Error::InvalidArgument)
     }
 
     /// The last log index covered by the durable snapshot, as it changes: what the log
@@ -385,7 +385,7 @@ fn apply_command(
     if let Err(e) = cmd.validate() {
         return Ok(Response::Refused(e.to_string()));
     }
-    if let Err(why) = check_indexes(indexes, &cmd.puts()) {
+    if let Err(why) = check_indexes(indexes, &cmd) {
         return Ok(Response::Refused(why));
     }
     match cmd {
