@@ -45,8 +45,14 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
             .await
             .expect("put a text");
     }
-    // Every replica has embedded the texts before the snapshots below are built.
+    // Every replica has applied and embedded the texts before the snapshots below are
+    // built (a write needs only one follower: the other may still be behind).
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let applied = cluster.applied_index(leader);
     for id in cluster.addrs.keys() {
+        cluster
+            .wait_applied(*id, applied, Duration::from_secs(10))
+            .await;
         let index = cluster.server(*id).state_machine().index("notes");
         index.expect("the index").wait_indexed().expect("embedded");
     }
