@@ -11,6 +11,7 @@
 //! field with every length checked.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use openraft::{
     BasicNode, CommittedLeaderId, EntryPayload, LogId, Membership, StoredMembership, Vote,
@@ -547,7 +548,7 @@ fn entry_record(d: &mut Decoder<'_>) -> Result<Entry, codec::DecodeError> {
     let log_id = get_log_id(d)?;
     let payload = match d.u8("payload kind")? {
         PAYLOAD_BLANK => EntryPayload::Blank,
-        PAYLOAD_COMMAND => EntryPayload::Normal(get_command(d)?),
+        PAYLOAD_COMMAND => EntryPayload::Normal(Arc::new(get_command(d)?)),
         PAYLOAD_MEMBERSHIP => EntryPayload::Membership(get_membership(d)?),
         other => {
             return Err(codec::DecodeError::new(

@@ -46,10 +46,11 @@ pub use server::{Server, ServerConfig};
 pub type NodeId = u64;
 
 openraft::declare_raft_types!(
-    /// The types openraft runs with: Shale commands in the log, snapshot files as
-    /// snapshot data, replicas addressed by `host:port`.
+    /// The types openraft runs with: Shale commands in the log (shared, so that an entry
+    /// read back from the log store's cache costs no copy), snapshot files as snapshot
+    /// data, replicas addressed by `host:port`.
     pub TypeConfig:
-        D = Command,
+        D = std::sync::Arc<Command>,
         R = Response,
         NodeId = NodeId,
         Node = openraft::BasicNode,

@@ -14,12 +14,24 @@
 //!    call returns (and an append's callback fires) they survive power loss. Shale's
 //!    group commit shares one fsync among concurrent writers.
 //!
+//! 3. The entry cache holds a contiguous run of entries equal to those on disk, the last
+//!    appended ones: an append adds its entries once its batch is synced, in the same
+//!    blocking task (so a cancelled append cannot leave the disk ahead of a cache that
+//!    thinks it is whole), and truncate and purge drop entries from the cache before
+//!    they touch the disk. A read is served from the cache only when the cache holds all
+//!    of the range; anything else reads the disk.
+//!
+//! The cache is there because openraft 0.9 reads every entry back soon after appending
+//! it: the leader once per follower to replicate it, and every replica to apply it.
+//!
 //! Thread safety: openraft owns the one [`LogStore`] that writes; readers are clones that
-//! only read. The engine makes each batch atomic and every read sees whole batches.
+//! only read. The engine makes each batch atomic and every read sees whole batches; the
+//! cache is behind a mutex, held only to copy entry handles in or out.
 
+use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, LogId, LogState, RaftLogReader, StorageError, StorageIOError, Vote};
@@ -29,13 +41,106 @@ use crate::error::{Error, Result};
 use crate::format::{self, LOG_ENTRY_PREFIX, LOG_KEY_LAST_PURGED, LOG_KEY_VOTE};
 use crate::{Entry, NodeId, TypeConfig};
 
-/// The log store. Cloning shares the database.
+/// The log store. Cloning shares the database and the entry cache.
 #[derive(Clone, Debug)]
 pub struct LogStore {
     db: Arc<Db>,
+    cache: Arc<Mutex<EntryCache>>,
     /// The last log index the state machine's durable snapshot covers, if the store
     /// purges behind one ([`LogStore::purging_behind`]).
     snapshots: Option<tokio::sync::watch::Receiver<u64>>,
+}
+
+/// Encoded bytes of entries the cache holds at most (it always keeps the last one).
+const CACHE_BYTES: usize = 32 << 20;
+
+/// The last appended entries (invariant 3), with their encoded sizes.
+#[derive(Debug, Default)]
+struct EntryCache {
+    entries: VecDeque<(Entry, usize)>,
+    bytes: usize,
+}
+
+impl EntryCache {
+    fn first_index(&self) -> Option<u64> {
+        self.entries.front().map(|(e, _)| e.log_id.index)
+    }
+
+    /// The index after the last entry held.
+    fn end_index(&self) -> Option<u64> {
+        self.entries
+            .back()
+            .map(|(e, _)| e.log_id.index.saturating_add(1))
+    }
+
+    /// Add entries just made durable; they start a new run if they do not continue the
+    /// one held.
+    fn push(&mut self, appended: Vec<(Entry, usize)>) {
+        let continues = match (appended.first(), self.end_index()) {
+            (Some((first, _)), Some(end)) => first.log_id.index == end,
+            _ => true,
+        };
+        if !continues {
+            self.clear();
+        }
+        for (entry, len) in appended {
+            self.bytes = self.bytes.saturating_add(len);
+            self.entries.push_back((entry, len));
+        }
+        while self.bytes > CACHE_BYTES && self.entries.len() > 1 {
+            self.pop_front();
+        }
+    }
+
+    fn pop_front(&mut self) {
+        if let Some((_, len)) = self.entries.pop_front() {
+            self.bytes = self.bytes.saturating_sub(len);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+
+    /// Drop the entries from `index` on.
+    fn truncate(&mut self, index: u64) {
+        while let Some((e, len)) = self.entries.back() {
+            if e.log_id.index < index {
+                break;
+            }
+            self.bytes = self.bytes.saturating_sub(*len);
+            self.entries.pop_back();
+        }
+    }
+
+    /// Drop the entries up to `upto` inclusive.
+    fn purge(&mut self, upto: u64) {
+        while self.first_index().is_some_and(|first| first <= upto) {
+            self.pop_front();
+        }
+    }
+
+    /// The entries `[start, end)` if the cache holds all of them; `end: None` reaches to
+    /// the last entry held, so the range must start inside the cache.
+    fn get(&self, start: u64, end: Option<u64>) -> Option<Vec<Entry>> {
+        let first = self.first_index()?;
+        let held_end = self.end_index()?;
+        let end = end.unwrap_or(held_end);
+        if start < first || start >= held_end || end > held_end || end <= start {
+            return None;
+        }
+        let skip = usize::try_from(start - first).ok()?;
+        let take = usize::try_from(end - start).ok()?;
+        Some(
+            self.entries
+                .iter()
+                .skip(skip)
+                .take(take)
+                .map(|(e, _)| e.clone())
+                .collect(),
+        )
+    }
 }
 
 /// How long a purge waits for the snapshot that covers it to be durable.
@@ -65,6 +170,7 @@ impl LogStore {
     pub fn open(dir: &Path, opts: Options) -> Result<LogStore> {
         Ok(LogStore {
             db: Arc::new(Db::open(dir, opts)?),
+            cache: Arc::new(Mutex::new(EntryCache::default())),
             snapshots: None,
         })
     }
@@ -124,6 +230,9 @@ impl LogStore {
     /// # Errors
     /// `LogHole` if an index is missing inside what is held, `Corruption`, `Engine`.
     pub fn entries(&self, start: u64, end: Option<u64>) -> Result<Vec<Entry>> {
+        if let Some(cached) = self.cache().get(start, end) {
+            return Ok(cached);
+        }
         let lo = format::log_entry_key(start).to_vec();
         let hi = end.map_or_else(entries_end, |e| format::log_entry_key(e).to_vec());
         if lo >= hi {
@@ -171,9 +280,18 @@ impl LogStore {
         Ok(last.map(|id| id.index.saturating_add(1)))
     }
 
-    fn append_batch(&self, entries: impl IntoIterator<Item = Entry>) -> Result<WriteBatch> {
+    fn cache(&self) -> MutexGuard<'_, EntryCache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The batch that appends `entries`, and the entries with their encoded sizes.
+    fn append_batch(
+        &self,
+        entries: impl IntoIterator<Item = Entry>,
+    ) -> Result<(WriteBatch, Vec<(Entry, usize)>)> {
         let mut expected = self.next_index()?;
         let mut batch = WriteBatch::new();
+        let mut appended = Vec::new();
         for entry in entries {
             let index = entry.log_id.index;
             if let Some(want) = expected {
@@ -184,10 +302,13 @@ impl LogStore {
                     });
                 }
             }
-            batch.put(format::log_entry_key(index), format::encode_entry(&entry));
+            let bytes = format::encode_entry(&entry);
+            let len = bytes.len();
+            batch.put(format::log_entry_key(index), bytes);
+            appended.push((entry, len));
             expected = Some(index.saturating_add(1));
         }
-        Ok(batch)
+        Ok((batch, appended))
     }
 
     /// Remove the entries from `index` on (a suffix: no hole can follow).
@@ -248,11 +369,27 @@ impl LogStore {
     }
 
     async fn write_with(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
-        let db = Arc::clone(&self.db);
-        tokio::task::spawn_blocking(move || db.write(batch, opts))
-            .await
-            .map_err(|e| Error::Raft(format!("log write task: {e}")))?
-            .map_err(Error::from)
+        self.write_then(batch, opts, Vec::new()).await
+    }
+
+    /// Write `batch`, then put `appended` in the cache, in one blocking task: a dropped
+    /// future cannot separate the two (invariant 3).
+    async fn write_then(
+        &self,
+        batch: WriteBatch,
+        opts: WriteOptions,
+        appended: Vec<(Entry, usize)>,
+    ) -> Result<()> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            this.db.write(batch, opts)?;
+            if !appended.is_empty() {
+                this.cache().push(appended);
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| Error::Raft(format!("log write task: {e}")))?
     }
 }
 
@@ -351,9 +488,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let batch = self.append_batch(entries).map_err(|e| io_write(&e))?;
+        let (batch, appended) = self.append_batch(entries).map_err(|e| io_write(&e))?;
         // Readable and durable at once: the batch is synced before the callback fires.
-        match self.write_synced(batch).await {
+        match self.write_then(batch, WriteOptions::sync(), appended).await {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
                 Ok(())
@@ -369,6 +506,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let batch = self
             .truncate_batch(log_id.index)
             .map_err(|e| io_write(&e))?;
+        self.cache().truncate(log_id.index);
         self.write_synced(batch).await.map_err(|e| io_write(&e))
     }
 
@@ -394,6 +532,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         }
         let batch = self.purge_batch(&log_id).map_err(|e| io_write(&e))?;
+        self.cache().purge(log_id.index);
         self.write_synced(batch).await.map_err(|e| io_write(&e))?;
         self.check_head(&log_id).map_err(|e| io_read(&e))
     }
@@ -418,8 +557,9 @@ mod tests {
     }
 
     fn put_all(store: &LogStore, entries: Vec<Entry>) -> Result<()> {
-        let batch = store.append_batch(entries)?;
+        let (batch, appended) = store.append_batch(entries)?;
         store.db.write(batch, WriteOptions::sync())?;
+        store.cache().push(appended);
         Ok(())
     }
 
@@ -475,12 +615,22 @@ mod tests {
         assert_eq!(store.entries(0, None).expect("read").len(), 3);
     }
 
+    /// The store as a restarted node finds it: the same disk, an empty cache.
+    fn cold(store: &LogStore) -> LogStore {
+        LogStore {
+            db: Arc::clone(&store.db),
+            cache: Arc::default(),
+            snapshots: None,
+        }
+    }
+
     #[test]
     fn a_hole_on_disk_is_reported_on_read() {
-        let (_dir, store) = open();
-        put_all(&store, (1..=5).map(blank).collect()).expect("append");
+        let (_dir, warm) = open();
+        put_all(&warm, (1..=5).map(blank).collect()).expect("append");
         // Damage the store behind the log's back: remove entry 3.
-        store.db.delete(format::log_entry_key(3)).expect("delete");
+        warm.db.delete(format::log_entry_key(3)).expect("delete");
+        let store = cold(&warm);
         let err = store.entries(1, None).unwrap_err();
         assert!(
             matches!(
@@ -530,5 +680,81 @@ mod tests {
         );
         put_all(&store, vec![blank(8)]).expect("append continues the run");
         assert!(put_all(&store, vec![blank(10)]).is_err());
+    }
+
+    fn put(index: u64, term: u64, value_len: usize) -> Entry {
+        let op = crate::Op {
+            key: format!("k{index}").into_bytes(),
+            value: Some(vec![b'v'; value_len]),
+        };
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Normal(Arc::new(crate::Command::Write(vec![op]))),
+        }
+    }
+
+    /// Every range read from the store equals the same range read from the disk alone.
+    fn assert_reads_match_the_disk(store: &LogStore, upto: u64) {
+        let disk = cold(store);
+        for start in 0..=upto + 1 {
+            for end in (start..=upto + 2).map(Some).chain([None]) {
+                let got = store.entries(start, end).expect("read");
+                let want = disk.entries(start, end).expect("disk read");
+                let bytes = |v: &[Entry]| v.iter().map(format::encode_entry).collect::<Vec<_>>();
+                assert_eq!(bytes(&got), bytes(&want), "[{start}, {end:?})");
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_entry_cache_follows_appends_truncates_and_purges() {
+        let (_dir, mut store) = open();
+        put_all(&store, (1..=10).map(|i| put(i, 1, 10)).collect()).expect("append");
+        assert_eq!(store.cache().first_index(), Some(1));
+        assert_reads_match_the_disk(&store, 10);
+
+        // A new leader overwrites the tail: the cache must not serve the old entries.
+        store
+            .truncate(LogId::new(CommittedLeaderId::new(1, 1), 7))
+            .await
+            .expect("truncate");
+        assert_reads_match_the_disk(&store, 10);
+        assert_eq!(store.cache().end_index(), Some(7));
+        put_all(&store, (7..=9).map(|i| put(i, 2, 20)).collect()).expect("append");
+        assert_eq!(store.cache().end_index(), Some(10));
+        assert_reads_match_the_disk(&store, 10);
+        let tail = store.entries(7, None).expect("read");
+        assert!(tail.iter().all(|e| e.log_id.leader_id.term == 2));
+
+        store
+            .purge(LogId::new(CommittedLeaderId::new(1, 1), 4))
+            .await
+            .expect("purge");
+        assert_eq!(store.cache().first_index(), Some(5));
+        assert_reads_match_the_disk(&store, 10);
+    }
+
+    #[test]
+    fn the_entry_cache_keeps_to_its_budget() {
+        let (_dir, store) = open();
+        let big = 3 << 20;
+        put_all(&store, (1..=20).map(|i| put(i, 1, big)).collect()).expect("append");
+        let (first, bytes) = {
+            let cache = store.cache();
+            (cache.first_index(), cache.bytes)
+        };
+        assert!(bytes <= CACHE_BYTES, "{bytes} bytes cached");
+        assert!(first > Some(1), "the oldest entries left the cache");
+        assert_eq!(store.cache().end_index(), Some(21));
+        // Reads that reach before the cache come from the disk, whole.
+        let all = store.entries(1, None).expect("read");
+        assert_eq!(
+            all.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
+            (1..=20).collect::<Vec<_>>()
+        );
+        // An append that does not continue the cached run starts a new one.
+        store.cache().push(vec![(put(30, 1, 1), 1)]);
+        assert_eq!(store.cache().first_index(), Some(30));
+        assert_eq!(store.cache().bytes, 1);
     }
 }

@@ -51,7 +51,7 @@ pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcom
             )))
         }
     };
-    match raft.client_write(cmd).await {
+    match raft.client_write(Arc::new(cmd)).await {
         Ok(resp) => match resp.data {
             Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
             data => Ok((resp.log_id.index, data)),

@@ -1,6 +1,7 @@
 //! Round trips of every record, and the worked examples of docs/format.md decoded.
 
 use super::*;
+use crate::TypeConfig;
 use openraft::Entry as RaftEntry;
 
 fn lid(term: u64, node: u64, index: u64) -> LogId<NodeId> {
@@ -27,7 +28,7 @@ fn entries() -> Vec<Entry> {
         },
         RaftEntry {
             log_id: lid(2, 3, 3),
-            payload: EntryPayload::Normal(Command::Write(vec![
+            payload: normal(Command::Write(vec![
                 Op {
                     key: b"a".to_vec(),
                     value: Some(b"1".to_vec()),
@@ -40,7 +41,7 @@ fn entries() -> Vec<Entry> {
         },
         RaftEntry {
             log_id: lid(2, 3, 4),
-            payload: EntryPayload::Normal(Command::CompareAndSet {
+            payload: normal(Command::CompareAndSet {
                 key: b"k".to_vec(),
                 expected: None,
                 new_value: Some(Vec::new()),
@@ -48,11 +49,11 @@ fn entries() -> Vec<Entry> {
         },
         RaftEntry {
             log_id: lid(2, 1, 6),
-            payload: EntryPayload::Normal(documented_batch()),
+            payload: normal(documented_batch()),
         },
         RaftEntry {
             log_id: lid(2, 1, 7),
-            payload: EntryPayload::Normal(Command::DefineIndex(spec())),
+            payload: normal(Command::DefineIndex(spec())),
         },
     ]
 }
@@ -198,7 +199,7 @@ fn decodes_the_documented_batch() {
     assert_eq!(bytes.len(), 42);
     let e = decode_entry(&bytes).expect("the documented batch decodes");
     assert_eq!(e.log_id, lid(2, 1, 6));
-    assert!(matches!(&e.payload, EntryPayload::Normal(cmd) if *cmd == documented_batch()));
+    assert!(matches!(&e.payload, EntryPayload::Normal(cmd) if **cmd == documented_batch()));
     assert_eq!(encode_entry(&e), bytes);
 }
 
@@ -230,7 +231,7 @@ fn a_count_past_the_bytes_is_refused() {
 fn a_batch_inside_a_batch_is_refused() {
     let inner = encode_entry(&RaftEntry {
         log_id: lid(1, 1, 1),
-        payload: EntryPayload::Normal(documented_batch()),
+        payload: normal(documented_batch()),
     });
     // The documented batch with its first command replaced by a batch of one write.
     let mut bytes = inner.get(..27).expect("header").to_vec();
@@ -266,4 +267,8 @@ fn decodes_the_documented_index_file_frame() {
     )
     .expect("encode");
     assert_eq!(again, bytes);
+}
+
+fn normal(cmd: Command) -> EntryPayload<TypeConfig> {
+    EntryPayload::Normal(Arc::new(cmd))
 }

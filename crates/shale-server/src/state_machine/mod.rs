@@ -286,33 +286,35 @@ impl StateMachineStore {
         let mut batch = WriteBatch::new();
         // Writes of earlier entries in this call, which the database does not see yet: a
         // compare-and-set after a put of the same key must read the put.
-        let mut pending: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+        let mut pending: Pending<'_> = HashMap::new();
         let mut replies = Vec::with_capacity(entries.len());
         let mut last = None;
         let mut membership = None;
-        for entry in entries {
+        for entry in &entries {
             let before = last.replace(entry.log_id);
-            let reply = match entry.payload {
+            let reply = match &entry.payload {
                 EntryPayload::Blank => Response::Internal,
                 EntryPayload::Membership(m) => {
-                    membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                    membership = Some(StoredMembership::new(Some(entry.log_id), m.clone()));
                     Response::Internal
                 }
-                EntryPayload::Normal(Command::DefineIndex(spec)) => {
-                    // The writes before it are checked by the indexes before it: commit
-                    // them first, each batch with its own applied id.
-                    self.commit(&db, std::mem::take(&mut batch), before, membership.take())?;
-                    pending.clear();
-                    self.define_index(&db, &mut batch, spec)?
-                }
-                EntryPayload::Normal(cmd) => {
-                    let indexes = self
-                        .shared
-                        .indexes
-                        .read()
-                        .unwrap_or_else(|e| e.into_inner());
-                    apply_command(&db, &indexes, &mut batch, &mut pending, cmd)?
-                }
+                EntryPayload::Normal(cmd) => match &**cmd {
+                    Command::DefineIndex(spec) => {
+                        // The writes before it are checked by the indexes before it:
+                        // commit them first, each batch with its own applied id.
+                        self.commit(&db, std::mem::take(&mut batch), before, membership.take())?;
+                        pending.clear();
+                        self.define_index(&db, &mut batch, spec.clone())?
+                    }
+                    cmd => {
+                        let indexes = self
+                            .shared
+                            .indexes
+                            .read()
+                            .unwrap_or_else(|e| e.into_inner());
+                        apply_command(&db, &indexes, &mut batch, &mut pending, cmd)?
+                    }
+                },
             };
             replies.push(reply);
         }
@@ -373,19 +375,23 @@ impl StateMachineStore {
     }
 }
 
-fn apply_command(
+/// Writes of one apply call that the database does not see yet, key to value (`None`: a
+/// delete), borrowed from the entries being applied.
+type Pending<'a> = HashMap<&'a [u8], Option<&'a [u8]>>;
+
+fn apply_command<'a>(
     db: &Db,
     indexes: &Indexes,
     batch: &mut WriteBatch,
-    pending: &mut HashMap<Vec<u8>, Option<Vec<u8>>>,
-    cmd: Command,
+    pending: &mut Pending<'a>,
+    cmd: &'a Command,
 ) -> Result<Response> {
     // The same checks as before proposing: deterministic (the index definitions are
     // replicated state), so every replica refuses alike.
     if let Err(e) = cmd.validate() {
         return Ok(Response::Refused(e.to_string()));
     }
-    if let Err(why) = check_indexes(indexes, &cmd) {
+    if let Err(why) = check_indexes(indexes, cmd) {
         return Ok(Response::Refused(why));
     }
     match cmd {
@@ -395,7 +401,7 @@ fn apply_command(
                     Some(v) => batch.put(&op.key, v),
                     None => batch.delete(&op.key),
                 }
-                pending.insert(op.key, op.value);
+                pending.insert(&op.key, op.value.as_deref());
             }
             Ok(Response::Written)
         }
@@ -404,23 +410,23 @@ fn apply_command(
             expected,
             new_value,
         } => {
-            let current = match pending.get(&key) {
-                Some(v) => v.clone(),
-                None => db.get(&key)?,
+            let current = match pending.get(key.as_slice()) {
+                Some(v) => v.map(<[u8]>::to_vec),
+                None => db.get(key)?,
             };
-            let swapped = current == expected;
+            let swapped = current == *expected;
             if swapped {
-                match &new_value {
-                    Some(v) => batch.put(&key, v),
-                    None => batch.delete(&key),
+                match new_value {
+                    Some(v) => batch.put(key, v),
+                    None => batch.delete(key),
                 }
-                pending.insert(key, new_value);
+                pending.insert(key, new_value.as_deref());
             }
             Ok(Response::CompareAndSet { swapped, current })
         }
         Command::Batch(cmds) => {
             let replies = cmds
-                .into_iter()
+                .iter()
                 .map(|cmd| apply_command(db, indexes, batch, pending, cmd))
                 .collect::<Result<_>>()?;
             Ok(Response::Batch(replies))

@@ -14,7 +14,7 @@ fn entry(index: u64, payload: EntryPayload<TypeConfig>) -> Entry {
 }
 
 fn put(key: &[u8], value: &[u8]) -> EntryPayload<TypeConfig> {
-    EntryPayload::Normal(Command::Write(vec![Op {
+    normal(Command::Write(vec![Op {
         key: key.to_vec(),
         value: Some(value.to_vec()),
     }]))
@@ -35,7 +35,7 @@ fn one_apply_call_is_one_batch_that_sees_its_own_writes() {
             entry(2, put(b"k", b"1")),
             entry(
                 3,
-                EntryPayload::Normal(Command::CompareAndSet {
+                normal(Command::CompareAndSet {
                     key: b"k".to_vec(),
                     expected: Some(b"1".to_vec()),
                     new_value: Some(b"2".to_vec()),
@@ -85,10 +85,7 @@ fn a_batch_applies_in_order_and_answers_each_command() {
     let batch = Command::Batch(vec![write.clone(), cas(b"1", b"2"), cas(b"1", b"3")]);
     let forged = Command::Batch(vec![write, Command::Batch(vec![cas(b"2", b"4")])]);
     let replies = sm
-        .apply_blocking(vec![
-            entry(1, EntryPayload::Normal(batch)),
-            entry(2, EntryPayload::Normal(forged)),
-        ])
+        .apply_blocking(vec![entry(1, normal(batch)), entry(2, normal(forged))])
         .expect("apply");
     let swap = |swapped, current: &[u8]| Response::CompareAndSet {
         swapped,
@@ -169,4 +166,8 @@ fn a_snapshot_installs_into_a_new_generation_and_leftovers_are_removed_at_open()
         Some(vec![b'v'; 500])
     );
     assert_eq!(reopened.applied().0, snap.meta.last_log_id);
+}
+
+fn normal(cmd: Command) -> EntryPayload<TypeConfig> {
+    EntryPayload::Normal(Arc::new(cmd))
 }
