@@ -269,11 +269,15 @@ impl StateMachineStore {
         lock(&self.shared.applied).clone()
     }
 
-    /// Close the current database (the node is stopping).
+    /// Close the current database (the node is stopping), after a snapshot build or
+    /// install in progress: openraft runs builds in tasks of their own, which its shutdown
+    /// does not wait for, and the data directory is the caller's once this returns. A
+    /// build that starts later fails on the closed database before writing a file.
     ///
     /// # Errors
     /// Whatever closing the engine fails with.
     pub fn close(&self) -> Result<()> {
+        let _serial = lock(&self.shared.snapshot_lock);
         self.db().close().map_err(Error::from)
     }
 
