@@ -190,6 +190,15 @@ impl Command {
         }
     }
 
+    /// Whether the command holds a compare-and-set (which reads before it writes).
+    pub fn compares(&self) -> bool {
+        match self {
+            Command::CompareAndSet { .. } => true,
+            Command::Batch(cmds) => cmds.iter().any(Command::compares),
+            Command::Write(_) | Command::DefineIndex(_) => false,
+        }
+    }
+
     /// Bytes of keys and values in the command.
     pub fn bytes(&self) -> usize {
         let len = |v: &Option<Vec<u8>>| v.as_ref().map_or(0, Vec::len);

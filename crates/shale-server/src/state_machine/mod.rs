@@ -290,7 +290,7 @@ impl StateMachineStore {
         let mut batch = WriteBatch::new();
         // Writes of earlier entries in this call, which the database does not see yet: a
         // compare-and-set after a put of the same key must read the put.
-        let mut pending: Pending<'_> = HashMap::new();
+        let mut pending = Pending::for_entries(&entries);
         let mut replies = Vec::with_capacity(entries.len());
         let mut last = None;
         let mut membership = None;
@@ -380,8 +380,40 @@ impl StateMachineStore {
 }
 
 /// Writes of one apply call that the database does not see yet, key to value (`None`: a
-/// delete), borrowed from the entries being applied.
-type Pending<'a> = HashMap<&'a [u8], Option<&'a [u8]>>;
+/// delete), borrowed from the entries being applied. Only a compare-and-set reads them,
+/// so a call without one records nothing.
+struct Pending<'a> {
+    writes: HashMap<&'a [u8], Option<&'a [u8]>>,
+    tracking: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn for_entries(entries: &[Entry]) -> Pending<'a> {
+        let tracking = entries.iter().any(|e| match &e.payload {
+            EntryPayload::Normal(cmd) => cmd.compares(),
+            EntryPayload::Blank | EntryPayload::Membership(_) => false,
+        });
+        Pending {
+            writes: HashMap::new(),
+            tracking,
+        }
+    }
+
+    fn record(&mut self, key: &'a [u8], value: Option<&'a [u8]>) {
+        if self.tracking {
+            self.writes.insert(key, value);
+        }
+    }
+
+    /// `Some(value)` if this call wrote `key` (`Some(None)`: deleted it).
+    fn get(&self, key: &[u8]) -> Option<Option<&'a [u8]>> {
+        self.writes.get(key).copied()
+    }
+
+    fn clear(&mut self) {
+        self.writes.clear();
+    }
+}
 
 fn apply_command<'a>(
     db: &Db,
@@ -405,7 +437,7 @@ fn apply_command<'a>(
                     Some(v) => batch.put(&op.key, v),
                     None => batch.delete(&op.key),
                 }
-                pending.insert(&op.key, op.value.as_deref());
+                pending.record(&op.key, op.value.as_deref());
             }
             Ok(Response::Written)
         }
@@ -414,7 +446,7 @@ fn apply_command<'a>(
             expected,
             new_value,
         } => {
-            let current = match pending.get(key.as_slice()) {
+            let current = match pending.get(key) {
                 Some(v) => v.map(<[u8]>::to_vec),
                 None => db.get(key)?,
             };
@@ -424,7 +456,7 @@ fn apply_command<'a>(
                     Some(v) => batch.put(key, v),
                     None => batch.delete(key),
                 }
-                pending.insert(key, new_value.as_deref());
+                pending.record(key, new_value.as_deref());
             }
             Ok(Response::CompareAndSet { swapped, current })
         }
