@@ -1,0 +1,218 @@
+use super::cache::CACHE_BYTES;
+use super::*;
+use openraft::{CommittedLeaderId, EntryPayload};
+
+fn blank(index: u64) -> Entry {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Blank,
+    }
+}
+
+fn open() -> (tempfile::TempDir, LogStore) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LogStore::open(dir.path(), Options::default()).expect("open");
+    (dir, store)
+}
+
+fn put_all(store: &LogStore, entries: Vec<Entry>) -> Result<()> {
+    let (batch, appended) = store.append_batch(entries)?;
+    store.db.write(batch, WriteOptions::sync())?;
+    store.cache().push(appended);
+    Ok(())
+}
+
+/// openraft purges a follower's log before the snapshot it installs is durable; the
+/// store holds the purge until the state machine says a durable snapshot covers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_waits_for_a_durable_snapshot_that_covers_it() {
+    let (_dir, store) = open();
+    put_all(&store, (1..=10).map(blank).collect()).expect("append");
+    let (covered, snapshots) = tokio::sync::watch::channel(3u64);
+    let mut store = store.purging_behind(snapshots);
+    let mut purging = store.clone();
+    let purge = tokio::spawn(async move { purging.purge(blank(8).log_id).await });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        store.last_purged().expect("read"),
+        None,
+        "purged past the snapshot"
+    );
+    covered.send_replace(8);
+    purge.await.expect("task").expect("purge");
+    assert_eq!(store.last_purged().expect("read"), Some(blank(8).log_id));
+    // A purge the snapshot already covers does not wait.
+    store.purge(blank(3).log_id).await.expect("purge behind");
+}
+
+#[test]
+fn an_append_that_skips_an_index_is_refused() {
+    let (_dir, store) = open();
+    put_all(&store, (1..=3).map(blank).collect()).expect("contiguous");
+    let err = put_all(&store, vec![blank(5)]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LogHole {
+                expected: 4,
+                found: 5
+            }
+        ),
+        "{err}"
+    );
+    let err = put_all(&store, vec![blank(4), blank(6)]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LogHole {
+                expected: 5,
+                found: 6
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.entries(0, None).expect("read").len(), 3);
+}
+
+/// The store as a restarted node finds it: the same disk, an empty cache.
+fn cold(store: &LogStore) -> LogStore {
+    LogStore {
+        db: Arc::clone(&store.db),
+        cache: Arc::default(),
+        snapshots: None,
+    }
+}
+
+#[test]
+fn a_hole_on_disk_is_reported_on_read() {
+    let (_dir, warm) = open();
+    put_all(&warm, (1..=5).map(blank).collect()).expect("append");
+    // Damage the store behind the log's back: remove entry 3.
+    warm.db.delete(format::log_entry_key(3)).expect("delete");
+    let store = cold(&warm);
+    let err = store.entries(1, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LogHole {
+                expected: 3,
+                found: 4
+            }
+        ),
+        "{err}"
+    );
+    let err = store.entries(3, Some(6)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LogHole {
+                expected: 3,
+                found: 4
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.entries(4, None).expect("after the hole").len(), 2);
+}
+
+#[test]
+fn truncate_and_purge_keep_the_run_contiguous() {
+    let (_dir, store) = open();
+    put_all(&store, (1..=10).map(blank).collect()).expect("append");
+    let b = store.purge_batch(&blank(4).log_id).expect("purge");
+    store.db.write(b, WriteOptions::sync()).expect("write");
+    store
+        .check_head(&blank(4).log_id)
+        .expect("head follows the purged id");
+    let b = store.truncate_batch(8).expect("truncate");
+    store.db.write(b, WriteOptions::sync()).expect("write");
+    let got: Vec<u64> = store
+        .entries(0, None)
+        .expect("read")
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect();
+    assert_eq!(got, vec![5, 6, 7]);
+    assert!(
+        store.truncate_batch(3).is_err(),
+        "truncating into the purged log"
+    );
+    put_all(&store, vec![blank(8)]).expect("append continues the run");
+    assert!(put_all(&store, vec![blank(10)]).is_err());
+}
+
+fn put(index: u64, term: u64, value_len: usize) -> Entry {
+    let op = crate::Op {
+        key: format!("k{index}").into_bytes(),
+        value: Some(vec![b'v'; value_len]),
+    };
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+        payload: EntryPayload::Normal(Arc::new(crate::Command::Write(vec![op]))),
+    }
+}
+
+/// Every range read from the store equals the same range read from the disk alone.
+fn assert_reads_match_the_disk(store: &LogStore, upto: u64) {
+    let disk = cold(store);
+    for start in 0..=upto + 1 {
+        for end in (start..=upto + 2).map(Some).chain([None]) {
+            let got = store.entries(start, end).expect("read");
+            let want = disk.entries(start, end).expect("disk read");
+            let bytes = |v: &[Entry]| v.iter().map(format::encode_entry).collect::<Vec<_>>();
+            assert_eq!(bytes(&got), bytes(&want), "[{start}, {end:?})");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_entry_cache_follows_appends_truncates_and_purges() {
+    let (_dir, mut store) = open();
+    put_all(&store, (1..=10).map(|i| put(i, 1, 10)).collect()).expect("append");
+    assert_eq!(store.cache().first_index(), Some(1));
+    assert_reads_match_the_disk(&store, 10);
+
+    // A new leader overwrites the tail: the cache must not serve the old entries.
+    store
+        .truncate(LogId::new(CommittedLeaderId::new(1, 1), 7))
+        .await
+        .expect("truncate");
+    assert_reads_match_the_disk(&store, 10);
+    assert_eq!(store.cache().end_index(), Some(7));
+    put_all(&store, (7..=9).map(|i| put(i, 2, 20)).collect()).expect("append");
+    assert_eq!(store.cache().end_index(), Some(10));
+    assert_reads_match_the_disk(&store, 10);
+    let tail = store.entries(7, None).expect("read");
+    assert!(tail.iter().all(|e| e.log_id.leader_id.term == 2));
+
+    store
+        .purge(LogId::new(CommittedLeaderId::new(1, 1), 4))
+        .await
+        .expect("purge");
+    assert_eq!(store.cache().first_index(), Some(5));
+    assert_reads_match_the_disk(&store, 10);
+}
+
+#[test]
+fn the_entry_cache_keeps_to_its_budget() {
+    let (_dir, store) = open();
+    let big = 3 << 20;
+    put_all(&store, (1..=20).map(|i| put(i, 1, big)).collect()).expect("append");
+    let (first, bytes) = {
+        let cache = store.cache();
+        (cache.first_index(), cache.bytes)
+    };
+    assert!(bytes <= CACHE_BYTES, "{bytes} bytes cached");
+    assert!(first > Some(1), "the oldest entries left the cache");
+    assert_eq!(store.cache().end_index(), Some(21));
+    // Reads that reach before the cache come from the disk, whole.
+    let all = store.entries(1, None).expect("read");
+    assert_eq!(
+        all.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
+        (1..=20).collect::<Vec<_>>()
+    );
+    // An append that does not continue the cached run starts a new one.
+    store.cache().push(vec![(put(30, 1, 1), 1)]);
+    assert_eq!(store.cache().first_index(), Some(30));
+    assert_eq!(store.cache().bytes, 1);
+}
