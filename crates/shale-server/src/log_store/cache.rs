@@ -84,13 +84,15 @@ impl EntryCache {
         if start < first || start >= held_end || end > held_end || end <= start {
             return None;
         }
-        let skip = usize::try_from(start - first).ok()?;
-        let take = usize::try_from(end - start).ok()?;
+        let from = usize::try_from(start - first).ok()?;
+        let to = usize::try_from(end - first).ok()?;
+        if to > self.entries.len() {
+            // The run is contiguous (`push`), so this cannot be; read the disk if it is.
+            return None;
+        }
         Some(
             self.entries
-                .iter()
-                .skip(skip)
-                .take(take)
+                .range(from..to)
                 .map(|(e, _)| e.clone())
                 .collect(),
         )
