@@ -90,28 +90,19 @@ fn a_hole_on_disk_is_reported_on_read() {
     // Damage the store behind the log's back: remove entry 3.
     warm.db.delete(format::log_entry_key(3)).expect("delete");
     let store = cold(&warm);
-    let err = store.entries(1, None).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::LogHole {
-                expected: 3,
-                found: 4
-            }
-        ),
-        "{err}"
-    );
-    let err = store.entries(3, Some(6)).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::LogHole {
-                expected: 3,
-                found: 4
-            }
-        ),
-        "{err}"
-    );
+    for (start, end) in [(1, None), (3, Some(6))] {
+        let err = store.entries(start, end).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LogHole {
+                    expected: 3,
+                    found: 4
+                }
+            ),
+            "[{start}, {end:?}): {err}"
+        );
+    }
     assert_eq!(store.entries(4, None).expect("after the hole").len(), 2);
 }
 
