@@ -4,7 +4,7 @@
 # restarts, 8 clients recording every call; porcupine (chaos/, Go) must find the history
 # linearizable, and must find the first negative control's (a server that reads without
 # the read index) not. The second negative control, a vote written without fsync, must
-# make tests/vote_durability.rs fail on MemFs.
+# make tests/vote_durability.rs and tests/cluster_vote_power_loss.rs fail on MemFs.
 # SHALE_CHAOS_SECONDS sets the length of each run (default 40).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +69,8 @@ if [ "$found" -ne 1 ]; then
 fi
 
 echo "== negative control 2: a vote written without fsync must be caught on MemFs"
+# Twice: by the log store alone, and by an in-process cluster whose checker sees a
+# replica that lost its vote elect a second, lower leader.
 if cargo test -p shale-server --features negative-control-unsynced-vote --test vote_durability \
     a_saved_vote_survives_a_power_loss >"$work/vote.log" 2>&1; then
     echo "FAIL: the vote durability test passed with an unsynced vote"
@@ -80,4 +82,15 @@ if ! grep -q "a vote acknowledged before the power loss is gone" "$work/vote.log
     exit 1
 fi
 echo "caught: the vote was lost by the power loss"
+if cargo test -p shale-server --features negative-control-unsynced-vote \
+    --test cluster_vote_power_loss >"$work/vote-cluster.log" 2>&1; then
+    echo "FAIL: the in-process cluster elected no second leader with an unsynced vote"
+    exit 1
+fi
+if ! grep -q "a replica voted for a lower leader after a higher one" "$work/vote-cluster.log"; then
+    cat "$work/vote-cluster.log"
+    echo "FAIL: the in-process cluster test failed for another reason"
+    exit 1
+fi
+echo "caught: a replica that lost its vote elected a lower leader after a higher one"
 echo "chaos: 3 passed, 0 failed"

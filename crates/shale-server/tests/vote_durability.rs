@@ -1,7 +1,8 @@
 //! The log store on Shale's power-loss file system (`MemFs`): what it acknowledged — the
 //! vote, a truncate, a purge — survives a power loss that drops every unsynced byte.
 //!
-//! This is also the check behind the second negative control: built with the feature
+//! This is also one check behind the second negative control (the other is
+//! tests/cluster_vote_power_loss.rs): built with the feature
 //! `negative-control-unsynced-vote`, the vote is written without fsync and the first test
 //! here must fail (scripts/chaos.sh runs it so and requires the failure).
 

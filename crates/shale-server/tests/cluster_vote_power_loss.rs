@@ -1,0 +1,334 @@
+//! Election safety across a power loss, in an in-process cluster whose log stores live on
+//! Shale's power-loss file system (`MemFs`): a replica that granted a vote, lost power and
+//! came back must never grant a lower one.
+//!
+//! openraft 0.9 names a leader by (term, node id), so two candidates of one term are
+//! ordered, and a voter grants only votes at least as high as the one it holds. Election
+//! safety then reads: a leader elected after another carries a higher leader id (any two
+//! quorums share a voter, and that voter holds the first leader's vote or a higher one).
+//!
+//! The scenario, on a network that delivers only the RPCs the test opens:
+//! 1. node 3 is initialized and campaigns for term 1; only node 2 hears it, grants its
+//!    vote, and node 3 leads with leader id (1, 3) (its appends reach nobody);
+//! 2. node 2 loses power: every byte it had not synced is gone, and it restarts;
+//! 3. node 1 is initialized with the same membership and campaigns with (1, 1); only
+//!    node 2 hears it, and must refuse: it voted for (1, 3).
+//!
+//! The checker watches every node's metrics from start to end and records each leader as
+//! it is elected, in order; a leader id that is not above every earlier one breaks
+//! election safety. Built with the feature `negative-control-unsynced-vote` (the vote is
+//! written without fsync), node 2 forgets its vote and this test must fail:
+//! scripts/chaos.sh runs it so and requires the failure.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use openraft::error::{
+    Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError,
+    Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::storage::RaftLogStorage;
+use openraft::{BasicNode, Config, LeaderId, ServerState, Snapshot, Vote};
+use shale::fs::{MemFs, PowerLoss};
+use shale::Options;
+use shale_server::log_store::LogStore;
+use shale_server::state_machine::StateMachineStore;
+use shale_server::{NodeId, Raft, TypeConfig};
+
+/// The two RPCs a link can carry (a snapshot never travels in this test).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Rpc {
+    Vote,
+    Append,
+}
+
+/// The leaders' ids (term, node), in the order their metrics said they were elected.
+type Leaders = Arc<Mutex<Vec<LeaderId<NodeId>>>>;
+
+/// Routes RPCs between the nodes of this process, only along the links the test opened.
+#[derive(Default)]
+struct Router {
+    nodes: Mutex<HashMap<NodeId, Raft>>,
+    open: Mutex<HashSet<(NodeId, NodeId, Rpc)>>,
+    /// Vote requests answered, by (from, to): whether the vote was granted.
+    votes: Mutex<Vec<(NodeId, NodeId, bool)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Router {
+    fn open(&self, from: NodeId, to: NodeId, rpc: Rpc) {
+        lock(&self.open).insert((from, to, rpc));
+    }
+
+    /// The node `to`, if the link from `from` carries `rpc` and `to` is running.
+    fn reach(&self, from: NodeId, to: NodeId, rpc: Rpc) -> Result<Raft, Unreachable> {
+        if !lock(&self.open).contains(&(from, to, rpc)) {
+            return Err(Unreachable::new(&std::io::Error::other(format!(
+                "{rpc:?} from {from} to {to}: link closed"
+            ))));
+        }
+        lock(&self.nodes)
+            .get(&to)
+            .cloned()
+            .ok_or_else(|| Unreachable::new(&std::io::Error::other(format!("node {to} is down"))))
+    }
+
+    fn answered(&self, from: NodeId, to: NodeId) -> Option<bool> {
+        lock(&self.votes)
+            .iter()
+            .rev()
+            .find(|(f, t, _)| (*f, *t) == (from, to))
+            .map(|(_, _, granted)| *granted)
+    }
+}
+
+struct Net {
+    from: NodeId,
+    router: Arc<Router>,
+}
+
+struct Link {
+    from: NodeId,
+    to: NodeId,
+    router: Arc<Router>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Net {
+    type Network = Link;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Link {
+        Link {
+            from: self.from,
+            to: target,
+            router: self.router.clone(),
+        }
+    }
+}
+
+fn remote<E: std::error::Error>(
+    to: NodeId,
+    e: RaftError<NodeId, E>,
+) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+    RPCError::RemoteError(RemoteError::new(to, e))
+}
+
+impl RaftNetwork<TypeConfig> for Link {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        let node = self.router.reach(self.from, self.to, Rpc::Append)?;
+        node.append_entries(rpc)
+            .await
+            .map_err(|e| remote(self.to, e))
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        let node = self.router.reach(self.from, self.to, Rpc::Vote)?;
+        let resp = node.vote(rpc).await.map_err(|e| remote(self.to, e))?;
+        lock(&self.router.votes).push((self.from, self.to, resp.vote_granted));
+        Ok(resp)
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        _vote: Vote<NodeId>,
+        _snapshot: Snapshot<TypeConfig>,
+        _cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
+        Err(StreamingError::Network(NetworkError::new(
+            &std::io::Error::other("no snapshot travels in this test"),
+        )))
+    }
+}
+
+/// One replica: its log store on its own `MemFs` (the machine that can lose power), its
+/// state machine on disk (nothing is ever committed here, so it stays empty).
+struct Node {
+    raft: Raft,
+    log: LogStore,
+    sm: StateMachineStore,
+}
+
+const LOG_DIR: &str = "/raft-log";
+
+fn config() -> Arc<Config> {
+    let config = Config {
+        cluster_name: "vote-power-loss".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        // Elections happen only where the test starts them.
+        enable_elect: false,
+        ..Default::default()
+    };
+    Arc::new(config.validate().expect("config"))
+}
+
+async fn start(
+    id: NodeId,
+    mem: &MemFs,
+    dir: &Path,
+    router: &Arc<Router>,
+    leaders: &Leaders,
+) -> Node {
+    let opts = Options {
+        fs: Arc::new(mem.clone()),
+        ..Options::default()
+    };
+    let log = LogStore::open(Path::new(LOG_DIR), opts).expect("open the log store");
+    let state_dir = dir.join(format!("state-{id}"));
+    std::fs::create_dir_all(&state_dir).expect("mkdir");
+    let sm = StateMachineStore::open(&state_dir, Options::default()).expect("open the state");
+    let net = Net {
+        from: id,
+        router: router.clone(),
+    };
+    let raft = Raft::new(id, config(), net, log.clone(), sm.clone())
+        .await
+        .expect("start raft");
+    lock(&router.nodes).insert(id, raft.clone());
+    watch_leaders(&raft, leaders.clone());
+    Node { raft, log, sm }
+}
+
+/// Record each leadership this node's metrics show, once, until it shuts down.
+fn watch_leaders(raft: &Raft, leaders: Leaders) {
+    let mut metrics = raft.metrics();
+    tokio::spawn(async move {
+        let mut last = None;
+        loop {
+            {
+                let m = metrics.borrow_and_update();
+                if m.state == ServerState::Leader && last != Some(m.vote.leader_id) {
+                    last = Some(m.vote.leader_id);
+                    lock(&leaders).push(m.vote.leader_id);
+                }
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+async fn stop(node: Node) {
+    node.raft.shutdown().await.expect("shut down raft");
+    node.log.close().expect("close the log store");
+    node.sm.close().expect("close the state");
+}
+
+fn members() -> BTreeMap<NodeId, BasicNode> {
+    (1..=3)
+        .map(|id| (id, BasicNode::new(format!("node-{id}"))))
+        .collect()
+}
+
+/// Waits until `from`'s vote request to `to` has been answered; whether it was granted.
+async fn answer(router: &Router, from: NodeId, to: NodeId) -> bool {
+    for _ in 0..500 {
+        if let Some(granted) = router.answered(from, to) {
+            return granted;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("node {to} never answered node {from}'s vote request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_never_votes_lower_after_a_power_loss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let router = Arc::new(Router::default());
+    let leaders: Leaders = Arc::default();
+    let machines: Vec<MemFs> = (0..3).map(|_| MemFs::new()).collect();
+    let mut nodes = Vec::new();
+    for (id, mem) in (1..=3).zip(&machines) {
+        nodes.push(start(id, mem, dir.path(), &router, &leaders).await);
+    }
+    let n3 = nodes.pop().expect("node 3");
+    let n2 = nodes.pop().expect("node 2");
+    let n1 = nodes.pop().expect("node 1");
+
+    // 1. Node 3 leads with node 2's vote.
+    router.open(3, 2, Rpc::Vote);
+    n3.raft
+        .initialize(members())
+        .await
+        .expect("initialize node 3");
+    assert!(
+        answer(&router, 3, 2).await,
+        "node 2 refused node 3's vote request"
+    );
+    n3.raft
+        .wait(Some(Duration::from_secs(5)))
+        .state(ServerState::Leader, "node 3 leads")
+        .await
+        .expect("node 3 becomes leader");
+    let first = n3.raft.metrics().borrow().vote.leader_id;
+
+    // 2. Node 2 loses power and comes back.
+    let after = machines[1].power_loss(PowerLoss::default());
+    lock(&router.nodes).remove(&2);
+    stop(n2).await;
+    let n2 = start(2, &after, dir.path(), &router, &leaders).await;
+    let vote = n2
+        .log
+        .clone()
+        .read_vote()
+        .await
+        .expect("read node 2's vote");
+
+    // 3. Node 1 campaigns with a lower leader id; only node 2 hears it.
+    router.open(1, 2, Rpc::Vote);
+    n1.raft
+        .initialize(members())
+        .await
+        .expect("initialize node 1");
+    if answer(&router, 1, 2).await {
+        // Granted: give node 1 the moment it needs to take the leadership.
+        let _ = n1
+            .raft
+            .wait(Some(Duration::from_secs(5)))
+            .state(ServerState::Leader, "node 1 leads")
+            .await;
+    }
+
+    let elected = lock(&leaders).clone();
+    for (i, later) in elected.iter().enumerate() {
+        for earlier in elected.iter().take(i) {
+            assert!(
+                later > earlier,
+                "leader {later} was elected after leader {earlier}: a replica voted for a \
+                 lower leader after a higher one (node 2's vote read {vote:?} after its \
+                 power loss)"
+            );
+        }
+    }
+    assert_eq!(elected, vec![first], "node 3 alone was to lead");
+    assert_eq!(first, LeaderId::new(1, 3));
+    assert_eq!(
+        vote.map(|v| v.leader_id),
+        Some(first),
+        "node 2's vote after the power loss"
+    );
+
+    for node in [n1, n2, n3] {
+        stop(node).await;
+    }
+}
