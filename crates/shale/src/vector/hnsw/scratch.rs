@@ -107,6 +107,8 @@ impl Visited {
 /// be a chain of dependent loads.
 pub(super) struct Pool {
     keys: Vec<u64>,
+    /// The keys [`Pool::offer_all`] is merging in, reused from one call to the next.
+    incoming: Vec<u64>,
     /// Whether the CPU has AVX-512F, asked once (see [`Pool::count_below`]).
     avx512: bool,
 }
@@ -119,6 +121,7 @@ impl Default for Pool {
         let avx512 = false;
         Pool {
             keys: Vec::new(),
+            incoming: Vec::new(),
             avx512,
         }
     }
@@ -193,6 +196,55 @@ impl Pool {
         self.keys.truncate(ef.saturating_sub(1));
         self.keys.insert(at.min(self.keys.len()), k);
         Some(at)
+    }
+
+    /// Insert those of `cands` that are among the `ef` nearest, as a call of
+    /// [`Pool::offer`] for each would, in one merge: the array's tail moves once, not once
+    /// per candidate. Returns the lowest position one of them went to.
+    pub(super) fn offer_all(
+        &mut self,
+        cands: impl Iterator<Item = Cand>,
+        ef: usize,
+    ) -> Option<usize> {
+        let bound = match self.keys.last() {
+            Some(&last) if self.keys.len() >= ef => last | EXPANDED,
+            _ => u64::MAX,
+        };
+        self.incoming.clear();
+        self.incoming
+            .extend(cands.map(key).filter(|&k| k | EXPANDED < bound));
+        if self.incoming.is_empty() || ef == 0 {
+            return None;
+        }
+        self.incoming.sort_unstable();
+        // From the back: the larger of the two arrays' last unplaced keys goes to the last
+        // free place, until every incoming key is placed; the keys below the smallest
+        // incoming one stay where they are.
+        let mut old = self.keys.len();
+        self.keys.resize(old + self.incoming.len(), 0);
+        let mut place = self.keys.len();
+        for &new in self.incoming.iter().rev() {
+            loop {
+                place -= 1;
+                let below = old.checked_sub(1).and_then(|i| self.keys.get(i).copied());
+                match below {
+                    Some(k) if k | EXPANDED > new | EXPANDED => {
+                        if let Some(slot) = self.keys.get_mut(place) {
+                            *slot = k;
+                        }
+                        old -= 1;
+                    }
+                    _ => {
+                        if let Some(slot) = self.keys.get_mut(place) {
+                            *slot = new;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        self.keys.truncate(ef);
+        (place < ef).then_some(place)
     }
 
     /// The first unexpanded node at or after position `from`, marked expanded, and its
@@ -316,5 +368,37 @@ mod tests {
         assert_eq!(p.expand(0).map(|(at, c)| (at, c.id)), Some((0, 8)));
         assert_eq!(p.expand(0).map(|(at, c)| (at, c.id)), Some((2, 4)));
         assert_eq!(p.expand(0), None);
+    }
+
+    /// `offer_all` leaves the pool as one `offer` per candidate does, and reports the
+    /// lowest position any of them took, over pools of every fill and many batches.
+    #[test]
+    fn offer_all_is_offer_per_candidate() {
+        let mut rng = shale_rng::SplitMix64::new(7);
+        for round in 0..2_000 {
+            let ef = 1 + rng.below(12) as usize;
+            let (mut one, mut all) = (Pool::default(), Pool::default());
+            let mut id = 0u32;
+            for _ in 0..1 + rng.below(6) {
+                let batch: Vec<Cand> = (0..rng.below(9))
+                    .map(|_| {
+                        id += 1;
+                        // Few distinct distances, so that ties are ordered by id.
+                        Cand {
+                            dist: rng.below(20) as f32,
+                            id,
+                        }
+                    })
+                    .collect();
+                let lowest = batch.iter().filter_map(|&c| one.offer(c, ef)).min();
+                let got = all.offer_all(batch.iter().copied(), ef);
+                assert_eq!(one.keys, all.keys, "round {round}, ef {ef}");
+                assert_eq!(lowest, got, "round {round}, ef {ef}");
+                if rng.below(2) == 0 {
+                    one.expand(0);
+                    all.expand(0);
+                }
+            }
+        }
     }
 }

@@ -128,19 +128,15 @@ impl Hnsw {
         while let Some((at, c)) = s.pool.expand(next) {
             let after = s.pool.unexpanded_from(at + 1).map(|c| c.id);
             self.score_new_neighbours(q, c.id, after, level, s, &mut codes);
-            let mut lowest = at + 1;
-            for (&n, &score) in s.neighbours.iter().zip(s.scores.iter()) {
-                if let Some(at) = s.pool.offer(
-                    Cand {
-                        dist: -score,
-                        id: n,
-                    },
-                    ef,
-                ) {
-                    lowest = lowest.min(at);
-                }
-            }
-            next = lowest;
+            let found = s
+                .neighbours
+                .iter()
+                .zip(s.scores.iter())
+                .map(|(&id, &score)| Cand { dist: -score, id });
+            next = s
+                .pool
+                .offer_all(found, ef)
+                .map_or(at + 1, |low| low.min(at + 1));
         }
         s.pool.cands()
     }
