@@ -107,8 +107,8 @@ impl Hnsw {
     /// marked once expanded. The next node expanded is the nearest unexpanded one, and the
     /// search ends when the pool holds none. It visits what the two heaps visit (a node
     /// farther than the `ef`-th nearest is expanded by neither) and moves less memory per
-    /// step: a candidate is one insertion into a short array, not a push into two heaps and
-    /// a pop from each.
+    /// step: an expanded node's new neighbours are merged into one short array at once,
+    /// not each pushed into two heaps and popped from each.
     fn search_pool(
         &self,
         q: &Query,
