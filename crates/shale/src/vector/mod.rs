@@ -20,6 +20,7 @@ mod format;
 pub mod hnsw;
 mod metric;
 pub mod quant;
+mod slab;
 mod store;
 #[cfg(test)]
 mod tests;

@@ -8,8 +8,9 @@
 //! one chunk, not a table up to it). Inside a chunk each kind of
 //! data is one contiguous array (all codes back to back, all level-0 neighbour lists back
 //! to back), as hnswlib lays out its level-0 memory, so the inner loop of a search streams
-//! through few cache lines. Arrays are allocated zeroed, which the allocator serves from
-//! untouched pages.
+//! through few cache lines. Arrays start zeroed, from untouched pages: chunk 0's from the
+//! heap, every later chunk's codes and level-0 lists from the store's huge-page slabs
+//! (`slab.rs`), which spare a search most of its TLB misses.
 //!
 //! # Thread safety
 //!
@@ -42,6 +43,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::chunks::Chunks;
+use super::slab::{Slabs, ZeroValid, Zeroed};
 use crate::sync::lock;
 
 /// Nodes in a chunk: `1 << CHUNK_SHIFT`.
@@ -103,15 +105,17 @@ impl Links<'_> {
     }
 }
 
-/// The arrays of one chunk of `1 << CHUNK_SHIFT` consecutive ids.
+/// The arrays of one chunk of `1 << CHUNK_SHIFT` consecutive ids. The two a search
+/// walks, codes and level-0 lists, are in the store's huge-page slabs except in chunk 0,
+/// so that a small graph does not hold a 2 MiB page (see `slab.rs`).
 struct Chunk {
     /// `1024 * stride` bytes from a cache-line boundary; node `i`'s code starts at
     /// `i * stride`.
     codes: Lines,
     /// State, tombstone and level of each node (see the constants above).
-    meta: Box<[AtomicU32]>,
+    meta: Zeroed<AtomicU32>,
     /// `1024 * (1 + m_max0)`: each node's level-0 list.
-    links0: Box<[AtomicU32]>,
+    links0: Zeroed<AtomicU32>,
     /// Lists of levels `1..=level`, each `1 + m_max` words, allocated at claim time for the
     /// few nodes that have upper levels.
     upper: Box<[OnceLock<Box<[AtomicU32]>>]>,
@@ -125,6 +129,13 @@ struct Chunk {
 // (invariant 1); so no read ever races a write.
 unsafe impl Sync for Chunk {}
 
+/// Bytes in a cache line.
+const LINE: usize = 64;
+
+/// One cache line of bytes, aligned to its size.
+#[repr(C, align(64))]
+struct Line(UnsafeCell<[u8; LINE]>);
+
 /// Zeroed memory from the allocator's zeroed path, which leaves fresh pages untouched.
 fn zeroed_u32s(n: usize) -> Box<[AtomicU32]> {
     let plain: Box<[u32]> = vec![0u32; n].into_boxed_slice();
@@ -133,31 +144,21 @@ fn zeroed_u32s(n: usize) -> Box<[AtomicU32]> {
     unsafe { Box::from_raw(Box::into_raw(plain) as *mut [AtomicU32]) }
 }
 
-/// Bytes in a cache line.
-const LINE: usize = 64;
-
-/// One cache line of bytes, aligned to its size.
-#[repr(C, align(64))]
-struct Line(UnsafeCell<[u8; LINE]>);
+// SAFETY: a `Line` is bytes; zero bytes are valid ones.
+unsafe impl ZeroValid for Line {}
 
 /// Bytes that start on a cache-line boundary, so that a code whose stride divides the line
 /// never straddles two lines.
-struct Lines(Box<[Line]>);
+struct Lines(Zeroed<Line>);
 
 impl Lines {
-    /// At least `n` zeroed bytes, from the allocator's zeroed path (fresh pages untouched).
-    fn zeroed(n: usize) -> Lines {
-        let count = n.div_ceil(LINE).max(1);
-        let layout = std::alloc::Layout::array::<Line>(count)
-            .unwrap_or_else(|_| panic!("a chunk of {n} code bytes overflows the address space"));
-        // SAFETY: `layout` has a non-zero size (`count >= 1`).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Line>();
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        // SAFETY: `ptr` is a fresh allocation of `layout`, which is `[Line; count]`'s; all
-        // zero bytes are a valid `Line`; the box frees it with the same layout.
-        Lines(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, count)) })
+    /// At least `n` zeroed bytes.
+    ///
+    /// # Safety
+    /// As [`Zeroed::new`].
+    unsafe fn zeroed(n: usize, slabs: Option<&Slabs>) -> Lines {
+        // SAFETY: the caller's promise.
+        Lines(unsafe { Zeroed::new(n.div_ceil(LINE), slabs) })
     }
 
     /// The bytes as cells.
@@ -228,6 +229,9 @@ pub(super) struct NodeStore {
     m_max: usize,
     m_max0: usize,
     chunks: Chunks<Chunk>,
+    /// Where chunks past the first keep their codes and level-0 lists. Declared after
+    /// `chunks`, so dropped after every array carved from it.
+    slabs: Slabs,
 }
 
 impl NodeStore {
@@ -243,6 +247,7 @@ impl NodeStore {
             m_max,
             m_max0,
             chunks: Chunks::new(CHUNKS),
+            slabs: Slabs::default(),
         }
     }
 
@@ -252,12 +257,14 @@ impl NodeStore {
         (id >> CHUNK_SHIFT, id & ((1 << CHUNK_SHIFT) - 1))
     }
 
-    fn new_chunk(&self) -> Chunk {
+    fn new_chunk(&self, c: usize) -> Chunk {
         let cap = 1usize << CHUNK_SHIFT;
+        let slabs = (c > 0).then_some(&self.slabs);
+        // SAFETY (both): the chunk lives in `self.chunks`, dropped before `self.slabs`.
         Chunk {
-            codes: Lines::zeroed(cap * self.stride),
-            meta: zeroed_u32s(cap),
-            links0: zeroed_u32s(cap * (1 + self.m_max0)),
+            codes: unsafe { Lines::zeroed(cap * self.stride, slabs) },
+            meta: unsafe { Zeroed::new(cap, None) },
+            links0: unsafe { Zeroed::new(cap * (1 + self.m_max0), slabs) },
             upper: std::iter::repeat_with(OnceLock::new).take(cap).collect(),
             locks: std::iter::repeat_with(|| Mutex::new(()))
                 .take(cap)
@@ -270,7 +277,7 @@ impl NodeStore {
         let (c, i) = Self::locate(id);
         let chunk = if create {
             self.chunks
-                .get_or_try_init(c, || Ok::<_, std::convert::Infallible>(self.new_chunk()))
+                .get_or_try_init(c, || Ok::<_, std::convert::Infallible>(self.new_chunk(c)))
                 .unwrap_or_else(|never| match never {})?
         } else {
             self.chunks.get(c)?
@@ -414,16 +421,17 @@ impl NodeStore {
     }
 
     /// Bytes held by the chunks that exist: codes, states, locks, level-0 lists and the
-    /// upper-level lists allocated so far.
+    /// upper-level lists allocated so far, the slabs counted in whole huge pages.
     pub(super) fn memory_bytes(&self) -> usize {
-        let per_node = self.stride
-            + std::mem::size_of::<AtomicU32>() * (2 + self.m_max0)
-            + std::mem::size_of::<OnceLock<Box<[AtomicU32]>>>()
-            + std::mem::size_of::<Mutex<()>>();
+        let per_node =
+            std::mem::size_of::<OnceLock<Box<[AtomicU32]>>>() + std::mem::size_of::<Mutex<()>>();
         let upper_list = std::mem::size_of::<AtomicU32>() * (1 + self.m_max);
-        let mut bytes = self.chunks.directory_bytes();
+        let mut bytes = self.chunks.directory_bytes() + self.slabs.bytes();
         for (_, chunk) in self.chunks.iter() {
-            bytes += chunk.meta.len() * per_node;
+            bytes += chunk.meta.len() * per_node
+                + chunk.codes.0.heap_bytes()
+                + chunk.meta.heap_bytes()
+                + chunk.links0.heap_bytes();
             bytes += chunk
                 .upper
                 .iter()
