@@ -232,6 +232,9 @@ pub(super) struct NodeStore {
     /// Where chunks past the first keep their codes and level-0 lists. Declared after
     /// `chunks`, so dropped after every array carved from it.
     slabs: Slabs,
+    /// Held while a chunk is made: two threads that reach a new chunk at once would
+    /// otherwise both carve its arrays from the slabs, and a slab never takes a piece back.
+    growing: Mutex<()>,
 }
 
 impl NodeStore {
@@ -248,6 +251,7 @@ impl NodeStore {
             m_max0,
             chunks: Chunks::new(CHUNKS),
             slabs: Slabs::default(),
+            growing: Mutex::new(()),
         }
     }
 
@@ -275,12 +279,15 @@ impl NodeStore {
     /// The chunk holding `id` (created if `create`) and the node's index in it.
     fn slot_in(&self, id: u32, create: bool) -> Option<(&Chunk, usize)> {
         let (c, i) = Self::locate(id);
-        let chunk = if create {
-            self.chunks
-                .get_or_try_init(c, || Ok::<_, std::convert::Infallible>(self.new_chunk(c)))
-                .unwrap_or_else(|never| match never {})?
-        } else {
-            self.chunks.get(c)?
+        let chunk = match self.chunks.get(c) {
+            Some(chunk) => chunk,
+            None if create => {
+                let _growing = lock(&self.growing);
+                self.chunks
+                    .get_or_try_init(c, || Ok::<_, std::convert::Infallible>(self.new_chunk(c)))
+                    .unwrap_or_else(|never| match never {})?
+            }
+            None => return None,
         };
         Some((chunk, i))
     }
@@ -466,6 +473,30 @@ mod tests {
         assert_eq!(NodeStore::locate(1024), (1, 0));
         assert_eq!(NodeStore::locate((1 << 21) + 5), (2048, 5));
         assert_eq!(NodeStore::locate(u32::MAX), (CHUNKS - 1, 1023));
+    }
+
+    #[test]
+    fn threads_reaching_a_new_chunk_together_make_it_once() {
+        // Two threads claim alternate ids, so both reach each new chunk at about the same
+        // time; a chunk made twice would leave the loser's arrays in the slabs.
+        let n = 64 << CHUNK_SHIFT;
+        let code = [0u8; 64];
+        let alone = NodeStore::new(64, 16, 32);
+        for id in 0..n {
+            assert!(alone.claim(id, &code, 0));
+        }
+        let shared = NodeStore::new(64, 16, 32);
+        std::thread::scope(|scope| {
+            for first in 0..2 {
+                let shared = &shared;
+                scope.spawn(move || {
+                    for id in (first..n).step_by(2) {
+                        assert!(shared.claim(id, &code, 0));
+                    }
+                });
+            }
+        });
+        assert_eq!(shared.memory_bytes(), alone.memory_bytes());
     }
 
     #[test]
