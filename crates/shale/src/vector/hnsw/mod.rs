@@ -318,13 +318,6 @@ impl Hnsw {
         Some(-q.score(self.nodes.code(id)?))
     }
 
-    /// [`Hnsw::dist_to`] for an id read from a neighbour list (see
-    /// [`NodeStore::linked_code`]).
-    #[inline]
-    fn dist_to_linked(&self, q: &Query, id: u32) -> Option<f32> {
-        Some(-q.score(self.nodes.linked_code(id)?))
-    }
-
     /// Every id in the graph (tombstoned included), ascending.
     pub fn ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         let bound = u32::try_from(self.id_bound()).unwrap_or(u32::MAX);

@@ -14,23 +14,33 @@ use crate::vector::store::{prefetch_bytes, prefetch_first};
 use crate::vector::{Filter, Neighbor, NodeId, VectorSource};
 
 impl Hnsw {
-    /// Greedy walk on `level` from `start` to a local minimum of the distance to `q`.
+    /// Greedy walk on `level` from `start` to a local minimum of the distance to `q`. Each
+    /// step requests every neighbour's code before scoring the first, as
+    /// [`Hnsw::search_layer`] does, and scores them in one batch.
     pub(super) fn greedy(&self, q: &Query, start: Cand, level: u8, s: &mut Scratch) -> Cand {
         let mut best = start;
+        let mut codes = Vec::with_capacity(self.params.m_max);
         loop {
+            let Some(links) = self.nodes.links(best.id, level) else {
+                return best;
+            };
+            links.read_into(&mut s.neighbours);
+            codes.clear();
+            s.neighbours.retain(|&n| match self.nodes.linked_code(n) {
+                Some(code) => {
+                    prefetch_bytes(code);
+                    codes.push(code);
+                    true
+                }
+                None => false,
+            });
+            q.score_all(&codes, &mut s.scores);
             let mut moved = false;
-            if let Some(links) = self.nodes.links(best.id, level) {
-                links.read_into(&mut s.neighbours);
-            } else {
-                s.neighbours.clear();
-            }
-            for &n in &s.neighbours {
-                if let Some(d) = self.dist_to_linked(q, n) {
-                    let c = Cand { dist: d, id: n };
-                    if c < best {
-                        best = c;
-                        moved = true;
-                    }
+            for (&id, &score) in s.neighbours.iter().zip(s.scores.iter()) {
+                let c = Cand { dist: -score, id };
+                if c < best {
+                    best = c;
+                    moved = true;
                 }
             }
             if !moved {
