@@ -5,7 +5,7 @@
 //! a map. Slots live in **chunks** of 1024 nodes, in a flat directory (`chunks.rs`) that
 //! covers the whole `u32` range, so the store grows while other threads read it: a chunk,
 //! once created, never moves, and memory follows the ids in use (one stray large id costs
-//! one chunk, not a table up to it). Inside a chunk each kind of
+//! one chunk and the huge page its arrays start, not a table up to it). Inside a chunk each kind of
 //! data is one contiguous array (all codes back to back, all level-0 neighbour lists back
 //! to back), as hnswlib lays out its level-0 memory, so the inner loop of a search streams
 //! through few cache lines. Arrays start zeroed, from untouched pages: chunk 0's from the
