@@ -84,6 +84,14 @@ pub fn get_u32(src: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(bytes))
 }
 
+/// The little-endian f32s of `src`, four bytes each (a last partial one is left out), in
+/// one allocation of the exact size.
+pub fn get_f32s(src: &[u8]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(src.len() / 4);
+    out.extend(src.chunks_exact(4).filter_map(get_u32).map(f32::from_bits));
+    out
+}
+
 /// Read a little-endian u64 from the first eight bytes of `src`, if there are eight.
 pub fn get_u64(src: &[u8]) -> Option<u64> {
     let bytes: [u8; 8] = src.get(..8)?.try_into().ok()?;

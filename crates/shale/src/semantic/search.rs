@@ -2,7 +2,7 @@
 //! the key-value data before it is returned.
 
 use super::core::Candidate;
-use super::value::{decode_vector_value, value_hash};
+use super::value::{value_hash, vector_value_payload};
 use super::{Index, SearchOptions};
 use crate::error::{Error, Result};
 use crate::vector::hnsw::MAX_EF;
@@ -130,8 +130,8 @@ impl Index {
             if value_hash(&value) != c.hash {
                 continue;
             }
-            let document = match decode_vector_value(&value) {
-                Some(Ok(v)) => v.payload.to_vec(),
+            let document = match vector_value_payload(&value) {
+                Some(Ok(payload)) => payload.to_vec(),
                 Some(Err(_)) => continue,
                 None => value,
             };

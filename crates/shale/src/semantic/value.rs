@@ -55,6 +55,24 @@ pub fn decode_vector_value(bytes: &[u8]) -> Option<Result<VectorValue<'_>, Strin
 }
 
 fn decode_tagged(bytes: &[u8]) -> Result<VectorValue<'_>, String> {
+    let (components, payload) = split_tagged(bytes)?;
+    Ok(VectorValue {
+        vector: codec::get_f32s(components),
+        payload,
+    })
+}
+
+/// The payload of a vector value, its vector left undecoded: `None` if `bytes` is not a
+/// vector value, `Some(Err(why))` if it starts like one but is malformed.
+pub(crate) fn vector_value_payload(bytes: &[u8]) -> Option<Result<&[u8], String>> {
+    if bytes.first() != Some(&VECTOR_VALUE_TAG) {
+        return None;
+    }
+    Some(split_tagged(bytes).map(|(_, payload)| payload))
+}
+
+/// A vector value's component bytes and its payload.
+fn split_tagged(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
     let mut d = Decoder::new(bytes);
     let _tag = d.u8("tag").map_err(|e| e.reason)?;
     let version = d.u8("version").map_err(|e| e.reason)?;
@@ -62,18 +80,10 @@ fn decode_tagged(bytes: &[u8]) -> Result<VectorValue<'_>, String> {
         return Err(format!("vector value version {version} is unknown"));
     }
     let dim = d.u32("dimension").map_err(|e| e.reason)? as usize;
-    let raw = d
+    let components = d
         .bytes(dim.saturating_mul(4), "components")
         .map_err(|_| format!("a vector value of {dim} components is cut short"))?;
-    let vector = raw
-        .chunks_exact(4)
-        .filter_map(codec::get_u32)
-        .map(f32::from_bits)
-        .collect();
-    Ok(VectorValue {
-        vector,
-        payload: d.remaining(),
-    })
+    Ok((components, d.remaining()))
 }
 
 /// The store's value for a key: `value_hash`, `node`, and the embedding `vector` of a text
@@ -99,13 +109,7 @@ pub fn decode_stored(bytes: &[u8]) -> Option<(u64, u32, Vec<f32>)> {
     if d.remaining().len() != n.checked_mul(4)? {
         return None;
     }
-    let vector = d
-        .remaining()
-        .chunks_exact(4)
-        .filter_map(codec::get_u32)
-        .map(f32::from_bits)
-        .collect();
-    Some((hash, node, vector))
+    Some((hash, node, codec::get_f32s(d.remaining())))
 }
 
 /// The hash that ties an indexed vector to the value it came from: xxh3-64 of the value's
@@ -134,10 +138,13 @@ mod tests {
         let back = decode_vector_value(&bytes).unwrap().unwrap();
         assert_eq!(back.vector, [1.5, -2.0]);
         assert_eq!(back.payload, b"payload");
+        assert_eq!(vector_value_payload(&bytes), Some(Ok(&b"payload"[..])));
         assert!(decode_vector_value(b"plain text").is_none());
+        assert!(vector_value_payload(b"plain text").is_none());
         assert!(decode_vector_value(b"").is_none());
         let short = &bytes[..8];
         assert!(decode_vector_value(short).unwrap().is_err());
+        assert!(vector_value_payload(short).unwrap().is_err());
         let mut other = bytes.clone();
         other[1] = 2;
         assert!(decode_vector_value(&other).unwrap().is_err());
