@@ -51,9 +51,7 @@ pub fn encode(x: &[f32], out: &mut [u8]) {
     let (codes, meta) = out.split_at_mut(out.len().saturating_sub(META_BYTES));
     codes.fill(0);
     for (u, &v) in codes.iter_mut().zip(x) {
-        // In -127..=127 by construction of `scale`; the clamp only guards rounding.
-        let c = (v * inv).round().clamp(-127.0, 127.0) as i32;
-        *u = (c + 128) as u8;
+        *u = (quantize(v, inv) + 128) as u8;
     }
     let norm2: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
     if let Some((s, n)) = meta.split_first_chunk_mut::<4>() {
@@ -62,6 +60,19 @@ pub fn encode(x: &[f32], out: &mut [u8]) {
             *n = (norm2 as f32).to_le_bytes();
         }
     }
+}
+
+/// `v · inv` rounded half away from zero (as `f32::round` rounds) and kept to
+/// -127..=127 (it is there by construction of `inv`; the clamp only guards rounding). In
+/// integer arithmetic: `round` is a library call on the baseline x86-64 target, and this
+/// compiles to conversions and compares that the compiler vectorizes.
+#[inline]
+fn quantize(v: f32, inv: f32) -> i32 {
+    let x = (v * inv).clamp(-127.0, 127.0);
+    let toward_zero = x as i32;
+    // Exact: |x| <= 127, so its fraction takes no rounding.
+    let fraction = x - toward_zero as f32;
+    toward_zero + i32::from(fraction >= 0.5) - i32::from(fraction <= -0.5)
 }
 
 /// `(scale, norm2)` of a code.
@@ -103,10 +114,7 @@ impl Query {
         let max = q.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
         let inv = 1.0 / scale;
-        let r: Vec<i8> = q
-            .iter()
-            .map(|&v| (v * inv).round().clamp(-127.0, 127.0) as i8)
-            .collect();
+        let r: Vec<i8> = q.iter().map(|&v| quantize(v, inv) as i8).collect();
         let norm2: f64 = q.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
         Query::from_parts(r, scale, norm2 as f32, metric)
     }
@@ -427,6 +435,21 @@ mod x86 {
 mod tests {
     use super::*;
     use crate::vector::distance::{dot, normalize};
+
+    #[test]
+    fn quantize_rounds_as_round_does() {
+        let reference = |v: f32, inv: f32| (v * inv).round().clamp(-127.0, 127.0) as i32;
+        let mut values: Vec<f32> = (-140_000..=140_000).map(|i| i as f32 / 1000.0).collect();
+        for h in -130..=130 {
+            let half = h as f32 + 0.5;
+            values.extend([half, half.next_up(), half.next_down()]);
+        }
+        values.extend([0.0, -0.0, f32::NAN, 0.499_999_97, -0.499_999_97]);
+        for v in values {
+            assert_eq!(quantize(v, 1.0), reference(v, 1.0), "{v}");
+            assert_eq!(quantize(v, 0.37), reference(v, 0.37), "{v} * 0.37");
+        }
+    }
 
     fn vectors(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
         let mut x = seed | 1;
