@@ -34,8 +34,8 @@ impl Spec {
     /// What `value` under key `key` becomes in the index, or why it cannot be indexed.
     pub(super) fn payload(&self, key: &[u8], value: &[u8]) -> Result<Payload> {
         match decode_vector_value(value) {
-            Some(Ok(v)) => match self.metric.prepare(&v.vector, self.dim, "its vector") {
-                Ok(_) => Ok(Payload::Vector(v.vector)),
+            Some(Ok(v)) => match self.metric.check(&v.vector, self.dim, "its vector") {
+                Ok(()) => Ok(Payload::Vector(v.vector)),
                 Err(Error::InvalidArgument(why)) => {
                     Err(self.refuse(key, &format!("a vector value: {why}")))
                 }
@@ -75,8 +75,7 @@ impl Spec {
     /// A vector the index can hold: its dimension, finite, and (cosine) a direction.
     pub(super) fn check_vector(&self, v: &[f32]) -> Result<()> {
         self.metric
-            .prepare(v, self.dim, "the vector")
-            .map(drop)
+            .check(v, self.dim, "the vector")
             .map_err(|e| match e {
                 Error::InvalidArgument(why) => {
                     Error::InvalidArgument(format!("{why} (index {:?})", self.name))

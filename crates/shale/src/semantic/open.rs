@@ -244,7 +244,7 @@ fn reconcile(
     // Node ids the checkpoint holds; the ones no current value claims are tombstoned.
     let checkpointed = usize::try_from(index.graph.id_bound()).unwrap_or(usize::MAX);
     let mut claimed = vec![false; checkpointed];
-    let mut claims: Vec<(u32, Vec<u8>, u64, Vec<f32>)> = Vec::new();
+    let mut claims: Vec<(u32, Vec<u8>, u64)> = Vec::new();
     let mut reinsert: Vec<(Vec<u8>, u64, Vec<f32>, bool)> = Vec::new();
     let mut to_embed = Vec::new();
     let mut orphans = Vec::new();
@@ -310,20 +310,28 @@ fn reconcile(
                 from_text,
             } => {
                 // The node holds this vector if it holds its code: the code is a function
-                // of the vector.
-                let in_graph = node.filter(|&node| {
+                // of the vector. A claimed node's vector goes into `VECTORS` now, so that
+                // the open holds no more than one vector at a time for the reused nodes.
+                let claim = node.filter(|&node| {
                     claimed.get(node as usize) == Some(&false)
                         && !index.graph.is_deleted(NodeId(node))
-                        && index.graph.code(NodeId(node)).is_some_and(|g| {
-                            index.graph.encode(&vector).is_ok_and(|c| c.as_slice() == g)
-                        })
+                });
+                let prepared = match claim {
+                    Some(_) => Some(spec.metric.prepare(&vector, spec.dim, "vector")?),
+                    None => None,
+                };
+                let in_graph = claim.zip(prepared).filter(|(node, prepared)| {
+                    index.graph.code(NodeId(*node)).is_some_and(|g| {
+                        (index.graph.encode_prepared(prepared)).is_ok_and(|c| c.as_slice() == g)
+                    })
                 });
                 match in_graph {
-                    Some(node) => {
+                    Some((node, prepared)) => {
                         if let Some(c) = claimed.get_mut(node as usize) {
                             *c = true;
                         }
-                        claims.push((node, key, hash, vector));
+                        core.vectors.write(NodeId(node), &prepared)?;
+                        claims.push((node, key, hash));
                     }
                     None => reinsert.push((key, hash, vector, from_text)),
                 }
@@ -349,9 +357,7 @@ fn reconcile(
         }
     }
     core.recovery.graph_nodes_reused = claims.len();
-    for (node, key, value_hash, vector) in claims {
-        let prepared = spec.metric.prepare(&vector, spec.dim, "vector")?;
-        core.vectors.write(NodeId(node), &prepared)?;
+    for (node, key, value_hash) in claims {
         if (node as usize) < checkpointed {
             index.set_node(
                 node,

@@ -11,7 +11,7 @@
 //! One convention for all three keeps the graph code free of metric branches: it orders by
 //! `-score` (its distance) everywhere.
 
-use super::distance::{dot, normalize};
+use super::distance::{dot, has_direction, normalize};
 use crate::error::{Error, Result};
 
 /// How vectors are compared. See the module documentation for the score of each.
@@ -50,24 +50,24 @@ impl Metric {
     /// `InvalidArgument` naming `what` if `v` has another length than `dim`, a NaN or
     /// infinite component, or (for `Cosine`) no direction.
     pub fn prepare(self, v: &[f32], dim: usize, what: &str) -> Result<Vec<f32>> {
-        if v.len() != dim {
-            return Err(Error::invalid(format!(
-                "{what} has {} dimensions, the index has {dim}",
-                v.len()
-            )));
-        }
-        if v.iter().any(|x| !x.is_finite()) {
-            return Err(Error::invalid(format!(
-                "{what} has a NaN or infinite component"
-            )));
-        }
+        check_components(v, dim, what)?;
         let mut u = v.to_vec();
         if self.normalizes() && !normalize(&mut u) {
-            return Err(Error::invalid(format!(
-                "{what} is all zeros, which has no direction for the cosine metric"
-            )));
+            return Err(no_direction(what));
         }
         Ok(u)
+    }
+
+    /// What [`Metric::prepare`] checks, without making the prepared copy.
+    ///
+    /// # Errors
+    /// As [`Metric::prepare`].
+    pub fn check(self, v: &[f32], dim: usize, what: &str) -> Result<()> {
+        check_components(v, dim, what)?;
+        if self.normalizes() && !has_direction(v) {
+            return Err(no_direction(what));
+        }
+        Ok(())
     }
 
     /// The byte that names this metric in files (docs/format.md).
@@ -137,6 +137,28 @@ pub fn squared_l2(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
+/// `v` has `dim` components, every one finite.
+fn check_components(v: &[f32], dim: usize, what: &str) -> Result<()> {
+    if v.len() != dim {
+        return Err(Error::invalid(format!(
+            "{what} has {} dimensions, the index has {dim}",
+            v.len()
+        )));
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(Error::invalid(format!(
+            "{what} has a NaN or infinite component"
+        )));
+    }
+    Ok(())
+}
+
+fn no_direction(what: &str) -> Error {
+    Error::invalid(format!(
+        "{what} is all zeros, which has no direction for the cosine metric"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +172,26 @@ mod tests {
             assert!(m.score(&q, &near) > m.score(&q, &far), "{m:?}");
         }
         assert_eq!(Metric::L2.score(&[1.0, 2.0], &[4.0, 6.0]), -25.0);
+    }
+
+    #[test]
+    fn check_refuses_what_prepare_refuses() {
+        let cases: [&[f32]; 5] = [
+            &[1.0, 2.0],
+            &[1.0],
+            &[0.0, 0.0],
+            &[f32::NAN, 1.0],
+            &[f32::INFINITY, 1.0],
+        ];
+        for m in [Metric::Cosine, Metric::Dot, Metric::L2] {
+            for v in cases {
+                let prepared = m.prepare(v, 2, "v").map(drop).map_err(|e| e.to_string());
+                let checked = m.check(v, 2, "v").map_err(|e| e.to_string());
+                assert_eq!(checked, prepared, "{m:?} {v:?}");
+            }
+        }
+        assert!(Metric::Cosine.check(&[0.0, 0.0], 2, "v").is_err());
+        assert!(Metric::Dot.check(&[0.0, 0.0], 2, "v").is_ok());
     }
 
     #[test]

@@ -240,8 +240,24 @@ impl Hnsw {
     /// As [`Hnsw::insert`] for a bad vector.
     pub fn encode(&self, v: &[f32]) -> Result<Vec<u8>> {
         let v = self.params.metric.prepare(v, self.dim, "vector")?;
+        self.encode_prepared(&v)
+    }
+
+    /// [`Hnsw::encode`] of a vector [`Metric::prepare`] already made ready for the graph's
+    /// metric.
+    ///
+    /// # Errors
+    /// `InvalidArgument` if `v` has another length than the graph's dimension.
+    pub fn encode_prepared(&self, v: &[f32]) -> Result<Vec<u8>> {
+        if v.len() != self.dim {
+            return Err(Error::invalid(format!(
+                "vector has {} dimensions, the graph has {}",
+                v.len(),
+                self.dim
+            )));
+        }
         let mut code = vec![0u8; self.code_len];
-        quant::encode(&v, &mut code);
+        quant::encode(v, &mut code);
         Ok(code)
     }
 
