@@ -142,6 +142,8 @@ pub fn run_shale(
     }
     index.wait_indexed()?;
     eprintln!("   indexed in {:.1} s", started.elapsed().as_secs_f64());
+    // The peers have no background work: measure after the loads' flushes and compactions.
+    db.wait_idle()?;
     for case in cases {
         for &ef in &f.efs {
             filtered_queries(ds, &index, case, ef, k, note_params, emit)?;
