@@ -166,6 +166,15 @@ impl<T: ZeroValid> Zeroed<T> {
         }
     }
 
+    /// `len` zero values on the heap.
+    ///
+    /// # Panics
+    /// As [`Zeroed::new`].
+    pub(super) fn heap(len: usize) -> Zeroed<T> {
+        // SAFETY: no slab, so nothing this array must be dropped before.
+        unsafe { Zeroed::new(len, None) }
+    }
+
     /// Bytes of this array on the heap (a slab's are counted by [`Slabs::bytes`]).
     pub(super) fn heap_bytes(&self) -> usize {
         self.heap.map_or(0, |l| l.size())
@@ -227,13 +236,9 @@ mod tests {
     #[test]
     fn arrays_from_slabs_and_heap_read_the_same() {
         let slabs = Slabs::default();
-        // SAFETY: both arrays are dropped at the end of the test, before `slabs`.
-        let (a, b) = unsafe {
-            (
-                Zeroed::<AtomicU32>::new(1000, Some(&slabs)),
-                Zeroed::<AtomicU32>::new(1000, None),
-            )
-        };
+        // SAFETY: the array is dropped at the end of the test, before `slabs`.
+        let a = unsafe { Zeroed::<AtomicU32>::new(1000, Some(&slabs)) };
+        let b = Zeroed::<AtomicU32>::heap(1000);
         assert_eq!(a.heap_bytes(), 0);
         assert_eq!(b.heap_bytes(), 4000);
         for (x, y) in a.iter().zip(b.iter()) {

@@ -267,7 +267,7 @@ impl NodeStore {
         // SAFETY (both): the chunk lives in `self.chunks`, dropped before `self.slabs`.
         Chunk {
             codes: unsafe { Lines::zeroed(cap * self.stride, slabs) },
-            meta: unsafe { Zeroed::new(cap, None) },
+            meta: Zeroed::heap(cap),
             links0: unsafe { Zeroed::new(cap * (1 + self.m_max0), slabs) },
             upper: std::iter::repeat_with(OnceLock::new).take(cap).collect(),
             locks: std::iter::repeat_with(|| Mutex::new(()))
