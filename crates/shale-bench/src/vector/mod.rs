@@ -264,7 +264,6 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let machine = crate::machine::describe();
     let git_commit = crate::machine::git_commit();
-    let date = crate::machine::date();
     let load_at_start = load_average();
     eprintln!("load average at start: {load_at_start}");
     let mut failed: Option<String> = None;
@@ -310,7 +309,8 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
                 load_average()
             )),
             git_commit: git_commit.clone(),
-            date: date.clone(),
+            // The time of this result, so that a report spans the run.
+            date: crate::machine::date(),
             machine: machine.clone(),
             command: command.clone(),
         };
