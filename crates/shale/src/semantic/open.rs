@@ -316,15 +316,17 @@ fn reconcile(
                     claimed.get(node as usize) == Some(&false)
                         && !index.graph.is_deleted(NodeId(node))
                 });
-                let prepared = match claim {
-                    Some(_) => Some(spec.metric.prepare(&vector, spec.dim, "vector")?),
+                let in_graph = match claim {
+                    Some(node) => {
+                        let prepared = spec.metric.prepare(&vector, spec.dim, "vector")?;
+                        let holds = index
+                            .graph
+                            .encode_prepared(&prepared)
+                            .is_ok_and(|c| index.graph.code(NodeId(node)) == Some(c.as_slice()));
+                        holds.then_some((node, prepared))
+                    }
                     None => None,
                 };
-                let in_graph = claim.zip(prepared).filter(|(node, prepared)| {
-                    index.graph.code(NodeId(*node)).is_some_and(|g| {
-                        (index.graph.encode_prepared(prepared)).is_ok_and(|c| c.as_slice() == g)
-                    })
-                });
                 match in_graph {
                     Some((node, prepared)) => {
                         if let Some(c) = claimed.get_mut(node as usize) {
