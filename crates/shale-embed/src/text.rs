@@ -58,6 +58,10 @@ pub(crate) fn tokenize(tokenizer: &Tokenizer, texts: &[&str]) -> Result<Vec<Enco
 /// in the order of `texts`. Sorting is what keeps padding small: a batch of WordNet glosses
 /// in input order pads to about twice its real tokens (BENCHMARKS.md).
 ///
+/// The longest batches go first and each batch is a task of its own, so the threads share
+/// the work to the end: a call ends with short batches on every thread, not with the
+/// longest ones on one thread while the others wait.
+///
 /// # Errors
 /// The first error of the tokenizer or of `forward`.
 pub(crate) fn embed_by_length<F>(
@@ -71,10 +75,11 @@ where
 {
     let encodings = tokenize(tokenizer, texts)?;
     let mut order: Vec<usize> = (0..encodings.len()).collect();
-    order.sort_by_key(|&i| encodings.get(i).map_or(0, Encoding::len));
+    order.sort_by_key(|&i| std::cmp::Reverse(encodings.get(i).map_or(0, Encoding::len)));
     let batches: Vec<&[usize]> = order.chunks(batch_size.max(1)).collect();
     let vectors: Vec<Vec<Vec<f32>>> = batches
         .par_iter()
+        .with_max_len(1)
         .map(|batch| {
             let batch: Vec<&Encoding> = batch.iter().filter_map(|&i| encodings.get(i)).collect();
             forward(&batch)
