@@ -37,9 +37,11 @@ use crate::model_files::{self, damaged, read_verified};
 use crate::text;
 use crate::{default_threads, DIM};
 
-/// How many texts one ONNX Runtime run takes in [`Embedder::embed`]: past 32, larger
-/// batches were no faster on WordNet glosses and pad more.
-pub const ONNX_BATCH_SIZE: usize = 32;
+/// How many texts one ONNX Runtime run takes in [`Embedder::embed`]. On WordNet glosses
+/// and two cores 16 was the fastest measured (8 within noise of it, 32 slower): a
+/// smaller batch pads less, most of all in an index's calls, each of which sorts only
+/// its own texts (bench-results/LOG.md, 2026-11-28).
+pub const ONNX_BATCH_SIZE: usize = 16;
 
 /// The process's one ONNX Runtime environment, made by the first successful load.
 static ENVIRONMENT: Mutex<Option<Environment>> = Mutex::new(None);
