@@ -1,13 +1,14 @@
-//! Election safety across a power loss, in an in-process cluster whose log stores live on
-//! Shale's power-loss file system (`MemFs`): a replica that granted a vote, lost power and
-//! came back must never grant a lower one.
+//! Power loss in an in-process cluster whose replicas live on Shale's power-loss file
+//! system (`MemFs`): a replica that granted a vote, lost power and came back must never
+//! grant a lower one; and a replica that lost the unsynced tail of its applies must apply
+//! those entries again from its log (the second test, at the end).
 //!
 //! openraft 0.9 names a leader by (term, node id), so two candidates of one term are
 //! ordered, and a voter grants only votes at least as high as the one it holds. Election
 //! safety then reads: a leader elected after another carries a higher leader id (any two
 //! quorums share a voter, and that voter holds the first leader's vote or a higher one).
 //!
-//! The scenario, on a network that delivers only the RPCs the test opens:
+//! The vote scenario, on a network that delivers only the RPCs the test opens:
 //! 1. node 3 is initialized and campaigns for term 1; only node 2 hears it, grants its
 //!    vote, and node 3 leads with leader id (1, 3) (its appends reach nobody);
 //! 2. node 2 loses power: every byte it had not synced is gone, and it restarts;
@@ -40,7 +41,7 @@ use shale::fs::{MemFs, PowerLoss};
 use shale::Options;
 use shale_server::log_store::LogStore;
 use shale_server::state_machine::StateMachineStore;
-use shale_server::{NodeId, Raft, TypeConfig};
+use shale_server::{Command, NodeId, Op, Raft, TypeConfig};
 
 /// The two RPCs a link can carry (a snapshot never travels in this test).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -159,7 +160,7 @@ impl RaftNetwork<TypeConfig> for Link {
 }
 
 /// One replica: its log store on its own `MemFs` (the machine that can lose power), its
-/// state machine on disk (nothing is ever committed here, so it stays empty).
+/// state machine's database on the same `MemFs` or on disk (`StateOn`).
 struct Node {
     raft: Raft,
     log: LogStore,
@@ -181,21 +182,36 @@ fn config() -> Arc<Config> {
     Arc::new(config.validate().expect("config"))
 }
 
+/// Where a replica's state machine keeps its database.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StateOn {
+    /// The real disk: the vote test commits nothing, so the state stays empty.
+    Disk,
+    /// The replica's `MemFs`, so that a power loss drops its unsynced applies. (The
+    /// generation file `SM_CURRENT` stays on disk; it is synced when written.)
+    MemFs,
+}
+
 async fn start(
     id: NodeId,
     mem: &MemFs,
     dir: &Path,
     router: &Arc<Router>,
     leaders: &Leaders,
+    state_on: StateOn,
 ) -> Node {
     let opts = Options {
         fs: Arc::new(mem.clone()),
         ..Options::default()
     };
-    let log = LogStore::open(Path::new(LOG_DIR), opts).expect("open the log store");
+    let log = LogStore::open(Path::new(LOG_DIR), opts.clone()).expect("open the log store");
     let state_dir = dir.join(format!("state-{id}"));
     std::fs::create_dir_all(&state_dir).expect("mkdir");
-    let sm = StateMachineStore::open(&state_dir, Options::default()).expect("open the state");
+    let state_opts = match state_on {
+        StateOn::Disk => Options::default(),
+        StateOn::MemFs => opts,
+    };
+    let sm = StateMachineStore::open(&state_dir, state_opts).expect("open the state");
     let net = Net {
         from: id,
         router: router.clone(),
@@ -259,7 +275,7 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
     let machines: Vec<MemFs> = (0..3).map(|_| MemFs::new()).collect();
     let mut nodes = Vec::new();
     for (id, mem) in (1..=3).zip(&machines) {
-        nodes.push(start(id, mem, dir.path(), &router, &leaders).await);
+        nodes.push(start(id, mem, dir.path(), &router, &leaders, StateOn::Disk).await);
     }
     let n3 = nodes.pop().expect("node 3");
     let n2 = nodes.pop().expect("node 2");
@@ -286,7 +302,7 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
     let after = machines[1].power_loss(PowerLoss::default());
     lock(&router.nodes).remove(&2);
     stop(n2).await;
-    let n2 = start(2, &after, dir.path(), &router, &leaders).await;
+    let n2 = start(2, &after, dir.path(), &router, &leaders, StateOn::Disk).await;
     let vote = n2
         .log
         .clone()
@@ -327,6 +343,101 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
         Some(first),
         "node 2's vote after the power loss"
     );
+
+    for node in [n1, n2, n3] {
+        stop(node).await;
+    }
+}
+
+/// Waits until `node` has applied at least `index`.
+async fn applied(node: &Node, index: u64, what: &str) {
+    node.raft
+        .wait(Some(Duration::from_secs(10)))
+        .applied_index_at_least(Some(index), what)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// Applies are not synced (the log is): a follower that loses power loses the tail of
+/// its applies, and must apply those entries again from its log, ending with the
+/// leader's data. Three replicas, every link open, node 1 leads; each has its log and
+/// its state machine's database on its own `MemFs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_applies_again_what_a_power_loss_took() {
+    const KEYS: u64 = 50;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let router = Arc::new(Router::default());
+    let leaders: Leaders = Arc::default();
+    let machines: Vec<MemFs> = (0..3).map(|_| MemFs::new()).collect();
+    let mut nodes = Vec::new();
+    for (id, mem) in (1..=3).zip(&machines) {
+        nodes.push(start(id, mem, dir.path(), &router, &leaders, StateOn::MemFs).await);
+    }
+    for from in 1..=3 {
+        for to in (1..=3).filter(|&to| to != from) {
+            router.open(from, to, Rpc::Vote);
+            router.open(from, to, Rpc::Append);
+        }
+    }
+    let n3 = nodes.pop().expect("node 3");
+    let n2 = nodes.pop().expect("node 2");
+    let n1 = nodes.pop().expect("node 1");
+    n1.raft.initialize(members()).await.expect("initialize");
+    n1.raft
+        .wait(Some(Duration::from_secs(5)))
+        .state(ServerState::Leader, "node 1 leads")
+        .await
+        .expect("node 1 becomes leader");
+
+    let put = |k: u64| {
+        Arc::new(Command::Write(vec![Op {
+            key: format!("key-{k:03}").into_bytes(),
+            value: Some(format!("value-{k}").into_bytes()),
+        }]))
+    };
+    let mut last = 0;
+    for k in 0..KEYS {
+        last = n1
+            .raft
+            .client_write(put(k))
+            .await
+            .expect("write")
+            .log_id
+            .index;
+    }
+    applied(&n2, last, "node 2 applies every write").await;
+    let before = n2.sm.applied().0.map(|id| id.index);
+
+    // Node 2 loses power: its log was synced, its applies were not.
+    let after = machines[1].power_loss(PowerLoss::default());
+    lock(&router.nodes).remove(&2);
+    stop(n2).await;
+    let n2 = start(2, &after, dir.path(), &router, &leaders, StateOn::MemFs).await;
+    let reopened = n2.sm.applied().0.map(|id| id.index);
+    assert!(
+        reopened < before,
+        "the power loss took none of node 2's applies ({reopened:?}, {before:?} before): \
+         the test shows nothing"
+    );
+
+    // One more write; node 2 must end with every key, as the leader does.
+    let last = n1
+        .raft
+        .client_write(put(KEYS))
+        .await
+        .expect("write")
+        .log_id
+        .index;
+    applied(&n2, last, "node 2 applies again after its power loss").await;
+    let db = n2.sm.db();
+    for k in 0..=KEYS {
+        let key = format!("key-{k:03}");
+        assert_eq!(
+            db.get(key.as_bytes()).expect("read node 2"),
+            Some(format!("value-{k}").into_bytes()),
+            "node 2 lost {key} (applied {reopened:?} after the power loss)"
+        );
+    }
 
     for node in [n1, n2, n3] {
         stop(node).await;
