@@ -256,6 +256,33 @@ fn members() -> BTreeMap<NodeId, BasicNode> {
         .collect()
 }
 
+/// Three replicas, each on a `MemFs` of its own, elected nothing yet; no link is open.
+struct Cluster {
+    dir: tempfile::TempDir,
+    router: Arc<Router>,
+    leaders: Leaders,
+    machines: Vec<MemFs>,
+}
+
+impl Cluster {
+    async fn start(state_on: StateOn) -> (Cluster, [Node; 3]) {
+        let c = Cluster {
+            dir: tempfile::tempdir().expect("tempdir"),
+            router: Arc::new(Router::default()),
+            leaders: Arc::default(),
+            machines: (0..3).map(|_| MemFs::new()).collect(),
+        };
+        let mut nodes = Vec::new();
+        for (id, mem) in (1..=3).zip(&c.machines) {
+            nodes.push(start(id, mem, c.dir.path(), &c.router, &c.leaders, state_on).await);
+        }
+        let n3 = nodes.pop().expect("node 3");
+        let n2 = nodes.pop().expect("node 2");
+        let n1 = nodes.pop().expect("node 1");
+        (c, [n1, n2, n3])
+    }
+}
+
 /// Waits until `from`'s vote request to `to` has been answered; whether it was granted.
 async fn answer(router: &Router, from: NodeId, to: NodeId) -> bool {
     for _ in 0..500 {
@@ -269,17 +296,8 @@ async fn answer(router: &Router, from: NodeId, to: NodeId) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_never_votes_lower_after_a_power_loss() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let router = Arc::new(Router::default());
-    let leaders: Leaders = Arc::default();
-    let machines: Vec<MemFs> = (0..3).map(|_| MemFs::new()).collect();
-    let mut nodes = Vec::new();
-    for (id, mem) in (1..=3).zip(&machines) {
-        nodes.push(start(id, mem, dir.path(), &router, &leaders, StateOn::Disk).await);
-    }
-    let n3 = nodes.pop().expect("node 3");
-    let n2 = nodes.pop().expect("node 2");
-    let n1 = nodes.pop().expect("node 1");
+    let (c, [n1, n2, n3]) = Cluster::start(StateOn::Disk).await;
+    let (dir, router, leaders, machines) = (c.dir.path(), &c.router, &c.leaders, &c.machines);
 
     // 1. Node 3 leads with node 2's vote.
     router.open(3, 2, Rpc::Vote);
@@ -288,7 +306,7 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
         .await
         .expect("initialize node 3");
     assert!(
-        answer(&router, 3, 2).await,
+        answer(router, 3, 2).await,
         "node 2 refused node 3's vote request"
     );
     n3.raft
@@ -302,7 +320,7 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
     let after = machines[1].power_loss(PowerLoss::default());
     lock(&router.nodes).remove(&2);
     stop(n2).await;
-    let n2 = start(2, &after, dir.path(), &router, &leaders, StateOn::Disk).await;
+    let n2 = start(2, &after, dir, router, leaders, StateOn::Disk).await;
     let vote = n2
         .log
         .clone()
@@ -316,7 +334,7 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
         .initialize(members())
         .await
         .expect("initialize node 1");
-    if answer(&router, 1, 2).await {
+    if answer(router, 1, 2).await {
         // Granted: give node 1 the moment it needs to take the leadership.
         let _ = n1
             .raft
@@ -325,7 +343,7 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
             .await;
     }
 
-    let elected = lock(&leaders).clone();
+    let elected = lock(leaders).clone();
     for (i, later) in elected.iter().enumerate() {
         for earlier in elected.iter().take(i) {
             assert!(
@@ -365,23 +383,14 @@ async fn applied(node: &Node, index: u64, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_applies_again_what_a_power_loss_took() {
     const KEYS: u64 = 50;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let router = Arc::new(Router::default());
-    let leaders: Leaders = Arc::default();
-    let machines: Vec<MemFs> = (0..3).map(|_| MemFs::new()).collect();
-    let mut nodes = Vec::new();
-    for (id, mem) in (1..=3).zip(&machines) {
-        nodes.push(start(id, mem, dir.path(), &router, &leaders, StateOn::MemFs).await);
-    }
+    let (c, [n1, n2, n3]) = Cluster::start(StateOn::MemFs).await;
+    let (dir, router, leaders, machines) = (c.dir.path(), &c.router, &c.leaders, &c.machines);
     for from in 1..=3 {
         for to in (1..=3).filter(|&to| to != from) {
             router.open(from, to, Rpc::Vote);
             router.open(from, to, Rpc::Append);
         }
     }
-    let n3 = nodes.pop().expect("node 3");
-    let n2 = nodes.pop().expect("node 2");
-    let n1 = nodes.pop().expect("node 1");
     n1.raft.initialize(members()).await.expect("initialize");
     n1.raft
         .wait(Some(Duration::from_secs(5)))
@@ -412,7 +421,7 @@ async fn a_replica_applies_again_what_a_power_loss_took() {
     let after = machines[1].power_loss(PowerLoss::default());
     lock(&router.nodes).remove(&2);
     stop(n2).await;
-    let n2 = start(2, &after, dir.path(), &router, &leaders, StateOn::MemFs).await;
+    let n2 = start(2, &after, dir, router, leaders, StateOn::MemFs).await;
     let reopened = n2.sm.applied().0.map(|id| id.index);
     assert!(
         reopened < before,
