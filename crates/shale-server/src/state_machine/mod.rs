@@ -9,8 +9,8 @@
 //!    applied id never runs ahead of or behind the data.
 //! 2. Applies are not synced: the log is, and a replica that loses the tail of its applies
 //!    in a crash applies those entries again from the log. The log is purged only up to a
-//!    snapshot, and a snapshot is built after a flush of the database, so everything the
-//!    purge drops is durable here first.
+//!    snapshot, and a snapshot pins the database, then flushes it, before its file is
+//!    written: everything the snapshot covers (and the purge drops) is durable here first.
 //! 3. Keys that start with `0xFF` are the server's; client requests that touch them are
 //!    refused before they are proposed ([`crate::command::check_key`]) and a snapshot that
 //!    carries one is refused as corrupt.

@@ -27,9 +27,13 @@ impl StateMachineStore {
     pub(super) fn build_snapshot_blocking(&self) -> Result<Snapshot<TypeConfig>> {
         let _serial = lock(&self.shared.snapshot_lock);
         let db = self.db();
-        // Invariant 2: what the snapshot covers is durable before the log can be purged.
-        db.flush()?;
+        // Invariant 2: what the snapshot covers is durable before the log can be purged,
+        // or before this file can outlive the applies it covers: pin first, then flush.
+        // (Flushed before the pin, applies made in between would be in the snapshot and
+        // only in the unsynced WAL; a power loss then reopens the replica with a snapshot
+        // ahead of its applied index, which openraft refuses at startup.)
         let pinned = db.snapshot();
+        db.flush()?;
         let ro = ReadOptions::at(&pinned);
         let (last_log_id, membership) = read_meta(&db, &ro)?;
         let stamp = std::time::SystemTime::now()
