@@ -1,7 +1,9 @@
 //! Power loss in an in-process cluster whose replicas live on Shale's power-loss file
 //! system (`MemFs`): a replica that granted a vote, lost power and came back must never
-//! grant a lower one; and a replica that lost the unsynced tail of its applies must apply
-//! those entries again from its log (the second test, at the end).
+//! grant a lower one; a replica that lost the unsynced tail of its applies must apply
+//! those entries again from its log; and a whole cluster that loses power at once, while
+//! it builds snapshots, must come back with every write it acknowledged (the second and
+//! third tests, at the end).
 //!
 //! openraft 0.9 names a leader by (term, node id), so two candidates of one term are
 //! ordered, and a voter grants only votes at least as high as the one it holds. Election
@@ -24,6 +26,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -446,6 +449,127 @@ async fn a_replica_applies_again_what_a_power_loss_took() {
             Some(format!("value-{k}").into_bytes()),
             "node 2 lost {key} (applied {reopened:?} after the power loss)"
         );
+    }
+
+    for node in [n1, n2, n3] {
+        stop(node).await;
+    }
+}
+
+/// Every node's applied index (`None` for none applied).
+fn applied_indexes(nodes: &[&Node]) -> Vec<Option<u64>> {
+    nodes
+        .iter()
+        .map(|n| n.sm.applied().0.map(|id| id.index))
+        .collect()
+}
+
+/// The whole cluster loses power at once, while snapshots are built: every write it
+/// acknowledged must come back on every replica. Each machine keeps only what it synced:
+/// the log's entries and votes, the flushed part of the state machine, and the snapshot
+/// files (on the real disk here, so they always survive). A snapshot that covered applies
+/// still only in the WAL would outlive them, and openraft 0.9 refuses to start a replica
+/// whose snapshot is ahead of its applied index; so the snapshots pin before they flush.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_loses_power_keeps_every_acknowledged_write() {
+    const KEYS: u64 = 300;
+    const SNAPSHOTS_UNTIL: u64 = 200;
+    let (c, [n1, n2, n3]) = Cluster::start(StateOn::MemFs).await;
+    let (dir, router, leaders, machines) = (c.dir.path(), &c.router, &c.leaders, &c.machines);
+    for from in 1..=3 {
+        for to in (1..=3).filter(|&to| to != from) {
+            router.open(from, to, Rpc::Vote);
+            router.open(from, to, Rpc::Append);
+        }
+    }
+    n1.raft.initialize(members()).await.expect("initialize");
+    n1.raft
+        .wait(Some(Duration::from_secs(5)))
+        .state(ServerState::Leader, "node 1 leads")
+        .await
+        .expect("node 1 becomes leader");
+
+    // Every replica builds snapshots, one after another, while the first writes apply.
+    let building = Arc::new(AtomicBool::new(true));
+    let snapshots = {
+        let rafts = [n1.raft.clone(), n2.raft.clone(), n3.raft.clone()];
+        let building = building.clone();
+        tokio::spawn(async move {
+            let mut triggered = 0u32;
+            while building.load(Ordering::Relaxed) {
+                for raft in &rafts {
+                    raft.trigger().snapshot().await.expect("trigger a snapshot");
+                    triggered += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+            triggered
+        })
+    };
+    let put = |k: u64| {
+        Arc::new(Command::Write(vec![Op {
+            key: format!("key-{k:03}").into_bytes(),
+            value: Some(format!("value-{k}").into_bytes()),
+        }]))
+    };
+    for k in 0..KEYS {
+        if k == SNAPSHOTS_UNTIL {
+            building.store(false, Ordering::Relaxed);
+        }
+        n1.raft.client_write(put(k)).await.expect("write");
+    }
+    let triggered = snapshots.await.expect("the snapshot task");
+    let before = applied_indexes(&[&n1, &n2, &n3]);
+
+    // The power goes everywhere at once; the machines come back with what they synced.
+    let after: Vec<MemFs> = machines
+        .iter()
+        .map(|m| m.power_loss(PowerLoss::default()))
+        .collect();
+    lock(&router.nodes).clear();
+    for node in [n1, n2, n3] {
+        stop(node).await;
+    }
+    let n1 = start(1, &after[0], dir, router, leaders, StateOn::MemFs).await;
+    let n2 = start(2, &after[1], dir, router, leaders, StateOn::MemFs).await;
+    let n3 = start(3, &after[2], dir, router, leaders, StateOn::MemFs).await;
+    let reopened = applied_indexes(&[&n1, &n2, &n3]);
+    assert!(
+        reopened.iter().zip(&before).any(|(r, b)| r < b),
+        "the power loss took no replica's applies ({reopened:?}, {before:?} before, \
+         {triggered} snapshots triggered): the test shows nothing"
+    );
+
+    n1.raft.trigger().elect().await.expect("node 1 campaigns");
+    n1.raft
+        .wait(Some(Duration::from_secs(5)))
+        .state(ServerState::Leader, "node 1 leads again")
+        .await
+        .expect("node 1 leads after the power loss");
+    let last = n1
+        .raft
+        .client_write(put(KEYS))
+        .await
+        .expect("a write after the power loss")
+        .log_id
+        .index;
+    for (id, node) in [(1, &n1), (2, &n2), (3, &n3)] {
+        applied(
+            node,
+            last,
+            &format!("node {id} applies after the power loss"),
+        )
+        .await;
+        let db = node.sm.db();
+        for k in 0..=KEYS {
+            let key = format!("key-{k:03}");
+            assert_eq!(
+                db.get(key.as_bytes()).expect("read a replica"),
+                Some(format!("value-{k}").into_bytes()),
+                "node {id} lost the acknowledged {key} (applied {reopened:?} after the \
+                 power loss, {before:?} before)"
+            );
+        }
     }
 
     for node in [n1, n2, n3] {
