@@ -284,6 +284,30 @@ impl Cluster {
         let n1 = nodes.pop().expect("node 1");
         (c, [n1, n2, n3])
     }
+
+    /// Opens every link and makes `n1` (node 1) the leader of all three.
+    async fn link_all_and_lead(&self, n1: &Node) {
+        for from in 1..=3 {
+            for to in (1..=3).filter(|&to| to != from) {
+                self.router.open(from, to, Rpc::Vote);
+                self.router.open(from, to, Rpc::Append);
+            }
+        }
+        n1.raft.initialize(members()).await.expect("initialize");
+        n1.raft
+            .wait(Some(Duration::from_secs(5)))
+            .state(ServerState::Leader, "node 1 leads")
+            .await
+            .expect("node 1 becomes leader");
+    }
+}
+
+/// The `k`-th write of the power-loss tests: `key-k` set to `value-k`.
+fn put(k: u64) -> Arc<Command> {
+    Arc::new(Command::Write(vec![Op {
+        key: format!("key-{k:03}").into_bytes(),
+        value: Some(format!("value-{k}").into_bytes()),
+    }]))
 }
 
 /// Waits until `from`'s vote request to `to` has been answered; whether it was granted.
@@ -388,25 +412,8 @@ async fn a_replica_applies_again_what_a_power_loss_took() {
     const KEYS: u64 = 50;
     let (c, [n1, n2, n3]) = Cluster::start(StateOn::MemFs).await;
     let (dir, router, leaders, machines) = (c.dir.path(), &c.router, &c.leaders, &c.machines);
-    for from in 1..=3 {
-        for to in (1..=3).filter(|&to| to != from) {
-            router.open(from, to, Rpc::Vote);
-            router.open(from, to, Rpc::Append);
-        }
-    }
-    n1.raft.initialize(members()).await.expect("initialize");
-    n1.raft
-        .wait(Some(Duration::from_secs(5)))
-        .state(ServerState::Leader, "node 1 leads")
-        .await
-        .expect("node 1 becomes leader");
+    c.link_all_and_lead(&n1).await;
 
-    let put = |k: u64| {
-        Arc::new(Command::Write(vec![Op {
-            key: format!("key-{k:03}").into_bytes(),
-            value: Some(format!("value-{k}").into_bytes()),
-        }]))
-    };
     let mut last = 0;
     for k in 0..KEYS {
         last = n1
@@ -476,18 +483,7 @@ async fn a_cluster_that_loses_power_keeps_every_acknowledged_write() {
     const SNAPSHOTS_UNTIL: u64 = 200;
     let (c, [n1, n2, n3]) = Cluster::start(StateOn::MemFs).await;
     let (dir, router, leaders, machines) = (c.dir.path(), &c.router, &c.leaders, &c.machines);
-    for from in 1..=3 {
-        for to in (1..=3).filter(|&to| to != from) {
-            router.open(from, to, Rpc::Vote);
-            router.open(from, to, Rpc::Append);
-        }
-    }
-    n1.raft.initialize(members()).await.expect("initialize");
-    n1.raft
-        .wait(Some(Duration::from_secs(5)))
-        .state(ServerState::Leader, "node 1 leads")
-        .await
-        .expect("node 1 becomes leader");
+    c.link_all_and_lead(&n1).await;
 
     // Every replica builds snapshots, one after another, while the first writes apply.
     let building = Arc::new(AtomicBool::new(true));
@@ -505,12 +501,6 @@ async fn a_cluster_that_loses_power_keeps_every_acknowledged_write() {
             }
             triggered
         })
-    };
-    let put = |k: u64| {
-        Arc::new(Command::Write(vec![Op {
-            key: format!("key-{k:03}").into_bytes(),
-            value: Some(format!("value-{k}").into_bytes()),
-        }]))
     };
     for k in 0..KEYS {
         if k == SNAPSHOTS_UNTIL {
