@@ -285,12 +285,17 @@ impl DbInner {
             parts.extend(group.iter().map(|w| w.batch.body()));
             let before = log.wal.len();
             let wal = Timer::start();
-            if let Err(e) = log.wal.add_record(&parts) {
+            let sync = group.iter().any(|w| w.opts.sync);
+            let added = match sync {
+                true => log.wal.add_record_to_sync(&parts),
+                false => log.wal.add_record(&parts),
+            };
+            if let Err(e) = added {
                 return Err(self.poison(e));
             }
             wal.stop(|p| &mut p.write_wal_nanos);
             Stats::add_serialized(&self.stats.wal_bytes, log.wal.len() - before);
-            if group.iter().any(|w| w.opts.sync) {
+            if sync {
                 let sync = Timer::start();
                 if let Err(e) = self.sync_older_wals(log).and_then(|()| log.wal.sync()) {
                     return Err(self.poison(e));

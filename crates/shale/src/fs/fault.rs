@@ -206,6 +206,11 @@ impl WritableFile for FaultWritable {
         self.inner.append(data)
     }
 
+    fn append_to_sync(&mut self, data: &[u8]) -> Result<()> {
+        self.check(OpKind::Write, "write")?;
+        self.inner.append_to_sync(data)
+    }
+
     fn flush(&mut self) -> Result<()> {
         self.check(OpKind::Flush, "write")?;
         self.inner.flush()

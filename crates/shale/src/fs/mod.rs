@@ -14,7 +14,9 @@
 //!   puts the bytes where a crash of the process cannot lose them (on POSIX: a shared file
 //!   mapping, so an append is a `memcpy` and no system call). `sync` makes them survive power
 //!   loss. This is what lets the default durability mode survive `kill -9` without paying a
-//!   `write(2)` per put.
+//!   `write(2)` per put. Bytes that a sync follows at once go in with `append_to_sync`,
+//!   which may hold them until that sync (on POSIX: one `pwrite(2)` before the
+//!   `fdatasync`, which then has no mapped page to write-protect).
 
 mod fault;
 mod mem;
@@ -33,6 +35,13 @@ use crate::error::Result;
 pub trait WritableFile: Send {
     /// Append `data` after everything written so far.
     fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Append `data` that the caller makes durable with [`WritableFile::sync`] before it
+    /// appends anything else. Until that sync the bytes may wait in this file's own buffer
+    /// (a process crash before the sync may lose them), so an append region can write them
+    /// the way that syncs fastest. Same as `append` unless a file says otherwise.
+    fn append_to_sync(&mut self, data: &[u8]) -> Result<()> {
+        self.append(data)
+    }
     /// Hand buffered bytes to the operating system (they then survive a process crash).
     fn flush(&mut self) -> Result<()>;
     /// Make everything appended so far durable (survives power loss). Implies `flush`.

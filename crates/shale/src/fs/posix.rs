@@ -82,6 +82,14 @@ impl WritableFile for BufferedFile {
 /// prefaulted (`MADV_POPULATE_WRITE`) by a helper thread while the current one fills.
 /// Chunks are contiguous: `[map_offset, map_offset + map.len())` and the next one starts
 /// where it ends; an append that crosses the boundary is split.
+///
+/// Bytes that a sync follows at once (`append_to_sync`: a group with a synced writer) do
+/// not go through the mapping. They wait in `staged` and reach the file with one
+/// `pwrite(2)` just before the `fdatasync`. A page dirtied through a shared mapping must be
+/// write-protected when it is written back, which flushes its TLB entry on every core that
+/// runs the process (an inter-processor interrupt that the fdatasync waits for), and the
+/// next append to that page then takes a write fault; a page written by `pwrite` has no
+/// dirty mapping to clean.
 struct MappedLog {
     file: File,
     path: PathBuf,
@@ -93,6 +101,9 @@ struct MappedLog {
     len: u64,
     /// Everything before this offset has been made durable.
     synced: u64,
+    /// The last `staged.len()` bytes of the `len` appended, not yet in the file: appended
+    /// for the sync that follows, which writes them.
+    staged: Vec<u8>,
 }
 
 /// `MADV_POPULATE_WRITE` (Linux 5.14): fault a range in, writable, in one call.
@@ -218,10 +229,11 @@ impl MappedLog {
     fn map_len(&self) -> u64 {
         self.map.as_ref().map_or(0, |m| m.len() as u64)
     }
-}
 
-impl WritableFile for MappedLog {
-    fn append(&mut self, data: &[u8]) -> Result<()> {
+    /// Append `data` at the end of the region, into the mapping or, if `staged`, into
+    /// `self.staged`; either way through the same chunks, so the file stays allocated
+    /// ahead of every byte.
+    fn place(&mut self, data: &[u8], staged: bool) -> Result<()> {
         let mut rest = data;
         while !rest.is_empty() {
             let room = (self.map_offset + self.map_len()).saturating_sub(self.len);
@@ -238,22 +250,52 @@ impl WritableFile for MappedLog {
                 .as_mut()
                 .and_then(|m| m.get_mut(from..from + n))
                 .ok_or_else(|| Error::invalid("WAL mapping too small"))?;
-            dst.copy_from_slice(head);
+            if staged {
+                self.staged.extend_from_slice(head);
+            } else {
+                dst.copy_from_slice(head);
+            }
             self.len += n as u64;
             rest = tail;
         }
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<()> {
-        // Nothing to do: the bytes are already in the page cache.
+    /// Write the staged bytes to the file, where they belong: just before `len`.
+    fn write_staged(&mut self) -> Result<()> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let at = self.len - self.staged.len() as u64;
+        self.file
+            .write_all_at(&self.staged, at)
+            .map_err(|e| Error::io("pwrite", &self.path, e))?;
+        self.staged.clear();
         Ok(())
+    }
+}
+
+impl WritableFile for MappedLog {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        // Staged bytes come first in the file: a crash must not find a hole before these.
+        self.write_staged()?;
+        self.place(data, false)
+    }
+
+    fn append_to_sync(&mut self, data: &[u8]) -> Result<()> {
+        self.place(data, true)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        // Mapped bytes are already in the page cache; staged ones get there now.
+        self.write_staged()
     }
 
     fn sync(&mut self) -> Result<()> {
         if self.synced == self.len {
             return Ok(());
         }
+        self.write_staged()?;
         // On Linux the page cache is the mapping: pages dirtied through it are written back
         // by fdatasync like any other dirty page of the file (the kernel tracks them with
         // write faults), so one fdatasync covers the current chunk, the earlier ones and
@@ -279,6 +321,9 @@ impl WritableFile for MappedLog {
 
 impl Drop for MappedLog {
     fn drop(&mut self) {
+        // Staged bytes are still here only if their sync never ran (it failed, or the
+        // group's write did): nobody was told they are durable, and they are dropped.
+        self.len -= self.staged.len() as u64;
         self.map = None;
         if let Some((_, _, helper)) = self.next.take() {
             drop(helper.join());
@@ -474,6 +519,7 @@ impl FileSystem for PosixFs {
             next: None,
             len: 0,
             synced: 0,
+            staged: Vec::new(),
         }))
     }
 
@@ -608,6 +654,46 @@ mod tests {
         drop(f);
         let bytes = std::fs::read(&path).unwrap();
         assert!(bytes == expected, "file differs from what was appended");
+    }
+
+    #[test]
+    fn log_staged_appends_land_in_place_and_unsynced_ones_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        let mut f = PosixFs.create_log(&path).unwrap();
+        let mut expected = Vec::new();
+        // Mapped and staged appends alternate, in pieces that straddle chunk boundaries;
+        // each staged run is synced, except the one before a mapped append (which must
+        // write it first) and the last one (dropped with the file).
+        for i in 0..13u32 {
+            let piece: Vec<u8> = (0..700_001u32 + i * 104_729)
+                .map(|j| (j.wrapping_mul(37) ^ i) as u8)
+                .collect();
+            let (a, b) = piece.split_at(piece.len() / 3);
+            match i % 3 {
+                0 => f.append(&piece).unwrap(),
+                1 => {
+                    f.append_to_sync(a).unwrap();
+                    f.append_to_sync(b).unwrap();
+                    f.sync().unwrap();
+                    let on_disk = std::fs::read(&path).unwrap();
+                    let end = expected.len() + piece.len();
+                    assert!(on_disk
+                        .get(..end)
+                        .is_some_and(|d| d[expected.len()..] == piece));
+                }
+                _ => f.append_to_sync(&piece).unwrap(),
+            }
+            expected.extend_from_slice(&piece);
+        }
+        assert_eq!(f.len(), expected.len() as u64);
+        f.append_to_sync(b"never synced").unwrap();
+        drop(f);
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            bytes == expected,
+            "file differs from what was appended and synced"
+        );
     }
 
     #[test]

@@ -46,8 +46,25 @@ impl LogWriter {
     /// Append one logical record whose payload is the concatenation of `parts` (so a
     /// header and a body can be written without first copying them together).
     pub fn add_record(&mut self, parts: &[&[u8]]) -> Result<()> {
+        self.add(parts, false)
+    }
+
+    /// [`LogWriter::add_record`] for a record that [`LogWriter::sync`] follows before
+    /// anything else is appended ([`WritableFile::append_to_sync`]).
+    pub fn add_record_to_sync(&mut self, parts: &[&[u8]]) -> Result<()> {
+        self.add(parts, true)
+    }
+
+    fn put(&mut self, data: &[u8], to_sync: bool) -> Result<()> {
+        match to_sync {
+            true => self.file.append_to_sync(data),
+            false => self.file.append(data),
+        }
+    }
+
+    fn add(&mut self, parts: &[&[u8]], to_sync: bool) -> Result<()> {
         if let Some(previous) = self.predecessor.take() {
-            self.add_predecessor(previous)?;
+            self.add_predecessor(previous, to_sync)?;
         }
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut cursor = PartsCursor::new(parts);
@@ -58,7 +75,7 @@ impl LogWriter {
             if room < HEADER_LEN {
                 // Too little room for a header: pad the block with zeros.
                 const ZEROS: [u8; HEADER_LEN] = [0; HEADER_LEN];
-                self.file.append(ZEROS.get(..room).unwrap_or(&[]))?;
+                self.put(ZEROS.get(..room).unwrap_or(&[]), to_sync)?;
                 self.block_offset = 0;
             }
             let avail = BLOCK_SIZE - self.block_offset - HEADER_LEN;
@@ -76,12 +93,12 @@ impl LogWriter {
             cursor.for_each(len, |piece| crc = codec::crc32c_extend(crc, piece));
             // `len <= BLOCK_SIZE - HEADER_LEN` < 65536, so it fits the u16 length field.
             let header = encode_header(kind, len as u16, codec::mask_crc(crc));
-            self.file.append(&header)?;
+            self.put(&header, to_sync)?;
             cursor = start;
             let mut result = Ok(());
             cursor.for_each(len, |piece| {
                 if result.is_ok() {
-                    result = self.file.append(piece);
+                    result = self.put(piece, to_sync);
                 }
             });
             result?;
@@ -95,13 +112,13 @@ impl LogWriter {
     }
 
     /// Begin the log by naming the WAL it follows.
-    fn add_predecessor(&mut self, previous: Predecessor) -> Result<()> {
+    fn add_predecessor(&mut self, previous: Predecessor, to_sync: bool) -> Result<()> {
         debug_assert!(self.file.is_empty(), "the predecessor goes first");
         let payload = previous.encode();
         let crc = fragment_crc(RecordType::Predecessor, &payload);
         let header = encode_header(RecordType::Predecessor, payload.len() as u16, crc);
-        self.file.append(&header)?;
-        self.file.append(&payload)?;
+        self.put(&header, to_sync)?;
+        self.put(&payload, to_sync)?;
         self.block_offset += HEADER_LEN + payload.len();
         Ok(())
     }
