@@ -35,13 +35,14 @@ pub mod vector;
 pub(crate) mod version;
 pub(crate) mod wal;
 
-pub use batch::WriteBatch;
+pub use batch::{BatchEntry, WriteBatch};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{
     prefix_successor, Db, DbIterator, Keyspace, LiveFile, RangeIter, RepairReport, Snapshot,
     StatsSnapshot, Transaction, WriteHook, LOST_DIR,
 };
 pub use error::{Error, Result};
+pub use key::{SeqNo, ValueKind};
 pub use keyspace::KeyspaceId;
 pub use options::{Compression, KeyspaceOptions, Options, ReadOptions, WalRecovery, WriteOptions};
 pub use ttl::TtlDb;

@@ -3,9 +3,18 @@
 //!
 //! ```text
 //!   Db::write ── admit (each hook; no lock: may wait for room) ──► log lock:
-//!              check (each hook; may refuse the batch) ── WAL ── memtable ──
-//!              committed (each hook, with the batch's first sequence number) ── visible
+//!              check (each hook; may refuse the batch) ──
+//!              derive (each hook; adds its records to the batch's derived records) ──
+//!              WAL (batch + derived, one record) ── memtable ──
+//!              committed (each hook, with the batch, the derived records and the
+//!              batch's first sequence number) ── visible
 //! ```
+//!
+//! Derived records are how a layer keeps an index that is exact at every write (the text
+//! index of `shale-search`): they are ordinary entries, in a keyspace the hook owns, that
+//! commit atomically with the batch they follow and are numbered right after it. After a
+//! crash they are recovered exactly as the batch is, so the index and the data never
+//! disagree.
 //!
 //! A hook sees every write committed after [`Db::attach`] returns, in commit order, and
 //! nothing before: `attach` installs it under the `log` lock and returns a snapshot of
@@ -30,10 +39,10 @@ pub trait WriteHook: Send + Sync {
     /// A name unique among a database's hooks (the semantic index's name).
     fn name(&self) -> &str;
 
-    /// The keyspace whose keys the hook follows, if one: that keyspace cannot be dropped
-    /// while the hook is attached. By default none.
-    fn keyspace(&self) -> Option<crate::keyspace::KeyspaceId> {
-        None
+    /// The keyspaces the hook follows or writes derived records to: none of them can be
+    /// dropped while the hook is attached. By default none.
+    fn keyspaces(&self) -> &[crate::keyspace::KeyspaceId] {
+        &[]
     }
 
     /// Before `batch` is committed, with no lock held: the place to wait for room (a
@@ -55,10 +64,26 @@ pub trait WriteHook: Send + Sync {
     /// are not affected.
     fn check(&self, batch: &WriteBatch) -> Result<()>;
 
-    /// Under the `log` lock, after `batch` is in the WAL and the memtable, its entries
-    /// numbered from `first`: record it. Must not block or fail (a hook that cannot follow
-    /// a batch records that as its own failure).
-    fn committed(&self, batch: &WriteBatch, first: SeqNo);
+    /// Under the `log` lock, once every hook's `check` passed `batch`: append to `derived`
+    /// the records that keep the hook's data in step with `batch`, in a keyspace the hook
+    /// owns (and names in [`WriteHook::keyspaces`]). They are written in the same WAL
+    /// record as `batch` and numbered after it, so a reader sees both or neither. Must not
+    /// block, and must not change the hook's state (a later hook may still refuse the
+    /// batch): `committed` is where the hook learns that it was written. By default
+    /// nothing.
+    ///
+    /// # Errors
+    /// The batch is refused and nothing of it is written, as by `check`.
+    fn derive(&self, batch: &WriteBatch, derived: &mut WriteBatch) -> Result<()> {
+        let _ = (batch, derived);
+        Ok(())
+    }
+
+    /// Under the `log` lock, after `batch` and its `derived` records (those of every hook)
+    /// are in the WAL and the memtable, the batch's entries numbered from `first` and the
+    /// derived ones right after them: record it. Must not block or fail (a hook that cannot
+    /// follow a batch records that as its own failure).
+    fn committed(&self, batch: &WriteBatch, derived: &WriteBatch, first: SeqNo);
 
     /// [`Db::checkpoint`] is copying the database into `db_dir`: copy the hook's own files
     /// there (a semantic index: into `indexes/<name>/`), as of a moment at or after the

@@ -215,7 +215,7 @@ impl DbInner {
         let Some(tree) = state.trees.values().find(|t| t.name == name).cloned() else {
             return Err(Error::invalid(format!("no keyspace named {name}")));
         };
-        if let Some(hook) = log.hooks.iter().find(|h| h.keyspace() == Some(tree.id)) {
+        if let Some(hook) = log.hooks.iter().find(|h| h.keyspaces().contains(&tree.id)) {
             return Err(Error::invalid(format!(
                 "keyspace {name} is covered by index {:?}: close the database and \
                  remove the index first",

@@ -26,7 +26,6 @@
 //! once; neither polls. With no pressure, the check reads atomics and takes no lock.
 
 use std::collections::VecDeque;
-use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -81,22 +80,50 @@ impl Writer {
     }
 }
 
-/// The first refusal of `w`'s batch, under the `log` lock: by its own condition, or by a
-/// write hook (`hook.rs`).
-fn refused(db: &DbInner, log: &LogState, w: &Writer) -> Result<()> {
-    if w.batch.has_keyspaces() {
-        // Checked here, under the lock a drop takes, so no write reaches a dropped keyspace.
-        if let Some(e) = w.batch.iter().find(|e| log.mems.get(e.keyspace).is_none()) {
-            return Err(Error::invalid(format!(
-                "keyspace {} does not exist (dropped?)",
-                e.keyspace.0
-            )));
-        }
-    }
+/// A writer whose batch every check passed, with the records the write hooks derived from
+/// it (`hook.rs`): they commit together.
+struct Admitted<'a> {
+    writer: &'a Writer,
+    derived: WriteBatch,
+}
+
+/// Admit `w`'s batch under the `log` lock: its keyspaces exist, its own condition and every
+/// write hook accept it; then each hook derives its records. Returns the derived records,
+/// or the first refusal.
+fn admit_locked<'a>(db: &DbInner, log: &LogState, w: &'a Writer) -> Result<Admitted<'a>> {
+    keyspaces_exist(log, &w.batch)?;
     if let Some(condition) = &w.condition {
         condition(db, log)?;
     }
-    log.hooks.iter().try_for_each(|hook| hook.check(&w.batch))
+    log.hooks.iter().try_for_each(|hook| hook.check(&w.batch))?;
+    let mut derived = WriteBatch::new();
+    for hook in &log.hooks {
+        hook.derive(&w.batch, &mut derived)?;
+    }
+    if !derived.is_empty() {
+        derived.check()?;
+        keyspaces_exist(log, &derived)?;
+        if w.batch.count().checked_add(derived.count()).is_none() {
+            return Err(Error::invalid(
+                "a batch and its derived records hold too many entries",
+            ));
+        }
+    }
+    Ok(Admitted { writer: w, derived })
+}
+
+/// Checked under the lock a drop takes, so no write reaches a dropped keyspace.
+fn keyspaces_exist(log: &LogState, batch: &WriteBatch) -> Result<()> {
+    if !batch.has_keyspaces() {
+        return Ok(());
+    }
+    match batch.iter().find(|e| log.mems.get(e.keyspace).is_none()) {
+        Some(e) => Err(Error::invalid(format!(
+            "keyspace {} does not exist (dropped?)",
+            e.keyspace.0
+        ))),
+        None => Ok(()),
+    }
 }
 
 #[derive(Default)]
@@ -136,8 +163,8 @@ impl DbInner {
         if self.writers_queued.load(Ordering::Acquire) == 0 {
             if let Ok(mut log) = self.log.try_lock() {
                 let me = Writer::new(batch, opts, condition);
-                refused(self, &log, &me)?;
-                self.commit_locked(&mut log, &[&me])?;
+                let admitted = admit_locked(self, &log, &me)?;
+                self.commit_locked(&mut log, &[admitted])?;
                 return Ok(SeqNo(me.first_seq.load(Ordering::Relaxed)));
             }
         }
@@ -170,14 +197,17 @@ impl DbInner {
         }
         let group = build_group(&lock(&self.writers).queue);
         // A batch a hook refuses leaves the group with its own error; the rest commit.
-        let refusals: Vec<Option<Error>> =
-            group.iter().map(|w| refused(self, &log, w).err()).collect();
-        let admitted: Vec<&Writer> = group
-            .iter()
-            .zip(&refusals)
-            .filter(|(_, refusal)| refusal.is_none())
-            .map(|(w, _)| &**w)
-            .collect();
+        let mut admitted = Vec::with_capacity(group.len());
+        let mut refusals: Vec<Option<Error>> = Vec::with_capacity(group.len());
+        for w in &group {
+            match admit_locked(self, &log, w) {
+                Ok(a) => {
+                    admitted.push(a);
+                    refusals.push(None);
+                }
+                Err(e) => refusals.push(Some(e)),
+            }
+        }
         let result = if admitted.is_empty() {
             Ok(())
         } else {
@@ -241,22 +271,28 @@ impl DbInner {
 
     /// Write a group: make room, WAL, memtable, publish. Runs in the leader, with the `log`
     /// lock held and no other.
-    fn commit_locked<W: Deref<Target = Writer>>(
-        &self,
-        log: &mut LogState,
-        group: &[W],
-    ) -> Result<()> {
+    fn commit_locked(&self, log: &mut LogState, group: &[Admitted<'_>]) -> Result<()> {
         // Under the log lock: `close` marks the database closed before it takes this lock
         // to sync the WAL and freeze writes that skipped it, so a group that passed the
         // check at the start of `write` and got here after the close must not commit (its
         // WAL-less writes would be in no flush, and nothing would sync the WAL after it).
         self.check_open()?;
-        let bytes: usize = group.iter().map(|w| w.batch.approximate_size()).sum();
+        let user_bytes: usize = group
+            .iter()
+            .map(|a| a.writer.batch.approximate_size())
+            .sum();
+        let derived_bytes: usize = group.iter().map(|a| a.derived.body().len()).sum();
         let delay = Timer::start();
-        self.make_room(log, bytes)?;
+        self.make_room(log, user_bytes + derived_bytes)?;
         delay.stop(|p| &mut p.write_delay_nanos);
 
-        let count: u32 = group.iter().map(|w| w.batch.count()).sum();
+        let count = group
+            .iter()
+            .try_fold(0u32, |n, a| {
+                n.checked_add(a.writer.batch.count())?
+                    .checked_add(a.derived.count())
+            })
+            .ok_or_else(|| Error::invalid("a write group holds too many entries"))?;
         let first_seq = log.last_seq.next();
         let last_seq = SeqNo(log.last_seq.0 + u64::from(count));
         if last_seq > SeqNo::MAX {
@@ -269,7 +305,7 @@ impl DbInner {
         const PREFETCH_ENTRIES: usize = 32;
         let keys = group
             .iter()
-            .flat_map(|w| batch::decode_entries(w.batch.body(), first_seq))
+            .flat_map(|a| batch::decode_entries(a.writer.batch.body(), first_seq))
             .take(PREFETCH_ENTRIES);
         for entry in keys.flatten() {
             if let Some(mem) = log.mems.get(entry.keyspace) {
@@ -277,15 +313,22 @@ impl DbInner {
             }
         }
 
-        let use_wal = !group.iter().all(|w| w.opts.disable_wal);
+        let use_wal = !group.iter().all(|a| a.writer.opts.disable_wal);
         if use_wal {
+            // One record: each batch's entries, then those derived from it, in the order
+            // of their sequence numbers.
             let header = batch::encode_header(first_seq, count);
-            let mut parts: Vec<&[u8]> = Vec::with_capacity(group.len() + 1);
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * group.len() + 1);
             parts.push(&header);
-            parts.extend(group.iter().map(|w| w.batch.body()));
+            for a in group {
+                parts.push(a.writer.batch.body());
+                if !a.derived.is_empty() {
+                    parts.push(a.derived.body());
+                }
+            }
             let before = log.wal.len();
             let wal = Timer::start();
-            let sync = group.iter().any(|w| w.opts.sync);
+            let sync = group.iter().any(|a| a.writer.opts.sync);
             let added = match sync {
                 true => log.wal.add_record_to_sync(&parts),
                 false => log.wal.add_record(&parts),
@@ -309,35 +352,43 @@ impl DbInner {
 
         let insert = Timer::start();
         let mut seq = first_seq;
-        for w in group {
-            w.first_seq.store(seq.0, Ordering::Release);
-            let keyspaces = w.batch.has_keyspaces();
-            for entry in batch::decode_entries(w.batch.body(), seq) {
-                // The batch was encoded by `WriteBatch` itself, so it always decodes, and
-                // `refused` found each of its keyspaces.
-                let entry = entry.map_err(|e| Error::invalid(e.reason))?;
-                let mem = match keyspaces {
-                    false => log.mems.default_mem(),
-                    true => log.mems.get(entry.keyspace).ok_or_else(|| {
-                        Error::invalid(format!("keyspace {} does not exist", entry.keyspace.0))
-                    })?,
-                };
-                mem.insert(entry.seq, entry.kind, entry.key, entry.value);
-            }
-            seq = SeqNo(seq.0 + u64::from(w.batch.count()));
+        for a in group {
+            a.writer.first_seq.store(seq.0, Ordering::Release);
+            seq = Self::insert_batch(log, &a.writer.batch, seq)?;
+            seq = Self::insert_batch(log, &a.derived, seq)?;
         }
         insert.stop(|p| &mut p.write_memtable_nanos);
         for hook in &log.hooks {
-            for w in group {
-                hook.committed(&w.batch, SeqNo(w.first_seq.load(Ordering::Relaxed)));
+            for a in group {
+                let first = SeqNo(a.writer.first_seq.load(Ordering::Relaxed));
+                hook.committed(&a.writer.batch, &a.derived, first);
             }
         }
         log.last_seq = last_seq;
         self.visible_seq.store(last_seq.0, Ordering::Release);
         Stats::add_serialized(&self.stats.writes, group.len() as u64);
         Stats::add_serialized(&self.stats.write_groups, 1);
-        Stats::add_serialized(&self.stats.user_bytes_written, bytes as u64);
+        Stats::add_serialized(&self.stats.user_bytes_written, user_bytes as u64);
         Ok(())
+    }
+
+    /// Insert `batch`'s entries into their memtables, numbered from `seq`; returns the
+    /// number after its last.
+    fn insert_batch(log: &LogState, batch: &WriteBatch, seq: SeqNo) -> Result<SeqNo> {
+        let keyspaces = batch.has_keyspaces();
+        for entry in batch::decode_entries(batch.body(), seq) {
+            // The batch was encoded by `WriteBatch` itself, so it always decodes, and
+            // `admit_locked` found each of its keyspaces.
+            let entry = entry.map_err(|e| Error::invalid(e.reason))?;
+            let mem = match keyspaces {
+                false => log.mems.default_mem(),
+                true => log.mems.get(entry.keyspace).ok_or_else(|| {
+                    Error::invalid(format!("keyspace {} does not exist", entry.keyspace.0))
+                })?,
+            };
+            mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+        }
+        Ok(SeqNo(seq.0 + u64::from(batch.count())))
     }
 
     /// Record a failure that leaves memory and disk out of step: refuse writes from now on.

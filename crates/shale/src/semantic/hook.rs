@@ -204,8 +204,8 @@ impl WriteHook for IndexHook {
         &self.spec.name
     }
 
-    fn keyspace(&self) -> Option<crate::keyspace::KeyspaceId> {
-        Some(self.spec.keyspace)
+    fn keyspaces(&self) -> &[crate::keyspace::KeyspaceId] {
+        std::slice::from_ref(&self.spec.keyspace)
     }
 
     fn admit(&self, batch: &WriteBatch) -> Result<()> {
@@ -237,7 +237,7 @@ impl WriteHook for IndexHook {
         Ok(())
     }
 
-    fn committed(&self, batch: &WriteBatch, first: SeqNo) {
+    fn committed(&self, batch: &WriteBatch, _derived: &WriteBatch, first: SeqNo) {
         let changes = self.changes(batch, first);
         if changes.is_empty() {
             return;
