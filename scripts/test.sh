@@ -15,14 +15,14 @@ bash scripts/fetch-bench-data.sh --vectors-only >/dev/null
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets --features shale/fuzzing -- -D warnings
+cargo clippy --workspace --all-targets --features shale/fuzzing,shale-search/fuzzing -- -D warnings
 echo "== cargo doc (broken or private intra-doc links fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 echo "== the engine's module graph (no import cycle, no upward import)"
 python3 scripts/check-modules.py --self-test
 python3 scripts/check-modules.py
 echo "== cargo test (with the fuzz entry points, for tests/fuzz_smoke.rs)"
-cargo test --workspace --features shale/fuzzing
+cargo test --workspace --features shale/fuzzing,shale-search/fuzzing
 echo "== R9: every fuzz target for 60 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
 fuzz_log="$(mktemp)"
 bench_tmp=""

@@ -1,0 +1,257 @@
+//! Analyzers: how a text becomes the terms a text index stores and a query looks up.
+//!
+//! Every analyzer starts from Unicode word boundaries (UAX #29, through the
+//! `unicode-segmentation` crate) and lower-cases each word. Then:
+//!
+//! | analyzer  | what it adds                                                            |
+//! |-----------|-------------------------------------------------------------------------|
+//! | `Simple`  | nothing                                                                 |
+//! | `English` | drops Lucene's 33 English stop words, stems with Snowball's English (Porter2) stemmer (`rust-stemmers`) |
+//! | `Cjk`     | a run of Chinese, Japanese or Korean characters becomes its overlapping bigrams ("全文検索" → 全文, 文検, 検索), a lone one itself |
+//!
+//! Word boundaries alone find no words in Chinese or Japanese text (UAX #29 splits Han
+//! text into single characters), so `Cjk` indexes character bigrams, as Lucene's
+//! `CJKAnalyzer` and Elasticsearch's `cjk_bigram` do: a query's bigrams must appear in the
+//! document, with no dictionary to ship or keep current.
+//!
+//! A token carries its term, the byte span of the text it came from (for highlights) and
+//! its position (for phrase queries). A dropped stop word still takes a position, so
+//! "engine of the year" does not match the phrase "engine year".
+//!
+//! Pure functions, no state: any thread may analyze at any time.
+
+use rust_stemmers::{Algorithm, Stemmer};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Which analyzer an index uses; stored in the index's definition (`format.rs`), so the
+/// tag of each is fixed forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Analyzer {
+    /// Unicode words, lower-cased.
+    Simple,
+    /// Unicode words, lower-cased, English stop words dropped, Porter2-stemmed.
+    #[default]
+    English,
+    /// Unicode words, lower-cased; Chinese, Japanese and Korean runs as bigrams.
+    Cjk,
+}
+
+/// One term of a text, where it came from, and its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub term: String,
+    /// The byte span of the text the term came from.
+    pub start: usize,
+    pub end: usize,
+    /// The token's ordinal in the text (a dropped stop word takes one too).
+    pub position: u32,
+}
+
+/// Lucene's English stop words (`EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`), sorted.
+const ENGLISH_STOP_WORDS: [&str; 33] = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+
+impl Analyzer {
+    /// The analyzer's tag in the index definition.
+    pub(crate) fn tag(self) -> u8 {
+        match self {
+            Analyzer::Simple => 1,
+            Analyzer::English => 2,
+            Analyzer::Cjk => 3,
+        }
+    }
+
+    pub(crate) fn from_tag(tag: u8) -> Option<Analyzer> {
+        match tag {
+            1 => Some(Analyzer::Simple),
+            2 => Some(Analyzer::English),
+            3 => Some(Analyzer::Cjk),
+            _ => None,
+        }
+    }
+
+    /// The analyzer's name, as the CLI and Python spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Analyzer::Simple => "simple",
+            Analyzer::English => "english",
+            Analyzer::Cjk => "cjk",
+        }
+    }
+
+    /// The analyzer named `name` ("simple", "english", "cjk").
+    pub fn from_name(name: &str) -> Option<Analyzer> {
+        [Analyzer::Simple, Analyzer::English, Analyzer::Cjk]
+            .into_iter()
+            .find(|a| a.name() == name)
+    }
+
+    /// The tokens of `text`, in order.
+    pub fn tokens(self, text: &str) -> Vec<Token> {
+        let mut out = Vec::new();
+        self.for_each_token(text, |t| out.push(t));
+        out
+    }
+
+    /// The terms of `text`, in order (a term once per occurrence).
+    pub fn terms(self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        self.for_each_token(text, |t| out.push(t.term));
+        out
+    }
+
+    /// Call `f` with each token of `text`, in order.
+    pub fn for_each_token(self, text: &str, mut f: impl FnMut(Token)) {
+        let stemmer =
+            matches!(self, Analyzer::English).then(|| Stemmer::create(Algorithm::English));
+        let mut position = 0u32;
+        let mut words = text.unicode_word_indices().peekable();
+        while let Some((start, word)) = words.next() {
+            if self == Analyzer::Cjk && word.chars().all(is_cjk) {
+                // Join the run of CJK words that touch one another: UAX #29 splits Han
+                // text into single characters.
+                let mut end = start + word.len();
+                while let Some(&(next, w)) = words.peek() {
+                    if next != end || !w.chars().all(is_cjk) {
+                        break;
+                    }
+                    end = next + w.len();
+                    words.next();
+                }
+                for_each_bigram(
+                    text.get(start..end).unwrap_or(""),
+                    start,
+                    &mut position,
+                    &mut f,
+                );
+                continue;
+            }
+            let lower = word.to_lowercase();
+            let at = position;
+            position = position.saturating_add(1);
+            let term = match &stemmer {
+                Some(stemmer) => {
+                    if ENGLISH_STOP_WORDS.binary_search(&lower.as_str()).is_ok() {
+                        continue;
+                    }
+                    stemmer.stem(&lower).into_owned()
+                }
+                None => lower,
+            };
+            f(Token {
+                term,
+                start,
+                end: start + word.len(),
+                position: at,
+            });
+        }
+    }
+}
+
+/// The bigrams of a run of CJK characters that starts at byte `base` of the text (the run
+/// itself if it is one character), each at the next position.
+fn for_each_bigram(run: &str, base: usize, position: &mut u32, f: &mut impl FnMut(Token)) {
+    let chars: Vec<(usize, char)> = run.char_indices().collect();
+    let end_of = |i: usize| chars.get(i).map_or(run.len(), |&(at, _)| at);
+    let windows = chars.len().saturating_sub(1).max(1);
+    for i in 0..windows {
+        let (from, to) = (end_of(i), end_of(i + 2));
+        let Some(term) = run.get(from..to) else {
+            continue;
+        };
+        f(Token {
+            term: term.to_owned(),
+            start: base + from,
+            end: base + to,
+            position: *position,
+        });
+        *position = position.saturating_add(1);
+    }
+}
+
+/// Whether `c` is a Chinese, Japanese or Korean character (Han, kana, Hangul).
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x31F0..=0x31FF    // Katakana phonetic extensions
+        | 0x3400..=0x4DBF    // CJK Extension A
+        | 0x4E00..=0x9FFF    // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0x1100..=0x11FF    // Hangul Jamo
+        | 0x3130..=0x318F    // Hangul compatibility Jamo
+        | 0xF900..=0xFAFF    // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F    // half-width Katakana
+        | 0x20000..=0x2FA1F  // CJK Extensions B and later, compatibility supplement
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(a: Analyzer, text: &str) -> Vec<String> {
+        a.terms(text)
+    }
+
+    #[test]
+    fn stop_words_are_sorted_for_binary_search() {
+        assert!(ENGLISH_STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn simple_splits_unicode_words_and_lower_cases() {
+        assert_eq!(
+            terms(Analyzer::Simple, "The Porter-Stemmer, RFC 9110; ENOSPC!"),
+            ["the", "porter", "stemmer", "rfc", "9110", "enospc"]
+        );
+    }
+
+    #[test]
+    fn english_stems_and_drops_stop_words_keeping_positions() {
+        let tokens = Analyzer::English.tokens("The engines of running Cats");
+        let got: Vec<(&str, u32)> = tokens
+            .iter()
+            .map(|t| (t.term.as_str(), t.position))
+            .collect();
+        assert_eq!(got, [("engin", 1), ("run", 3), ("cat", 4)]);
+        assert_eq!(
+            &"The engines of running Cats"[tokens[0].start..tokens[0].end],
+            "engines"
+        );
+        assert_eq!(
+            terms(Analyzer::English, "stemming stemmed stems"),
+            ["stem", "stem", "stem"]
+        );
+    }
+
+    #[test]
+    fn cjk_runs_become_bigrams_with_spans() {
+        let text = "全文検索とは Shale です";
+        let tokens = Analyzer::Cjk.tokens(text);
+        let got: Vec<&str> = tokens.iter().map(|t| t.term.as_str()).collect();
+        assert_eq!(
+            got,
+            ["全文", "文検", "検索", "索と", "とは", "shale", "です"]
+        );
+        for t in &tokens {
+            assert_eq!(text[t.start..t.end].to_lowercase(), t.term);
+        }
+        let positions: Vec<u32> = tokens.iter().map(|t| t.position).collect();
+        assert_eq!(positions, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(terms(Analyzer::Cjk, "中"), ["中"]);
+        assert_eq!(terms(Analyzer::Cjk, "我爱北京"), ["我爱", "爱北", "北京"]);
+    }
+
+    #[test]
+    fn names_and_tags_round_trip() {
+        for a in [Analyzer::Simple, Analyzer::English, Analyzer::Cjk] {
+            assert_eq!(Analyzer::from_name(a.name()), Some(a));
+            assert_eq!(Analyzer::from_tag(a.tag()), Some(a));
+        }
+        assert_eq!(Analyzer::from_tag(0), None);
+        assert_eq!(Analyzer::from_name("klingon"), None);
+    }
+}

@@ -1,0 +1,311 @@
+//! The write hook of a text index: refuses a value it cannot read as text, derives each
+//! document record in the batch of the value it comes from, and applies the committed
+//! records to the in-memory index in commit order.
+//!
+//! ```text
+//!   Db::write ── check: a value under the prefix is UTF-8 text (or a vector value) ──
+//!   derive: put ──► record put, delete ──► record delete, range delete ──► record range
+//!   delete (clipped to the prefix), all in the index's keyspace ── WAL, memtable ──
+//!   committed: the derived records ──► Inverted (write lock), changed_at = their seq
+//! ```
+//!
+//! Deriving a record needs nothing but the entry itself: no read, no state. So every
+//! record is written atomically with its value, recovered with it after a crash, and a
+//! hook that attaches late only has to reconcile what was written while it was away
+//! (`open.rs`).
+//!
+//! While the index opens, `committed` queues the records in a backlog instead (the
+//! inverted index is still being built); the opener applies the backlog and goes live
+//! under the same lock, so no record is missed or applied twice.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use shale::{BatchEntry, Error, KeyspaceId, Result, SeqNo, ValueKind, WriteBatch, WriteHook};
+
+use super::analyzer::Analyzer;
+use super::format::{doc_key, doc_key_of, DocRecord};
+use super::inverted::Inverted;
+
+/// A record change, owned: what the backlog holds while the index opens.
+#[derive(Debug)]
+pub(crate) enum Change {
+    Put(Vec<u8>, DocRecord),
+    Delete(Vec<u8>),
+    DeleteRange(Vec<u8>, Option<Vec<u8>>),
+}
+
+impl Change {
+    pub(crate) fn apply(&self, ix: &mut Inverted) {
+        match self {
+            Change::Put(key, record) => ix.put(key, record),
+            Change::Delete(key) => ix.remove(key),
+            Change::DeleteRange(start, end) => ix.remove_range(start, end.as_deref()),
+        }
+    }
+}
+
+/// What searches and the hook share.
+pub(crate) struct Shared {
+    index: RwLock<Inverted>,
+    /// The sequence number of the last record applied: a search reads the index only at
+    /// a database snapshot at or after it (`mod.rs`).
+    changed_at: AtomicU64,
+    /// What the opener follows while the index opens (`open.rs`).
+    tracking: Mutex<Tracking>,
+}
+
+/// While an index opens: the records committed before it went live, and the documents
+/// written since its snapshot, whose records the open must not overwrite.
+#[derive(Default)]
+pub(crate) struct Tracking {
+    /// `Some` until the index goes live: the records committed meanwhile, in order.
+    pub backlog: Option<Vec<Change>>,
+    /// `Some` until the open's repairs are written: every document key written, and every
+    /// range deleted, since the open's snapshot.
+    pub touched: Option<Touched>,
+}
+
+/// Document keys and ranges written since a snapshot.
+#[derive(Default)]
+pub(crate) struct Touched {
+    keys: std::collections::BTreeSet<Vec<u8>>,
+    ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Touched {
+    fn record(&mut self, change: &Change) {
+        match change {
+            Change::Put(key, _) | Change::Delete(key) => {
+                self.keys.insert(key.clone());
+            }
+            Change::DeleteRange(start, end) => self.ranges.push((start.clone(), end.clone())),
+        }
+    }
+
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        self.keys.contains(key)
+            || self
+                .ranges
+                .iter()
+                .any(|(s, e)| key >= s.as_slice() && e.as_ref().is_none_or(|e| key < e.as_slice()))
+    }
+}
+
+impl Shared {
+    pub(crate) fn opening() -> Shared {
+        Shared {
+            index: RwLock::new(Inverted::default()),
+            changed_at: AtomicU64::new(0),
+            tracking: Mutex::new(Tracking {
+                backlog: Some(Vec::new()),
+                touched: Some(Touched::default()),
+            }),
+        }
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Inverted> {
+        self.index.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Inverted> {
+        self.index.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn tracking(&self) -> MutexGuard<'_, Tracking> {
+        self.tracking.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn changed_at(&self) -> SeqNo {
+        SeqNo(self.changed_at.load(Ordering::Acquire))
+    }
+
+    /// Install `built` (the index as of the open's snapshot), apply the backlog over it
+    /// and go live: from then on `committed` applies records directly.
+    pub(crate) fn go_live(&self, mut built: Inverted) {
+        let mut tracking = self.tracking();
+        for change in tracking.backlog.take().unwrap_or_default() {
+            change.apply(&mut built);
+        }
+        *self.write() = built;
+    }
+}
+
+/// The hook attached to the database.
+pub(crate) struct TextHook {
+    /// `text:<index name>`, unique among the database's hooks.
+    pub name: String,
+    /// [the documents' keyspace, the index's own]
+    pub keyspaces: [KeyspaceId; 2],
+    pub prefix: Vec<u8>,
+    /// The end of the prefix's keys (`None`: no end).
+    pub prefix_end: Option<Vec<u8>>,
+    pub analyzer: Analyzer,
+    pub shared: Arc<Shared>,
+}
+
+impl TextHook {
+    fn data(&self) -> KeyspaceId {
+        self.keyspaces[0]
+    }
+
+    fn records(&self) -> KeyspaceId {
+        self.keyspaces[1]
+    }
+
+    fn covers(&self, e: &BatchEntry<'_>) -> bool {
+        e.keyspace == self.data() && e.key.starts_with(&self.prefix)
+    }
+
+    /// The part of `[start, end)` inside the prefix, if any.
+    fn clip<'a>(&'a self, start: &'a [u8], end: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
+        let lo = start.max(self.prefix.as_slice());
+        let hi = match &self.prefix_end {
+            Some(pe) => end.min(pe.as_slice()),
+            None => end,
+        };
+        (lo < hi).then_some((lo, hi))
+    }
+
+    /// The record of value `value` of document `key`.
+    pub(crate) fn record(&self, key: &[u8], value: &[u8]) -> Result<DocRecord> {
+        let text = document_text(value).map_err(|why| {
+            Error::InvalidArgument(format!(
+                "the value of key {:?} is {why}, and the key is in text index {:?} (prefix \
+                 {:?}); nothing was written",
+                String::from_utf8_lossy(key),
+                self.name.trim_start_matches("text:"),
+                String::from_utf8_lossy(&self.prefix)
+            ))
+        })?;
+        Ok(DocRecord::analyze(self.analyzer, text, value_hash(value)))
+    }
+}
+
+/// The hash that ties a document record to its value: xxh3-64 of the value's bytes.
+pub(crate) fn value_hash(value: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(value)
+}
+
+/// The text a value holds: itself if UTF-8; a vector value's payload (a semantic index's
+/// `put_vector` on the same prefix), or nothing if that payload is not UTF-8.
+pub(crate) fn document_text(value: &[u8]) -> std::result::Result<&str, String> {
+    match shale::semantic::decode_vector_value(value) {
+        Some(Ok(v)) => return Ok(std::str::from_utf8(v.payload).unwrap_or("")),
+        Some(Err(why)) => {
+            return Err(format!(
+                "neither UTF-8 text nor a well-formed vector value ({why})"
+            ))
+        }
+        None => {}
+    }
+    std::str::from_utf8(value).map_err(|e| {
+        format!(
+            "neither UTF-8 text (invalid byte at {}) nor a vector value",
+            e.valid_up_to()
+        )
+    })
+}
+
+impl WriteHook for TextHook {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn keyspaces(&self) -> &[KeyspaceId] {
+        &self.keyspaces
+    }
+
+    fn check(&self, batch: &WriteBatch) -> Result<()> {
+        for e in batch
+            .iter()
+            .filter(|e| e.kind == ValueKind::Put && self.covers(e))
+        {
+            if let Err(why) = document_text(e.value) {
+                return Err(Error::InvalidArgument(format!(
+                    "the value of key {:?} is {why}, and the key is in text index {:?}; \
+                     nothing was written",
+                    String::from_utf8_lossy(e.key),
+                    self.name.trim_start_matches("text:"),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn derive(&self, batch: &WriteBatch, derived: &mut WriteBatch) -> Result<()> {
+        for e in batch.iter().filter(|e| e.keyspace == self.data()) {
+            match e.kind {
+                ValueKind::Put if e.key.starts_with(&self.prefix) => {
+                    let record = self.record(e.key, e.value)?;
+                    derived.put_in(self.records(), doc_key(e.key), record.encode());
+                }
+                ValueKind::Delete if e.key.starts_with(&self.prefix) => {
+                    derived.delete_in(self.records(), doc_key(e.key));
+                }
+                ValueKind::RangeDelete => {
+                    if let Some((lo, hi)) = self.clip(e.key, e.value) {
+                        derived.delete_range_in(self.records(), doc_key(lo), doc_key(hi));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn committed(&self, batch: &WriteBatch, derived: &WriteBatch, first: SeqNo) {
+        let mut changes = Vec::new();
+        let mut last = None;
+        for (i, e) in derived.iter().enumerate() {
+            if e.keyspace != self.records() {
+                continue;
+            }
+            let change = match e.kind {
+                ValueKind::Put => {
+                    let (Some(key), Ok(record)) = (doc_key_of(e.key), DocRecord::decode(e.value))
+                    else {
+                        continue;
+                    };
+                    Change::Put(key.to_vec(), record)
+                }
+                ValueKind::Delete => match doc_key_of(e.key) {
+                    Some(key) => Change::Delete(key.to_vec()),
+                    None => continue,
+                },
+                ValueKind::RangeDelete => {
+                    let start = doc_key_of(e.key).unwrap_or(&[]).to_vec();
+                    Change::DeleteRange(start, doc_key_of(e.value).map(<[u8]>::to_vec))
+                }
+            };
+            changes.push(change);
+            last = Some(first.0 + batch.len() as u64 + i as u64);
+        }
+        let Some(last) = last else { return };
+        let mut tracking = self.shared.tracking();
+        if let Some(touched) = tracking.touched.as_mut() {
+            changes.iter().for_each(|c| touched.record(c));
+        }
+        match tracking.backlog.as_mut() {
+            Some(queued) => queued.extend(changes),
+            None => {
+                let mut ix = self.shared.write();
+                for change in &changes {
+                    change.apply(&mut ix);
+                }
+                // Under the write lock: a search that holds the read lock sees the index
+                // and the sequence number of its last change together.
+                self.shared.changed_at.store(last, Ordering::Release);
+            }
+        }
+    }
+
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}

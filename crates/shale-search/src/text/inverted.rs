@@ -1,0 +1,276 @@
+//! The in-memory inverted index a text index searches: a posting list per term, the
+//! document table, and the exact index-wide statistics.
+//!
+//! It is a function of the index's document records (`format.rs`): built from them at
+//! open, then changed by exactly the records each committed write derives, in commit
+//! order, so it always equals what the records say. Nothing here is persisted.
+//!
+//! ```text
+//!   dict:  term ──► TermId                    terms[TermId]: df, ids[], tfs[], bounds
+//!   by_key: key ──► DocId (live documents)    lens[DocId], alive bit, docs[DocId]: key, terms
+//! ```
+//!
+//! Invariants:
+//! 1. A document gets the next `DocId` when it is put, so every posting list is sorted by
+//!    `DocId`; an overwrite is a removal and a put under a new id.
+//! 2. A removed document's postings stay in their lists, masked by its cleared alive bit,
+//!    until `compact` renumbers the live documents (when the dead outnumber the live).
+//! 3. `df`, `live` and `total_len` count live documents only: they are the exact BM25
+//!    statistics of the current state, whatever the lists still hold.
+//! 4. A term's `max_tf` and `min_len` bound every live posting of it (they may be loose
+//!    after removals, never tight-and-wrong): the pruning in `query.rs` relies on it.
+//!
+//! Thread safety: none inside; the index behind a `RwLock` in `mod.rs`. Writers hold the
+//! write lock from the database's commit (`hook.rs`), searches the read lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+
+use super::format::DocRecord;
+
+/// A document's number in the posting lists.
+pub type DocId = u32;
+
+/// What the index knows of one term.
+#[derive(Debug, Default)]
+pub struct Term {
+    /// Live documents holding the term.
+    pub df: u32,
+    /// Postings, by ascending `DocId` (dead ones included, see invariant 2).
+    pub ids: Vec<DocId>,
+    pub tfs: Vec<u32>,
+    /// Bounds on the term's live postings (invariant 4).
+    pub max_tf: u32,
+    pub min_len: u32,
+}
+
+/// A live document.
+#[derive(Debug)]
+struct Doc {
+    key: Box<[u8]>,
+    /// Its distinct terms, to update `df` when it goes.
+    terms: Box<[u32]>,
+}
+
+#[derive(Debug, Default)]
+pub struct Inverted {
+    dict: HashMap<Box<str>, u32>,
+    terms: Vec<Term>,
+    /// By `DocId`: `Some` while live.
+    docs: Vec<Option<Doc>>,
+    /// By `DocId`: the document's length in tokens (0 once dead).
+    lens: Vec<u32>,
+    by_key: BTreeMap<Box<[u8]>, DocId>,
+    live: u32,
+    total_len: u64,
+    /// Removed documents whose postings are still in the lists.
+    dead: usize,
+}
+
+/// A removed document's postings are dropped once the dead outnumber the live and this.
+const COMPACT_MIN_DEAD: usize = 4096;
+
+impl Inverted {
+    /// Number of live documents (BM25's N).
+    pub fn docs(&self) -> u32 {
+        self.live
+    }
+
+    /// Sum of the live documents' lengths.
+    pub fn total_len(&self) -> u64 {
+        self.total_len
+    }
+
+    /// Distinct terms of the live documents.
+    pub fn distinct_terms(&self) -> usize {
+        self.terms.iter().filter(|t| t.df > 0).count()
+    }
+
+    pub fn term(&self, text: &str) -> Option<&Term> {
+        self.dict
+            .get(text)
+            .and_then(|&id| self.terms.get(id as usize))
+            .filter(|t| t.df > 0)
+    }
+
+    pub fn is_live(&self, id: DocId) -> bool {
+        self.docs.get(id as usize).is_some_and(Option::is_some)
+    }
+
+    pub fn len_of(&self, id: DocId) -> u32 {
+        self.lens.get(id as usize).copied().unwrap_or(0)
+    }
+
+    pub fn key_of(&self, id: DocId) -> Option<&[u8]> {
+        self.docs.get(id as usize)?.as_ref().map(|d| &*d.key)
+    }
+
+    /// Make `record` document `key`'s content (replacing what it held).
+    pub fn put(&mut self, key: &[u8], record: &DocRecord) {
+        self.remove(key);
+        let Ok(id) = DocId::try_from(self.docs.len()) else {
+            // Four billion ids without a compaction: renumber first.
+            self.compact();
+            return self.put(key, record);
+        };
+        let mut term_ids = Vec::with_capacity(record.terms.len());
+        for (text, tf) in &record.terms {
+            let tid = self.term_id(text);
+            term_ids.push(tid);
+            if let Some(t) = self.terms.get_mut(tid as usize) {
+                if t.df == 0 {
+                    t.max_tf = 0;
+                    t.min_len = u32::MAX;
+                }
+                t.df += 1;
+                t.ids.push(id);
+                t.tfs.push(*tf);
+                t.max_tf = t.max_tf.max(*tf);
+                t.min_len = t.min_len.min(record.length);
+            }
+        }
+        self.docs.push(Some(Doc {
+            key: key.into(),
+            terms: term_ids.into(),
+        }));
+        self.lens.push(record.length);
+        self.by_key.insert(key.into(), id);
+        self.live += 1;
+        self.total_len += u64::from(record.length);
+    }
+
+    /// Remove document `key`, if live.
+    pub fn remove(&mut self, key: &[u8]) {
+        let Some(id) = self.by_key.remove(key) else {
+            return;
+        };
+        let Some(doc) = self.docs.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        for &tid in doc.terms.iter() {
+            if let Some(t) = self.terms.get_mut(tid as usize) {
+                t.df -= 1;
+                if t.df == 0 {
+                    // Nothing live is left: free the list now.
+                    t.ids = Vec::new();
+                    t.tfs = Vec::new();
+                }
+            }
+        }
+        if let Some(len) = self.lens.get_mut(id as usize) {
+            self.total_len -= u64::from(*len);
+            *len = 0;
+        }
+        self.live -= 1;
+        self.dead += 1;
+        if self.dead >= COMPACT_MIN_DEAD && self.dead > self.live as usize {
+            self.compact();
+        }
+    }
+
+    /// Remove every live document with a key in `[start, end)` (`end` `None`: no end).
+    pub fn remove_range(&mut self, start: &[u8], end: Option<&[u8]>) {
+        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
+        let keys: Vec<Box<[u8]>> = self
+            .by_key
+            .range::<[u8], _>((Bound::Included(start), upper))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.remove(&key);
+        }
+    }
+
+    fn term_id(&mut self, text: &str) -> u32 {
+        if let Some(&id) = self.dict.get(text) {
+            return id;
+        }
+        let id = u32::try_from(self.terms.len()).unwrap_or(u32::MAX);
+        self.dict.insert(text.into(), id);
+        self.terms.push(Term {
+            min_len: u32::MAX,
+            ..Term::default()
+        });
+        id
+    }
+
+    /// Renumber the live documents densely, in their order, and drop dead postings and
+    /// the terms no live document holds.
+    fn compact(&mut self) {
+        let mut new_id = vec![DocId::MAX; self.docs.len()];
+        let mut docs = Vec::with_capacity(self.live as usize);
+        let mut lens = Vec::with_capacity(self.live as usize);
+        for (old, doc) in self.docs.drain(..).enumerate() {
+            if let Some(doc) = doc {
+                if let Some(slot) = new_id.get_mut(old) {
+                    *slot = docs.len() as DocId;
+                }
+                lens.push(self.lens.get(old).copied().unwrap_or(0));
+                docs.push(Some(doc));
+            }
+        }
+        for t in &mut self.terms {
+            let mut ids = Vec::with_capacity(t.df as usize);
+            let mut tfs = Vec::with_capacity(t.df as usize);
+            for (&id, &tf) in t.ids.iter().zip(&t.tfs) {
+                if let Some(&to) = new_id.get(id as usize).filter(|&&to| to != DocId::MAX) {
+                    ids.push(to);
+                    tfs.push(tf);
+                }
+            }
+            t.ids = ids;
+            t.tfs = tfs;
+        }
+        for id in self.by_key.values_mut() {
+            *id = new_id.get(*id as usize).copied().unwrap_or(DocId::MAX);
+        }
+        self.docs = docs;
+        self.lens = lens;
+        self.dead = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::analyzer::Analyzer;
+
+    fn rec(text: &str) -> DocRecord {
+        DocRecord::analyze(Analyzer::Simple, text, 0)
+    }
+
+    #[test]
+    fn statistics_count_live_documents_only() {
+        let mut ix = Inverted::default();
+        ix.put(b"a", &rec("red fox red"));
+        ix.put(b"b", &rec("blue fox"));
+        assert_eq!((ix.docs(), ix.total_len()), (2, 5));
+        assert_eq!(ix.term("fox").map(|t| t.df), Some(2));
+        ix.put(b"a", &rec("green"));
+        assert_eq!((ix.docs(), ix.total_len()), (2, 3));
+        assert_eq!(ix.term("fox").map(|t| t.df), Some(1));
+        assert!(ix.term("red").is_none());
+        ix.remove_range(b"a", Some(b"c"));
+        assert_eq!((ix.docs(), ix.total_len(), ix.distinct_terms()), (0, 0, 0));
+    }
+
+    #[test]
+    fn compaction_renumbers_in_order_and_keeps_every_live_posting() {
+        let mut ix = Inverted::default();
+        for i in 0..3 * COMPACT_MIN_DEAD {
+            ix.put(
+                format!("k{:06}", i % 100).as_bytes(),
+                &rec(&format!("w{} common", i % 7)),
+            );
+        }
+        assert!(ix.dead < COMPACT_MIN_DEAD + 100, "compacted along the way");
+        let common = ix.term("common").expect("live");
+        assert_eq!(common.df, 100);
+        let live: Vec<_> = common.ids.iter().filter(|&&id| ix.is_live(id)).collect();
+        assert_eq!(live.len(), 100);
+        assert!(common.ids.windows(2).all(|w| w[0] < w[1]));
+        for (key, &id) in &ix.by_key {
+            assert_eq!(ix.key_of(id), Some(&**key));
+        }
+    }
+}

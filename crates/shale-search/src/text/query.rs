@@ -1,0 +1,490 @@
+//! Keyword queries over the inverted index: BM25 scores, the top k by MaxScore pruning,
+//! conjunctions, and the candidates of a phrase.
+//!
+//! BM25, as Lucene defines it since 8.0 (and tantivy, bm25s), with N the live documents,
+//! `df` a term's live documents, `len` a document's tokens and `avg_len` their mean:
+//!
+//! ```text
+//!   idf(t)    = ln(1 + (N - df + 0.5) / (df + 0.5))
+//!   w(t, d)   = idf(t) * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * len / avg_len))
+//!   score(d)  = sum of w(t, d) over the query's distinct terms that d holds, in query order
+//! ```
+//!
+//! computed in `f64` in exactly that order, so the same document gets the same score
+//! bit for bit whichever way it was found (pruned or exhaustive) and wherever it is
+//! stored. Hits are ordered by score, then by key.
+//!
+//! **MaxScore** (Turtle and Flood, 1995). Each term has an upper bound on its weight, from
+//! its largest `tf` and its shortest document (`w` grows with `tf` and shrinks with `len`).
+//! Sort the terms by bound; once the top k are full with a k-th score θ, the terms whose
+//! bounds add up to less than θ are *non-essential*: a document that holds only those
+//! cannot enter the top k. Candidates come from the essential terms alone; a candidate
+//! gets the non-essential terms' weights by a seek into their lists, from the largest
+//! bound down, and is dropped as soon as its score so far plus the bounds left is below θ.
+//!
+//! ```text
+//!   bounds (sorted)   0.4  0.9 | 2.1  3.0        θ = 1.5: 0.4 + 0.9 < θ
+//!                    non-essential | essential: only these lists are walked
+//! ```
+//!
+//! The pruning compares with a margin of 1e-9 relative, so a rounding difference between
+//! a sum of bounds and a score can never drop a document that belongs in the top k: the
+//! result is the exhaustive one (tests/keyword_oracle.rs checks it on every query).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::inverted::{DocId, Inverted, Term};
+
+/// BM25's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25 {
+    /// Term-frequency saturation. Default 1.2.
+    pub k1: f64,
+    /// Length normalisation, 0 (none) to 1 (full). Default 0.75.
+    pub b: f64,
+}
+
+impl Default for Bm25 {
+    fn default() -> Self {
+        Bm25 { k1: 1.2, b: 0.75 }
+    }
+}
+
+impl Bm25 {
+    /// `idf(t)` for a term in `df` of `n` documents.
+    pub fn idf(n: u32, df: u32) -> f64 {
+        let (n, df) = (f64::from(n), f64::from(df));
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// `w(t, d)` for a term of weight `idf` found `tf` times in a document of `len` tokens.
+    pub fn weight(&self, idf: f64, tf: u32, len: u32, avg_len: f64) -> f64 {
+        let tf = f64::from(tf);
+        idf * (tf * (self.k1 + 1.0))
+            / (tf + self.k1 * (1.0 - self.b + self.b * f64::from(len) / avg_len))
+    }
+}
+
+/// A scored document.
+#[derive(Debug, Clone, Copy)]
+pub struct Scored {
+    pub id: DocId,
+    pub score: f64,
+}
+
+/// The statistics every weight of one query is computed with.
+pub struct Scoring<'a> {
+    pub ix: &'a Inverted,
+    pub bm25: Bm25,
+    pub avg_len: f64,
+    /// The query's distinct terms that the index holds, in query order, with their idf.
+    pub terms: Vec<(&'a Term, f64)>,
+    /// Only documents with keys in `[lower, upper)`.
+    pub lower: &'a [u8],
+    pub upper: Option<&'a [u8]>,
+}
+
+impl<'a> Scoring<'a> {
+    /// The scoring of `terms` (distinct, in query order) over `ix`; `None` if the index is
+    /// empty.
+    pub fn new(ix: &'a Inverted, bm25: Bm25, terms: &[String]) -> Option<Scoring<'a>> {
+        let n = ix.docs();
+        if n == 0 {
+            return None;
+        }
+        let avg_len = ix.total_len() as f64 / f64::from(n);
+        let terms = terms
+            .iter()
+            .filter_map(|t| ix.term(t))
+            .map(|t| (t, Bm25::idf(n, t.df)))
+            .collect();
+        Some(Scoring {
+            ix,
+            bm25,
+            avg_len,
+            terms,
+            lower: &[],
+            upper: None,
+        })
+    }
+
+    fn admits(&self, id: DocId) -> bool {
+        if !self.ix.is_live(id) {
+            return false;
+        }
+        if self.lower.is_empty() && self.upper.is_none() {
+            return true;
+        }
+        self.ix
+            .key_of(id)
+            .is_some_and(|k| k >= self.lower && self.upper.is_none_or(|u| k < u))
+    }
+
+    /// The score of `id` from its weights, indexed by query term (`None`: not held).
+    fn total(weights: &[Option<f64>]) -> f64 {
+        weights.iter().flatten().sum()
+    }
+
+    fn bound(&self, term: &Term, idf: f64) -> f64 {
+        self.bm25
+            .weight(idf, term.max_tf, term.min_len, self.avg_len)
+    }
+
+    /// Every admitted document holding any term, scored, unordered: the exhaustive
+    /// reference.
+    pub fn all_any(&self) -> Vec<Scored> {
+        let mut weights: std::collections::BTreeMap<DocId, Vec<Option<f64>>> = Default::default();
+        for (qi, (term, idf)) in self.terms.iter().enumerate() {
+            for (&id, &tf) in term.ids.iter().zip(&term.tfs) {
+                if !self.admits(id) {
+                    continue;
+                }
+                let w = self.bm25.weight(*idf, tf, self.ix.len_of(id), self.avg_len);
+                let slot = weights
+                    .entry(id)
+                    .or_insert_with(|| vec![None; self.terms.len()]);
+                if let Some(s) = slot.get_mut(qi) {
+                    *s = Some(w);
+                }
+            }
+        }
+        weights
+            .into_iter()
+            .map(|(id, w)| Scored {
+                id,
+                score: Self::total(&w),
+            })
+            .collect()
+    }
+
+    /// The top `k` documents holding any term, by MaxScore.
+    pub fn top_any(&self, k: usize) -> Vec<Scored> {
+        let mut cursors: Vec<Cursor<'_>> = self
+            .terms
+            .iter()
+            .enumerate()
+            .map(|(qi, (term, idf))| Cursor {
+                qi,
+                term,
+                idf: *idf,
+                bound: self.bound(term, *idf),
+                at: 0,
+            })
+            .collect();
+        cursors.sort_by(|a, b| a.bound.total_cmp(&b.bound));
+        // prefix[i]: the sum of the bounds of cursors 0..=i.
+        let prefix: Vec<f64> = cursors
+            .iter()
+            .scan(0.0, |sum, c| {
+                *sum += c.bound;
+                Some(*sum)
+            })
+            .collect();
+        let mut top = TopK::new(k);
+        let mut essential = 0;
+        let mut weights = vec![None; self.terms.len()];
+        while let Some(doc) = cursors
+            .get(essential..)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(Cursor::doc)
+            .min()
+        {
+            weights.iter_mut().for_each(|w| *w = None);
+            let mut partial = 0.0;
+            let admitted = self.admits(doc);
+            for c in cursors.iter_mut().skip(essential) {
+                if c.doc() == Some(doc) {
+                    if admitted {
+                        let w = c.weight(self, doc);
+                        partial += w;
+                        set(&mut weights, c.qi, w);
+                    }
+                    c.at += 1;
+                }
+            }
+            if !admitted {
+                continue;
+            }
+            let mut dropped = false;
+            for i in (0..essential).rev() {
+                let rest = prefix.get(i).copied().unwrap_or(0.0);
+                if top.below(partial + rest) {
+                    dropped = true;
+                    break;
+                }
+                let Some(c) = cursors.get_mut(i) else {
+                    continue;
+                };
+                c.seek(doc);
+                if c.doc() == Some(doc) {
+                    let w = c.weight(self, doc);
+                    partial += w;
+                    set(&mut weights, c.qi, w);
+                }
+            }
+            if dropped {
+                continue;
+            }
+            top.offer(
+                self.ix,
+                Scored {
+                    id: doc,
+                    score: Self::total(&weights),
+                },
+            );
+            while essential < cursors.len()
+                && top.below(prefix.get(essential).copied().unwrap_or(f64::MAX))
+            {
+                essential += 1;
+            }
+        }
+        top.into_sorted(self.ix)
+    }
+
+    /// The top `k` documents holding every term (all of them, when `k` is `usize::MAX`),
+    /// `required` being the number of distinct query terms: if the index lacks one, none.
+    pub fn top_all(&self, k: usize, required: usize) -> Vec<Scored> {
+        if self.terms.len() < required || self.terms.is_empty() {
+            return Vec::new();
+        }
+        let mut cursors: Vec<Cursor<'_>> = self
+            .terms
+            .iter()
+            .enumerate()
+            .map(|(qi, (term, idf))| Cursor {
+                qi,
+                term,
+                idf: *idf,
+                bound: 0.0,
+                at: 0,
+            })
+            .collect();
+        // Drive by the shortest list; seek the others.
+        cursors.sort_by_key(|c| c.term.ids.len());
+        let mut top = TopK::new(k);
+        let mut weights = vec![None; self.terms.len()];
+        let Some((lead, rest)) = cursors.split_first_mut() else {
+            return Vec::new();
+        };
+        'docs: while let Some(doc) = lead.doc() {
+            lead.at += 1;
+            if !self.admits(doc) {
+                continue;
+            }
+            for c in rest.iter_mut() {
+                c.seek(doc);
+                if c.doc() != Some(doc) {
+                    continue 'docs;
+                }
+            }
+            weights.iter_mut().for_each(|w| *w = None);
+            lead.at -= 1;
+            set(&mut weights, lead.qi, lead.weight(self, doc));
+            lead.at += 1;
+            for c in rest.iter() {
+                set(&mut weights, c.qi, c.weight(self, doc));
+            }
+            top.offer(
+                self.ix,
+                Scored {
+                    id: doc,
+                    score: Self::total(&weights),
+                },
+            );
+        }
+        top.into_sorted(self.ix)
+    }
+}
+
+fn set(weights: &mut [Option<f64>], qi: usize, w: f64) {
+    if let Some(slot) = weights.get_mut(qi) {
+        *slot = Some(w);
+    }
+}
+
+/// A position in one term's posting list.
+struct Cursor<'a> {
+    /// The term's place in the query.
+    qi: usize,
+    term: &'a Term,
+    idf: f64,
+    /// The most the term can add to a score.
+    bound: f64,
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn doc(&self) -> Option<DocId> {
+        self.term.ids.get(self.at).copied()
+    }
+
+    /// The weight at the current posting.
+    fn weight(&self, s: &Scoring<'_>, doc: DocId) -> f64 {
+        let tf = self.term.tfs.get(self.at).copied().unwrap_or(0);
+        s.bm25.weight(self.idf, tf, s.ix.len_of(doc), s.avg_len)
+    }
+
+    /// Move to the first posting at or after `doc` (galloping, then binary search).
+    fn seek(&mut self, doc: DocId) {
+        let ids = &self.term.ids;
+        if ids.get(self.at).is_none_or(|&d| d >= doc) {
+            return;
+        }
+        let mut step = 1;
+        let mut lo = self.at;
+        let mut hi = lo + step;
+        while ids.get(hi).is_some_and(|&d| d < doc) {
+            lo = hi;
+            step *= 2;
+            hi = lo + step;
+        }
+        let hi = hi.min(ids.len());
+        let window = ids.get(lo..hi).unwrap_or(&[]);
+        self.at = lo + window.partition_point(|&d| d < doc);
+    }
+}
+
+/// The best k scored documents seen so far: a heap with the worst on top.
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Ranked>,
+}
+
+/// A scored document with its key, ordered worst first: a lower score, then a later key.
+struct Ranked {
+    score: f64,
+    key: Box<[u8]>,
+    id: DocId,
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // "Greater" is worse, so the max-heap keeps the worst on top.
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.key.cmp(&other.key))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ranked {}
+
+/// The margin under which a bound counts as below the k-th score.
+const PRUNE_MARGIN: f64 = 1e-9;
+
+impl TopK {
+    fn new(k: usize) -> TopK {
+        TopK {
+            k,
+            heap: BinaryHeap::with_capacity(k.min(1 << 16).saturating_add(1)),
+        }
+    }
+
+    /// Whether a document scoring at most `bound` surely cannot enter.
+    fn below(&self, bound: f64) -> bool {
+        if self.heap.len() < self.k {
+            return false;
+        }
+        self.heap
+            .peek()
+            .is_some_and(|worst| bound < worst.score - worst.score.abs() * PRUNE_MARGIN)
+    }
+
+    fn offer(&mut self, ix: &Inverted, s: Scored) {
+        if self.k == 0 {
+            return;
+        }
+        let key: Box<[u8]> = ix.key_of(s.id).unwrap_or(&[]).into();
+        let r = Ranked {
+            score: s.score,
+            key,
+            id: s.id,
+        };
+        if self.heap.len() < self.k {
+            self.heap.push(r);
+        } else if self.heap.peek().is_some_and(|worst| r < *worst) {
+            self.heap.pop();
+            self.heap.push(r);
+        }
+    }
+
+    /// Best first.
+    fn into_sorted(self, _ix: &Inverted) -> Vec<Scored> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|r| Scored {
+                id: r.id,
+                score: r.score,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::analyzer::Analyzer;
+    use crate::text::format::DocRecord;
+
+    #[test]
+    fn idf_and_weight_follow_the_formula() {
+        let idf = Bm25::idf(10, 2);
+        assert!((idf - (1.0f64 + 8.5 / 2.5).ln()).abs() < 1e-15);
+        let w = Bm25::default().weight(idf, 3, 10, 5.0);
+        let expected = idf * (3.0 * 2.2) / (3.0 + 1.2 * (1.0 - 0.75 + 0.75 * 10.0 / 5.0));
+        assert_eq!(w, expected);
+    }
+
+    #[test]
+    fn max_score_equals_exhaustive_on_a_small_index() {
+        let mut ix = Inverted::default();
+        let words = ["alpha", "beta", "gamma", "delta", "eps"];
+        let mut seed = 7u64;
+        for i in 0..500u32 {
+            let mut text = String::new();
+            for _ in 0..(1 + i % 9) {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                text.push_str(words[(seed >> 33) as usize % words.len()]);
+                text.push(' ');
+            }
+            ix.put(
+                format!("d{i:04}").as_bytes(),
+                &DocRecord::analyze(Analyzer::Simple, &text, 0),
+            );
+        }
+        let terms: Vec<String> = ["gamma", "eps", "beta"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let s = Scoring::new(&ix, Bm25::default(), &terms).expect("not empty");
+        let mut all = s.all_any();
+        all.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| ix.key_of(a.id).cmp(&ix.key_of(b.id)))
+        });
+        for k in [1, 3, 10, 50] {
+            let top = s.top_any(k);
+            let got: Vec<(DocId, f64)> = top.iter().map(|x| (x.id, x.score)).collect();
+            let want: Vec<(DocId, f64)> = all.iter().take(k).map(|x| (x.id, x.score)).collect();
+            assert_eq!(got, want, "k = {k}");
+        }
+    }
+}
