@@ -157,9 +157,34 @@ impl DocRecord {
     }
 
     /// # Errors
+    /// As [`DocView::decode`].
+    pub fn decode(bytes: &[u8]) -> Result<DocRecord, DecodeError> {
+        DocView::decode(bytes).map(|v| v.to_owned())
+    }
+
+    /// The record, borrowed.
+    pub fn view(&self) -> DocView<'_> {
+        DocView {
+            hash: self.hash,
+            length: self.length,
+            terms: self.terms.iter().map(|(t, tf)| (t.as_str(), *tf)).collect(),
+        }
+    }
+}
+
+/// A document record decoded in place: its terms borrow the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocView<'a> {
+    pub hash: u64,
+    pub length: u32,
+    pub terms: Vec<(&'a str, u32)>,
+}
+
+impl<'a> DocView<'a> {
+    /// # Errors
     /// Bytes that are not a well-formed record: truncated, a term not UTF-8, terms out of
     /// order or repeated, a frequency of 0, or bytes left over.
-    pub fn decode(bytes: &[u8]) -> Result<DocRecord, DecodeError> {
+    pub fn decode(bytes: &'a [u8]) -> Result<DocView<'a>, DecodeError> {
         let mut d = Decoder::new(bytes);
         let hash = d.u64("hash")?;
         let length = d.u32("length")?;
@@ -168,26 +193,38 @@ impl DocRecord {
         if count > (d.remaining() / 2) as u64 {
             return Err(DecodeError::new(d.at, format!("{count} terms cannot fit")));
         }
-        let mut terms: Vec<(String, u32)> = Vec::with_capacity(count as usize);
+        let mut terms: Vec<(&'a str, u32)> = Vec::with_capacity(count as usize);
         for _ in 0..count {
             let at = d.at;
             let term = std::str::from_utf8(d.bytes("term")?)
                 .map_err(|_| DecodeError::new(at, "term is not UTF-8"))?;
-            if terms.last().is_some_and(|(last, _)| last.as_str() >= term) {
+            if terms.last().is_some_and(|(last, _)| *last >= term) {
                 return Err(DecodeError::new(at, "terms out of order or repeated"));
             }
             let tf = d.u32("term frequency")?;
             if tf == 0 {
                 return Err(DecodeError::new(at, "a term frequency of 0"));
             }
-            terms.push((term.to_owned(), tf));
+            terms.push((term, tf));
         }
         d.finish()?;
-        Ok(DocRecord {
+        Ok(DocView {
             hash,
             length,
             terms,
         })
+    }
+
+    pub fn to_owned(&self) -> DocRecord {
+        DocRecord {
+            hash: self.hash,
+            length: self.length,
+            terms: self
+                .terms
+                .iter()
+                .map(|(t, tf)| ((*t).to_owned(), *tf))
+                .collect(),
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use shale::{BatchEntry, Error, KeyspaceId, Result, SeqNo, ValueKind, WriteBatch, WriteHook};
 
 use super::analyzer::Analyzer;
-use super::format::{doc_key, doc_key_of, DocRecord};
+use super::format::{doc_key, doc_key_of, DocRecord, DocView};
 use super::inverted::Inverted;
 
 /// A record change, owned: what the backlog holds while the index opens.
@@ -37,9 +37,22 @@ pub(crate) enum Change {
 }
 
 impl Change {
+    /// The change a derived entry of the index's keyspace makes.
+    fn of(e: &BatchEntry<'_>) -> Option<Change> {
+        let key = doc_key_of(e.key);
+        match e.kind {
+            ValueKind::Put => Some(Change::Put(key?.to_vec(), DocRecord::decode(e.value).ok()?)),
+            ValueKind::Delete => Some(Change::Delete(key?.to_vec())),
+            ValueKind::RangeDelete => Some(Change::DeleteRange(
+                key.unwrap_or(&[]).to_vec(),
+                doc_key_of(e.value).map(<[u8]>::to_vec),
+            )),
+        }
+    }
+
     pub(crate) fn apply(&self, ix: &mut Inverted) {
         match self {
-            Change::Put(key, record) => ix.put(key, record),
+            Change::Put(key, record) => ix.put(key, &record.view()),
             Change::Delete(key) => ix.remove(key),
             Change::DeleteRange(start, end) => ix.remove_range(start, end.as_deref()),
         }
@@ -65,6 +78,8 @@ pub(crate) struct Tracking {
     /// `Some` until the open's repairs are written: every document key written, and every
     /// range deleted, since the open's snapshot.
     pub touched: Option<Touched>,
+    /// The sequence number of the backlog's last record.
+    pub backlog_last: u64,
 }
 
 /// Document keys and ranges written since a snapshot.
@@ -101,6 +116,7 @@ impl Shared {
             tracking: Mutex::new(Tracking {
                 backlog: Some(Vec::new()),
                 touched: Some(Touched::default()),
+                backlog_last: 0,
             }),
         }
     }
@@ -128,7 +144,10 @@ impl Shared {
         for change in tracking.backlog.take().unwrap_or_default() {
             change.apply(&mut built);
         }
-        *self.write() = built;
+        let mut ix = self.write();
+        *ix = built;
+        self.changed_at
+            .store(tracking.backlog_last, Ordering::Release);
     }
 }
 
@@ -256,49 +275,43 @@ impl WriteHook for TextHook {
     }
 
     fn committed(&self, batch: &WriteBatch, derived: &WriteBatch, first: SeqNo) {
-        let mut changes = Vec::new();
-        let mut last = None;
-        for (i, e) in derived.iter().enumerate() {
-            if e.keyspace != self.records() {
-                continue;
-            }
-            let change = match e.kind {
-                ValueKind::Put => {
-                    let (Some(key), Ok(record)) = (doc_key_of(e.key), DocRecord::decode(e.value))
-                    else {
-                        continue;
-                    };
-                    Change::Put(key.to_vec(), record)
-                }
-                ValueKind::Delete => match doc_key_of(e.key) {
-                    Some(key) => Change::Delete(key.to_vec()),
-                    None => continue,
-                },
-                ValueKind::RangeDelete => {
-                    let start = doc_key_of(e.key).unwrap_or(&[]).to_vec();
-                    Change::DeleteRange(start, doc_key_of(e.value).map(<[u8]>::to_vec))
-                }
-            };
-            changes.push(change);
-            last = Some(first.0 + batch.len() as u64 + i as u64);
-        }
-        let Some(last) = last else { return };
+        let mine = || derived.iter().filter(|e| e.keyspace == self.records());
+        let Some(last) = mine().map(|e| e.seq.0).max() else {
+            return;
+        };
+        let last = first.0 + batch.len() as u64 + last;
         let mut tracking = self.shared.tracking();
-        if let Some(touched) = tracking.touched.as_mut() {
-            changes.iter().for_each(|c| touched.record(c));
-        }
-        match tracking.backlog.as_mut() {
-            Some(queued) => queued.extend(changes),
-            None => {
-                let mut ix = self.shared.write();
-                for change in &changes {
-                    change.apply(&mut ix);
-                }
-                // Under the write lock: a search that holds the read lock sees the index
-                // and the sequence number of its last change together.
-                self.shared.changed_at.store(last, Ordering::Release);
+        if tracking.touched.is_some() || tracking.backlog.is_some() {
+            let changes: Vec<Change> = mine().filter_map(|e| Change::of(&e)).collect();
+            if let Some(touched) = tracking.touched.as_mut() {
+                changes.iter().for_each(|c| touched.record(c));
+            }
+            if let Some(queued) = tracking.backlog.as_mut() {
+                queued.extend(changes);
+                tracking.backlog_last = last;
+                return;
             }
         }
+        // Live: applied straight from the derived entries, their terms borrowed.
+        let mut ix = self.shared.write();
+        for e in mine() {
+            let key = doc_key_of(e.key);
+            match (e.kind, key) {
+                (ValueKind::Put, Some(key)) => {
+                    if let Ok(record) = DocView::decode(e.value) {
+                        ix.put(key, &record);
+                    }
+                }
+                (ValueKind::Delete, Some(key)) => ix.remove(key),
+                (ValueKind::RangeDelete, _) => {
+                    ix.remove_range(key.unwrap_or(&[]), doc_key_of(e.value));
+                }
+                _ => {}
+            }
+        }
+        // Under the write lock: a search that holds the read lock sees the index and the
+        // sequence number of its last change together.
+        self.shared.changed_at.store(last, Ordering::Release);
     }
 
     fn close(&self) -> Result<()> {

@@ -17,16 +17,18 @@
 //!    until `compact` renumbers the live documents (when the dead outnumber the live).
 //! 3. `df`, `live` and `total_len` count live documents only: they are the exact BM25
 //!    statistics of the current state, whatever the lists still hold.
-//! 4. A term's `max_tf` and `min_len` bound every live posting of it (they may be loose
-//!    after removals, never tight-and-wrong): the pruning in `query.rs` relies on it.
+//! 4. A term's `max_tf` and `min_len` bound every live posting of it, and `blocks[i]` bound
+//!    postings `64 i .. 64 (i + 1)` (they may be loose after removals, never tight-and-wrong):
+//!    the pruning in `query.rs` relies on it.
 //!
 //! Thread safety: none inside; the index behind a `RwLock` in `mod.rs`. Writers hold the
 //! write lock from the database's commit (`hook.rs`), searches the read lock.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 
-use super::format::DocRecord;
+use super::format::DocView;
 
 /// A document's number in the posting lists.
 pub type DocId = u32;
@@ -42,6 +44,45 @@ pub struct Term {
     /// Bounds on the term's live postings (invariant 4).
     pub max_tf: u32,
     pub min_len: u32,
+    /// Bounds on each block of [`BLOCK`] postings (invariant 4).
+    pub blocks: Vec<BlockBound>,
+}
+
+/// Postings per block of a term's bounds.
+pub const BLOCK: usize = 64;
+
+/// The largest frequency and the shortest document among a block's postings.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockBound {
+    pub max_tf: u32,
+    pub min_len: u32,
+}
+
+impl Term {
+    /// Append a posting, keeping the bounds.
+    fn push(&mut self, id: DocId, tf: u32, len: u32) {
+        if self.ids.len().is_multiple_of(BLOCK) {
+            self.blocks.push(BlockBound {
+                max_tf: tf,
+                min_len: len,
+            });
+        } else if let Some(b) = self.blocks.last_mut() {
+            b.max_tf = b.max_tf.max(tf);
+            b.min_len = b.min_len.min(len);
+        }
+        self.ids.push(id);
+        self.tfs.push(tf);
+        self.max_tf = self.max_tf.max(tf);
+        self.min_len = self.min_len.min(len);
+    }
+
+    fn clear(&mut self) {
+        self.ids = Vec::new();
+        self.tfs = Vec::new();
+        self.blocks = Vec::new();
+        self.max_tf = 0;
+        self.min_len = u32::MAX;
+    }
 }
 
 /// A live document.
@@ -52,9 +93,43 @@ struct Doc {
     terms: Box<[u32]>,
 }
 
+/// The dictionary's hasher: xxh3 of each term, seeded per index (terms come from users,
+/// so the seed is random), several times faster than SipHash on short terms.
+#[derive(Debug, Clone, Copy)]
+pub struct TermHashing(u64);
+
+impl Default for TermHashing {
+    fn default() -> Self {
+        TermHashing(std::collections::hash_map::RandomState::new().hash_one(0x54u8))
+    }
+}
+
+impl BuildHasher for TermHashing {
+    type Hasher = TermHasher;
+    fn build_hasher(&self) -> TermHasher {
+        TermHasher(self.0)
+    }
+}
+
+pub struct TermHasher(u64);
+
+impl Hasher for TermHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Inverted {
-    dict: HashMap<Box<str>, u32>,
+    dict: HashMap<Box<str>, u32, TermHashing>,
     terms: Vec<Term>,
     /// By `DocId`: `Some` while live.
     docs: Vec<Option<Doc>>,
@@ -93,6 +168,7 @@ impl Inverted {
             .filter(|t| t.df > 0)
     }
 
+    #[cfg(test)]
     pub fn is_live(&self, id: DocId) -> bool {
         self.docs.get(id as usize).is_some_and(Option::is_some)
     }
@@ -106,7 +182,7 @@ impl Inverted {
     }
 
     /// Make `record` document `key`'s content (replacing what it held).
-    pub fn put(&mut self, key: &[u8], record: &DocRecord) {
+    pub fn put(&mut self, key: &[u8], record: &DocView<'_>) {
         self.remove(key);
         let Ok(id) = DocId::try_from(self.docs.len()) else {
             // Four billion ids without a compaction: renumber first.
@@ -119,14 +195,10 @@ impl Inverted {
             term_ids.push(tid);
             if let Some(t) = self.terms.get_mut(tid as usize) {
                 if t.df == 0 {
-                    t.max_tf = 0;
-                    t.min_len = u32::MAX;
+                    t.clear();
                 }
                 t.df += 1;
-                t.ids.push(id);
-                t.tfs.push(*tf);
-                t.max_tf = t.max_tf.max(*tf);
-                t.min_len = t.min_len.min(record.length);
+                t.push(id, *tf, record.length);
             }
         }
         self.docs.push(Some(Doc {
@@ -152,8 +224,7 @@ impl Inverted {
                 t.df -= 1;
                 if t.df == 0 {
                     // Nothing live is left: free the list now.
-                    t.ids = Vec::new();
-                    t.tfs = Vec::new();
+                    t.clear();
                 }
             }
         }
@@ -187,10 +258,9 @@ impl Inverted {
         }
         let id = u32::try_from(self.terms.len()).unwrap_or(u32::MAX);
         self.dict.insert(text.into(), id);
-        self.terms.push(Term {
-            min_len: u32::MAX,
-            ..Term::default()
-        });
+        let mut term = Term::default();
+        term.clear();
+        self.terms.push(term);
         id
     }
 
@@ -210,16 +280,14 @@ impl Inverted {
             }
         }
         for t in &mut self.terms {
-            let mut ids = Vec::with_capacity(t.df as usize);
-            let mut tfs = Vec::with_capacity(t.df as usize);
-            for (&id, &tf) in t.ids.iter().zip(&t.tfs) {
+            let old = std::mem::take(t);
+            t.clear();
+            t.df = old.df;
+            for (&id, &tf) in old.ids.iter().zip(&old.tfs) {
                 if let Some(&to) = new_id.get(id as usize).filter(|&&to| to != DocId::MAX) {
-                    ids.push(to);
-                    tfs.push(tf);
+                    t.push(to, tf, lens.get(to as usize).copied().unwrap_or(0));
                 }
             }
-            t.ids = ids;
-            t.tfs = tfs;
         }
         for id in self.by_key.values_mut() {
             *id = new_id.get(*id as usize).copied().unwrap_or(DocId::MAX);
@@ -235,18 +303,18 @@ mod tests {
     use super::*;
     use crate::text::analyzer::Analyzer;
 
-    fn rec(text: &str) -> DocRecord {
-        DocRecord::analyze(Analyzer::Simple, text, 0)
+    fn rec(text: &str) -> crate::text::format::DocRecord {
+        crate::text::format::DocRecord::analyze(Analyzer::Simple, text, 0)
     }
 
     #[test]
     fn statistics_count_live_documents_only() {
         let mut ix = Inverted::default();
-        ix.put(b"a", &rec("red fox red"));
-        ix.put(b"b", &rec("blue fox"));
+        ix.put(b"a", &rec("red fox red").view());
+        ix.put(b"b", &rec("blue fox").view());
         assert_eq!((ix.docs(), ix.total_len()), (2, 5));
         assert_eq!(ix.term("fox").map(|t| t.df), Some(2));
-        ix.put(b"a", &rec("green"));
+        ix.put(b"a", &rec("green").view());
         assert_eq!((ix.docs(), ix.total_len()), (2, 3));
         assert_eq!(ix.term("fox").map(|t| t.df), Some(1));
         assert!(ix.term("red").is_none());
@@ -260,7 +328,7 @@ mod tests {
         for i in 0..3 * COMPACT_MIN_DEAD {
             ix.put(
                 format!("k{:06}", i % 100).as_bytes(),
-                &rec(&format!("w{} common", i % 7)),
+                &rec(&format!("w{} common", i % 7)).view(),
             );
         }
         assert!(ix.dead < COMPACT_MIN_DEAD + 100, "compacted along the way");

@@ -41,7 +41,7 @@ use std::sync::{Arc, RwLockReadGuard};
 use shale::{Db, Error, Keyspace, ReadOptions, Result, Snapshot};
 
 pub use analyzer::{Analyzer, Token};
-pub use format::{DecodeError, Definition, DocRecord, MAX_TERM_BYTES};
+pub use format::{DecodeError, Definition, DocRecord, DocView, MAX_TERM_BYTES};
 pub use highlight::snippet;
 pub use open::TextIndexRecovery;
 pub use query::Bm25;
@@ -241,11 +241,19 @@ impl TextIndex {
         check_name(name)?;
         let definition = opts.definition();
         let hook_name = format!("text:{name}");
-        let data = db.keyspace(definition.keyspace.as_deref().unwrap_or("default"))?;
+        let data_name = definition.keyspace.as_deref().unwrap_or("default");
+        if db.options().keyspace_filter(data_name).is_some() {
+            // A compaction filter removes values without a write: their records would stay.
+            return Err(Error::InvalidArgument(format!(
+                "text index {name:?}: keyspace {data_name:?} has a compaction filter (a TTL \
+                 database's, say), which removes values without writing their deletes"
+            )));
+        }
+        let data = db.keyspace(data_name)?;
         if let Some(open) = db.hook(&hook_name) {
             return Self::reopened(db, name, definition, data, open);
         }
-        let records = db.keyspace(&records_keyspace(name))?;
+        let records = db.keyspace_with(&records_keyspace(name), records_options(db))?;
         open::write_definition(db, &records, &definition.encode())?;
         let shared = Arc::new(Shared::opening());
         let hook = Arc::new(TextHook {
@@ -516,6 +524,17 @@ impl TextIndex {
                 ))
             })?;
         Ok(hook::document_text(&value).unwrap_or("").to_owned())
+    }
+}
+
+/// The records' keyspace: read whole at open and never by key, so large zstd blocks and
+/// no bloom filters.
+fn records_options(db: &Db) -> shale::KeyspaceOptions {
+    shale::KeyspaceOptions {
+        block_size: 32 << 10,
+        filter_bits_per_key: 0,
+        compression: shale::Compression::Zstd(3),
+        ..shale::KeyspaceOptions::from_db(db.options())
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use shale::{Db, Error, Keyspace, ReadOptions, Result, Snapshot};
 
-use super::format::{doc_key, doc_key_of, DocRecord, DEFINITION_KEY, DOC_TAG};
+use super::format::{doc_key, doc_key_of, DocView, DEFINITION_KEY, DOC_TAG};
 use super::hook::{Change, Shared, TextHook};
 use super::inverted::Inverted;
 
@@ -74,7 +74,7 @@ pub(crate) fn build(
                 let (key, value) = next_ok(&mut values)?;
                 let (_, bytes) = next_ok(&mut stored)?;
                 let hash = super::hook::value_hash(&value);
-                match DocRecord::decode(&bytes) {
+                match DocView::decode(&bytes) {
                     Ok(record) if record.hash == hash => {
                         ix.put(&key, &record);
                         recovery.records_kept += 1;
@@ -107,7 +107,7 @@ fn analyze(
     value: &[u8],
 ) -> Result<()> {
     let record = hook.record(&key, value)?;
-    ix.put(&key, &record);
+    ix.put(&key, &record.view());
     repairs.push(Change::Put(key, record));
     recovery.documents_analyzed += 1;
     Ok(())

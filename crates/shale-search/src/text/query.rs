@@ -27,6 +27,12 @@
 //!                    non-essential | essential: only these lists are walked
 //! ```
 //!
+//! **Block bounds** (block-max MaxScore, after Ding and Suel's block-max WAND): each term
+//! also bounds every block of 64 postings (`inverted.rs`). When the essential cursors on
+//! the next candidate, with their blocks' bounds and the non-essential terms' bounds, cannot
+//! reach θ, no document before the end of those blocks or the next other essential
+//! posting can either: the cursors skip there without scoring.
+//!
 //! The pruning compares with a margin of 1e-9 relative, so a rounding difference between
 //! a sum of bounds and a score can never drop a document that belongs in the top k: the
 //! result is the exhaustive one (tests/keyword_oracle.rs checks it on every query).
@@ -34,7 +40,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::inverted::{DocId, Inverted, Term};
+use super::inverted::{DocId, Inverted, Term, BLOCK};
 
 /// BM25's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -110,7 +116,9 @@ impl<'a> Scoring<'a> {
     }
 
     fn admits(&self, id: DocId) -> bool {
-        if !self.ix.is_live(id) {
+        // A document in a posting list has at least one token: a length of 0 is a removed
+        // one's (`Inverted::remove`).
+        if self.ix.len_of(id) == 0 {
             return false;
         }
         if self.lower.is_empty() && self.upper.is_none() {
@@ -164,13 +172,7 @@ impl<'a> Scoring<'a> {
             .terms
             .iter()
             .enumerate()
-            .map(|(qi, (term, idf))| Cursor {
-                qi,
-                term,
-                idf: *idf,
-                bound: self.bound(term, *idf),
-                at: 0,
-            })
+            .map(|(qi, (term, idf))| Cursor::new(qi, term, *idf, self.bound(term, *idf)))
             .collect();
         cursors.sort_by(|a, b| a.bound.total_cmp(&b.bound));
         // prefix[i]: the sum of the bounds of cursors 0..=i.
@@ -191,6 +193,25 @@ impl<'a> Scoring<'a> {
             .filter_map(Cursor::doc)
             .min()
         {
+            let rest = essential
+                .checked_sub(1)
+                .and_then(|i| prefix.get(i))
+                .copied()
+                .unwrap_or(0.0);
+            if top.is_full() {
+                let blocks: f64 = cursors
+                    .iter_mut()
+                    .skip(essential)
+                    .filter(|c| c.doc() == Some(doc))
+                    .map(|c| c.block_bound(self))
+                    .sum();
+                if top.below(blocks + rest) {
+                    if let Some(essentials) = cursors.get_mut(essential..) {
+                        self.skip_blocks(essentials, doc);
+                    }
+                    continue;
+                }
+            }
             weights.iter_mut().for_each(|w| *w = None);
             let mut partial = 0.0;
             let admitted = self.admits(doc);
@@ -227,20 +248,14 @@ impl<'a> Scoring<'a> {
             if dropped {
                 continue;
             }
-            top.offer(
-                self.ix,
-                Scored {
-                    id: doc,
-                    score: Self::total(&weights),
-                },
-            );
+            top.offer(self.ix, doc, Self::total(&weights));
             while essential < cursors.len()
                 && top.below(prefix.get(essential).copied().unwrap_or(f64::MAX))
             {
                 essential += 1;
             }
         }
-        top.into_sorted(self.ix)
+        top.into_sorted()
     }
 
     /// The top `k` documents holding every term (all of them, when `k` is `usize::MAX`),
@@ -253,13 +268,7 @@ impl<'a> Scoring<'a> {
             .terms
             .iter()
             .enumerate()
-            .map(|(qi, (term, idf))| Cursor {
-                qi,
-                term,
-                idf: *idf,
-                bound: 0.0,
-                at: 0,
-            })
+            .map(|(qi, (term, idf))| Cursor::new(qi, term, *idf, 0.0))
             .collect();
         // Drive by the shortest list; seek the others.
         cursors.sort_by_key(|c| c.term.ids.len());
@@ -281,20 +290,43 @@ impl<'a> Scoring<'a> {
             }
             weights.iter_mut().for_each(|w| *w = None);
             lead.at -= 1;
-            set(&mut weights, lead.qi, lead.weight(self, doc));
+            let w = lead.weight(self, doc);
+            set(&mut weights, lead.qi, w);
             lead.at += 1;
-            for c in rest.iter() {
-                set(&mut weights, c.qi, c.weight(self, doc));
+            for c in rest.iter_mut() {
+                let w = c.weight(self, doc);
+                set(&mut weights, c.qi, w);
             }
-            top.offer(
-                self.ix,
-                Scored {
-                    id: doc,
-                    score: Self::total(&weights),
-                },
-            );
+            top.offer(self.ix, doc, Self::total(&weights));
         }
-        top.into_sorted(self.ix)
+        top.into_sorted()
+    }
+}
+
+impl Scoring<'_> {
+    /// The essential cursors on `doc` cannot lift any document to θ within their current
+    /// blocks: move them past the last document that shares those blocks and comes before
+    /// every other essential cursor's.
+    fn skip_blocks(&self, essential: &mut [Cursor<'_>], doc: DocId) {
+        let others = essential
+            .iter()
+            .filter_map(Cursor::doc)
+            .filter(|&d| d != doc)
+            .min()
+            .unwrap_or(DocId::MAX);
+        let block_end = essential
+            .iter()
+            .filter(|c| c.doc() == Some(doc))
+            .map(Cursor::block_last)
+            .min()
+            .unwrap_or(doc);
+        // Past `doc` at least; up to the first document that may score otherwise.
+        let limit = others
+            .min(block_end.saturating_add(1))
+            .max(doc.saturating_add(1));
+        for c in essential.iter_mut().filter(|c| c.doc() == Some(doc)) {
+            c.seek(limit);
+        }
     }
 }
 
@@ -313,6 +345,31 @@ struct Cursor<'a> {
     /// The most the term can add to a score.
     bound: f64,
     at: usize,
+    /// The block whose bound `block_bound` holds (`usize::MAX`: none yet).
+    block: usize,
+    block_bound: f64,
+    /// Weights by (tf - 1, length) below [`CACHED_TF`] and [`CACHED_LEN`]; NaN until
+    /// computed. Most postings of a long list share a few such pairs.
+    cache: Vec<f64>,
+}
+
+/// Frequencies and lengths whose weights a cursor caches.
+const CACHED_TF: usize = 4;
+const CACHED_LEN: usize = 128;
+
+impl<'a> Cursor<'a> {
+    fn new(qi: usize, term: &'a Term, idf: f64, bound: f64) -> Cursor<'a> {
+        Cursor {
+            qi,
+            term,
+            idf,
+            bound,
+            at: 0,
+            block: usize::MAX,
+            block_bound: 0.0,
+            cache: vec![f64::NAN; CACHED_TF * CACHED_LEN],
+        }
+    }
 }
 
 impl Cursor<'_> {
@@ -320,10 +377,45 @@ impl Cursor<'_> {
         self.term.ids.get(self.at).copied()
     }
 
-    /// The weight at the current posting.
-    fn weight(&self, s: &Scoring<'_>, doc: DocId) -> f64 {
+    /// The bound on the weight of any posting in the current block.
+    fn block_bound(&mut self, s: &Scoring<'_>) -> f64 {
+        let block = self.at / BLOCK;
+        if block != self.block {
+            self.block = block;
+            self.block_bound = match self.term.blocks.get(block) {
+                Some(b) => s.bm25.weight(self.idf, b.max_tf, b.min_len, s.avg_len),
+                None => self.bound,
+            };
+        }
+        self.block_bound
+    }
+
+    /// The last document of the current block.
+    fn block_last(&self) -> DocId {
+        let end = (self.at / BLOCK + 1) * BLOCK;
+        let ids = &self.term.ids;
+        ids.get(end.min(ids.len()).saturating_sub(1))
+            .copied()
+            .unwrap_or(DocId::MAX)
+    }
+
+    /// The weight at the current posting: from the cache for small frequencies and
+    /// lengths (the same computation, done once per pair), else computed.
+    fn weight(&mut self, s: &Scoring<'_>, doc: DocId) -> f64 {
         let tf = self.term.tfs.get(self.at).copied().unwrap_or(0);
-        s.bm25.weight(self.idf, tf, s.ix.len_of(doc), s.avg_len)
+        let len = s.ix.len_of(doc);
+        let slot = (tf as usize)
+            .checked_sub(1)
+            .filter(|&t| t < CACHED_TF && (len as usize) < CACHED_LEN)
+            .map(|t| t * CACHED_LEN + len as usize);
+        if let Some(w) = slot.and_then(|i| self.cache.get(i)).filter(|w| !w.is_nan()) {
+            return *w;
+        }
+        let w = s.bm25.weight(self.idf, tf, len, s.avg_len);
+        if let Some(c) = slot.and_then(|i| self.cache.get_mut(i)) {
+            *c = w;
+        }
+        w
     }
 
     /// Move to the first posting at or after `doc` (galloping, then binary search).
@@ -347,56 +439,60 @@ impl Cursor<'_> {
 }
 
 /// The best k scored documents seen so far: a heap with the worst on top.
-struct TopK {
+struct TopK<'a> {
     k: usize,
-    heap: BinaryHeap<Ranked>,
+    heap: BinaryHeap<Ranked<'a>>,
 }
 
 /// A scored document with its key, ordered worst first: a lower score, then a later key.
-struct Ranked {
+struct Ranked<'a> {
     score: f64,
-    key: Box<[u8]>,
+    key: &'a [u8],
     id: DocId,
 }
 
-impl Ord for Ranked {
+impl Ord for Ranked<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
         // "Greater" is worse, so the max-heap keeps the worst on top.
         other
             .score
             .total_cmp(&self.score)
-            .then_with(|| self.key.cmp(&other.key))
+            .then_with(|| self.key.cmp(other.key))
     }
 }
 
-impl PartialOrd for Ranked {
+impl PartialOrd for Ranked<'_> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl PartialEq for Ranked {
+impl PartialEq for Ranked<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
 
-impl Eq for Ranked {}
+impl Eq for Ranked<'_> {}
 
 /// The margin under which a bound counts as below the k-th score.
 const PRUNE_MARGIN: f64 = 1e-9;
 
-impl TopK {
-    fn new(k: usize) -> TopK {
+impl<'a> TopK<'a> {
+    fn new(k: usize) -> TopK<'a> {
         TopK {
             k,
             heap: BinaryHeap::with_capacity(k.min(1 << 16).saturating_add(1)),
         }
     }
 
+    fn is_full(&self) -> bool {
+        self.heap.len() >= self.k
+    }
+
     /// Whether a document scoring at most `bound` surely cannot enter.
     fn below(&self, bound: f64) -> bool {
-        if self.heap.len() < self.k {
+        if !self.is_full() {
             return false;
         }
         self.heap
@@ -404,15 +500,20 @@ impl TopK {
             .is_some_and(|worst| bound < worst.score - worst.score.abs() * PRUNE_MARGIN)
     }
 
-    fn offer(&mut self, ix: &Inverted, s: Scored) {
+    fn offer(&mut self, ix: &'a Inverted, id: DocId, score: f64) {
         if self.k == 0 {
             return;
         }
-        let key: Box<[u8]> = ix.key_of(s.id).unwrap_or(&[]).into();
+        if let Some(worst) = self.heap.peek() {
+            // Most candidates lose on the score alone: no key is read for them.
+            if self.heap.len() >= self.k && score < worst.score {
+                return;
+            }
+        }
         let r = Ranked {
-            score: s.score,
-            key,
-            id: s.id,
+            score,
+            key: ix.key_of(id).unwrap_or(&[]),
+            id,
         };
         if self.heap.len() < self.k {
             self.heap.push(r);
@@ -423,7 +524,7 @@ impl TopK {
     }
 
     /// Best first.
-    fn into_sorted(self, _ix: &Inverted) -> Vec<Scored> {
+    fn into_sorted(self) -> Vec<Scored> {
         self.heap
             .into_sorted_vec()
             .into_iter()
@@ -466,7 +567,7 @@ mod tests {
             }
             ix.put(
                 format!("d{i:04}").as_bytes(),
-                &DocRecord::analyze(Analyzer::Simple, &text, 0),
+                &DocRecord::analyze(Analyzer::Simple, &text, 0).view(),
             );
         }
         let terms: Vec<String> = ["gamma", "eps", "beta"]
