@@ -8,7 +8,8 @@
 //! - `import.rs`: bulk load in write batches, with a progress bar; `vectors.rs`: vectors
 //!   in (`.npy` and JSON lines imports, query vectors) and `npy.rs`, the `.npy` reader
 //! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
-//!   search it by text or vector; `embedder.rs`: which model embeds its text
+//!   search it by text or vector, by keywords (a text index) or both (hybrid);
+//!   `embedder.rs`: which model embeds its text
 //! - `stats.rs`: the tree's shape and the engine's counters
 //! - `dump.rs`: SSTable, WAL and MANIFEST contents; `verify` and `repair`
 //! - `escape.rs`: the text form of keys and values; `error.rs`: errors and exit codes
@@ -138,8 +139,17 @@ enum Command {
     /// Write every key-value pair to stdout (or --output).
     Export(kv::ExportArgs),
     /// Semantic search: the K values of the index closest in meaning to TEXT, or closest
-    /// to a vector.
+    /// to a vector. With --keyword, by keywords (BM25) in the text index --index; with
+    /// --hybrid, both, fused.
     Search(search::SearchArgs),
+    /// Make the text index --index (default "default") over the keys under --index-prefix,
+    /// analyzed by --analyzer: keyword search (`search --keyword`, `--hybrid`). Every
+    /// command that opens the database for writing keeps its text indexes exact.
+    DefineTextIndex {
+        /// simple, english or cjk (Chinese, Japanese and Korean as character bigrams).
+        #[arg(long, default_value = "english")]
+        analyzer: String,
+    },
     /// Make the semantic index --index (default "default") as --index-prefix, --metric,
     /// --dim and --embedder describe it, or check that it is as they say. On a directory
     /// any command with --index does this first; over --server the definition goes through
@@ -328,19 +338,27 @@ impl Cli {
             ..shale::Options::default()
         };
         let db = std::sync::Arc::new(shale::Db::open(dir, opts)?);
+        let mut text = Vec::new();
+        if !self.read_only {
+            for name in shale_search::TextIndex::names(&db) {
+                text.extend(shale_search::TextIndex::open_existing(&db, &name)?);
+            }
+        }
         let index = if semantic || self.semantic || self.index_args.index.is_some() {
             Some(index::open(self, &db)?)
         } else {
             None
         };
-        Ok(Opened { db, index })
+        Ok(Opened { db, index, text })
     }
 }
 
-/// An open database, and its index when the command asked for one.
+/// An open database, its index when the command asked for one, and every text index it
+/// has (opened so that the command's writes keep them exact).
 pub struct Opened {
     db: std::sync::Arc<shale::Db>,
     index: Option<index::OpenIndex>,
+    text: Vec<shale_search::TextIndex>,
 }
 
 impl std::ops::Deref for Opened {
@@ -354,6 +372,20 @@ impl Opened {
     /// The index the command opened.
     fn index(&self) -> Result<&shale::semantic::Index> {
         Ok(&self.index_handle()?.index)
+    }
+
+    /// The database, shared (a text index holds it).
+    fn db(&self) -> &std::sync::Arc<shale::Db> {
+        &self.db
+    }
+
+    /// The text index `name`.
+    fn text_index(&self, name: &str) -> Result<&shale_search::TextIndex> {
+        self.text.iter().find(|t| t.name() == name).ok_or_else(|| {
+            CliError::Usage(format!(
+                "no text index {name:?} (define-text-index makes one; a read-only open has none)"
+            ))
+        })
     }
 
     /// The index the command opened, and its model.
@@ -401,6 +433,7 @@ fn run(cli: &Cli) -> Result<()> {
             let db = cli.open(true, true)?;
             Ok(db.close()?)
         }
+        Command::DefineTextIndex { analyzer } => search::define_text_index(cli, analyzer),
         Command::IndexStats { json } => index::stats(cli, out, *json),
         Command::Stats { json } => stats::run(cli, out, *json),
         Command::Flush => {
