@@ -375,6 +375,25 @@ impl Db {
         crate::index::open(py, &self.shared, name, args)
     }
 
+    /// The text index `name`: keyword (BM25) search over the keys under `prefix` (of
+    /// `keyspace`), made if it does not exist, with `analyzer` "english" (stop words,
+    /// stemming), "simple" or "cjk" (Chinese, Japanese and Korean as character bigrams).
+    /// Every write of this handle keeps it exact from then on: a put is found, a delete is
+    /// gone, as the write returns. Values written while it was not open are indexed when
+    /// it opens. An index opened with other options than it was made with is rebuilt.
+    #[pyo3(signature = (name, *, prefix = None, keyspace = None, analyzer = "english"))]
+    fn text_index(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        prefix: Option<&Bound<'_, PyAny>>,
+        keyspace: Option<String>,
+        analyzer: &str,
+    ) -> PyResult<crate::text::TextIndex> {
+        let prefix = opt_bytes(prefix, "prefix")?;
+        crate::text::open(py, &self.shared, name, prefix, keyspace, analyzer)
+    }
+
     /// The keyspace `name` (a dict-like handle of its own keys), made if it does not exist
     /// with the database's options, or with those given here: `write_buffer_size`,
     /// `block_size`, `filter_bits_per_key`, `compression` (as `open` takes them). Options

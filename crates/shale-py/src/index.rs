@@ -265,7 +265,7 @@ impl Index {
 
 /// `[start, end)` narrowed to the keys that start with `prefix`: `(lower, upper)`, each
 /// `None` where unbounded.
-fn key_range(
+pub(crate) fn key_range(
     start: Option<Vec<u8>>,
     end: Option<Vec<u8>>,
     prefix: Option<Vec<u8>>,
@@ -374,9 +374,15 @@ impl Index {
     /// instead of walking the HNSW graph; `start`/`end` (`start <= key < end`) and
     /// `prefix` (whole keys, the index's prefix included) restrict the keys searched;
     /// `ef` is the graph search's candidate list size.
+    ///
+    /// `mode="keyword"` searches the text index of the same name (`DB.text_index`) by BM25
+    /// instead; `mode="hybrid"` runs both and fuses their rankings (`fusion="rrf"`,
+    /// reciprocal rank, or `"minmax"`, scaled scores), the query embedded unless `vector` is
+    /// given too. Every hit of either mode is checked against one snapshot: none is a
+    /// deleted or replaced document.
     #[pyo3(signature = (
         text = None, *, vector = None, k = None, exact = false, start = None, end = None,
-        prefix = None, ef = None,
+        prefix = None, ef = None, mode = "vector", fusion = "rrf",
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn search(
@@ -390,12 +396,44 @@ impl Index {
         end: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         ef: Option<&Bound<'_, PyAny>>,
+        mode: &str,
+        fusion: &str,
     ) -> PyResult<Vec<SearchHit>> {
         let opts = Self::search_options(py, k, exact, start, end, prefix, ef)?;
         let vector = vector
             .filter(|v| !v.is_none())
             .map(|v| crate::vectors::vector(v, "vector"))
             .transpose()?;
+        match (mode, &text) {
+            ("vector", _) => {}
+            ("keyword" | "hybrid", Some(text)) => {
+                if let Some(v) = &vector {
+                    self.check_dim(py, "the query vector's", v.len())?;
+                }
+                return crate::text::search_mode(
+                    py,
+                    &self.shared,
+                    &self.name,
+                    mode,
+                    text,
+                    vector,
+                    &opts,
+                    fusion,
+                );
+            }
+            ("keyword" | "hybrid", None) => {
+                return Err(PyTypeError::new_err(format!(
+                    "mode={mode:?} needs the query text"
+                )))
+            }
+            (other, _) => {
+                return Err(new_err(
+                    py,
+                    "InvalidArgumentError",
+                    format!("mode must be \"vector\", \"keyword\" or \"hybrid\", got {other:?}"),
+                ))
+            }
+        }
         let hits = match (text, vector) {
             (Some(text), None) => self.with(py, |index| Ok(index.search(&text, &opts)?))?,
             (None, Some(vector)) => {

@@ -3,7 +3,7 @@
 //!
 //! - `db.rs`: `DB` (open, dict-like access, ranges, search, stats, close); `batch.rs`:
 //!   `WriteBatch`; `shared.rs`: the engine's `Db` they share, and its closing.
-//! - `iter.rs`, `snapshot.rs`, `search.rs`, `index.rs`: what `DB` hands out.
+//! - `iter.rs`, `snapshot.rs`, `search.rs`, `index.rs`, `text.rs`: what `DB` hands out.
 //! - `embedder.rs`: a Python callable as the engine's `Embedder`.
 //! - `convert.rs`: Python arguments to keys, values and `Options`; `vectors.rs`: numpy
 //!   arrays in and out.
@@ -31,6 +31,7 @@ mod search;
 mod shared;
 mod snapshot;
 mod stats;
+mod text;
 mod transaction;
 mod ttl;
 mod vectors;
@@ -119,5 +120,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transaction::Transaction>()?;
     m.add_class::<search::SearchHit>()?;
     m.add_class::<index::Index>()?;
+    m.add_class::<text::TextIndex>()?;
+    m.add_class::<text::KeywordHit>()?;
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! `shale.SearchHit`: one answer of `DB.search` and `Index.search`.
+//! `shale.SearchHit`: one answer of `DB.search` and `Index.search` (its score a BM25 score
+//! or a fused one in the keyword and hybrid modes).
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -9,6 +10,16 @@ pub(crate) struct SearchHit {
     score: f32,
     /// The text of a text value, the payload of a vector value.
     document: Vec<u8>,
+}
+
+impl SearchHit {
+    pub(crate) fn new(key: Vec<u8>, score: f32, document: Vec<u8>) -> SearchHit {
+        SearchHit {
+            key,
+            score,
+            document,
+        }
+    }
 }
 
 impl From<shale::semantic::SearchHit> for SearchHit {

@@ -18,6 +18,8 @@ pub(crate) struct Open {
     index: Option<shale::semantic::Index>,
     /// By name. Dropped at close, so that a Python `Index` left over keeps nothing alive.
     indexes: Mutex<HashMap<String, shale::semantic::Index>>,
+    /// The text indexes opened with `DB.text_index`, by name, likewise.
+    text_indexes: Mutex<HashMap<String, Arc<shale_search::TextIndex>>>,
 }
 
 /// The name of the index `semantic=True` opens over every key.
@@ -72,6 +74,7 @@ impl Shared {
             db,
             index,
             indexes: Mutex::new(HashMap::new()),
+            text_indexes: Mutex::new(HashMap::new()),
         };
         Ok(Shared {
             db: RwLock::new(Some(open)),
@@ -182,6 +185,50 @@ impl Shared {
         Ok(index)
     }
 
+    /// Run `f` on the text index `name` opened with `DB.text_index`; `InvalidArgument` if
+    /// none is open by that name, `Closed` once `close` ran.
+    pub(crate) fn with_text_index<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&shale_search::TextIndex) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        let guard = self.open()?;
+        let open = guard
+            .as_ref()
+            .ok_or(Failure::Engine(shale::Error::Closed))?;
+        let index = open
+            .text_indexes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned();
+        match index {
+            Some(index) => f(&index),
+            None => Err(Failure::Engine(shale::Error::InvalidArgument(format!(
+                "no text index {name:?} is open (DB.text_index({name:?}, ...) opens one)"
+            )))),
+        }
+    }
+
+    /// Open (or find) the text index `name` with `opts` and keep it for
+    /// [`Shared::with_text_index`]. Call without the GIL.
+    pub(crate) fn open_text_index(
+        &self,
+        name: &str,
+        opts: shale_search::TextIndexOptions,
+    ) -> Result<Arc<shale_search::TextIndex>, Failure> {
+        let guard = self.open()?;
+        let open = guard
+            .as_ref()
+            .ok_or(Failure::Engine(shale::Error::Closed))?;
+        let index = Arc::new(shale_search::TextIndex::open(&open.db, name, opts)?);
+        open.text_indexes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_string(), Arc::clone(&index));
+        Ok(index)
+    }
+
     pub(crate) fn close(&self) -> Result<(), Failure> {
         if inside_embedder() {
             // Closing joins the index workers, this thread among them.
@@ -198,6 +245,7 @@ impl Shared {
             Some(open) => {
                 drop(open.index);
                 drop(open.indexes);
+                drop(open.text_indexes);
                 Ok(open.db.close()?)
             }
             None => Ok(()),

@@ -85,6 +85,14 @@ class DB:
         model_dir: Union[None, str, PathLike[str]] = None,
         model_id: Optional[str] = None,
     ) -> Index: ...
+    def text_index(
+        self,
+        name: str,
+        *,
+        prefix: Optional[_Key] = None,
+        keyspace: Optional[str] = None,
+        analyzer: Literal["english", "simple", "cjk"] = "english",
+    ) -> TextIndex: ...
     def keyspace(
         self,
         name: str,
@@ -270,6 +278,8 @@ class Index:
         end: Optional[_Key] = None,
         prefix: Optional[_Key] = None,
         ef: Optional[int] = None,
+        mode: Literal["vector", "keyword", "hybrid"] = "vector",
+        fusion: Literal["rrf", "minmax"] = "rrf",
     ) -> List[SearchHit]: ...
     def search_batch(
         self,
@@ -291,3 +301,49 @@ class Index:
     def recovery(self) -> _IndexRecovery: ...
     def __len__(self) -> int: ...
 
+class KeywordHit:
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def score(self) -> float:
+        """The BM25 score."""
+    @property
+    def text(self) -> Optional[str]:
+        """The document's text, with highlight=True; else None."""
+    @property
+    def highlights(self) -> List[Tuple[int, int]]:
+        """(start, end) character spans of text whose words match the query."""
+
+class _TextIndexStats(TypedDict):
+    documents: int
+    terms: int
+    tokens: int
+
+class _TextIndexRecovery(TypedDict):
+    records_kept: int
+    documents_analyzed: int
+    records_deleted: int
+
+class TextIndex:
+    @property
+    def name(self) -> str: ...
+    @property
+    def prefix(self) -> bytes: ...
+    @property
+    def analyzer(self) -> str: ...
+    def search(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        match: Literal["any", "all", "phrase"] = "any",
+        start: Optional[_Key] = None,
+        end: Optional[_Key] = None,
+        prefix: Optional[_Key] = None,
+        highlight: bool = False,
+        k1: float = 1.2,
+        b: float = 0.75,
+    ) -> List[KeywordHit]: ...
+    def stats(self) -> _TextIndexStats: ...
+    def recovery(self) -> _TextIndexRecovery: ...
+    def __len__(self) -> int: ...
