@@ -1,10 +1,12 @@
 //! Shale's demo: the WordNet 3.0 glosses (about 117,000 synsets) as a key-value database,
-//! then all of them embedded with a local MiniLM model and searched by meaning.
+//! then all of them embedded with a local MiniLM model and searched by meaning, by keywords
+//! (a BM25 text index) and by both fused (`keyword.rs`).
 //!
 //! Run it through `scripts/demo.sh`, which fetches the model and WordNet first. The
 //! key-value database is made again on every run; the semantic one is kept, so a second run
 //! finds every gloss embedded and starts its searches at once.
 
+mod keyword;
 mod wordnet;
 
 use std::path::{Path, PathBuf};
@@ -253,6 +255,9 @@ fn semantic_tour(
     };
     let start = Instant::now();
     let (db, index) = open()?;
+    // Opened before the writes: each gloss's document record is written with it.
+    let text = shale_search::TextIndex::open(&db, "glosses", shale_search::TextIndexOptions::new())
+        .map_err(|e| e.to_string())?;
     let r = index.recovery();
     summary.reused = r.graph_nodes_reused + r.vectors_reinserted;
     if summary.reused > 0 || r.texts_to_embed > 0 {
@@ -379,6 +384,9 @@ fn semantic_tour(
             clip(hit.text().unwrap_or_default(), 60)
         );
     }
+
+    keyword::tour(&db, &index, &text)?;
+    drop(text);
 
     // Deletes take effect for search at once; the gloss is put back afterwards (one text
     // embedded again), so that the next run finds everything in place.
