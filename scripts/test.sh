@@ -8,8 +8,8 @@ source scripts/toolchain.sh
 echo "== scripts/fetch-model.sh (the embedding model shale-embed's tests run, candle and ONNX; cached)"
 SHALE_MODEL_DIR="$(bash scripts/fetch-model.sh)"
 export SHALE_MODEL_DIR
-echo "== scripts/fetch-wordnet.sh (WordNet, for shale-embed's quality guard; cached)"
-bash scripts/fetch-wordnet.sh >/dev/null
+echo "== scripts/fetch-wordnet.sh (WordNet, for shale-embed's quality guard and the text bench; cached)"
+wordnet_dir="$(bash scripts/fetch-wordnet.sh)"
 echo "== scripts/fetch-bench-data.sh --vectors-only (GloVe, for the HNSW recall test; cached)"
 bash scripts/fetch-bench-data.sh --vectors-only >/dev/null
 echo "== cargo fmt --check"
@@ -41,3 +41,6 @@ bash scripts/test-python.sh
 echo "== shale-bench --quick (smoke run, no speed thresholds)"
 bench_tmp="$(mktemp -d "${PWD}/target/bench-quick.XXXXXX" 2>/dev/null || mktemp -d)"
 cargo run --release -p shale-bench -- --quick --engines shale --out "$bench_tmp" --db-dir "$bench_tmp/db"
+echo "== shale-bench text --quick (keyword search smoke run: 5,000 glosses, pruned = exhaustive)"
+cargo run --release -p shale-bench -- text --quick --engines shale --wordnet "$wordnet_dir" \
+    --dir "$bench_tmp" --out "$bench_tmp/text"

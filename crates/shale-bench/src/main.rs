@@ -15,7 +15,10 @@ mod machine;
 mod metrics;
 mod record;
 mod report;
+mod text;
 mod vector;
+#[path = "../../shale-demo/src/wordnet.rs"]
+mod wordnet;
 mod workload;
 mod ycsb;
 
@@ -55,6 +58,9 @@ enum Sub {
     /// Vector search: HNSW against hnswlib and exact search, embedding throughput and
     /// semantic query latency (see crates/shale-bench/README.md).
     Vector(Box<vector::VectorArgs>),
+    /// Keyword search: Shale's text index against tantivy over WordNet's glosses (see
+    /// crates/shale-bench/README.md).
+    Text(Box<text::TextArgs>),
     /// Internal: the process `shale-bench vector` kills to time an index's restart.
     #[command(hide = true)]
     IndexCrashChild(vector::restart::ChildArgs),
@@ -235,6 +241,7 @@ fn main() {
     let result = match &cli.command {
         Some(Sub::Report { input, chart }) => report_cmd(input, chart.as_deref()),
         Some(Sub::Vector(args)) => vector::run(args),
+        Some(Sub::Text(args)) => text::run(args).map_err(Into::into),
         Some(Sub::IndexCrashChild(args)) => vector::restart::child(args),
         None if cli.run.internal_run => internal_run(&cli.run),
         None => run(&cli.run),

@@ -26,9 +26,6 @@ pub mod report;
 pub mod restart;
 #[cfg(feature = "semantic")]
 mod semantic;
-#[cfg(feature = "semantic")]
-#[path = "../../../shale-demo/src/wordnet.rs"]
-mod wordnet;
 
 use std::io::Write;
 use std::path::PathBuf;

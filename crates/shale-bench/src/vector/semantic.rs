@@ -15,10 +15,10 @@ use shale::{Db, Options};
 use shale_embed::Runtime;
 
 use super::hnsw::Dataset;
-use super::wordnet::{self, Gloss};
 use super::{npy, Emit, VectorRecord};
 use crate::engine::BenchResult;
 use crate::metrics::{self, Latencies};
+use crate::wordnet::{self, Gloss};
 
 fn glosses(cache: &Path) -> BenchResult<Vec<Gloss>> {
     let dir = cache.join("wordnet");

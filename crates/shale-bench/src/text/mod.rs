@@ -1,0 +1,321 @@
+//! `shale-bench text`: keyword search over WordNet's 117,659 glosses, Shale's text index
+//! against tantivy (feature `tantivy`), one process, one run.
+//!
+//! For each engine: documents indexed per second until searchable (one writer), the index's
+//! size on disk, top-10 queries per second on one thread with their latencies. For Shale
+//! also the bytes written per document, and a check that every query's pruned top 10 equals
+//! the exhaustive one. For tantivy also the rate when it commits (and reloads its reader)
+//! every 100 documents, the nearest it gets to fresh results. `--export DIR` writes the
+//! analyzed corpus, the queries and Shale's rankings for `scripts/text-reference.py` (bm25s,
+//! the reference scorer).
+
+#[cfg(feature = "tantivy")]
+mod tantivy_peer;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use shale::{Db, Options};
+use shale_search::{Analyzer, KeywordOptions, TextIndex, TextIndexOptions};
+
+use crate::metrics::Latencies;
+use crate::wordnet::{self, Gloss};
+
+#[derive(Args, Debug, Clone)]
+pub struct TextArgs {
+    /// Engines, comma-separated: shale, tantivy (the peer needs its feature).
+    #[arg(long, default_value = "shale", value_delimiter = ',')]
+    pub engines: Vec<String>,
+    /// WordNet's data directory (default: what scripts/fetch-wordnet.sh prints).
+    #[arg(long)]
+    pub wordnet: Option<PathBuf>,
+    /// Queries, drawn from the glosses' definitions.
+    #[arg(long, default_value_t = 2000)]
+    pub queries: usize,
+    /// Times each query set runs; the median run is reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Documents of the run that commits every 100 (tantivy).
+    #[arg(long, default_value_t = 20_000)]
+    pub fresh_docs: usize,
+    /// Where the databases go (default: a temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write `results.json` and `report.md` into this folder (`bench-results/<date>-text`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Export the analyzed corpus, the queries and Shale's top 10s here (for bm25s).
+    #[arg(long)]
+    pub export: Option<PathBuf>,
+    /// Only the first 5,000 glosses and 200 queries: a smoke run.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// One engine's figures.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TextResult {
+    pub engine: String,
+    pub documents: usize,
+    pub index_docs_per_s: f64,
+    pub size_bytes: u64,
+    pub queries: usize,
+    pub qps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Shale: bytes written to the WAL and tables per document.
+    pub bytes_written_per_doc: Option<f64>,
+    /// Shale: queries whose pruned top 10 equals the exhaustive one.
+    pub exhaustive_equal: Option<usize>,
+    /// tantivy: documents per second committing (and reloading) every 100.
+    pub fresh_docs_per_s: Option<f64>,
+}
+
+pub fn run(args: &TextArgs) -> Result<(), String> {
+    let dir = match &args.wordnet {
+        Some(d) => d.clone(),
+        None => fetch_wordnet()?,
+    };
+    let mut corpus = wordnet::load(&dir)?;
+    corpus.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut nq = args.queries;
+    if args.quick {
+        corpus.truncate(5_000);
+        nq = nq.min(200);
+    }
+    let queries = queries(&corpus, nq);
+    eprintln!(
+        "text: {} documents, {} queries",
+        corpus.len(),
+        queries.len()
+    );
+    let tmp = tempfile_dir(args.dir.as_deref())?;
+    let mut results = Vec::new();
+    for engine in &args.engines {
+        let result = match engine.as_str() {
+            "shale" => shale_run(&corpus, &queries, args, &tmp.join("shale"))?,
+            #[cfg(feature = "tantivy")]
+            "tantivy" => tantivy_peer::run(&corpus, &queries, args, &tmp.join("tantivy"))?,
+            other => return Err(format!("unknown or not compiled engine {other:?}")),
+        };
+        eprintln!(
+            "{}",
+            serde_json::to_string(&result).map_err(|e| e.to_string())?
+        );
+        results.push(result);
+    }
+    let table = table(&results);
+    print!("{table}");
+    if let Some(out) = &args.out {
+        let io = |e: std::io::Error| format!("{}: {e}", out.display());
+        std::fs::create_dir_all(out).map_err(io)?;
+        let command: Vec<String> = std::env::args().collect();
+        let json = serde_json::json!({
+            "command": command.join(" "),
+            "machine": crate::machine::describe(),
+            "commit": crate::machine::git_commit(),
+            "date": crate::machine::date(),
+            "results": results,
+        });
+        let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+        std::fs::write(out.join("results.json"), json).map_err(io)?;
+        let report = format!(
+            "# shale-bench text\n\n`{}`\n\n{} documents (WordNet glosses), {} queries\n\n{table}",
+            command.join(" "),
+            corpus.len(),
+            queries.len()
+        );
+        std::fs::write(out.join("report.md"), report).map_err(io)?;
+    }
+    Ok(())
+}
+
+fn fetch_wordnet() -> Result<PathBuf, String> {
+    let out = std::process::Command::new("bash")
+        .arg("scripts/fetch-wordnet.sh")
+        .output()
+        .map_err(|e| format!("scripts/fetch-wordnet.sh: {e}"))?;
+    if !out.status.success() {
+        return Err("scripts/fetch-wordnet.sh failed (run from the repository root)".into());
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+fn tempfile_dir(under: Option<&Path>) -> Result<PathBuf, String> {
+    let base = under.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let dir = base.join(format!("shale-text-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Queries from WordNet itself: the first three words of every n-th gloss's definition
+/// (after the synonyms, before any example), so that queries mix common and rare words
+/// as users' do.
+fn queries(corpus: &[Gloss], n: usize) -> Vec<String> {
+    let step = (corpus.len() / n.max(1)).max(1);
+    corpus
+        .iter()
+        .step_by(step)
+        .filter_map(|g| {
+            let definition = g.text.split_once(": ")?.1.split(';').next()?;
+            let words: Vec<&str> = definition
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.len() > 2)
+                .take(3)
+                .collect();
+            (!words.is_empty()).then(|| words.join(" "))
+        })
+        .take(n)
+        .collect()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn shale_run(
+    corpus: &[Gloss],
+    queries: &[String],
+    args: &TextArgs,
+    dir: &Path,
+) -> Result<TextResult, String> {
+    let err = |e: shale::Error| e.to_string();
+    let db = Arc::new(Db::open(dir, Options::default()).map_err(err)?);
+    let index = TextIndex::open(&db, "glosses", TextIndexOptions::new()).map_err(err)?;
+    let before = db.stats();
+    let started = Instant::now();
+    for g in corpus {
+        db.put(&g.key, &g.text).map_err(err)?;
+    }
+    let index_secs = started.elapsed().as_secs_f64();
+    db.flush().map_err(err)?;
+    db.wait_idle().map_err(err)?;
+    let after = db.stats();
+    let written = (after.wal_bytes - before.wal_bytes)
+        + (after.flush_bytes - before.flush_bytes)
+        + (after.compaction_bytes_written - before.compaction_bytes_written);
+    let size_bytes: u64 = db
+        .live_files()
+        .iter()
+        .filter(|f| f.keyspace == "text.glosses")
+        .map(|f| f.size)
+        .sum();
+
+    let opts = KeywordOptions::k(10);
+    let mut runs = Vec::new();
+    let mut best_lat = None;
+    for _ in 0..args.repeat.max(1) {
+        let mut lat = Latencies::new();
+        let t = Instant::now();
+        for q in queries {
+            let hits = lat.time(|| index.search(q, &opts)).map_err(err)?;
+            std::hint::black_box(hits);
+        }
+        runs.push(queries.len() as f64 / t.elapsed().as_secs_f64());
+        best_lat.get_or_insert(lat);
+    }
+    let lat = best_lat.unwrap_or_else(Latencies::new);
+    let mut equal = 0;
+    let mut rankings = Vec::with_capacity(queries.len());
+    for q in queries {
+        let pruned = index.search(q, &opts).map_err(err)?;
+        let exhaustive = index.search(q, &opts.clone().exhaustive()).map_err(err)?;
+        if pruned == exhaustive {
+            equal += 1;
+        }
+        rankings.push(pruned);
+    }
+    if equal != queries.len() {
+        return Err(format!(
+            "shale: the pruned top 10 differs from exhaustive scoring on {} of {} queries",
+            queries.len() - equal,
+            queries.len()
+        ));
+    }
+    if let Some(export) = &args.export {
+        export_for_reference(export, corpus, queries, &rankings).map_err(|e| e.to_string())?;
+    }
+    db.close().map_err(err)?;
+    Ok(TextResult {
+        engine: "shale".into(),
+        documents: corpus.len(),
+        index_docs_per_s: corpus.len() as f64 / index_secs,
+        size_bytes,
+        queries: queries.len(),
+        qps: median(runs),
+        p50_us: lat.quantile_us(0.5),
+        p99_us: lat.quantile_us(0.99),
+        bytes_written_per_doc: Some(written as f64 / corpus.len() as f64),
+        exhaustive_equal: Some(equal),
+        fresh_docs_per_s: None,
+    })
+}
+
+/// `corpus.jsonl` (each document's key and terms, in key order), `queries.jsonl` (each
+/// query's terms) and `shale.jsonl` (each query's top 10: keys and scores).
+fn export_for_reference(
+    dir: &Path,
+    corpus: &[Gloss],
+    queries: &[String],
+    rankings: &[Vec<shale_search::KeywordHit>],
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let a = Analyzer::English;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("corpus.jsonl"))?);
+    for g in corpus {
+        writeln!(
+            f,
+            "{}",
+            serde_json::json!({"key": g.key, "terms": a.terms(&g.text)})
+        )?;
+    }
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("queries.jsonl"))?);
+    for q in queries {
+        writeln!(
+            f,
+            "{}",
+            serde_json::json!({"query": q, "terms": a.terms(q)})
+        )?;
+    }
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("shale.jsonl"))?);
+    for hits in rankings {
+        let keys: Vec<String> = hits
+            .iter()
+            .map(|h| String::from_utf8_lossy(&h.key).into_owned())
+            .collect();
+        let scores: Vec<f64> = hits.iter().map(|h| h.score).collect();
+        writeln!(f, "{}", serde_json::json!({"keys": keys, "scores": scores}))?;
+    }
+    Ok(())
+}
+
+/// The results as a markdown table.
+fn table(results: &[TextResult]) -> String {
+    let mut out = String::from(
+        "| engine | documents | indexed docs/s | fresh docs/s (commit every 100) | size MiB | top-10 QPS | p50 µs | p99 µs | bytes written/doc | pruned = exhaustive |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let opt =
+        |x: Option<f64>, digits: usize| x.map_or("—".to_owned(), |v| format!("{v:.digits$}"));
+    for r in results {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {} | {:.2} | {:.0} | {:.1} | {:.1} | {} | {} |\n",
+            r.engine,
+            r.documents,
+            r.index_docs_per_s,
+            opt(r.fresh_docs_per_s, 0),
+            r.size_bytes as f64 / (1 << 20) as f64,
+            r.qps,
+            r.p50_us,
+            r.p99_us,
+            opt(r.bytes_written_per_doc, 0),
+            r.exhaustive_equal
+                .map_or("—".to_owned(), |n| format!("{n} of {}", r.queries)),
+        ));
+    }
+    out
+}

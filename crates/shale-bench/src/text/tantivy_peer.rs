@@ -1,0 +1,200 @@
+//! tantivy, the peer: one text field analyzed as Shale's English analyzer is (words,
+//! lower case, Lucene's 33 stop words, the same `rust-stemmers` English stemmer; tantivy
+//! splits words at non-alphanumeric characters rather than by UAX #29), with positions, and
+//! the key as a stored string field. One indexing thread, BM25 with tantivy's defaults
+//! (k1 1.2, b 0.75), top 10 by score with each hit's key read from the store, as Shale's
+//! hits carry their keys.
+
+use std::path::Path;
+use std::time::Instant;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{doc, Index, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use super::{median, TextArgs, TextResult};
+use crate::metrics::Latencies;
+use crate::wordnet::Gloss;
+
+const STOP_WORDS: [&str; 33] = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+/// The indexing thread's memory budget (tantivy's default is 50 MB a thread).
+const WRITER_BYTES: usize = 50_000_000;
+
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(255))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(
+            STOP_WORDS.iter().map(|w| w.to_string()),
+        ))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+struct Peer {
+    index: Index,
+    key: Field,
+    body: Field,
+}
+
+fn create(dir: &Path) -> Result<Peer, String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let mut sb = Schema::builder();
+    let key = sb.add_text_field("key", STRING | STORED);
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer("en")
+        .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+    let body = sb.add_text_field(
+        "body",
+        TextOptions::default().set_indexing_options(indexing),
+    );
+    let index = Index::create_in_dir(dir, sb.build()).map_err(|e| e.to_string())?;
+    index.tokenizers().register("en", analyzer());
+    Ok(Peer { index, key, body })
+}
+
+fn writer(p: &Peer) -> Result<IndexWriter, String> {
+    p.index
+        .writer_with_num_threads(1, WRITER_BYTES)
+        .map_err(|e| e.to_string())
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+pub fn run(
+    corpus: &[Gloss],
+    queries: &[String],
+    args: &TextArgs,
+    dir: &Path,
+) -> Result<TextResult, String> {
+    let e = |e: tantivy::TantivyError| e.to_string();
+    // Committing once at the end.
+    let p = create(&dir.join("bulk"))?;
+    let mut w = writer(&p)?;
+    let started = Instant::now();
+    for g in corpus {
+        w.add_document(doc!(p.key => g.key.as_str(), p.body => g.text.as_str()))
+            .map_err(e)?;
+    }
+    w.commit().map_err(e)?;
+    let reader = p
+        .index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(e)?;
+    let index_secs = started.elapsed().as_secs_f64();
+    w.wait_merging_threads().map_err(e)?;
+    reader.reload().map_err(e)?;
+    let size_bytes = dir_size(&dir.join("bulk"));
+
+    let searcher = reader.searcher();
+    let mut an = analyzer();
+    let mut runs = Vec::new();
+    let mut first_lat = None;
+    for _ in 0..args.repeat.max(1) {
+        let mut lat = Latencies::new();
+        let t = Instant::now();
+        for q in queries {
+            let keys = lat.time(|| -> Result<Vec<String>, String> {
+                let query = or_query(&mut an, p.body, q);
+                let top = searcher
+                    .search(&query, &TopDocs::with_limit(10).order_by_score())
+                    .map_err(e)?;
+                top.into_iter()
+                    .map(|(_, addr)| {
+                        let d: TantivyDocument = searcher.doc(addr).map_err(e)?;
+                        Ok(d.get_first(p.key)
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("")
+                            .to_owned())
+                    })
+                    .collect()
+            })?;
+            std::hint::black_box(keys);
+        }
+        runs.push(queries.len() as f64 / t.elapsed().as_secs_f64());
+        first_lat.get_or_insert(lat);
+    }
+    let lat = first_lat.unwrap_or_else(Latencies::new);
+
+    // Fresh: commit and reload every 100 documents, over the first `fresh_docs`.
+    let fresh = create(&dir.join("fresh"))?;
+    let mut w = writer(&fresh)?;
+    let fresh_reader = fresh
+        .index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(e)?;
+    let n = args.fresh_docs.min(corpus.len());
+    let started = Instant::now();
+    for (i, g) in corpus.iter().take(n).enumerate() {
+        w.add_document(doc!(fresh.key => g.key.as_str(), fresh.body => g.text.as_str()))
+            .map_err(e)?;
+        if (i + 1) % 100 == 0 || i + 1 == n {
+            w.commit().map_err(e)?;
+            fresh_reader.reload().map_err(e)?;
+        }
+    }
+    let fresh_secs = started.elapsed().as_secs_f64();
+    w.wait_merging_threads().map_err(e)?;
+
+    Ok(TextResult {
+        engine: "tantivy".into(),
+        documents: corpus.len(),
+        index_docs_per_s: corpus.len() as f64 / index_secs,
+        size_bytes,
+        queries: queries.len(),
+        qps: median(runs),
+        p50_us: lat.quantile_us(0.5),
+        p99_us: lat.quantile_us(0.99),
+        bytes_written_per_doc: None,
+        exhaustive_equal: None,
+        fresh_docs_per_s: Some(n as f64 / fresh_secs),
+    })
+}
+
+/// The query's distinct terms, any of them.
+fn or_query(an: &mut TextAnalyzer, body: Field, q: &str) -> BooleanQuery {
+    let mut terms: Vec<String> = Vec::new();
+    let mut ts = an.token_stream(q);
+    while ts.advance() {
+        let t = ts.token().text.clone();
+        if !terms.contains(&t) {
+            terms.push(t);
+        }
+    }
+    BooleanQuery::new(
+        terms
+            .into_iter()
+            .map(|t| {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(body, &t),
+                    IndexRecordOption::WithFreqs,
+                ));
+                (Occur::Should, q)
+            })
+            .collect(),
+    )
+}
