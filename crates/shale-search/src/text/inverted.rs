@@ -51,24 +51,39 @@ pub struct Term {
 /// Postings per block of a term's bounds.
 pub const BLOCK: usize = 64;
 
-/// The largest frequency and the shortest document among a block's postings.
+/// The largest frequency, the shortest document and the smallest key among a block's
+/// postings (the key as the document that had it: hits that tie on score are ordered by
+/// key, so a block whose smallest key is after the k-th hit's cannot win a tie).
 #[derive(Debug, Clone, Copy)]
 pub struct BlockBound {
     pub max_tf: u32,
     pub min_len: u32,
+    pub min_key: DocId,
 }
 
 impl Term {
-    /// Append a posting, keeping the bounds.
-    fn push(&mut self, id: DocId, tf: u32, len: u32) {
+    /// Append a posting of the document `id`, whose key is `key`, keeping the bounds;
+    /// `key_of` gives the keys of the documents already in the list.
+    fn push<'k>(
+        &mut self,
+        id: DocId,
+        tf: u32,
+        len: u32,
+        key: &[u8],
+        key_of: impl Fn(DocId) -> Option<&'k [u8]>,
+    ) {
         if self.ids.len().is_multiple_of(BLOCK) {
             self.blocks.push(BlockBound {
                 max_tf: tf,
                 min_len: len,
+                min_key: id,
             });
         } else if let Some(b) = self.blocks.last_mut() {
             b.max_tf = b.max_tf.max(tf);
             b.min_len = b.min_len.min(len);
+            if key_of(b.min_key).is_none_or(|min| key < min) {
+                b.min_key = id;
+            }
         }
         self.ids.push(id);
         self.tfs.push(tf);
@@ -142,6 +157,11 @@ pub struct Inverted {
     dead: usize,
 }
 
+/// The key of document `id` in `docs`, if live.
+fn key_in(docs: &[Option<Doc>], id: DocId) -> Option<&[u8]> {
+    docs.get(id as usize)?.as_ref().map(|d| &*d.key)
+}
+
 /// A removed document's postings are dropped once the dead outnumber the live and this.
 const COMPACT_MIN_DEAD: usize = 4096;
 
@@ -178,7 +198,7 @@ impl Inverted {
     }
 
     pub fn key_of(&self, id: DocId) -> Option<&[u8]> {
-        self.docs.get(id as usize)?.as_ref().map(|d| &*d.key)
+        key_in(&self.docs, id)
     }
 
     /// Make `record` document `key`'s content (replacing what it held).
@@ -193,12 +213,13 @@ impl Inverted {
         for (text, tf) in &record.terms {
             let tid = self.term_id(text);
             term_ids.push(tid);
+            let docs = &self.docs;
             if let Some(t) = self.terms.get_mut(tid as usize) {
                 if t.df == 0 {
                     t.clear();
                 }
                 t.df += 1;
-                t.push(id, *tf, record.length);
+                t.push(id, *tf, record.length, key, |d| key_in(docs, d));
             }
         }
         self.docs.push(Some(Doc {
@@ -285,7 +306,14 @@ impl Inverted {
             t.df = old.df;
             for (&id, &tf) in old.ids.iter().zip(&old.tfs) {
                 if let Some(&to) = new_id.get(id as usize).filter(|&&to| to != DocId::MAX) {
-                    t.push(to, tf, lens.get(to as usize).copied().unwrap_or(0));
+                    let key = key_in(&docs, to).unwrap_or(&[]);
+                    t.push(
+                        to,
+                        tf,
+                        lens.get(to as usize).copied().unwrap_or(0),
+                        key,
+                        |d| key_in(&docs, d),
+                    );
                 }
             }
         }

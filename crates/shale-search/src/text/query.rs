@@ -33,6 +33,12 @@
 //! reach θ, no document before the end of those blocks or the next other essential
 //! posting can either: the cursors skip there without scoring.
 //!
+//! Hits that tie on score are ordered by key, and short texts tie often. A block also
+//! records its smallest key: when a candidate comes from one term alone, its block bound is
+//! exactly the weight the block's best posting would get, so if that bound is at most the
+//! k-th score and the smallest key comes after the k-th hit's, nothing in the block can
+//! enter, ties included.
+//!
 //! The pruning compares with a margin of 1e-9 relative, so a rounding difference between
 //! a sum of bounds and a score can never drop a document that belongs in the top k: the
 //! result is the exhaustive one (tests/keyword_oracle.rs checks it on every query).
@@ -199,13 +205,25 @@ impl<'a> Scoring<'a> {
                 .copied()
                 .unwrap_or(0.0);
             if top.is_full() {
-                let blocks: f64 = cursors
-                    .iter_mut()
-                    .skip(essential)
-                    .filter(|c| c.doc() == Some(doc))
-                    .map(|c| c.block_bound(self))
-                    .sum();
-                if top.below(blocks + rest) {
+                let mut on_doc = 0;
+                let mut blocks = 0.0;
+                let mut min_key = None;
+                for c in cursors.iter_mut().skip(essential) {
+                    if c.doc() == Some(doc) {
+                        on_doc += 1;
+                        blocks += c.block_bound(self);
+                        min_key = c.block_min_key();
+                    }
+                }
+                // One term and nothing else: the block bound is that term's weight at the
+                // block's largest tf and shortest document, computed as a score is, so a
+                // score never exceeds it, and equal scores are decided by key.
+                let exact = on_doc == 1 && essential == 0;
+                let ties_lose = exact
+                    && min_key
+                        .and_then(|d| self.ix.key_of(d))
+                        .is_some_and(|k| top.loses_tie(blocks, k));
+                if ties_lose || top.below(blocks + rest) {
                     if let Some(essentials) = cursors.get_mut(essential..) {
                         self.skip_blocks(essentials, doc);
                     }
@@ -390,6 +408,11 @@ impl Cursor<'_> {
         self.block_bound
     }
 
+    /// The document with the smallest key in the current block.
+    fn block_min_key(&self) -> Option<DocId> {
+        self.term.blocks.get(self.at / BLOCK).map(|b| b.min_key)
+    }
+
     /// The last document of the current block.
     fn block_last(&self) -> DocId {
         let end = (self.at / BLOCK + 1) * BLOCK;
@@ -500,6 +523,15 @@ impl<'a> TopK<'a> {
             .is_some_and(|worst| bound < worst.score - worst.score.abs() * PRUNE_MARGIN)
     }
 
+    /// Whether a document scoring at most `bound` exactly, with a key at or after `key`,
+    /// surely cannot enter: below the k-th score, or tying it with a later key.
+    fn loses_tie(&self, bound: f64, key: &[u8]) -> bool {
+        self.is_full()
+            && self.heap.peek().is_some_and(|worst| {
+                bound < worst.score || (bound == worst.score && key > worst.key)
+            })
+    }
+
     fn offer(&mut self, ix: &'a Inverted, id: DocId, score: f64) {
         if self.k == 0 {
             return;
@@ -549,6 +581,58 @@ mod tests {
         let w = Bm25::default().weight(idf, 3, 10, 5.0);
         let expected = idf * (3.0 * 2.2) / (3.0 + 1.2 * (1.0 - 0.75 + 0.75 * 10.0 / 5.0));
         assert_eq!(w, expected);
+    }
+
+    #[test]
+    fn max_score_equals_exhaustive_with_ties_and_keys_out_of_order() {
+        // Short texts over a few words tie often; keys are put in shuffled order and
+        // overwritten, so document numbers and key order disagree.
+        let mut ix = Inverted::default();
+        let words = ["red", "fox", "dog", "cat", "sun", "sea"];
+        let mut seed = 11u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..4000 {
+            let key = format!("k{:05}", next(2500));
+            // Distinct words: every tf is 1, so a block's bound is its shortest document's
+            // score, and the k-th score ties it.
+            let len = 1 + next(3) as usize;
+            let mut text: Vec<&str> = Vec::new();
+            while text.len() < len {
+                let w = words[next(6) as usize];
+                if !text.contains(&w) {
+                    text.push(w);
+                }
+            }
+            ix.put(
+                key.as_bytes(),
+                &DocRecord::analyze(Analyzer::Simple, &text.join(" "), 0).view(),
+            );
+        }
+        for query in [
+            vec!["red"],
+            vec!["red", "sea"],
+            vec!["fox", "dog", "cat"],
+            vec!["sun", "red"],
+        ] {
+            let terms: Vec<String> = query.iter().map(|s| s.to_string()).collect();
+            let s = Scoring::new(&ix, Bm25::default(), &terms).expect("not empty");
+            let mut all = s.all_any();
+            all.sort_by(|a, b| {
+                b.score
+                    .total_cmp(&a.score)
+                    .then_with(|| ix.key_of(a.id).cmp(&ix.key_of(b.id)))
+            });
+            for k in [1, 5, 10, 37, 200] {
+                let got: Vec<(DocId, f64)> = s.top_any(k).iter().map(|x| (x.id, x.score)).collect();
+                let want: Vec<(DocId, f64)> = all.iter().take(k).map(|x| (x.id, x.score)).collect();
+                assert_eq!(got, want, "{query:?} k = {k}");
+            }
+        }
     }
 
     #[test]
