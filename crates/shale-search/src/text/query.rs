@@ -574,6 +574,23 @@ mod tests {
     use crate::text::analyzer::Analyzer;
     use crate::text::format::DocRecord;
 
+    /// `top_any(k)` for each of `ks` equals the first k of every scored document sorted.
+    fn assert_top_equals_exhaustive(ix: &Inverted, terms: &[&str], ks: &[usize]) {
+        let terms: Vec<String> = terms.iter().map(|s| s.to_string()).collect();
+        let s = Scoring::new(ix, Bm25::default(), &terms).expect("not empty");
+        let mut all = s.all_any();
+        all.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| ix.key_of(a.id).cmp(&ix.key_of(b.id)))
+        });
+        for &k in ks {
+            let got: Vec<(DocId, f64)> = s.top_any(k).iter().map(|x| (x.id, x.score)).collect();
+            let want: Vec<(DocId, f64)> = all.iter().take(k).map(|x| (x.id, x.score)).collect();
+            assert_eq!(got, want, "{terms:?} k = {k}");
+        }
+    }
+
     #[test]
     fn idf_and_weight_follow_the_formula() {
         let idf = Bm25::idf(10, 2);
@@ -614,24 +631,12 @@ mod tests {
             );
         }
         for query in [
-            vec!["red"],
-            vec!["red", "sea"],
-            vec!["fox", "dog", "cat"],
-            vec!["sun", "red"],
+            &["red"][..],
+            &["red", "sea"],
+            &["fox", "dog", "cat"],
+            &["sun", "red"],
         ] {
-            let terms: Vec<String> = query.iter().map(|s| s.to_string()).collect();
-            let s = Scoring::new(&ix, Bm25::default(), &terms).expect("not empty");
-            let mut all = s.all_any();
-            all.sort_by(|a, b| {
-                b.score
-                    .total_cmp(&a.score)
-                    .then_with(|| ix.key_of(a.id).cmp(&ix.key_of(b.id)))
-            });
-            for k in [1, 5, 10, 37, 200] {
-                let got: Vec<(DocId, f64)> = s.top_any(k).iter().map(|x| (x.id, x.score)).collect();
-                let want: Vec<(DocId, f64)> = all.iter().take(k).map(|x| (x.id, x.score)).collect();
-                assert_eq!(got, want, "{query:?} k = {k}");
-            }
+            assert_top_equals_exhaustive(&ix, query, &[1, 5, 10, 37, 200]);
         }
     }
 
@@ -654,22 +659,6 @@ mod tests {
                 &DocRecord::analyze(Analyzer::Simple, &text, 0).view(),
             );
         }
-        let terms: Vec<String> = ["gamma", "eps", "beta"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let s = Scoring::new(&ix, Bm25::default(), &terms).expect("not empty");
-        let mut all = s.all_any();
-        all.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| ix.key_of(a.id).cmp(&ix.key_of(b.id)))
-        });
-        for k in [1, 3, 10, 50] {
-            let top = s.top_any(k);
-            let got: Vec<(DocId, f64)> = top.iter().map(|x| (x.id, x.score)).collect();
-            let want: Vec<(DocId, f64)> = all.iter().take(k).map(|x| (x.id, x.score)).collect();
-            assert_eq!(got, want, "k = {k}");
-        }
+        assert_top_equals_exhaustive(&ix, &["gamma", "eps", "beta"], &[1, 3, 10, 50]);
     }
 }
