@@ -9,6 +9,8 @@
 //! analyzed corpus, the queries and Shale's rankings for `scripts/text-reference.py` (bm25s,
 //! the reference scorer).
 
+#[cfg(feature = "semantic")]
+mod quality;
 #[cfg(feature = "tantivy")]
 mod tantivy_peer;
 
@@ -53,6 +55,17 @@ pub struct TextArgs {
     /// Only the first 5,000 glosses and 200 queries: a smoke run.
     #[arg(long)]
     pub quick: bool,
+    /// Also measure keywords, meaning and hybrid on WordNet's sense retrieval task, and a
+    /// hybrid query's latency (feature `semantic`: embeds every gloss with MiniLM once; the
+    /// vectors are kept in --quality-dir for the next run).
+    #[arg(long)]
+    pub quality: bool,
+    /// Usage examples asked as queries by --quality.
+    #[arg(long, default_value_t = 1000)]
+    pub quality_queries: usize,
+    /// Where --quality keeps its database.
+    #[arg(long, default_value = "target/text-quality-db")]
+    pub quality_dir: PathBuf,
 }
 
 /// One engine's figures.
@@ -72,6 +85,36 @@ pub struct TextResult {
     pub exhaustive_equal: Option<usize>,
     /// tantivy: documents per second committing (and reloading) every 100.
     pub fresh_docs_per_s: Option<f64>,
+}
+
+/// What every engine measures; the rest is set by the engine that has it.
+pub struct Measured<'a> {
+    pub engine: &'a str,
+    pub documents: usize,
+    pub index_secs: f64,
+    pub size_bytes: u64,
+    pub queries: usize,
+    /// Queries per second of each pass.
+    pub runs: Vec<f64>,
+    pub latencies: &'a Latencies,
+}
+
+impl TextResult {
+    pub fn new(m: Measured<'_>) -> TextResult {
+        TextResult {
+            engine: m.engine.to_owned(),
+            documents: m.documents,
+            index_docs_per_s: m.documents as f64 / m.index_secs,
+            size_bytes: m.size_bytes,
+            queries: m.queries,
+            qps: median(m.runs),
+            p50_us: m.latencies.quantile_us(0.5),
+            p99_us: m.latencies.quantile_us(0.99),
+            bytes_written_per_doc: None,
+            exhaustive_equal: None,
+            fresh_docs_per_s: None,
+        }
+    }
 }
 
 pub fn run(args: &TextArgs) -> Result<(), String> {
@@ -107,7 +150,19 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
         );
         results.push(result);
     }
-    let table = table(&results);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let mut table = table(&results);
+    let mut quality = None;
+    if args.quality {
+        #[cfg(feature = "semantic")]
+        {
+            let q = quality::run(&corpus, args.quality_queries, &args.quality_dir)?;
+            table.push_str(&quality::table(&q));
+            quality = Some(serde_json::to_value(&q).map_err(|e| e.to_string())?);
+        }
+        #[cfg(not(feature = "semantic"))]
+        return Err("--quality needs the `semantic` feature".into());
+    }
     print!("{table}");
     if let Some(out) = &args.out {
         let io = |e: std::io::Error| format!("{}: {e}", out.display());
@@ -119,6 +174,7 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
             "commit": crate::machine::git_commit(),
             "date": crate::machine::date(),
             "results": results,
+            "quality": quality,
         });
         let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
         std::fs::write(out.join("results.json"), json).map_err(io)?;
@@ -242,17 +298,17 @@ fn shale_run(
     }
     db.close().map_err(err)?;
     Ok(TextResult {
-        engine: "shale".into(),
-        documents: corpus.len(),
-        index_docs_per_s: corpus.len() as f64 / index_secs,
-        size_bytes,
-        queries: queries.len(),
-        qps: median(runs),
-        p50_us: lat.quantile_us(0.5),
-        p99_us: lat.quantile_us(0.99),
         bytes_written_per_doc: Some(written as f64 / corpus.len() as f64),
         exhaustive_equal: Some(equal),
-        fresh_docs_per_s: None,
+        ..TextResult::new(Measured {
+            engine: "shale",
+            documents: corpus.len(),
+            index_secs,
+            size_bytes,
+            queries: queries.len(),
+            runs,
+            latencies: &lat,
+        })
     })
 }
 

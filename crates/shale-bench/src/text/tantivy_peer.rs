@@ -18,7 +18,7 @@ use tantivy::tokenizer::{
 };
 use tantivy::{doc, Index, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use super::{median, TextArgs, TextResult};
+use super::{Measured, TextArgs, TextResult};
 use crate::metrics::Latencies;
 use crate::wordnet::Gloss;
 
@@ -161,17 +161,16 @@ pub fn run(
     w.wait_merging_threads().map_err(e)?;
 
     Ok(TextResult {
-        engine: "tantivy".into(),
-        documents: corpus.len(),
-        index_docs_per_s: corpus.len() as f64 / index_secs,
-        size_bytes,
-        queries: queries.len(),
-        qps: median(runs),
-        p50_us: lat.quantile_us(0.5),
-        p99_us: lat.quantile_us(0.99),
-        bytes_written_per_doc: None,
-        exhaustive_equal: None,
         fresh_docs_per_s: Some(n as f64 / fresh_secs),
+        ..TextResult::new(Measured {
+            engine: "tantivy",
+            documents: corpus.len(),
+            index_secs,
+            size_bytes,
+            queries: queries.len(),
+            runs,
+            latencies: &lat,
+        })
     })
 }
 
