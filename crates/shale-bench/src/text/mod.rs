@@ -151,18 +151,11 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
         results.push(result);
     }
     let _ = std::fs::remove_dir_all(&tmp);
-    let mut table = table(&results);
-    let mut quality = None;
-    if args.quality {
-        #[cfg(feature = "semantic")]
-        {
-            let q = quality::run(&corpus, args.quality_queries, &args.quality_dir)?;
-            table.push_str(&quality::table(&q));
-            quality = Some(serde_json::to_value(&q).map_err(|e| e.to_string())?);
-        }
-        #[cfg(not(feature = "semantic"))]
-        return Err("--quality needs the `semantic` feature".into());
-    }
+    let (quality_table, quality) = match args.quality {
+        true => quality_section(args, &corpus)?,
+        false => (String::new(), None),
+    };
+    let table = table(&results) + &quality_table;
     print!("{table}");
     if let Some(out) = &args.out {
         let io = |e: std::io::Error| format!("{}: {e}", out.display());
@@ -187,6 +180,25 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
         std::fs::write(out.join("report.md"), report).map_err(io)?;
     }
     Ok(())
+}
+
+/// `--quality`: its markdown and its figures.
+#[cfg(feature = "semantic")]
+fn quality_section(
+    args: &TextArgs,
+    corpus: &[Gloss],
+) -> Result<(String, Option<serde_json::Value>), String> {
+    let q = quality::run(corpus, args.quality_queries, &args.quality_dir)?;
+    let json = serde_json::to_value(&q).map_err(|e| e.to_string())?;
+    Ok((quality::table(&q), Some(json)))
+}
+
+#[cfg(not(feature = "semantic"))]
+fn quality_section(
+    _: &TextArgs,
+    _: &[Gloss],
+) -> Result<(String, Option<serde_json::Value>), String> {
+    Err("--quality needs the `semantic` feature".into())
 }
 
 fn fetch_wordnet() -> Result<PathBuf, String> {

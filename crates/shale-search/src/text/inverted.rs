@@ -51,39 +51,41 @@ pub struct Term {
 /// Postings per block of a term's bounds.
 pub const BLOCK: usize = 64;
 
-/// The largest frequency, the shortest document and the smallest key among a block's
-/// postings (the key as the document that had it: hits that tie on score are ordered by
-/// key, so a block whose smallest key is after the k-th hit's cannot win a tie).
+/// The largest frequency, the shortest document and the smallest key prefix among a
+/// block's postings (hits that tie on score are ordered by key, so a block whose keys all
+/// come after the k-th hit's cannot win a tie).
 #[derive(Debug, Clone, Copy)]
 pub struct BlockBound {
     pub max_tf: u32,
     pub min_len: u32,
-    pub min_key: DocId,
+    /// [`key_prefix`] of the block's smallest key.
+    pub min_key: u64,
+}
+
+/// A key's first eight bytes, big-endian, zero-padded: `key_prefix(a) < key_prefix(b)`
+/// implies `a < b`.
+pub fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    for (to, from) in b.iter_mut().zip(key) {
+        *to = *from;
+    }
+    u64::from_be_bytes(b)
 }
 
 impl Term {
-    /// Append a posting of the document `id`, whose key is `key`, keeping the bounds;
-    /// `key_of` gives the keys of the documents already in the list.
-    fn push<'k>(
-        &mut self,
-        id: DocId,
-        tf: u32,
-        len: u32,
-        key: &[u8],
-        key_of: impl Fn(DocId) -> Option<&'k [u8]>,
-    ) {
+    /// Append a posting of a document whose key is `key`, keeping the bounds.
+    fn push(&mut self, id: DocId, tf: u32, len: u32, key: &[u8]) {
+        let prefix = key_prefix(key);
         if self.ids.len().is_multiple_of(BLOCK) {
             self.blocks.push(BlockBound {
                 max_tf: tf,
                 min_len: len,
-                min_key: id,
+                min_key: prefix,
             });
         } else if let Some(b) = self.blocks.last_mut() {
             b.max_tf = b.max_tf.max(tf);
             b.min_len = b.min_len.min(len);
-            if key_of(b.min_key).is_none_or(|min| key < min) {
-                b.min_key = id;
-            }
+            b.min_key = b.min_key.min(prefix);
         }
         self.ids.push(id);
         self.tfs.push(tf);
@@ -213,13 +215,12 @@ impl Inverted {
         for (text, tf) in &record.terms {
             let tid = self.term_id(text);
             term_ids.push(tid);
-            let docs = &self.docs;
             if let Some(t) = self.terms.get_mut(tid as usize) {
                 if t.df == 0 {
                     t.clear();
                 }
                 t.df += 1;
-                t.push(id, *tf, record.length, key, |d| key_in(docs, d));
+                t.push(id, *tf, record.length, key);
             }
         }
         self.docs.push(Some(Doc {
@@ -307,13 +308,7 @@ impl Inverted {
             for (&id, &tf) in old.ids.iter().zip(&old.tfs) {
                 if let Some(&to) = new_id.get(id as usize).filter(|&&to| to != DocId::MAX) {
                     let key = key_in(&docs, to).unwrap_or(&[]);
-                    t.push(
-                        to,
-                        tf,
-                        lens.get(to as usize).copied().unwrap_or(0),
-                        key,
-                        |d| key_in(&docs, d),
-                    );
+                    t.push(to, tf, lens.get(to as usize).copied().unwrap_or(0), key);
                 }
             }
         }

@@ -34,10 +34,10 @@
 //! posting can either: the cursors skip there without scoring.
 //!
 //! Hits that tie on score are ordered by key, and short texts tie often. A block also
-//! records its smallest key: when a candidate comes from one term alone, its block bound is
+//! records the first eight bytes of its smallest key: when a candidate comes from one term alone, its block bound is
 //! exactly the weight the block's best posting would get, so if that bound is at most the
-//! k-th score and the smallest key comes after the k-th hit's, nothing in the block can
-//! enter, ties included.
+//! k-th score and every key of the block comes after the k-th hit's (by those eight bytes),
+//! nothing in the block can enter, ties included.
 //!
 //! The pruning compares with a margin of 1e-9 relative, so a rounding difference between
 //! a sum of bounds and a score can never drop a document that belongs in the top k: the
@@ -46,7 +46,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::inverted::{DocId, Inverted, Term, BLOCK};
+use super::inverted::{key_prefix, DocId, Inverted, Term, BLOCK};
 
 /// BM25's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -207,7 +207,7 @@ impl<'a> Scoring<'a> {
             if top.is_full() {
                 let mut on_doc = 0;
                 let mut blocks = 0.0;
-                let mut min_key = None;
+                let mut min_key = 0;
                 for c in cursors.iter_mut().skip(essential) {
                     if c.doc() == Some(doc) {
                         on_doc += 1;
@@ -219,11 +219,7 @@ impl<'a> Scoring<'a> {
                 // block's largest tf and shortest document, computed as a score is, so a
                 // score never exceeds it, and equal scores are decided by key.
                 let exact = on_doc == 1 && essential == 0;
-                let ties_lose = exact
-                    && min_key
-                        .and_then(|d| self.ix.key_of(d))
-                        .is_some_and(|k| top.loses_tie(blocks, k));
-                if ties_lose || top.below(blocks + rest) {
+                if top.below(blocks + rest) || (exact && top.loses_tie(blocks, min_key)) {
                     if let Some(essentials) = cursors.get_mut(essential..) {
                         self.skip_blocks(essentials, doc);
                     }
@@ -408,9 +404,12 @@ impl Cursor<'_> {
         self.block_bound
     }
 
-    /// The document with the smallest key in the current block.
-    fn block_min_key(&self) -> Option<DocId> {
-        self.term.blocks.get(self.at / BLOCK).map(|b| b.min_key)
+    /// The prefix of the smallest key in the current block.
+    fn block_min_key(&self) -> u64 {
+        self.term
+            .blocks
+            .get(self.at / BLOCK)
+            .map_or(0, |b| b.min_key)
     }
 
     /// The last document of the current block.
@@ -523,13 +522,15 @@ impl<'a> TopK<'a> {
             .is_some_and(|worst| bound < worst.score - worst.score.abs() * PRUNE_MARGIN)
     }
 
-    /// Whether a document scoring at most `bound` exactly, with a key at or after `key`,
-    /// surely cannot enter: below the k-th score, or tying it with a later key.
-    fn loses_tie(&self, bound: f64, key: &[u8]) -> bool {
+    /// Whether documents scoring at most `bound` exactly, whose keys have a prefix at
+    /// least `min_key` ([`key_prefix`]), surely cannot enter: at most the k-th score, with
+    /// keys after the k-th hit's.
+    fn loses_tie(&self, bound: f64, min_key: u64) -> bool {
         self.is_full()
-            && self.heap.peek().is_some_and(|worst| {
-                bound < worst.score || (bound == worst.score && key > worst.key)
-            })
+            && self
+                .heap
+                .peek()
+                .is_some_and(|worst| bound <= worst.score && key_prefix(worst.key) < min_key)
     }
 
     fn offer(&mut self, ix: &'a Inverted, id: DocId, score: f64) {
