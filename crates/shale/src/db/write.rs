@@ -112,6 +112,28 @@ fn admit_locked<'a>(db: &DbInner, log: &LogState, w: &'a Writer) -> Result<Admit
     Ok(Admitted { writer: w, derived })
 }
 
+/// [`admit_locked`] for each writer of `group`: those admitted, with their derived records,
+/// and each writer's refusal, in queue order. A refused batch leaves the group with its
+/// own error; the rest commit.
+fn admit_group<'a>(
+    db: &DbInner,
+    log: &LogState,
+    group: &'a [Arc<Writer>],
+) -> (Vec<Admitted<'a>>, Vec<Option<Error>>) {
+    let mut admitted = Vec::with_capacity(group.len());
+    let mut refusals = Vec::with_capacity(group.len());
+    for w in group {
+        match admit_locked(db, log, w) {
+            Ok(a) => {
+                admitted.push(a);
+                refusals.push(None);
+            }
+            Err(e) => refusals.push(Some(e)),
+        }
+    }
+    (admitted, refusals)
+}
+
 /// Checked under the lock a drop takes, so no write reaches a dropped keyspace.
 fn keyspaces_exist(log: &LogState, batch: &WriteBatch) -> Result<()> {
     if !batch.has_keyspaces() {
@@ -196,18 +218,7 @@ impl DbInner {
             self.let_the_queue_fill();
         }
         let group = build_group(&lock(&self.writers).queue);
-        // A batch a hook refuses leaves the group with its own error; the rest commit.
-        let mut admitted = Vec::with_capacity(group.len());
-        let mut refusals: Vec<Option<Error>> = Vec::with_capacity(group.len());
-        for w in &group {
-            match admit_locked(self, &log, w) {
-                Ok(a) => {
-                    admitted.push(a);
-                    refusals.push(None);
-                }
-                Err(e) => refusals.push(Some(e)),
-            }
-        }
+        let (admitted, refusals) = admit_group(self, &log, &group);
         let result = if admitted.is_empty() {
             Ok(())
         } else {
@@ -315,37 +326,7 @@ impl DbInner {
 
         let use_wal = !group.iter().all(|a| a.writer.opts.disable_wal);
         if use_wal {
-            // One record: each batch's entries, then those derived from it, in the order
-            // of their sequence numbers.
-            let header = batch::encode_header(first_seq, count);
-            let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * group.len() + 1);
-            parts.push(&header);
-            for a in group {
-                parts.push(a.writer.batch.body());
-                if !a.derived.is_empty() {
-                    parts.push(a.derived.body());
-                }
-            }
-            let before = log.wal.len();
-            let wal = Timer::start();
-            let sync = group.iter().any(|a| a.writer.opts.sync);
-            let added = match sync {
-                true => log.wal.add_record_to_sync(&parts),
-                false => log.wal.add_record(&parts),
-            };
-            if let Err(e) = added {
-                return Err(self.poison(e));
-            }
-            wal.stop(|p| &mut p.write_wal_nanos);
-            Stats::add_serialized(&self.stats.wal_bytes, log.wal.len() - before);
-            if sync {
-                let sync = Timer::start();
-                if let Err(e) = self.sync_older_wals(log).and_then(|()| log.wal.sync()) {
-                    return Err(self.poison(e));
-                }
-                sync.stop(|p| &mut p.write_wal_sync_nanos);
-                Stats::add_serialized(&self.stats.wal_syncs, 1);
-            }
+            self.log_group(log, group, first_seq, count)?;
         } else {
             log.unlogged_writes = true;
         }
@@ -369,6 +350,49 @@ impl DbInner {
         Stats::add_serialized(&self.stats.writes, group.len() as u64);
         Stats::add_serialized(&self.stats.write_groups, 1);
         Stats::add_serialized(&self.stats.user_bytes_written, user_bytes as u64);
+        Ok(())
+    }
+
+    /// Write the group's batches, each followed by its derived records, as one WAL record;
+    /// sync it if a writer asked for that. A failure poisons the database.
+    fn log_group(
+        &self,
+        log: &mut LogState,
+        group: &[Admitted<'_>],
+        first_seq: SeqNo,
+        count: u32,
+    ) -> Result<()> {
+        // One record: each batch's entries, then those derived from it, in the order
+        // of their sequence numbers.
+        let header = batch::encode_header(first_seq, count);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * group.len() + 1);
+        parts.push(&header);
+        for a in group {
+            parts.push(a.writer.batch.body());
+            if !a.derived.is_empty() {
+                parts.push(a.derived.body());
+            }
+        }
+        let before = log.wal.len();
+        let wal = Timer::start();
+        let sync = group.iter().any(|a| a.writer.opts.sync);
+        let added = match sync {
+            true => log.wal.add_record_to_sync(&parts),
+            false => log.wal.add_record(&parts),
+        };
+        if let Err(e) = added {
+            return Err(self.poison(e));
+        }
+        wal.stop(|p| &mut p.write_wal_nanos);
+        Stats::add_serialized(&self.stats.wal_bytes, log.wal.len() - before);
+        if sync {
+            let sync = Timer::start();
+            if let Err(e) = self.sync_older_wals(log).and_then(|()| log.wal.sync()) {
+                return Err(self.poison(e));
+            }
+            sync.stop(|p| &mut p.write_wal_sync_nanos);
+            Stats::add_serialized(&self.stats.wal_syncs, 1);
+        }
         Ok(())
     }
 
