@@ -302,24 +302,29 @@ pub(crate) fn search_mode(
                     vector.as_deref(),
                     &hybrid,
                 )?;
-                let db = vector_index.db();
                 fused
                     .into_iter()
-                    .map(|h| {
-                        let value = match vector_index.keyspace() {
-                            Some(ks) => ks.get(&h.key)?,
-                            None => db.get(&h.key)?,
-                        }
-                        .unwrap_or_default();
-                        let document = match shale::semantic::decode_vector_value(&value) {
-                            Some(Ok(v)) => v.payload.to_vec(),
-                            _ => value,
-                        };
-                        Ok(SearchHit::new(h.key, h.score as f32, document))
-                    })
+                    .map(|h| with_document(vector_index, h))
                     .collect::<Result<Vec<_>, Failure>>()
             }),
         })
     })?;
     Ok(hits)
+}
+
+/// A fused hit as a `SearchHit`, with its value's document (a vector value's payload).
+fn with_document(
+    index: &shale::semantic::Index,
+    hit: shale_search::HybridHit,
+) -> Result<SearchHit, Failure> {
+    let value = match index.keyspace() {
+        Some(ks) => ks.get(&hit.key)?,
+        None => index.db().get(&hit.key)?,
+    }
+    .unwrap_or_default();
+    let document = match shale::semantic::decode_vector_value(&value) {
+        Some(Ok(v)) => v.payload.to_vec(),
+        _ => value,
+    };
+    Ok(SearchHit::new(hit.key, hit.score as f32, document))
 }

@@ -275,43 +275,18 @@ fn shale_run(
         .sum();
 
     let opts = KeywordOptions::k(10);
-    let mut runs = Vec::new();
-    let mut best_lat = None;
-    for _ in 0..args.repeat.max(1) {
-        let mut lat = Latencies::new();
-        let t = Instant::now();
-        for q in queries {
-            let hits = lat.time(|| index.search(q, &opts)).map_err(err)?;
-            std::hint::black_box(hits);
-        }
-        runs.push(queries.len() as f64 / t.elapsed().as_secs_f64());
-        best_lat.get_or_insert(lat);
-    }
-    let lat = best_lat.unwrap_or_else(Latencies::new);
-    let mut equal = 0;
-    let mut rankings = Vec::with_capacity(queries.len());
-    for q in queries {
-        let pruned = index.search(q, &opts).map_err(err)?;
-        let exhaustive = index.search(q, &opts.clone().exhaustive()).map_err(err)?;
-        if pruned == exhaustive {
-            equal += 1;
-        }
-        rankings.push(pruned);
-    }
-    if equal != queries.len() {
-        return Err(format!(
-            "shale: the pruned top 10 differs from exhaustive scoring on {} of {} queries",
-            queries.len() - equal,
-            queries.len()
-        ));
-    }
+    let (runs, lat) = time_queries(queries, args.repeat, |q| {
+        std::hint::black_box(index.search(q, &opts).map_err(err)?);
+        Ok(())
+    })?;
+    let rankings = check_exhaustive(&index, queries)?;
     if let Some(export) = &args.export {
         export_for_reference(export, corpus, queries, &rankings).map_err(|e| e.to_string())?;
     }
     db.close().map_err(err)?;
     Ok(TextResult {
         bytes_written_per_doc: Some(written as f64 / corpus.len() as f64),
-        exhaustive_equal: Some(equal),
+        exhaustive_equal: Some(queries.len()),
         ..TextResult::new(Measured {
             engine: "shale",
             documents: corpus.len(),
@@ -322,6 +297,53 @@ fn shale_run(
             latencies: &lat,
         })
     })
+}
+
+/// Run every query `repeat` times (at least once): each pass's queries per second, and
+/// the first pass's latencies.
+pub fn time_queries(
+    queries: &[String],
+    repeat: usize,
+    mut search: impl FnMut(&str) -> Result<(), String>,
+) -> Result<(Vec<f64>, Latencies), String> {
+    let mut runs = Vec::new();
+    let mut first = None;
+    for _ in 0..repeat.max(1) {
+        let mut lat = Latencies::new();
+        let t = Instant::now();
+        for q in queries {
+            lat.time(|| search(q))?;
+        }
+        runs.push(queries.len() as f64 / t.elapsed().as_secs_f64());
+        first.get_or_insert(lat);
+    }
+    Ok((runs, first.unwrap_or_else(Latencies::new)))
+}
+
+/// Each query's pruned top 10, checked against exhaustive scoring: an error names how many
+/// differ.
+fn check_exhaustive(
+    index: &TextIndex,
+    queries: &[String],
+) -> Result<Vec<Vec<shale_search::KeywordHit>>, String> {
+    let opts = KeywordOptions::k(10);
+    let mut differ = 0;
+    let mut rankings = Vec::with_capacity(queries.len());
+    for q in queries {
+        let pruned = index.search(q, &opts).map_err(|e| e.to_string())?;
+        let exhaustive = index
+            .search(q, &opts.clone().exhaustive())
+            .map_err(|e| e.to_string())?;
+        differ += usize::from(pruned != exhaustive);
+        rankings.push(pruned);
+    }
+    match differ {
+        0 => Ok(rankings),
+        n => Err(format!(
+            "shale: the pruned top 10 differs from exhaustive scoring on {n} of {} queries",
+            queries.len()
+        )),
+    }
 }
 
 /// `corpus.jsonl` (each document's key and terms, in key order), `queries.jsonl` (each

@@ -72,67 +72,96 @@ fn ndcg(rank: Option<usize>) -> f64 {
     }
 }
 
+/// A synset: its key, its document and its examples.
+type Synset = (String, String, Vec<String>);
+
+fn err(e: shale::Error) -> String {
+    e.to_string()
+}
+
 pub fn run(corpus: &[Gloss], queries_wanted: usize, dir: &Path) -> Result<Quality, String> {
-    let e = |e: shale::Error| e.to_string();
-    let docs: Vec<(String, String, Vec<String>)> = corpus
+    let docs: Vec<Synset> = corpus
         .iter()
         .map(|g| {
             let (doc, examples) = split(g);
             (g.key.clone(), doc, examples)
         })
         .collect();
-    // Every n-th synset with an example, its first example.
-    let with_examples: Vec<&(String, String, Vec<String>)> =
-        docs.iter().filter(|d| !d.2.is_empty()).collect();
-    let step = (with_examples.len() / queries_wanted.max(1)).max(1);
-    let queries: Vec<(&str, &str)> = with_examples
-        .iter()
-        .step_by(step)
-        .take(queries_wanted)
-        .filter_map(|d| Some((d.0.as_str(), d.2.first()?.as_str())))
-        .collect();
-
+    let queries = queries(&docs, queries_wanted);
     let loaded = shale_embed::load_default().map_err(|e| e.to_string())?;
-    let db = Arc::new(Db::open(dir, Options::default()).map_err(e)?);
-    let vectors = Index::open(&db, "senses", IndexOptions::text(loaded.embedder)).map_err(e)?;
-    let text = TextIndex::open(&db, "senses", TextIndexOptions::new()).map_err(e)?;
+    let db = Arc::new(Db::open(dir, Options::default()).map_err(err)?);
+    let vectors = Index::open(&db, "senses", IndexOptions::text(loaded.embedder)).map_err(err)?;
+    let text = TextIndex::open(&db, "senses", TextIndexOptions::new()).map_err(err)?;
     let started = Instant::now();
-    for chunk in docs.chunks(1000) {
-        let mut batch = WriteBatch::new();
-        for (key, doc, _) in chunk {
-            if db.get(key).map_err(e)?.as_deref() != Some(doc.as_bytes()) {
-                batch.put(key, doc);
-            }
-        }
-        if !batch.is_empty() {
-            db.write(batch, WriteOptions::default()).map_err(e)?;
-        }
-    }
-    vectors.wait_indexed().map_err(e)?;
+    load(&db, &docs)?;
+    vectors.wait_indexed().map_err(err)?;
     eprintln!(
         "quality: {} documents indexed and embedded in {:.0} s (all-MiniLM-L6-v2 on {})",
         docs.len(),
         started.elapsed().as_secs_f64(),
         loaded.runtime
     );
+    let rows = score(&text, &vectors, &queries)?;
+    let mut q = latency(&text, &vectors, &queries)?;
+    drop((text, vectors));
+    db.close().map_err(err)?;
+    q.documents = docs.len();
+    q.queries = queries.len();
+    q.rows = rows;
+    Ok(q)
+}
 
-    let mut sums = vec![(0.0f64, 0.0f64); 4];
+/// Every n-th synset with an example: its key and its first example.
+fn queries(docs: &[Synset], wanted: usize) -> Vec<(&str, &str)> {
+    let with_examples: Vec<&Synset> = docs.iter().filter(|d| !d.2.is_empty()).collect();
+    let step = (with_examples.len() / wanted.max(1)).max(1);
+    with_examples
+        .iter()
+        .step_by(step)
+        .take(wanted)
+        .filter_map(|d| Some((d.0.as_str(), d.2.first()?.as_str())))
+        .collect()
+}
+
+/// Put every document the database does not hold already (a put embeds its text again).
+fn load(db: &Db, docs: &[Synset]) -> Result<(), String> {
+    for chunk in docs.chunks(1000) {
+        let mut batch = WriteBatch::new();
+        for (key, doc, _) in chunk {
+            if db.get(key).map_err(err)?.as_deref() != Some(doc.as_bytes()) {
+                batch.put(key, doc);
+            }
+        }
+        if !batch.is_empty() {
+            db.write(batch, WriteOptions::default()).map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+/// nDCG@10 and hit@10 of each retriever and fusion over `queries`.
+fn score(
+    text: &TextIndex,
+    vectors: &Index,
+    queries: &[(&str, &str)],
+) -> Result<Vec<QualityRow>, String> {
     let names = [
         "BM25",
         "dense (MiniLM, exact)",
         "hybrid RRF (k 60)",
         "hybrid min-max",
     ];
-    for (relevant, query) in &queries {
+    let mut sums = [(0.0f64, 0.0f64); 4];
+    for (relevant, query) in queries {
         let keyword: Ranking = text
             .search(query, &KeywordOptions::k(WINDOW))
-            .map_err(e)?
+            .map_err(err)?
             .into_iter()
             .map(|h| (h.key, h.score))
             .collect();
         let dense: Ranking = vectors
             .search(query, &SearchOptions::k(WINDOW).exact())
-            .map_err(e)?
+            .map_err(err)?
             .into_iter()
             .map(|h| (h.key, f64::from(h.score)))
             .collect();
@@ -151,7 +180,7 @@ pub fn run(corpus: &[Gloss], queries_wanted: usize, dir: &Path) -> Result<Qualit
         }
     }
     let n = queries.len().max(1) as f64;
-    let rows = names
+    Ok(names
         .iter()
         .zip(&sums)
         .map(|(name, (ndcg, hit))| QualityRow {
@@ -159,28 +188,29 @@ pub fn run(corpus: &[Gloss], queries_wanted: usize, dir: &Path) -> Result<Qualit
             ndcg_at_10: ndcg / n,
             hit_at_10: hit / n,
         })
-        .collect();
+        .collect())
+}
 
-    // Latency: the query's embedding, then the hybrid search with that vector given.
+/// The query's embedding, then the hybrid search with that vector given, and a keyword
+/// search alone, over the first 500 queries.
+fn latency(text: &TextIndex, vectors: &Index, queries: &[(&str, &str)]) -> Result<Quality, String> {
     let (mut embed, mut fused, mut words) = (Latencies::new(), Latencies::new(), Latencies::new());
     let opts = HybridOptions::k(10);
     for (_, query) in queries.iter().take(500) {
-        let v = embed.time(|| vectors.embed(query)).map_err(e)?;
+        let v = embed.time(|| vectors.embed(query)).map_err(err)?;
         let hits = fused
-            .time(|| hybrid::search(&text, &vectors, query, Some(v.as_slice()), &opts))
-            .map_err(e)?;
+            .time(|| hybrid::search(text, vectors, query, Some(v.as_slice()), &opts))
+            .map_err(err)?;
         std::hint::black_box(hits);
         let hits = words
             .time(|| text.search(query, &KeywordOptions::k(10)))
-            .map_err(e)?;
+            .map_err(err)?;
         std::hint::black_box(hits);
     }
-    drop((text, vectors));
-    db.close().map_err(e)?;
     Ok(Quality {
-        documents: docs.len(),
-        queries: queries.len(),
-        rows,
+        documents: 0,
+        queries: 0,
+        rows: Vec::new(),
         hybrid_p50_us: fused.quantile_us(0.5),
         hybrid_p99_us: fused.quantile_us(0.99),
         embed_p50_us: embed.quantile_us(0.5),

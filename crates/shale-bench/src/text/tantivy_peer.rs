@@ -16,10 +16,9 @@ use tantivy::schema::{
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{doc, Index, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use super::{Measured, TextArgs, TextResult};
-use crate::metrics::Latencies;
 use crate::wordnet::Gloss;
 
 const STOP_WORDS: [&str; 33] = [
@@ -81,85 +80,41 @@ fn dir_size(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+fn err(e: tantivy::TantivyError) -> String {
+    e.to_string()
+}
+
+fn manual_reader(p: &Peer) -> Result<IndexReader, String> {
+    p.index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(err)
+}
+
 pub fn run(
     corpus: &[Gloss],
     queries: &[String],
     args: &TextArgs,
     dir: &Path,
 ) -> Result<TextResult, String> {
-    let e = |e: tantivy::TantivyError| e.to_string();
-    // Committing once at the end.
-    let p = create(&dir.join("bulk"))?;
-    let mut w = writer(&p)?;
-    let started = Instant::now();
-    for g in corpus {
-        w.add_document(doc!(p.key => g.key.as_str(), p.body => g.text.as_str()))
-            .map_err(e)?;
-    }
-    w.commit().map_err(e)?;
-    let reader = p
-        .index
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()
-        .map_err(e)?;
-    let index_secs = started.elapsed().as_secs_f64();
-    w.wait_merging_threads().map_err(e)?;
-    reader.reload().map_err(e)?;
+    let (p, reader, index_secs) = bulk(corpus, &dir.join("bulk"))?;
     let size_bytes = dir_size(&dir.join("bulk"));
-
     let searcher = reader.searcher();
     let mut an = analyzer();
-    let mut runs = Vec::new();
-    let mut first_lat = None;
-    for _ in 0..args.repeat.max(1) {
-        let mut lat = Latencies::new();
-        let t = Instant::now();
-        for q in queries {
-            let keys = lat.time(|| -> Result<Vec<String>, String> {
-                let query = or_query(&mut an, p.body, q);
-                let top = searcher
-                    .search(&query, &TopDocs::with_limit(10).order_by_score())
-                    .map_err(e)?;
-                top.into_iter()
-                    .map(|(_, addr)| {
-                        let d: TantivyDocument = searcher.doc(addr).map_err(e)?;
-                        Ok(d.get_first(p.key)
-                            .and_then(|v| v.as_str())
-                            .unwrap_or("")
-                            .to_owned())
-                    })
-                    .collect()
-            })?;
-            std::hint::black_box(keys);
+    let (runs, lat) = super::time_queries(queries, args.repeat, |q| {
+        let query = or_query(&mut an, p.body, q);
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(10).order_by_score())
+            .map_err(err)?;
+        for (_, addr) in top {
+            let d: TantivyDocument = searcher.doc(addr).map_err(err)?;
+            std::hint::black_box(d.get_first(p.key).and_then(|v| v.as_str()));
         }
-        runs.push(queries.len() as f64 / t.elapsed().as_secs_f64());
-        first_lat.get_or_insert(lat);
-    }
-    let lat = first_lat.unwrap_or_else(Latencies::new);
-
-    // Fresh: commit and reload every 100 documents, over the first `fresh_docs`.
-    let fresh = create(&dir.join("fresh"))?;
-    let mut w = writer(&fresh)?;
-    let fresh_reader = fresh
-        .index
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()
-        .map_err(e)?;
+        Ok(())
+    })?;
     let n = args.fresh_docs.min(corpus.len());
-    let started = Instant::now();
-    for (i, g) in corpus.iter().take(n).enumerate() {
-        w.add_document(doc!(fresh.key => g.key.as_str(), fresh.body => g.text.as_str()))
-            .map_err(e)?;
-        if (i + 1) % 100 == 0 || i + 1 == n {
-            w.commit().map_err(e)?;
-            fresh_reader.reload().map_err(e)?;
-        }
-    }
-    let fresh_secs = started.elapsed().as_secs_f64();
-    w.wait_merging_threads().map_err(e)?;
-
+    let fresh_secs = fresh(corpus.get(..n).unwrap_or(corpus), &dir.join("fresh"))?;
     Ok(TextResult {
         fresh_docs_per_s: Some(n as f64 / fresh_secs),
         ..TextResult::new(Measured {
@@ -172,6 +127,43 @@ pub fn run(
             latencies: &lat,
         })
     })
+}
+
+/// Index `corpus`, committing once at the end; the index, a reader on it, and the seconds
+/// until it was searchable.
+fn bulk(corpus: &[Gloss], dir: &Path) -> Result<(Peer, IndexReader, f64), String> {
+    let p = create(dir)?;
+    let mut w = writer(&p)?;
+    let started = Instant::now();
+    for g in corpus {
+        w.add_document(doc!(p.key => g.key.as_str(), p.body => g.text.as_str()))
+            .map_err(err)?;
+    }
+    w.commit().map_err(err)?;
+    let reader = manual_reader(&p)?;
+    let secs = started.elapsed().as_secs_f64();
+    w.wait_merging_threads().map_err(err)?;
+    reader.reload().map_err(err)?;
+    Ok((p, reader, secs))
+}
+
+/// Index `corpus` committing and reloading a reader every 100 documents; the seconds.
+fn fresh(corpus: &[Gloss], dir: &Path) -> Result<f64, String> {
+    let p = create(dir)?;
+    let mut w = writer(&p)?;
+    let reader = manual_reader(&p)?;
+    let started = Instant::now();
+    for (i, g) in corpus.iter().enumerate() {
+        w.add_document(doc!(p.key => g.key.as_str(), p.body => g.text.as_str()))
+            .map_err(err)?;
+        if (i + 1) % 100 == 0 || i + 1 == corpus.len() {
+            w.commit().map_err(err)?;
+            reader.reload().map_err(err)?;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    w.wait_merging_threads().map_err(err)?;
+    Ok(secs)
 }
 
 /// The query's distinct terms, any of them.

@@ -204,25 +204,9 @@ impl<'a> Scoring<'a> {
                 .and_then(|i| prefix.get(i))
                 .copied()
                 .unwrap_or(0.0);
-            if top.is_full() {
-                let mut on_doc = 0;
-                let mut blocks = 0.0;
-                let mut min_key = 0;
-                for c in cursors.iter_mut().skip(essential) {
-                    if c.doc() == Some(doc) {
-                        on_doc += 1;
-                        blocks += c.block_bound(self);
-                        min_key = c.block_min_key();
-                    }
-                }
-                // One term and nothing else: the block bound is that term's weight at the
-                // block's largest tf and shortest document, computed as a score is, so a
-                // score never exceeds it, and equal scores are decided by key.
-                let exact = on_doc == 1 && essential == 0;
-                if top.below(blocks + rest) || (exact && top.loses_tie(blocks, min_key)) {
-                    if let Some(essentials) = cursors.get_mut(essential..) {
-                        self.skip_blocks(essentials, doc);
-                    }
+            if let Some(essentials) = cursors.get_mut(essential..) {
+                if self.blocks_cannot_enter(essentials, doc, rest, essential == 0, &top) {
+                    self.skip_blocks(essentials, doc);
                     continue;
                 }
             }
@@ -242,27 +226,10 @@ impl<'a> Scoring<'a> {
             if !admitted {
                 continue;
             }
-            let mut dropped = false;
-            for i in (0..essential).rev() {
-                let rest = prefix.get(i).copied().unwrap_or(0.0);
-                if top.below(partial + rest) {
-                    dropped = true;
-                    break;
-                }
-                let Some(c) = cursors.get_mut(i) else {
-                    continue;
-                };
-                c.seek(doc);
-                if c.doc() == Some(doc) {
-                    let w = c.weight(self, doc);
-                    partial += w;
-                    set(&mut weights, c.qi, w);
-                }
+            let non_essential = cursors.get_mut(..essential).unwrap_or(&mut []);
+            if self.add_non_essential(non_essential, &prefix, doc, partial, &mut weights, &top) {
+                top.offer(self.ix, doc, Self::total(&weights));
             }
-            if dropped {
-                continue;
-            }
-            top.offer(self.ix, doc, Self::total(&weights));
             while essential < cursors.len()
                 && top.below(prefix.get(essential).copied().unwrap_or(f64::MAX))
             {
@@ -318,6 +285,60 @@ impl<'a> Scoring<'a> {
 }
 
 impl Scoring<'_> {
+    /// Whether no document can enter the full top k before the essential cursors on `doc`
+    /// leave their current blocks: their block bounds and `rest` (the non-essential terms'
+    /// bounds; `alone`: there are none) stay below the k-th score, or, for one term alone,
+    /// at most tie it with later keys.
+    fn blocks_cannot_enter(
+        &self,
+        essentials: &mut [Cursor<'_>],
+        doc: DocId,
+        rest: f64,
+        alone: bool,
+        top: &TopK<'_>,
+    ) -> bool {
+        if !top.is_full() {
+            return false;
+        }
+        let (mut on_doc, mut blocks, mut min_key) = (0, 0.0, 0);
+        for c in essentials.iter_mut().filter(|c| c.doc() == Some(doc)) {
+            on_doc += 1;
+            blocks += c.block_bound(self);
+            min_key = c.block_min_key();
+        }
+        // One term and nothing else: the block bound is that term's weight at the block's
+        // largest tf and shortest document, computed as a score is, so a score never
+        // exceeds it, and equal scores are decided by key.
+        let exact = on_doc == 1 && alone;
+        top.below(blocks + rest) || (exact && top.loses_tie(blocks, min_key))
+    }
+
+    /// Add to `weights` those of the non-essential terms that `doc` holds, seeking their
+    /// cursors, from the largest bound down (`prefix[i]`: the bounds of cursors `0..=i`);
+    /// false as soon as `partial` and the bounds left cannot reach the k-th score.
+    fn add_non_essential(
+        &self,
+        non_essential: &mut [Cursor<'_>],
+        prefix: &[f64],
+        doc: DocId,
+        mut partial: f64,
+        weights: &mut [Option<f64>],
+        top: &TopK<'_>,
+    ) -> bool {
+        for (i, c) in non_essential.iter_mut().enumerate().rev() {
+            if top.below(partial + prefix.get(i).copied().unwrap_or(0.0)) {
+                return false;
+            }
+            c.seek(doc);
+            if c.doc() == Some(doc) {
+                let w = c.weight(self, doc);
+                partial += w;
+                set(weights, c.qi, w);
+            }
+        }
+        true
+    }
+
     /// The essential cursors on `doc` cannot lift any document to θ within their current
     /// blocks: move them past the last document that shares those blocks and comes before
     /// every other essential cursor's.
