@@ -12,9 +12,19 @@ use crate::clip;
 /// Queries that name something: meaning alone may blur the name, its words do not.
 const NAMED: [&str; 4] = [
     "Fibonacci",
-    "the telescope named after Hubble",
+    "the constant named after Hubble",
     "Linnaeus the botanist",
-    "Pythagoras theorem",
+    "Pythagoras of Samos",
+];
+
+/// Synsets a sample (`--semantic-sample`) always includes, so that the queries above have
+/// their answers in it.
+pub const ANSWERS: [&str; 5] = [
+    "noun/fibonacci_sequence/",
+    "noun/fibonacci_number/",
+    "noun/hubble's_constant/",
+    "noun/linnaeus/",
+    "noun/pythagoras/",
 ];
 
 fn show(rank: usize, score: f64, key: &[u8], text: &str) {

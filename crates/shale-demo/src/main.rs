@@ -279,7 +279,12 @@ fn semantic_tour(
         // A sample also holds the queries' answers.
         let answers = glosses
             .iter()
-            .filter(|g| ANSWERS.iter().any(|a| g.key.starts_with(a)))
+            .filter(|g| {
+                ANSWERS
+                    .iter()
+                    .chain(&keyword::ANSWERS)
+                    .any(|a| g.key.starts_with(a))
+            })
             .filter(|g| !chosen.iter().any(|c| c.key == g.key));
         let answers: Vec<&Gloss> = answers.collect();
         chosen.extend(answers);
