@@ -3,9 +3,10 @@
 //! records to the in-memory index in commit order.
 //!
 //! ```text
-//!   Db::write ── check: a value under the prefix is UTF-8 text (or a vector value) ──
-//!   derive: put ──► record put, delete ──► record delete, range delete ──► record range
-//!   delete (clipped to the prefix), all in the index's keyspace ── WAL, memtable ──
+//!   Db::write ── derive: a value under the prefix must be UTF-8 text (or a vector value),
+//!   else the batch is refused; put ──► record put, delete ──► record delete, range
+//!   delete ──► record range delete (clipped to the prefix), all in the index's keyspace
+//!   ── WAL, memtable ──
 //!   committed: the derived records ──► Inverted (write lock), changed_at = their seq
 //! ```
 //!
@@ -173,10 +174,6 @@ impl TextHook {
         self.keyspaces[1]
     }
 
-    fn covers(&self, e: &BatchEntry<'_>) -> bool {
-        e.keyspace == self.data() && e.key.starts_with(&self.prefix)
-    }
-
     /// The part of `[start, end)` inside the prefix, if any.
     fn clip<'a>(&'a self, start: &'a [u8], end: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
         let lo = start.max(self.prefix.as_slice());
@@ -236,20 +233,8 @@ impl WriteHook for TextHook {
         &self.keyspaces
     }
 
-    fn check(&self, batch: &WriteBatch) -> Result<()> {
-        for e in batch
-            .iter()
-            .filter(|e| e.kind == ValueKind::Put && self.covers(e))
-        {
-            if let Err(why) = document_text(e.value) {
-                return Err(Error::InvalidArgument(format!(
-                    "the value of key {:?} is {why}, and the key is in text index {:?}; \
-                     nothing was written",
-                    String::from_utf8_lossy(e.key),
-                    self.name.trim_start_matches("text:"),
-                )));
-            }
-        }
+    fn check(&self, _batch: &WriteBatch) -> Result<()> {
+        // A value that is not text is refused by `derive`, which reads each value once.
         Ok(())
     }
 
