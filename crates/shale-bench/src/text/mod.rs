@@ -346,7 +346,7 @@ fn check_exhaustive(
     }
 }
 
-/// `corpus.jsonl` (each document's key and terms, in key order), `queries.jsonl` (each
+/// `corpus.jsonl` (each document's key, text and terms, in key order), `queries.jsonl` (each
 /// query's terms) and `shale.jsonl` (each query's top 10: keys and scores).
 fn export_for_reference(
     dir: &Path,
@@ -361,7 +361,7 @@ fn export_for_reference(
         writeln!(
             f,
             "{}",
-            serde_json::json!({"key": g.key, "terms": a.terms(&g.text)})
+            serde_json::json!({"key": g.key, "text": g.text, "terms": a.terms(&g.text)})
         )?;
     }
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("queries.jsonl"))?);
