@@ -28,12 +28,14 @@ fuzz_log="$(mktemp)"
 bench_tmp=""
 # Temporary files go whether the script passes or fails.
 trap 'rm -rf "$fuzz_log" ${bench_tmp:+"$bench_tmp"}' EXIT
-if ! SHALE_FUZZ_SECONDS=60 cargo test -p shale --features fuzzing --test fuzz_smoke -- --test-threads=2 --nocapture \
-    >"$fuzz_log" 2>&1; then
-    cat "$fuzz_log"
-    exit 1
-fi
-grep -E "seeds,|test result" "$fuzz_log"
+for crate in shale shale-search; do
+    if ! SHALE_FUZZ_SECONDS=60 cargo test -p "$crate" --features fuzzing --test fuzz_smoke -- --test-threads=2 --nocapture \
+        >"$fuzz_log" 2>&1; then
+        cat "$fuzz_log"
+        exit 1
+    fi
+    grep -E "seeds,|test result" "$fuzz_log"
+done
 echo "== scripts/chaos.sh (the replicated server under faults; porcupine, with a negative control)"
 SHALE_CHAOS_SECONDS="${SHALE_CHAOS_SECONDS:-30}" bash scripts/chaos.sh
 echo "== scripts/test-python.sh (the Python package, crates/shale-py)"

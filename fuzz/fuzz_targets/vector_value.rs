@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| shale::fuzzing::vector_value(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| shale_search::fuzzing::vector_value(data));

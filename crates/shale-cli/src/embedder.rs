@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use shale::semantic::{Embedder, HashEmbedder};
+use shale_search::semantic::{Embedder, HashEmbedder};
 
 use crate::error::Result;
 

@@ -17,8 +17,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shale::semantic::{Embedder, Index, IndexDefinition, IndexOptions, USER_VECTORS};
-use shale::vector::Metric;
+use shale_search::semantic::{Embedder, Index, IndexDefinition, IndexOptions, USER_VECTORS};
+use shale_search::vector::Metric;
 
 use crate::embedder::{self, EmbedderKind};
 use crate::error::{CliError, Result};
@@ -101,7 +101,7 @@ pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
     // The dimension before the model: a mismatch is refused without loading one.
     let dim = match (args.dim, kind, user_vectors) {
         (Some(dim), _, _) => Some(dim),
-        (None, EmbedderKind::Hash, _) => Some(shale::semantic::HashEmbedder::DIM),
+        (None, EmbedderKind::Hash, _) => Some(shale_search::semantic::HashEmbedder::DIM),
         (None, EmbedderKind::Minilm, _) => Some(shale_embed::DIM),
         (None, EmbedderKind::None, Some(r)) => Some(r.dim),
         (None, EmbedderKind::None, None) => None,
@@ -136,7 +136,7 @@ pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
     let mut opts = opts.prefix(prefix).metric(metric);
     // The graph's parameters have no options here: an existing index keeps its own.
     if let Some(r) = &recorded {
-        opts.hnsw = shale::vector::HnswParams { metric, ..r.hnsw };
+        opts.hnsw = shale_search::vector::HnswParams { metric, ..r.hnsw };
     }
     let index = Index::open(db, name, opts)?;
     Ok(OpenIndex { index, model_id })
@@ -260,7 +260,7 @@ fn write_text(
     open: &OpenIndex,
     counters: &[(&str, u64)],
     recovery: &[(&str, u64)],
-    r: &shale::semantic::IndexRecovery,
+    r: &shale_search::semantic::IndexRecovery,
 ) -> std::io::Result<()> {
     let index = &open.index;
     writeln!(out, "index: {}", index.name())?;
@@ -290,8 +290,8 @@ fn write_text(
     }
 }
 
-/// Every counter of [`shale::semantic::IndexStats`], by name.
-fn counters(s: &shale::semantic::IndexStats) -> Vec<(&'static str, u64)> {
+/// Every counter of [`shale_search::semantic::IndexStats`], by name.
+fn counters(s: &shale_search::semantic::IndexStats) -> Vec<(&'static str, u64)> {
     let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     vec![
         ("live", wide(s.live)),
@@ -307,8 +307,8 @@ fn counters(s: &shale::semantic::IndexStats) -> Vec<(&'static str, u64)> {
     ]
 }
 
-/// The counts of [`shale::semantic::IndexRecovery`], by name.
-fn recovery(r: &shale::semantic::IndexRecovery) -> Vec<(&'static str, u64)> {
+/// The counts of [`shale_search::semantic::IndexRecovery`], by name.
+fn recovery(r: &shale_search::semantic::IndexRecovery) -> Vec<(&'static str, u64)> {
     let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     vec![
         ("graph_nodes_reused", wide(r.graph_nodes_reused)),

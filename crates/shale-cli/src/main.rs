@@ -370,7 +370,7 @@ impl std::ops::Deref for Opened {
 
 impl Opened {
     /// The index the command opened.
-    fn index(&self) -> Result<&shale::semantic::Index> {
+    fn index(&self) -> Result<&shale_search::semantic::Index> {
         Ok(&self.index_handle()?.index)
     }
 

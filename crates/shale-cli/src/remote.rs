@@ -12,7 +12,7 @@
 
 use std::io::Write;
 
-use shale::vector::Metric;
+use shale_search::vector::Metric;
 use shale_server::pb::{self, SearchRequest};
 use shale_server::{Client, ClientError};
 
@@ -226,7 +226,10 @@ fn index_definition(cli: &Cli) -> Result<pb::DefineIndexRequest> {
     };
     let (model, model_dim) = match args.embedder.unwrap_or(EmbedderKind::Minilm) {
         EmbedderKind::Minilm => (pb::Model::Minilm, Some(shale_embed::DIM)),
-        EmbedderKind::Hash => (pb::Model::Hash, Some(shale::semantic::HashEmbedder::DIM)),
+        EmbedderKind::Hash => (
+            pb::Model::Hash,
+            Some(shale_search::semantic::HashEmbedder::DIM),
+        ),
         EmbedderKind::None => (pb::Model::Vectors, None),
     };
     let dim = args.dim.or(model_dim).ok_or_else(|| {

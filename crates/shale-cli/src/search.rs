@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use shale::semantic::SearchOptions;
+use shale_search::semantic::SearchOptions;
 use shale_search::text::snippet;
 use shale_search::{
     Analyzer, Fusion, HybridOptions, KeywordOptions, Match, TextIndex, TextIndexOptions,

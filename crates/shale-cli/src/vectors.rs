@@ -16,8 +16,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use shale::semantic::{vector_value, Index};
 use shale::{WriteBatch, WriteOptions};
+use shale_search::semantic::{vector_value, Index};
 
 use crate::error::{CliError, Result};
 use crate::escape::escape;

@@ -119,7 +119,7 @@ fn put_get_del_and_scan_speak_to_a_server() {
     rt.block_on(async {
         let client = Client::new(vec![addr.clone()], None).unwrap();
         for (i, v) in [[0.0f32, 0.0], [1.0, 1.0], [5.0, 5.0]].iter().enumerate() {
-            let value = shale::semantic::vector_value(v, format!("p{i}").as_bytes());
+            let value = shale_search::semantic::vector_value(v, format!("p{i}").as_bytes());
             client
                 .put(format!("v/{i}").as_bytes(), &value)
                 .await

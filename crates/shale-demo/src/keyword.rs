@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use shale::semantic::{Index, SearchOptions};
+use shale_search::semantic::{Index, SearchOptions};
 use shale_search::{hybrid, HybridOptions, KeywordOptions, Match, TextIndex};
 
 use crate::clip;

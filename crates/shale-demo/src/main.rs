@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Options, WriteBatch, WriteOptions};
+use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 
 use wordnet::Gloss;
 
@@ -420,7 +420,7 @@ fn semantic_tour(
 
     let stats = index.stats();
     summary.graph_bytes = stats.graph_bytes;
-    let index_dir = shale::semantic::index_dir(dir, "glosses");
+    let index_dir = shale_search::semantic::index_dir(dir, "glosses");
     summary.vectors_bytes = std::fs::metadata(index_dir.join("VECTORS")).map_or(0, |m| m.len());
     db.close().map_err(|e| e.to_string())?;
     drop((db, index));

@@ -150,7 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// `Embedder::embed` over 256 texts: batches of `batch_size` run side by side on the pool.
 fn bulk(model: &MiniLm, seconds: f64) -> Result<(), Box<dyn std::error::Error>> {
-    use shale::semantic::Embedder;
+    use shale_search::semantic::Embedder;
     let texts: Vec<&str> = SENTENCES.iter().cycle().take(256).copied().collect();
     let cpu_start = process_cpu_seconds();
     let start = Instant::now();

@@ -14,8 +14,8 @@ mod wordnet;
 
 use std::time::Instant;
 
-use shale::semantic::Embedder;
 use shale_embed::{MiniLm, OnnxMiniLm};
+use shale_search::semantic::Embedder;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     shale_embed::quiet_candle_threads();

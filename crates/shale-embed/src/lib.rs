@@ -11,10 +11,10 @@
 //! from that directory, [`load_default`] the default one (falling back to candle where ONNX
 //! Runtime's files are missing, as on platforms other than x86-64 Linux); a missing or
 //! damaged model is `Error::Index` saying to run the script. Both implement
-//! [`shale::semantic::Embedder`], the trait the engine uses.
+//! [`shale_search::semantic::Embedder`], the trait the engine uses.
 //!
 //! ```no_run
-//! use shale::semantic::Embedder;
+//! use shale_search::semantic::Embedder;
 //! let model = shale_embed::load_default()?.embedder;
 //! let vectors = model.embed(&["A man is eating food.", "A cheetah chases its prey."])?;
 //! assert_eq!(vectors[0].len(), shale_embed::DIM);
@@ -35,7 +35,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use shale::error::{Error, Result};
-use shale::semantic::Embedder;
+use shale_search::semantic::Embedder;
 
 pub use minilm::{MiniLm, DEFAULT_BATCH_SIZE, DIM};
 pub use model_files::{default_model_dir, model_dir_from_env, CACHE_ENV, MODEL_DIR_ENV};

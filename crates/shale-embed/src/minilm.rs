@@ -25,7 +25,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use shale::error::{Error, Result};
-use shale::semantic::Embedder;
+use shale_search::semantic::Embedder;
 use tokenizers::{Encoding, Tokenizer};
 
 use crate::default_threads;

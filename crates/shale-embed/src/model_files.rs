@@ -65,7 +65,7 @@ pub(crate) const ORT_LIBRARY: ModelFile = ModelFile {
     sha256: "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3",
 };
 
-/// The id both embedders give their vectors ([`shale::semantic::Embedder::model_id`]): the
+/// The id both embedders give their vectors ([`shale_search::semantic::Embedder::model_id`]): the
 /// model, the sha256 of the files that decide its vectors, and the steps around it. The
 /// runtime is not in it: `model.onnx` holds the very floats of `model.safetensors`, and both
 /// runtimes give the same vector to within float rounding (3e-7 a component, as one runtime

@@ -30,7 +30,7 @@ use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights, SessionBui
 use ort::session::Session;
 use ort::value::Tensor;
 use shale::error::{Error, Result};
-use shale::semantic::Embedder;
+use shale_search::semantic::Embedder;
 use tokenizers::{Encoding, Tokenizer};
 
 use crate::model_files::{self, damaged, read_verified};

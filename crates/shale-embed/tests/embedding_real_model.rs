@@ -4,8 +4,8 @@
 
 use std::sync::OnceLock;
 
-use shale::semantic::Embedder;
 use shale_embed::{MiniLm, DIM};
+use shale_search::semantic::Embedder;
 
 fn model() -> &'static MiniLm {
     static MODEL: OnceLock<MiniLm> = OnceLock::new();

@@ -14,8 +14,8 @@ mod wordnet;
 
 use std::path::PathBuf;
 
-use shale::semantic::Embedder;
 use shale_embed::{MiniLm, OnnxMiniLm};
+use shale_search::semantic::Embedder;
 
 const QUERIES: usize = 1000;
 const K: usize = 10;

@@ -5,8 +5,8 @@
 
 use std::sync::OnceLock;
 
-use shale::semantic::Embedder;
 use shale_embed::{MiniLm, OnnxMiniLm, DIM};
+use shale_search::semantic::Embedder;
 
 fn onnx() -> &'static OnnxMiniLm {
     static MODEL: OnceLock<OnnxMiniLm> = OnceLock::new();

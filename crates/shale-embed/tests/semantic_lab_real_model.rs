@@ -15,9 +15,11 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use shale::semantic::{Embedder, Index, IndexOptions, IndexRecovery, SearchHit, SearchOptions};
 use shale::{Db, Options};
 use shale_embed::MiniLm;
+use shale_search::semantic::{
+    Embedder, Index, IndexOptions, IndexRecovery, SearchHit, SearchOptions,
+};
 
 /// The pass mark of the lab: the expected key in the top 3 for this share of the queries.
 const PASS_PERCENT: usize = 85;

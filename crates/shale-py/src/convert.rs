@@ -41,7 +41,10 @@ pub(crate) fn opt_bytes(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<
 pub(crate) fn options(
     py: Python<'_>,
     kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(shale::Options, Option<Arc<dyn shale::semantic::Embedder>>)> {
+) -> PyResult<(
+    shale::Options,
+    Option<Arc<dyn shale_search::semantic::Embedder>>,
+)> {
     let mut opts = shale::Options::default();
     let mut problems = Vec::new();
     let mut semantic = false;
@@ -221,7 +224,7 @@ pub(crate) fn search_count(py: Python<'_>, name: &str, n: &Bound<'_, PyAny>) -> 
     } else {
         format!(
             "search {name} = {n} is above the limit {}",
-            shale::vector::hnsw::MAX_EF
+            shale_search::vector::hnsw::MAX_EF
         )
     };
     Err(crate::errors::new_err(py, "InvalidArgumentError", why))
@@ -233,6 +236,6 @@ pub(crate) fn search_count(py: Python<'_>, name: &str, n: &Bound<'_, PyAny>) -> 
 pub(crate) fn minilm(
     py: Python<'_>,
     dir: Option<&std::path::Path>,
-) -> PyResult<Arc<dyn shale::semantic::Embedder>> {
+) -> PyResult<Arc<dyn shale_search::semantic::Embedder>> {
     crate::errors::run(py, || Ok(shale_embed::load_default_from(dir)?.embedder))
 }

@@ -304,12 +304,12 @@ impl Db {
         ef: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<SearchHit>> {
         let k = k.map_or(Ok(10), |k| search_count(py, "k", k))?;
-        let opts = shale::semantic::SearchOptions {
+        let opts = shale_search::semantic::SearchOptions {
             lower_bound: opt_bytes(start, "start")?,
             upper_bound: opt_bytes(end, "end")?,
             ef: ef.map(|ef| search_count(py, "ef", ef)).transpose()?,
             exact,
-            ..shale::semantic::SearchOptions::k(k)
+            ..shale_search::semantic::SearchOptions::k(k)
         };
         let shared = &self.shared;
         let hits = run(py, || {

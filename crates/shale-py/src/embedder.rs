@@ -20,7 +20,7 @@ use numpy::{AllowTypeChange, PyArrayLike2};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use shale::semantic::Embedder;
+use shale_search::semantic::Embedder;
 
 thread_local! {
     static INSIDE: Cell<bool> = const { Cell::new(false) };

@@ -21,8 +21,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use shale::semantic::{IndexOptions, SearchOptions, USER_VECTORS};
-use shale::vector::Metric;
+use shale_search::semantic::{IndexOptions, SearchOptions, USER_VECTORS};
+use shale_search::vector::Metric;
 
 use crate::convert::{opt_bytes, search_count, to_bytes};
 use crate::db::prefix_bounds;
@@ -79,7 +79,11 @@ pub(crate) fn open(
     });
     // What an existing index was defined with fills in what the call leaves out.
     let recorded = run(py, || {
-        shared.with(|db| Ok(shale::semantic::Index::definition(db, name).ok().flatten()))
+        shared.with(|db| {
+            Ok(shale_search::semantic::Index::definition(db, name)
+                .ok()
+                .flatten())
+        })
     })?;
     let dim = args.dim.or(recorded.as_ref().map(|r| r.dim));
     let model = match args.embedder.filter(|e| !e.is_none()) {
@@ -121,7 +125,7 @@ pub(crate) fn open(
         ));
     }
 
-    let embedder: Option<Arc<dyn shale::semantic::Embedder>> = match model {
+    let embedder: Option<Arc<dyn shale_search::semantic::Embedder>> = match model {
         Model::Vectors => None,
         Model::MiniLm => Some(crate::convert::minilm(py, args.model_dir.as_deref())?),
         Model::Python(callable) => Some(Arc::new(PyEmbedder::new(callable, args.model_id, dim)?)),
@@ -142,7 +146,7 @@ pub(crate) fn open(
         .unwrap_or_default();
     opts.keyspace = (args.keyspace).or_else(|| recorded.and_then(|r| r.keyspace.clone()));
     opts.hnsw = match (args.m, recorded) {
-        (Some(m), _) => shale::vector::HnswParams::with_m(m),
+        (Some(m), _) => shale_search::vector::HnswParams::with_m(m),
         (None, Some(r)) => r.hnsw,
         (None, None) => opts.hnsw,
     };
@@ -191,7 +195,7 @@ impl Index {
     fn with<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&shale::semantic::Index) -> Result<T, Failure> + Send,
+        f: impl FnOnce(&shale_search::semantic::Index) -> Result<T, Failure> + Send,
     ) -> PyResult<T> {
         let (shared, name) = (&self.shared, &self.name);
         run(py, || shared.with_named_index(name, f))
@@ -311,7 +315,7 @@ impl Index {
         batch.put_in(
             self.keyspace,
             key,
-            shale::semantic::vector_value(&vector, &payload),
+            shale_search::semantic::vector_value(&vector, &payload),
         );
         self.write(py, batch, sync)
     }
@@ -363,7 +367,7 @@ impl Index {
             batch.put_in(
                 self.keyspace,
                 key,
-                shale::semantic::vector_value(row, payload),
+                shale_search::semantic::vector_value(row, payload),
             );
         }
         self.write(py, batch, sync)

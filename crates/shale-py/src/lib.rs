@@ -89,7 +89,7 @@ fn vector_value<'py>(
     let payload = convert::opt_bytes(payload, "payload")?.unwrap_or_default();
     Ok(pyo3::types::PyBytes::new(
         py,
-        &shale::semantic::vector_value(&vector, &payload),
+        &shale_search::semantic::vector_value(&vector, &payload),
     ))
 }
 

@@ -22,8 +22,8 @@ impl SearchHit {
     }
 }
 
-impl From<shale::semantic::SearchHit> for SearchHit {
-    fn from(hit: shale::semantic::SearchHit) -> Self {
+impl From<shale_search::semantic::SearchHit> for SearchHit {
+    fn from(hit: shale_search::semantic::SearchHit) -> Self {
         SearchHit {
             key: hit.key,
             score: hit.score,

@@ -78,7 +78,7 @@ pub(crate) fn repair_to_dict<'py>(
 /// test of `stats()` lists the names.)
 pub(crate) fn index_stats_to_dict<'py>(
     py: Python<'py>,
-    stats: &shale::semantic::IndexStats,
+    stats: &shale_search::semantic::IndexStats,
     (applied, queued): (u64, u64),
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
@@ -105,7 +105,7 @@ pub(crate) fn index_stats_to_dict<'py>(
 /// (`store_damage` is `None` or the damage found, as text).
 pub(crate) fn index_recovery_to_dict<'py>(
     py: Python<'py>,
-    recovery: &shale::semantic::IndexRecovery,
+    recovery: &shale_search::semantic::IndexRecovery,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     for (name, value) in [

@@ -258,7 +258,7 @@ pub(crate) fn search_mode(
     mode: &str,
     text: &str,
     vector: Option<Vec<f32>>,
-    opts: &shale::semantic::SearchOptions,
+    opts: &shale_search::semantic::SearchOptions,
     fusion: &str,
 ) -> PyResult<Vec<SearchHit>> {
     let fusion = match fusion {
@@ -314,7 +314,7 @@ pub(crate) fn search_mode(
 
 /// A fused hit as a `SearchHit`, with its value's document (a vector value's payload).
 fn with_document(
-    index: &shale::semantic::Index,
+    index: &shale_search::semantic::Index,
     hit: shale_search::HybridHit,
 ) -> Result<SearchHit, Failure> {
     let value = match index.keyspace() {
@@ -322,7 +322,7 @@ fn with_document(
         None => index.db().get(&hit.key)?,
     }
     .unwrap_or_default();
-    let document = match shale::semantic::decode_vector_value(&value) {
+    let document = match shale_search::semantic::decode_vector_value(&value) {
         Some(Ok(v)) => v.payload.to_vec(),
         _ => value,
     };

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use shale::semantic::{Index as VectorIndex, SearchOptions};
+use crate::semantic::{Index as VectorIndex, SearchOptions};
 use shale::{Error, ReadOptions, Result};
 
 use crate::text::{KeywordOptions, TextIndex};
@@ -249,7 +249,7 @@ pub fn search(
 /// A value's document as the vector index reports it: a vector value's payload, else the
 /// value itself.
 fn document_bytes(value: &[u8]) -> &[u8] {
-    match shale::semantic::decode_vector_value(value) {
+    match crate::semantic::decode_vector_value(value) {
         Some(Ok(v)) => v.payload,
         _ => value,
     }

@@ -1,10 +1,13 @@
-//! Search over a Shale database, as a layer on its public API: keyword (BM25) text
-//! indexes that are exact and current at every acknowledged write, and hybrid queries
-//! that fuse them with a semantic (vector) index.
+//! Search over a Shale database, as a layer on its public API: semantic indexes that find
+//! values by meaning ([`semantic`], over the HNSW graph of [`vector`]), keyword (BM25) text
+//! indexes that are exact and current at every acknowledged write ([`text`]), and hybrid
+//! queries that fuse the two ([`hybrid`]).
 //!
-//! The engine knows nothing of text: a text index follows the database through the
-//! engine's one seam for derived data, [`shale::WriteHook`], and its records are ordinary
-//! entries of a keyspace of its own. See `docs/architecture.md`, "Search layer".
+//! The engine knows nothing of vectors or text: each index follows the database through the
+//! engine's one seam for derived data, [`shale::WriteHook`]; a text index's records are
+//! ordinary entries of a keyspace of its own, a semantic index's vectors a database of
+//! their own. See `docs/architecture.md`, "Semantic search" and "Keyword and hybrid
+//! search".
 
 // Bytes from disk and arguments from users never reach an unchecked unwrap or index.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -13,7 +16,10 @@
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod hybrid;
+pub mod semantic;
+mod sync;
 pub mod text;
+pub mod vector;
 
 pub use hybrid::{Fusion, HybridHit, HybridOptions};
 pub use text::{

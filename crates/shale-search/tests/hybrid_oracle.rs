@@ -9,10 +9,10 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use shale::semantic::{HashEmbedder, Index, IndexOptions};
 use shale::{Db, Options, WriteBatch, WriteOptions};
 use shale_rng::SplitMix64;
 use shale_search::hybrid::{self, Fusion, HybridHit};
+use shale_search::semantic::{HashEmbedder, Index, IndexOptions};
 use shale_search::{HybridOptions, Match, TextIndex, TextIndexOptions};
 use support::brute_force;
 

@@ -356,7 +356,7 @@ impl Client {
 
     /// Create the vector index `name` over the keys under `prefix` on every replica;
     /// returns the log index it was applied at. Defining an index again as it is succeeds.
-    /// Its values are then vector records ([`shale::semantic::vector_value`]) of `dim`
+    /// Its values are then vector records ([`shale_search::semantic::vector_value`]) of `dim`
     /// components.
     ///
     /// # Errors

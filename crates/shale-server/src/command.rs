@@ -47,7 +47,7 @@ pub enum Command {
     /// It validates only if each of its commands does, so it applies or is refused
     /// whole. Never nested; clients cannot send one.
     Batch(Vec<Command>),
-    /// Create a vector index (`shale::semantic::Index`) over the keys under a prefix, on
+    /// Create a vector index (`shale_search::semantic::Index`) over the keys under a prefix, on
     /// every replica: its definition is replicated state (`format.rs`, reserved key
     /// `0xFF 'x' name`), so every replica checks and indexes the same values.
     DefineIndex(IndexSpec),
@@ -55,17 +55,17 @@ pub enum Command {
 
 /// A replicated index: with a model, its values are UTF-8 texts that every replica
 /// embeds, searched by text or vector; without one, vector records
-/// (`shale::semantic::vector_value`) of `dim` components, searched by vector.
+/// (`shale_search::semantic::vector_value`) of `dim` components, searched by vector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexSpec {
-    /// `[A-Za-z0-9_-]`, at most `shale::semantic::MAX_INDEX_NAME` bytes.
+    /// `[A-Za-z0-9_-]`, at most `shale_search::semantic::MAX_INDEX_NAME` bytes.
     pub name: String,
     /// The keys it covers: those that start with it (not empty, not under the reserved
     /// prefix).
     pub prefix: Vec<u8>,
     /// The model's dimension when there is a model.
     pub dim: u32,
-    pub metric: shale::vector::Metric,
+    pub metric: shale_search::vector::Metric,
     pub model: IndexModel,
 }
 
@@ -74,7 +74,7 @@ pub struct IndexSpec {
 pub enum IndexModel {
     /// Nothing: values are vector records.
     Vectors,
-    /// `shale::semantic::HashEmbedder`: word hashing, no model files (tests, trials).
+    /// `shale_search::semantic::HashEmbedder`: word hashing, no model files (tests, trials).
     Hash,
     /// all-MiniLM-L6-v2 (`shale-embed`): every replica needs the model
     /// (`scripts/fetch-model.sh`).
@@ -86,7 +86,7 @@ impl IndexModel {
     pub fn dim(self) -> Option<u32> {
         match self {
             IndexModel::Vectors => None,
-            IndexModel::Hash => Some(shale::semantic::HashEmbedder::DIM as u32),
+            IndexModel::Hash => Some(shale_search::semantic::HashEmbedder::DIM as u32),
             IndexModel::MiniLm => Some(MINILM_DIM),
         }
     }
@@ -255,7 +255,7 @@ impl IndexSpec {
     /// `InvalidArgument` naming the first problem.
     pub fn validate(&self) -> Result<()> {
         let name_ok = !self.name.is_empty()
-            && self.name.len() <= shale::semantic::MAX_INDEX_NAME
+            && self.name.len() <= shale_search::semantic::MAX_INDEX_NAME
             && self
                 .name
                 .bytes()
@@ -264,7 +264,7 @@ impl IndexSpec {
             return Err(Error::InvalidArgument(format!(
                 "index name {:?}: 1 to {} characters of [A-Za-z0-9_-]",
                 self.name,
-                shale::semantic::MAX_INDEX_NAME
+                shale_search::semantic::MAX_INDEX_NAME
             )));
         }
         if self.prefix.is_empty() {

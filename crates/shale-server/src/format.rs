@@ -30,7 +30,7 @@ pub use frames::{
 use crate::command::{Command, IndexModel, IndexSpec, Op};
 use crate::error::{Error, Result};
 use crate::{Entry, NodeId};
-use shale::vector::Metric;
+use shale_search::vector::Metric;
 
 /// The version byte that starts every record below.
 pub const RECORD_VERSION: u8 = 1;

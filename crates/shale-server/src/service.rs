@@ -33,8 +33,8 @@ use crate::proposer::{Outcome, Proposer};
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
 use crate::state_machine::StateMachineStore;
 use crate::{NodeId, Raft};
-use shale::semantic::SearchOptions;
-use shale::vector::Metric;
+use shale_search::semantic::SearchOptions;
+use shale_search::vector::Metric;
 
 /// Propose `cmd` (validated) as one log entry and wait until it is applied here: its index
 /// and response, or the error a client sees (see the module documentation).

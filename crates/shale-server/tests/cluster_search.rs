@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::Cluster;
-use shale::semantic::{vector_value, SearchOptions};
+use shale_search::semantic::{vector_value, SearchOptions};
 use shale_server::pb::{DefineIndexRequest, Metric, Model, SearchRequest};
 use shale_server::{Client, ClientError};
 

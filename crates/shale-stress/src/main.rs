@@ -107,7 +107,7 @@ struct Worker<'a> {
     threads: u32,
     keys: u32,
     /// The semantic index, when the run has one (`--semantic`).
-    index: Option<&'a shale::semantic::Index>,
+    index: Option<&'a shale_search::semantic::Index>,
     db: &'a Db,
     oracle: &'a OracleWriter,
     next_wid: &'a AtomicU64,
@@ -241,7 +241,7 @@ impl Worker<'_> {
     fn check_search(&mut self) {
         let query = workload::words(&mut self.rng, 3);
         let Some(index) = self.index else { return };
-        let opts = shale::semantic::SearchOptions::k(10).exact();
+        let opts = shale_search::semantic::SearchOptions::k(10).exact();
         for hit in engine("search", index.search(&query, &opts)) {
             let i =
                 workload::key_index(&hit.key).unwrap_or_else(|| fail("search: unknown key".into()));

@@ -23,8 +23,8 @@
 
 use std::collections::BTreeMap;
 
-use shale::semantic::{Index, SearchOptions};
 use shale::Db;
+use shale_search::semantic::{Index, SearchOptions};
 
 use crate::oracle::{Expected, LoggedWrite, RunLog};
 use crate::workload::{self, key, parse_value, Rng};

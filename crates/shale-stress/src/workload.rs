@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use shale::semantic::{HashEmbedder, Index, IndexOptions};
 use shale::Db;
 use shale::Options;
 pub use shale_rng::SplitMix64 as Rng;
+use shale_search::semantic::{HashEmbedder, Index, IndexOptions};
 
 /// The key of index `i`.
 pub fn key(i: u32) -> Vec<u8> {

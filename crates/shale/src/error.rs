@@ -61,7 +61,8 @@ impl Error {
         matches!(self, Error::Corruption { .. })
     }
 
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+    /// An `Io` error: `op` on `path` failed with `source`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             op,
             path: path.into(),
@@ -69,11 +70,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn corruption(
-        file: impl Into<PathBuf>,
-        offset: u64,
-        reason: impl Into<String>,
-    ) -> Self {
+    /// A `Corruption` error: `file` is damaged at `offset`, for `reason`.
+    pub fn corruption(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
         Error::Corruption {
             file: file.into(),
             offset,
@@ -81,7 +79,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+    /// An `InvalidArgument` error saying `msg`.
+    pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }
 }

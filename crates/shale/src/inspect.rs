@@ -17,9 +17,16 @@ pub use crate::tools::{
 /// varints, length-prefixed bytes, masked CRC32C, and a bounds-checked decoder.
 pub mod codec {
     pub use crate::codec::{
-        crc32c, crc32c_extend, get_u32, get_u64, mask_crc, put_length_prefixed, put_u16, put_u32,
-        put_u64, put_u8, put_varint, unmask_crc, varint_len, DecodeError, Decoder, MAX_VARINT_LEN,
+        crc32c, crc32c_extend, get_f32s, get_u32, get_u64, mask_crc, put_length_prefixed, put_u16,
+        put_u32, put_u64, put_u8, put_varint, unmask_crc, varint_len, DecodeError, Decoder,
+        MAX_VARINT_LEN,
     };
+}
+
+/// The names of a database directory's files (section 1 of docs/format.md), and the
+/// directory `indexes/` under which the search layer keeps each semantic index's store.
+pub mod filename {
+    pub use crate::filename::{parse, FileKind, INDEXES_DIR};
 }
 
 /// Internal keys: a user key, a sequence number and a value kind.

@@ -26,12 +26,10 @@ pub mod options;
 pub mod perf;
 pub(crate) mod range_del;
 pub(crate) mod rate_limit;
-pub mod semantic;
 pub(crate) mod sst;
 mod sync;
 pub(crate) mod tools;
 pub mod ttl;
-pub mod vector;
 pub(crate) mod version;
 pub(crate) mod wal;
 

@@ -1,6 +1,7 @@
 //! `Db::checkpoint`: a copy as of one moment that opens like any database, made while
-//! writes go on, with a semantic index that comes along; and, under injected I/O errors at
-//! every step or a power loss at any step, a copy that never opens as a wrong database.
+//! writes go on; and, under injected I/O errors at every step or a power loss at any step,
+//! a copy that never opens as a wrong database. (A semantic index that comes along:
+//! `crates/shale-search/tests/semantic_engine.rs`.)
 
 mod common;
 
@@ -10,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use shale::fs::{CrashKind, Errno, Fault, FaultFs, FileSystem, MemFs, OpKind, PowerLoss};
-use shale::semantic::{Index, IndexOptions, SearchOptions};
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -152,69 +152,6 @@ fn checkpoints_under_concurrent_writes_hold_a_prefix() {
     }
     stop.store(1, Ordering::Release);
     writer.join().unwrap();
-}
-
-#[test]
-fn a_checkpoint_carries_its_semantic_index() {
-    let dim = 16;
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("copy");
-    // Distinct pseudo-random vectors: a query by one of them has one right answer.
-    let vector = |i: usize| -> Vec<f32> {
-        (0..dim)
-            .map(|d| {
-                // splitmix64 of the coordinate's number.
-                let mut x = ((i * dim + d) as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-                x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                x ^= x >> 31;
-                (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect()
-    };
-    let n = 3_000;
-    {
-        let db = Arc::new(Db::open(dir.path().join("db"), small()).unwrap());
-        db.put(b"plain/\xff\x00", b"binary").unwrap();
-        let index = Index::open(&db, "v", IndexOptions::vectors(dim).prefix("v/")).unwrap();
-        for i in 0..n {
-            index
-                .put_vector(format!("v/{i:05}"), &vector(i), format!("doc {i}"))
-                .unwrap();
-        }
-        index.wait_indexed().unwrap();
-        db.checkpoint(&copy).unwrap();
-        // Changes after the checkpoint stay out of the copy's index.
-        for i in 0..100 {
-            db.delete(format!("v/{i:05}")).unwrap();
-        }
-        index.wait_indexed().unwrap();
-    }
-    let db = Arc::new(Db::open(&copy, small()).unwrap());
-    assert_eq!(
-        db.get(b"plain/\xff\x00").unwrap().as_deref(),
-        Some(&b"binary"[..])
-    );
-    let index = Index::open_existing(&db, "v", None).unwrap();
-    let r = index.recovery();
-    assert_eq!(
-        (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed),
-        (n, 0, 0),
-        "{r:?}"
-    );
-    let search = SearchOptions {
-        ef: Some(256),
-        ..SearchOptions::default()
-    };
-    let hits = index.search_vector(&vector(42), &search).unwrap();
-    assert_eq!(
-        hits.first().map(|h| h.key.as_slice()),
-        Some(&b"v/00042"[..])
-    );
-    assert_eq!(
-        hits.first().map(|h| h.document.as_slice()),
-        Some(&b"doc 42"[..])
-    );
 }
 
 /// Every write, sync and directory step of a checkpoint fails in turn: the call returns

@@ -184,37 +184,6 @@ fn a_transaction_that_read_a_key_a_range_delete_covers_conflicts() {
 }
 
 #[test]
-fn a_range_delete_over_an_indexed_prefix_is_refused_and_elsewhere_allowed() {
-    use shale::semantic::{Index, IndexOptions};
-    let dir = tempfile::tempdir().unwrap();
-    let db = std::sync::Arc::new(Db::open(dir.path(), options()).unwrap());
-    let index = Index::open(&db, "v", IndexOptions::vectors(2).prefix("v/")).unwrap();
-    index.put_vector("v/1", &[1.0, 0.0], "one").unwrap();
-    db.put(b"plain/1", b"x").unwrap();
-    for (start, end) in [
-        (&b"v/"[..], &b"v0"[..]),
-        (b"a", b"z"),
-        (b"v/1", b"v/2"),
-        (b"u", b"v/"),
-    ] {
-        let refused = db.delete_range(start, end);
-        // A range that ends exactly at the prefix holds none of its keys.
-        if end == b"v/" {
-            refused.unwrap();
-            continue;
-        }
-        assert!(
-            matches!(refused, Err(Error::InvalidArgument(_))),
-            "{refused:?}"
-        );
-    }
-    assert_eq!(index.len().unwrap(), 1);
-    db.delete_range(b"plain/", b"plain0").unwrap();
-    assert_eq!(db.get(b"plain/1").unwrap(), None);
-    assert!(db.get(b"v/1").unwrap().is_some());
-}
-
-#[test]
 fn compaction_keeps_one_tombstone_per_stripe_of_a_sliding_window() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options()).unwrap();

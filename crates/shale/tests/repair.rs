@@ -282,48 +282,6 @@ fn a_damaged_wal_keeps_the_whole_batches_before_the_damage() {
     );
 }
 
-#[test]
-fn the_vector_store_is_repaired_too_and_search_agrees_with_the_values() {
-    use shale::semantic::{HashEmbedder, Index, IndexOptions, SearchOptions};
-    use std::sync::Arc;
-    let open = |path: &Path| {
-        let db = Arc::new(Db::open(path, options()).unwrap());
-        let index = Index::open(&db, "all", IndexOptions::text(Arc::new(HashEmbedder))).unwrap();
-        (db, index)
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let (db, index) = open(tmp.path());
-    db.put("cat", "the cat sleeps on the warm mat").unwrap();
-    db.put("dog", "a dog barks at the mail carrier").unwrap();
-    db.put("fish", "fish swim in the cold river").unwrap();
-    db.delete("fish").unwrap();
-    index.wait_indexed().unwrap();
-    drop((db, index));
-    let store = shale::semantic::index_dir(tmp.path(), "all");
-    for dir in [tmp.path(), store.as_path()] {
-        std::fs::remove_file(dir.join("CURRENT")).unwrap();
-    }
-
-    let report = Db::repair(tmp.path(), &options()).unwrap();
-    let [(name, vectors)] = report.indexes.as_slice() else {
-        panic!("the index's vector store is repaired: {report}");
-    };
-    assert_eq!(name, "all");
-    assert!(!report.manifest_used && !vectors.manifest_used, "{report}");
-    let (db, index) = open(tmp.path());
-    let hits = index
-        .search("cat sleeps on a mat", &SearchOptions::k(3).exact())
-        .unwrap();
-    let keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
-    assert_eq!(keys.first(), Some(&b"cat".as_slice()), "{report}");
-    assert!(
-        !keys.contains(&b"fish".as_slice()),
-        "a deleted key came back"
-    );
-    assert_eq!(hits.len(), 2);
-    db.close().unwrap();
-}
-
 /// Repair crashed at each of its file-system operations, by a process crash or a power
 /// loss: running repair again on what the crash left rebuilds what an uncrashed repair
 /// does, and an uncrashed repair syncs every file before it is renamed or named by CURRENT.

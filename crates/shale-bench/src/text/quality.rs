@@ -18,9 +18,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shale::semantic::{Index, IndexOptions, SearchOptions};
 use shale::{Db, Options, WriteBatch, WriteOptions};
 use shale_search::hybrid::{self, Fusion, Ranking};
+use shale_search::semantic::{Index, IndexOptions, SearchOptions};
 use shale_search::{HybridOptions, KeywordOptions, TextIndex, TextIndexOptions};
 
 use crate::metrics::Latencies;

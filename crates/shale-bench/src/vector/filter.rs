@@ -5,7 +5,7 @@
 //! The harness gives vectors ids in key order, so a key range is a contiguous id range
 //! `[lo, lo + P% of n)`; it is centred in the id space, so that it holds neither only the
 //! first nodes inserted (the graph's oldest, best-linked ones) nor only the last. Recall@k is
-//! scored against the exact top-k among the admitted ids ([`shale::vector::exact`] over the
+//! scored against the exact top-k among the admitted ids ([`shale_search::vector::exact`] over the
 //! range), for every engine alike. The peers' side is `peer_driver.py` (faiss-cpu:
 //! `SearchParametersHNSW(sel=IDSelectorRange(lo, hi))`).
 
@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use shale::semantic::{vector_value, Index, IndexOptions, SearchOptions};
-use shale::vector::Neighbor;
 use shale::{Db, WriteBatch, WriteOptions};
+use shale_search::semantic::{vector_value, Index, IndexOptions, SearchOptions};
+use shale_search::vector::Neighbor;
 
 use super::hnsw::{ground_truth, recall, Dataset};
 use super::{Emit, VectorRecord};
@@ -109,7 +109,7 @@ pub(super) fn key(id: u32) -> String {
 )]
 pub fn run_shale(
     ds: &Dataset,
-    params: shale::vector::HnswParams,
+    params: shale_search::vector::HnswParams,
     cases: &[FilterCase],
     f: &FilterSettings,
     k: usize,

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use shale::vector::{exact, Hnsw, HnswParams, Neighbor, NodeId, VectorFile};
+use shale_search::vector::{exact, Hnsw, HnswParams, Neighbor, NodeId, VectorFile};
 
 use super::filter::{self, FilterSettings};
 use super::npy;
@@ -63,7 +63,7 @@ impl Dataset {
                 break;
             }
             let mut v = rows.row(i).to_vec();
-            if shale::vector::distance::normalize(&mut v) {
+            if shale_search::vector::distance::normalize(&mut v) {
                 picked.extend_from_slice(&v);
                 count += 1;
             }
@@ -297,7 +297,7 @@ fn shale_builds(
              the full vectors into a VectorFile; index bytes = Hnsw::memory_bytes (codes and \
              links in memory, {:.0} B per vector); the full vectors are the {:.0} MB file, \
              read through the page cache",
-            shale::vector::quant::Kernel::get().name(),
+            shale_search::vector::quant::Kernel::get().name(),
             g.memory_bytes() as f64 / n.max(1) as f64,
             (4 * dim * n) as f64 / 1e6
         ));

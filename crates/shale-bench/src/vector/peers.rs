@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use shale::vector::Neighbor;
+use shale_search::vector::Neighbor;
 
 use super::filter::FilterCase;
 use super::hnsw::{recall, Dataset, HnswSettings};

@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
-use shale::semantic::{vector_value, Index, IndexOptions};
 use shale::{Db, WriteBatch, WriteOptions};
+use shale_search::semantic::{vector_value, Index, IndexOptions};
 
 use super::hnsw::Dataset;
 use super::{Emit, VectorRecord};

@@ -10,9 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shale::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale::{Db, Options};
 use shale_embed::Runtime;
+use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 
 use super::hnsw::Dataset;
 use super::{npy, Emit, VectorRecord};

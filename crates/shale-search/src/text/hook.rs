@@ -207,7 +207,7 @@ pub(crate) fn value_hash(value: &[u8]) -> u64 {
 /// The text a value holds: itself if UTF-8; a vector value's payload (a semantic index's
 /// `put_vector` on the same prefix), or nothing if that payload is not UTF-8.
 pub(crate) fn document_text(value: &[u8]) -> std::result::Result<&str, String> {
-    match shale::semantic::decode_vector_value(value) {
+    match crate::semantic::decode_vector_value(value) {
         Some(Ok(v)) => return Ok(std::str::from_utf8(v.payload).unwrap_or("")),
         Some(Err(why)) => {
             return Err(format!(

@@ -237,7 +237,7 @@ pub fn encode_index_file_chunk(chunk: &IndexFileChunk<'_>) -> Vec<u8> {
 
 /// Inverse of [`encode_index_file_chunk`]. The names are checked, since the installing
 /// replica makes a path of them: the index's as an index name (`[A-Za-z0-9_-]`, at most
-/// `shale::semantic::MAX_INDEX_NAME` bytes), the file's as one plain file name.
+/// `shale_search::semantic::MAX_INDEX_NAME` bytes), the file's as one plain file name.
 ///
 /// # Errors
 /// `Corruption` for a payload that does not decode or a name that is not allowed.
@@ -256,7 +256,7 @@ fn index_file_chunk<'a>(d: &mut Decoder<'a>) -> Result<IndexFileChunk<'a>, codec
     let index = d.length_prefixed("index name")?;
     let index = utf8(d, index, "index name")?;
     let index_ok = !index.is_empty()
-        && index.len() <= shale::semantic::MAX_INDEX_NAME
+        && index.len() <= shale_search::semantic::MAX_INDEX_NAME
         && index
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');

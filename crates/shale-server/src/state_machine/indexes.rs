@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use shale::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
 use shale::{Db, WriteBatch};
+use shale_search::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
 
 use super::{Indexes, StateMachineStore};
 use crate::command::{Command, IndexModel, IndexSpec, Response};

@@ -39,8 +39,8 @@ use openraft::{
     AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
     StorageError, StorageIOError, StoredMembership,
 };
-use shale::semantic::Index;
 use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use shale_search::semantic::Index;
 
 use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};

@@ -227,7 +227,7 @@ fn add_index_files(db: &Db, names: &[String], dir: &Path, w: &mut SnapshotWriter
     }
     db.checkpoint(&copy)?;
     let streamed = names.iter().try_for_each(|name| {
-        let index_dir = shale::semantic::index_dir(&copy, name);
+        let index_dir = shale_search::semantic::index_dir(&copy, name);
         if !index_dir.exists() {
             return Ok(());
         }
@@ -265,7 +265,7 @@ struct IndexFileWriter {
 
 impl IndexFileWriter {
     fn write(&mut self, db_dir: &Path, chunk: &IndexFileChunk<'_>) -> Result<()> {
-        let dir = shale::semantic::index_dir(db_dir, chunk.index);
+        let dir = shale_search::semantic::index_dir(db_dir, chunk.index);
         let path = dir.join(chunk.file);
         if chunk.offset == 0 {
             self.sync_open()?;

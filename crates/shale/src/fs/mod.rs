@@ -234,7 +234,7 @@ impl WritableFile for ReadOnlyFile {
 ///
 /// # Errors
 /// `Io` from reading `from` or writing `to`.
-pub(crate) fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> Result<()> {
+pub fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> Result<()> {
     let bytes = fs.read_all(from)?;
     let mut file = fs.create(to)?;
     file.append(&bytes)?;
@@ -245,7 +245,7 @@ pub(crate) fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) 
 ///
 /// # Errors
 /// `Io` from the delete or the directory sync.
-pub(crate) fn remove_durably(fs: &dyn FileSystem, dir: &Path, name: &str) -> Result<()> {
+pub fn remove_durably(fs: &dyn FileSystem, dir: &Path, name: &str) -> Result<()> {
     let path = dir.join(name);
     if !fs.exists(&path) {
         return Ok(());
@@ -260,7 +260,7 @@ pub(crate) fn remove_durably(fs: &dyn FileSystem, dir: &Path, name: &str) -> Res
 ///
 /// # Errors
 /// The first error of `fill` or of any step; the old file is then still in place.
-pub(crate) fn replace_file(
+pub fn replace_file(
     fs: &dyn FileSystem,
     dir: &Path,
     name: &str,

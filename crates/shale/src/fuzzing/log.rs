@@ -240,6 +240,3 @@ pub(super) fn load_manifest(log: &[u8], current: Option<&[u8]>) {
         "snapshot edit round trip"
     );
 }
-
-// ---------------------------------------------------------------------------------------
-// vector_graph

@@ -9,7 +9,7 @@
 //!
 //! Most targets read their first byte as a *mode*: an even mode hands the rest of the
 //! bytes to the decoder as they are; an odd mode parses the rest into structured input
-//! (entries, records, vectors), encodes it with the engine's own encoder, and checks the
+//! (entries, records), encodes it with the engine's own encoder, and checks the
 //! round trip, and then damages the encoding in ways the input chooses. Checksums stop
 //! almost all random bytes at the door, so some modes *re-seal* damaged bytes (recompute
 //! the checksums) to reach the decoders behind them.
@@ -22,14 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::batch::{self, BatchReader};
-use crate::codec::{self, Decoder};
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, MemFs, PowerLoss};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, user_key, InternalKey, SeqNo, ValueKind};
 use crate::options::{Compression, Options, WriteOptions};
-use crate::semantic::vector_value as encode_vector_value;
-use crate::semantic::{decode_stored, decode_vector_value, encode_stored};
 use crate::sst::block::{Block, BlockBuilder};
 use crate::sst::compress::{compress, decompress};
 use crate::sst::format::{
@@ -38,23 +36,21 @@ use crate::sst::format::{
 };
 use crate::sst::TableProperties;
 use crate::sst::{BloomFilter, BloomFilterBuilder, Table, TableBuilder, TableOptions};
-use crate::vector::{Hnsw, HnswParams, NodeId};
 use crate::version::manifest::set_current;
 use crate::version::{manifest_name, FileId, FileMeta, Level, RecoveredManifest, VersionEdit};
 use crate::wal::{LogReader, LogWriter};
 use crate::WriteBatch;
 
 mod db_ops;
+pub mod harness;
 mod log;
 mod seeds;
 mod sst;
-mod vector;
 
 pub use db_ops::db_ops;
 pub use log::{manifest, wal_reader};
 pub use seeds::seeds;
 pub use sst::{block, sst_footer, sst_table};
-pub use vector::{vector_graph, vector_value};
 // The one helper a target's module shares with another: the seeds frame manifest records.
 use self::log::manifest_log;
 
@@ -68,27 +64,25 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("sst_table", sst_table),
     ("wal_reader", wal_reader),
     ("manifest", manifest),
-    ("vector_graph", vector_graph),
-    ("vector_value", vector_value),
     ("db_ops", db_ops),
 ];
 
 /// Reads structured input from fuzz bytes; past the end every read gives zeros, so any
 /// byte string is a valid input.
-struct Input<'a> {
+pub struct Input<'a> {
     data: &'a [u8],
 }
 
 impl<'a> Input<'a> {
-    fn new(data: &'a [u8]) -> Self {
+    pub fn new(data: &'a [u8]) -> Self {
         Input { data }
     }
 
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
 
-    fn u8(&mut self) -> u8 {
+    pub fn u8(&mut self) -> u8 {
         match self.data.split_first() {
             Some((&b, rest)) => {
                 self.data = rest;
@@ -98,35 +92,35 @@ impl<'a> Input<'a> {
         }
     }
 
-    fn u16(&mut self) -> u16 {
+    pub fn u16(&mut self) -> u16 {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
 
-    fn u32(&mut self) -> u32 {
+    pub fn u32(&mut self) -> u32 {
         u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
     }
 
     /// Up to `n` bytes (fewer at the end of the input).
-    fn bytes(&mut self, n: usize) -> &'a [u8] {
+    pub fn bytes(&mut self, n: usize) -> &'a [u8] {
         let (head, rest) = self.data.split_at(n.min(self.data.len()));
         self.data = rest;
         head
     }
 
-    fn rest(&mut self) -> &'a [u8] {
+    pub fn rest(&mut self) -> &'a [u8] {
         std::mem::take(&mut self.data)
     }
 }
 
 /// Split `data` into its mode byte and the rest (mode 0 for empty input).
-fn mode(data: &[u8]) -> (u8, &[u8]) {
+pub fn mode(data: &[u8]) -> (u8, &[u8]) {
     match data.split_first() {
         Some((&m, rest)) => (m, rest),
         None => (0, data),
     }
 }
 
-fn fuzz_path(name: &str) -> PathBuf {
+pub fn fuzz_path(name: &str) -> PathBuf {
     Path::new("fuzz").join(name)
 }
 
@@ -139,7 +133,7 @@ fn mem_fs() -> MemFs {
 }
 
 /// The contract of every file decoder: damage is reported as `Corruption`.
-fn expect_corruption<T>(r: Result<T>, what: &str) -> Option<T> {
+pub fn expect_corruption<T>(r: Result<T>, what: &str) -> Option<T> {
     match r {
         Ok(v) => Some(v),
         Err(e) if e.is_corruption() => None,

@@ -97,29 +97,6 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 with_mode(3, b"MANIFEST-000001\n"),
             ]
         }
-        "vector_graph" => {
-            let graph = Hnsw::new(3, HnswParams::with_m(4)).expect("valid parameters");
-            for i in 0..12u32 {
-                let x = i as f32;
-                let _ = graph.insert(NodeId(i), &[x.sin(), x.cos(), 0.5]);
-            }
-            let _ = graph.mark_deleted(NodeId(3));
-            let mut file = Vec::new();
-            let _ = graph.write_to(&mut file);
-            vec![
-                with_mode(0, &file),
-                with_mode(2, &file),
-                with_mode(1, &structured),
-                with_mode(5, &structured),
-            ]
-        }
-        "vector_value" => vec![
-            encode_stored(42, 7, &[0.5, -0.25, 1.0]),
-            encode_stored(1, 0, &[]),
-            encode_stored(u64::MAX, u32::MAX, &[f32::NAN]),
-            encode_vector_value(&[0.5, -0.25], b"payload"),
-            encode_vector_value(&[], b""),
-        ],
         "db_ops" => vec![
             // put, sync put, flush, delete, power loss, put, kill -9, compact, reads.
             vec![

@@ -16,12 +16,13 @@
 //! ```
 //!
 //! The examples are split as the document is: `kv.rs` for sections 1 to 7 (the key-value
-//! files), `range_del.rs` for the range delete ones (sections 4 and 6.9), `vector.rs` for sections 8 and 9 (the vector store and the HNSW graph).
+//! files), `range_del.rs` for the range delete ones (sections 4 and 6.9), `keyspace.rs` for
+//! the keyspace ones. The search layer's sections (8, 9 and 15) are checked by
+//! `crates/shale-search/tests/format_examples/`.
 
 mod keyspace;
 mod kv;
 mod range_del;
-mod vector;
 
 const DOC: &str = include_str!("../../../../docs/format.md");
 
