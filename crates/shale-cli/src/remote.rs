@@ -13,6 +13,7 @@
 use std::io::Write;
 
 use shale_search::vector::Metric;
+use shale_search::Analyzer;
 use shale_server::pb::{self, SearchRequest};
 use shale_server::{Client, ClientError};
 
@@ -83,6 +84,24 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
                 client.define_index_with(index_definition(cli)?).await?;
                 Ok(())
             }
+            Command::DefineTextIndex { analyzer } => {
+                let keywords = match Analyzer::from_name(analyzer) {
+                    Some(Analyzer::Simple) => pb::Analyzer::Simple,
+                    Some(Analyzer::English) => pb::Analyzer::English,
+                    Some(Analyzer::Cjk) => pb::Analyzer::Cjk,
+                    None => {
+                        return Err(CliError::Usage(format!(
+                            "{analyzer:?} is not an analyzer (simple, english or cjk)"
+                        )))
+                    }
+                };
+                let req = pb::DefineIndexRequest {
+                    keywords: keywords.into(),
+                    ..index_definition(cli)?
+                };
+                client.define_index_with(req).await?;
+                Ok(())
+            }
             Command::ClusterStatus => cluster_status(&client, out, servers).await,
             Command::AddLearner { id, addr } => {
                 print_membership(out, &client.add_learner(*id, addr).await?)
@@ -93,7 +112,8 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             }
             _ => Err(CliError::Usage(
                 "over --server only put, get, del, cas, scan, search, import, define-index, \
-                 cluster-status, add-learner, add-voters and remove-voters are available; \
+                 define-text-index, cluster-status, add-learner, add-voters and \
+                 remove-voters are available; \
                  the other commands need --db DIR"
                     .into(),
             )),
@@ -148,13 +168,19 @@ fn import(
     import::load(args, None, &mut sink, max_ops)
 }
 
-/// `search` on the cluster's index `--index` (default `default`), by text or vector.
+/// `search` on the cluster's index `--index` (default `default`), by text or vector; with
+/// `--keyword` or `--hybrid`, by its keyword index too.
 async fn search(
     cli: &Cli,
     client: &Client,
     out: &mut impl Write,
     args: &crate::search::SearchArgs,
 ) -> Result<()> {
+    if args.highlight {
+        return Err(CliError::Usage(
+            "--highlight is not available over --server".into(),
+        ));
+    }
     let range = KeyRange::new(cli, &args.from, &args.to, &args.prefix)?;
     if range.is_empty() {
         return crate::search::print_hits(out, &[], args.json);
@@ -174,6 +200,24 @@ async fn search(
         exact: args.exact,
         from: range.lower,
         to: range.upper,
+        mode: match (args.keyword, args.hybrid) {
+            (true, _) => pb::SearchMode::Keywords,
+            (false, true) => pb::SearchMode::Hybrid,
+            (false, false) => pb::SearchMode::Meaning,
+        }
+        .into(),
+        r#match: match args.match_mode.as_str() {
+            "all" => pb::TermMatch::All,
+            "phrase" => pb::TermMatch::Phrase,
+            _ => pb::TermMatch::Any,
+        }
+        .into(),
+        fusion: match args.fusion.as_str() {
+            "minmax" => pb::Fusion::MinMax,
+            _ => pb::Fusion::Rrf,
+        }
+        .into(),
+        window: None,
     };
     let hits = client.search_with(req).await?;
     let rows: Vec<(&[u8], f32, &[u8])> = hits
@@ -248,6 +292,7 @@ fn index_definition(cli: &Cli) -> Result<pb::DefineIndexRequest> {
         dim: u32::try_from(dim).map_err(|_| CliError::Usage(format!("--dim {dim}")))?,
         metric: metric.into(),
         model: model.into(),
+        keywords: pb::Analyzer::NoKeywords.into(),
     })
 }
 

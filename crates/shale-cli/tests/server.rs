@@ -95,6 +95,7 @@ fn put_get_del_and_scan_speak_to_a_server() {
                 dim: 128,
                 metric: Metric::Cosine.into(),
                 model: Model::Hash.into(),
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -146,6 +147,54 @@ fn put_get_del_and_scan_speak_to_a_server() {
     .ok();
     let keys: Vec<&str> = hits.lines().filter_map(|l| l.split('\t').nth(2)).collect();
     assert_eq!(keys, ["v/2", "v/1"], "{hits}");
+    // Keywords and hybrid: an index with a keyword index, defined through the CLI.
+    run(&[
+        "--index",
+        "wiki",
+        "--index-prefix",
+        "w/",
+        "--embedder",
+        "hash",
+        "define-text-index",
+        "--analyzer",
+        "english",
+    ])
+    .ok();
+    run(&["put", "w/1", "ENOSPC: no space left on device"]).ok();
+    run(&["put", "w/2", "the disk is full of old photographs"]).ok();
+    let hits = run(&["--index", "wiki", "search", "--keyword", "enospc"]).ok();
+    let keys: Vec<&str> = hits.lines().filter_map(|l| l.split('\t').nth(2)).collect();
+    assert_eq!(keys, ["w/1"], "{hits}");
+    let hits = run(&[
+        "--index",
+        "wiki",
+        "search",
+        "--hybrid",
+        "full disk",
+        "-k",
+        "2",
+    ])
+    .ok();
+    assert!(
+        hits.starts_with("1\t") && hits.contains("\tw/2\t"),
+        "{hits}"
+    );
+    run(&["del", "w/1"]).ok();
+    assert_eq!(
+        run(&["--index", "wiki", "search", "--keyword", "enospc"]).ok(),
+        ""
+    );
+    let no_keywords = run(&["--index", "notes", "search", "--keyword", "cat"]);
+    assert_ne!(no_keywords.code, 0, "{}", no_keywords.stdout);
+    let highlight = run(&[
+        "--index",
+        "wiki",
+        "search",
+        "--keyword",
+        "disk",
+        "--highlight",
+    ]);
+    assert_eq!(highlight.code, 2, "{}", highlight.stderr);
     let text_put_under_vectors = run(&["put", "v/9", "text"]);
     assert_eq!(
         text_put_under_vectors.code, 2,

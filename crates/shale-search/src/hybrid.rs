@@ -138,6 +138,9 @@ pub struct HybridHit {
     pub keyword: Option<(usize, f64)>,
     /// Rank and similarity in the vector window.
     pub vector: Option<(usize, f64)>,
+    /// The document (the text, or a vector value's payload) as it was at the search's
+    /// snapshot; `None` from [`fuse`], which has only the rankings.
+    pub document: Option<Vec<u8>>,
 }
 
 /// One retriever's ranking: keys and scores, best first.
@@ -171,6 +174,7 @@ pub fn fuse(
                 score: 0.0,
                 keyword: None,
                 vector: None,
+                document: None,
             });
             hit.score += part;
             match is_keyword {
@@ -225,25 +229,35 @@ pub fn search(
     // A vector hit counts only if, at the keyword side's snapshot, its key still holds
     // the text it was found by.
     let at = ReadOptions::at(&snapshot);
+    let read = |key: &[u8]| match vectors.keyspace() {
+        Some(ks) => ks.get_opt(key, &at),
+        None => vectors.db().get_opt(key, &at),
+    };
     let mut vector_ranking = Vec::with_capacity(vector_hits.len());
+    let mut documents = HashMap::new();
     for hit in vector_hits {
-        let value = match vectors.keyspace() {
-            Some(ks) => ks.get_opt(&hit.key, &at)?,
-            None => vectors.db().get_opt(&hit.key, &at)?,
-        };
-        let current = value.as_deref().map(document_bytes);
-        if current == Some(hit.document.as_slice()) {
-            vector_ranking.push((hit.key, f64::from(hit.score)));
+        let value = read(&hit.key)?;
+        if value.as_deref().map(document_bytes) == Some(hit.document.as_slice()) {
+            vector_ranking.push((hit.key.clone(), f64::from(hit.score)));
+            documents.insert(hit.key, hit.document);
         }
     }
     let keyword_ranking: Ranking = keyword_hits.into_iter().map(|h| (h.key, h.score)).collect();
-    Ok(fuse(
+    let mut hits = fuse(
         &keyword_ranking,
         &vector_ranking,
         opts.fusion,
         (opts.keyword_weight, opts.vector_weight),
         opts.k,
-    ))
+    );
+    // A hit found by keywords alone is read at the snapshot its keywords were found at.
+    for hit in &mut hits {
+        hit.document = match documents.remove(&hit.key) {
+            Some(document) => Some(document),
+            None => read(&hit.key)?.map(|v| document_bytes(&v).to_vec()),
+        };
+    }
+    Ok(hits)
 }
 
 /// A value's document as the vector index reports it: a vector value's payload, else the

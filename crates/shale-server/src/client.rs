@@ -376,6 +376,7 @@ impl Client {
             dim,
             metric: metric.into(),
             model: pb::Model::Vectors.into(),
+            ..Default::default()
         })
         .await
     }
@@ -435,7 +436,50 @@ impl Client {
         .await
     }
 
-    /// [`Client::search`] with every option of the request (`ef`, `exact`, a key range).
+    /// The `k` values of index `index` that best match `text` by keywords (BM25), read
+    /// linearizably: exact and current at every acknowledged write.
+    ///
+    /// # Errors
+    /// As [`Client::search`]; `Server` for an index defined without keywords.
+    pub async fn search_keywords(
+        &self,
+        index: &str,
+        text: &str,
+        k: u32,
+    ) -> Result<Vec<pb::SearchHit>, ClientError> {
+        self.search_with(pb::SearchRequest {
+            index: index.to_owned(),
+            text: Some(text.to_owned()),
+            k,
+            mode: pb::SearchMode::Keywords.into(),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// The `k` values of index `index` that best match `text` by keywords and by meaning
+    /// (its model embeds `text`), the two rankings fused by reciprocal rank.
+    ///
+    /// # Errors
+    /// As [`Client::search_keywords`]; `Refused` for an index without a model.
+    pub async fn search_hybrid(
+        &self,
+        index: &str,
+        text: &str,
+        k: u32,
+    ) -> Result<Vec<pb::SearchHit>, ClientError> {
+        self.search_with(pb::SearchRequest {
+            index: index.to_owned(),
+            text: Some(text.to_owned()),
+            k,
+            mode: pb::SearchMode::Hybrid.into(),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// [`Client::search`] with every option of the request (`ef`, `exact`, a key range,
+    /// the mode, keyword matching and fusion).
     ///
     /// # Errors
     /// As [`Client::search`].

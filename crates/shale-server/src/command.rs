@@ -67,6 +67,9 @@ pub struct IndexSpec {
     pub dim: u32,
     pub metric: shale_search::vector::Metric,
     pub model: IndexModel,
+    /// A keyword (BM25) index over the same keys too, with this analyzer: the text index
+    /// of the same name (`shale_search::TextIndex`), exact at every applied write.
+    pub keywords: Option<shale_search::Analyzer>,
 }
 
 /// What turns an index's values into vectors, on every replica.

@@ -31,6 +31,7 @@ use crate::command::{Command, IndexModel, IndexSpec, Op};
 use crate::error::{Error, Result};
 use crate::{Entry, NodeId};
 use shale_search::vector::Metric;
+use shale_search::Analyzer;
 
 /// The version byte that starts every record below.
 pub const RECORD_VERSION: u8 = 1;
@@ -311,8 +312,14 @@ const METRIC_L2: u8 = 2;
 const MODEL_VECTORS: u8 = 0;
 const MODEL_HASH: u8 = 1;
 const MODEL_MINILM: u8 = 2;
+const KEYWORDS_NONE: u8 = 0;
+const KEYWORDS_SIMPLE: u8 = 1;
+const KEYWORDS_ENGLISH: u8 = 2;
+const KEYWORDS_CJK: u8 = 3;
 
-/// `spec := name:varbytes prefix:varbytes dim:varint metric:u8 model:u8`
+/// `spec := name:varbytes prefix:varbytes dim:varint metric:u8 model:u8 keywords:u8`; a spec
+/// is always the last field of its record, and one written before `keywords` existed ends
+/// at `model` (no keyword index).
 fn put_index_spec(out: &mut Vec<u8>, spec: &IndexSpec) {
     codec::put_length_prefixed(out, spec.name.as_bytes());
     codec::put_length_prefixed(out, &spec.prefix);
@@ -331,6 +338,15 @@ fn put_index_spec(out: &mut Vec<u8>, spec: &IndexSpec) {
             IndexModel::Vectors => MODEL_VECTORS,
             IndexModel::Hash => MODEL_HASH,
             IndexModel::MiniLm => MODEL_MINILM,
+        },
+    );
+    codec::put_u8(
+        out,
+        match spec.keywords {
+            None => KEYWORDS_NONE,
+            Some(Analyzer::Simple) => KEYWORDS_SIMPLE,
+            Some(Analyzer::English) => KEYWORDS_ENGLISH,
+            Some(Analyzer::Cjk) => KEYWORDS_CJK,
         },
     );
 }
@@ -364,12 +380,28 @@ fn get_index_spec(d: &mut Decoder<'_>) -> Result<IndexSpec, codec::DecodeError> 
             ))
         }
     };
+    let keywords = match d.is_empty() {
+        true => None,
+        false => match d.u8("keywords")? {
+            KEYWORDS_NONE => None,
+            KEYWORDS_SIMPLE => Some(Analyzer::Simple),
+            KEYWORDS_ENGLISH => Some(Analyzer::English),
+            KEYWORDS_CJK => Some(Analyzer::Cjk),
+            other => {
+                return Err(codec::DecodeError::new(
+                    d.position(),
+                    format!("keyword analyzer {other}"),
+                ))
+            }
+        },
+    };
     Ok(IndexSpec {
         name,
         prefix,
         dim,
         metric,
         model,
+        keywords,
     })
 }
 

@@ -31,10 +31,12 @@ use crate::network::{TARGET_HEADER, TOKEN_HEADER};
 use crate::pb;
 use crate::proposer::{Outcome, Proposer};
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
-use crate::state_machine::StateMachineStore;
+use crate::state_machine::{ReplicatedIndex, StateMachineStore};
 use crate::{NodeId, Raft};
+use shale_search::hybrid::{self, Fusion, HybridOptions};
 use shale_search::semantic::SearchOptions;
 use shale_search::vector::Metric;
+use shale_search::{Analyzer, KeywordOptions, Match};
 
 /// Propose `cmd` (validated) as one log entry and wait until it is applied here: its index
 /// and response, or the error a client sees (see the module documentation).
@@ -547,12 +549,20 @@ impl pb::kv_server::Kv for KvService {
         if let Err(e) = crate::state_machine::embedder(model) {
             return Err(Status::failed_precondition(e.to_string()));
         }
+        let keywords = match pb::Analyzer::try_from(r.keywords) {
+            Ok(pb::Analyzer::NoKeywords) => None,
+            Ok(pb::Analyzer::Simple) => Some(Analyzer::Simple),
+            Ok(pb::Analyzer::English) => Some(Analyzer::English),
+            Ok(pb::Analyzer::Cjk) => Some(Analyzer::Cjk),
+            Err(_) => return Err(Status::invalid_argument(format!("analyzer {}", r.keywords))),
+        };
         let spec = IndexSpec {
             name: r.name,
             prefix: r.prefix,
             dim: r.dim,
             metric,
             model,
+            keywords,
         };
         let (index, _) = self.propose(Command::DefineIndex(spec)).await?;
         Ok(written(index))
@@ -563,44 +573,17 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
         let r = req.into_inner();
-        if r.k == 0 || r.k > MAX_SEARCH_HITS {
-            return Err(Status::invalid_argument(format!(
-                "k = {}: 1 to {MAX_SEARCH_HITS}",
-                r.k
-            )));
-        }
+        let query = Query::parse(&r)?;
         #[cfg(not(feature = "negative-control-stale-reads"))]
         self.read_barrier().await?;
         let index = self
             .sm
             .index(&r.index)
             .ok_or_else(|| Status::not_found(format!("no index {:?}", r.index)))?;
-        let opts = SearchOptions {
-            ef: r.ef.map(|ef| ef as usize),
-            exact: r.exact,
-            lower_bound: r.from,
-            upper_bound: r.to,
-            ..SearchOptions::k(r.k as usize)
-        };
         // A search waits for the index to take in every write applied before it.
-        let hits = tokio::task::spawn_blocking(move || match &r.text {
-            Some(text) => index.search(text, &opts),
-            None => index.search_vector(&r.vector, &opts),
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(|e| match e {
-            shale::Error::InvalidArgument(msg) => Status::invalid_argument(msg),
-            e => engine(e),
-        })?;
-        let hits = hits
-            .into_iter()
-            .map(|h| pb::SearchHit {
-                key: h.key,
-                score: h.score,
-                payload: h.document,
-            })
-            .collect();
+        let hits = tokio::task::spawn_blocking(move || query.run(&index, r))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(pb::SearchResponse { hits }))
     }
 
@@ -664,5 +647,141 @@ impl pb::kv_server::Kv for KvService {
             applied_index: metrics.last_applied.map_or(0, |l| l.index),
             term: metrics.current_term,
         }))
+    }
+}
+
+/// A `Search` request's options, checked before the read barrier.
+struct Query {
+    mode: pb::SearchMode,
+    vector: SearchOptions,
+    keywords: KeywordOptions,
+    hybrid: HybridOptions,
+}
+
+impl Query {
+    fn parse(r: &pb::SearchRequest) -> Result<Query, Status> {
+        let invalid = |what: &str, v: i32| Status::invalid_argument(format!("{what} {v}"));
+        if r.k == 0 || r.k > MAX_SEARCH_HITS {
+            return Err(Status::invalid_argument(format!(
+                "k = {}: 1 to {MAX_SEARCH_HITS}",
+                r.k
+            )));
+        }
+        let k = r.k as usize;
+        let window = match r.window {
+            Some(w) if w == 0 || w > MAX_SEARCH_HITS => {
+                return Err(Status::invalid_argument(format!(
+                    "window = {w}: 1 to {MAX_SEARCH_HITS}"
+                )))
+            }
+            Some(w) => w as usize,
+            None => (2 * k).max(20).min(MAX_SEARCH_HITS as usize),
+        };
+        let mode = pb::SearchMode::try_from(r.mode).map_err(|_| invalid("mode", r.mode))?;
+        let matching = match pb::TermMatch::try_from(r.r#match) {
+            Ok(pb::TermMatch::Any) => Match::Any,
+            Ok(pb::TermMatch::All) => Match::All,
+            Ok(pb::TermMatch::Phrase) => Match::Phrase,
+            Err(_) => return Err(invalid("match", r.r#match)),
+        };
+        let fusion = match pb::Fusion::try_from(r.fusion) {
+            Ok(pb::Fusion::Rrf) => Fusion::default(),
+            Ok(pb::Fusion::MinMax) => Fusion::MinMax,
+            Err(_) => return Err(invalid("fusion", r.fusion)),
+        };
+        if mode != pb::SearchMode::Meaning && r.text.is_none() {
+            return Err(Status::invalid_argument(
+                "a keyword or hybrid search needs its keywords in `text`",
+            ));
+        }
+        let vector = SearchOptions {
+            ef: r.ef.map(|ef| ef as usize),
+            exact: r.exact,
+            lower_bound: r.from.clone(),
+            upper_bound: r.to.clone(),
+            ..SearchOptions::k(k)
+        };
+        let keywords = KeywordOptions {
+            lower_bound: r.from.clone(),
+            upper_bound: r.to.clone(),
+            highlight: true,
+            ..KeywordOptions::k(k).mode(matching)
+        };
+        let mut hybrid = HybridOptions::k(k).fusion(fusion).windows(window, window);
+        hybrid.keyword = KeywordOptions {
+            k: window,
+            ..keywords.clone()
+        };
+        hybrid.vector = SearchOptions {
+            k: window,
+            ..vector.clone()
+        };
+        Ok(Query {
+            mode,
+            vector,
+            keywords,
+            hybrid,
+        })
+    }
+
+    /// The hits of `r` on `index` (blocking: it may wait for the index).
+    fn run(
+        self,
+        index: &ReplicatedIndex,
+        r: pb::SearchRequest,
+    ) -> Result<Vec<pb::SearchHit>, Status> {
+        let keywords = || {
+            index.keywords.as_ref().ok_or_else(|| {
+                Status::failed_precondition(format!(
+                    "index {:?} has no keyword index: define it with an analyzer",
+                    r.index
+                ))
+            })
+        };
+        let by_text = r.text.is_some();
+        let text = r.text.unwrap_or_default();
+        let hits = match self.mode {
+            pb::SearchMode::Meaning => match by_text {
+                true => index.vectors.search(&text, &self.vector),
+                false => index.vectors.search_vector(&r.vector, &self.vector),
+            }
+            .map(|hits| {
+                hits.into_iter()
+                    .map(|h| pb::SearchHit {
+                        key: h.key,
+                        score: h.score,
+                        payload: h.document,
+                    })
+                    .collect()
+            }),
+            pb::SearchMode::Keywords => keywords()?.search(&text, &self.keywords).map(|hits| {
+                hits.into_iter()
+                    .map(|h| pb::SearchHit {
+                        key: h.key,
+                        score: h.score as f32,
+                        payload: h.text.unwrap_or_default().into_bytes(),
+                    })
+                    .collect()
+            }),
+            pb::SearchMode::Hybrid => {
+                let vector = (!r.vector.is_empty()).then_some(r.vector.as_slice());
+                hybrid::search(keywords()?, &index.vectors, &text, vector, &self.hybrid).map(
+                    |hits| {
+                        hits.into_iter()
+                            .map(|h| pb::SearchHit {
+                                key: h.key,
+                                score: h.score as f32,
+                                payload: h.document.unwrap_or_default(),
+                            })
+                            .collect()
+                    },
+                )
+            }
+        };
+        hits.map_err(|e| match e {
+            shale::Error::InvalidArgument(msg) => Status::invalid_argument(msg),
+            shale::Error::InvalidOptions(problems) => Status::invalid_argument(problems.join("; ")),
+            e => engine(e),
+        })
     }
 }

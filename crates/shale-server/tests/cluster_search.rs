@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use common::Cluster;
 use shale_search::semantic::{vector_value, SearchOptions};
-use shale_server::pb::{DefineIndexRequest, Metric, Model, SearchRequest};
+use shale_server::pb::{
+    Analyzer, DefineIndexRequest, Metric, Model, SearchMode, SearchRequest, TermMatch,
+};
 use shale_server::{Client, ClientError};
 
 const DIM: usize = 4;
@@ -150,7 +152,8 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
     let missing = client.search("nope", &q, 10).await;
     assert!(missing.is_err(), "{missing:?}");
 
-    // An index with a model: texts in, every replica embeds them, search by text.
+    // An index with a model and keywords: texts in, every replica embeds and analyzes
+    // them, search by meaning, keywords or both.
     client
         .define_index_with(DefineIndexRequest {
             name: "notes".into(),
@@ -158,6 +161,7 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
             dim: 128,
             metric: Metric::Cosine.into(),
             model: Model::Hash.into(),
+            keywords: Analyzer::English.into(),
         })
         .await
         .expect("define a text index");
@@ -189,6 +193,7 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
         client.search_text("docs", "cat", 1).await.is_err(),
         "no model"
     );
+    check_keywords(&client, &notes).await;
 
     // A failover: the new leader's index gives the same exact answer.
     let leader = cluster.leader(Duration::from_secs(10)).await;
@@ -203,6 +208,11 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
         .await
         .expect("text search after the failover");
     assert_eq!(keys(&found), vec!["n/2"]);
+    let found = client
+        .search_keywords("notes", "cats", 10)
+        .await
+        .expect("keyword search after the failover");
+    assert_eq!(keys(&found), vec!["n/0"]);
 
     // A new replica, caught up by snapshot, holds the index with every vector.
     let leader = cluster.leader(Duration::from_secs(10)).await;
@@ -215,11 +225,26 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
         metrics.snapshot.is_some(),
         "the fresh node installed a snapshot"
     );
+    let notes_index = cluster
+        .server(fresh)
+        .state_machine()
+        .index("notes")
+        .expect("the keyword index came with the snapshot");
+    let keywords = notes_index.keywords.expect("defined with keywords");
+    let found = tokio::task::spawn_blocking(move || {
+        keywords.search("warm mat", &shale_search::KeywordOptions::k(10))
+    })
+    .await
+    .expect("task")
+    .expect("keyword search on the fresh node");
+    let found: Vec<&[u8]> = found.iter().map(|h| h.key.as_slice()).collect();
+    assert_eq!(found, vec![&b"n/0"[..]]);
     let index = cluster
         .server(fresh)
         .state_machine()
         .index("docs")
-        .expect("the index came with the snapshot");
+        .expect("the index came with the snapshot")
+        .vectors;
     let opts = SearchOptions {
         exact: true,
         ..SearchOptions::k(10)
@@ -234,4 +259,62 @@ async fn a_replicated_index_answers_searches_on_every_leader() {
         .collect();
     assert_eq!(local, want);
     cluster.stop_all().await;
+}
+
+/// Keyword and hybrid searches on `notes` (holding `notes`, in order, under `n/0`...):
+/// every hit current at the acknowledged writes before it.
+async fn check_keywords(client: &Client, notes: &[&str]) {
+    let found = client
+        .search_keywords("notes", "sleeping cats", 10)
+        .await
+        .expect("keyword search");
+    assert_eq!(keys(&found), vec!["n/0"], "stemmed: sleeping, cats");
+    assert_eq!(
+        found.first().map(|h| h.payload.as_slice()),
+        Some(notes[0].as_bytes())
+    );
+    let hybrid = client
+        .search_hybrid("notes", "rye bread", 3)
+        .await
+        .expect("hybrid search");
+    assert_eq!(keys(&hybrid).first().map(String::as_str), Some("n/2"));
+    assert!(hybrid.iter().all(|h| !h.payload.is_empty()), "{hybrid:?}");
+    // A delete and an overwrite are gone from both at acknowledgement.
+    client.delete(b"n/1").await.expect("delete");
+    assert!(client
+        .search_keywords("notes", "stock prices", 10)
+        .await
+        .expect("keyword search")
+        .is_empty());
+    client
+        .put(b"n/1", b"the dog sleeps by the door")
+        .await
+        .expect("overwrite");
+    let found = client
+        .search_keywords("notes", "sleeps", 10)
+        .await
+        .expect("keyword search");
+    assert_eq!(keys(&found).len(), 2);
+    let hybrid = client
+        .search_hybrid("notes", "stock prices fell", 3)
+        .await
+        .expect("hybrid search");
+    assert!(
+        hybrid.iter().all(|h| h.payload != notes[1].as_bytes()),
+        "a replaced text came back: {hybrid:?}"
+    );
+    let phrase = client
+        .search_with(SearchRequest {
+            index: "notes".into(),
+            text: Some("warm mat".into()),
+            k: 10,
+            mode: SearchMode::Keywords.into(),
+            r#match: TermMatch::Phrase.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("phrase search");
+    assert_eq!(keys(&phrase), vec!["n/0"]);
+    let no_keywords = client.search_keywords("docs", "cat", 1).await;
+    assert!(no_keywords.is_err(), "docs has no keyword index");
 }

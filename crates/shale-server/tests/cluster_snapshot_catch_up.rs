@@ -35,6 +35,7 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
             dim: 128,
             metric: Metric::Cosine.into(),
             model: Model::Hash.into(),
+            ..Default::default()
         })
         .await
         .expect("define the index");
@@ -54,7 +55,11 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
             .wait_applied(*id, applied, Duration::from_secs(10))
             .await;
         let index = cluster.server(*id).state_machine().index("notes");
-        index.expect("the index").wait_indexed().expect("embedded");
+        index
+            .expect("the index")
+            .vectors
+            .wait_indexed()
+            .expect("embedded");
     }
     // Values of a few KiB, so the snapshot spans many frames.
     let value = |i: u32| format!("{i:06}").repeat(700).into_bytes();
@@ -103,7 +108,8 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
         .server(fresh)
         .state_machine()
         .index("notes")
-        .expect("the index on the fresh node");
+        .expect("the index on the fresh node")
+        .vectors;
     let recovery = index.recovery();
     assert_eq!(recovery.texts_to_embed, 0, "{recovery:?}");
     assert_eq!(

@@ -65,16 +65,28 @@ fn spec() -> IndexSpec {
         dim: 3,
         metric: Metric::L2,
         model: IndexModel::Vectors,
+        keywords: Some(Analyzer::English),
     }
 }
 
 #[test]
 fn decodes_the_documented_index_definition() {
-    let bytes = hex("01 04646f6373 02642f 03 02 00");
+    let bytes = hex("01 04646f6373 02642f 03 02 00 02");
     assert_eq!(encode_index_definition(&spec()), bytes);
     assert_eq!(decode_index_definition(&bytes).expect("decodes"), spec());
-    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 07 00")).is_err());
-    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 09")).is_err());
+    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 07 00 02")).is_err());
+    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 09 02")).is_err());
+    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 00 09")).is_err());
+    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 00 02 00")).is_err());
+    // Written before keyword indexes: no keyword index.
+    let older = IndexSpec {
+        keywords: None,
+        ..spec()
+    };
+    assert_eq!(
+        decode_index_definition(&hex("01 04646f6373 02642f 03 02 00")).expect("decodes"),
+        older
+    );
     assert_eq!(index_key("docs"), hex("ff78 646f6373"));
 }
 

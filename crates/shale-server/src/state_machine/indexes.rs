@@ -1,13 +1,14 @@
 //! The replicated indexes of a state machine: their models, opening them, the check of
 //! a command's values, and the apply of a definition (docs/replication.md, "Vector
-//! search").
+//! search" and "Keyword and hybrid search").
 
 use std::sync::{Arc, OnceLock};
 
 use shale::{Db, WriteBatch};
 use shale_search::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
+use shale_search::{TextIndex, TextIndexOptions};
 
-use super::{Indexes, StateMachineStore};
+use super::{Indexes, ReplicatedIndex, StateMachineStore};
 use crate::command::{Command, IndexModel, IndexSpec, Response};
 use crate::error::{Error, Result};
 use crate::format::{self, SM_INDEX_PREFIX};
@@ -31,7 +32,7 @@ impl StateMachineStore {
             .indexes
             .write()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some((existing, _)) = indexes.get(&spec.name) {
+        if let Some(existing) = indexes.get(&spec.name).map(|i| &i.spec) {
             return Ok(if *existing == spec {
                 Response::IndexDefined
             } else {
@@ -41,10 +42,10 @@ impl StateMachineStore {
                 ))
             });
         }
-        if let Some((other, _)) = indexes.values().find(|(other, _)| other.overlaps(&spec)) {
+        if let Some(other) = indexes.values().find(|i| i.spec.overlaps(&spec)) {
             return Ok(Response::Refused(format!(
                 "index {:?} would share keys with index {:?}",
-                spec.name, other.name
+                spec.name, other.spec.name
             )));
         }
         let end = shale::prefix_successor(&spec.prefix);
@@ -59,12 +60,12 @@ impl StateMachineStore {
                 spec.name
             )));
         }
-        let index = open_index(db, &spec)?;
+        let index = open_index(db, spec)?;
         batch.put(
-            format::index_key(&spec.name),
-            format::encode_index_definition(&spec),
+            format::index_key(&index.spec.name),
+            format::encode_index_definition(&index.spec),
         );
-        indexes.insert(spec.name.clone(), (spec, index));
+        indexes.insert(index.spec.name.clone(), index);
         Ok(Response::IndexDefined)
     }
 }
@@ -91,15 +92,30 @@ pub fn embedder(model: IndexModel) -> Result<Option<Arc<dyn Embedder>>> {
     }
 }
 
-/// The index of `spec` on `db`, opened (created if new).
-fn open_index(db: &Arc<Db>, spec: &IndexSpec) -> Result<Index> {
+/// The indexes of `spec` on `db`, opened (created if new): the vector index and, if the
+/// definition has keywords, the text index of the same name.
+fn open_index(db: &Arc<Db>, spec: IndexSpec) -> Result<ReplicatedIndex> {
     let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
     let opts = match embedder(spec.model)? {
         Some(model) => IndexOptions::text(model),
         None => IndexOptions::vectors(dim),
     };
     let opts = opts.prefix(&spec.prefix).metric(spec.metric);
-    Ok(Index::open(db, &spec.name, opts)?)
+    let vectors = Index::open(db, &spec.name, opts)?;
+    let keywords = match spec.keywords {
+        Some(analyzer) => {
+            let opts = TextIndexOptions::new()
+                .prefix(&spec.prefix)
+                .analyzer(analyzer);
+            Some(Arc::new(TextIndex::open(db, &spec.name, opts)?))
+        }
+        None => None,
+    };
+    Ok(ReplicatedIndex {
+        spec,
+        vectors,
+        keywords,
+    })
 }
 
 /// Every index `db`'s definitions name, opened.
@@ -108,9 +124,8 @@ pub(super) fn open_indexes(db: &Arc<Db>) -> Result<Indexes> {
     let mut indexes = Indexes::new();
     for pair in db.range(SM_INDEX_PREFIX.to_vec()..end)? {
         let (_, value) = pair?;
-        let spec = format::decode_index_definition(&value)?;
-        let index = open_index(db, &spec)?;
-        indexes.insert(spec.name.clone(), (spec, index));
+        let index = open_index(db, format::decode_index_definition(&value)?)?;
+        indexes.insert(index.spec.name.clone(), index);
     }
     Ok(indexes)
 }
@@ -122,8 +137,8 @@ pub(super) fn check_indexes(indexes: &Indexes, cmd: &Command) -> std::result::Re
         return Ok(());
     }
     let puts = cmd.puts();
-    for (_, index) in indexes.values() {
-        if let Some(hook) = index.db().hook(index.name()) {
+    for index in indexes.values() {
+        if let Some(hook) = index.vectors.db().hook(index.vectors.name()) {
             hook.check(&puts).map_err(|e| e.to_string())?;
         }
     }

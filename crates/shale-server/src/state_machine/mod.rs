@@ -41,6 +41,7 @@ use openraft::{
 };
 use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 use shale_search::semantic::Index;
+use shale_search::TextIndex;
 
 use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};
@@ -60,8 +61,17 @@ const CURRENT_SNAPSHOT: &str = "current.snap";
 
 type Membership = StoredMembership<NodeId, BasicNode>;
 
-/// The open vector indexes of the current generation, by name, with their definitions.
-type Indexes = BTreeMap<String, (IndexSpec, Index)>;
+/// The open indexes of the current generation, by name.
+type Indexes = BTreeMap<String, ReplicatedIndex>;
+
+/// One replicated index, open: its definition, its vector index, and its keyword index
+/// when the definition has one. Cloning shares them.
+#[derive(Clone)]
+pub struct ReplicatedIndex {
+    pub spec: IndexSpec,
+    pub vectors: Index,
+    pub keywords: Option<Arc<TextIndex>>,
+}
 
 struct Shared {
     data_dir: PathBuf,
@@ -234,14 +244,14 @@ impl StateMachineStore {
         Arc::clone(&guard)
     }
 
-    /// The replicated vector index `name` of the current generation.
-    pub fn index(&self, name: &str) -> Option<Index> {
+    /// The replicated index `name` of the current generation.
+    pub fn index(&self, name: &str) -> Option<ReplicatedIndex> {
         let indexes = self
             .shared
             .indexes
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        indexes.get(name).map(|(_, index)| index.clone())
+        indexes.get(name).cloned()
     }
 
     /// Refuse `cmd` if an index could not hold one of the values it puts: the check an
