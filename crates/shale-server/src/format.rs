@@ -312,14 +312,17 @@ const METRIC_L2: u8 = 2;
 const MODEL_VECTORS: u8 = 0;
 const MODEL_HASH: u8 = 1;
 const MODEL_MINILM: u8 = 2;
-const KEYWORDS_NONE: u8 = 0;
+const COMMAND_DEFINE_INDEX_KEYWORDS: u8 = 5;
+/// The version of an index definition record whose spec has keywords.
+const DEFINITION_VERSION_KEYWORDS: u8 = 2;
 const KEYWORDS_SIMPLE: u8 = 1;
 const KEYWORDS_ENGLISH: u8 = 2;
 const KEYWORDS_CJK: u8 = 3;
 
-/// `spec := name:varbytes prefix:varbytes dim:varint metric:u8 model:u8 keywords:u8`; a spec
-/// is always the last field of its record, and one written before `keywords` existed ends
-/// at `model` (no keyword index).
+/// `spec := name:varbytes prefix:varbytes dim:varint metric:u8 model:u8 [keywords:u8]`:
+/// `keywords` (the analyzer of the index's keyword index) is there when the record says so,
+/// by its command kind (5, not 4) or its version (2, not 1), so a spec without one has the
+/// bytes it had before keyword indexes, and a cut one is never read as another.
 fn put_index_spec(out: &mut Vec<u8>, spec: &IndexSpec) {
     codec::put_length_prefixed(out, spec.name.as_bytes());
     codec::put_length_prefixed(out, &spec.prefix);
@@ -340,18 +343,23 @@ fn put_index_spec(out: &mut Vec<u8>, spec: &IndexSpec) {
             IndexModel::MiniLm => MODEL_MINILM,
         },
     );
-    codec::put_u8(
-        out,
-        match spec.keywords {
-            None => KEYWORDS_NONE,
-            Some(Analyzer::Simple) => KEYWORDS_SIMPLE,
-            Some(Analyzer::English) => KEYWORDS_ENGLISH,
-            Some(Analyzer::Cjk) => KEYWORDS_CJK,
-        },
-    );
+    if let Some(analyzer) = spec.keywords {
+        codec::put_u8(
+            out,
+            match analyzer {
+                Analyzer::Simple => KEYWORDS_SIMPLE,
+                Analyzer::English => KEYWORDS_ENGLISH,
+                Analyzer::Cjk => KEYWORDS_CJK,
+            },
+        );
+    }
 }
 
-fn get_index_spec(d: &mut Decoder<'_>) -> Result<IndexSpec, codec::DecodeError> {
+/// A spec, with its `keywords` byte when `with_keywords`.
+fn get_index_spec(
+    d: &mut Decoder<'_>,
+    with_keywords: bool,
+) -> Result<IndexSpec, codec::DecodeError> {
     let name = d.length_prefixed("index name")?;
     let name = std::str::from_utf8(name)
         .map_err(|_| codec::DecodeError::new(d.position(), "index name is not UTF-8"))?
@@ -380,10 +388,9 @@ fn get_index_spec(d: &mut Decoder<'_>) -> Result<IndexSpec, codec::DecodeError> 
             ))
         }
     };
-    let keywords = match d.is_empty() {
-        true => None,
-        false => match d.u8("keywords")? {
-            KEYWORDS_NONE => None,
+    let keywords = match with_keywords {
+        false => None,
+        true => match d.u8("keywords")? {
             KEYWORDS_SIMPLE => Some(Analyzer::Simple),
             KEYWORDS_ENGLISH => Some(Analyzer::English),
             KEYWORDS_CJK => Some(Analyzer::Cjk),
@@ -405,10 +412,15 @@ fn get_index_spec(d: &mut Decoder<'_>) -> Result<IndexSpec, codec::DecodeError> 
     })
 }
 
-/// `index_definition := version:u8 spec`, the value of [`index_key`].
+/// `index_definition := version:u8 spec`, the value of [`index_key`]: version 1 for a spec
+/// without keywords, 2 for one with.
 pub fn encode_index_definition(spec: &IndexSpec) -> Vec<u8> {
     let mut out = Vec::new();
-    codec::put_u8(&mut out, RECORD_VERSION);
+    let version = match spec.keywords {
+        Some(_) => DEFINITION_VERSION_KEYWORDS,
+        None => RECORD_VERSION,
+    };
+    codec::put_u8(&mut out, version);
     put_index_spec(&mut out, spec);
     out
 }
@@ -419,11 +431,18 @@ pub fn encode_index_definition(spec: &IndexSpec) -> Vec<u8> {
 /// `Corruption` for bytes that are not an index definition.
 pub fn decode_index_definition(bytes: &[u8]) -> Result<IndexSpec> {
     let mut d = Decoder::new(bytes);
+    let spec = match d.u8("index definition") {
+        Ok(RECORD_VERSION) => get_index_spec(&mut d, false),
+        Ok(DEFINITION_VERSION_KEYWORDS) => get_index_spec(&mut d, true),
+        Ok(v) => Err(codec::DecodeError::new(
+            0,
+            format!("index definition: unknown version {v}"),
+        )),
+        Err(e) => Err(e),
+    };
     decoded(
         "index definition",
-        start(&mut d, "index definition")
-            .and_then(|()| get_index_spec(&mut d))
-            .and_then(|spec| finish(&d, "index definition", spec)),
+        spec.and_then(|spec| finish(&d, "index definition", spec)),
     )
 }
 const OP_PUT: u8 = 1;
@@ -483,7 +502,11 @@ fn put_command(out: &mut Vec<u8>, cmd: &Command) {
             put_opt_bytes(out, new_value.as_deref());
         }
         Command::DefineIndex(spec) => {
-            codec::put_u8(out, COMMAND_DEFINE_INDEX);
+            let kind = match spec.keywords {
+                Some(_) => COMMAND_DEFINE_INDEX_KEYWORDS,
+                None => COMMAND_DEFINE_INDEX,
+            };
+            codec::put_u8(out, kind);
             put_index_spec(out, spec);
         }
         Command::Batch(cmds) => {
@@ -534,7 +557,8 @@ fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
             }
             Ok(Command::Write(ops))
         }
-        COMMAND_DEFINE_INDEX => Ok(Command::DefineIndex(get_index_spec(d)?)),
+        COMMAND_DEFINE_INDEX => Ok(Command::DefineIndex(get_index_spec(d, false)?)),
+        COMMAND_DEFINE_INDEX_KEYWORDS => Ok(Command::DefineIndex(get_index_spec(d, true)?)),
         COMMAND_CAS => Ok(Command::CompareAndSet {
             key: d.length_prefixed("key")?.to_vec(),
             expected: get_opt_bytes(d, "expected value")?,

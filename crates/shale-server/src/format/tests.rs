@@ -55,6 +55,13 @@ fn entries() -> Vec<Entry> {
             log_id: lid(2, 1, 7),
             payload: normal(Command::DefineIndex(spec())),
         },
+        RaftEntry {
+            log_id: lid(2, 1, 8),
+            payload: normal(Command::DefineIndex(IndexSpec {
+                keywords: None,
+                ..spec()
+            })),
+        },
     ]
 }
 
@@ -71,22 +78,23 @@ fn spec() -> IndexSpec {
 
 #[test]
 fn decodes_the_documented_index_definition() {
-    let bytes = hex("01 04646f6373 02642f 03 02 00 02");
+    let bytes = hex("02 04646f6373 02642f 03 02 00 02");
     assert_eq!(encode_index_definition(&spec()), bytes);
     assert_eq!(decode_index_definition(&bytes).expect("decodes"), spec());
-    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 07 00 02")).is_err());
-    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 09 02")).is_err());
-    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 00 09")).is_err());
-    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 00 02 00")).is_err());
-    // Written before keyword indexes: no keyword index.
-    let older = IndexSpec {
+    assert!(decode_index_definition(&hex("02 04646f6373 02642f 03 07 00 02")).is_err());
+    assert!(decode_index_definition(&hex("02 04646f6373 02642f 03 02 09 02")).is_err());
+    assert!(decode_index_definition(&hex("02 04646f6373 02642f 03 02 00 00")).is_err());
+    assert!(decode_index_definition(&hex("02 04646f6373 02642f 03 02 00")).is_err());
+    assert!(decode_index_definition(&hex("03 04646f6373 02642f 03 02 00 02")).is_err());
+    // Without keywords: version 1, and the bytes it had before keyword indexes.
+    let plain = IndexSpec {
         keywords: None,
         ..spec()
     };
-    assert_eq!(
-        decode_index_definition(&hex("01 04646f6373 02642f 03 02 00")).expect("decodes"),
-        older
-    );
+    let bytes = hex("01 04646f6373 02642f 03 02 00");
+    assert_eq!(encode_index_definition(&plain), bytes);
+    assert_eq!(decode_index_definition(&bytes).expect("decodes"), plain);
+    assert!(decode_index_definition(&hex("01 04646f6373 02642f 03 02 00 02")).is_err());
     assert_eq!(index_key("docs"), hex("ff78 646f6373"));
 }
 
