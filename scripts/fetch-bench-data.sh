@@ -8,8 +8,9 @@
 #   shale-bench reads either order and normalises the rows itself). Its sha256 is checked.
 # - hnswlib, the HNSW baseline peer: Debian's python3-hnswlib (with python3-numpy), installed
 #   with apt-get for /usr/bin/python3 when that interpreter cannot import it. Needs root.
-# - With --peers, the other HNSW peers: faiss-cpu, usearch and rabitqlib, and bm25s (the
-#   keyword reference of `shale-bench text`), pinned PyPI wheels (with numpy) in a virtual
+# - With --peers, the other HNSW peers: faiss-cpu, usearch and rabitqlib, bm25s (the
+#   keyword reference of `shale-bench text`) and lancedb and qdrant-edge-py (its keyword
+#   peers in scripts/text-peers.py), pinned PyPI wheels (with numpy) in a virtual
 #   environment of /usr/bin/python3 at $SHALE_CACHE/peers-venv,
 #   the default --peer-python of `shale-bench vector`. Creating a venv needs Debian's
 #   python3-venv (installed with apt-get when missing; root).
@@ -51,7 +52,8 @@ wheel_dir="$cache/wheels"
 venv="$cache/peers-venv"
 # The peers' versions, and numpy's with them: a new version is a new peer, so a benchmark
 # names the versions it measured (each record's note does).
-peer_pins=(faiss-cpu==1.15.1 usearch==2.26.6 rabitqlib==0.7.1 bm25s==0.3.16 numpy==2.4.6)
+peer_pins=(faiss-cpu==1.15.1 usearch==2.26.6 rabitqlib==0.7.1 bm25s==0.3.16
+    lancedb==0.40.0 pyarrow==26.0.1 qdrant-edge-py==0.9.0 numpy==2.4.6)
 
 python="$(command -v python3 || true)"
 if [[ -z "$python" ]]; then
@@ -80,7 +82,7 @@ install_hnswlib() {
 have_peers() {
     [[ -x "$venv/bin/python" ]] && "$venv/bin/python" - "${peer_pins[@]}" >/dev/null 2>&1 <<'EOF'
 import importlib.metadata, sys
-import bm25s, faiss, numpy, rabitqlib, usearch.index
+import bm25s, faiss, lancedb, numpy, qdrant_edge, rabitqlib, usearch.index
 for pin in sys.argv[1:]:
     name, want = pin.split("==")
     assert importlib.metadata.version(name) == want, pin
