@@ -18,10 +18,17 @@
 //! its position (for phrase queries). A dropped stop word still takes a position, so
 //! "engine of the year" does not match the phrase "engine year".
 //!
-//! Pure functions, no state: any thread may analyze at any time.
+//! Pure functions: any thread may analyze at any time. Each thread keeps the stems of the
+//! words it stemmed lately (a cache, not state: a stem is a function of its word), since
+//! stemming is most of the cost of analyzing English and a text's words repeat.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use rust_stemmers::{Algorithm, Stemmer};
 use unicode_segmentation::UnicodeSegmentation;
+
+use super::inverted::TermHashing;
 
 /// Which analyzer an index uses; stored in the index's definition (`format.rs`), so the
 /// tag of each is fixed forever.
@@ -47,12 +54,63 @@ pub struct Token {
     pub position: u32,
 }
 
-/// Lucene's English stop words (`EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`), sorted.
-const ENGLISH_STOP_WORDS: [&str; 33] = [
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
-];
+/// Whether `word` (lower case) is one of Lucene's 33 English stop words
+/// (`EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`).
+fn is_english_stop_word(word: &str) -> bool {
+    matches!(
+        word,
+        "a" | "an" | "and" | "are" | "as" | "at" | "be" | "but" | "by" | "for" | "if" | "in"
+            | "into" | "is" | "it" | "no" | "not" | "of" | "on" | "or" | "such" | "that"
+            | "the" | "their" | "then" | "there" | "these" | "they" | "this" | "to" | "was"
+            | "will" | "with"
+    )
+}
+
+/// The most words a thread's stem cache holds (with their stems, at most about 6 MiB); it
+/// is emptied when full. English text holds tens of thousands of distinct words, and a
+/// cache that holds them halves the cost of analysis.
+const STEM_CACHE_WORDS: usize = 1 << 16;
+/// Longer words are stemmed every time (they are rare, and would make the cache large).
+const STEM_CACHE_WORD_BYTES: usize = 24;
+
+/// A thread's stemmer and the stems it found lately, by word.
+struct Stems {
+    stemmer: Stemmer,
+    cache: HashMap<Box<str>, Box<str>, TermHashing>,
+}
+
+thread_local! {
+    static STEMS: RefCell<Stems> = RefCell::new(Stems {
+        stemmer: Stemmer::create(Algorithm::English),
+        cache: HashMap::default(),
+    });
+}
+
+/// The Porter2 stem of `word` (lower case).
+fn stem(word: &str) -> String {
+    STEMS.with(|stems| {
+        let mut stems = stems.borrow_mut();
+        if let Some(stem) = stems.cache.get(word) {
+            return String::from(&**stem);
+        }
+        let stem = stems.stemmer.stem(word).into_owned();
+        if word.len() <= STEM_CACHE_WORD_BYTES {
+            if stems.cache.len() >= STEM_CACHE_WORDS {
+                stems.cache.clear();
+            }
+            stems.cache.insert(word.into(), stem.as_str().into());
+        }
+        stem
+    })
+}
+
+/// `word` in lower case.
+fn lower_case(word: &str) -> String {
+    match word.is_ascii() {
+        true => word.to_ascii_lowercase(),
+        false => word.to_lowercase(),
+    }
+}
 
 impl Analyzer {
     /// The analyzer's tag in the index definition.
@@ -105,8 +163,6 @@ impl Analyzer {
 
     /// Call `f` with each token of `text`, in order.
     pub fn for_each_token(self, text: &str, mut f: impl FnMut(Token)) {
-        let stemmer =
-            matches!(self, Analyzer::English).then(|| Stemmer::create(Algorithm::English));
         let mut position = 0u32;
         let mut words = text.unicode_word_indices().peekable();
         while let Some((start, word)) = words.next() {
@@ -129,17 +185,13 @@ impl Analyzer {
                 );
                 continue;
             }
-            let lower = word.to_lowercase();
+            let lower = lower_case(word);
             let at = position;
             position = position.saturating_add(1);
-            let term = match &stemmer {
-                Some(stemmer) => {
-                    if ENGLISH_STOP_WORDS.binary_search(&lower.as_str()).is_ok() {
-                        continue;
-                    }
-                    stemmer.stem(&lower).into_owned()
-                }
-                None => lower,
+            let term = match self {
+                Analyzer::English if is_english_stop_word(&lower) => continue,
+                Analyzer::English => stem(&lower),
+                Analyzer::Simple | Analyzer::Cjk => lower,
             };
             f(Token {
                 term,
@@ -197,8 +249,29 @@ mod tests {
     }
 
     #[test]
-    fn stop_words_are_sorted_for_binary_search() {
-        assert!(ENGLISH_STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+    fn english_drops_exactly_lucenes_stop_words() {
+        let lucene = "a an and are as at be but by for if in into is it no not of on or such \
+                      that the their then there these they this to was will with";
+        assert_eq!(lucene.split(' ').filter(|w| !w.is_empty()).count(), 33);
+        assert!(terms(Analyzer::English, lucene).is_empty());
+        let near = "i am an ant on ore thee them those too wa wil witH";
+        assert_eq!(
+            terms(Analyzer::English, near),
+            ["i", "am", "ant", "ore", "thee", "them", "those", "too", "wa", "wil"]
+        );
+    }
+
+    #[test]
+    fn cached_stems_equal_the_stemmer_s() {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let long = "generalization".repeat(3);
+        let words = ["running", "cats", "generously", "ponies", "a", "ÉLAN", &long];
+        for round in 0..3 {
+            for w in words {
+                let lower = lower_case(w);
+                assert_eq!(stem(&lower), stemmer.stem(&lower), "{w} (round {round})");
+            }
+        }
     }
 
     #[test]
