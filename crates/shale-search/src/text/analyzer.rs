@@ -59,10 +59,38 @@ pub struct Token {
 fn is_english_stop_word(word: &str) -> bool {
     matches!(
         word,
-        "a" | "an" | "and" | "are" | "as" | "at" | "be" | "but" | "by" | "for" | "if" | "in"
-            | "into" | "is" | "it" | "no" | "not" | "of" | "on" | "or" | "such" | "that"
-            | "the" | "their" | "then" | "there" | "these" | "they" | "this" | "to" | "was"
-            | "will" | "with"
+        "a" | "an"
+            | "and"
+            | "are"
+            | "as"
+            | "at"
+            | "be"
+            | "but"
+            | "by"
+            | "for"
+            | "if"
+            | "in"
+            | "into"
+            | "is"
+            | "it"
+            | "no"
+            | "not"
+            | "of"
+            | "on"
+            | "or"
+            | "such"
+            | "that"
+            | "the"
+            | "their"
+            | "then"
+            | "there"
+            | "these"
+            | "they"
+            | "this"
+            | "to"
+            | "was"
+            | "will"
+            | "with"
     )
 }
 
@@ -86,29 +114,34 @@ thread_local! {
     });
 }
 
-/// The Porter2 stem of `word` (lower case).
-fn stem(word: &str) -> String {
+/// The Porter2 stem of `word` (lower case) into `out`.
+fn stem_into(word: &str, out: &mut String) {
+    out.clear();
     STEMS.with(|stems| {
         let mut stems = stems.borrow_mut();
         if let Some(stem) = stems.cache.get(word) {
-            return String::from(&**stem);
+            out.push_str(stem);
+            return;
         }
-        let stem = stems.stemmer.stem(word).into_owned();
+        out.push_str(&stems.stemmer.stem(word));
         if word.len() <= STEM_CACHE_WORD_BYTES {
             if stems.cache.len() >= STEM_CACHE_WORDS {
                 stems.cache.clear();
             }
-            stems.cache.insert(word.into(), stem.as_str().into());
+            stems.cache.insert(word.into(), out.as_str().into());
         }
-        stem
-    })
+    });
 }
 
-/// `word` in lower case.
-fn lower_case(word: &str) -> String {
+/// `word` in lower case, into `out`.
+fn lower_case_into(word: &str, out: &mut String) {
+    out.clear();
     match word.is_ascii() {
-        true => word.to_ascii_lowercase(),
-        false => word.to_lowercase(),
+        true => {
+            out.push_str(word);
+            out.make_ascii_lowercase();
+        }
+        false => out.extend(word.chars().flat_map(char::to_lowercase)),
     }
 }
 
@@ -163,7 +196,26 @@ impl Analyzer {
 
     /// Call `f` with each token of `text`, in order.
     pub fn for_each_token(self, text: &str, mut f: impl FnMut(Token)) {
+        self.scan(text, |term, start, end, position| {
+            f(Token {
+                term: term.to_owned(),
+                start,
+                end,
+                position,
+            })
+        });
+    }
+
+    /// Call `f` with each term of `text`, in order, borrowed: what a document record
+    /// counts, without a string per token.
+    pub(crate) fn for_each_term(self, text: &str, mut f: impl FnMut(&str)) {
+        self.scan(text, |term, _, _, _| f(term));
+    }
+
+    /// Call `f` with each token of `text` as (term, start, end, position), in order.
+    fn scan(self, text: &str, mut f: impl FnMut(&str, usize, usize, u32)) {
         let mut position = 0u32;
+        let (mut lower, mut stemmed) = (String::new(), String::new());
         let mut words = text.unicode_word_indices().peekable();
         while let Some((start, word)) = words.next() {
             if self == Analyzer::Cjk && word.chars().all(is_cjk) {
@@ -177,35 +229,34 @@ impl Analyzer {
                     end = next + w.len();
                     words.next();
                 }
-                for_each_bigram(
-                    text.get(start..end).unwrap_or(""),
-                    start,
-                    &mut position,
-                    &mut f,
-                );
+                let run = text.get(start..end).unwrap_or("");
+                for_each_bigram(run, start, &mut position, &mut f);
                 continue;
             }
-            let lower = lower_case(word);
+            lower_case_into(word, &mut lower);
             let at = position;
             position = position.saturating_add(1);
             let term = match self {
                 Analyzer::English if is_english_stop_word(&lower) => continue,
-                Analyzer::English => stem(&lower),
-                Analyzer::Simple | Analyzer::Cjk => lower,
+                Analyzer::English => {
+                    stem_into(&lower, &mut stemmed);
+                    &stemmed
+                }
+                Analyzer::Simple | Analyzer::Cjk => &lower,
             };
-            f(Token {
-                term,
-                start,
-                end: start + word.len(),
-                position: at,
-            });
+            f(term, start, start + word.len(), at);
         }
     }
 }
 
 /// The bigrams of a run of CJK characters that starts at byte `base` of the text (the run
 /// itself if it is one character), each at the next position.
-fn for_each_bigram(run: &str, base: usize, position: &mut u32, f: &mut impl FnMut(Token)) {
+fn for_each_bigram(
+    run: &str,
+    base: usize,
+    position: &mut u32,
+    f: &mut impl FnMut(&str, usize, usize, u32),
+) {
     let chars: Vec<(usize, char)> = run.char_indices().collect();
     let end_of = |i: usize| chars.get(i).map_or(run.len(), |&(at, _)| at);
     let windows = chars.len().saturating_sub(1).max(1);
@@ -214,12 +265,7 @@ fn for_each_bigram(run: &str, base: usize, position: &mut u32, f: &mut impl FnMu
         let Some(term) = run.get(from..to) else {
             continue;
         };
-        f(Token {
-            term: term.to_owned(),
-            start: base + from,
-            end: base + to,
-            position: *position,
-        });
+        f(term, base + from, base + to, *position);
         *position = position.saturating_add(1);
     }
 }
@@ -265,11 +311,22 @@ mod tests {
     fn cached_stems_equal_the_stemmer_s() {
         let stemmer = Stemmer::create(Algorithm::English);
         let long = "generalization".repeat(3);
-        let words = ["running", "cats", "generously", "ponies", "a", "ÉLAN", &long];
+        let words = [
+            "running",
+            "cats",
+            "generously",
+            "ponies",
+            "a",
+            "ÉLAN",
+            &long,
+        ];
+        let (mut lower, mut stemmed) = (String::new(), String::new());
         for round in 0..3 {
             for w in words {
-                let lower = lower_case(w);
-                assert_eq!(stem(&lower), stemmer.stem(&lower), "{w} (round {round})");
+                lower_case_into(w, &mut lower);
+                assert_eq!(lower, w.to_lowercase());
+                stem_into(&lower, &mut stemmed);
+                assert_eq!(stemmed, stemmer.stem(&lower), "{w} (round {round})");
             }
         }
     }

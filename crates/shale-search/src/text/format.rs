@@ -20,6 +20,8 @@
 //! records, kept exactly in memory; none is stored, so no record is shared by two
 //! documents and no write reads another's.
 
+use std::ops::Range;
+
 use crate::text::analyzer::Analyzer;
 
 /// The key of the definition record.
@@ -125,22 +127,30 @@ pub struct DocRecord {
 impl DocRecord {
     /// The record of `text` under `analyzer`, made from a value hashing to `hash`.
     pub fn analyze(analyzer: Analyzer, text: &str, hash: u64) -> DocRecord {
-        let mut terms: Vec<String> = Vec::new();
-        analyzer.for_each_token(text, |t| terms.push(clip_term(t.term)));
-        let length = u32::try_from(terms.len()).unwrap_or(u32::MAX);
-        terms.sort_unstable();
-        let mut counted: Vec<(String, u32)> = Vec::new();
-        for term in terms {
-            match counted.last_mut() {
-                Some((last, tf)) if *last == term => *tf = tf.saturating_add(1),
-                _ => counted.push((term, 1)),
-            }
-        }
+        let counted = Counted::of(analyzer, text);
         DocRecord {
             hash,
-            length,
-            terms: counted,
+            length: counted.length(),
+            terms: counted
+                .distinct()
+                .map(|(term, tf)| (term.to_owned(), tf))
+                .collect(),
         }
+    }
+
+    /// `DocRecord::analyze(analyzer, text, hash).encode()`, without a string per term: what
+    /// a write derives for each value.
+    pub fn analyze_encoded(analyzer: Analyzer, text: &str, hash: u64) -> Vec<u8> {
+        let counted = Counted::of(analyzer, text);
+        let mut out = Vec::with_capacity(12 + counted.arena.len() + 2 * counted.spans.len());
+        out.extend_from_slice(&hash.to_le_bytes());
+        put_varint(&mut out, u64::from(counted.length()));
+        put_varint(&mut out, counted.distinct().count() as u64);
+        for (term, tf) in counted.distinct() {
+            put_bytes(&mut out, term.as_bytes());
+            put_varint(&mut out, u64::from(tf));
+        }
+        out
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -230,14 +240,56 @@ impl<'a> DocView<'a> {
 
 /// `term` cut to at most [`MAX_TERM_BYTES`], at a character boundary.
 pub(crate) fn clip_term(mut term: String) -> String {
-    if term.len() > MAX_TERM_BYTES {
-        let mut end = MAX_TERM_BYTES;
-        while !term.is_char_boundary(end) {
-            end -= 1;
-        }
-        term.truncate(end);
-    }
+    let len = clipped(&term).len();
+    term.truncate(len);
     term
+}
+
+/// `term`, cut to at most [`MAX_TERM_BYTES`] at a character boundary.
+fn clipped(term: &str) -> &str {
+    let mut end = term.len().min(MAX_TERM_BYTES);
+    while !term.is_char_boundary(end) {
+        end -= 1;
+    }
+    term.get(..end).unwrap_or("")
+}
+
+/// A text's terms side by side in one string, each a span of it, sorted by term: a
+/// document's terms counted with no string per token.
+struct Counted {
+    arena: String,
+    spans: Vec<Range<usize>>,
+}
+
+impl Counted {
+    fn of(analyzer: Analyzer, text: &str) -> Counted {
+        let mut arena = String::new();
+        let mut spans: Vec<Range<usize>> = Vec::new();
+        analyzer.for_each_term(text, |term| {
+            let start = arena.len();
+            arena.push_str(clipped(term));
+            spans.push(start..arena.len());
+        });
+        let term = |span: &Range<usize>| arena.get(span.clone()).unwrap_or("");
+        spans.sort_unstable_by(|a, b| term(a).cmp(term(b)));
+        Counted { arena, spans }
+    }
+
+    /// The number of tokens (the BM25 document length).
+    fn length(&self) -> u32 {
+        u32::try_from(self.spans.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Each distinct term and its frequency, in byte order.
+    fn distinct(&self) -> impl Iterator<Item = (&str, u32)> + '_ {
+        let term = |span: &Range<usize>| self.arena.get(span.clone()).unwrap_or("");
+        self.spans
+            .chunk_by(move |a, b| term(a) == term(b))
+            .filter_map(move |run| {
+                let tf = u32::try_from(run.len()).unwrap_or(u32::MAX);
+                run.first().map(|span| (term(span), tf))
+            })
+    }
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -393,5 +445,24 @@ mod tests {
         assert_eq!(r.terms[0].0.len(), 254);
         assert_eq!(doc_key_of(&doc_key(b"k")), Some(&b"k"[..]));
         assert_eq!(doc_key_of(DEFINITION_KEY), None);
+    }
+
+    #[test]
+    fn a_derived_record_is_the_encoded_record() {
+        let long = format!("{} tail", "é".repeat(200));
+        for text in [
+            "",
+            "Cats chase cats; the dog sleeps",
+            "全文検索 RFC 9110",
+            &long,
+        ] {
+            for a in [Analyzer::Simple, Analyzer::English, Analyzer::Cjk] {
+                assert_eq!(
+                    DocRecord::analyze_encoded(a, text, 42),
+                    DocRecord::analyze(a, text, 42).encode(),
+                    "{a:?} {text:?}"
+                );
+            }
+        }
     }
 }

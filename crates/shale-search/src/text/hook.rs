@@ -186,7 +186,13 @@ impl TextHook {
 
     /// The record of value `value` of document `key`.
     pub(crate) fn record(&self, key: &[u8], value: &[u8]) -> Result<DocRecord> {
-        let text = document_text(value).map_err(|why| {
+        let text = self.text_of(key, value)?;
+        Ok(DocRecord::analyze(self.analyzer, text, value_hash(value)))
+    }
+
+    /// The text of value `value` of document `key`: UTF-8, or a vector value's payload.
+    fn text_of<'v>(&self, key: &[u8], value: &'v [u8]) -> Result<&'v str> {
+        document_text(value).map_err(|why| {
             Error::InvalidArgument(format!(
                 "the value of key {:?} is {why}, and the key is in text index {:?} (prefix \
                  {:?}); nothing was written",
@@ -194,8 +200,7 @@ impl TextHook {
                 self.name.trim_start_matches("text:"),
                 String::from_utf8_lossy(&self.prefix)
             ))
-        })?;
-        Ok(DocRecord::analyze(self.analyzer, text, value_hash(value)))
+        })
     }
 }
 
@@ -242,8 +247,10 @@ impl WriteHook for TextHook {
         for e in batch.iter().filter(|e| e.keyspace == self.data()) {
             match e.kind {
                 ValueKind::Put if e.key.starts_with(&self.prefix) => {
-                    let record = self.record(e.key, e.value)?;
-                    derived.put_in(self.records(), doc_key(e.key), record.encode());
+                    let text = self.text_of(e.key, e.value)?;
+                    let record =
+                        DocRecord::analyze_encoded(self.analyzer, text, value_hash(e.value));
+                    derived.put_in(self.records(), doc_key(e.key), record);
                 }
                 ValueKind::Delete if e.key.starts_with(&self.prefix) => {
                     derived.delete_in(self.records(), doc_key(e.key));
