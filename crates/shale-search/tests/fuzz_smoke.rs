@@ -12,13 +12,7 @@ fn smoke(name: &str, mutations: u64, randoms: u64) {
 
 #[test]
 fn every_target_is_tested() {
-    let here = include_str!("fuzz_smoke.rs");
-    for (name, _) in TARGETS {
-        assert!(
-            here.contains(&format!("smoke(\"{name}\"")),
-            "target {name} has no smoke test"
-        );
-    }
+    harness::assert_every_target_smoked(TARGETS, include_str!("fuzz_smoke.rs"));
 }
 
 #[test]

@@ -427,13 +427,8 @@ impl Client {
         text: &str,
         k: u32,
     ) -> Result<Vec<pb::SearchHit>, ClientError> {
-        self.search_with(pb::SearchRequest {
-            index: index.to_owned(),
-            text: Some(text.to_owned()),
-            k,
-            ..Default::default()
-        })
-        .await
+        self.search_by_text(index, text, k, pb::SearchMode::Meaning)
+            .await
     }
 
     /// The `k` values of index `index` that best match `text` by keywords (BM25), read
@@ -447,14 +442,8 @@ impl Client {
         text: &str,
         k: u32,
     ) -> Result<Vec<pb::SearchHit>, ClientError> {
-        self.search_with(pb::SearchRequest {
-            index: index.to_owned(),
-            text: Some(text.to_owned()),
-            k,
-            mode: pb::SearchMode::Keywords.into(),
-            ..Default::default()
-        })
-        .await
+        self.search_by_text(index, text, k, pb::SearchMode::Keywords)
+            .await
     }
 
     /// The `k` values of index `index` that best match `text` by keywords and by meaning
@@ -468,11 +457,22 @@ impl Client {
         text: &str,
         k: u32,
     ) -> Result<Vec<pb::SearchHit>, ClientError> {
+        self.search_by_text(index, text, k, pb::SearchMode::Hybrid)
+            .await
+    }
+
+    async fn search_by_text(
+        &self,
+        index: &str,
+        text: &str,
+        k: u32,
+        mode: pb::SearchMode,
+    ) -> Result<Vec<pb::SearchHit>, ClientError> {
         self.search_with(pb::SearchRequest {
             index: index.to_owned(),
             text: Some(text.to_owned()),
             k,
-            mode: pb::SearchMode::Hybrid.into(),
+            mode: mode.into(),
             ..Default::default()
         })
         .await

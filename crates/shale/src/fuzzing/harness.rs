@@ -227,6 +227,19 @@ pub fn smoke(
     );
 }
 
+/// That `source` (a `fuzz_smoke.rs`) runs every target of `targets` with `smoke("name"`.
+///
+/// # Panics
+/// Naming the first target it does not run.
+pub fn assert_every_target_smoked(targets: &[(&str, Target)], source: &str) {
+    for (name, _) in targets {
+        assert!(
+            source.contains(&format!("smoke(\"{name}\"")),
+            "target {name} has no smoke test"
+        );
+    }
+}
+
 /// Every input of `regressions` (target name, input as hex) through its target.
 ///
 /// # Panics
