@@ -321,6 +321,17 @@ async fn answer(router: &Router, from: NodeId, to: NodeId) -> bool {
     panic!("node {to} never answered node {from}'s vote request");
 }
 
+/// Waits until the leaders' watchers have recorded `leader`.
+async fn recorded(leaders: &Leaders, leader: LeaderId<NodeId>) {
+    for _ in 0..500 {
+        if lock(leaders).contains(&leader) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("leader {leader} led, and its watcher never recorded it");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_never_votes_lower_after_a_power_loss() {
     let (c, [n1, n2, n3]) = Cluster::start(StateOn::Disk).await;
@@ -362,12 +373,16 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
         .await
         .expect("initialize node 1");
     if answer(router, 1, 2).await {
-        // Granted: give node 1 the moment it needs to take the leadership.
-        let _ = n1
+        // Granted: give node 1 the moment it needs to take the leadership, and the
+        // watcher of its metrics (a task of its own) the moment it needs to record it.
+        let led = n1
             .raft
             .wait(Some(Duration::from_secs(5)))
             .state(ServerState::Leader, "node 1 leads")
             .await;
+        if let Ok(m) = led {
+            recorded(leaders, m.vote.leader_id).await;
+        }
     }
 
     let elected = lock(leaders).clone();
