@@ -27,6 +27,8 @@
 //! bytes of every file and an even stride between. Long mode, every byte of every file:
 //! `SHALE_CORRUPTION_EVERY_BYTE=1`.
 
+mod trials;
+
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -583,8 +585,8 @@ fn repair_trial(o: &Oracle, work: &Path, semantic: bool, cell: &mut Cell, label:
 
 #[test]
 fn corruption_matrix_never_panics_or_returns_wrong_values() {
-    count_panics();
-    let budget = if env_count("SHALE_CORRUPTION_EVERY_BYTE", 0) > 0 {
+    trials::count_panics();
+    let budget = if trials::env_count("SHALE_CORRUPTION_EVERY_BYTE", 0) > 0 {
         0
     } else {
         CI_SAMPLES_PER_CELL
@@ -599,7 +601,7 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
     let oracle = build(&pristine);
     let work = root.path().join("work");
     let start = Instant::now();
-    let panics_before = panics();
+    let panics_before = trials::panics();
     let mut rows: Vec<(String, Damage, Cell, u64, usize)> = Vec::new();
     // The database's own files are read twice: opened plainly, so that damage is met by
     // reads (gets and scans through the mapped SSTables), and with the index on, whose
@@ -643,7 +645,7 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
             }
         }
     }
-    let background_panics = panics() - panics_before;
+    let background_panics = trials::panics() - panics_before;
     println!(
         "R3 corruption matrix ({} mode), {:.1} s, background-thread panics {background_panics}:",
         if budget == 0 {
@@ -690,31 +692,4 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
         failures, 0,
         "panics, wrong values or silent loss: see the table"
     );
-}
-
-static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static HOOK: std::sync::Once = std::sync::Once::new();
-
-/// Count panics in every thread (background threads included) from now on.
-fn count_panics() {
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            previous(info);
-        }));
-    });
-}
-
-fn panics() -> u64 {
-    PANICS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// A count from the environment, or `default` (CI mode).
-fn env_count(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
 }
