@@ -141,7 +141,8 @@ fn lower_case_into(word: &str, out: &mut String) {
             out.push_str(word);
             out.make_ascii_lowercase();
         }
-        false => out.extend(word.chars().flat_map(char::to_lowercase)),
+        // `str::to_lowercase`, not per character: a final capital sigma becomes `ς`.
+        false => out.push_str(&word.to_lowercase()),
     }
 }
 
@@ -318,6 +319,7 @@ mod tests {
             "ponies",
             "a",
             "ÉLAN",
+            "ΟΔΟΣ",
             &long,
         ];
         let (mut lower, mut stemmed) = (String::new(), String::new());
