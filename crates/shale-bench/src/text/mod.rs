@@ -2,7 +2,8 @@
 //! against tantivy (feature `tantivy`), one process, one run.
 //!
 //! For each engine: documents indexed per second until searchable (one writer), the index's
-//! size on disk, top-10 queries per second on one thread with their latencies. For Shale
+//! size on disk, top-10 queries per second on one thread with their latencies (every
+//! engine's index is built first, then their query passes alternate). For Shale
 //! also the bytes written per document, and a check that every query's pruned top 10 equals
 //! the exhaustive one. For tantivy also the rate when it commits (and reloads its reader)
 //! every 100 documents, the nearest it gets to fresh results. `--export DIR` writes the
@@ -136,14 +137,29 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
         queries.len()
     );
     let tmp = tempfile_dir(args.dir.as_deref())?;
-    let mut results = Vec::new();
+    let mut built: Vec<Box<dyn Built + '_>> = Vec::new();
     for engine in &args.engines {
-        let result = match engine.as_str() {
-            "shale" => shale_run(&corpus, &queries, args, &tmp.join("shale"))?,
+        built.push(match engine.as_str() {
+            "shale" => Box::new(ShaleBuilt::build(
+                &corpus,
+                &queries,
+                args,
+                &tmp.join("shale"),
+            )?),
             #[cfg(feature = "tantivy")]
-            "tantivy" => tantivy_peer::run(&corpus, &queries, args, &tmp.join("tantivy"))?,
+            "tantivy" => Box::new(tantivy_peer::TantivyBuilt::build(
+                &corpus,
+                &queries,
+                args,
+                &tmp.join("tantivy"),
+            )?),
             other => return Err(format!("unknown or not compiled engine {other:?}")),
-        };
+        });
+    }
+    let passes = time_queries(&queries, args.repeat, &mut built)?;
+    let mut results = Vec::new();
+    for (engine, (runs, lat)) in built.into_iter().zip(passes) {
+        let result = engine.finish(runs, &lat)?;
         eprintln!(
             "{}",
             serde_json::to_string(&result).map_err(|e| e.to_string())?
@@ -246,78 +262,137 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs.get(xs.len() / 2).copied().unwrap_or(0.0)
 }
 
-fn shale_run(
-    corpus: &[Gloss],
-    queries: &[String],
-    args: &TextArgs,
-    dir: &Path,
-) -> Result<TextResult, String> {
-    let err = |e: shale::Error| e.to_string();
-    let db = Arc::new(Db::open(dir, Options::default()).map_err(err)?);
-    let index = TextIndex::open(&db, "glosses", TextIndexOptions::new()).map_err(err)?;
-    let before = db.stats();
-    let started = Instant::now();
-    for g in corpus {
-        db.put(&g.key, &g.text).map_err(err)?;
-    }
-    let index_secs = started.elapsed().as_secs_f64();
-    db.flush().map_err(err)?;
-    db.wait_idle().map_err(err)?;
-    let after = db.stats();
-    let written = (after.wal_bytes - before.wal_bytes)
-        + (after.flush_bytes - before.flush_bytes)
-        + (after.compaction_bytes_written - before.compaction_bytes_written);
-    let size_bytes: u64 = db
-        .live_files()
-        .iter()
-        .filter(|f| f.keyspace == "text.glosses")
-        .map(|f| f.size)
-        .sum();
+/// An engine with its index built: one query at a time, then what it measures once the
+/// query passes are done.
+pub trait Built {
+    fn search(&mut self, query: &str) -> Result<(), String>;
 
-    let opts = KeywordOptions::k(10);
-    let (runs, lat) = time_queries(queries, args.repeat, |q| {
-        std::hint::black_box(index.search(q, &opts).map_err(err)?);
-        Ok(())
-    })?;
-    let rankings = check_exhaustive(&index, queries)?;
-    if let Some(export) = &args.export {
-        export_for_reference(export, corpus, queries, &rankings).map_err(|e| e.to_string())?;
-    }
-    db.close().map_err(err)?;
-    Ok(TextResult {
-        bytes_written_per_doc: Some(written as f64 / corpus.len() as f64),
-        exhaustive_equal: Some(queries.len()),
-        ..TextResult::new(Measured {
-            engine: "shale",
-            documents: corpus.len(),
-            index_secs,
-            size_bytes,
-            queries: queries.len(),
-            runs,
-            latencies: &lat,
-        })
-    })
+    /// The engine's result, given each pass's queries per second and the first pass's
+    /// latencies.
+    fn finish(self: Box<Self>, runs: Vec<f64>, lat: &Latencies) -> Result<TextResult, String>;
 }
 
-/// Run every query `repeat` times (at least once): each pass's queries per second, and
-/// the first pass's latencies.
-pub fn time_queries(
+/// Shale's text index over the corpus, in a database of its own.
+struct ShaleBuilt<'a> {
+    corpus: &'a [Gloss],
+    queries: &'a [String],
+    args: &'a TextArgs,
+    db: Arc<Db>,
+    index: TextIndex,
+    opts: KeywordOptions,
+    index_secs: f64,
+    size_bytes: u64,
+    written: u64,
+}
+
+impl<'a> ShaleBuilt<'a> {
+    fn build(
+        corpus: &'a [Gloss],
+        queries: &'a [String],
+        args: &'a TextArgs,
+        dir: &Path,
+    ) -> Result<ShaleBuilt<'a>, String> {
+        let db = Arc::new(Db::open(dir, Options::default()).map_err(err)?);
+        let index = TextIndex::open(&db, "glosses", TextIndexOptions::new()).map_err(err)?;
+        let before = db.stats();
+        let started = Instant::now();
+        for g in corpus {
+            db.put(&g.key, &g.text).map_err(err)?;
+        }
+        let index_secs = started.elapsed().as_secs_f64();
+        db.flush().map_err(err)?;
+        db.wait_idle().map_err(err)?;
+        let after = db.stats();
+        let written = (after.wal_bytes - before.wal_bytes)
+            + (after.flush_bytes - before.flush_bytes)
+            + (after.compaction_bytes_written - before.compaction_bytes_written);
+        let size_bytes = db
+            .live_files()
+            .iter()
+            .filter(|f| f.keyspace == "text.glosses")
+            .map(|f| f.size)
+            .sum();
+        Ok(ShaleBuilt {
+            corpus,
+            queries,
+            args,
+            db,
+            index,
+            opts: KeywordOptions::k(10),
+            index_secs,
+            size_bytes,
+            written,
+        })
+    }
+}
+
+fn err(e: shale::Error) -> String {
+    e.to_string()
+}
+
+impl Built for ShaleBuilt<'_> {
+    fn search(&mut self, query: &str) -> Result<(), String> {
+        std::hint::black_box(self.index.search(query, &self.opts).map_err(err)?);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, runs: Vec<f64>, lat: &Latencies) -> Result<TextResult, String> {
+        let rankings = check_exhaustive(&self.index, self.queries)?;
+        if let Some(export) = &self.args.export {
+            export_for_reference(export, self.corpus, self.queries, &rankings)
+                .map_err(|e| e.to_string())?;
+        }
+        self.db.close().map_err(err)?;
+        Ok(TextResult {
+            bytes_written_per_doc: Some(self.written as f64 / self.corpus.len() as f64),
+            exhaustive_equal: Some(self.queries.len()),
+            ..TextResult::new(Measured {
+                engine: "shale",
+                documents: self.corpus.len(),
+                index_secs: self.index_secs,
+                size_bytes: self.size_bytes,
+                queries: self.queries.len(),
+                runs,
+                latencies: lat,
+            })
+        })
+    }
+}
+
+/// Run every query `repeat` times (at least once) on every engine, the engines' passes
+/// interleaved, in an order reversed every pass, so that a slow spell of this noisy machine
+/// falls on them alike: each engine's queries per second of every pass, and its first
+/// pass's latencies.
+fn time_queries(
     queries: &[String],
     repeat: usize,
-    mut search: impl FnMut(&str) -> Result<(), String>,
-) -> Result<(Vec<f64>, Latencies), String> {
-    let mut runs = Vec::new();
-    let mut first = None;
-    for _ in 0..repeat.max(1) {
-        let mut lat = Latencies::new();
-        let t = Instant::now();
-        for q in queries {
-            lat.time(|| search(q))?;
+    engines: &mut [Box<dyn Built + '_>],
+) -> Result<Vec<(Vec<f64>, Latencies)>, String> {
+    let mut passes: Vec<(Vec<f64>, Option<Latencies>)> =
+        engines.iter().map(|_| (Vec::new(), None)).collect();
+    for pass in 0..repeat.max(1) {
+        let mut order: Vec<usize> = (0..engines.len()).collect();
+        if pass % 2 == 1 {
+            order.reverse();
         }
-        runs.push(queries.len() as f64 / t.elapsed().as_secs_f64());
-        first.get_or_insert(lat);
+        for i in order {
+            let (Some(engine), Some((runs, first))) = (engines.get_mut(i), passes.get_mut(i))
+            else {
+                continue;
+            };
+            let mut lat = Latencies::new();
+            let t = Instant::now();
+            for q in queries {
+                lat.time(|| engine.search(q))?;
+            }
+            runs.push(queries.len() as f64 / t.elapsed().as_secs_f64());
+            first.get_or_insert(lat);
+        }
     }
-    Ok((runs, first.unwrap_or_else(Latencies::new)))
+    Ok(passes
+        .into_iter()
+        .map(|(runs, lat)| (runs, lat.unwrap_or_else(Latencies::new)))
+        .collect())
 }
 
 /// Each query's pruned top 10, checked against exhaustive scoring: an error names how many

@@ -5,7 +5,7 @@
 //! (k1 1.2, b 0.75), top 10 by score with each hit's key read from the store, as Shale's
 //! hits carry their keys.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tantivy::collector::TopDocs;
@@ -16,9 +16,12 @@ use tantivy::schema::{
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{
+    doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
+};
 
-use super::{Measured, TextArgs, TextResult};
+use super::{Built, Measured, TextArgs, TextResult};
+use crate::metrics::Latencies;
 use crate::wordnet::Gloss;
 
 const STOP_WORDS: [&str; 33] = [
@@ -92,41 +95,77 @@ fn manual_reader(p: &Peer) -> Result<IndexReader, String> {
         .map_err(err)
 }
 
-pub fn run(
-    corpus: &[Gloss],
-    queries: &[String],
-    args: &TextArgs,
-    dir: &Path,
-) -> Result<TextResult, String> {
-    let (p, reader, index_secs) = bulk(corpus, &dir.join("bulk"))?;
-    let size_bytes = dir_size(&dir.join("bulk"));
-    let searcher = reader.searcher();
-    let mut an = analyzer();
-    let (runs, lat) = super::time_queries(queries, args.repeat, |q| {
-        let query = or_query(&mut an, p.body, q);
-        let top = searcher
+/// tantivy's index over the corpus, committed once, with a searcher on it.
+pub struct TantivyBuilt<'a> {
+    corpus: &'a [Gloss],
+    queries: usize,
+    args: &'a TextArgs,
+    dir: PathBuf,
+    peer: Peer,
+    _reader: IndexReader,
+    searcher: Searcher,
+    analyzer: TextAnalyzer,
+    index_secs: f64,
+    size_bytes: u64,
+}
+
+impl<'a> TantivyBuilt<'a> {
+    pub fn build(
+        corpus: &'a [Gloss],
+        queries: &[String],
+        args: &'a TextArgs,
+        dir: &Path,
+    ) -> Result<TantivyBuilt<'a>, String> {
+        let (peer, reader, index_secs) = bulk(corpus, &dir.join("bulk"))?;
+        let size_bytes = dir_size(&dir.join("bulk"));
+        Ok(TantivyBuilt {
+            corpus,
+            queries: queries.len(),
+            args,
+            dir: dir.to_owned(),
+            searcher: reader.searcher(),
+            _reader: reader,
+            peer,
+            analyzer: analyzer(),
+            index_secs,
+            size_bytes,
+        })
+    }
+}
+
+impl Built for TantivyBuilt<'_> {
+    fn search(&mut self, q: &str) -> Result<(), String> {
+        let query = or_query(&mut self.analyzer, self.peer.body, q);
+        let top = self
+            .searcher
             .search(&query, &TopDocs::with_limit(10).order_by_score())
             .map_err(err)?;
         for (_, addr) in top {
-            let d: TantivyDocument = searcher.doc(addr).map_err(err)?;
-            std::hint::black_box(d.get_first(p.key).and_then(|v| v.as_str()));
+            let d: TantivyDocument = self.searcher.doc(addr).map_err(err)?;
+            std::hint::black_box(d.get_first(self.peer.key).and_then(|v| v.as_str()));
         }
         Ok(())
-    })?;
-    let n = args.fresh_docs.min(corpus.len());
-    let fresh_secs = fresh(corpus.get(..n).unwrap_or(corpus), &dir.join("fresh"))?;
-    Ok(TextResult {
-        fresh_docs_per_s: Some(n as f64 / fresh_secs),
-        ..TextResult::new(Measured {
-            engine: "tantivy",
-            documents: corpus.len(),
-            index_secs,
-            size_bytes,
-            queries: queries.len(),
-            runs,
-            latencies: &lat,
+    }
+
+    fn finish(self: Box<Self>, runs: Vec<f64>, lat: &Latencies) -> Result<TextResult, String> {
+        let n = self.args.fresh_docs.min(self.corpus.len());
+        let fresh_secs = fresh(
+            self.corpus.get(..n).unwrap_or(self.corpus),
+            &self.dir.join("fresh"),
+        )?;
+        Ok(TextResult {
+            fresh_docs_per_s: Some(n as f64 / fresh_secs),
+            ..TextResult::new(Measured {
+                engine: "tantivy",
+                documents: self.corpus.len(),
+                index_secs: self.index_secs,
+                size_bytes: self.size_bytes,
+                queries: self.queries,
+                runs,
+                latencies: lat,
+            })
         })
-    })
+    }
 }
 
 /// Index `corpus`, committing once at the end; the index, a reader on it, and the seconds
