@@ -7,14 +7,14 @@
 //!
 //! ```text
 //!   dict:  term ──► TermId                    terms[TermId]: df, ids[], tfs[], bounds
-//!   by_key: key ──► DocId (live documents)    lens[DocId], alive bit, docs[DocId]: key, terms
+//!   by_key: key ──► DocId (live documents)    lens[DocId], prefixes[DocId], docs[DocId]: key, terms
 //! ```
 //!
 //! Invariants:
 //! 1. A document gets the next `DocId` when it is put, so every posting list is sorted by
 //!    `DocId`; an overwrite is a removal and a put under a new id.
-//! 2. A removed document's postings stay in their lists, masked by its cleared alive bit,
-//!    until `compact` renumbers the live documents (when the dead outnumber the live).
+//! 2. A removed document's postings stay in their lists, masked by its emptied `docs` slot
+//!    and a length of 0, until `compact` renumbers the live documents (when the dead outnumber the live).
 //! 3. `df`, `live` and `total_len` count live documents only: they are the exact BM25
 //!    statistics of the current state, whatever the lists still hold.
 //! 4. A term's `max_tf` and `min_len` bound every live posting of it, and `blocks[i]` bound
@@ -152,6 +152,9 @@ pub struct Inverted {
     docs: Vec<Option<Doc>>,
     /// By `DocId`: the document's length in tokens (0 once dead).
     lens: Vec<u32>,
+    /// By `DocId`: [`key_prefix`] of the document's key, so that ranking hits that tie on
+    /// score rarely reads a key.
+    prefixes: Vec<u64>,
     by_key: BTreeMap<Box<[u8]>, DocId>,
     live: u32,
     total_len: u64,
@@ -203,6 +206,11 @@ impl Inverted {
         key_in(&self.docs, id)
     }
 
+    /// [`key_prefix`] of document `id`'s key.
+    pub fn prefix_of(&self, id: DocId) -> u64 {
+        self.prefixes.get(id as usize).copied().unwrap_or(0)
+    }
+
     /// Make `record` document `key`'s content (replacing what it held).
     pub fn put(&mut self, key: &[u8], record: &DocView<'_>) {
         self.remove(key);
@@ -228,6 +236,7 @@ impl Inverted {
             terms: term_ids.into(),
         }));
         self.lens.push(record.length);
+        self.prefixes.push(key_prefix(key));
         self.by_key.insert(key.into(), id);
         self.live += 1;
         self.total_len += u64::from(record.length);
@@ -292,12 +301,14 @@ impl Inverted {
         let mut new_id = vec![DocId::MAX; self.docs.len()];
         let mut docs = Vec::with_capacity(self.live as usize);
         let mut lens = Vec::with_capacity(self.live as usize);
+        let mut prefixes = Vec::with_capacity(self.live as usize);
         for (old, doc) in self.docs.drain(..).enumerate() {
             if let Some(doc) = doc {
                 if let Some(slot) = new_id.get_mut(old) {
                     *slot = docs.len() as DocId;
                 }
                 lens.push(self.lens.get(old).copied().unwrap_or(0));
+                prefixes.push(key_prefix(&doc.key));
                 docs.push(Some(doc));
             }
         }
@@ -317,6 +328,7 @@ impl Inverted {
         }
         self.docs = docs;
         self.lens = lens;
+        self.prefixes = prefixes;
         self.dead = 0;
     }
 }
