@@ -29,6 +29,7 @@ use rust_stemmers::{Algorithm, Stemmer};
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::inverted::TermHashing;
+use super::short::ShortBytes;
 
 /// Which analyzer an index uses; stored in the index's definition (`format.rs`), so the
 /// tag of each is fixed forever.
@@ -94,17 +95,18 @@ fn is_english_stop_word(word: &str) -> bool {
     )
 }
 
-/// The most words a thread's stem cache holds (with their stems, at most about 6 MiB); it
+/// The most words a thread's stem cache holds (with their stems, inline: about 4 MiB); it
 /// is emptied when full. English text holds tens of thousands of distinct words, and a
 /// cache that holds them halves the cost of analysis.
 const STEM_CACHE_WORDS: usize = 1 << 16;
-/// Longer words are stemmed every time (they are rare, and would make the cache large).
-const STEM_CACHE_WORD_BYTES: usize = 24;
+/// Longer words are stemmed every time (they are rare, and their stems would not be
+/// inline).
+const STEM_CACHE_WORD_BYTES: usize = super::short::INLINE;
 
 /// A thread's stemmer and the stems it found lately, by word.
 struct Stems {
     stemmer: Stemmer,
-    cache: HashMap<Box<str>, Box<str>, TermHashing>,
+    cache: HashMap<ShortBytes, ShortBytes, TermHashing>,
 }
 
 thread_local! {
@@ -119,7 +121,8 @@ fn stem_into(word: &str, out: &mut String) {
     out.clear();
     STEMS.with(|stems| {
         let mut stems = stems.borrow_mut();
-        if let Some(stem) = stems.cache.get(word) {
+        let cached = stems.cache.get(word.as_bytes());
+        if let Some(stem) = cached.and_then(|s| std::str::from_utf8(s.as_bytes()).ok()) {
             out.push_str(stem);
             return;
         }
@@ -128,7 +131,9 @@ fn stem_into(word: &str, out: &mut String) {
             if stems.cache.len() >= STEM_CACHE_WORDS {
                 stems.cache.clear();
             }
-            stems.cache.insert(word.into(), out.as_str().into());
+            stems
+                .cache
+                .insert(word.as_bytes().into(), out.as_bytes().into());
         }
     });
 }

@@ -29,6 +29,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 
 use super::format::DocView;
+use super::short::ShortBytes;
 
 /// A document's number in the posting lists.
 pub type DocId = u32;
@@ -146,7 +147,7 @@ impl Hasher for TermHasher {
 
 #[derive(Debug, Default)]
 pub struct Inverted {
-    dict: HashMap<Box<str>, u32, TermHashing>,
+    dict: HashMap<ShortBytes, u32, TermHashing>,
     terms: Vec<Term>,
     /// By `DocId`: `Some` while live.
     docs: Vec<Option<Doc>>,
@@ -188,7 +189,7 @@ impl Inverted {
 
     pub fn term(&self, text: &str) -> Option<&Term> {
         self.dict
-            .get(text)
+            .get(text.as_bytes())
             .and_then(|&id| self.terms.get(id as usize))
             .filter(|t| t.df > 0)
     }
@@ -284,11 +285,11 @@ impl Inverted {
     }
 
     fn term_id(&mut self, text: &str) -> u32 {
-        if let Some(&id) = self.dict.get(text) {
+        if let Some(&id) = self.dict.get(text.as_bytes()) {
             return id;
         }
         let id = u32::try_from(self.terms.len()).unwrap_or(u32::MAX);
-        self.dict.insert(text.into(), id);
+        self.dict.insert(text.as_bytes().into(), id);
         let mut term = Term::default();
         term.clear();
         self.terms.push(term);

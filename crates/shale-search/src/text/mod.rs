@@ -34,6 +34,7 @@ mod hook;
 mod inverted;
 mod open;
 mod query;
+mod short;
 
 use std::ops::Range;
 use std::sync::{Arc, RwLockReadGuard};
