@@ -221,7 +221,7 @@ impl Analyzer {
     /// Call `f` with each token of `text` as (term, start, end, position), in order.
     fn scan(self, text: &str, mut f: impl FnMut(&str, usize, usize, u32)) {
         let mut position = 0u32;
-        let (mut lower, mut stemmed) = (String::new(), String::new());
+        let (mut lower, mut stemmed) = (String::with_capacity(32), String::with_capacity(32));
         let mut words = text.unicode_word_indices().peekable();
         while let Some((start, word)) = words.next() {
             if self == Analyzer::Cjk && word.chars().all(is_cjk) {
@@ -327,7 +327,7 @@ mod tests {
             "ΟΔΟΣ",
             &long,
         ];
-        let (mut lower, mut stemmed) = (String::new(), String::new());
+        let (mut lower, mut stemmed) = (String::with_capacity(32), String::with_capacity(32));
         for round in 0..3 {
             for w in words {
                 lower_case_into(w, &mut lower);

@@ -263,8 +263,9 @@ struct Counted {
 
 impl Counted {
     fn of(analyzer: Analyzer, text: &str) -> Counted {
-        let mut arena = String::new();
-        let mut spans: Vec<Range<usize>> = Vec::new();
+        // Terms are about as long as the words they come from: one allocation each, mostly.
+        let mut arena = String::with_capacity(text.len());
+        let mut spans: Vec<Range<usize>> = Vec::with_capacity(text.len() / 4);
         analyzer.for_each_term(text, |term| {
             let start = arena.len();
             arena.push_str(clipped(term));
