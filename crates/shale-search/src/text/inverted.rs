@@ -19,7 +19,7 @@
 //!    statistics of the current state, whatever the lists still hold.
 //! 4. A term's `max_tf` and `min_len` bound every live posting of it, and `blocks[i]` bound
 //!    postings `64 i .. 64 (i + 1)` (they may be loose after removals, never tight-and-wrong):
-//!    the pruning in `query.rs` relies on it.
+//!    the pruning in `query/` relies on it.
 //!
 //! Thread safety: none inside; the index behind a `RwLock` in `mod.rs`. Writers hold the
 //! write lock from the database's commit (`hook.rs`), searches the read lock.

@@ -200,7 +200,7 @@ impl KeywordOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeywordHit {
     pub key: Vec<u8>,
-    /// The BM25 score (see `query.rs` for the formula).
+    /// The BM25 score (see `query/mod.rs` for the formula).
     pub score: f64,
     /// The document's text, when highlights were asked for.
     pub text: Option<String>,

@@ -52,10 +52,13 @@
 //! a sum of bounds and a score can never drop a document that belongs in the top k: the
 //! result is the exhaustive one (tests/keyword_oracle.rs checks it on every query).
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+mod cursor;
+mod top;
 
-use super::inverted::{DocId, Inverted, Term, BLOCK};
+use cursor::{window_end, Cursor, Window};
+use top::TopK;
+
+use super::inverted::{DocId, Inverted, Term};
 
 /// BM25's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -404,327 +407,9 @@ impl Scoring<'_> {
     }
 }
 
-/// The end (exclusive) of the window that starts at `base`, the essential cursors' first
-/// document: at most [`WINDOW`] documents, and no further than any essential cursor's
-/// current block, so that a window's postings of each term lie in one block.
-fn window_end(essentials: &[Cursor<'_>], base: DocId) -> DocId {
-    essentials
-        .iter()
-        .filter(|c| c.doc().is_some())
-        .map(|c| c.block_last().saturating_add(1))
-        .fold(base.saturating_add(WINDOW), DocId::min)
-        .max(base.saturating_add(1))
-}
-
-/// The most documents one window spans.
-const WINDOW: DocId = 4096;
-
-/// The essential terms' partial scores over one window of documents `[base, end)`,
-/// gathered term by term.
-#[derive(Default)]
-struct Window {
-    base: DocId,
-    end: DocId,
-    /// By `doc - base`: the sum of the weights added so far (valid where `seen` is set).
-    partial: Vec<f64>,
-    /// Bit `doc - base`: some term added a weight.
-    seen: Vec<u64>,
-}
-
-impl Window {
-    fn start(&mut self, base: DocId, end: DocId) {
-        let span = (end - base) as usize;
-        if self.partial.len() < span {
-            self.partial.resize(span, 0.0);
-            self.seen.resize(span.div_ceil(64), 0);
-        }
-        self.base = base;
-        self.end = end;
-    }
-
-    fn add(&mut self, doc: DocId, w: f64) {
-        let slot = (doc - self.base) as usize;
-        let (Some(bits), Some(p)) = (self.seen.get_mut(slot / 64), self.partial.get_mut(slot))
-        else {
-            return;
-        };
-        let bit = 1u64 << (slot % 64);
-        if *bits & bit == 0 {
-            *bits |= bit;
-            *p = w;
-        } else {
-            *p += w;
-        }
-    }
-
-    /// The documents some term added to, ascending, with their partial scores; the window
-    /// is left empty.
-    fn drain(&mut self) -> impl Iterator<Item = (DocId, f64)> + '_ {
-        let base = self.base;
-        let words = ((self.end - base) as usize).div_ceil(64);
-        let partial = &self.partial;
-        self.seen
-            .iter_mut()
-            .take(words)
-            .enumerate()
-            .flat_map(move |(w, bits)| {
-                let mut b = std::mem::take(bits);
-                std::iter::from_fn(move || {
-                    (b != 0).then(|| {
-                        let slot = w * 64 + b.trailing_zeros() as usize;
-                        b &= b - 1;
-                        let p = partial.get(slot).copied().unwrap_or(0.0);
-                        (base + slot as DocId, p)
-                    })
-                })
-            })
-    }
-}
-
 fn set(weights: &mut [Option<f64>], qi: usize, w: f64) {
     if let Some(slot) = weights.get_mut(qi) {
         *slot = Some(w);
-    }
-}
-
-/// A position in one term's posting list.
-struct Cursor<'a> {
-    /// The term's place in the query.
-    qi: usize,
-    term: &'a Term,
-    idf: f64,
-    /// The most the term can add to a score.
-    bound: f64,
-    at: usize,
-    /// Where the current window's postings start (`at` is past them).
-    window_start: usize,
-    /// The block whose bound `block_bound` holds (`usize::MAX`: none yet).
-    block: usize,
-    block_bound: f64,
-    /// Weights by (tf - 1, length) below [`CACHED_TF`] and [`CACHED_LEN`]; NaN until
-    /// computed. Most postings of a long list share a few such pairs.
-    cache: Vec<f64>,
-}
-
-/// Frequencies and lengths whose weights a cursor caches.
-const CACHED_TF: usize = 4;
-const CACHED_LEN: usize = 128;
-
-impl<'a> Cursor<'a> {
-    fn new(qi: usize, term: &'a Term, idf: f64, bound: f64) -> Cursor<'a> {
-        Cursor {
-            qi,
-            term,
-            idf,
-            bound,
-            at: 0,
-            window_start: 0,
-            block: usize::MAX,
-            block_bound: 0.0,
-            cache: vec![f64::NAN; CACHED_TF * CACHED_LEN],
-        }
-    }
-}
-
-impl Cursor<'_> {
-    fn doc(&self) -> Option<DocId> {
-        self.term.ids.get(self.at).copied()
-    }
-
-    /// The bound on the weight of any posting in the current block.
-    fn block_bound(&mut self, s: &Scoring<'_>) -> f64 {
-        let block = self.at / BLOCK;
-        if block != self.block {
-            self.block = block;
-            self.block_bound = match self.term.blocks.get(block) {
-                Some(b) => s.bm25.weight(self.idf, b.max_tf, b.min_len, s.avg_len),
-                None => self.bound,
-            };
-        }
-        self.block_bound
-    }
-
-    /// The prefix of the smallest key in the current block.
-    fn block_min_key(&self) -> u64 {
-        self.term
-            .blocks
-            .get(self.at / BLOCK)
-            .map_or(0, |b| b.min_key)
-    }
-
-    /// The last document of the current block.
-    fn block_last(&self) -> DocId {
-        let end = (self.at / BLOCK + 1) * BLOCK;
-        let ids = &self.term.ids;
-        ids.get(end.min(ids.len()).saturating_sub(1))
-            .copied()
-            .unwrap_or(DocId::MAX)
-    }
-
-    /// The weight at the current posting, of document `doc`.
-    fn weight(&mut self, s: &Scoring<'_>, doc: DocId) -> f64 {
-        self.weight_at(s, self.at, s.ix.len_of(doc))
-    }
-
-    /// The weight of posting `at`, whose document has `len` tokens: from the cache for
-    /// small frequencies and lengths (the same computation, done once per pair), else
-    /// computed.
-    fn weight_at(&mut self, s: &Scoring<'_>, at: usize, len: u32) -> f64 {
-        let tf = self.term.tfs.get(at).copied().unwrap_or(0);
-        let slot = (tf as usize)
-            .checked_sub(1)
-            .filter(|&t| t < CACHED_TF && (len as usize) < CACHED_LEN)
-            .map(|t| t * CACHED_LEN + len as usize);
-        if let Some(w) = slot.and_then(|i| self.cache.get(i)).filter(|w| !w.is_nan()) {
-            return *w;
-        }
-        let w = s.bm25.weight(self.idf, tf, len, s.avg_len);
-        if let Some(c) = slot.and_then(|i| self.cache.get_mut(i)) {
-            *c = w;
-        }
-        w
-    }
-
-    /// Move to the first posting at or after `doc` (galloping, then binary search).
-    fn seek(&mut self, doc: DocId) {
-        let ids = &self.term.ids;
-        if ids.get(self.at).is_none_or(|&d| d >= doc) {
-            return;
-        }
-        let mut step = 1;
-        let mut lo = self.at;
-        let mut hi = lo + step;
-        while ids.get(hi).is_some_and(|&d| d < doc) {
-            lo = hi;
-            step *= 2;
-            hi = lo + step;
-        }
-        let hi = hi.min(ids.len());
-        let window = ids.get(lo..hi).unwrap_or(&[]);
-        self.at = lo + window.partition_point(|&d| d < doc);
-    }
-}
-
-/// The best k scored documents seen so far: a heap with the worst on top.
-struct TopK<'a> {
-    k: usize,
-    heap: BinaryHeap<Ranked<'a>>,
-    /// Once full, the k-th score less the pruning margin; until then minus infinity.
-    floor: f64,
-}
-
-/// A scored document, ordered worst first: a lower score, then a later key (by its
-/// [`key_prefix`](super::inverted::key_prefix), then, on a tie, the whole key).
-struct Ranked<'a> {
-    score: f64,
-    prefix: u64,
-    id: DocId,
-    ix: &'a Inverted,
-}
-
-impl Ord for Ranked<'_> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // "Greater" is worse, so the max-heap keeps the worst on top.
-        other
-            .score
-            .total_cmp(&self.score)
-            .then_with(|| self.prefix.cmp(&other.prefix))
-            .then_with(|| self.ix.key_of(self.id).cmp(&other.ix.key_of(other.id)))
-    }
-}
-
-impl PartialOrd for Ranked<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Ranked<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Ranked<'_> {}
-
-/// The margin under which a bound counts as below the k-th score.
-const PRUNE_MARGIN: f64 = 1e-9;
-
-impl<'a> TopK<'a> {
-    fn new(k: usize) -> TopK<'a> {
-        TopK {
-            k,
-            heap: BinaryHeap::with_capacity(k.min(1 << 16).saturating_add(1)),
-            floor: f64::NEG_INFINITY,
-        }
-    }
-
-    fn is_full(&self) -> bool {
-        self.heap.len() >= self.k
-    }
-
-    /// Whether a document scoring at most `bound` surely cannot enter.
-    fn below(&self, bound: f64) -> bool {
-        bound < self.floor
-    }
-
-    /// Whether documents scoring at most `bound` exactly, whose keys have a prefix at
-    /// least `min_key` ([`key_prefix`](super::inverted::key_prefix)), surely cannot enter:
-    /// at most the k-th score, with keys after the k-th hit's.
-    fn loses_tie(&self, bound: f64, min_key: u64) -> bool {
-        self.is_full()
-            && self
-                .heap
-                .peek()
-                .is_some_and(|worst| bound <= worst.score && worst.prefix < min_key)
-    }
-
-    fn offer(&mut self, ix: &'a Inverted, id: DocId, score: f64) {
-        if self.k == 0 {
-            return;
-        }
-        let prefix = match self.heap.peek().filter(|_| self.is_full()) {
-            // Most candidates lose on the score, the rest mostly win or lose on the key's
-            // prefix: no key is read for them.
-            Some(worst) => match score.total_cmp(&worst.score) {
-                Ordering::Less => return,
-                Ordering::Equal => match ix.prefix_of(id) {
-                    p if p > worst.prefix => return,
-                    p => p,
-                },
-                Ordering::Greater => ix.prefix_of(id),
-            },
-            None => ix.prefix_of(id),
-        };
-        let r = Ranked {
-            score,
-            prefix,
-            id,
-            ix,
-        };
-        if self.heap.len() < self.k {
-            self.heap.push(r);
-        } else if self.heap.peek().is_some_and(|worst| r < *worst) {
-            self.heap.pop();
-            self.heap.push(r);
-        } else {
-            return;
-        }
-        if let Some(worst) = self.heap.peek().filter(|_| self.is_full()) {
-            self.floor = worst.score - worst.score.abs() * PRUNE_MARGIN;
-        }
-    }
-
-    /// Best first.
-    fn into_sorted(self) -> Vec<Scored> {
-        self.heap
-            .into_sorted_vec()
-            .into_iter()
-            .map(|r| Scored {
-                id: r.id,
-                score: r.score,
-            })
-            .collect()
     }
 }
 
@@ -766,13 +451,8 @@ mod tests {
         // overwritten, so document numbers and key order disagree.
         let mut ix = Inverted::default();
         let words = ["red", "fox", "dog", "cat", "sun", "sea"];
-        let mut seed = 11u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut rng = shale_rng::SplitMix64::new(11);
+        let mut next = |n: u64| rng.below(n);
         for _ in 0..4000 {
             let key = format!("k{:05}", next(2500));
             // Distinct words: every tf is 1, so a block's bound is its shortest document's
@@ -804,14 +484,11 @@ mod tests {
     fn max_score_equals_exhaustive_on_a_small_index() {
         let mut ix = Inverted::default();
         let words = ["alpha", "beta", "gamma", "delta", "eps"];
-        let mut seed = 7u64;
+        let mut rng = shale_rng::SplitMix64::new(7);
         for i in 0..500u32 {
             let mut text = String::new();
             for _ in 0..(1 + i % 9) {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                text.push_str(words[(seed >> 33) as usize % words.len()]);
+                text.push_str(words[rng.below(words.len() as u64) as usize]);
                 text.push(' ');
             }
             ix.put(
@@ -827,13 +504,8 @@ mod tests {
         // Enough documents for many windows and skipped blocks; a skewed vocabulary so
         // lists range from dense to rare; removals leave dead postings in the lists.
         let mut ix = Inverted::default();
-        let mut seed = 3u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut rng = shale_rng::SplitMix64::new(3);
+        let mut next = |n: u64| rng.below(n);
         for i in 0..30_000u64 {
             let len = 1 + next(12);
             let text: Vec<String> = (0..len)
