@@ -1,5 +1,7 @@
 """Keyword (BM25) search with DB.text_index, and Index.search's keyword and hybrid modes."""
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -72,11 +74,12 @@ def test_an_index_opened_later_finds_what_was_written_before(db_path):
 
 
 def bag_of_words(texts):
-    """A stand-in embedder: each word hashed to one of 64 dimensions."""
+    """A stand-in embedder: each word hashed to one of 64 dimensions, by CRC-32 (Python's
+    own str hash changes with every process, and with it which words share a dimension)."""
     out = np.zeros((len(texts), 64), dtype=np.float32)
     for i, t in enumerate(texts):
         for w in t.lower().split():
-            out[i, hash(w.strip(".,:")) % 64] += 1.0
+            out[i, zlib.crc32(w.strip(".,:").encode()) % 64] += 1.0
         out[i, 63] += 0.01
     return out
 
