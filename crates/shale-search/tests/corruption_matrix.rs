@@ -27,8 +27,6 @@
 //! bytes of every file and an even stride between. Long mode, every byte of every file:
 //! `SHALE_CORRUPTION_EVERY_BYTE=1`.
 
-mod trials;
-
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -585,8 +583,8 @@ fn repair_trial(o: &Oracle, work: &Path, semantic: bool, cell: &mut Cell, label:
 
 #[test]
 fn corruption_matrix_never_panics_or_returns_wrong_values() {
-    trials::count_panics();
-    let budget = if trials::env_count("SHALE_CORRUPTION_EVERY_BYTE", 0) > 0 {
+    shale_trials::count_panics();
+    let budget = if shale_trials::env_count("SHALE_CORRUPTION_EVERY_BYTE", 0) > 0 {
         0
     } else {
         CI_SAMPLES_PER_CELL
@@ -601,7 +599,7 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
     let oracle = build(&pristine);
     let work = root.path().join("work");
     let start = Instant::now();
-    let panics_before = trials::panics();
+    let panics_before = shale_trials::panics();
     let mut rows: Vec<(String, Damage, Cell, u64, usize)> = Vec::new();
     // The database's own files are read twice: opened plainly, so that damage is met by
     // reads (gets and scans through the mapped SSTables), and with the index on, whose
@@ -645,7 +643,7 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
             }
         }
     }
-    let background_panics = trials::panics() - panics_before;
+    let background_panics = shale_trials::panics() - panics_before;
     println!(
         "R3 corruption matrix ({} mode), {:.1} s, background-thread panics {background_panics}:",
         if budget == 0 {

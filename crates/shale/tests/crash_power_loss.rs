@@ -134,9 +134,9 @@ fn ops_of(steps: &[Step]) -> (u64, u64, u64) {
 
 #[test]
 fn power_loss_recovers_a_prefix_with_every_synced_write() {
-    common::count_panics();
+    shale_trials::count_panics();
     let started = Instant::now();
-    let target = common::env_count("SHALE_CRASH_POINTS", 0);
+    let target = shale_trials::env_count("SHALE_CRASH_POINTS", 0);
     let long = target > 0;
     let mut tally = Tally::default();
     let mut seeds = 0;
@@ -187,9 +187,9 @@ fn power_loss_recovers_a_prefix_with_every_synced_write() {
         tally.required,
         tally.recovered,
         tally.unsynced_lost,
-        common::panics(),
+        shale_trials::panics(),
     );
-    assert_eq!(common::panics(), 0);
+    assert_eq!(shale_trials::panics(), 0);
 }
 
 /// The durability checker: a full run, closed cleanly, leaves nothing a power loss

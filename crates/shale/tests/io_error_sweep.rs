@@ -130,9 +130,9 @@ fn ops_of(steps: &[Step]) -> u64 {
 
 #[test]
 fn io_errors_never_panic_lose_acknowledged_writes_or_allow_writes_after_failure() {
-    common::count_panics();
+    shale_trials::count_panics();
     let started = Instant::now();
-    let target = common::env_count("SHALE_IO_FAULT_POINTS", 0);
+    let target = shale_trials::env_count("SHALE_IO_FAULT_POINTS", 0);
     let long = target > 0;
     let modes = [
         (false, Errno::Eio),
@@ -199,9 +199,9 @@ fn io_errors_never_panic_lose_acknowledged_writes_or_allow_writes_after_failure(
         tally.live_read_errors,
         tally.writes_verified,
         tally.synced_verified,
-        common::panics(),
+        shale_trials::panics(),
     );
-    assert_eq!(common::panics(), 0);
+    assert_eq!(shale_trials::panics(), 0);
 }
 
 /// Regression: a failed `compact_range` (here: the disk is full when its output table is

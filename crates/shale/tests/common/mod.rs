@@ -7,8 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 
 use shale::fs::FileSystem;
 use shale::{Db, KeyspaceId, Options, WriteBatch, WriteOptions};
@@ -414,31 +413,4 @@ pub fn verify(
             state.len()
         )
     })
-}
-
-static PANICS: AtomicU64 = AtomicU64::new(0);
-static HOOK: Once = Once::new();
-
-/// Count panics in every thread (background threads included) from now on.
-pub fn count_panics() {
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, Ordering::Relaxed);
-            previous(info);
-        }));
-    });
-}
-
-pub fn panics() -> u64 {
-    PANICS.load(Ordering::Relaxed)
-}
-
-/// A count from the environment, or `default` (CI mode).
-pub fn env_count(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
 }
