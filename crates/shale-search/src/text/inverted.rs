@@ -20,6 +20,12 @@
 //! 4. A term's `max_tf` and `min_len` bound every live posting of it, and `blocks[i]` bound
 //!    postings `64 i .. 64 (i + 1)` (they may be loose after removals, never tight-and-wrong):
 //!    the pruning in `query/` relies on it.
+//! 5. A term's first [`BEST`] postings and its `best` (up to [`BEST`] of the later ones
+//!    with the largest weights by the default BM25, with the average length when each was
+//!    put) are its *best postings*: a hint that gives a query a starting k-th score, never
+//!    trusted as complete or current. They may name removed documents, and a document put
+//!    later with a larger weight may be missing once `best` is full; `compact` chooses
+//!    them afresh.
 //!
 //! Thread safety: none inside; the index behind a `RwLock` in `mod.rs`. Writers hold the
 //! write lock from the database's commit (`hook.rs`), searches the read lock.
@@ -29,6 +35,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 
 use super::format::DocView;
+use super::query::Bm25;
 use super::short::ShortBytes;
 
 /// A document's number in the posting lists.
@@ -47,7 +54,65 @@ pub struct Term {
     pub min_len: u32,
     /// Bounds on each block of [`BLOCK`] postings (invariant 4).
     pub blocks: Vec<BlockBound>,
+    /// The weight a posting needs to enter a full `best` (0 until it is full), so that a
+    /// posting that does not enter is turned away without reading `best`.
+    best_floor: f32,
+    /// Up to [`BEST`] postings after the first [`BEST`] with the largest weights
+    /// (invariant 5), once there are more than [`BEST`].
+    best: Option<Box<BestList>>,
 }
+
+/// A posting among a term's best.
+#[derive(Debug, Clone, Copy, Default)]
+struct Best {
+    id: DocId,
+    tf: u32,
+    /// The posting's weight by the default BM25 with an idf of 1, as it was put.
+    impact: f32,
+}
+
+/// The best of a term's postings after its first [`BEST`]: `items[..len]`, largest
+/// `impact` first.
+#[derive(Debug, Default)]
+struct BestList {
+    len: usize,
+    items: [Best; BEST],
+}
+
+impl BestList {
+    fn items(&self) -> &[Best] {
+        self.items.get(..self.len).unwrap_or(&[])
+    }
+
+    /// Insert `b` in its place, dropping the least if full.
+    fn insert(&mut self, b: Best) {
+        let at = self.items().partition_point(|x| x.impact >= b.impact);
+        let len = (self.len + 1).min(BEST);
+        if let Some(moved) = self.items.get_mut(at..len) {
+            moved.rotate_right(1);
+            if let Some(slot) = moved.first_mut() {
+                *slot = b;
+                self.len = len;
+            }
+        }
+    }
+
+    /// The least weight, once full.
+    fn floor(&self) -> Option<f32> {
+        (self.len == BEST).then(|| self.items().last().map_or(0.0, |b| b.impact))
+    }
+}
+
+/// A document's length normalisation under the default BM25, `k1 (1 - b + b len /
+/// avg_len)`: its weight for a term it holds `tf` times is `idf tf (k1 + 1) / (tf + norm)`.
+fn default_norm(len: u32, avg_len: f64) -> f32 {
+    let Bm25 { k1, b } = Bm25::default();
+    (k1 * (1.0 - b + b * f64::from(len) / avg_len)) as f32
+}
+
+/// Postings a term keeps as its best: enough for the top 10, the usual query, with a
+/// few of them removed.
+pub const BEST: usize = 16;
 
 /// Postings per block of a term's bounds.
 pub const BLOCK: usize = 64;
@@ -74,8 +139,9 @@ pub fn key_prefix(key: &[u8]) -> u64 {
 }
 
 impl Term {
-    /// Append a posting of a document whose key is `key`, keeping the bounds.
-    fn push(&mut self, id: DocId, tf: u32, len: u32, key: &[u8]) {
+    /// Append a posting of a document whose key is `key` and whose [`default_norm`] is
+    /// `norm`, keeping the bounds and the best.
+    fn push(&mut self, id: DocId, tf: u32, len: u32, key: &[u8], norm: f32) {
         let prefix = key_prefix(key);
         if self.ids.len().is_multiple_of(BLOCK) {
             self.blocks.push(BlockBound {
@@ -92,12 +158,44 @@ impl Term {
         self.tfs.push(tf);
         self.max_tf = self.max_tf.max(tf);
         self.min_len = self.min_len.min(len);
+        if self.ids.len() > BEST {
+            self.offer_best(id, tf, norm);
+        }
+    }
+
+    /// Keep a posting after the first [`BEST`] in `best` if it weighs more than the least
+    /// there.
+    fn offer_best(&mut self, id: DocId, tf: u32, norm: f32) {
+        let k1 = Bm25::default().k1 as f32;
+        let tf_f = tf as f32;
+        // impact <= best_floor, without dividing.
+        if tf_f * (k1 + 1.0) <= self.best_floor * (tf_f + norm) {
+            return;
+        }
+        let impact = tf_f * (k1 + 1.0) / (tf_f + norm);
+        let list = self.best.get_or_insert_with(Box::default);
+        list.insert(Best { id, tf, impact });
+        if let Some(floor) = list.floor() {
+            self.best_floor = floor;
+        }
+    }
+
+    /// The term's best postings (invariant 5), as (document, frequency), unordered: at
+    /// most `2 BEST`.
+    pub fn best_postings(&self) -> impl Iterator<Item = (DocId, u32)> + '_ {
+        let first = self.ids.iter().zip(&self.tfs).take(BEST);
+        let rest = self.best.as_deref().map_or(&[][..], BestList::items);
+        first
+            .map(|(&id, &tf)| (id, tf))
+            .chain(rest.iter().map(|b| (b.id, b.tf)))
     }
 
     fn clear(&mut self) {
         self.ids = Vec::new();
         self.tfs = Vec::new();
         self.blocks = Vec::new();
+        self.best = None;
+        self.best_floor = 0.0;
         self.max_tf = 0;
         self.min_len = u32::MAX;
     }
@@ -221,6 +319,8 @@ impl Inverted {
             return self.put(key, record);
         };
         let mut term_ids = Vec::with_capacity(record.terms.len());
+        let avg_len = (self.total_len + u64::from(record.length)) as f64 / f64::from(self.live + 1);
+        let norm = default_norm(record.length, avg_len);
         for (text, tf) in &record.terms {
             let tid = self.term_id(text);
             term_ids.push(tid);
@@ -229,7 +329,7 @@ impl Inverted {
                     t.clear();
                 }
                 t.df += 1;
-                t.push(id, *tf, record.length, key);
+                t.push(id, *tf, record.length, key, norm);
             }
         }
         self.docs.push(Some(Doc {
@@ -313,6 +413,7 @@ impl Inverted {
                 docs.push(Some(doc));
             }
         }
+        let avg_len = self.total_len as f64 / f64::from(self.live.max(1));
         for t in &mut self.terms {
             let old = std::mem::take(t);
             t.clear();
@@ -320,7 +421,8 @@ impl Inverted {
             for (&id, &tf) in old.ids.iter().zip(&old.tfs) {
                 if let Some(&to) = new_id.get(id as usize).filter(|&&to| to != DocId::MAX) {
                     let key = key_in(&docs, to).unwrap_or(&[]);
-                    t.push(to, tf, lens.get(to as usize).copied().unwrap_or(0), key);
+                    let len = lens.get(to as usize).copied().unwrap_or(0);
+                    t.push(to, tf, len, key, default_norm(len, avg_len));
                 }
             }
         }

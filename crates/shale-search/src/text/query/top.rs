@@ -10,8 +10,11 @@ use crate::text::inverted::{DocId, Inverted};
 pub(super) struct TopK<'a> {
     k: usize,
     heap: BinaryHeap<Ranked<'a>>,
-    /// Once full, the k-th score less the pruning margin; until then minus infinity.
+    /// The larger of `start` and, once full, the k-th score less the pruning margin.
     floor: f64,
+    /// A k-th score known to be reached ([`TopK::start_at`]) less the margin; until then
+    /// minus infinity.
+    start: f64,
 }
 
 /// A scored document, ordered worst first: a lower score, then a later key (by its
@@ -51,13 +54,26 @@ impl Eq for Ranked<'_> {}
 /// The margin under which a bound counts as below the k-th score.
 const PRUNE_MARGIN: f64 = 1e-9;
 
+/// `score` less the pruning margin.
+fn below_margin(score: f64) -> f64 {
+    score - score.abs() * PRUNE_MARGIN
+}
+
 impl<'a> TopK<'a> {
     pub(super) fn new(k: usize) -> TopK<'a> {
         TopK {
             k,
             heap: BinaryHeap::with_capacity(k.min(1 << 16).saturating_add(1)),
             floor: f64::NEG_INFINITY,
+            start: f64::NEG_INFINITY,
         }
+    }
+
+    /// Prune from the start as if the k-th score were `kth` already: the caller knows of
+    /// k documents scoring at least that.
+    pub(super) fn start_at(&mut self, kth: f64) {
+        self.start = below_margin(kth);
+        self.floor = self.floor.max(self.start);
     }
 
     pub(super) fn is_full(&self) -> bool {
@@ -112,7 +128,7 @@ impl<'a> TopK<'a> {
             return;
         }
         if let Some(worst) = self.heap.peek().filter(|_| self.is_full()) {
-            self.floor = worst.score - worst.score.abs() * PRUNE_MARGIN;
+            self.floor = below_margin(worst.score).max(self.start);
         }
     }
 
