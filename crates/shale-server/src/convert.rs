@@ -54,12 +54,37 @@ pub fn append_request_from_pb(
         .map(|b| format::decode_entry(b))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let prev_log_id = r.prev_log_id.map(log_id_from_pb);
+    check_entries_follow(prev_log_id.as_ref(), &entries)?;
     Ok(AppendEntriesRequest {
         vote: vote_from_pb(r.vote)?,
-        prev_log_id: r.prev_log_id.map(log_id_from_pb),
+        prev_log_id,
         leader_commit: r.leader_commit.map(log_id_from_pb),
         entries,
     })
+}
+
+/// Refuse entries that do not follow `prev` one index at a time, with leader ids that
+/// never go down, as a leader's always do. openraft 0.9 does not check this; the log
+/// store refuses a hole, and openraft takes that refusal for a fatal storage error, so
+/// one such message would stop the receiving node's Raft.
+fn check_entries_follow(
+    prev: Option<&LogId<NodeId>>,
+    entries: &[openraft::Entry<TypeConfig>],
+) -> Result<(), Status> {
+    let mut last = prev;
+    for e in entries {
+        let id = &e.log_id;
+        let expected = last.map_or(Some(0), |l| l.index.checked_add(1));
+        if Some(id.index) != expected || last.is_some_and(|l| id.leader_id < l.leader_id) {
+            return Err(Status::invalid_argument(format!(
+                "append entries: entry {id} does not follow {}",
+                last.map_or_else(|| "the start of the log".to_string(), ToString::to_string)
+            )));
+        }
+        last = Some(id);
+    }
+    Ok(())
 }
 
 pub fn append_response_to_pb(r: &AppendEntriesResponse<NodeId>) -> pb::AppendEntriesResponse {
@@ -122,4 +147,39 @@ pub fn vote_response_from_pb(r: pb::VoteResponse) -> Result<VoteResponse<NodeId>
         r.last_log_id.map(log_id_from_pb),
         r.vote_granted,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::EntryPayload;
+
+    fn entry(term: u64, node: u64, index: u64) -> openraft::Entry<TypeConfig> {
+        openraft::Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, node), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    #[test]
+    fn entries_must_follow_one_index_at_a_time_under_leaders_that_never_go_down() {
+        let prev = LogId::new(CommittedLeaderId::new(2, 1), 4);
+        let ok = [entry(2, 1, 5), entry(3, 2, 6), entry(3, 2, 7)];
+        assert!(check_entries_follow(Some(&prev), &ok).is_ok());
+        assert!(check_entries_follow(None, &[entry(1, 1, 0), entry(1, 1, 1)]).is_ok());
+        assert!(check_entries_follow(Some(&prev), &[]).is_ok());
+        for bad in [
+            &[entry(2, 1, 6)][..],
+            &[entry(2, 1, 5), entry(2, 1, 5)],
+            &[entry(2, 1, 5), entry(2, 1, 7)],
+            &[entry(1, 1, 5)],
+            &[entry(3, 2, 5), entry(2, 1, 6)],
+        ] {
+            let status = check_entries_follow(Some(&prev), bad).expect_err("refused");
+            assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        }
+        assert!(check_entries_follow(None, &[entry(1, 1, 1)]).is_err());
+        let last = LogId::new(CommittedLeaderId::new(1, 1), u64::MAX);
+        assert!(check_entries_follow(Some(&last), &[entry(1, 1, 0)]).is_err());
+    }
 }

@@ -228,6 +228,22 @@ impl Server {
         &self.sm
     }
 
+    /// Wait until Raft stops on a fatal error (a storage error, a panic in its core) and
+    /// say what it was. A node whose Raft stopped can serve nothing: its process should
+    /// end with a failure status, so that a supervisor restarts it. Pending forever while
+    /// Raft runs; resolves at once if it stopped already, or if it was shut down.
+    pub async fn fatal(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(e) = &metrics.borrow_and_update().running_state {
+                return e.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "Raft stopped".to_string();
+            }
+        }
+    }
+
     /// Make `members` (this node among them) the voters of a new cluster. Run on one node
     /// of a cluster that was never initialized.
     ///

@@ -108,6 +108,11 @@ async fn run(args: Args) -> shale_server::Result<()> {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+        fatal = server.fatal() => {
+            // Nothing can be served any more: fail, so that a supervisor restarts the
+            // node (it recovers from its data directory like after a crash).
+            return Err(shale_server::Error::Raft(format!("fatal: {fatal}")));
+        }
     }
     eprintln!("shale-server: stopping");
     server.shutdown().await

@@ -1,0 +1,110 @@
+//! Raft messages that a leader never sends must be refused at the door, not stop the node:
+//! openraft 0.9 hands an append's entries to the log store unchecked, and takes the
+//! store's refusal of a hole for a fatal storage error.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Cluster;
+use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+use shale_server::network::TARGET_HEADER;
+use shale_server::{pb, Client, Server, TypeConfig};
+
+/// A blank entry at `index`, proposed by `leader` (term, node).
+fn blank(leader: (u64, u64), index: u64) -> Entry<TypeConfig> {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(leader.0, leader.1), index),
+        payload: EntryPayload::Blank,
+    }
+}
+
+fn pb_log_id(id: &LogId<u64>) -> pb::LogId {
+    pb::LogId {
+        term: id.leader_id.term,
+        node_id: id.leader_id.node_id,
+        index: id.index,
+    }
+}
+
+/// The node's last log id, and a made-up leader (node 2) of the next term.
+fn last_and_next_leader(server: &Server) -> (LogId<u64>, (u64, u64)) {
+    let last = server.raft().data_metrics().borrow().last_log;
+    let term = server.raft().metrics().borrow().current_term;
+    (
+        last.expect("a bootstrapped node has entries"),
+        (term + 1, 2),
+    )
+}
+
+/// An append from a made-up leader of the next term whose entries skip an index after
+/// the node's last one.
+fn append_with_a_hole(server: &Server) -> pb::AppendEntriesRequest {
+    let (last, leader) = last_and_next_leader(server);
+    pb::AppendEntriesRequest {
+        vote: Some(pb::Vote {
+            term: leader.0,
+            node_id: leader.1,
+            committed: true,
+        }),
+        prev_log_id: Some(pb_log_id(&last)),
+        leader_commit: None,
+        entries: [blank(leader, last.index + 1), blank(leader, last.index + 3)]
+            .iter()
+            .map(shale_server::format::encode_entry)
+            .collect(),
+    }
+}
+
+fn running(server: &Server) -> bool {
+    server.raft().metrics().borrow().running_state.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_append_with_a_hole_is_refused_and_the_node_keeps_serving() {
+    let cluster = Cluster::start(1, common::timings()).await;
+    let server = cluster.server(1);
+    let mut raft = pb::raft_client::RaftClient::connect(format!("http://{}", server.addr()))
+        .await
+        .expect("connect");
+    let mut req = tonic::Request::new(append_with_a_hole(server));
+    req.metadata_mut()
+        .insert(TARGET_HEADER, "1".parse().expect("header"));
+    let refused = raft.append_entries(req).await.expect_err("refused");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(running(server), "Raft still runs");
+    let client = Client::new(cluster.endpoints(), None).expect("client");
+    client
+        .put(b"after", b"still serving")
+        .await
+        .expect("a write");
+    assert_eq!(
+        client.get(b"after").await.expect("a read").as_deref(),
+        Some(&b"still serving"[..])
+    );
+    cluster.stop_all().await;
+}
+
+/// What the check at the door prevents, and what `Server::fatal` reports: the same append
+/// given to Raft directly stops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unchecked_hole_stops_raft_and_fatal_says_so() {
+    let cluster = Cluster::start(1, common::timings()).await;
+    let server = cluster.server(1);
+    let (last, leader) = last_and_next_leader(server);
+    let rpc = openraft::raft::AppendEntriesRequest::<TypeConfig> {
+        vote: openraft::Vote::new_committed(leader.0, leader.1),
+        prev_log_id: Some(last),
+        leader_commit: None,
+        entries: vec![blank(leader, last.index + 1), blank(leader, last.index + 3)],
+    };
+    let _ = server.raft().append_entries(rpc).await;
+    let fatal = tokio::time::timeout(Duration::from_secs(10), server.fatal())
+        .await
+        .expect("Raft reports a fatal error within 10 s");
+    assert!(!running(server), "stopped: {fatal}");
+    // A stopped Raft cannot shut down cleanly: dropping the node stops serving.
+    drop(cluster);
+}
