@@ -147,6 +147,10 @@ impl Built for TantivyBuilt<'_> {
         Ok(())
     }
 
+    fn index_secs(&self) -> f64 {
+        self.index_secs
+    }
+
     fn finish(self: Box<Self>, runs: Vec<f64>, lat: &Latencies) -> Result<TextResult, String> {
         let n = self.args.fresh_docs.min(self.corpus.len());
         let fresh_secs = fresh(
