@@ -6,6 +6,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Edition 2021: setting a variable in a build script, before any thread starts, is safe.
     std::env::set_var("PROTOC", protoc);
     println!("cargo:rerun-if-changed=proto/shale.proto");
-    tonic_build::configure().compile_protos(&["proto/shale.proto"], &["proto"])?;
+    // Every service and client decodes through `codec.rs`, which counts a message's
+    // fields before decoding it.
+    tonic_build::configure()
+        .codec_path("crate::codec::CheckedCodec")
+        .compile_protos(&["proto/shale.proto"], &["proto"])?;
     Ok(())
 }

@@ -22,6 +22,7 @@
 )]
 
 pub mod client;
+pub mod codec;
 pub mod command;
 mod convert;
 pub mod error;

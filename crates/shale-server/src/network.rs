@@ -31,12 +31,24 @@ use crate::{NodeId, TypeConfig};
 /// 4 MiB): a command of [`crate::command::MAX_COMMAND_BYTES`] with room to spare.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
+/// The largest request the client service accepts: a command of
+/// [`crate::command::MAX_COMMAND_BYTES`] with its encoding's overhead (at most 16 bytes
+/// for each of [`crate::command::MAX_OPS_PER_COMMAND`] operations) and 64 KiB to spare.
+/// tonic refuses a longer one (`OUT_OF_RANGE`) from its length prefix, before reading it.
+pub const MAX_REQUEST_BYTES: usize =
+    crate::command::MAX_COMMAND_BYTES + 16 * crate::command::MAX_OPS_PER_COMMAND + 64 * 1024;
+
 /// An `AppendEntries` request is cut at about this many bytes: openraft is told the
 /// payload is too large and sends fewer entries (at least one). It must be sent, written
 /// and fsynced within one heartbeat interval (see [`crate::command::MAX_COMMAND_BYTES`]).
 pub const MAX_APPEND_BYTES: usize = 1024 * 1024;
 
-/// How many appends this process cut for [`MAX_APPEND_BYTES`] (for tests and metrics).
+/// An `AppendEntries` request holds at most this many entries (cut as for
+/// [`MAX_APPEND_BYTES`]), within [`crate::codec::MAX_FIELDS`].
+pub const MAX_APPEND_ENTRIES: usize = 8_192;
+
+/// How many appends this process cut for [`MAX_APPEND_BYTES`] or [`MAX_APPEND_ENTRIES`]
+/// (for tests and metrics).
 pub static APPENDS_CUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The metadata entry that carries the shared secret.
@@ -177,13 +189,16 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let mut client = self.client()?;
         let msg = convert::append_request_to_pb(&rpc);
-        if msg.entries.len() > 1 && prost::Message::encoded_len(&msg) > MAX_APPEND_BYTES {
+        if msg.entries.len() > MAX_APPEND_ENTRIES
+            || msg.entries.len() > 1 && prost::Message::encoded_len(&msg) > MAX_APPEND_BYTES
+        {
             // How many entries fit; openraft retries with that many.
             APPENDS_CUT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let mut bytes = 0usize;
             let fit = msg
                 .entries
                 .iter()
+                .take(MAX_APPEND_ENTRIES)
                 .take_while(|e| {
                     bytes = bytes.saturating_add(e.len() + 8);
                     bytes <= MAX_APPEND_BYTES

@@ -23,7 +23,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::error::{Error, Result};
 use crate::log_store::LogStore;
-use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES};
+use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
 use crate::service::{token_check, KvService, RaftService};
@@ -179,7 +179,7 @@ impl Server {
                 cfg.node_id,
                 Duration::from_millis(cfg.request_timeout_ms),
             ))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(MAX_REQUEST_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
             check,
         );

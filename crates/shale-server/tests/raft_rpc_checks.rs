@@ -1,6 +1,7 @@
-//! Raft messages that a leader never sends must be refused at the door, not stop the node:
-//! openraft 0.9 hands an append's entries to the log store unchecked, and takes the
-//! store's refusal of a hole for a fatal storage error.
+//! Messages no leader or client would send are refused at the door, before they cost the
+//! node: an append with a hole in its entries (openraft 0.9 hands an append's entries to
+//! the log store unchecked, and takes the store's refusal of a hole for a fatal storage
+//! error), and requests that are too long or would decode into far more than their bytes.
 
 mod common;
 
@@ -107,4 +108,41 @@ async fn an_unchecked_hole_stops_raft_and_fatal_says_so() {
     assert!(!running(server), "stopped: {fatal}");
     // A stopped Raft cannot shut down cleanly: dropping the node stops serving.
     drop(cluster);
+}
+
+/// Requests that would cost far more to decode than their bytes, or that are longer than
+/// any command, are refused before they are decoded, and the node goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn oversized_and_field_bomb_requests_are_refused_before_decoding() {
+    let cluster = Cluster::start(1, common::timings()).await;
+    let server = cluster.server(1);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr()))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut kv = pb::kv_client::KvClient::new(channel).max_encoding_message_size(usize::MAX);
+
+    // 600,000 empty operations in 1.2 MB: tens of MB once decoded.
+    let bomb = pb::BatchRequest {
+        ops: vec![pb::Op::default(); 600_000],
+    };
+    let err = kv.batch(bomb).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err}");
+
+    // Longer than any command can be.
+    let long = pb::PutRequest {
+        key: b"k".to_vec(),
+        value: vec![0; shale_server::network::MAX_REQUEST_BYTES + 1],
+    };
+    let err = kv.put(long).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::OutOfRange, "{err}");
+
+    let client = Client::new(cluster.endpoints(), None).expect("client");
+    client.put(b"after", b"served").await.expect("a write");
+    assert_eq!(
+        client.get(b"after").await.expect("a read").as_deref(),
+        Some(&b"served"[..])
+    );
+    cluster.stop_all().await;
 }
