@@ -15,21 +15,23 @@ bash scripts/fetch-bench-data.sh --vectors-only >/dev/null
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets --features shale/fuzzing,shale-search/fuzzing -- -D warnings
+cargo clippy --workspace --all-targets --features shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing -- -D warnings
 echo "== cargo doc (broken or private intra-doc links fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 echo "== the engine's module graph (no import cycle, no upward import)"
 python3 scripts/check-modules.py --self-test
 python3 scripts/check-modules.py
 echo "== cargo test (with the fuzz entry points, for tests/fuzz_smoke.rs)"
-cargo test --workspace --features shale/fuzzing,shale-search/fuzzing
-echo "== R9: every fuzz target for 60 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
+cargo test --workspace --features shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing
+echo "== R9: every fuzz target for 60 s, the server's for 20 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
 fuzz_log="$(mktemp)"
 bench_tmp=""
 # Temporary files go whether the script passes or fails.
 trap 'rm -rf "$fuzz_log" ${bench_tmp:+"$bench_tmp"}' EXIT
-for crate in shale shale-search; do
-    if ! SHALE_FUZZ_SECONDS=60 cargo test -p "$crate" --features fuzzing --test fuzz_smoke -- --test-threads=2 --nocapture \
+# The server's three decoders are small and fast: 20 s each covers millions of inputs.
+for crate_seconds in shale:60 shale-search:60 shale-server:20; do
+    crate="${crate_seconds%%:*}"
+    if ! SHALE_FUZZ_SECONDS="${crate_seconds##*:}" cargo test -p "$crate" --features fuzzing --test fuzz_smoke -- --test-threads=2 --nocapture \
         >"$fuzz_log" 2>&1; then
         cat "$fuzz_log"
         exit 1

@@ -27,6 +27,8 @@ pub mod command;
 mod convert;
 pub mod error;
 pub mod format;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod log_store;
 pub mod network;
 mod proposer;
