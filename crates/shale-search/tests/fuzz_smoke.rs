@@ -6,34 +6,11 @@
 use shale::fuzzing::harness;
 use shale_search::fuzzing::{seeds, TARGETS};
 
-fn smoke(name: &str, mutations: u64, randoms: u64) {
-    harness::smoke(TARGETS, &seeds(name), name, mutations, randoms);
-}
-
-#[test]
-fn every_target_is_tested() {
-    harness::assert_every_target_smoked(TARGETS, include_str!("fuzz_smoke.rs"));
-}
-
-#[test]
-fn text_records() {
-    smoke("text_records", 20_000, 4_000);
-}
-
-#[test]
-fn vector_graph() {
-    smoke("vector_graph", 20_000, 4_000);
-}
-
-#[test]
-fn vector_value() {
-    smoke("vector_value", 50_000, 5_000);
-}
-
-/// With `SHALE_FUZZ_CORPUS=<dir>`, write every target's seeds to `<dir>/<target>/`.
-#[test]
-fn write_corpus() {
-    harness::write_corpus(TARGETS, seeds);
+shale::fuzz_smoke_tests! {
+    targets: TARGETS, seeds: seeds;
+    text_records: 20_000, 4_000;
+    vector_graph: 20_000, 4_000;
+    vector_value: 50_000, 5_000;
 }
 
 /// Inputs that once broke a target (found by cargo-fuzz or by this file), kept forever.

@@ -8,49 +8,14 @@
 use shale::fuzzing::harness;
 use shale::fuzzing::{seeds, TARGETS};
 
-fn smoke(name: &str, mutations: u64, randoms: u64) {
-    harness::smoke(TARGETS, &seeds(name), name, mutations, randoms);
-}
-
-#[test]
-fn every_target_is_tested() {
-    harness::assert_every_target_smoked(TARGETS, include_str!("fuzz_smoke.rs"));
-}
-
-#[test]
-fn block() {
-    smoke("block", 60_000, 6_000);
-}
-
-#[test]
-fn sst_footer() {
-    smoke("sst_footer", 20_000, 4_000);
-}
-
-#[test]
-fn sst_table() {
-    smoke("sst_table", 12_000, 4_000);
-}
-
-#[test]
-fn wal_reader() {
-    smoke("wal_reader", 10_000, 6_000);
-}
-
-#[test]
-fn manifest() {
-    smoke("manifest", 50_000, 10_000);
-}
-
-#[test]
-fn db_ops() {
-    smoke("db_ops", 1_500, 200);
-}
-
-/// With `SHALE_FUZZ_CORPUS=<dir>`, write every target's seeds to `<dir>/<target>/`.
-#[test]
-fn write_corpus() {
-    harness::write_corpus(TARGETS, seeds);
+shale::fuzz_smoke_tests! {
+    targets: TARGETS, seeds: seeds;
+    block: 60_000, 6_000;
+    sst_footer: 20_000, 4_000;
+    sst_table: 12_000, 4_000;
+    wal_reader: 10_000, 6_000;
+    manifest: 50_000, 10_000;
+    db_ops: 1_500, 200;
 }
 
 /// Inputs that once broke a target (found by cargo-fuzz or by this file), kept forever.

@@ -227,17 +227,55 @@ pub fn smoke(
     );
 }
 
-/// That `source` (a `fuzz_smoke.rs`) runs every target of `targets` with `smoke("name"`.
+/// That `tested` names every target of `targets`, and nothing else.
 ///
 /// # Panics
-/// Naming the first target it does not run.
-pub fn assert_every_target_smoked(targets: &[(&str, Target)], source: &str) {
+/// Naming the first target without a test, or the first name that is no target.
+pub fn assert_every_target_tested(targets: &[(&str, Target)], tested: &[&str]) {
     for (name, _) in targets {
+        assert!(tested.contains(name), "target {name} has no smoke test");
+    }
+    for name in tested {
         assert!(
-            source.contains(&format!("smoke(\"{name}\"")),
-            "target {name} has no smoke test"
+            targets.iter().any(|(n, _)| n == name),
+            "{name} is no fuzz target"
         );
     }
+}
+
+/// A crate's fuzz smoke tests (its `tests/fuzz_smoke.rs`): one `#[test]` per target,
+/// running [`smoke`] with the given numbers of mutants and random inputs, and the two tests
+/// every such file has: that each of `targets` has its test, and [`write_corpus`].
+///
+/// ```ignore
+/// shale::fuzz_smoke_tests! {
+///     targets: TARGETS, seeds: seeds;
+///     block: 60_000, 6_000;
+///     db_ops: 1_500, 200;
+/// }
+/// ```
+#[macro_export]
+macro_rules! fuzz_smoke_tests {
+    (targets: $targets:expr, seeds: $seeds:expr; $($name:ident: $mutations:expr, $randoms:expr;)+) => {
+        $(
+            #[test]
+            fn $name() {
+                let name = stringify!($name);
+                $crate::fuzzing::harness::smoke($targets, &$seeds(name), name, $mutations, $randoms);
+            }
+        )+
+
+        #[test]
+        fn every_target_is_tested() {
+            $crate::fuzzing::harness::assert_every_target_tested($targets, &[$(stringify!($name)),+]);
+        }
+
+        /// With `SHALE_FUZZ_CORPUS=<dir>`, write every target's seeds to `<dir>/<target>/`.
+        #[test]
+        fn write_corpus() {
+            $crate::fuzzing::harness::write_corpus($targets, $seeds);
+        }
+    };
 }
 
 /// Every input of `regressions` (target name, input as hex) through its target.
