@@ -28,11 +28,25 @@ fuzz_log="$(mktemp)"
 bench_tmp=""
 # Temporary files go whether the script passes or fails.
 trap 'rm -rf "$fuzz_log" ${bench_tmp:+"$bench_tmp"}' EXIT
+# The fuzz_smoke binaries the test stage just built, run directly: `cargo test -p <crate>`
+# would resolve a narrower feature set and rebuild the crates under it.
+fuzz_features=shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing
+declare -A fuzz_bin
+while read -r crate bin; do
+    fuzz_bin[$crate]="$bin"
+done < <(cargo test --workspace --features "$fuzz_features" --test fuzz_smoke --no-run --message-format=json 2>/dev/null |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "fuzz_smoke":
+        print(m["target"]["src_path"].split("/crates/")[1].split("/")[0], m["executable"])
+')
 # The server's three decoders are small and fast: 20 s each covers millions of inputs.
 for crate_seconds in shale:60 shale-search:60 shale-server:20; do
     crate="${crate_seconds%%:*}"
-    if ! SHALE_FUZZ_SECONDS="${crate_seconds##*:}" cargo test -p "$crate" --features fuzzing --test fuzz_smoke -- --test-threads=2 --nocapture \
-        >"$fuzz_log" 2>&1; then
+    bin="${fuzz_bin[$crate]:?no fuzz_smoke binary built for $crate}"
+    if ! SHALE_FUZZ_SECONDS="${crate_seconds##*:}" "$bin" --test-threads=2 --nocapture >"$fuzz_log" 2>&1; then
         cat "$fuzz_log"
         exit 1
     fi
