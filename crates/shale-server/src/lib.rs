@@ -9,6 +9,8 @@
 //! - [`snapshot`]: snapshot files, written and read frame by frame;
 //! - [`network`]: the Raft RPCs to peers; [`service`]: the gRPC services a node serves,
 //!   with the `proposer` that puts concurrent client writes into one log entry;
+//! - [`health`]: the gRPC health service's statuses; [`metrics`]: Prometheus metrics over
+//!   HTTP; [`logging`]: the log a person reads;
 //! - [`server`]: one node (stores, Raft, services); [`client`]: the Rust client.
 //!
 //! The server uses the engine's public API, and `shale::inspect::codec` for the encodings its
@@ -29,7 +31,10 @@ pub mod error;
 pub mod format;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod health;
 pub mod log_store;
+pub mod logging;
+pub mod metrics;
 pub mod network;
 mod proposer;
 pub mod server;

@@ -103,6 +103,11 @@ impl LogStore {
         self.db.close().map_err(Error::from)
     }
 
+    /// The log database's counters, for metrics.
+    pub fn stats(&self) -> shale::StatsSnapshot {
+        self.db.stats()
+    }
+
     /// The last purged log id.
     ///
     /// # Errors

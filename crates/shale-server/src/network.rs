@@ -5,10 +5,16 @@
 //! size is sent in bounded memory. HTTP/2 keep-alives break a stream to a dead peer;
 //! openraft's cancel future ends one it no longer wants.
 //!
-//! Thread safety: openraft owns each `PeerClient` (one per target) from one task.
+//! Every RPC's outcome is noted in [`Reachability`], which logs each peer's changes once:
+//! openraft logs every failed RPC, several times a second while a peer is down, and
+//! [`crate::logging`] drops those lines.
+//!
+//! Thread safety: openraft owns each `PeerClient` (one per target) from one task;
+//! [`Reachability`] is shared by all of them behind a mutex.
 
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::error::{
@@ -59,15 +65,78 @@ pub const TOKEN_HEADER: &str = "authorization";
 /// log go backwards).
 pub const TARGET_HEADER: &str = "shale-target-node";
 
+/// What the last RPC to a peer showed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Every RPC so far failed: the peer may still be starting.
+    NotYetReached,
+    /// The last RPC was answered.
+    Reachable,
+    /// The last RPC failed after an earlier one was answered.
+    Lost,
+}
+
+/// Each peer's [`Link`], from the outcome of this node's last RPC to it. A change is
+/// logged once: the first failure at INFO (peers start in any order), a loss at WARN, a
+/// recovery at INFO. Metrics show the current links.
+#[derive(Debug, Default)]
+pub struct Reachability {
+    peers: Mutex<BTreeMap<NodeId, Link>>,
+}
+
+impl Reachability {
+    /// Note an RPC's outcome: `Err` carries why it failed.
+    pub fn record(&self, peer: NodeId, outcome: Result<(), &dyn std::fmt::Display>) {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let before = peers.get(&peer).copied();
+        let after = match (before, outcome) {
+            (None, Err(e)) => {
+                tracing::info!("peer {peer} not reachable yet: {e}");
+                Link::NotYetReached
+            }
+            (Some(Link::Reachable), Err(e)) => {
+                tracing::warn!("peer {peer} lost: {e}");
+                Link::Lost
+            }
+            (Some(link), Err(_)) => link,
+            (None | Some(Link::NotYetReached), Ok(())) => {
+                tracing::info!("peer {peer} reachable");
+                Link::Reachable
+            }
+            (Some(Link::Lost), Ok(())) => {
+                tracing::info!("peer {peer} reachable again");
+                Link::Reachable
+            }
+            (Some(Link::Reachable), Ok(())) => return,
+        };
+        peers.insert(peer, after);
+    }
+
+    /// Every peer an RPC was sent to, with its link.
+    pub fn links(&self) -> Vec<(NodeId, Link)> {
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers.iter().map(|(&id, &link)| (id, link)).collect()
+    }
+}
+
 /// Builds a [`PeerClient`] per peer.
 #[derive(Clone, Debug, Default)]
 pub struct NetworkFactory {
     token: Option<Arc<str>>,
+    reachability: Arc<Reachability>,
 }
 
 impl NetworkFactory {
     pub fn new(token: Option<Arc<str>>) -> Self {
-        NetworkFactory { token }
+        NetworkFactory {
+            token,
+            reachability: Arc::default(),
+        }
+    }
+
+    /// The links its clients record.
+    pub fn reachability(&self) -> Arc<Reachability> {
+        Arc::clone(&self.reachability)
     }
 }
 
@@ -76,6 +145,7 @@ pub struct PeerClient {
     target: NodeId,
     client: Result<RaftClient<Channel>, String>,
     token: Option<Arc<str>>,
+    reachability: Arc<Reachability>,
 }
 
 /// An HTTP/2 endpoint for `addr` (`host:port`) with the timeouts replicas use.
@@ -118,6 +188,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             target,
             client,
             token: self.token.clone(),
+            reachability: Arc::clone(&self.reachability),
         }
     }
 }
@@ -171,13 +242,45 @@ impl PeerClient {
         call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, RPCError<NodeId, BasicNode, E>> {
         match tokio::time::timeout(ttl, call).await {
-            Ok(Ok(resp)) => Ok(resp.into_inner()),
-            Ok(Err(status)) => Err(rpc_error(&status)),
-            Err(_) => Err(RPCError::Unreachable(Unreachable::new(&Text(format!(
-                "node {} did not answer within {ttl:?}",
-                self.target
-            ))))),
+            Ok(Ok(resp)) => {
+                self.record(Ok(()));
+                Ok(resp.into_inner())
+            }
+            Ok(Err(status)) => {
+                self.record(Err(&status));
+                Err(rpc_error(&status))
+            }
+            Err(_) => {
+                let e = Text(format!("no answer within {ttl:?}"));
+                self.record(Err(&e));
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
         }
+    }
+
+    /// Note an RPC's outcome in [`Reachability`]: a failure as its status's message and
+    /// the innermost cause (`tcp connect error: Connection refused (os error 111)`).
+    fn record(&self, outcome: Result<(), &(dyn std::error::Error + 'static)>) {
+        let why = outcome.map_err(|e| {
+            let mut innermost = e.source();
+            while let Some(next) = innermost.and_then(std::error::Error::source) {
+                innermost = Some(next);
+            }
+            let top = match e.downcast_ref::<tonic::Status>() {
+                Some(status) => format!("{:?}, {}", status.code(), status.message()),
+                None => e.to_string(),
+            };
+            match innermost {
+                Some(cause) => Text(format!("{top}: {cause}")),
+                None => Text(top),
+            }
+        });
+        self.reachability.record(
+            self.target,
+            why.as_ref()
+                .map(|_| ())
+                .map_err(|t| t as &dyn std::fmt::Display),
+        );
     }
 }
 
@@ -273,6 +376,12 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 source: StorageIOError::read_snapshot(None, AnyError::new(&e)),
             }));
         }
+        self.record(
+            result
+                .as_ref()
+                .map(|_| ())
+                .map_err(|s| s as &(dyn std::error::Error + 'static)),
+        );
         let resp = result.map_err(|s| match rpc_error::<Fatal<NodeId>>(&s) {
             RPCError::Unreachable(u) => StreamingError::Unreachable(u),
             _ => StreamingError::Network(NetworkError::new(&s)),

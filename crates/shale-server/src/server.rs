@@ -17,12 +17,13 @@ use std::time::Duration;
 use openraft::{BasicNode, Config, SnapshotPolicy};
 use shale::Options;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
 
 use crate::error::{Error, Result};
 use crate::log_store::LogStore;
+use crate::metrics::{Metrics, NodeCollector, RequestLayer};
 use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
@@ -48,6 +49,9 @@ pub struct ServerConfig {
     pub log_entries_kept_after_snapshot: u64,
     /// How long a client request may wait for a commit or a read barrier.
     pub request_timeout_ms: u64,
+    /// Where to serve metrics over HTTP (`GET /metrics`), if anywhere; port 0 picks a free
+    /// port ([`Server::metrics_addr`] tells which).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ServerConfig {
@@ -72,6 +76,7 @@ impl ServerConfig {
             snapshot_every_entries: 10_000,
             log_entries_kept_after_snapshot: 1_000,
             request_timeout_ms: 5_000,
+            metrics_listen: None,
         }
     }
 
@@ -128,11 +133,15 @@ impl ServerConfig {
 pub struct Server {
     node_id: NodeId,
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     raft: Raft,
     sm: StateMachineStore,
     log: LogStore,
-    stop: Option<oneshot::Sender<()>>,
+    metrics: Arc<Metrics>,
+    stop: watch::Sender<bool>,
     serving: Option<JoinHandle<std::result::Result<(), tonic::transport::Error>>>,
+    /// The metrics listener and the health task: stopped with the node.
+    helpers: Vec<JoinHandle<()>>,
 }
 
 impl Server {
@@ -155,16 +164,28 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Transport(format!("local address: {e}")))?;
+        let metrics_listener = match cfg.metrics_listen {
+            Some(at) => Some(
+                TcpListener::bind(at)
+                    .await
+                    .map_err(|e| Error::Transport(format!("bind {at} (metrics): {e}")))?,
+            ),
+            None => None,
+        };
         let token: Option<Arc<str>> = cfg.token.as_deref().map(Arc::from);
-        let raft = Raft::new(
-            cfg.node_id,
-            raft_config,
-            NetworkFactory::new(token.clone()),
-            log.clone(),
-            sm.clone(),
-        )
-        .await
-        .map_err(|e| Error::Raft(e.to_string()))?;
+        let network = NetworkFactory::new(token.clone());
+        let reachability = network.reachability();
+        let raft = Raft::new(cfg.node_id, raft_config, network, log.clone(), sm.clone())
+            .await
+            .map_err(|e| Error::Raft(e.to_string()))?;
+        let metrics = Arc::new(Metrics::new(NodeCollector {
+            raft: raft.clone(),
+            sm: sm.clone(),
+            log: log.clone(),
+            reachability,
+        }));
+        let (health, health_svc) = tonic_health::server::health_reporter();
+        let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
         let check = token_check(token);
         let raft_svc = InterceptedService::new(
             RaftServer::new(RaftService::new(raft.clone(), sm.clone(), cfg.node_id))
@@ -183,7 +204,24 @@ impl Server {
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
             check,
         );
-        let (stop, stopped) = oneshot::channel::<()>();
+        let (stop, stopped) = watch::channel(false);
+        let stopped = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                // Stopped when told to, or when the sender is gone.
+                let _ = stopped.wait_for(|&stop| stop).await;
+            }
+        };
+        let mut metrics_addr = None;
+        if let Some(listener) = metrics_listener {
+            metrics_addr = Some(crate::metrics::local_addr(&listener)?);
+            let (metrics, stopped) = (Arc::clone(&metrics), stopped());
+            helpers.push(tokio::spawn(async move {
+                if let Err(e) = crate::metrics::serve(listener, metrics, stopped).await {
+                    tracing::warn!("metrics listener: {e}");
+                }
+            }));
+        }
         // Replies go out at once: with Nagle's algorithm a reply written in two pieces
         // waits for the client's delayed acknowledgement (40 ms on Linux).
         let incoming = tokio_stream::StreamExt::map(
@@ -192,26 +230,39 @@ impl Server {
         );
         let serving = tokio::spawn(
             tonic::transport::Server::builder()
+                .layer(RequestLayer(Arc::clone(&metrics)))
                 .add_service(raft_svc)
                 .add_service(kv_svc)
-                .serve_with_incoming_shutdown(incoming, async {
-                    let _ = stopped.await;
-                }),
+                .add_service(health_svc)
+                .serve_with_incoming_shutdown(incoming, stopped()),
         );
         Ok(Server {
             node_id: cfg.node_id,
             addr,
+            metrics_addr,
             raft,
             sm,
             log,
-            stop: Some(stop),
+            metrics,
+            stop,
             serving: Some(serving),
+            helpers,
         })
     }
 
     /// The address the node listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address metrics are served on, if [`ServerConfig::metrics_listen`] was set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The node's metrics (what `GET /metrics` answers: [`Metrics::render`]).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     pub fn node_id(&self) -> NodeId {
@@ -282,15 +333,17 @@ impl Server {
             .shutdown()
             .await
             .map_err(|e| Error::Raft(e.to_string()));
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.stop.send_replace(true);
         if let Some(serving) = self.serving.take() {
             match serving.await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(Error::Transport(e.to_string())),
                 Err(e) => return Err(Error::Transport(format!("server task: {e}"))),
             }
+        }
+        for helper in std::mem::take(&mut self.helpers) {
+            // The health task ends with Raft, the metrics listener with `stop`.
+            let _ = helper.await;
         }
         raft?;
         let log = self.log.close();
@@ -301,11 +354,12 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.stop.send_replace(true);
         if let Some(serving) = self.serving.take() {
             serving.abort();
+        }
+        for helper in self.helpers.drain(..) {
+            helper.abort();
         }
     }
 }

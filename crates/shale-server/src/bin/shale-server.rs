@@ -7,7 +7,8 @@
 //!     --peer 2=127.0.0.1:7002 --peer 3=127.0.0.1:7003 --bootstrap
 //! ```
 //! The shared secret, if any, comes from the `SHALE_TOKEN` environment variable, so that
-//! it does not show in the process list.
+//! it does not show in the process list. The log goes to stderr, filtered by `SHALE_LOG`
+//! (`shale_server::logging`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -49,6 +50,10 @@ struct Args {
     /// Build a snapshot after this many applied entries.
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
+    /// Serve metrics over HTTP at this address (`GET /metrics`, the OpenMetrics text
+    /// format). Off unless given.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// Threads of the async runtime that serves RPCs and drives Raft (default: one per
     /// core). Storage calls run on a separate blocking pool either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
@@ -71,12 +76,12 @@ async fn run(args: Args) -> shale_server::Result<()> {
     let mut cfg = ServerConfig::new(args.id, args.listen, &args.data_dir);
     cfg.token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
     cfg.snapshot_every_entries = args.snapshot_every;
+    cfg.metrics_listen = args.metrics_listen;
     let server = Server::start(cfg).await?;
-    eprintln!(
-        "shale-server: node {} listening on {}",
-        args.id,
-        server.addr()
-    );
+    tracing::info!("node {} listening on {}", args.id, server.addr());
+    if let Some(at) = server.metrics_addr() {
+        tracing::info!("metrics at http://{at}/metrics");
+    }
     let advertised = args
         .advertise
         .clone()
@@ -85,7 +90,7 @@ async fn run(args: Args) -> shale_server::Result<()> {
         let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
         members.insert(args.id, advertised.clone());
         server.bootstrap(members).await?;
-        eprintln!("shale-server: bootstrapped a new cluster");
+        tracing::info!("bootstrapped a new cluster");
     }
     if args.join && !server.is_initialized().await? {
         let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
@@ -101,7 +106,7 @@ async fn run(args: Args) -> shale_server::Result<()> {
             .add_voters(&[args.id])
             .await
             .map_err(|e| shale_server::Error::Raft(format!("join as a voter: {e}")))?;
-        eprintln!("shale-server: joined; voters now {:?}", m.voters);
+        tracing::info!("joined; voters now {:?}", m.voters);
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| shale_server::Error::Transport(format!("signal handler: {e}")))?;
@@ -114,16 +119,17 @@ async fn run(args: Args) -> shale_server::Result<()> {
             return Err(shale_server::Error::Raft(format!("fatal: {fatal}")));
         }
     }
-    eprintln!("shale-server: stopping");
+    tracing::info!("stopping");
     server.shutdown().await
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_writer(std::io::stderr)
-        .init();
+    let directives = std::env::var("SHALE_LOG").ok().filter(|d| !d.is_empty());
+    if let Err(e) = shale_server::logging::init(directives.as_deref()) {
+        eprintln!("shale-server: {e}");
+        return ExitCode::FAILURE;
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.worker_threads {
         builder.worker_threads(usize::from(n));
@@ -131,14 +137,14 @@ fn main() -> ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("shale-server: runtime: {e}");
+            tracing::error!("runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("shale-server: {e}");
+            tracing::error!("{e}");
             ExitCode::FAILURE
         }
     }

@@ -1,0 +1,479 @@
+//! Metrics in the OpenMetrics text format (which Prometheus scrapes), served at `GET /metrics` on
+//! [`crate::ServerConfig::metrics_listen`] (plain HTTP/1.1; docs/replication.md,
+//! "Metrics", lists every series).
+//!
+//! Two sources: [`RequestLayer`] counts and times every gRPC request as it passes (a tower
+//! layer around all the node's services), and [`NodeCollector`] reads the node's state
+//! when scraped: Raft's metrics, each peer's [`Link`], and the counters of the two Shale
+//! databases (the state machine and the log store).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use openraft::ServerState;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::log_store::LogStore;
+use crate::network::{Link, Reachability, APPENDS_CUT};
+use crate::state_machine::StateMachineStore;
+use crate::Raft;
+
+/// Every gRPC method a node serves, by request path; any other path counts as `other`.
+pub const METHODS: [&str; 16] = [
+    "/shale.v1.Raft/AppendEntries",
+    "/shale.v1.Raft/Vote",
+    "/shale.v1.Raft/InstallSnapshot",
+    "/shale.v1.Kv/Get",
+    "/shale.v1.Kv/Put",
+    "/shale.v1.Kv/Delete",
+    "/shale.v1.Kv/Batch",
+    "/shale.v1.Kv/CompareAndSet",
+    "/shale.v1.Kv/Scan",
+    "/shale.v1.Kv/DefineIndex",
+    "/shale.v1.Kv/Search",
+    "/shale.v1.Kv/Status",
+    "/shale.v1.Kv/AddLearner",
+    "/shale.v1.Kv/ChangeVoters",
+    "/grpc.health.v1.Health/Check",
+    "/grpc.health.v1.Health/Watch",
+];
+
+type RequestLabels = [(&'static str, &'static str); 2];
+type MethodLabel = [(&'static str, &'static str); 1];
+
+/// The node's metrics: the request series it records, and its registry for the rest.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<MethodLabel, Histogram, fn() -> Histogram>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs to about 26 s, doubling.
+    Histogram::new(exponential_buckets(50e-6, 2.0, 20))
+}
+
+impl Metrics {
+    /// Request series, and `node`'s state read at each scrape.
+    pub fn new(node: NodeCollector) -> Metrics {
+        let mut registry = Registry::with_prefix("shale");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<MethodLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
+        registry.register(
+            "grpc_requests",
+            "gRPC requests answered, by method and status code",
+            requests.clone(),
+        );
+        registry.register(
+            "grpc_request_duration_seconds",
+            "Time from a gRPC request's arrival to its response's headers, by method",
+            latency.clone(),
+        );
+        registry.register_collector(Box::new(node));
+        Metrics {
+            registry,
+            requests,
+            latency,
+        }
+    }
+
+    fn record(&self, method: &'static str, code: &'static str, seconds: f64) {
+        self.requests
+            .get_or_create(&[("method", method), ("code", code)])
+            .inc();
+        self.latency
+            .get_or_create(&[("method", method)])
+            .observe(seconds);
+    }
+
+    /// Everything, in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String fails only if a collector fails, and ours do not.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!("encoding metrics: {e}");
+        }
+        out
+    }
+}
+
+/// The name of a gRPC status code, as the `code` label.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// The tower layer that records each request in [`Metrics`].
+#[derive(Clone, Debug)]
+pub struct RequestLayer(pub Arc<Metrics>);
+
+impl<S> tower::Layer<S> for RequestLayer {
+    type Service = Recorded<S>;
+
+    fn layer(&self, inner: S) -> Recorded<S> {
+        Recorded {
+            inner,
+            metrics: Arc::clone(&self.0),
+        }
+    }
+}
+
+/// A service whose requests are recorded.
+#[derive(Clone, Debug)]
+pub struct Recorded<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S, B, RB> tower::Service<http::Request<B>> for Recorded<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<RB>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let path = req.uri().path();
+        let method = METHODS
+            .iter()
+            .find(|&&m| m == path)
+            .copied()
+            .unwrap_or("other");
+        let metrics = Arc::clone(&self.metrics);
+        let start = Instant::now();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let response = response.await;
+            // A handler's error is sent as a response of headers only, its status among
+            // them; a response with a body carries its status in trailers and counts as
+            // OK (every method answers one message, sent only on success).
+            let code = match &response {
+                Ok(r) => r
+                    .headers()
+                    .get("grpc-status")
+                    .map_or(tonic::Code::Ok, |v| tonic::Code::from_bytes(v.as_bytes())),
+                Err(_) => tonic::Code::Internal,
+            };
+            metrics.record(method, code_name(code), start.elapsed().as_secs_f64());
+            response
+        })
+    }
+}
+
+/// The node's state, read at each scrape.
+pub struct NodeCollector {
+    pub raft: Raft,
+    pub sm: StateMachineStore,
+    pub log: LogStore,
+    pub reachability: Arc<Reachability>,
+}
+
+impl std::fmt::Debug for NodeCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeCollector").finish_non_exhaustive()
+    }
+}
+
+/// The gauges of engine counters that are levels, not running totals.
+const ENGINE_GAUGES: [&str; 5] = [
+    "block_cache_usage_bytes",
+    "block_cache_capacity_bytes",
+    "pinned_table_metadata_bytes",
+    "open_tables",
+    "rate_limit_bytes_per_sec",
+];
+
+fn gauge<L: prometheus_client::encoding::EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    series: &[(L, i64)],
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in series {
+        ConstGauge::new(*value).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+fn index(id: Option<u64>) -> i64 {
+    id.map_or(-1, |i| i64::try_from(i).unwrap_or(i64::MAX))
+}
+
+impl Collector for NodeCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let m = self.raft.metrics().borrow().clone();
+        let none: [(&str, &str); 0] = [];
+        let one = |v: i64| [(none, v)];
+        let term = i64::try_from(m.current_term).unwrap_or(i64::MAX);
+        gauge(
+            &mut encoder,
+            "raft_term",
+            "The current Raft term",
+            &one(term),
+        )?;
+        let leader = m
+            .current_leader
+            .map_or(-1, |l| i64::try_from(l).unwrap_or(-1));
+        gauge(
+            &mut encoder,
+            "raft_leader",
+            "The leader this node knows of (-1: none)",
+            &one(leader),
+        )?;
+        let states = [
+            (ServerState::Leader, "leader"),
+            (ServerState::Follower, "follower"),
+            (ServerState::Candidate, "candidate"),
+            (ServerState::Learner, "learner"),
+            (ServerState::Shutdown, "shutdown"),
+        ];
+        let series: Vec<_> = states
+            .iter()
+            .map(|(s, name)| ([("state", *name)], i64::from(m.state == *s)))
+            .collect();
+        gauge(
+            &mut encoder,
+            "raft_state",
+            "1 for this node's Raft role",
+            &series,
+        )?;
+        gauge(
+            &mut encoder,
+            "raft_running",
+            "1 while Raft runs (0 after a fatal error)",
+            &one(i64::from(m.running_state.is_ok())),
+        )?;
+        gauge(
+            &mut encoder,
+            "raft_last_log_index",
+            "The last log index (-1: empty log)",
+            &one(index(m.last_log_index)),
+        )?;
+        gauge(
+            &mut encoder,
+            "raft_applied_index",
+            "The last index applied to the state machine",
+            &one(index(m.last_applied.map(|l| l.index))),
+        )?;
+        gauge(
+            &mut encoder,
+            "raft_snapshot_index",
+            "The last index in the current snapshot",
+            &one(index(m.snapshot.map(|l| l.index))),
+        )?;
+        gauge(
+            &mut encoder,
+            "raft_purged_index",
+            "The last index purged from the log",
+            &one(index(m.purged.map(|l| l.index))),
+        )?;
+        let membership = m.membership_config.membership();
+        let voters = i64::try_from(membership.voter_ids().count()).unwrap_or(i64::MAX);
+        let learners = i64::try_from(membership.learner_ids().count()).unwrap_or(i64::MAX);
+        gauge(
+            &mut encoder,
+            "raft_voters",
+            "Voters in the membership this node holds",
+            &one(voters),
+        )?;
+        gauge(
+            &mut encoder,
+            "raft_learners",
+            "Learners in the membership this node holds",
+            &one(learners),
+        )?;
+        if let Some(ms) = m.millis_since_quorum_ack {
+            let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+            gauge(
+                &mut encoder,
+                "raft_millis_since_quorum_ack",
+                "On the leader: milliseconds since a quorum last acknowledged it",
+                &one(ms),
+            )?;
+        }
+        if let (Some(replication), Some(last)) = (&m.replication, m.last_log_index) {
+            let lag: Vec<_> = replication
+                .iter()
+                .filter(|(&id, _)| id != m.id)
+                .map(|(id, matched)| {
+                    let matched = matched.map_or(0, |l| l.index + 1);
+                    let lag = last.saturating_add(1).saturating_sub(matched);
+                    (
+                        [("peer", id.to_string())],
+                        i64::try_from(lag).unwrap_or(i64::MAX),
+                    )
+                })
+                .collect();
+            gauge(
+                &mut encoder,
+                "raft_replication_lag_entries",
+                "On the leader: entries each peer's log lacks",
+                &lag,
+            )?;
+        }
+        let links: Vec<_> = self
+            .reachability
+            .links()
+            .into_iter()
+            .map(|(id, link)| {
+                (
+                    [("peer", id.to_string())],
+                    i64::from(link == Link::Reachable),
+                )
+            })
+            .collect();
+        gauge(
+            &mut encoder,
+            "peer_reachable",
+            "1 if this node's last RPC to the peer was answered",
+            &links,
+        )?;
+        let cut = ConstCounter::new(APPENDS_CUT.load(std::sync::atomic::Ordering::Relaxed));
+        cut.encode(encoder.encode_descriptor(
+            "raft_appends_cut",
+            "AppendEntries requests cut to fit the size bounds",
+            None,
+            MetricType::Counter,
+        )?)?;
+        self.encode_engines(&mut encoder)
+    }
+}
+
+impl NodeCollector {
+    /// `shale_engine_<counter>{store="state"|"log"}` for every engine counter.
+    fn encode_engines(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let state = self.sm.db().stats().counters();
+        let log = self.log.stats().counters();
+        for ((name, s), (_, l)) in state.into_iter().zip(log) {
+            let labels = |store| [("store", store)];
+            let series = format!("engine_{name}");
+            if ENGINE_GAUGES.contains(&name) {
+                let v = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
+                gauge(
+                    encoder,
+                    &series,
+                    "An engine gauge (see StatsSnapshot)",
+                    &[(labels("state"), v(s)), (labels("log"), v(l))],
+                )?;
+            } else {
+                let mut metric = encoder.encode_descriptor(
+                    &series,
+                    "An engine counter (see StatsSnapshot)",
+                    None,
+                    MetricType::Counter,
+                )?;
+                ConstCounter::new(s).encode(metric.encode_family(&labels("state"))?)?;
+                ConstCounter::new(l).encode(metric.encode_family(&labels("log"))?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Serve `GET /metrics` on `listener` until `stop` resolves.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = Arc::clone(&metrics);
+            async move {
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.render(),
+                )
+            }
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+}
+
+/// The address a metrics listener was bound to, for [`crate::Server::metrics_addr`].
+pub(crate) fn local_addr(listener: &TcpListener) -> crate::Result<SocketAddr> {
+    listener
+        .local_addr()
+        .map_err(|e| crate::Error::Transport(format!("metrics address: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`METHODS`] names every method of `proto/shale.proto`, and the health service's.
+    #[test]
+    fn every_method_has_its_own_label() {
+        let proto = include_str!("../proto/shale.proto");
+        let mut service = "";
+        let mut expected = vec![
+            "/grpc.health.v1.Health/Check".to_string(),
+            "/grpc.health.v1.Health/Watch".to_string(),
+        ];
+        for line in proto.lines().map(str::trim) {
+            if let Some(rest) = line.strip_prefix("service ") {
+                service = rest.split_whitespace().next().unwrap_or_default();
+            } else if let Some(rest) = line.strip_prefix("rpc ") {
+                let method = rest.split('(').next().unwrap_or_default().trim();
+                expected.push(format!("/shale.v1.{service}/{method}"));
+            }
+        }
+        let mut listed: Vec<String> = METHODS.iter().map(ToString::to_string).collect();
+        expected.sort();
+        listed.sort();
+        assert_eq!(listed, expected);
+    }
+
+    #[test]
+    fn codes_are_named_as_grpc_names_them() {
+        assert_eq!(code_name(tonic::Code::Ok), "OK");
+        assert_eq!(code_name(tonic::Code::from_i32(8)), "RESOURCE_EXHAUSTED");
+        assert_eq!(code_name(tonic::Code::from_i32(16)), "UNAUTHENTICATED");
+    }
+}
