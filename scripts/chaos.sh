@@ -4,7 +4,9 @@
 # restarts, 8 clients recording every call; porcupine (chaos/, Go) must find the history
 # linearizable, and must find the first negative control's (a server that reads without
 # the read index) not. The second negative control, a vote written without fsync, must
-# make tests/vote_durability.rs and tests/cluster_vote_power_loss.rs fail on MemFs.
+# make tests/vote_durability.rs and tests/cluster_vote_power_loss.rs fail on MemFs. After
+# every fault a leader must be elected within a bound; the third, elections 100 times
+# slower, must fail the run for want of one.
 # SHALE_CHAOS_SECONDS sets the length of each run (default 40).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,4 +95,22 @@ if ! grep -q "a replica voted for a lower leader after a higher one" "$work/vote
     exit 1
 fi
 echo "caught: a replica that lost its vote elected a lower leader after a higher one"
-echo "chaos: 4 passed, 0 failed (the history, the stale reads caught, the unsynced vote caught twice)"
+echo "== negative control 3 (elections 100 times slower) must fail for want of a leader"
+cargo build -p shale-server --bins --features negative-control-no-reelection
+cp "$target/debug/shale-server" "$work/server-slow"
+cargo build -p shale-server --bins
+if "$work/chaos" --server-bin "$work/server-slow" --dir "$work/slow" \
+    --history "$work/slow.jsonl" --seconds 15 "${netns[@]}" >"$work/slow.log" 2>&1; then
+    cat "$work/slow.log"
+    echo "FAIL: a cluster that does not elect again passed the chaos run"
+    exit 1
+fi
+if ! grep -q "no leader within" "$work/slow.log"; then
+    cat "$work/slow.log"
+    echo "FAIL: the slow-election run failed for another reason"
+    exit 1
+fi
+grep "no leader within" "$work/slow.log"
+echo "caught: no leader after a fault healed"
+
+echo "chaos: 5 passed, 0 failed (the history with a leader after every fault, the stale reads caught, no re-election caught, the unsynced vote caught twice)"

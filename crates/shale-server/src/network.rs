@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::error::{
     Fatal, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError,
@@ -65,49 +65,61 @@ pub const TOKEN_HEADER: &str = "authorization";
 /// log go backwards).
 pub const TARGET_HEADER: &str = "shale-target-node";
 
-/// What the last RPC to a peer showed.
+/// What RPCs to a peer showed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Link {
     /// Every RPC so far failed: the peer may still be starting.
     NotYetReached,
-    /// The last RPC was answered.
+    /// An RPC was answered, and none failed since, or for less than [`LOST_AFTER`].
     Reachable,
-    /// The last RPC failed after an earlier one was answered.
+    /// RPCs have failed for [`LOST_AFTER`] since the last one answered.
     Lost,
 }
 
-/// Each peer's [`Link`], from the outcome of this node's last RPC to it. A change is
-/// logged once: the first failure at INFO (peers start in any order), a loss at WARN, a
-/// recovery at INFO. Metrics show the current links.
+/// How long RPCs to a reachable peer must fail before it counts as lost: ten heartbeats.
+/// A single timeout does not (a peer that resumes after a pause answers some of the
+/// requests that queued and times out on others for a moment).
+pub const LOST_AFTER: Duration = Duration::from_secs(1);
+
+/// Each peer's [`Link`], from the outcomes of this node's RPCs to it. A change is logged
+/// once: the first failure at INFO (peers start in any order), a loss at WARN, a recovery
+/// at INFO. Metrics show the current links.
 #[derive(Debug, Default)]
 pub struct Reachability {
-    peers: Mutex<BTreeMap<NodeId, Link>>,
+    peers: Mutex<BTreeMap<NodeId, (Link, Instant)>>,
 }
 
 impl Reachability {
     /// Note an RPC's outcome: `Err` carries why it failed.
     pub fn record(&self, peer: NodeId, outcome: Result<(), &dyn std::fmt::Display>) {
+        self.record_at(peer, outcome, Instant::now());
+    }
+
+    fn record_at(&self, peer: NodeId, outcome: Result<(), &dyn std::fmt::Display>, now: Instant) {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         let before = peers.get(&peer).copied();
         let after = match (before, outcome) {
             (None, Err(e)) => {
                 tracing::info!("peer {peer} not reachable yet: {e}");
-                Link::NotYetReached
+                (Link::NotYetReached, now)
             }
-            (Some(Link::Reachable), Err(e)) => {
+            (Some((Link::Reachable, answered)), Err(e)) => {
+                if now.duration_since(answered) < LOST_AFTER {
+                    return;
+                }
                 tracing::warn!("peer {peer} lost: {e}");
-                Link::Lost
+                (Link::Lost, answered)
             }
-            (Some(link), Err(_)) => link,
-            (None | Some(Link::NotYetReached), Ok(())) => {
+            (Some(_), Err(_)) => return,
+            (None | Some((Link::NotYetReached, _)), Ok(())) => {
                 tracing::info!("peer {peer} reachable");
-                Link::Reachable
+                (Link::Reachable, now)
             }
-            (Some(Link::Lost), Ok(())) => {
+            (Some((Link::Lost, _)), Ok(())) => {
                 tracing::info!("peer {peer} reachable again");
-                Link::Reachable
+                (Link::Reachable, now)
             }
-            (Some(Link::Reachable), Ok(())) => return,
+            (Some((Link::Reachable, _)), Ok(())) => (Link::Reachable, now),
         };
         peers.insert(peer, after);
     }
@@ -115,7 +127,7 @@ impl Reachability {
     /// Every peer an RPC was sent to, with its link.
     pub fn links(&self) -> Vec<(NodeId, Link)> {
         let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        peers.iter().map(|(&id, &link)| (id, link)).collect()
+        peers.iter().map(|(&id, &(link, _))| (id, link)).collect()
     }
 }
 
@@ -389,5 +401,35 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let vote = convert::vote_from_pb(resp.into_inner().vote)
             .map_err(|s| StreamingError::Network(NetworkError::new(&s)))?;
         Ok(SnapshotResponse::new(vote))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_is_lost_after_failing_for_a_second_and_found_at_once() {
+        let links = Reachability::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let failed: &dyn std::fmt::Display = &"refused";
+        links.record_at(2, Err(failed), at(0));
+        assert_eq!(links.links(), [(2, Link::NotYetReached)]);
+        links.record_at(2, Ok(()), at(100));
+        assert_eq!(links.links(), [(2, Link::Reachable)]);
+        // Failures for less than LOST_AFTER since the last answer: still reachable.
+        links.record_at(2, Err(failed), at(200));
+        links.record_at(2, Err(failed), at(1_050));
+        assert_eq!(links.links(), [(2, Link::Reachable)]);
+        links.record_at(2, Err(failed), at(1_100));
+        assert_eq!(links.links(), [(2, Link::Lost)]);
+        links.record_at(2, Err(failed), at(5_000));
+        assert_eq!(links.links(), [(2, Link::Lost)]);
+        links.record_at(2, Ok(()), at(5_100));
+        assert_eq!(links.links(), [(2, Link::Reachable)]);
+        // An answer restarts the clock.
+        links.record_at(2, Err(failed), at(6_000));
+        assert_eq!(links.links(), [(2, Link::Reachable)]);
     }
 }

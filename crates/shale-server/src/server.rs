@@ -115,11 +115,19 @@ impl ServerConfig {
     }
 
     fn raft_config(&self) -> Result<Config> {
+        // The chaos test's third negative control: elections 100 times slower, so that a
+        // cluster that lost its leader has none again within the test's bound. Never in a
+        // release.
+        let slower = if cfg!(feature = "negative-control-no-reelection") {
+            100
+        } else {
+            1
+        };
         Config {
             cluster_name: "shale".into(),
             heartbeat_interval: self.heartbeat_interval_ms,
-            election_timeout_min: self.election_timeout_min_ms,
-            election_timeout_max: self.election_timeout_max_ms,
+            election_timeout_min: self.election_timeout_min_ms * slower,
+            election_timeout_max: self.election_timeout_max_ms * slower,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every_entries),
             max_in_snapshot_log_to_keep: self.log_entries_kept_after_snapshot,
             ..Default::default()

@@ -8,6 +8,10 @@
 //! with the `negative-control-stale-reads` feature, which serves reads from its own state
 //! without the read index, produces stale reads the checker must catch.
 //!
+//! After each fault heals, every node must name one leader, in one term, within
+//! [`LEADER_BOUND`]: a cluster that never elects again fails the run (the
+//! `negative-control-no-reelection` server must fail it; `scripts/chaos.sh` checks).
+//!
 //! After the run, once the three replicas report the same applied index, they are stopped
 //! and each one's state machine is opened from its directory and hashed: the hashes and
 //! applied indexes must agree.
@@ -341,6 +345,42 @@ async fn client_loop(
     }
 }
 
+/// How long after a fault heals the nodes may take to agree on a leader. An election takes
+/// about 0.75 s with the default timings (docs/replication.md, "Timings"); a restarted
+/// node also opens its stores first, and a whole-cluster restart opens all three at once.
+const LEADER_BOUND: Duration = Duration::from_secs(10);
+
+/// Wait until every running node names the same leader, one of them, in the same term;
+/// how long that took.
+async fn await_leader(cluster: &Cluster, bound: Duration) -> Result<Duration, String> {
+    let probe = Client::new(cluster.nodes.iter().map(|n| n.addr.clone()).collect(), None)
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    while start.elapsed() < bound {
+        seen.clear();
+        for node in cluster.nodes.iter().filter(|n| n.child.is_some()) {
+            let s =
+                tokio::time::timeout(Duration::from_millis(300), probe.status_of(&node.addr)).await;
+            seen.push(match s {
+                Ok(Ok(s)) => s.leader_id.map(|l| (l, s.term)),
+                _ => None,
+            });
+        }
+        let first = seen.first().copied().flatten();
+        // The leader must be one of the nodes asked (a follower still names a killed one
+        // until its election timeout), so it names itself.
+        let running = |l: u64| cluster.nodes.iter().any(|n| n.id == l && n.child.is_some());
+        if first.is_some_and(|(l, _)| running(l)) && seen.iter().all(|s| *s == first) {
+            return Ok(start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!(
+        "no leader within {bound:?}: (leader, term) by running node {seen:?}"
+    ))
+}
+
 async fn leader_index(cluster: &Cluster) -> Option<usize> {
     let probe = Client::new(cluster.nodes.iter().map(|n| n.addr.clone()).collect(), None).ok()?;
     for node in &cluster.nodes {
@@ -359,10 +399,13 @@ async fn leader_index(cluster: &Cluster) -> Option<usize> {
 }
 
 /// Faults, in turn, until `end`: kill the leader and restart it; pause a node and resume
-/// it; with `--netns`, cut a node's link; kill the whole cluster and restart it.
-async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Result<u32> {
+/// it; with `--netns`, cut a node's link; kill the whole cluster and restart it. After each
+/// heals, a leader within [`LEADER_BOUND`]. Returns how long each round's election took.
+async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Duration>, String> {
     let mut rng = Rng::new(seed | 1);
     let mut round = 0u32;
+    let mut elections = Vec::new();
+    let restart = |e: std::io::Error| format!("restart: {e}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let kinds = if cluster.args.netns { 4 } else { 3 };
     while Instant::now() + Duration::from_secs(4) < end {
@@ -378,8 +421,17 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Resu
                     i + 1
                 );
                 cluster.kill(i);
-                tokio::time::sleep(Duration::from_millis(1000)).await;
-                cluster.start(i, false)?;
+                // The two left must elect one of themselves (two voters can split their
+                // votes; openraft 0.9 draws its election timeout once per process).
+                let took = await_leader(cluster, LEADER_BOUND)
+                    .await
+                    .map_err(|e| format!("round {round}, with node {} down: {e}", i + 1))?;
+                eprintln!(
+                    "shale-chaos: round {round}: the other two elected a leader after {took:.1?}"
+                );
+                elections.push(took);
+                tokio::time::sleep(Duration::from_millis(1000).saturating_sub(took)).await;
+                cluster.start(i, false).map_err(restart)?;
             }
             2 => {
                 let i = match leader_index(cluster).await {
@@ -402,9 +454,9 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Resu
                 let id = cluster.nodes.get(i).map_or(1, |n| n.id);
                 eprintln!("shale-chaos: round {round}: isolate node {id} for 2 s");
                 let link = host_link(id);
-                ip(&["link", "set", &link, "down"]).map_err(std::io::Error::other)?;
+                ip(&["link", "set", &link, "down"])?;
                 tokio::time::sleep(Duration::from_millis(2000)).await;
-                ip(&["link", "set", &link, "up"]).map_err(std::io::Error::other)?;
+                ip(&["link", "set", &link, "up"])?;
             }
             _ => {
                 eprintln!("shale-chaos: round {round}: SIGKILL every node and restart");
@@ -413,13 +465,18 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> std::io::Resu
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 for i in 0..cluster.nodes.len() {
-                    cluster.start(i, false)?;
+                    cluster.start(i, false).map_err(restart)?;
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let took = await_leader(cluster, LEADER_BOUND)
+            .await
+            .map_err(|e| format!("round {round}, after the faults healed: {e}"))?;
+        eprintln!("shale-chaos: round {round}: one leader after {took:.1?}");
+        elections.push(took);
+        tokio::time::sleep(Duration::from_millis(1500).saturating_sub(took)).await;
     }
-    Ok(round)
+    Ok(elections)
 }
 
 /// Wait until every replica reports the same applied index twice in a row.
@@ -554,11 +611,11 @@ async fn run(args: Args) -> Result<(), String> {
             end,
         )));
     }
-    let rounds = faults(&mut cluster, end, args.seed).await;
+    let elections = faults(&mut cluster, end, args.seed).await;
     for t in tasks {
         let _ = t.await;
     }
-    let rounds = rounds.map_err(|e| format!("restart: {e}"))?;
+    let mut elections = elections?;
     for i in 0..cluster.nodes.len() {
         cluster.signal(i, "-CONT");
     }
@@ -575,8 +632,15 @@ async fn run(args: Args) -> Result<(), String> {
     compare_replicas(&cluster, applied)?;
     let mut out = history.out.lock().unwrap_or_else(|e| e.into_inner());
     out.flush().map_err(|e| format!("history: {e}"))?;
+    elections.sort();
+    let median = elections
+        .get(elections.len() / 2)
+        .copied()
+        .unwrap_or_default();
+    let max = elections.last().copied().unwrap_or_default();
     eprintln!(
-        "shale-chaos: {rounds} fault rounds, history in {}",
+        "shale-chaos: {} fault rounds, one leader after each within {max:.1?} (median {median:.1?}), history in {}",
+        elections.len(),
         args.history.display()
     );
     Ok(())
