@@ -41,6 +41,7 @@ pub mod server;
 pub mod service;
 pub mod snapshot;
 pub mod state_machine;
+pub mod time_spent;
 
 /// The generated gRPC code for `proto/shale.proto`, and conversions to openraft's types.
 pub mod pb;

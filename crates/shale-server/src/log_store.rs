@@ -38,6 +38,7 @@ use shale::{Db, Options, WriteBatch, WriteOptions};
 
 use crate::error::{Error, Result};
 use crate::format::{self, LOG_ENTRY_PREFIX, LOG_KEY_LAST_PURGED, LOG_KEY_VOTE};
+use crate::time_spent::TimeSpent;
 use crate::{Entry, NodeId, TypeConfig};
 
 mod cache;
@@ -51,6 +52,8 @@ pub struct LogStore {
     /// The last log index the state machine's durable snapshot covers, if the store
     /// purges behind one ([`LogStore::purging_behind`]).
     snapshots: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Purges that waited for a durable snapshot, and how long (inside Raft's loop).
+    purge_waits: Arc<TimeSpent>,
 }
 
 /// How long a purge waits for the snapshot that covers it to be durable.
@@ -82,6 +85,7 @@ impl LogStore {
             db: Arc::new(Db::open(dir, opts)?),
             cache: Arc::new(Mutex::new(EntryCache::default())),
             snapshots: None,
+            purge_waits: Arc::default(),
         })
     }
 
@@ -101,6 +105,13 @@ impl LogStore {
     /// Whatever closing the engine fails with.
     pub fn close(&self) -> Result<()> {
         self.db.close().map_err(Error::from)
+    }
+
+    /// Purges that had to wait for a durable snapshot to cover them, and how long they
+    /// waited: openraft awaits a purge in its loop, so this is time the node's Raft did
+    /// nothing else.
+    pub fn purge_waits(&self) -> &TimeSpent {
+        &self.purge_waits
     }
 
     /// The log database's counters, for metrics.
@@ -434,11 +445,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         if let Some(snapshots) = &self.snapshots {
             let mut snapshots = snapshots.clone();
+            let started = std::time::Instant::now();
+            let waited = *snapshots.borrow() < log_id.index;
             let covered = tokio::time::timeout(
                 PURGE_WAIT,
                 snapshots.wait_for(|&covered| covered >= log_id.index),
             )
             .await;
+            if waited {
+                self.purge_waits.record(started.elapsed());
+            }
             if !matches!(covered, Ok(Ok(_))) {
                 let e = Error::Raft(format!(
                     "no durable snapshot covers log index {} after {PURGE_WAIT:?}: not purging",

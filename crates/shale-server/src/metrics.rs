@@ -375,6 +375,34 @@ impl Collector for NodeCollector {
             None,
             MetricType::Counter,
         )?)?;
+        let spent = [
+            (
+                "raft_purge_waits",
+                "Log purges that waited, in Raft's loop, for a durable snapshot",
+                self.log.purge_waits(),
+            ),
+            (
+                "snapshot_writes",
+                "Received snapshots written into a new state machine generation",
+                self.sm.snapshot_writes(),
+            ),
+        ];
+        for (name, help, spent) in spent {
+            ConstCounter::new(spent.count()).encode(encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                MetricType::Counter,
+            )?)?;
+            let seconds = format!("{name}_seconds");
+            let help = format!("{help}: seconds in all");
+            ConstCounter::new(spent.total().as_secs_f64()).encode(encoder.encode_descriptor(
+                &seconds,
+                &help,
+                None,
+                MetricType::Counter,
+            )?)?;
+        }
         self.encode_engines(&mut encoder)
     }
 }

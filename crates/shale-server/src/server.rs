@@ -282,6 +282,11 @@ impl Server {
         &self.raft
     }
 
+    /// The log store (tests and tools).
+    pub fn log_store(&self) -> &LogStore {
+        &self.log
+    }
+
     /// The state machine (reads without the linearizability step: tests and tools only).
     pub fn state_machine(&self) -> &StateMachineStore {
         &self.sm

@@ -304,12 +304,25 @@ impl pb::raft_server::Raft for RaftService {
             ));
         }
         let data = SnapshotData::open(&path).map_err(|e| Status::internal(e.to_string()))?;
+        let meta = SnapshotMeta {
+            last_log_id: header.last_log_id,
+            last_membership: header.membership,
+            snapshot_id: header.snapshot_id,
+        };
+        // Written into a new generation here, outside Raft's loop, which then only
+        // switches to it (`StateMachineStore::prepare_install`).
+        let (sm, prepared_meta) = (self.sm.clone(), meta.clone());
+        let data = tokio::task::spawn_blocking(move || {
+            sm.prepare_install(&prepared_meta, &data).map(|()| data)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("snapshot install task: {e}")))?
+        .map_err(|e| match e {
+            crate::Error::Corruption { .. } => Status::invalid_argument(e.to_string()),
+            e => Status::internal(e.to_string()),
+        })?;
         let snapshot = Snapshot {
-            meta: SnapshotMeta {
-                last_log_id: header.last_log_id,
-                last_membership: header.membership,
-                snapshot_id: header.snapshot_id,
-            },
+            meta,
             snapshot: Box::new(data),
         };
         let resp = self

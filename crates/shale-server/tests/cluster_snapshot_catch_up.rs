@@ -92,6 +92,25 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
         "the fresh node installed a snapshot: {:?}",
         metrics.snapshot
     );
+    // The snapshot was written into a new generation before openraft was handed it, so
+    // the purge that openraft awaits in its loop as it installs the snapshot waited for
+    // the switch of generations, not for the copy.
+    let writes = cluster.server(fresh).state_machine().snapshot_writes();
+    let waits = cluster.server(fresh).log_store().purge_waits();
+    eprintln!(
+        "snapshot written {} time(s) in {:?}; purges waited {} time(s), {:?}",
+        writes.count(),
+        writes.total(),
+        waits.count(),
+        waits.total()
+    );
+    assert!(writes.count() >= 1);
+    assert!(
+        waits.total() < writes.total() / 2,
+        "Raft's loop waited {:?} for a snapshot written in {:?}",
+        waits.total(),
+        writes.total()
+    );
     let db = cluster.server(fresh).state_machine().db();
     for i in 0..200u32 {
         let key = format!("k{i:04}");

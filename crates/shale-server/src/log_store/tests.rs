@@ -80,6 +80,7 @@ fn cold(store: &LogStore) -> LogStore {
         db: Arc::clone(&store.db),
         cache: Arc::default(),
         snapshots: None,
+        purge_waits: Arc::default(),
     }
 }
 

@@ -47,6 +47,7 @@ use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};
 use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
 use crate::snapshot::{sync_dir, SnapshotData};
+use crate::time_spent::TimeSpent;
 use crate::{Entry, NodeId, TypeConfig};
 
 mod indexes;
@@ -85,6 +86,10 @@ struct Shared {
     /// belongs to) covers: the log store purges nothing past it (invariant 5).
     durable_snapshot: tokio::sync::watch::Sender<u64>,
     snapshot_lock: Mutex<()>,
+    /// A received snapshot written into the next generation, awaiting its install.
+    prepared: Mutex<Option<snapshots::Prepared>>,
+    /// Received snapshots written into new generations, and the time that took.
+    snapshot_writes: TimeSpent,
 }
 
 /// The state machine store. Cloning shares it (the snapshot builder is a clone).
@@ -233,6 +238,8 @@ impl StateMachineStore {
                 applied: Mutex::new(applied),
                 durable_snapshot: tokio::sync::watch::Sender::new(covered),
                 snapshot_lock: Mutex::new(()),
+                prepared: Mutex::new(None),
+                snapshot_writes: TimeSpent::default(),
             }),
         })
     }
@@ -288,7 +295,16 @@ impl StateMachineStore {
     /// Whatever closing the engine fails with.
     pub fn close(&self) -> Result<()> {
         let _serial = lock(&self.shared.snapshot_lock);
+        if let Some(p) = lock(&self.shared.prepared).take() {
+            snapshots::discard(p);
+        }
         self.db().close().map_err(Error::from)
+    }
+
+    /// Received snapshots written into new generations, and the time that took (ahead of
+    /// their install, [`StateMachineStore::prepare_install`], or during it).
+    pub fn snapshot_writes(&self) -> &TimeSpent {
+        &self.shared.snapshot_writes
     }
 
     fn snapshot_dir(&self) -> PathBuf {

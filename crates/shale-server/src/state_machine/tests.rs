@@ -168,6 +168,67 @@ fn a_snapshot_installs_into_a_new_generation_and_leftovers_are_removed_at_open()
     assert_eq!(reopened.applied().0, snap.meta.last_log_id);
 }
 
+#[test]
+fn a_prepared_snapshot_is_switched_to_and_a_stale_one_dropped() {
+    let leader_dir = tempfile::tempdir().expect("tempdir");
+    let leader = open(leader_dir.path());
+    leader
+        .apply_blocking(vec![
+            entry(1, EntryPayload::Blank),
+            entry(2, put(b"a", b"1")),
+        ])
+        .expect("apply");
+    let first = leader.build_snapshot_blocking().expect("build");
+    leader
+        .apply_blocking(vec![entry(3, put(b"b", b"2"))])
+        .expect("apply");
+    let second = leader.build_snapshot_blocking().expect("build");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let follower = open(dir.path());
+    // Prepared: written into sm-1, nothing switched yet.
+    follower
+        .prepare_install(&first.meta, &first.snapshot)
+        .expect("prepare");
+    assert!(dir.path().join("sm-1").exists());
+    assert_eq!(read_generation(dir.path()).expect("generation"), Some(0));
+    assert_eq!(follower.db().get(b"a").expect("get"), None);
+    assert_eq!(follower.snapshot_writes().count(), 1);
+    // openraft installs another snapshot than the one prepared: that one is dropped and
+    // the other written and switched to.
+    follower
+        .install_blocking(&second.meta, &second.snapshot)
+        .expect("install");
+    assert_eq!(follower.snapshot_writes().count(), 2);
+    assert_eq!(follower.db().get(b"b").expect("get"), Some(b"2".to_vec()));
+    assert_eq!(read_generation(dir.path()).expect("generation"), Some(1));
+    // Prepared, then installed: switched to without writing it again.
+    follower
+        .prepare_install(&second.meta, &second.snapshot)
+        .expect("prepare");
+    follower
+        .install_blocking(&second.meta, &second.snapshot)
+        .expect("install");
+    assert_eq!(
+        follower.snapshot_writes().count(),
+        3,
+        "one write, for the prepare"
+    );
+    assert_eq!(read_generation(dir.path()).expect("generation"), Some(2));
+    assert_eq!(follower.applied().0, second.meta.last_log_id);
+    // A prepare that is never installed goes with the close.
+    follower
+        .prepare_install(&first.meta, &first.snapshot)
+        .expect("prepare");
+    assert!(dir.path().join("sm-3").exists());
+    follower.close().expect("close");
+    assert!(!dir.path().join("sm-3").exists());
+    drop(follower);
+    let reopened = open(dir.path());
+    assert_eq!(reopened.db().get(b"b").expect("get"), Some(b"2".to_vec()));
+    assert_eq!(reopened.applied().0, second.meta.last_log_id);
+}
+
 fn normal(cmd: Command) -> EntryPayload<TypeConfig> {
     EntryPayload::Normal(Arc::new(cmd))
 }
