@@ -60,6 +60,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "ADDR", value_delimiter = ',')]
     server: Vec<String>,
 
+    /// With --server: connect over TLS, trusting the cluster's certificate authority in
+    /// FILE (PEM).
+    #[arg(long, global = true, value_name = "FILE", requires = "server")]
+    tls_ca: Option<PathBuf>,
+
     /// Read KEY, VALUE, --from, --to, --prefix and --index-prefix with the escapes scan
     /// prints (\\ \t \n \r \xNN), so binary keys can be typed and scan output pasted back.
     #[arg(long, short = 'e', global = true)]

@@ -35,7 +35,12 @@ impl From<ClientError> for CliError {
 /// Run `cli`'s command against the cluster at `servers`.
 pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
     let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
-    let client = Client::new(servers.to_vec(), token)?;
+    let mut client = Client::new(servers.to_vec(), token)?;
+    if let Some(ca) = &cli.tls_ca {
+        let pem = std::fs::read(ca)
+            .map_err(|e| CliError::Usage(format!("--tls-ca {}: {e}", ca.display())))?;
+        client = client.with_tls(pem);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

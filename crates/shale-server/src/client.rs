@@ -138,6 +138,7 @@ fn classify(status: &Status, kind: Kind) -> Next {
 pub struct Client {
     endpoints: Vec<String>,
     token: Option<String>,
+    tls: Option<tonic::transport::ClientTlsConfig>,
     deadline: Duration,
     state: Mutex<State>,
 }
@@ -163,6 +164,7 @@ impl Client {
         Ok(Client {
             endpoints,
             token,
+            tls: None,
             deadline: Duration::from_secs(10),
             state: Mutex::new(State {
                 target: first,
@@ -170,6 +172,14 @@ impl Client {
                 channels: HashMap::new(),
             }),
         })
+    }
+
+    /// Connect over TLS, trusting the cluster's certificate authority `ca_pem` (PEM), and
+    /// checking each node's certificate against the host of its endpoint.
+    pub fn with_tls(mut self, ca_pem: impl AsRef<[u8]>) -> Client {
+        self.tls = Some(crate::tls::client(ca_pem));
+        self.state().channels.clear();
+        self
     }
 
     /// The longest one call may take, retries included.
@@ -187,7 +197,9 @@ impl Client {
         if let Some(c) = st.channels.get(addr) {
             return Ok(c.clone());
         }
-        let channel = endpoint(addr).map_err(ClientError::Config)?.connect_lazy();
+        let channel = endpoint(addr, self.tls.as_ref())
+            .map_err(ClientError::Config)?
+            .connect_lazy();
         st.channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
     }

@@ -42,6 +42,7 @@ pub mod service;
 pub mod snapshot;
 pub mod state_machine;
 pub mod time_spent;
+pub mod tls;
 
 /// The generated gRPC code for `proto/shale.proto`, and conversions to openraft's types.
 pub mod pb;

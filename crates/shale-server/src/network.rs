@@ -26,7 +26,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::{AnyError, BasicNode, Snapshot, StorageError, StorageIOError, Vote};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::convert;
 use crate::pb;
@@ -135,13 +135,18 @@ impl Reachability {
 #[derive(Clone, Debug, Default)]
 pub struct NetworkFactory {
     token: Option<Arc<str>>,
+    /// Mutual TLS to peers ([`crate::tls::Tls::peer`]), if the cluster uses TLS.
+    tls: Option<ClientTlsConfig>,
     reachability: Arc<Reachability>,
 }
 
 impl NetworkFactory {
-    pub fn new(token: Option<Arc<str>>) -> Self {
+    /// Peers reached with `token` over plaintext, or over mutual TLS with `tls` (then the
+    /// token is not sent: replicas authenticate by certificate).
+    pub fn new(token: Option<Arc<str>>, tls: Option<ClientTlsConfig>) -> Self {
         NetworkFactory {
-            token,
+            token: if tls.is_some() { None } else { token },
+            tls,
             reachability: Arc::default(),
         }
     }
@@ -160,19 +165,25 @@ pub struct PeerClient {
     reachability: Arc<Reachability>,
 }
 
-/// An HTTP/2 endpoint for `addr` (`host:port`) with the timeouts replicas use.
+/// An HTTP/2 endpoint for `addr` (`host:port`) with the timeouts replicas use, over TLS
+/// when `tls` is given (the server's name checked against `addr`'s host).
 ///
 /// # Errors
 /// The endpoint's parse error, as text.
-pub fn endpoint(addr: &str) -> Result<Endpoint, String> {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .map(|e| {
-            e.connect_timeout(Duration::from_millis(500))
-                .http2_keep_alive_interval(Duration::from_secs(1))
-                .keep_alive_timeout(Duration::from_secs(3))
-                .keep_alive_while_idle(true)
-        })
-        .map_err(|e| format!("address {addr:?}: {e}"))
+pub fn endpoint(addr: &str, tls: Option<&ClientTlsConfig>) -> Result<Endpoint, String> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let e = Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .map_err(|e| format!("address {addr:?}: {e}"))?
+        .connect_timeout(Duration::from_millis(500))
+        .http2_keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(Duration::from_secs(3))
+        .keep_alive_while_idle(true);
+    match tls {
+        Some(tls) => e
+            .tls_config(tls.clone())
+            .map_err(|e| format!("TLS for {addr:?}: {e}")),
+        None => Ok(e),
+    }
 }
 
 /// `request` with the token attached, when one is configured.
@@ -191,7 +202,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        let client = endpoint(&node.addr).map(|e| {
+        let client = endpoint(&node.addr, self.tls.as_ref()).map(|e| {
             RaftClient::new(e.connect_lazy())
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES)

@@ -27,8 +27,9 @@ use crate::metrics::{Metrics, NodeCollector, RequestLayer};
 use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
-use crate::service::{token_check, KvService, RaftService};
+use crate::service::{replica_check, token_check, KvService, RaftService};
 use crate::state_machine::StateMachineStore;
+use crate::tls::{Tls, TlsFiles};
 use crate::{NodeId, Raft};
 
 /// How to run one node.
@@ -52,6 +53,11 @@ pub struct ServerConfig {
     /// Where to serve metrics over HTTP (`GET /metrics`), if anywhere; port 0 picks a free
     /// port ([`Server::metrics_addr`] tells which).
     pub metrics_listen: Option<SocketAddr>,
+    /// TLS for clients and peers ([`crate::tls`]); plaintext if `None`.
+    pub tls: Option<TlsFiles>,
+    /// Serve plaintext on an address other than loopback. Off: a node without TLS
+    /// refuses to listen beyond this machine.
+    pub allow_plaintext: bool,
 }
 
 impl ServerConfig {
@@ -77,6 +83,8 @@ impl ServerConfig {
             log_entries_kept_after_snapshot: 1_000,
             request_timeout_ms: 5_000,
             metrics_listen: None,
+            tls: None,
+            allow_plaintext: false,
         }
     }
 
@@ -106,6 +114,12 @@ impl ServerConfig {
         }
         if self.request_timeout_ms == 0 {
             problems.push("request_timeout_ms must be positive".into());
+        }
+        if self.tls.is_none() && !self.allow_plaintext && !self.listen.ip().is_loopback() {
+            problems.push(format!(
+                "{} is not a loopback address: give TLS files, or allow plaintext explicitly",
+                self.listen
+            ));
         }
         if problems.is_empty() {
             Ok(())
@@ -180,8 +194,9 @@ impl Server {
             ),
             None => None,
         };
+        let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
         let token: Option<Arc<str>> = cfg.token.as_deref().map(Arc::from);
-        let network = NetworkFactory::new(token.clone());
+        let network = NetworkFactory::new(token.clone(), tls.as_ref().map(Tls::peer));
         let reachability = network.reachability();
         let raft = Raft::new(cfg.node_id, raft_config, network, log.clone(), sm.clone())
             .await
@@ -194,13 +209,13 @@ impl Server {
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
-        let check = token_check(token);
         let raft_svc = InterceptedService::new(
             RaftServer::new(RaftService::new(raft.clone(), sm.clone(), cfg.node_id))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
-            check.clone(),
+            replica_check(token.clone(), tls.is_some()),
         );
+        let check = token_check(token);
         let kv_svc = InterceptedService::new(
             KvServer::new(KvService::new(
                 raft.clone(),
@@ -236,8 +251,14 @@ impl Server {
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             |conn| conn.and_then(|c| c.set_nodelay(true).map(|()| c)),
         );
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = &tls {
+            builder = builder
+                .tls_config(tls.server())
+                .map_err(|e| Error::Config(vec![format!("TLS: {e}")]))?;
+        }
         let serving = tokio::spawn(
-            tonic::transport::Server::builder()
+            builder
                 .layer(RequestLayer(Arc::clone(&metrics)))
                 .add_service(raft_svc)
                 .add_service(kv_svc)

@@ -140,6 +140,26 @@ pub fn token_check(
     }
 }
 
+/// The check on Raft RPCs, for `with_interceptor`: with TLS, a client certificate from the
+/// cluster's authority (a replica; a client's token is not enough); without, the token.
+pub fn replica_check(
+    token: Option<Arc<str>>,
+    tls: bool,
+) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
+    let tokens = token_check(token);
+    move |req: Request<()>| {
+        if !tls {
+            tokens(req)
+        } else if crate::tls::from_replica(&req) {
+            Ok(req)
+        } else {
+            Err(Status::permission_denied(
+                "Raft RPCs need a replica's certificate",
+            ))
+        }
+    }
+}
+
 /// Equal bytes, compared in time that depends on the length only.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

@@ -175,7 +175,8 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&data)
             .arg("--snapshot-every")
-            .arg("500");
+            .arg("500")
+            .arg("--allow-plaintext");
         for p in peers {
             cmd.arg("--peer").arg(p);
         }

@@ -50,6 +50,19 @@ struct Args {
     /// Build a snapshot after this many applied entries.
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
+    /// This node's certificate chain (PEM): serve TLS to clients and peers (with --tls-key
+    /// and --tls-ca; docs/replication.md, "TLS").
+    #[arg(long, requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// This node's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The cluster's certificate authority (PEM): peers' certificates must be its.
+    #[arg(long, requires = "tls_cert")]
+    tls_ca: Option<PathBuf>,
+    /// Serve plaintext on an address other than loopback (without TLS, a node refuses to).
+    #[arg(long, conflicts_with = "tls_cert")]
+    allow_plaintext: bool,
     /// Serve metrics over HTTP at this address (`GET /metrics`, the OpenMetrics text
     /// format). Off unless given.
     #[arg(long)]
@@ -77,6 +90,14 @@ async fn run(args: Args) -> shale_server::Result<()> {
     cfg.token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
     cfg.snapshot_every_entries = args.snapshot_every;
     cfg.metrics_listen = args.metrics_listen;
+    cfg.allow_plaintext = args.allow_plaintext;
+    if let (Some(cert), Some(key), Some(ca)) = (&args.tls_cert, &args.tls_key, &args.tls_ca) {
+        cfg.tls = Some(shale_server::tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: ca.clone(),
+        });
+    }
     let server = Server::start(cfg).await?;
     tracing::info!("node {} listening on {}", args.id, server.addr());
     if let Some(at) = server.metrics_addr() {
@@ -95,9 +116,15 @@ async fn run(args: Args) -> shale_server::Result<()> {
     if args.join && !server.is_initialized().await? {
         let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
         let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
-        let client = shale_server::Client::new(peers, token)
+        let mut client = shale_server::Client::new(peers, token)
             .map_err(|e| shale_server::Error::Raft(format!("join: {e}")))?
             .with_deadline(std::time::Duration::from_secs(300));
+        if let Some(ca) = &args.tls_ca {
+            let pem = std::fs::read(ca).map_err(|e| {
+                shale_server::Error::Config(vec![format!("--tls-ca {}: {e}", ca.display())])
+            })?;
+            client = client.with_tls(pem);
+        }
         client
             .add_learner(args.id, &advertised)
             .await

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use shale_server::tls::TlsFiles;
 use shale_server::{NodeId, Server, ServerConfig};
 use tempfile::TempDir;
 
@@ -15,6 +16,8 @@ use tempfile::TempDir;
 #[derive(Clone, Debug)]
 pub struct Timings {
     pub token: Option<String>,
+    /// TLS files (`ca.pem`, `node-<id>.pem`, `node-<id>.key`), if the cluster uses TLS.
+    pub tls_dir: Option<PathBuf>,
     pub snapshot_every_entries: u64,
     pub log_entries_kept_after_snapshot: u64,
 }
@@ -22,6 +25,7 @@ pub struct Timings {
 pub fn timings() -> Timings {
     Timings {
         token: None,
+        tls_dir: None,
         snapshot_every_entries: 10_000,
         log_entries_kept_after_snapshot: 1_000,
     }
@@ -44,6 +48,11 @@ impl Cluster {
         cfg.snapshot_every_entries = self.timings.snapshot_every_entries;
         cfg.log_entries_kept_after_snapshot = self.timings.log_entries_kept_after_snapshot;
         cfg.request_timeout_ms = 3_000;
+        cfg.tls = self.timings.tls_dir.as_ref().map(|dir| TlsFiles {
+            cert: dir.join(format!("node-{id}.pem")),
+            key: dir.join(format!("node-{id}.key")),
+            ca: dir.join("ca.pem"),
+        });
         cfg
     }
 
