@@ -4,7 +4,7 @@
 //! time from a leader's SIGKILL to the next acknowledged write. Prints a Markdown table.
 //!
 //! All replicas share this machine's cores and disk: the figures are for comparing runs
-//! here, not a capacity plan.
+//! here, not a capacity plan. `--tls-dir` runs the same over TLS.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -39,6 +39,10 @@ struct Args {
     /// Passed to each replica as `--worker-threads` (default: the server's own).
     #[arg(long)]
     server_worker_threads: Option<u16>,
+    /// Run the cluster over TLS with the files `scripts/make-certs.sh DIR 4` makes
+    /// (`ca.pem`, `node-<id>.pem`, `node-<id>.key`); the client trusts `ca.pem`.
+    #[arg(long)]
+    tls_dir: Option<PathBuf>,
 }
 
 struct Node {
@@ -71,6 +75,14 @@ fn start(args: &Args, nodes: &mut [Node], i: usize, bootstrap: bool) -> std::io:
         .arg(args.snapshot_every.to_string());
     if let Some(n) = args.server_worker_threads {
         cmd.arg("--worker-threads").arg(n.to_string());
+    }
+    if let Some(dir) = &args.tls_dir {
+        cmd.arg("--tls-cert")
+            .arg(dir.join(format!("node-{}.pem", node.id)))
+            .arg("--tls-key")
+            .arg(dir.join(format!("node-{}.key", node.id)))
+            .arg("--tls-ca")
+            .arg(dir.join("ca.pem"));
     }
     if bootstrap {
         cmd.arg("--bootstrap");
@@ -194,11 +206,14 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         start(&args, &mut nodes, i, i == 0).map_err(|e| e.to_string())?;
     }
     let endpoints: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
-    let client = Arc::new(
-        Client::new(endpoints.clone(), None)
-            .map_err(|e| e.to_string())?
-            .with_deadline(Duration::from_secs(20)),
-    );
+    let mut client = Client::new(endpoints.clone(), None)
+        .map_err(|e| e.to_string())?
+        .with_deadline(Duration::from_secs(20));
+    if let Some(dir) = &args.tls_dir {
+        let ca = dir.join("ca.pem");
+        client = client.with_tls(std::fs::read(&ca).map_err(|e| format!("{}: {e}", ca.display()))?);
+    }
+    let client = Arc::new(client);
     client
         .put(b"warmup", b"1")
         .await
