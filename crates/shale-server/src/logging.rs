@@ -72,8 +72,7 @@ pub fn is_openraft_noise(meta: &Metadata<'_>) -> bool {
 /// The directives' targets, less [`OPENRAFT_NOISE`]. Every decision is made once per call
 /// site (`callsite_enabled`) and the filter passes on the directives' most verbose level,
 /// so that the many `debug` and `trace` spans in openraft's hot paths stay disabled at
-/// their call sites: a filter that decided event by event made tracing check every one of
-/// them at run time, and halved the replicated write rate.
+/// their call sites instead of being checked each time they run.
 struct LogFilter {
     targets: Targets,
 }
