@@ -33,6 +33,8 @@ pub enum ClientError {
     Refused(String),
     /// The token is missing or wrong.
     Unauthenticated(String),
+    /// The token may not do this (a read-only token on a write).
+    PermissionDenied(String),
     /// No answer within the deadline; the last error seen says why.
     Timeout { last: String },
     /// A write failed in a way that leaves open whether it was applied.
@@ -48,6 +50,7 @@ impl std::fmt::Display for ClientError {
         match self {
             ClientError::Refused(m) => write!(f, "refused: {m}"),
             ClientError::Unauthenticated(m) => write!(f, "unauthenticated: {m}"),
+            ClientError::PermissionDenied(m) => write!(f, "permission denied: {m}"),
             ClientError::Timeout { last } => {
                 write!(f, "no answer within the deadline; last error: {last}")
             }
@@ -116,6 +119,7 @@ fn classify(status: &Status, kind: Kind) -> Next {
         },
         Code::InvalidArgument => Next::Fail(ClientError::Refused(message)),
         Code::Unauthenticated => Next::Fail(ClientError::Unauthenticated(message)),
+        Code::PermissionDenied => Next::Fail(ClientError::PermissionDenied(message)),
         Code::Unavailable
         | Code::DeadlineExceeded
         | Code::Cancelled

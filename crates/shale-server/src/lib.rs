@@ -9,6 +9,7 @@
 //! - [`snapshot`]: snapshot files, written and read frame by frame;
 //! - [`network`]: the Raft RPCs to peers; [`service`]: the gRPC services a node serves,
 //!   with the `proposer` that puts concurrent client writes into one log entry;
+//!   [`access`]: client tokens and roles, and the replicas' credential;
 //! - [`health`]: the gRPC health service's statuses; [`metrics`]: Prometheus metrics over
 //!   HTTP; [`logging`]: the log a person reads;
 //! - [`server`]: one node (stores, Raft, services); [`client`]: the Rust client.
@@ -23,6 +24,7 @@
     reason = "gRPC handlers answer tonic's Status and the Raft network openraft's RPCError; their sizes are not ours to choose"
 )]
 
+pub mod access;
 pub mod client;
 pub mod codec;
 pub mod command;

@@ -141,8 +141,8 @@ pub struct NetworkFactory {
 }
 
 impl NetworkFactory {
-    /// Peers reached with `token` over plaintext, or over mutual TLS with `tls` (then the
-    /// token is not sent: replicas authenticate by certificate).
+    /// Peers reached with the peer token over plaintext, or over mutual TLS with `tls`
+    /// (then no token is sent: replicas authenticate by certificate).
     pub fn new(token: Option<Arc<str>>, tls: Option<ClientTlsConfig>) -> Self {
         NetworkFactory {
             token: if tls.is_some() { None } else { token },

@@ -21,13 +21,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
 
+use crate::access::{client_check, replica_check, ClientTokens};
 use crate::error::{Error, Result};
 use crate::log_store::LogStore;
 use crate::metrics::{Metrics, NodeCollector, RequestLayer};
 use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
-use crate::service::{replica_check, token_check, KvService, RaftService};
+use crate::service::{KvService, RaftService};
 use crate::state_machine::StateMachineStore;
 use crate::tls::{Tls, TlsFiles};
 use crate::{NodeId, Raft};
@@ -39,8 +40,14 @@ pub struct ServerConfig {
     /// Where to listen; port 0 picks a free port ([`Server::addr`] tells which).
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
-    /// The shared secret every request must carry, if set (printable ASCII).
+    /// The read-write client token ([`crate::access`]): with it or `read_only_token` set,
+    /// every client call must carry one of them. Printable ASCII.
     pub token: Option<String>,
+    /// The read-only client token: admits get, scan, search and status.
+    pub read_only_token: Option<String>,
+    /// What Raft RPCs carry without TLS (with TLS, replicas present certificates instead).
+    /// Required without TLS once a client token is set: a client token never admits them.
+    pub peer_token: Option<String>,
     pub heartbeat_interval_ms: u64,
     pub election_timeout_min_ms: u64,
     pub election_timeout_max_ms: u64,
@@ -76,6 +83,8 @@ impl ServerConfig {
             listen,
             data_dir: data_dir.into(),
             token: None,
+            read_only_token: None,
+            peer_token: None,
             heartbeat_interval_ms: 100,
             election_timeout_min_ms: 300,
             election_timeout_max_ms: 400,
@@ -93,13 +102,7 @@ impl ServerConfig {
     /// # Errors
     /// `Config` listing them.
     pub fn validate(&self) -> Result<()> {
-        let mut problems = Vec::new();
-        if let Some(t) = &self.token {
-            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
-                problems
-                    .push("the token must be non-empty printable ASCII without spaces".to_string());
-            }
-        }
+        let mut problems = self.credential_problems();
         if self.heartbeat_interval_ms == 0 {
             problems.push("heartbeat_interval_ms must be positive".into());
         }
@@ -126,6 +129,50 @@ impl ServerConfig {
         } else {
             Err(Error::Config(problems))
         }
+    }
+
+    /// What is wrong with the tokens ([`crate::access`]).
+    fn credential_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let tokens = [
+            ("token", &self.token),
+            ("read_only_token", &self.read_only_token),
+            ("peer_token", &self.peer_token),
+        ];
+        for (name, token) in tokens {
+            if let Some(t) = token {
+                if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
+                    problems.push(format!(
+                        "{name} must be non-empty printable ASCII without spaces"
+                    ));
+                }
+            }
+        }
+        for (i, (a, ta)) in tokens.iter().enumerate() {
+            for (b, tb) in tokens.iter().skip(i + 1) {
+                if ta.is_some() && ta == tb {
+                    problems.push(format!("{a} and {b} must differ"));
+                }
+            }
+        }
+        if self.read_only_token.is_some() && self.token.is_none() {
+            problems.push(
+                "read_only_token needs a read-write token too (without one, every client could write)"
+                    .into(),
+            );
+        }
+        let client_token = self.token.is_some() || self.read_only_token.is_some();
+        match (&self.tls, &self.peer_token) {
+            (Some(_), Some(_)) => problems.push(
+                "peer_token is for clusters without TLS: with TLS, replicas present certificates"
+                    .into(),
+            ),
+            (None, None) if client_token => problems.push(
+                "without TLS, a client token needs a peer_token for the replicas' Raft RPCs".into(),
+            ),
+            _ => {}
+        }
+        problems
     }
 
     fn raft_config(&self) -> Result<Config> {
@@ -195,8 +242,8 @@ impl Server {
             None => None,
         };
         let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
-        let token: Option<Arc<str>> = cfg.token.as_deref().map(Arc::from);
-        let network = NetworkFactory::new(token.clone(), tls.as_ref().map(Tls::peer));
+        let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
+        let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer));
         let reachability = network.reachability();
         let raft = Raft::new(cfg.node_id, raft_config, network, log.clone(), sm.clone())
             .await
@@ -213,9 +260,12 @@ impl Server {
             RaftServer::new(RaftService::new(raft.clone(), sm.clone(), cfg.node_id))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
-            replica_check(token.clone(), tls.is_some()),
+            replica_check(peer_token, tls.is_some()),
         );
-        let check = token_check(token);
+        let check = client_check(ClientTokens {
+            read_write: cfg.token.as_deref().map(Arc::from),
+            read_only: cfg.read_only_token.as_deref().map(Arc::from),
+        });
         let kv_svc = InterceptedService::new(
             KvServer::new(KvService::new(
                 raft.clone(),
@@ -394,6 +444,62 @@ impl Drop for Server {
         }
         for helper in self.helpers.drain(..) {
             helper.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(edit: impl FnOnce(&mut ServerConfig)) -> Vec<String> {
+        let listen = "127.0.0.1:0".parse().expect("address");
+        let mut cfg = ServerConfig::new(1, listen, "/nonexistent");
+        edit(&mut cfg);
+        match cfg.validate() {
+            Ok(()) => Vec::new(),
+            Err(Error::Config(p)) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn credentials_are_separate_and_complete() {
+        let some = |s: &str| Some(s.to_string());
+        assert!(problems(|_| {}).is_empty(), "no tokens: open on loopback");
+        assert!(problems(|c| {
+            c.token = some("rw");
+            c.read_only_token = some("ro");
+            c.peer_token = some("peer");
+        })
+        .is_empty());
+        type Edit = fn(&mut ServerConfig);
+        let cases: [(&str, Edit); 5] = [
+            ("needs a peer_token", |c| c.token = Some("rw".into())),
+            ("must differ", |c| {
+                c.token = Some("same".into());
+                c.peer_token = Some("same".into());
+            }),
+            ("needs a read-write token", |c| {
+                c.read_only_token = Some("ro".into());
+                c.peer_token = Some("peer".into());
+            }),
+            ("printable ASCII", |c| {
+                c.token = Some("has space".into());
+                c.peer_token = Some("peer".into());
+            }),
+            ("with TLS, replicas present certificates", |c| {
+                c.peer_token = Some("peer".into());
+                c.tls = Some(TlsFiles {
+                    cert: "c".into(),
+                    key: "k".into(),
+                    ca: "a".into(),
+                });
+            }),
+        ];
+        for (want, edit) in cases {
+            let got = problems(edit);
+            assert!(got.iter().any(|p| p.contains(want)), "{want}: {got:?}");
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The gRPC services a node serves: [`RaftService`] for peers, [`KvService`] for clients,
-//! and the token check in front of both.
+//! The checks in front of both are [`crate::access`]'s.
 //!
 //! Client errors, as clients see them (docs/replication.md, "Client API"):
 //! - `FAILED_PRECONDITION` with metadata `shale-leader: host:port`: not the leader; retry
@@ -13,7 +13,8 @@
 //!   not have been applied.
 //! - `INVALID_ARGUMENT`: refused before proposing (reserved key, size limits); never retry.
 //! - `DEADLINE_EXCEEDED`: the server's request timeout passed; as ambiguous as the above.
-//! - `UNAUTHENTICATED`: the shared secret is missing or wrong.
+//! - `UNAUTHENTICATED`: no valid client token; `PERMISSION_DENIED`: a read-only token on
+//!   a call that writes or changes the membership.
 //!
 //! Thread safety: tonic runs each call in its own task; the services hold `Arc`s only.
 
@@ -27,9 +28,10 @@ use openraft::{BasicNode, ServerState, Snapshot, SnapshotMeta};
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::access::WriteGrant;
 use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied};
 use crate::convert;
-use crate::network::{TARGET_HEADER, TOKEN_HEADER};
+use crate::network::TARGET_HEADER;
 use crate::pb;
 use crate::proposer::{Outcome, Proposer};
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
@@ -119,51 +121,6 @@ pub const MAX_SCAN_PAIRS: u32 = 10_000;
 /// A scan page is closed once its keys and values pass this many bytes (the first pair
 /// always goes in): a page stays far below the message limit.
 pub const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
-
-/// A check of the shared secret, for `with_interceptor`.
-pub fn token_check(
-    token: Option<Arc<str>>,
-) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
-    move |req: Request<()>| {
-        let Some(want) = token.as_deref() else {
-            return Ok(req);
-        };
-        let got = req
-            .metadata()
-            .get(TOKEN_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match got {
-            Some(got) if constant_time_eq(got.as_bytes(), want.as_bytes()) => Ok(req),
-            _ => Err(Status::unauthenticated("a valid token is required")),
-        }
-    }
-}
-
-/// The check on Raft RPCs, for `with_interceptor`: with TLS, a client certificate from the
-/// cluster's authority (a replica; a client's token is not enough); without, the token.
-pub fn replica_check(
-    token: Option<Arc<str>>,
-    tls: bool,
-) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
-    let tokens = token_check(token);
-    move |req: Request<()>| {
-        if !tls {
-            tokens(req)
-        } else if crate::tls::from_replica(&req) {
-            Ok(req)
-        } else {
-            Err(Status::permission_denied(
-                "Raft RPCs need a replica's certificate",
-            ))
-        }
-    }
-}
-
-/// Equal bytes, compared in time that depends on the length only.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 fn retry_safe(mut status: Status) -> Status {
     status
@@ -379,7 +336,7 @@ impl KvService {
 
     /// Validate `cmd`, then have the proposer put it in the log (with whatever other
     /// writes arrive meanwhile) and wait for its outcome.
-    async fn propose(&self, cmd: Command) -> Result<(u64, Applied), Status> {
+    async fn propose(&self, _: WriteGrant, cmd: Command) -> Result<(u64, Applied), Status> {
         cmd.validate()
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.sm
@@ -414,6 +371,7 @@ impl KvService {
     /// Answer a membership change's outcome; `was_leader` as in [`KvService::propose`].
     fn membership(
         &self,
+        _: WriteGrant,
         result: Result<
             openraft::raft::ClientWriteResponse<crate::TypeConfig>,
             RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
@@ -464,12 +422,16 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::PutRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
         let (index, _) = self
-            .propose(Command::Write(vec![Op {
-                key: r.key,
-                value: Some(r.value),
-            }]))
+            .propose(
+                grant,
+                Command::Write(vec![Op {
+                    key: r.key,
+                    value: Some(r.value),
+                }]),
+            )
             .await?;
         Ok(written(index))
     }
@@ -478,9 +440,10 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::DeleteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
         let key = req.into_inner().key;
         let (index, _) = self
-            .propose(Command::Write(vec![Op { key, value: None }]))
+            .propose(grant, Command::Write(vec![Op { key, value: None }]))
             .await?;
         Ok(written(index))
     }
@@ -489,6 +452,7 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::BatchRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
         let ops = req
             .into_inner()
             .ops
@@ -498,7 +462,7 @@ impl pb::kv_server::Kv for KvService {
                 value: op.value,
             })
             .collect();
-        let (index, _) = self.propose(Command::Write(ops)).await?;
+        let (index, _) = self.propose(grant, Command::Write(ops)).await?;
         Ok(written(index))
     }
 
@@ -506,13 +470,17 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::CompareAndSetRequest>,
     ) -> Result<Response<pb::CompareAndSetResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
         let (index, applied) = self
-            .propose(Command::CompareAndSet {
-                key: r.key,
-                expected: r.expected,
-                new_value: r.new_value,
-            })
+            .propose(
+                grant,
+                Command::CompareAndSet {
+                    key: r.key,
+                    expected: r.expected,
+                    new_value: r.new_value,
+                },
+            )
             .await?;
         match applied {
             Applied::CompareAndSet { swapped, current } => {
@@ -566,6 +534,7 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::DefineIndexRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
         let metric = match pb::Metric::try_from(r.metric) {
             Ok(pb::Metric::Cosine) => Metric::Cosine,
@@ -598,7 +567,7 @@ impl pb::kv_server::Kv for KvService {
             model,
             keywords,
         };
-        let (index, _) = self.propose(Command::DefineIndex(spec)).await?;
+        let (index, _) = self.propose(grant, Command::DefineIndex(spec)).await?;
         Ok(written(index))
     }
 
@@ -625,6 +594,7 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::AddLearnerRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
         if r.addr.parse::<std::net::SocketAddr>().is_err() {
             return Err(Status::invalid_argument(format!(
@@ -639,13 +609,14 @@ impl pb::kv_server::Kv for KvService {
             .raft
             .add_learner(r.node_id, BasicNode::new(r.addr), true)
             .await;
-        self.membership(result, was_leader)
+        self.membership(grant, result, was_leader)
     }
 
     async fn change_voters(
         &self,
         req: Request<pb::ChangeVotersRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
         let change = match (r.add.is_empty(), r.remove.is_empty()) {
             (false, true) => openraft::ChangeMembers::AddVoterIds(r.add.into_iter().collect()),
@@ -658,7 +629,7 @@ impl pb::kv_server::Kv for KvService {
         };
         let was_leader = role(&self.raft, self.node_id) != Role::Other;
         let result = self.raft.change_membership(change, false).await;
-        self.membership(result, was_leader)
+        self.membership(grant, result, was_leader)
     }
 
     async fn status(

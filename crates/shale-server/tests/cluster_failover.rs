@@ -120,16 +120,67 @@ async fn no_acknowledged_write_is_lost_when_the_leader_stops() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_token_is_required_when_configured() {
+async fn tokens_admit_clients_by_role_and_never_as_replicas() {
     let mut t = common::timings();
-    t.token = Some("s3cret".into());
+    t.token = Some("rw-s3cret".into());
+    t.read_only_token = Some("ro-s3cret".into());
+    t.peer_token = Some("peer-s3cret".into());
+    // The cluster elects a leader: the replicas' RPCs carry the peer token.
     let cluster = Cluster::start(3, t).await;
-    let good = Client::new(cluster.endpoints(), Some("s3cret".into())).expect("client");
-    good.put(b"k", b"v").await.expect("put with the token");
-    for token in [None, Some("wrong".to_string())] {
-        let bad = Client::new(cluster.endpoints(), token).expect("client");
-        let err = bad.get(b"k").await.unwrap_err();
+    let client = |token: Option<&str>| {
+        Client::new(cluster.endpoints(), token.map(str::to_string))
+            .expect("client")
+            .with_deadline(Duration::from_secs(10))
+    };
+    let writer = client(Some("rw-s3cret"));
+    writer
+        .put(b"k", b"v")
+        .await
+        .expect("put with the read-write token");
+
+    let reader = client(Some("ro-s3cret"));
+    assert_eq!(reader.get(b"k").await.expect("get"), Some(b"v".to_vec()));
+    assert_eq!(reader.scan(b"", None, 10).await.expect("scan").0.len(), 1);
+    let denied = [
+        reader.put(b"k", b"w").await.map(drop),
+        reader.delete(b"k").await.map(drop),
+        reader.batch(&[(b"k".to_vec(), None)]).await.map(drop),
+        reader
+            .compare_and_set(b"k", Some(b"v"), Some(b"w"))
+            .await
+            .map(drop),
+        reader
+            .define_index("docs", b"doc/", 8, shale_server::pb::Metric::Cosine)
+            .await
+            .map(drop),
+        reader.remove_voters(&[3]).await.map(drop),
+    ];
+    for result in denied {
+        let err = result.expect_err("a read-only token writes nothing");
+        assert!(matches!(err, ClientError::PermissionDenied(_)), "{err}");
+    }
+    assert_eq!(writer.get(b"k").await.expect("get"), Some(b"v".to_vec()));
+
+    for token in [None, Some("wrong"), Some("peer-s3cret")] {
+        let err = client(token).get(b"k").await.unwrap_err();
         assert!(matches!(err, ClientError::Unauthenticated(_)), "{err}");
+    }
+
+    // A client token sends no Raft RPC.
+    let addr = cluster.addrs.get(&2).expect("node 2").to_string();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut raft = shale_server::pb::raft_client::RaftClient::new(channel);
+    for token in ["rw-s3cret", "ro-s3cret"] {
+        let req = shale_server::network::with_token(
+            shale_server::pb::VoteRequest::default(),
+            Some(token),
+        );
+        let err = raft.vote(req).await.expect_err("refused");
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err}");
     }
     cluster.stop_all().await;
 }

@@ -6,8 +6,9 @@
 //! shale-server --id 1 --listen 127.0.0.1:7001 --data-dir /srv/shale/1 \
 //!     --peer 2=127.0.0.1:7002 --peer 3=127.0.0.1:7003 --bootstrap
 //! ```
-//! The shared secret, if any, comes from the `SHALE_TOKEN` environment variable, so that
-//! it does not show in the process list. The log goes to stderr, filtered by `SHALE_LOG`
+//! Tokens come from the environment, so that they do not show in the process list:
+//! `SHALE_TOKEN` (read-write clients), `SHALE_READ_ONLY_TOKEN` (read-only clients) and
+//! `SHALE_PEER_TOKEN` (the replicas' Raft RPCs, without TLS); see `shale_server::access`. The log goes to stderr, filtered by `SHALE_LOG`
 //! (`shale_server::logging`).
 
 use std::collections::BTreeMap;
@@ -85,9 +86,16 @@ fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
     Ok((id, addr.to_string()))
 }
 
+/// The token in environment variable `name`, if set and not empty.
+fn env_token(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|t| !t.is_empty())
+}
+
 async fn run(args: Args) -> shale_server::Result<()> {
     let mut cfg = ServerConfig::new(args.id, args.listen, &args.data_dir);
-    cfg.token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
+    cfg.token = env_token("SHALE_TOKEN");
+    cfg.read_only_token = env_token("SHALE_READ_ONLY_TOKEN");
+    cfg.peer_token = env_token("SHALE_PEER_TOKEN");
     cfg.snapshot_every_entries = args.snapshot_every;
     cfg.metrics_listen = args.metrics_listen;
     cfg.allow_plaintext = args.allow_plaintext;
@@ -115,8 +123,7 @@ async fn run(args: Args) -> shale_server::Result<()> {
     }
     if args.join && !server.is_initialized().await? {
         let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
-        let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
-        let mut client = shale_server::Client::new(peers, token)
+        let mut client = shale_server::Client::new(peers, env_token("SHALE_TOKEN"))
             .map_err(|e| shale_server::Error::Raft(format!("join: {e}")))?
             .with_deadline(std::time::Duration::from_secs(300));
         if let Some(ca) = &args.tls_ca {

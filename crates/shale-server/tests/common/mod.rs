@@ -15,7 +15,10 @@ use tempfile::TempDir;
 /// Timings for tests: short enough that an election takes well under a second.
 #[derive(Clone, Debug)]
 pub struct Timings {
+    /// The read-write client token; the read-only one; the peer token (plaintext only).
     pub token: Option<String>,
+    pub read_only_token: Option<String>,
+    pub peer_token: Option<String>,
     /// TLS files (`ca.pem`, `node-<id>.pem`, `node-<id>.key`), if the cluster uses TLS.
     pub tls_dir: Option<PathBuf>,
     pub snapshot_every_entries: u64,
@@ -25,6 +28,8 @@ pub struct Timings {
 pub fn timings() -> Timings {
     Timings {
         token: None,
+        read_only_token: None,
+        peer_token: None,
         tls_dir: None,
         snapshot_every_entries: 10_000,
         log_entries_kept_after_snapshot: 1_000,
@@ -42,6 +47,8 @@ impl Cluster {
     pub fn config(&self, id: NodeId, listen: SocketAddr) -> ServerConfig {
         let mut cfg = ServerConfig::new(id, listen, self.data_dir(id));
         cfg.token = self.timings.token.clone();
+        cfg.read_only_token = self.timings.read_only_token.clone();
+        cfg.peer_token = self.timings.peer_token.clone();
         cfg.heartbeat_interval_ms = 50;
         cfg.election_timeout_min_ms = 300;
         cfg.election_timeout_max_ms = 600;
