@@ -117,7 +117,11 @@ fn classify(status: &Status, kind: Kind) -> Next {
             Some(_) => Next::Fail(ClientError::Ambiguous(message)),
             None => Next::Fail(ClientError::Server(message)),
         },
-        Code::InvalidArgument => Next::Fail(ClientError::Refused(message)),
+        Code::InvalidArgument | Code::OutOfRange => Next::Fail(ClientError::Refused(message)),
+        // The node served its most calls at once: nothing was read, retry after a pause.
+        Code::ResourceExhausted if meta.get(RETRY_HEADER).is_some() => Next::Retry,
+        // A request over a size or count bound.
+        Code::ResourceExhausted => Next::Fail(ClientError::Refused(message)),
         Code::Unauthenticated => Next::Fail(ClientError::Unauthenticated(message)),
         Code::PermissionDenied => Next::Fail(ClientError::PermissionDenied(message)),
         Code::Unavailable

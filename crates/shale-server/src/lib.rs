@@ -10,6 +10,7 @@
 //! - [`network`]: the Raft RPCs to peers; [`service`]: the gRPC services a node serves,
 //!   with the `proposer` that puts concurrent client writes into one log entry;
 //!   [`access`]: client tokens and roles, and the replicas' credential;
+//! - [`limits`]: connections, client calls in flight and their time, bounded at the door;
 //! - [`health`]: the gRPC health service's statuses; [`metrics`]: Prometheus metrics over
 //!   HTTP; [`logging`]: the log a person reads;
 //! - [`server`]: one node (stores, Raft, services); [`client`]: the Rust client.
@@ -34,6 +35,7 @@ pub mod format;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod health;
+pub mod limits;
 pub mod log_store;
 pub mod logging;
 pub mod metrics;

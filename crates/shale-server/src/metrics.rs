@@ -25,6 +25,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::limits::Refusals;
 use crate::log_store::LogStore;
 use crate::network::{Link, Reachability, APPENDS_CUT};
 use crate::state_machine::StateMachineStore;
@@ -205,6 +206,7 @@ pub struct NodeCollector {
     pub sm: StateMachineStore,
     pub log: LogStore,
     pub reachability: Arc<Reachability>,
+    pub refusals: Arc<Refusals>,
 }
 
 impl std::fmt::Debug for NodeCollector {
@@ -375,6 +377,32 @@ impl Collector for NodeCollector {
             None,
             MetricType::Counter,
         )?)?;
+        let refused = [
+            (
+                "connections_refused",
+                "Connections closed as accepted: the node held its most",
+                &self.refusals.connections,
+            ),
+            (
+                "client_calls_refused",
+                "Client calls answered RESOURCE_EXHAUSTED: the node served its most",
+                &self.refusals.calls,
+            ),
+            (
+                "client_calls_timed_out",
+                "Client calls cut off at the node's longest call time",
+                &self.refusals.calls_timed_out,
+            ),
+            (
+                "accept_errors",
+                "Accept errors of the process's own (out of file descriptors or memory)",
+                &self.refusals.accept_errors,
+            ),
+        ];
+        for (name, help, count) in refused {
+            let count = ConstCounter::new(count.load(std::sync::atomic::Ordering::Relaxed));
+            count.encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)?;
+        }
         let spent = [
             (
                 "raft_purge_waits",

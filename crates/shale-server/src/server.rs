@@ -23,6 +23,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::access::{client_check, replica_check, ClientTokens};
 use crate::error::{Error, Result};
+use crate::limits::{CallLayer, Incoming, Limits, Refusals};
 use crate::log_store::LogStore;
 use crate::metrics::{Metrics, NodeCollector, RequestLayer};
 use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
@@ -65,6 +66,8 @@ pub struct ServerConfig {
     /// Serve plaintext on an address other than loopback. Off: a node without TLS
     /// refuses to listen beyond this machine.
     pub allow_plaintext: bool,
+    /// Connections, client calls in flight, and a call's longest time ([`crate::limits`]).
+    pub limits: Limits,
 }
 
 impl ServerConfig {
@@ -94,6 +97,7 @@ impl ServerConfig {
             metrics_listen: None,
             tls: None,
             allow_plaintext: false,
+            limits: Limits::default(),
         }
     }
 
@@ -118,6 +122,7 @@ impl ServerConfig {
         if self.request_timeout_ms == 0 {
             problems.push("request_timeout_ms must be positive".into());
         }
+        problems.extend(self.limits.problems(self.request_timeout_ms));
         if self.tls.is_none() && !self.allow_plaintext && !self.listen.ip().is_loopback() {
             problems.push(format!(
                 "{} is not a loopback address: give TLS files, or allow plaintext explicitly",
@@ -245,6 +250,7 @@ impl Server {
         let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
         let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer));
         let reachability = network.reachability();
+        let refusals = Arc::new(Refusals::default());
         let raft = Raft::new(cfg.node_id, raft_config, network, log.clone(), sm.clone())
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;
@@ -253,13 +259,19 @@ impl Server {
             sm: sm.clone(),
             log: log.clone(),
             reachability,
+            refusals: Arc::clone(&refusals),
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
         let raft_svc = InterceptedService::new(
-            RaftServer::new(RaftService::new(raft.clone(), sm.clone(), cfg.node_id))
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            RaftServer::new(RaftService::new(
+                raft.clone(),
+                sm.clone(),
+                cfg.node_id,
+                cfg.limits.max_snapshot_bytes,
+            ))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
             replica_check(peer_token, tls.is_some()),
         );
         let check = client_check(ClientTokens {
@@ -295,13 +307,9 @@ impl Server {
                 }
             }));
         }
-        // Replies go out at once: with Nagle's algorithm a reply written in two pieces
-        // waits for the client's delayed acknowledgement (40 ms on Linux).
-        let incoming = tokio_stream::StreamExt::map(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            |conn| conn.and_then(|c| c.set_nodelay(true).map(|()| c)),
-        );
-        let mut builder = tonic::transport::Server::builder();
+        let incoming = Incoming::new(listener, &cfg.limits, Arc::clone(&refusals));
+        let mut builder = tonic::transport::Server::builder()
+            .max_concurrent_streams(cfg.limits.max_streams_per_connection);
         if let Some(tls) = &tls {
             builder = builder
                 .tls_config(tls.server())
@@ -310,6 +318,7 @@ impl Server {
         let serving = tokio::spawn(
             builder
                 .layer(RequestLayer(Arc::clone(&metrics)))
+                .layer(CallLayer::new(&cfg.limits, refusals))
                 .add_service(raft_svc)
                 .add_service(kv_svc)
                 .add_service(health_svc)

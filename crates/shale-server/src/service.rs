@@ -116,6 +116,9 @@ pub const LEADER_HEADER: &str = "shale-leader";
 pub const RETRY_HEADER: &str = "shale-retry";
 /// The most hits one search returns.
 pub const MAX_SEARCH_HITS: u32 = 10_000;
+/// The longest search text: the model reads its first 256 tokens (about 1 KiB of English),
+/// and each of a keyword query's terms costs a posting list's walk.
+pub const MAX_SEARCH_TEXT_BYTES: usize = 16 * 1024;
 /// The most pairs one scan call returns.
 pub const MAX_SCAN_PAIRS: u32 = 10_000;
 /// A scan page is closed once its keys and values pass this many bytes (the first pair
@@ -163,11 +166,24 @@ pub struct RaftService {
     raft: Raft,
     sm: StateMachineStore,
     node_id: NodeId,
+    max_snapshot_bytes: u64,
 }
 
 impl RaftService {
-    pub fn new(raft: Raft, sm: StateMachineStore, node_id: NodeId) -> Self {
-        RaftService { raft, sm, node_id }
+    /// The service of node `node_id`, taking snapshot streams of at most
+    /// `max_snapshot_bytes` (and what the disk allows: [`crate::limits::snapshot_budget`]).
+    pub fn new(
+        raft: Raft,
+        sm: StateMachineStore,
+        node_id: NodeId,
+        max_snapshot_bytes: u64,
+    ) -> Self {
+        RaftService {
+            raft,
+            sm,
+            node_id,
+            max_snapshot_bytes,
+        }
     }
 
     /// Refuse an RPC that names another node (or none): the sender has this address down
@@ -249,10 +265,21 @@ impl pb::raft_server::Raft for RaftService {
             }
             w.finish()
         });
+        let dir = path.parent().unwrap_or(&path);
+        let budget = crate::limits::snapshot_budget(self.max_snapshot_bytes, dir)
+            .map_err(|e| Status::internal(format!("free space in {}: {e}", dir.display())))?;
+        let mut received = 0u64;
         let mut seq = FrameSequence::default();
         let mut vote = None;
         let mut header = None;
         while let Some(msg) = stream.message().await? {
+            received = received.saturating_add(msg.frame.len() as u64);
+            if received > budget {
+                return Err(Status::resource_exhausted(format!(
+                    "the snapshot stream passed {received} bytes; this node takes {budget} \
+                     (its limit, or half its free disk beyond a reserve)"
+                )));
+            }
             if vote.is_none() {
                 vote = Some(convert::vote_from_pb(msg.vote)?);
             }

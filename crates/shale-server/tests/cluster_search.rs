@@ -317,4 +317,14 @@ async fn check_keywords(client: &Client, notes: &[&str]) {
     assert_eq!(keys(&phrase), vec!["n/0"]);
     let no_keywords = client.search_keywords("docs", "cat", 1).await;
     assert!(no_keywords.is_err(), "docs has no keyword index");
+    let longest = "cat ".repeat(shale_server::service::MAX_SEARCH_TEXT_BYTES / 4);
+    client
+        .search_keywords("notes", &longest, 1)
+        .await
+        .expect("a search text at the limit");
+    let err = client
+        .search_keywords("notes", &format!("{longest}s"), 1)
+        .await
+        .expect_err("a search text past the limit");
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
 }

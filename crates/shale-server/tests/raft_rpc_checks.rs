@@ -146,3 +146,40 @@ async fn oversized_and_field_bomb_requests_are_refused_before_decoding() {
     );
     cluster.stop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_stream_past_the_limit_is_refused_as_it_arrives() {
+    let mut t = common::timings();
+    t.limits.max_snapshot_bytes = 64 * 1024;
+    let cluster = Cluster::start(1, t).await;
+    let server = cluster.server(1);
+    let raft = pb::raft_client::RaftClient::connect(format!("http://{}", server.addr()))
+        .await
+        .expect("connect");
+    // One frame of bytes that are no frame: within the limit it is refused for what it
+    // is, past it for its size, before it is looked at.
+    for (len, want) in [
+        (32 * 1024, tonic::Code::InvalidArgument),
+        (65 * 1024, tonic::Code::ResourceExhausted),
+    ] {
+        let frames = tokio_stream::iter([pb::SnapshotFrame {
+            vote: Some(pb::Vote {
+                term: 1,
+                node_id: 2,
+                committed: true,
+            }),
+            frame: vec![0xab; len],
+        }]);
+        let mut req = tonic::Request::new(frames);
+        req.metadata_mut()
+            .insert(TARGET_HEADER, "1".parse().expect("header"));
+        let refused = raft
+            .clone()
+            .install_snapshot(req)
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.code(), want, "{len} bytes: {refused}");
+    }
+    assert!(running(server), "Raft still runs");
+    cluster.stop_all().await;
+}

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use shale_server::limits::Limits;
 use shale_server::{NodeId, Server, ServerConfig};
 
 #[derive(Parser, Debug)]
@@ -68,6 +69,25 @@ struct Args {
     /// format). Off unless given.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// Connections open at once, clients and peers together; more are closed as accepted.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+    /// Calls one connection may have in flight at once (HTTP/2 streams).
+    #[arg(long, default_value_t = Limits::default().max_streams_per_connection)]
+    max_streams_per_connection: u32,
+    /// Client calls served at once; more answer RESOURCE_EXHAUSTED (safe to retry).
+    #[arg(long, default_value_t = Limits::default().max_client_calls)]
+    max_client_calls: usize,
+    /// Milliseconds a write may wait for its commit, a read for the leader's confirmation.
+    #[arg(long, default_value_t = 5_000)]
+    request_timeout_ms: u64,
+    /// Milliseconds a client call may take, its request's arrival included (more than
+    /// --request-timeout-ms).
+    #[arg(long, default_value_t = Limits::default().client_call_ms)]
+    client_call_ms: u64,
+    /// The most bytes a received snapshot may bring (besides half the free disk).
+    #[arg(long)]
+    max_snapshot_bytes: Option<u64>,
     /// Threads of the async runtime that serves RPCs and drives Raft (default: one per
     /// core). Storage calls run on a separate blocking pool either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
@@ -99,6 +119,14 @@ async fn run(args: Args) -> shale_server::Result<()> {
     cfg.snapshot_every_entries = args.snapshot_every;
     cfg.metrics_listen = args.metrics_listen;
     cfg.allow_plaintext = args.allow_plaintext;
+    cfg.request_timeout_ms = args.request_timeout_ms;
+    cfg.limits = Limits {
+        max_connections: args.max_connections,
+        max_client_calls: args.max_client_calls,
+        max_streams_per_connection: args.max_streams_per_connection,
+        client_call_ms: args.client_call_ms,
+        max_snapshot_bytes: args.max_snapshot_bytes.unwrap_or(u64::MAX),
+    };
     if let (Some(cert), Some(key), Some(ca)) = (&args.tls_cert, &args.tls_key, &args.tls_ca) {
         cfg.tls = Some(shale_server::tls::TlsFiles {
             cert: cert.clone(),

@@ -7,7 +7,7 @@ use shale_search::hybrid::{self, Fusion, HybridOptions};
 use shale_search::semantic::SearchOptions;
 use shale_search::{KeywordOptions, Match};
 
-use super::{engine, MAX_SEARCH_HITS};
+use super::{engine, MAX_SEARCH_HITS, MAX_SEARCH_TEXT_BYTES};
 use crate::pb;
 use crate::state_machine::ReplicatedIndex;
 
@@ -50,6 +50,16 @@ impl Query {
             Ok(pb::Fusion::MinMax) => Fusion::MinMax,
             Err(_) => return Err(invalid("fusion", r.fusion)),
         };
+        if let Some(text) = r
+            .text
+            .as_deref()
+            .filter(|t| t.len() > MAX_SEARCH_TEXT_BYTES)
+        {
+            return Err(Status::invalid_argument(format!(
+                "a search text of {} bytes: at most {MAX_SEARCH_TEXT_BYTES}",
+                text.len()
+            )));
+        }
         if mode != pb::SearchMode::Meaning && r.text.is_none() {
             return Err(Status::invalid_argument(
                 "a keyword or hybrid search needs its keywords in `text`",

@@ -23,6 +23,7 @@ pub struct Timings {
     pub tls_dir: Option<PathBuf>,
     pub snapshot_every_entries: u64,
     pub log_entries_kept_after_snapshot: u64,
+    pub limits: shale_server::limits::Limits,
 }
 
 pub fn timings() -> Timings {
@@ -33,6 +34,7 @@ pub fn timings() -> Timings {
         tls_dir: None,
         snapshot_every_entries: 10_000,
         log_entries_kept_after_snapshot: 1_000,
+        limits: shale_server::limits::Limits::default(),
     }
 }
 
@@ -55,6 +57,7 @@ impl Cluster {
         cfg.snapshot_every_entries = self.timings.snapshot_every_entries;
         cfg.log_entries_kept_after_snapshot = self.timings.log_entries_kept_after_snapshot;
         cfg.request_timeout_ms = 3_000;
+        cfg.limits = self.timings.limits;
         cfg.tls = self.timings.tls_dir.as_ref().map(|dir| TlsFiles {
             cert: dir.join(format!("node-{id}.pem")),
             key: dir.join(format!("node-{id}.key")),
