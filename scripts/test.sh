@@ -54,6 +54,18 @@ for crate_seconds in shale:60 shale-search:60 shale-server:20; do
 done
 echo "== scripts/chaos.sh (the replicated server under faults; porcupine, with a negative control)"
 SHALE_CHAOS_SECONDS="${SHALE_CHAOS_SECONDS:-30}" bash scripts/chaos.sh
+echo "== scripts/local-cluster.sh (three nodes over TLS: start, write, restart, read, stop)"
+cluster_dir="$(mktemp -d)"
+export SHALE_SERVER="$PWD/target/debug/shale-server" SHALE_CLI="$PWD/target/debug/shale" SHALE_PORT_BASE=17301
+bash scripts/local-cluster.sh start "$cluster_dir" --tls
+cluster=(--server 127.0.0.1:17301,127.0.0.1:17302,127.0.0.1:17303 --tls-ca "$cluster_dir/certs/ca.pem")
+"$SHALE_CLI" "${cluster[@]}" put local-cluster works
+bash scripts/local-cluster.sh stop "$cluster_dir"
+bash scripts/local-cluster.sh start "$cluster_dir"
+test "$("$SHALE_CLI" "${cluster[@]}" get local-cluster)" = works
+bash scripts/local-cluster.sh stop "$cluster_dir"
+rm -rf "$cluster_dir"
+unset SHALE_SERVER SHALE_CLI SHALE_PORT_BASE
 echo "== scripts/test-python.sh (the Python package, crates/shale-py)"
 bash scripts/test-python.sh
 echo "== shale-bench --quick (smoke run, no speed thresholds)"
