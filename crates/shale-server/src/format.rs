@@ -42,6 +42,8 @@ pub const RECORD_VERSION: u8 = 1;
 pub const LOG_KEY_VOTE: &[u8] = &[0x01];
 /// The log store key of the last purged log id.
 pub const LOG_KEY_LAST_PURGED: &[u8] = &[0x02];
+/// The log store key of the node's identity ([`Identity`]).
+pub const LOG_KEY_IDENTITY: &[u8] = &[0x03];
 /// First byte of every log entry key.
 pub const LOG_ENTRY_PREFIX: u8 = 0x10;
 
@@ -203,6 +205,76 @@ fn vote_record(d: &mut Decoder<'_>) -> Result<Vote<NodeId>, codec::DecodeError> 
     let mut vote = Vote::new(term, node_id);
     vote.committed = committed;
     finish(d, "vote", vote)
+}
+
+/// The layout of a node's data directory that this build reads and writes; raised when a
+/// change leaves directories that an older build could not read.
+pub const DATA_LAYOUT: u32 = 1;
+
+/// Who a data directory belongs to: written when a node first opens it, checked at every
+/// start, so that a node never runs on another node's or another cluster's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// The layout the directory was written in ([`DATA_LAYOUT`] when written).
+    pub layout: u32,
+    pub node_id: NodeId,
+    /// The cluster's id: drawn when the cluster is bootstrapped, learned from the leader's
+    /// first append or snapshot by a node that joins. `None` until then.
+    pub cluster: Option<u128>,
+}
+
+/// `identity := version:u8 layout:u32 node_id:u64 (0x00 | 0x01 cluster:u128)`
+pub fn encode_identity(id: &Identity) -> Vec<u8> {
+    let mut out = Vec::with_capacity(30);
+    codec::put_u8(&mut out, RECORD_VERSION);
+    codec::put_u32(&mut out, id.layout);
+    codec::put_u64(&mut out, id.node_id);
+    match id.cluster {
+        None => codec::put_u8(&mut out, 0),
+        Some(cluster) => {
+            codec::put_u8(&mut out, 1);
+            out.extend_from_slice(&cluster.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Inverse of [`encode_identity`].
+///
+/// # Errors
+/// `Corruption` for bytes that are not an identity record.
+pub fn decode_identity(bytes: &[u8]) -> Result<Identity> {
+    decoded("identity", identity_record(&mut Decoder::new(bytes)))
+}
+
+fn identity_record(d: &mut Decoder<'_>) -> Result<Identity, codec::DecodeError> {
+    start(d, "identity")?;
+    let layout = d.u32("identity layout")?;
+    let node_id = d.u64("identity node")?;
+    let cluster = match d.u8("identity cluster")? {
+        0 => None,
+        1 => {
+            let raw = d.bytes(16, "identity cluster id")?;
+            let mut id = [0u8; 16];
+            id.copy_from_slice(raw);
+            Some(u128::from_le_bytes(id))
+        }
+        other => {
+            return Err(codec::DecodeError::new(
+                d.position(),
+                format!("identity cluster: presence byte {other}"),
+            ))
+        }
+    };
+    finish(
+        d,
+        "identity",
+        Identity {
+            layout,
+            node_id,
+            cluster,
+        },
+    )
 }
 
 /// `log_id_record := version:u8 term:u64 node_id:u64 index:u64` (the last purged id, the

@@ -30,14 +30,17 @@
 
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, LogId, LogState, RaftLogReader, StorageError, StorageIOError, Vote};
 use shale::{Db, Options, WriteBatch, WriteOptions};
 
 use crate::error::{Error, Result};
-use crate::format::{self, LOG_ENTRY_PREFIX, LOG_KEY_LAST_PURGED, LOG_KEY_VOTE};
+use crate::format::{
+    self, Identity, DATA_LAYOUT, LOG_ENTRY_PREFIX, LOG_KEY_IDENTITY, LOG_KEY_LAST_PURGED,
+    LOG_KEY_VOTE,
+};
 use crate::time_spent::TimeSpent;
 use crate::{Entry, NodeId, TypeConfig};
 
@@ -54,6 +57,9 @@ pub struct LogStore {
     snapshots: Option<tokio::sync::watch::Receiver<u64>>,
     /// Purges that waited for a durable snapshot, and how long (inside Raft's loop).
     purge_waits: Arc<TimeSpent>,
+    /// The cluster's id, once this node has one ([`LogStore::claim`]); joins one at a time.
+    cluster: Arc<OnceLock<u128>>,
+    joining: Arc<Mutex<()>>,
 }
 
 /// How long a purge waits for the snapshot that covers it to be durable.
@@ -86,7 +92,95 @@ impl LogStore {
             cache: Arc::new(Mutex::new(EntryCache::default())),
             snapshots: None,
             purge_waits: Arc::default(),
+            cluster: Arc::default(),
+            joining: Arc::default(),
         })
+    }
+
+    /// Check that this data belongs to node `node_id` and a layout this build reads, and
+    /// record it if the store is new (or older than identities). Run once, at start.
+    ///
+    /// # Errors
+    /// `Config` for another node's data or a newer layout; `Engine`, `Corruption`.
+    pub fn claim(&self, node_id: NodeId) -> Result<Identity> {
+        let found = self
+            .db
+            .get(LOG_KEY_IDENTITY)?
+            .map(|b| format::decode_identity(&b))
+            .transpose()?;
+        let identity = match found {
+            Some(id) if id.node_id != node_id => {
+                return Err(Error::Config(vec![format!(
+                    "this data directory belongs to node {}, not node {node_id}",
+                    id.node_id
+                )]))
+            }
+            Some(id) if id.layout > DATA_LAYOUT => {
+                return Err(Error::Config(vec![format!(
+                    "this data directory has layout {}; this build reads up to {DATA_LAYOUT}",
+                    id.layout
+                )]))
+            }
+            Some(id) => id,
+            None => {
+                let id = Identity {
+                    layout: DATA_LAYOUT,
+                    node_id,
+                    cluster: None,
+                };
+                self.write_identity(&id)?;
+                id
+            }
+        };
+        if let Some(cluster) = identity.cluster {
+            let _ = self.cluster.set(cluster);
+        }
+        Ok(identity)
+    }
+
+    /// The cluster's id, if this node has one.
+    pub fn cluster_id(&self) -> Option<u128> {
+        self.cluster.get().copied()
+    }
+
+    /// The cell holding the cluster's id, for the network to send with each RPC.
+    pub fn cluster_cell(&self) -> Arc<OnceLock<u128>> {
+        Arc::clone(&self.cluster)
+    }
+
+    /// Record that this node belongs to cluster `id` (synced), unless it does already.
+    /// Only after [`LogStore::claim`].
+    ///
+    /// # Errors
+    /// `Config` if the node belongs to another cluster; `Engine`, `Corruption`.
+    pub fn join_cluster(&self, id: u128) -> Result<()> {
+        let _one_at_a_time = self.joining.lock().unwrap_or_else(|e| e.into_inner());
+        match self.cluster_id() {
+            Some(have) if have == id => return Ok(()),
+            Some(have) => {
+                return Err(Error::Config(vec![format!(
+                    "this node belongs to cluster {have:032x}, not {id:032x}"
+                )]))
+            }
+            None => {}
+        }
+        let mut identity = self
+            .db
+            .get(LOG_KEY_IDENTITY)?
+            .map(|b| format::decode_identity(&b))
+            .transpose()?
+            .ok_or_else(|| Error::Config(vec!["join_cluster before claim".into()]))?;
+        identity.cluster = Some(id);
+        self.write_identity(&identity)?;
+        let _ = self.cluster.set(id);
+        Ok(())
+    }
+
+    fn write_identity(&self, id: &Identity) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(LOG_KEY_IDENTITY, format::encode_identity(id));
+        self.db.write(batch, WriteOptions::sync())?;
+        Ok(())
     }
 
     /// Purge only entries that `snapshots` (the state machine's

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use openraft::error::{
@@ -64,6 +64,9 @@ pub const TOKEN_HEADER: &str = "authorization";
 /// stream to the old id must not reach the new one (openraft would see that follower's
 /// log go backwards).
 pub const TARGET_HEADER: &str = "shale-target-node";
+/// Metadata entry of every Raft RPC from a node that knows its cluster's id (32 hex
+/// digits): a node of another cluster refuses the RPC (`format::Identity`).
+pub const CLUSTER_HEADER: &str = "shale-cluster";
 
 /// What RPCs to a peer showed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +140,8 @@ pub struct NetworkFactory {
     token: Option<Arc<str>>,
     /// Mutual TLS to peers ([`crate::tls::Tls::peer`]), if the cluster uses TLS.
     tls: Option<ClientTlsConfig>,
+    /// The cluster's id, sent with every RPC once known.
+    cluster: Arc<OnceLock<u128>>,
     reachability: Arc<Reachability>,
 }
 
@@ -147,8 +152,17 @@ impl NetworkFactory {
         NetworkFactory {
             token: if tls.is_some() { None } else { token },
             tls,
+            cluster: Arc::default(),
             reachability: Arc::default(),
         }
+    }
+
+    /// Send the id in `cluster` (the log store's [`crate::log_store::LogStore::cluster_cell`])
+    /// with every RPC once it is set.
+    #[must_use]
+    pub fn with_cluster(mut self, cluster: Arc<OnceLock<u128>>) -> Self {
+        self.cluster = cluster;
+        self
     }
 
     /// The links its clients record.
@@ -162,6 +176,7 @@ pub struct PeerClient {
     target: NodeId,
     client: Result<RaftClient<Channel>, String>,
     token: Option<Arc<str>>,
+    cluster: Arc<OnceLock<u128>>,
     reachability: Arc<Reachability>,
 }
 
@@ -211,6 +226,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             target,
             client,
             token: self.token.clone(),
+            cluster: Arc::clone(&self.cluster),
             reachability: Arc::clone(&self.reachability),
         }
     }
@@ -237,13 +253,18 @@ fn rpc_error<E: std::error::Error>(status: &tonic::Status) -> RPCError<NodeId, B
 }
 
 impl PeerClient {
-    /// `msg` with the token and the target node attached.
+    /// `msg` with the token, the target node and the cluster's id (once known) attached.
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
         let mut req = with_token(msg, self.token.as_deref());
         req.metadata_mut().insert(
             TARGET_HEADER,
             tonic::metadata::MetadataValue::from(self.target),
         );
+        if let Some(cluster) = self.cluster.get() {
+            if let Ok(v) = format!("{cluster:032x}").parse() {
+                req.metadata_mut().insert(CLUSTER_HEADER, v);
+            }
+        }
         req
     }
 

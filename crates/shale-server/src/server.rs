@@ -232,6 +232,7 @@ impl Server {
         let sm = StateMachineStore::open(&state_dir, Options::default())?;
         let log =
             LogStore::open(&log_dir, Options::default())?.purging_behind(sm.durable_snapshots());
+        log.claim(cfg.node_id)?;
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| Error::Transport(format!("bind {}: {e}", cfg.listen)))?;
@@ -248,7 +249,8 @@ impl Server {
         };
         let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
         let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
-        let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer));
+        let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer))
+            .with_cluster(log.cluster_cell());
         let reachability = network.reachability();
         let refusals = Arc::new(Refusals::default());
         let raft = Raft::new(cfg.node_id, raft_config, network, log.clone(), sm.clone())
@@ -267,6 +269,7 @@ impl Server {
             RaftServer::new(RaftService::new(
                 raft.clone(),
                 sm.clone(),
+                log.clone(),
                 cfg.node_id,
                 cfg.limits.max_snapshot_bytes,
             ))
@@ -394,6 +397,9 @@ impl Server {
     /// # Errors
     /// `Raft` if this node was initialized already or the members are wrong.
     pub async fn bootstrap(&self, members: BTreeMap<NodeId, String>) -> Result<()> {
+        // The cluster's id, drawn once: a bootstrap retried after a crash keeps the first.
+        let cluster = self.log.cluster_id().unwrap_or_else(new_cluster_id);
+        self.log.join_cluster(cluster)?;
         let members: BTreeMap<NodeId, BasicNode> = members
             .into_iter()
             .map(|(id, addr)| (id, BasicNode::new(addr)))
@@ -443,6 +449,22 @@ impl Server {
         self.sm.close()?;
         log
     }
+}
+
+/// A new cluster's id: 128 bits from the standard library's randomly keyed hasher (keys
+/// from the operating system's random source), with the time and the process id mixed in.
+fn new_cluster_id() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(salt);
+        h.write_u32(std::process::id());
+        if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            h.write_u128(t.as_nanos());
+        }
+        h.finish()
+    };
+    (u128::from(half(1)) << 64) | u128::from(half(2))
 }
 
 impl Drop for Server {

@@ -31,7 +31,8 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::access::WriteGrant;
 use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied};
 use crate::convert;
-use crate::network::TARGET_HEADER;
+use crate::log_store::LogStore;
+use crate::network::{CLUSTER_HEADER, TARGET_HEADER};
 use crate::pb;
 use crate::proposer::{Outcome, Proposer};
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
@@ -165,6 +166,7 @@ fn engine(e: shale::Error) -> Status {
 pub struct RaftService {
     raft: Raft,
     sm: StateMachineStore,
+    log: LogStore,
     node_id: NodeId,
     max_snapshot_bytes: u64,
 }
@@ -175,12 +177,14 @@ impl RaftService {
     pub fn new(
         raft: Raft,
         sm: StateMachineStore,
+        log: LogStore,
         node_id: NodeId,
         max_snapshot_bytes: u64,
     ) -> Self {
         RaftService {
             raft,
             sm,
+            log,
             node_id,
             max_snapshot_bytes,
         }
@@ -207,6 +211,36 @@ impl RaftService {
     }
 }
 
+impl RaftService {
+    /// Refuse an RPC from another cluster (`FAILED_PRECONDITION`): a node holds one
+    /// cluster's data, and an address reused or mistyped must not mix two. A node that has
+    /// no cluster id yet takes the sender's when `joins` (an append or a snapshot, which
+    /// only a leader sends), synced before the RPC goes on. An RPC without an id (from a
+    /// node whose data predates cluster ids) passes.
+    fn check_cluster<T>(&self, req: &Request<T>, joins: bool) -> Result<(), Status> {
+        let Some(sent) = req.metadata().get(CLUSTER_HEADER) else {
+            return Ok(());
+        };
+        let sent = sent
+            .to_str()
+            .ok()
+            .and_then(|v| u128::from_str_radix(v, 16).ok())
+            .ok_or_else(|| Status::invalid_argument(format!("{CLUSTER_HEADER}: not an id")))?;
+        match self.log.cluster_id() {
+            Some(have) if have == sent => Ok(()),
+            Some(have) => Err(Status::failed_precondition(format!(
+                "node {} belongs to cluster {have:032x}, not {sent:032x}",
+                self.node_id
+            ))),
+            None if joins => self.log.join_cluster(sent).map_err(|e| match e {
+                crate::Error::Config(_) => Status::failed_precondition(e.to_string()),
+                e => Status::internal(e.to_string()),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Removes a received snapshot file however the call ends (the install copies it).
 struct RemoveOnDrop(std::path::PathBuf);
 
@@ -223,6 +257,7 @@ impl pb::raft_server::Raft for RaftService {
         req: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
         self.check_target(&req)?;
+        self.check_cluster(&req, true)?;
         let rpc = convert::append_request_from_pb(req.into_inner())?;
         let resp = self
             .raft
@@ -237,6 +272,7 @@ impl pb::raft_server::Raft for RaftService {
         req: Request<pb::VoteRequest>,
     ) -> Result<Response<pb::VoteResponse>, Status> {
         self.check_target(&req)?;
+        self.check_cluster(&req, false)?;
         let rpc = convert::vote_request_from_pb(req.into_inner())?;
         let resp = self
             .raft
@@ -251,6 +287,7 @@ impl pb::raft_server::Raft for RaftService {
         req: Request<Streaming<pb::SnapshotFrame>>,
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
         self.check_target(&req)?;
+        self.check_cluster(&req, true)?;
         let mut stream = req.into_inner();
         let path = self.sm.receive_path();
         let _cleanup = RemoveOnDrop(path.clone());

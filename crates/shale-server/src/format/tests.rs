@@ -292,3 +292,31 @@ fn decodes_the_documented_index_file_frame() {
 fn normal(cmd: Command) -> EntryPayload<TypeConfig> {
     EntryPayload::Normal(Arc::new(cmd))
 }
+
+#[test]
+fn decodes_the_documented_identity() {
+    let id = Identity {
+        layout: 1,
+        node_id: 2,
+        cluster: Some(0x0f0e_0d0c_0b0a_0908_0706_0504_0302_0100),
+    };
+    let bytes = hex("01 01000000 0200000000000000 01 000102030405060708090a0b0c0d0e0f");
+    assert_eq!(encode_identity(&id), bytes);
+    assert_eq!(decode_identity(&bytes).expect("decodes"), id);
+    let unjoined = Identity {
+        cluster: None,
+        ..id
+    };
+    let bytes = hex("01 01000000 0200000000000000 00");
+    assert_eq!(encode_identity(&unjoined), bytes);
+    assert_eq!(decode_identity(&bytes).expect("decodes"), unjoined);
+    // A presence byte it does not know, a cut id, trailing bytes, another version.
+    for bad in [
+        "01 01000000 0200000000000000 02",
+        "01 01000000 0200000000000000 01 0001020304050607",
+        "01 01000000 0200000000000000 00 00",
+        "02 01000000 0200000000000000 00",
+    ] {
+        assert!(decode_identity(&hex(bad)).is_err(), "{bad}");
+    }
+}

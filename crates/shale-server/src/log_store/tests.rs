@@ -81,7 +81,28 @@ fn cold(store: &LogStore) -> LogStore {
         cache: Arc::default(),
         snapshots: None,
         purge_waits: Arc::default(),
+        cluster: Arc::default(),
+        joining: Arc::default(),
     }
+}
+
+#[test]
+fn a_store_is_claimed_by_one_node_and_joins_one_cluster() {
+    let (dir, store) = open();
+    let id = store.claim(1).expect("a new store is claimed");
+    assert_eq!(
+        (id.node_id, id.layout, id.cluster),
+        (1, format::DATA_LAYOUT, None)
+    );
+    store.join_cluster(7).expect("join");
+    store.join_cluster(7).expect("joining again is nothing");
+    assert!(store.join_cluster(8).is_err(), "another cluster");
+    store.close().expect("close");
+    let again = LogStore::open(dir.path(), Options::default()).expect("reopen");
+    let err = again.claim(2).expect_err("node 1's data");
+    assert!(err.to_string().contains("belongs to node 1"), "{err}");
+    assert_eq!(again.claim(1).expect("node 1").cluster, Some(7));
+    assert_eq!(again.cluster_id(), Some(7));
 }
 
 #[test]
