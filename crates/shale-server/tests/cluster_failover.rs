@@ -167,13 +167,7 @@ async fn tokens_admit_clients_by_role_and_never_as_replicas() {
     }
 
     // A client token sends no Raft RPC.
-    let addr = cluster.addrs.get(&2).expect("node 2").to_string();
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect");
-    let mut raft = shale_server::pb::raft_client::RaftClient::new(channel);
+    let mut raft = cluster.raft_client(2).await;
     for token in ["rw-s3cret", "ro-s3cret"] {
         let req = shale_server::network::with_token(
             shale_server::pb::VoteRequest::default(),
@@ -188,13 +182,7 @@ async fn tokens_admit_clients_by_role_and_never_as_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_raft_request_for_another_node_is_refused() {
     let cluster = Cluster::start(3, common::timings()).await;
-    let addr = cluster.addrs.get(&2).expect("node 2").to_string();
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect");
-    let mut raft = shale_server::pb::raft_client::RaftClient::new(channel);
+    let mut raft = cluster.raft_client(2).await;
     let vote = || shale_server::pb::VoteRequest {
         vote: Some(shale_server::pb::Vote {
             term: 99,

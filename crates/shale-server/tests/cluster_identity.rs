@@ -50,10 +50,7 @@ async fn nodes_share_one_cluster_id_and_refuse_another_clusters() {
     let b_id = b.server(1).log_store().cluster_id().expect("an id");
     assert_ne!(b_id, id);
     let term = b.server(1).raft().metrics().borrow().current_term;
-    let addr = b.server(1).addr();
-    let mut raft = pb::raft_client::RaftClient::connect(format!("http://{addr}"))
-        .await
-        .expect("connect");
+    let mut raft = b.raft_client(1).await;
     let mut req = tonic::Request::new(pb::VoteRequest {
         vote: Some(pb::Vote {
             term: term + 5,

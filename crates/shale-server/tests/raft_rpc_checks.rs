@@ -65,9 +65,7 @@ fn running(server: &Server) -> bool {
 async fn an_append_with_a_hole_is_refused_and_the_node_keeps_serving() {
     let cluster = Cluster::start(1, common::timings()).await;
     let server = cluster.server(1);
-    let mut raft = pb::raft_client::RaftClient::connect(format!("http://{}", server.addr()))
-        .await
-        .expect("connect");
+    let mut raft = cluster.raft_client(1).await;
     let mut req = tonic::Request::new(append_with_a_hole(server));
     req.metadata_mut()
         .insert(TARGET_HEADER, "1".parse().expect("header"));
@@ -153,9 +151,7 @@ async fn a_snapshot_stream_past_the_limit_is_refused_as_it_arrives() {
     t.limits.max_snapshot_bytes = 64 * 1024;
     let cluster = Cluster::start(1, t).await;
     let server = cluster.server(1);
-    let raft = pb::raft_client::RaftClient::connect(format!("http://{}", server.addr()))
-        .await
-        .expect("connect");
+    let raft = cluster.raft_client(1).await;
     // One frame of bytes that are no frame: within the limit it is refused for what it
     // is, past it for its size, before it is looked at.
     for (len, want) in [

@@ -66,6 +66,17 @@ impl Cluster {
         cfg
     }
 
+    /// A plaintext Raft client to node `id`, for RPCs no replica would send.
+    pub async fn raft_client(
+        &self,
+        id: NodeId,
+    ) -> shale_server::pb::raft_client::RaftClient<tonic::transport::Channel> {
+        let addr = self.addrs.get(&id).expect("a node of the cluster");
+        shale_server::pb::raft_client::RaftClient::connect(format!("http://{addr}"))
+            .await
+            .expect("connect")
+    }
+
     pub fn data_dir(&self, id: NodeId) -> PathBuf {
         self.dir.path().join(format!("node-{id}"))
     }
