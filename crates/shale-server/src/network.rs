@@ -201,6 +201,45 @@ pub fn endpoint(addr: &str, tls: Option<&ClientTlsConfig>) -> Result<Endpoint, S
     }
 }
 
+/// Check that `addr` is a replica's address as membership records it: `host:port`, the
+/// host an IPv4 address, an IPv6 address in brackets, or a DNS name (resolved when the
+/// peer is reached, so a replica's address survives a change of IP).
+///
+/// # Errors
+/// What is wrong with it, as text.
+pub fn check_peer_addr(addr: &str) -> Result<(), String> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{addr:?}: expected HOST:PORT"))?;
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => {}
+        _ => return Err(format!("{addr:?}: port {port:?} is not 1 to 65535")),
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6
+            .parse::<std::net::Ipv6Addr>()
+            .map(drop)
+            .map_err(|e| format!("{addr:?}: {e}"));
+    }
+    if host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Ok(());
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if host.len() <= 253 && host.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{addr:?}: {host:?} is not an IP address or a DNS name"
+        ))
+    }
+}
+
 /// `request` with the token attached, when one is configured.
 pub fn with_token<T>(msg: T, token: Option<&str>) -> tonic::Request<T> {
     let mut req = tonic::Request::new(msg);
@@ -439,6 +478,32 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_addresses_are_ips_or_names_with_a_port() {
+        for good in [
+            "127.0.0.1:7001",
+            "[::1]:7001",
+            "localhost:7001",
+            "node-2.shale.internal:443",
+        ] {
+            assert_eq!(check_peer_addr(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "localhost",
+            "localhost:0",
+            "localhost:70000",
+            ":7001",
+            "-bad.example:7001",
+            "a..b:7001",
+            "under_score:7001",
+            "::1:7001",
+            "[::1:7001",
+            "host name:7001",
+        ] {
+            assert!(check_peer_addr(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_peer_is_lost_after_failing_for_a_second_and_found_at_once() {

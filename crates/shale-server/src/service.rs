@@ -660,12 +660,7 @@ impl pb::kv_server::Kv for KvService {
     ) -> Result<Response<pb::MembershipResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
-        if r.addr.parse::<std::net::SocketAddr>().is_err() {
-            return Err(Status::invalid_argument(format!(
-                "{:?} is not host:port",
-                r.addr
-            )));
-        }
+        crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
         let was_leader = role(&self.raft, self.node_id) != Role::Other;
         // Blocking: the call returns once the learner has caught up, which may take a
         // snapshot; the client's deadline bounds it.

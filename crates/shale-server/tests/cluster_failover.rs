@@ -307,10 +307,13 @@ async fn a_node_joins_and_leaves_through_the_client() {
     let fourth = shale_server::Server::start(cluster.config(4, any_port))
         .await
         .expect("start node 4");
-    let addr = fourth.addr().to_string();
+    // Joined by a name, not an IP: the leader resolves it when it reaches node 4.
+    let addr = format!("localhost:{}", fourth.addr().port());
     cluster.addrs.insert(4, fourth.addr());
     cluster.servers.insert(4, fourth);
 
+    let err = client.add_learner(4, "local host:1").await.unwrap_err();
+    assert!(matches!(err, ClientError::Refused(_)), "{err}");
     let m = client.add_learner(4, &addr).await.expect("add learner");
     assert!(m.learners.contains(&4), "{m:?}");
     let m = client.add_voters(&[4]).await.expect("add voter");

@@ -47,7 +47,7 @@ struct Args {
     join: bool,
     /// The address peers and clients reach this replica at, if not --listen (for a
     /// listen address of 0.0.0.0).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_addr)]
     advertise: Option<String>,
     /// Build a snapshot after this many applied entries.
     #[arg(long, default_value_t = 10_000)]
@@ -101,9 +101,12 @@ fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
     let id = id
         .parse::<NodeId>()
         .map_err(|e| format!("{s:?}: node id: {e}"))?;
-    addr.parse::<SocketAddr>()
-        .map_err(|e| format!("{s:?}: address: {e}"))?;
+    shale_server::network::check_peer_addr(addr)?;
     Ok((id, addr.to_string()))
+}
+
+fn parse_addr(s: &str) -> Result<String, String> {
+    shale_server::network::check_peer_addr(s).map(|()| s.to_string())
 }
 
 /// The token in environment variable `name`, if set and not empty.
