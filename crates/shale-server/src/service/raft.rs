@@ -1,0 +1,229 @@
+//! The Raft RPCs from peers: each checked for its target node and its cluster, then handed
+//! to openraft; a snapshot stream checked frame by frame, bounded, and written into the
+//! state machine's next generation before openraft switches to it.
+
+use openraft::{Snapshot, SnapshotMeta};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::convert;
+use crate::log_store::LogStore;
+use crate::network::{CLUSTER_HEADER, TARGET_HEADER};
+use crate::pb;
+use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
+use crate::state_machine::StateMachineStore;
+use crate::{NodeId, Raft};
+
+/// Raft RPCs from peers.
+pub struct RaftService {
+    raft: Raft,
+    sm: StateMachineStore,
+    log: LogStore,
+    node_id: NodeId,
+    max_snapshot_bytes: u64,
+}
+
+impl RaftService {
+    /// The service of node `node_id`, taking snapshot streams of at most
+    /// `max_snapshot_bytes` (and what the disk allows: [`crate::limits::snapshot_budget`]).
+    pub fn new(
+        raft: Raft,
+        sm: StateMachineStore,
+        log: LogStore,
+        node_id: NodeId,
+        max_snapshot_bytes: u64,
+    ) -> Self {
+        RaftService {
+            raft,
+            sm,
+            log,
+            node_id,
+            max_snapshot_bytes,
+        }
+    }
+
+    /// Refuse an RPC that names another node (or none): the sender has this address down
+    /// for a node that is not here any more. Unavailable, so the sender backs off.
+    fn check_target<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let target = req
+            .metadata()
+            .get(TARGET_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<NodeId>().ok());
+        match target {
+            Some(id) if id == self.node_id => Ok(()),
+            Some(id) => Err(Status::unavailable(format!(
+                "this is node {}, not node {id}",
+                self.node_id
+            ))),
+            None => Err(Status::invalid_argument(format!(
+                "a raft request must name its target node ({TARGET_HEADER})"
+            ))),
+        }
+    }
+}
+
+impl RaftService {
+    /// Refuse an RPC from another cluster (`FAILED_PRECONDITION`): a node holds one
+    /// cluster's data, and an address reused or mistyped must not mix two. A node that has
+    /// no cluster id yet takes the sender's when `joins` (an append or a snapshot, which
+    /// only a leader sends), synced before the RPC goes on. An RPC without an id (from a
+    /// node whose data predates cluster ids) passes.
+    fn check_cluster<T>(&self, req: &Request<T>, joins: bool) -> Result<(), Status> {
+        let Some(sent) = req.metadata().get(CLUSTER_HEADER) else {
+            return Ok(());
+        };
+        let sent = sent
+            .to_str()
+            .ok()
+            .and_then(|v| u128::from_str_radix(v, 16).ok())
+            .ok_or_else(|| Status::invalid_argument(format!("{CLUSTER_HEADER}: not an id")))?;
+        match self.log.cluster_id() {
+            Some(have) if have == sent => Ok(()),
+            Some(have) => Err(Status::failed_precondition(format!(
+                "node {} belongs to cluster {have:032x}, not {sent:032x}",
+                self.node_id
+            ))),
+            None if joins => self.log.join_cluster(sent).map_err(|e| match e {
+                crate::Error::Config(_) => Status::failed_precondition(e.to_string()),
+                e => Status::internal(e.to_string()),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Removes a received snapshot file however the call ends (the install copies it).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[tonic::async_trait]
+impl pb::raft_server::Raft for RaftService {
+    async fn append_entries(
+        &self,
+        req: Request<pb::AppendEntriesRequest>,
+    ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
+        self.check_target(&req)?;
+        self.check_cluster(&req, true)?;
+        let rpc = convert::append_request_from_pb(req.into_inner())?;
+        let resp = self
+            .raft
+            .append_entries(rpc)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(convert::append_response_to_pb(&resp)))
+    }
+
+    async fn vote(
+        &self,
+        req: Request<pb::VoteRequest>,
+    ) -> Result<Response<pb::VoteResponse>, Status> {
+        self.check_target(&req)?;
+        self.check_cluster(&req, false)?;
+        let rpc = convert::vote_request_from_pb(req.into_inner())?;
+        let resp = self
+            .raft
+            .vote(rpc)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(convert::vote_response_to_pb(&resp)))
+    }
+
+    async fn install_snapshot(
+        &self,
+        req: Request<Streaming<pb::SnapshotFrame>>,
+    ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        self.check_target(&req)?;
+        self.check_cluster(&req, true)?;
+        let mut stream = req.into_inner();
+        let path = self.sm.receive_path();
+        let _cleanup = RemoveOnDrop(path.clone());
+        // Frames are checked here as they arrive and written by a blocking task, a few at
+        // a time: the snapshot is never whole in memory.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+        let writer_path = path.clone();
+        let writer = tokio::task::spawn_blocking(move || -> crate::Result<()> {
+            let mut w = RawFrameWriter::create(&writer_path)?;
+            while let Some(frame) = rx.blocking_recv() {
+                w.write(&frame)?;
+            }
+            w.finish()
+        });
+        let dir = path.parent().unwrap_or(&path);
+        let budget = crate::limits::snapshot_budget(self.max_snapshot_bytes, dir)
+            .map_err(|e| Status::internal(format!("free space in {}: {e}", dir.display())))?;
+        let mut received = 0u64;
+        let mut seq = FrameSequence::default();
+        let mut vote = None;
+        let mut header = None;
+        while let Some(msg) = stream.message().await? {
+            received = received.saturating_add(msg.frame.len() as u64);
+            if received > budget {
+                return Err(Status::resource_exhausted(format!(
+                    "the snapshot stream passed {received} bytes; this node takes {budget} \
+                     (its limit, or half its free disk beyond a reserve)"
+                )));
+            }
+            if vote.is_none() {
+                vote = Some(convert::vote_from_pb(msg.vote)?);
+            }
+            match seq
+                .accept(&msg.frame)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?
+            {
+                Accepted::Header(h) => header = Some(h),
+                Accepted::Pairs(_) | Accepted::IndexFile(_) | Accepted::End => {}
+            }
+            if tx.send(msg.frame).await.is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        writer
+            .await
+            .map_err(|e| Status::internal(format!("snapshot writer task: {e}")))?
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let (Some(vote), Some(header)) = (vote, header) else {
+            return Err(Status::invalid_argument("an empty snapshot stream"));
+        };
+        if !seq.is_complete() {
+            return Err(Status::invalid_argument(
+                "the snapshot stream ended before its end frame",
+            ));
+        }
+        let data = SnapshotData::open(&path).map_err(|e| Status::internal(e.to_string()))?;
+        let meta = SnapshotMeta {
+            last_log_id: header.last_log_id,
+            last_membership: header.membership,
+            snapshot_id: header.snapshot_id,
+        };
+        // Written into a new generation here, outside Raft's loop, which then only
+        // switches to it (`StateMachineStore::prepare_install`).
+        let (sm, prepared_meta) = (self.sm.clone(), meta.clone());
+        let data = tokio::task::spawn_blocking(move || {
+            sm.prepare_install(&prepared_meta, &data).map(|()| data)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("snapshot install task: {e}")))?
+        .map_err(|e| match e {
+            crate::Error::Corruption { .. } => Status::invalid_argument(e.to_string()),
+            e => Status::internal(e.to_string()),
+        })?;
+        let snapshot = Snapshot {
+            meta,
+            snapshot: Box::new(data),
+        };
+        let resp = self
+            .raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(pb::SnapshotResponse {
+            vote: Some(convert::vote_to_pb(&resp.vote)),
+        }))
+    }
+}
