@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use openraft::ServerState;
+use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
@@ -23,14 +23,49 @@ use crate::{NodeId, Raft};
 /// The client service's name in the health service.
 pub const KV_SERVICE: &str = "shale.v1.Kv";
 
-/// What the log says changed.
-#[derive(Debug, Default, PartialEq)]
+/// What the log says changed, updated in place from each metrics change (Raft's metrics
+/// change at every append and apply; only the few fields below are read, and the voter
+/// sets are rebuilt only when the membership's log id moves).
+#[derive(Debug, Default)]
 struct Seen {
-    term: u64,
     leader: Option<NodeId>,
     state: Option<ServerState>,
+    /// The log id of the membership the voter sets were built from (`None` before the
+    /// first metrics).
+    membership: Option<Option<LogId<NodeId>>>,
     voters: BTreeSet<NodeId>,
     learners: BTreeSet<NodeId>,
+}
+
+impl Seen {
+    /// Take in `m`, logging what changed.
+    fn update(&mut self, m: &RaftMetrics<NodeId, BasicNode>) {
+        let term = m.current_term;
+        if self.leader != m.current_leader {
+            match m.current_leader {
+                Some(l) if l == m.id => tracing::info!("this node is the leader (term {term})"),
+                Some(l) => tracing::info!("leader: node {l} (term {term})"),
+                None => tracing::info!("no leader known (term {term})"),
+            }
+            self.leader = m.current_leader;
+        }
+        let candidate = Some(ServerState::Candidate);
+        if m.state == ServerState::Candidate && self.state != candidate {
+            tracing::info!("this node stands for election (term {term})");
+        }
+        self.state = Some(m.state);
+        let id = *m.membership_config.log_id();
+        if self.membership != Some(id) {
+            let membership = m.membership_config.membership();
+            let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+            let learners: BTreeSet<NodeId> = membership.learner_ids().collect();
+            if (&voters, &learners) != (&self.voters, &self.learners) {
+                tracing::info!("membership: voters {voters:?}, learners {learners:?}");
+                (self.voters, self.learners) = (voters, learners);
+            }
+            self.membership = Some(id);
+        }
+    }
 }
 
 /// Follow `raft` until it stops, keeping `reporter`'s statuses and logging changes.
@@ -39,26 +74,19 @@ pub(crate) async fn follow(raft: Raft, mut reporter: HealthReporter) {
     let mut seen = Seen::default();
     let mut kv = None;
     loop {
-        let m = metrics.borrow_and_update().clone();
-        match &m.running_state {
-            Ok(()) => {}
-            Err(openraft::error::Fatal::Stopped) => break,
-            Err(fatal) => {
-                tracing::error!("Raft stopped: {fatal}");
-                break;
+        let serving = {
+            let m = metrics.borrow_and_update();
+            match &m.running_state {
+                Ok(()) => {}
+                Err(openraft::error::Fatal::Stopped) => break,
+                Err(fatal) => {
+                    tracing::error!("Raft stopped: {fatal}");
+                    break;
+                }
             }
-        }
-        let membership = m.membership_config.membership();
-        let now = Seen {
-            term: m.current_term,
-            leader: m.current_leader,
-            state: Some(m.state),
-            voters: membership.voter_ids().collect(),
-            learners: membership.learner_ids().collect(),
+            seen.update(&m);
+            seen.leader.is_some()
         };
-        log_changes(&seen, &now, m.id);
-        seen = now;
-        let serving = seen.leader.is_some();
         if kv != Some(serving) {
             let status = if serving {
                 ServingStatus::Serving
@@ -66,9 +94,11 @@ pub(crate) async fn follow(raft: Raft, mut reporter: HealthReporter) {
                 ServingStatus::NotServing
             };
             reporter.set_service_status(KV_SERVICE, status).await;
-            reporter
-                .set_service_status("", ServingStatus::Serving)
-                .await;
+            if kv.is_none() {
+                reporter
+                    .set_service_status("", ServingStatus::Serving)
+                    .await;
+            }
             kv = Some(serving);
         }
         if metrics.changed().await.is_err() {
@@ -81,26 +111,4 @@ pub(crate) async fn follow(raft: Raft, mut reporter: HealthReporter) {
     reporter
         .set_service_status("", ServingStatus::NotServing)
         .await;
-}
-
-fn log_changes(before: &Seen, now: &Seen, me: NodeId) {
-    let term = now.term;
-    if before.leader != now.leader {
-        match now.leader {
-            Some(l) if l == me => tracing::info!("this node is the leader (term {term})"),
-            Some(l) => tracing::info!("leader: node {l} (term {term})"),
-            None => tracing::info!("no leader known (term {term})"),
-        }
-    }
-    let candidate = Some(ServerState::Candidate);
-    if now.state == candidate && before.state != candidate {
-        tracing::info!("this node stands for election (term {term})");
-    }
-    if (&before.voters, &before.learners) != (&now.voters, &now.learners) {
-        tracing::info!(
-            "membership: voters {:?}, learners {:?}",
-            now.voters,
-            now.learners
-        );
-    }
 }
