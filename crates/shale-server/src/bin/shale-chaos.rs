@@ -580,11 +580,20 @@ async fn run(args: Args) -> Result<(), String> {
         args: args.clone(),
         nodes,
     };
-    for i in 0..3 {
+    // Node 1 bootstraps, and so stands for election at once: it starts once the others
+    // listen, or with slow elections (the third negative control) its first election
+    // would fail and the next come only after the warm-up's deadline.
+    for i in [1, 2] {
         cluster
-            .start(i, i == 0)
+            .start(i, false)
             .map_err(|e| format!("start node {}: {e}", i + 1))?;
     }
+    for node in &cluster.nodes[1..] {
+        wait_listening(&node.addr, Duration::from_secs(10))?;
+    }
+    cluster
+        .start(0, true)
+        .map_err(|e| format!("start node 1: {e}"))?;
     let endpoints: Vec<String> = cluster.nodes.iter().map(|n| n.addr.clone()).collect();
     let history_file =
         File::create(&args.history).map_err(|e| format!("{}: {e}", args.history.display()))?;
@@ -644,6 +653,19 @@ async fn run(args: Args) -> Result<(), String> {
         elections.len(),
         args.history.display()
     );
+    Ok(())
+}
+
+/// Wait until `addr` accepts a TCP connection, for at most `limit`.
+fn wait_listening(addr: &str, limit: Duration) -> Result<(), String> {
+    let target: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    let start = Instant::now();
+    while std::net::TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_err() {
+        if start.elapsed() > limit {
+            return Err(format!("{addr} did not listen within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     Ok(())
 }
 
