@@ -580,20 +580,16 @@ async fn run(args: Args) -> Result<(), String> {
         args: args.clone(),
         nodes,
     };
-    // Node 1 bootstraps, and so stands for election at once: it starts once the others
-    // listen, or with slow elections (the third negative control) its first election
-    // would fail and the next come only after the warm-up's deadline.
-    for i in [1, 2] {
+    // Node 1 bootstraps and stands for election at once, so it starts once the others
+    // listen: with slow elections (the third control) a failed first one comes too late.
+    for i in [1, 2, 0] {
+        if i == 0 {
+            (cluster.nodes[1..].iter()).try_for_each(|n| wait_listening(&n.addr))?;
+        }
         cluster
-            .start(i, false)
+            .start(i, i == 0)
             .map_err(|e| format!("start node {}: {e}", i + 1))?;
     }
-    for node in &cluster.nodes[1..] {
-        wait_listening(&node.addr, Duration::from_secs(10))?;
-    }
-    cluster
-        .start(0, true)
-        .map_err(|e| format!("start node 1: {e}"))?;
     let endpoints: Vec<String> = cluster.nodes.iter().map(|n| n.addr.clone()).collect();
     let history_file =
         File::create(&args.history).map_err(|e| format!("{}: {e}", args.history.display()))?;
@@ -656,10 +652,10 @@ async fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Wait until `addr` accepts a TCP connection, for at most `limit`.
-fn wait_listening(addr: &str, limit: Duration) -> Result<(), String> {
+/// Wait until `addr` accepts a TCP connection, for at most 10 s.
+fn wait_listening(addr: &str) -> Result<(), String> {
     let target: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
-    let start = Instant::now();
+    let (start, limit) = (Instant::now(), Duration::from_secs(10));
     while std::net::TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_err() {
         if start.elapsed() > limit {
             return Err(format!("{addr} did not listen within {limit:?}"));
