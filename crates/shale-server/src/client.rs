@@ -1,19 +1,27 @@
 //! The Rust client: follows redirects to the leader and retries on a lost leader, within
 //! a bounded deadline per call.
 //!
+//! Writes go in a session (docs/replication.md, "Exactly-once writes"): the client opens
+//! one at its first write, numbers each write, and the cluster applies a number once, so
+//! a write is retried on every transient failure, like a read, and a retry that finds the
+//! write applied gets its first answer. The session is reopened if the cluster closed it
+//! (it keeps the most recently used); a write whose retry finds its session closed
+//! answers [`ClientError::Ambiguous`].
+//!
 //! Retry rules (the server's errors are listed in [`crate::service`]):
 //! - an error marked `shale-retry: safe` (a redirect from a node that was not the leader,
 //!   no leader known) and a connection that was refused proposed nothing: every call
 //!   follows or retries them;
-//! - any other failure of a write may have been applied, and applying it again later
-//!   would break linearizability (another client's write could fall between the two), so
-//!   a write answers [`ClientError::Ambiguous`] and the caller decides (the client's next
-//!   call goes to the leader the failed node named, else to the next endpoint);
-//! - reads change nothing and retry on every transient failure.
+//! - reads and writes in a session retry on every transient failure;
+//! - without a session ([`Client::without_sessions`]), any other failure of a write may
+//!   have been applied, and applying it again later would break linearizability (another
+//!   client's write could fall between the two), so the write answers
+//!   [`ClientError::Ambiguous`] and the caller decides (the client's next call goes to
+//!   the leader the failed node named, else to the next endpoint).
 //!
 //! Thread safety: a `Client` is `Send + Sync`; calls may run concurrently.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -23,7 +31,7 @@ use tonic::{Code, Status};
 use crate::network::{endpoint, with_token, MAX_MESSAGE_BYTES};
 use crate::pb;
 use crate::pb::kv_client::KvClient;
-use crate::service::{LEADER_HEADER, RETRY_HEADER};
+use crate::service::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
 
 /// What a client call can fail with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +51,10 @@ pub enum ClientError {
     Server(String),
     /// The client was built wrong (no endpoint, a bad address).
     Config(String),
+    /// The write's session was closed, or its answer forgotten, before this try: nothing
+    /// changed now. The client opens a new session and retries a write whose first try
+    /// meets this; a later try answers [`ClientError::Ambiguous`] instead.
+    SessionExpired(String),
 }
 
 impl std::fmt::Display for ClientError {
@@ -57,6 +69,7 @@ impl std::fmt::Display for ClientError {
             ClientError::Ambiguous(m) => write!(f, "the outcome is unknown: {m}"),
             ClientError::Server(m) => write!(f, "server error: {m}"),
             ClientError::Config(m) => write!(f, "client configuration: {m}"),
+            ClientError::SessionExpired(m) => write!(f, "session expired: {m}"),
         }
     }
 }
@@ -88,7 +101,10 @@ enum Next {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Read,
+    /// A write that may apply twice if retried.
     Write,
+    /// A write in a session: applied once however often it is sent.
+    SessionWrite,
 }
 
 /// True if the request cannot have reached a server: the connection was refused.
@@ -109,8 +125,11 @@ fn never_sent(status: &Status) -> bool {
 
 fn classify(status: &Status, kind: Kind) -> Next {
     let meta = status.metadata();
-    let safe = kind == Kind::Read || meta.get(RETRY_HEADER).is_some() || never_sent(status);
+    let safe = kind != Kind::Write || meta.get(RETRY_HEADER).is_some() || never_sent(status);
     let message = status.message().to_string();
+    if meta.get(SESSION_HEADER).is_some() {
+        return Next::Fail(ClientError::SessionExpired(message));
+    }
     match status.code() {
         Code::FailedPrecondition => match meta.get(LEADER_HEADER).and_then(|v| v.to_str().ok()) {
             Some(addr) if safe => Next::Redirect(addr.to_string()),
@@ -149,6 +168,16 @@ pub struct Client {
     tls: Option<tonic::transport::ClientTlsConfig>,
     deadline: Duration,
     state: Mutex<State>,
+    /// The session writes go in; `None` without sessions.
+    session: Option<tokio::sync::Mutex<Option<u64>>>,
+    numbers: Mutex<Numbers>,
+}
+
+/// The numbers of the writes in sessions: the next one, and those awaiting an answer.
+#[derive(Default)]
+struct Numbers {
+    last: u64,
+    awaited: BTreeSet<u64>,
 }
 
 struct State {
@@ -179,7 +208,17 @@ impl Client {
                 next_endpoint: 0,
                 channels: HashMap::new(),
             }),
+            session: Some(tokio::sync::Mutex::new(None)),
+            numbers: Mutex::new(Numbers::default()),
         })
+    }
+
+    /// Send writes without a session: a write whose outcome a failure leaves open is not
+    /// retried but answers [`ClientError::Ambiguous`], and the client never adds a
+    /// session's opening to the log.
+    pub fn without_sessions(mut self) -> Client {
+        self.session = None;
+        self
     }
 
     /// Connect over TLS, trusting the cluster's certificate authority `ca_pem` (PEM), and
@@ -212,6 +251,98 @@ impl Client {
         Ok(channel)
     }
 
+    fn numbers(&self) -> MutexGuard<'_, Numbers> {
+        self.numbers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session writes go in, opened now if there is none.
+    async fn session_id(&self, cell: &tokio::sync::Mutex<Option<u64>>) -> Result<u64, ClientError> {
+        let mut id = cell.lock().await;
+        if let Some(id) = *id {
+            return Ok(id);
+        }
+        // An opening is retried like a write in a session: one opened twice leaves a
+        // session nobody uses, closed in time like any other.
+        let opened = self
+            .call(Kind::SessionWrite, |mut c, token| {
+                let req = with_token(pb::OpenSessionRequest {}, token.as_deref());
+                async move { c.open_session(req).await }
+            })
+            .await?;
+        *id = Some(opened.session);
+        Ok(opened.session)
+    }
+
+    /// Send the write `f` builds (given its place in the session, if any): in the
+    /// client's session, retried on every transient failure within the deadline.
+    async fn write<T, F, Fut>(&self, f: F) -> Result<T, ClientError>
+    where
+        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let Some(cell) = &self.session else {
+            return self.call(Kind::Write, |c, token| f(c, token, None)).await;
+        };
+        let seq = {
+            let mut n = self.numbers();
+            n.last += 1;
+            let seq = n.last;
+            n.awaited.insert(seq);
+            seq
+        };
+        let result = self.write_numbered(cell, seq, &f).await;
+        self.numbers().awaited.remove(&seq);
+        result
+    }
+
+    async fn write_numbered<T, F, Fut>(
+        &self,
+        cell: &tokio::sync::Mutex<Option<u64>>,
+        seq: u64,
+        f: &F,
+    ) -> Result<T, ClientError>
+    where
+        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let mut reopened = false;
+        loop {
+            let session = self.session_id(cell).await?;
+            let sent = self
+                .call_counted(Kind::SessionWrite, |c, token| {
+                    let lowest_awaited = self.numbers().awaited.first().copied().unwrap_or(seq);
+                    let at = pb::SessionSeq {
+                        session,
+                        seq,
+                        lowest_awaited,
+                    };
+                    f(c, token, Some(at))
+                })
+                .await;
+            let expired = match sent {
+                Ok(answer) => return Ok(answer),
+                Err((ClientError::SessionExpired(why), tries)) => (why, tries),
+                Err((e, _)) => return Err(e),
+            };
+            {
+                let mut id = cell.lock().await;
+                if *id == Some(session) {
+                    *id = None;
+                }
+            }
+            match expired {
+                // Its only try found the session closed: nothing of this write applied,
+                // so it goes again in a new session.
+                (_, 1) if !reopened => reopened = true,
+                (why, _) => {
+                    return Err(ClientError::Ambiguous(format!(
+                        "the session closed while the write was retried: {why}"
+                    )))
+                }
+            }
+        }
+    }
+
     /// Aim the next attempt at the endpoint after the last one tried.
     fn next_endpoint(&self) {
         let mut st = self.state();
@@ -226,23 +357,35 @@ impl Client {
         F: Fn(KvClient<Channel>, Option<String>) -> Fut,
         Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     {
+        self.call_counted(kind, f).await.map_err(|(e, _)| e)
+    }
+
+    /// [`Client::call`], failing with the number of tries made.
+    async fn call_counted<T, F, Fut>(&self, kind: Kind, f: F) -> Result<T, (ClientError, u32)>
+    where
+        F: Fn(KvClient<Channel>, Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let mut tries = 0u32;
         let start = Instant::now();
         let mut pause = Duration::from_millis(20);
         let mut last = String::from("no attempt");
         loop {
             let remaining = self.deadline.saturating_sub(start.elapsed());
             if remaining.is_zero() {
-                return Err(ClientError::Timeout { last });
+                return Err((ClientError::Timeout { last }, tries));
             }
             let target = self.state().target.clone();
-            let client = KvClient::new(self.channel(&target)?)
+            let channel = self.channel(&target).map_err(|e| (e, tries))?;
+            tries += 1;
+            let client = KvClient::new(channel)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES);
             let attempt = tokio::time::timeout(remaining, f(client, self.token.clone())).await;
             let status = match attempt {
                 Ok(Ok(resp)) => return Ok(resp.into_inner()),
                 Ok(Err(status)) => status,
-                Err(_) => return Err(ClientError::Timeout { last }),
+                Err(_) => return Err((ClientError::Timeout { last }, tries)),
             };
             last = format!("{target}: {:?}: {}", status.code(), status.message());
             match classify(&status, kind) {
@@ -269,7 +412,7 @@ impl Client {
                             None => self.next_endpoint(),
                         }
                     }
-                    return Err(e);
+                    return Err((e, tries));
                 }
             }
         }
@@ -295,11 +438,12 @@ impl Client {
     /// See [`ClientError`].
     pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<u64, ClientError> {
         let resp = self
-            .call(Kind::Write, |mut c, token| {
+            .write(|mut c, token, session| {
                 let req = with_token(
                     pb::PutRequest {
                         key: key.to_vec(),
                         value: value.to_vec(),
+                        session,
                     },
                     token.as_deref(),
                 );
@@ -315,8 +459,12 @@ impl Client {
     /// See [`ClientError`].
     pub async fn delete(&self, key: &[u8]) -> Result<u64, ClientError> {
         let resp = self
-            .call(Kind::Write, |mut c, token| {
-                let req = with_token(pb::DeleteRequest { key: key.to_vec() }, token.as_deref());
+            .write(|mut c, token, session| {
+                let req = pb::DeleteRequest {
+                    key: key.to_vec(),
+                    session,
+                };
+                let req = with_token(req, token.as_deref());
                 async move { c.delete(req).await }
             })
             .await?;
@@ -336,8 +484,12 @@ impl Client {
             })
             .collect();
         let resp = self
-            .call(Kind::Write, |mut c, token| {
-                let req = with_token(pb::BatchRequest { ops: ops.clone() }, token.as_deref());
+            .write(|mut c, token, session| {
+                let req = pb::BatchRequest {
+                    ops: ops.clone(),
+                    session,
+                };
+                let req = with_token(req, token.as_deref());
                 async move { c.batch(req).await }
             })
             .await?;
@@ -356,12 +508,13 @@ impl Client {
         new_value: Option<&[u8]>,
     ) -> Result<CasOutcome, ClientError> {
         let resp = self
-            .call(Kind::Write, |mut c, token| {
+            .write(|mut c, token, session| {
                 let req = with_token(
                     pb::CompareAndSetRequest {
                         key: key.to_vec(),
                         expected: expected.map(<[u8]>::to_vec),
                         new_value: new_value.map(<[u8]>::to_vec),
+                        session,
                     },
                     token.as_deref(),
                 );

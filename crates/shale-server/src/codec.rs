@@ -129,6 +129,7 @@ mod tests {
                 };
                 3
             ],
+            session: None,
         };
         assert_eq!(fields_of(&batch).expect("well formed"), 3);
         let search = pb::SearchRequest {
@@ -144,6 +145,7 @@ mod tests {
     fn a_message_of_many_small_fields_is_counted_no_further_than_the_limit() {
         let bomb = pb::BatchRequest {
             ops: vec![pb::Op::default(); 100_000],
+            session: None,
         };
         let bytes = bomb.encode_to_vec();
         assert_eq!(bytes.len(), 200_000, "two bytes an operation");

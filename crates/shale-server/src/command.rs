@@ -51,6 +51,25 @@ pub enum Command {
     /// every replica: its definition is replicated state (`format.rs`, reserved key
     /// `0xFF 'x' name`), so every replica checks and indexes the same values.
     DefineIndex(IndexSpec),
+    /// A client's write ([`Command::Write`] or [`Command::CompareAndSet`]) in its session:
+    /// applied once however often it is retried, a retry answered as the first apply was
+    /// (docs/replication.md, "Exactly-once writes").
+    InSession { at: SessionSeq, cmd: Box<Command> },
+    /// Open a session for a client's writes; its id is the log index of this command.
+    /// Proposed alone.
+    OpenSession,
+}
+
+/// Where a write stands in its client's session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionSeq {
+    /// The session: the log index it was opened at.
+    pub session: u64,
+    /// The write's number in the session, from 1: each write its own, its retries the same.
+    pub seq: u64,
+    /// The lowest number the client still waits on an answer for (at most `seq`): the
+    /// answers below it are never asked for again and may be forgotten.
+    pub lowest_awaited: u64,
 }
 
 /// A replicated index: with a model, its values are UTF-8 texts that every replica
@@ -120,6 +139,15 @@ pub enum Response {
     Batch(Vec<Response>),
     /// A [`Command::DefineIndex`]: the index exists (now, or already with this definition).
     IndexDefined,
+    /// A [`Command::OpenSession`]: the new session's id.
+    SessionOpened(u64),
+    /// A [`Command::InSession`] applied before, at `index`: its answer then. Nothing was
+    /// applied again.
+    Repeated { index: u64, response: Box<Response> },
+    /// A [`Command::InSession`] that changed nothing because its session is unknown (never
+    /// opened, or closed to make room for newer ones) or its answer was forgotten: whether
+    /// an earlier try applied cannot be said.
+    SessionExpired(String),
 }
 
 impl Command {
@@ -159,16 +187,34 @@ impl Command {
                 check_total(self.bytes())
             }
             Command::DefineIndex(spec) => spec.validate(),
+            Command::OpenSession => Ok(()),
+            Command::InSession { at, cmd } => {
+                if at.session == 0 || at.seq == 0 || at.lowest_awaited > at.seq {
+                    return Err(Error::InvalidArgument(format!(
+                        "session {}, write {}, lowest awaited {}: a session and a write \
+                         number start at 1, and the write is awaited",
+                        at.session, at.seq, at.lowest_awaited
+                    )));
+                }
+                if !matches!(**cmd, Command::Write(_) | Command::CompareAndSet { .. }) {
+                    return Err(Error::InvalidArgument(
+                        "a session holds writes and compare-and-sets only".into(),
+                    ));
+                }
+                cmd.validate()
+            }
             Command::Batch(cmds) => {
                 if cmds.is_empty() {
                     return Err(Error::InvalidArgument("a batch holds no command".into()));
                 }
-                if cmds
-                    .iter()
-                    .any(|c| matches!(c, Command::Batch(_) | Command::DefineIndex(_)))
-                {
+                if cmds.iter().any(|c| {
+                    matches!(
+                        c,
+                        Command::Batch(_) | Command::DefineIndex(_) | Command::OpenSession
+                    )
+                }) {
                     return Err(Error::InvalidArgument(
-                        "a batch holds a batch or an index definition".into(),
+                        "a batch holds a batch, an index definition or a session's opening".into(),
                     ));
                 }
                 cmds.iter().try_for_each(Command::validate)?;
@@ -183,13 +229,14 @@ impl Command {
         }
     }
 
-    /// Operations in the command: puts and deletes, a compare-and-set or an index
-    /// definition counting one.
+    /// Operations in the command: puts and deletes, a compare-and-set, an index
+    /// definition or a session's opening counting one.
     pub fn ops(&self) -> usize {
         match self {
             Command::Write(ops) => ops.len(),
-            Command::CompareAndSet { .. } | Command::DefineIndex(_) => 1,
+            Command::CompareAndSet { .. } | Command::DefineIndex(_) | Command::OpenSession => 1,
             Command::Batch(cmds) => cmds.iter().map(Command::ops).sum(),
+            Command::InSession { cmd, .. } => cmd.ops(),
         }
     }
 
@@ -198,7 +245,8 @@ impl Command {
         match self {
             Command::CompareAndSet { .. } => true,
             Command::Batch(cmds) => cmds.iter().any(Command::compares),
-            Command::Write(_) | Command::DefineIndex(_) => false,
+            Command::InSession { cmd, .. } => cmd.compares(),
+            Command::Write(_) | Command::DefineIndex(_) | Command::OpenSession => false,
         }
     }
 
@@ -220,6 +268,8 @@ impl Command {
                 .saturating_add(len(new_value)),
             Command::Batch(cmds) => cmds.iter().fold(0usize, |n, c| n.saturating_add(c.bytes())),
             Command::DefineIndex(spec) => spec.name.len().saturating_add(spec.prefix.len()),
+            Command::InSession { cmd, .. } => cmd.bytes(),
+            Command::OpenSession => 0,
         }
     }
 
@@ -245,8 +295,9 @@ impl Command {
                 new_value: Some(v),
                 ..
             } => batch.put(key, v),
-            Command::CompareAndSet { .. } | Command::DefineIndex(_) => {}
+            Command::CompareAndSet { .. } | Command::DefineIndex(_) | Command::OpenSession => {}
             Command::Batch(cmds) => cmds.iter().for_each(|c| c.add_puts(batch)),
+            Command::InSession { cmd, .. } => cmd.add_puts(batch),
         }
     }
 }
@@ -388,5 +439,33 @@ mod tests {
         assert!(Command::Batch(vec![half.clone(), half]).validate().is_err());
         let big = Command::Write(vec![put(b"k", &vec![0; MAX_COMMAND_BYTES / 2 + 1])]);
         assert!(Command::Batch(vec![big.clone(), big]).validate().is_err());
+        assert!(Command::Batch(vec![one, Command::OpenSession])
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn a_session_holds_one_numbered_write() {
+        let at = |session, seq, lowest_awaited| SessionSeq {
+            session,
+            seq,
+            lowest_awaited,
+        };
+        let write = Command::Write(vec![put(b"k", b"v")]);
+        let in_session = |at, cmd: &Command| Command::InSession {
+            at,
+            cmd: Box::new(cmd.clone()),
+        };
+        assert!(in_session(at(5, 3, 2), &write).validate().is_ok());
+        assert!(Command::Batch(vec![in_session(at(5, 3, 3), &write)])
+            .validate()
+            .is_ok());
+        for bad in [at(0, 1, 1), at(5, 0, 0), at(5, 3, 4)] {
+            assert!(in_session(bad, &write).validate().is_err(), "{bad:?}");
+        }
+        let nested = in_session(at(5, 3, 3), &write);
+        assert!(in_session(at(5, 4, 4), &nested).validate().is_err());
+        let reserved = Command::Write(vec![put(&[RESERVED_PREFIX], b"v")]);
+        assert!(in_session(at(5, 3, 3), &reserved).validate().is_err());
     }
 }

@@ -19,6 +19,7 @@ use openraft::{
 use shale::inspect::codec::{self, Decoder};
 
 mod frames;
+mod sessions;
 
 pub use frames::{
     decode_frame, decode_frame_head, decode_index_file_chunk, decode_pairs, decode_snapshot_end,
@@ -26,8 +27,12 @@ pub use frames::{
     encode_snapshot_header, put_pair, FrameKind, IndexFileChunk, SnapshotHeader, FRAME_HEAD_LEN,
     FRAME_TAIL_LEN, MAX_FRAME_PAYLOAD, MAX_INDEX_FILE_NAME, SNAPSHOT_MAGIC, TARGET_FRAME_PAYLOAD,
 };
+pub use sessions::{
+    check_session_pair, decode_answer, decode_session, encode_answer, encode_session, AnswerRecord,
+    SessionKey, SessionRecord,
+};
 
-use crate::command::{Command, IndexModel, IndexSpec, Op};
+use crate::command::{Command, IndexModel, IndexSpec, Op, SessionSeq};
 use crate::error::{Error, Result};
 use crate::{Entry, NodeId};
 use shale_search::vector::Metric;
@@ -82,6 +87,8 @@ pub const SM_KEY_APPLIED: &[u8] = &[RESERVED_PREFIX, b'a'];
 pub const SM_KEY_MEMBERSHIP: &[u8] = &[RESERVED_PREFIX, b'm'];
 /// The prefix of the state machine keys of the index definitions: `0xFF 'x' ‖ name`.
 pub const SM_INDEX_PREFIX: &[u8] = &[RESERVED_PREFIX, b'x'];
+/// The prefix of the state machine keys of the client sessions ([`SessionKey`]).
+pub const SM_SESSION_PREFIX: &[u8] = &[RESERVED_PREFIX, b's'];
 
 /// The state machine key of index `name`'s definition.
 pub fn index_key(name: &str) -> Vec<u8> {
@@ -390,6 +397,8 @@ const DEFINITION_VERSION_KEYWORDS: u8 = 2;
 const KEYWORDS_SIMPLE: u8 = 1;
 const KEYWORDS_ENGLISH: u8 = 2;
 const KEYWORDS_CJK: u8 = 3;
+const COMMAND_IN_SESSION: u8 = 6;
+const COMMAND_OPEN_SESSION: u8 = 7;
 
 /// `spec := name:varbytes prefix:varbytes dim:varint metric:u8 model:u8 [keywords:u8]`:
 /// `keywords` (the analyzer of the index's keyword index) is there when the record says so,
@@ -588,6 +597,14 @@ fn put_command(out: &mut Vec<u8>, cmd: &Command) {
                 put_command(out, cmd);
             }
         }
+        Command::InSession { at, cmd } => {
+            codec::put_u8(out, COMMAND_IN_SESSION);
+            codec::put_u64(out, at.session);
+            codec::put_u64(out, at.seq);
+            codec::put_u64(out, at.lowest_awaited);
+            put_command(out, cmd);
+        }
+        Command::OpenSession => codec::put_u8(out, COMMAND_OPEN_SESSION),
     }
 }
 
@@ -631,6 +648,25 @@ fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
         }
         COMMAND_DEFINE_INDEX => Ok(Command::DefineIndex(get_index_spec(d, false)?)),
         COMMAND_DEFINE_INDEX_KEYWORDS => Ok(Command::DefineIndex(get_index_spec(d, true)?)),
+        COMMAND_IN_SESSION => {
+            let at = SessionSeq {
+                session: d.u64("session")?,
+                seq: d.u64("session write")?,
+                lowest_awaited: d.u64("session lowest awaited")?,
+            };
+            // One level deep by construction: a session holds a write or a compare-and-set.
+            if !matches!(d.remaining().first(), Some(&(COMMAND_WRITE | COMMAND_CAS))) {
+                return Err(codec::DecodeError::new(
+                    d.position(),
+                    "a session's command is not a write",
+                ));
+            }
+            Ok(Command::InSession {
+                at,
+                cmd: Box::new(get_command(d)?),
+            })
+        }
+        COMMAND_OPEN_SESSION => Ok(Command::OpenSession),
         COMMAND_CAS => Ok(Command::CompareAndSet {
             key: d.length_prefixed("key")?.to_vec(),
             expected: get_opt_bytes(d, "expected value")?,

@@ -149,6 +149,11 @@ fn messages() -> Vec<Vec<u8>> {
     vec![
         pb::BatchRequest {
             ops: vec![op(b"a"), op(b"b")],
+            session: Some(pb::SessionSeq {
+                session: 7,
+                seq: 3,
+                lowest_awaited: 2,
+            }),
         }
         .encode_to_vec(),
         pb::AppendEntriesRequest {

@@ -32,7 +32,7 @@ use crate::state_machine::StateMachineStore;
 use crate::Raft;
 
 /// Every gRPC method a node serves, by request path; any other path counts as `other`.
-pub const METHODS: [&str; 16] = [
+pub const METHODS: [&str; 17] = [
     "/shale.v1.Raft/AppendEntries",
     "/shale.v1.Raft/Vote",
     "/shale.v1.Raft/InstallSnapshot",
@@ -47,6 +47,7 @@ pub const METHODS: [&str; 16] = [
     "/shale.v1.Kv/Status",
     "/shale.v1.Kv/AddLearner",
     "/shale.v1.Kv/ChangeVoters",
+    "/shale.v1.Kv/OpenSession",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
 ];
@@ -223,6 +224,9 @@ const ENGINE_GAUGES: [&str; 5] = [
     "open_tables",
     "rate_limit_bytes_per_sec",
 ];
+
+/// The label set of a series without labels.
+const NO_LABELS: [(&str, &str); 0] = [];
 
 fn gauge<L: prometheus_client::encoding::EncodeLabelSet>(
     encoder: &mut DescriptorEncoder<'_>,
@@ -431,6 +435,13 @@ impl Collector for NodeCollector {
                 MetricType::Counter,
             )?)?;
         }
+        let sessions = i64::try_from(self.sm.sessions_open()).unwrap_or(i64::MAX);
+        gauge(
+            &mut encoder,
+            "sessions_open",
+            "Client sessions open (the most recently used are kept)",
+            &[(NO_LABELS, sessions)],
+        )?;
         self.encode_engines(&mut encoder)
     }
 }

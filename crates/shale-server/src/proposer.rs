@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tonic::Status;
 
 use crate::command::{Command, Response as Applied, MAX_COMMAND_BYTES, MAX_OPS_PER_COMMAND};
-use crate::service::submit;
+use crate::service::{answered, submit};
 use crate::{NodeId, Raft};
 
 /// Proposals in flight at once: one being appended on the leader while the one before
@@ -113,9 +113,10 @@ async fn run(raft: Raft, node_id: NodeId, mut queue: mpsc::Receiver<Proposal>) {
 }
 
 /// Whether `cmd` may share an entry: an index definition changes what the commands
-/// after it may write, so it is proposed alone.
+/// after it may write, so it is proposed alone; a session is named by the index of the
+/// entry that opens it, so that entry opens one alone.
 fn batchable(cmd: &Command) -> bool {
-    !matches!(cmd, Command::DefineIndex(_))
+    !matches!(cmd, Command::DefineIndex(_) | Command::OpenSession)
 }
 
 /// Propose `batch` as one entry (a lone command as itself) and answer each caller.
@@ -132,11 +133,7 @@ async fn propose_batch(raft: &Raft, node_id: NodeId, mut batch: Vec<Proposal>) {
     match submit(raft, node_id, Command::Batch(cmds)).await {
         Ok((index, Applied::Batch(answers))) if answers.len() == replies.len() => {
             for (reply, answer) in replies.into_iter().zip(answers) {
-                let outcome = match answer {
-                    Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
-                    answer => Ok((index, answer)),
-                };
-                let _ = reply.send(outcome);
+                let _ = reply.send(answered(index, answer));
             }
         }
         Ok((_, other)) => {

@@ -15,6 +15,12 @@
 //! - `DEADLINE_EXCEEDED`: the server's request timeout passed; as ambiguous as the above.
 //! - `UNAUTHENTICATED`: no valid client token; `PERMISSION_DENIED`: a read-only token on
 //!   a call that writes or changes the membership.
+//! - `FAILED_PRECONDITION` with metadata `shale-session: expired`: a write in a session
+//!   that is closed, or whose answer was forgotten; nothing changed now, and whether an
+//!   earlier try applied cannot be said.
+//!
+//! A write in a session (`OpenSession`) applies once however often it is retried, so
+//! every failure above is safe to retry for it, with the same session and number.
 //!
 //! Thread safety: tonic runs each call in its own task; the services hold `Arc`s only.
 
@@ -32,7 +38,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 
 use crate::access::WriteGrant;
-use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied};
+use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied, SessionSeq};
 use crate::pb;
 use crate::proposer::{Outcome, Proposer};
 use crate::state_machine::StateMachineStore;
@@ -57,10 +63,7 @@ pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcom
         }
     };
     match raft.client_write(Arc::new(cmd)).await {
-        Ok(resp) => match resp.data {
-            Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
-            data => Ok((resp.log_id.index, data)),
-        },
+        Ok(resp) => answered(resp.log_id.index, resp.data),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
             Err(not_leader(&f, was_leader))
         }
@@ -68,6 +71,38 @@ pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcom
             Err(Status::internal(e.to_string()))
         }
         Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
+    }
+}
+
+/// The outcome of a command applied at `index`, for its caller: a refusal or an expired
+/// session as errors, a repeated write as its first answer, at the index it applied at.
+pub(crate) fn answered(index: u64, applied: Applied) -> Outcome {
+    match applied {
+        Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
+        Applied::SessionExpired(msg) => {
+            let mut status = Status::failed_precondition(msg);
+            status
+                .metadata_mut()
+                .insert(SESSION_HEADER, MetadataValue::from_static("expired"));
+            Err(status)
+        }
+        Applied::Repeated { index, response } => answered(index, *response),
+        applied => Ok((index, applied)),
+    }
+}
+
+/// `cmd` in the session `at`, if the request names one.
+fn in_session(cmd: Command, at: Option<pb::SessionSeq>) -> Command {
+    match at {
+        None => cmd,
+        Some(at) => Command::InSession {
+            at: SessionSeq {
+                session: at.session,
+                seq: at.seq,
+                lowest_awaited: at.lowest_awaited,
+            },
+            cmd: Box::new(cmd),
+        },
     }
 }
 
@@ -114,6 +149,8 @@ fn known_leader(m: &openraft::RaftMetrics<NodeId, BasicNode>, node_id: NodeId) -
 pub const LEADER_HEADER: &str = "shale-leader";
 /// Metadata entry marking an error after which nothing was proposed.
 pub const RETRY_HEADER: &str = "shale-retry";
+/// Metadata entry marking a write whose session is closed or whose answer is forgotten.
+pub const SESSION_HEADER: &str = "shale-session";
 /// The most hits one search returns.
 pub const MAX_SEARCH_HITS: u32 = 10_000;
 /// The longest search text: the model reads its first 256 tokens (about 1 KiB of English),
@@ -272,15 +309,11 @@ impl pb::kv_server::Kv for KvService {
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
-        let (index, _) = self
-            .propose(
-                grant,
-                Command::Write(vec![Op {
-                    key: r.key,
-                    value: Some(r.value),
-                }]),
-            )
-            .await?;
+        let put = Command::Write(vec![Op {
+            key: r.key,
+            value: Some(r.value),
+        }]);
+        let (index, _) = self.propose(grant, in_session(put, r.session)).await?;
         Ok(written(index))
     }
 
@@ -289,10 +322,12 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::DeleteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
-        let key = req.into_inner().key;
-        let (index, _) = self
-            .propose(grant, Command::Write(vec![Op { key, value: None }]))
-            .await?;
+        let r = req.into_inner();
+        let delete = Command::Write(vec![Op {
+            key: r.key,
+            value: None,
+        }]);
+        let (index, _) = self.propose(grant, in_session(delete, r.session)).await?;
         Ok(written(index))
     }
 
@@ -301,8 +336,8 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::BatchRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
-        let ops = req
-            .into_inner()
+        let r = req.into_inner();
+        let ops = r
             .ops
             .into_iter()
             .map(|op| Op {
@@ -310,7 +345,8 @@ impl pb::kv_server::Kv for KvService {
                 value: op.value,
             })
             .collect();
-        let (index, _) = self.propose(grant, Command::Write(ops)).await?;
+        let write = Command::Write(ops);
+        let (index, _) = self.propose(grant, in_session(write, r.session)).await?;
         Ok(written(index))
     }
 
@@ -320,16 +356,12 @@ impl pb::kv_server::Kv for KvService {
     ) -> Result<Response<pb::CompareAndSetResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
         let r = req.into_inner();
-        let (index, applied) = self
-            .propose(
-                grant,
-                Command::CompareAndSet {
-                    key: r.key,
-                    expected: r.expected,
-                    new_value: r.new_value,
-                },
-            )
-            .await?;
+        let cas = Command::CompareAndSet {
+            key: r.key,
+            expected: r.expected,
+            new_value: r.new_value,
+        };
+        let (index, applied) = self.propose(grant, in_session(cas, r.session)).await?;
         match applied {
             Applied::CompareAndSet { swapped, current } => {
                 Ok(Response::new(pb::CompareAndSetResponse {
@@ -473,6 +505,21 @@ impl pb::kv_server::Kv for KvService {
         let was_leader = role(&self.raft, self.node_id) != Role::Other;
         let result = self.raft.change_membership(change, false).await;
         self.membership(grant, result, was_leader)
+    }
+
+    async fn open_session(
+        &self,
+        req: Request<pb::OpenSessionRequest>,
+    ) -> Result<Response<pb::OpenSessionResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
+        match self.propose(grant, Command::OpenSession).await? {
+            (_, Applied::SessionOpened(session)) => {
+                Ok(Response::new(pb::OpenSessionResponse { session }))
+            }
+            (_, other) => Err(Status::internal(format!(
+                "a session's opening applied as {other:?}"
+            ))),
+        }
     }
 
     async fn status(

@@ -124,6 +124,7 @@ async fn oversized_and_field_bomb_requests_are_refused_before_decoding() {
     // 600,000 empty operations in 1.2 MB: tens of MB once decoded.
     let bomb = pb::BatchRequest {
         ops: vec![pb::Op::default(); 600_000],
+        session: None,
     };
     let err = kv.batch(bomb).await.expect_err("refused");
     assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err}");
@@ -132,6 +133,7 @@ async fn oversized_and_field_bomb_requests_are_refused_before_decoding() {
     let long = pb::PutRequest {
         key: b"k".to_vec(),
         value: vec![0; shale_server::network::MAX_REQUEST_BYTES + 1],
+        session: None,
     };
     let err = kv.put(long).await.expect_err("refused");
     assert_eq!(err.code(), tonic::Code::OutOfRange, "{err}");

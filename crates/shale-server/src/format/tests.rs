@@ -1,6 +1,7 @@
 //! Round trips of every record, and the worked examples of docs/format.md decoded.
 
 use super::*;
+use crate::command::Response;
 use crate::TypeConfig;
 use openraft::Entry as RaftEntry;
 
@@ -62,7 +63,134 @@ fn entries() -> Vec<Entry> {
                 ..spec()
             })),
         },
+        RaftEntry {
+            log_id: lid(2, 1, 9),
+            payload: normal(Command::OpenSession),
+        },
+        RaftEntry {
+            log_id: lid(2, 1, 10),
+            payload: normal(documented_put_in_session()),
+        },
+        RaftEntry {
+            log_id: lid(2, 1, 11),
+            payload: normal(Command::Batch(vec![
+                documented_put_in_session(),
+                Command::InSession {
+                    at: SessionSeq {
+                        session: u64::MAX,
+                        seq: 2,
+                        lowest_awaited: 1,
+                    },
+                    cmd: Box::new(Command::CompareAndSet {
+                        key: b"k".to_vec(),
+                        expected: Some(b"v".to_vec()),
+                        new_value: None,
+                    }),
+                },
+            ])),
+        },
     ]
+}
+
+/// The write in a session of docs/format.md's worked example.
+fn documented_put_in_session() -> Command {
+    Command::InSession {
+        at: SessionSeq {
+            session: 9,
+            seq: 4,
+            lowest_awaited: 3,
+        },
+        cmd: Box::new(Command::Write(vec![Op {
+            key: b"a".to_vec(),
+            value: Some(b"1".to_vec()),
+        }])),
+    }
+}
+
+/// docs/format.md, 13.2 and 13.3: a put in a session, the session's record, and the
+/// answer kept for a compare-and-set.
+#[test]
+fn decodes_the_documented_session_records() {
+    let mut command = Vec::new();
+    put_command(&mut command, &documented_put_in_session());
+    let doc = "06 0900000000000000 0400000000000000 0300000000000000 01 01 01 0161 0131";
+    assert_eq!(command, hex(doc));
+    assert_eq!(
+        get_command(&mut Decoder::new(&hex(doc))).expect("decodes"),
+        documented_put_in_session()
+    );
+
+    let key = hex("ff73 0000000000000009");
+    assert_eq!(
+        SessionKey::decode(&key).expect("key"),
+        SessionKey::Session(9)
+    );
+    let record = decode_session(&hex("01 0400000000000000 0c00000000000000")).expect("session");
+    assert_eq!(
+        record,
+        SessionRecord {
+            lowest_kept: 4,
+            last_used: 12
+        }
+    );
+    let key = hex("ff73 0000000000000009 0000000000000004");
+    assert_eq!(
+        SessionKey::decode(&key).expect("key"),
+        SessionKey::Answer { session: 9, seq: 4 }
+    );
+    let bytes = hex("01 0c00000000000000 02 00 01 0176");
+    let answer = AnswerRecord {
+        index: 12,
+        response: Response::CompareAndSet {
+            swapped: false,
+            current: Some(b"v".to_vec()),
+        },
+    };
+    assert_eq!(decode_answer(&bytes).expect("answer"), answer);
+    assert_eq!(encode_answer(&answer).expect("encodes"), bytes);
+}
+
+#[test]
+fn session_records_round_trip_and_refuse_bad_bytes() {
+    let answers = [
+        Response::Written,
+        Response::Refused("no".into()),
+        Response::CompareAndSet {
+            swapped: true,
+            current: None,
+        },
+    ];
+    for response in answers {
+        let a = AnswerRecord { index: 7, response };
+        let bytes = encode_answer(&a).expect("encodes");
+        assert_eq!(decode_answer(&bytes).expect("decodes"), a);
+        for cut in 0..bytes.len() {
+            assert!(decode_answer(bytes.get(..cut).expect("cut")).is_err());
+        }
+    }
+    assert!(encode_answer(&AnswerRecord {
+        index: 1,
+        response: Response::Internal
+    })
+    .is_err());
+    let s = SessionRecord {
+        lowest_kept: 3,
+        last_used: 99,
+    };
+    let bytes = encode_session(&s);
+    assert_eq!(decode_session(&bytes).expect("decodes"), s);
+    assert!(decode_session(&[bytes.as_slice(), &[0]].concat()).is_err());
+    for key in [
+        SessionKey::Session(1),
+        SessionKey::Answer { session: 1, seq: 2 },
+    ] {
+        assert_eq!(SessionKey::decode(&key.encode()).expect("decodes"), key);
+    }
+    assert!(SessionKey::decode(&hex("ff73 00")).is_err());
+    assert!(SessionKey::decode(&hex("ff78 0000000000000009")).is_err());
+    // A session that holds anything but a write or a compare-and-set is refused.
+    let nested = "06 0900000000000000 0400000000000000 0300000000000000 07";
+    assert!(get_command(&mut Decoder::new(&hex(nested))).is_err());
 }
 
 fn spec() -> IndexSpec {

@@ -4,7 +4,8 @@
 //!
 //! Invariants:
 //! 1. One apply call is one `WriteBatch`: the users' writes of every entry in it, the
-//!    applied log id (`0xFF 'a'`) and, when the call holds a membership entry, the
+//!    applied log id (`0xFF 'a'`), the client sessions' records and answers those writes
+//!    leave (`0xFF 's'`, [`sessions`]) and, when the call holds a membership entry, the
 //!    membership (`0xFF 'm'`). After any crash the database holds all of it or none, so the
 //!    applied id never runs ahead of or behind the data.
 //! 2. Applies are not synced: the log is, and a replica that loses the tail of its applies
@@ -45,16 +46,20 @@ use shale_search::TextIndex;
 
 use crate::command::{Command, IndexSpec, Response};
 use crate::error::{Error, Result};
+use crate::format::AnswerRecord;
 use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
 use crate::snapshot::{sync_dir, SnapshotData};
 use crate::time_spent::TimeSpent;
 use crate::{Entry, NodeId, TypeConfig};
 
 mod indexes;
+mod sessions;
 mod snapshots;
 
 pub use indexes::embedder;
 use indexes::{check_indexes, open_indexes};
+use sessions::{Sessions, Unflushed, Verdict};
+pub use sessions::{MAX_ANSWERS_PER_SESSION, MAX_SESSIONS};
 
 const CURRENT_FILE: &str = "SM_CURRENT";
 const SNAPSHOT_DIR: &str = "snapshots";
@@ -80,6 +85,8 @@ struct Shared {
     db: RwLock<Arc<Db>>,
     /// Replaced with `db` by an install; written by the apply of an index definition.
     indexes: RwLock<Indexes>,
+    /// Replaced with `db` by an install; written by every apply of a session's command.
+    sessions: Mutex<Sessions>,
     generation: Mutex<u64>,
     applied: Mutex<(Option<LogId<NodeId>>, Membership)>,
     /// The last log index the durable snapshot (`current.snap` and the generation it
@@ -224,6 +231,7 @@ impl StateMachineStore {
         let db = Arc::new(Db::open(sm_dir(data_dir, generation), opts.clone())?);
         let applied = read_meta(&db, &ReadOptions::default())?;
         let indexes = open_indexes(&db)?;
+        let sessions = Sessions::load(&db, &ReadOptions::default())?;
         let covered = match current_snapshot_header(&snapshots.join(CURRENT_SNAPSHOT))? {
             Some(h) => h.last_log_id.map_or(0, |id| id.index),
             None => 0,
@@ -234,6 +242,7 @@ impl StateMachineStore {
                 opts,
                 db: RwLock::new(db),
                 indexes: RwLock::new(indexes),
+                sessions: Mutex::new(sessions),
                 generation: Mutex::new(generation),
                 applied: Mutex::new(applied),
                 durable_snapshot: tokio::sync::watch::Sender::new(covered),
@@ -281,6 +290,11 @@ impl StateMachineStore {
         self.shared.durable_snapshot.subscribe()
     }
 
+    /// Client sessions open ([`MAX_SESSIONS`] at most).
+    pub fn sessions_open(&self) -> usize {
+        lock(&self.shared.sessions).len()
+    }
+
     /// The last applied log id and membership.
     pub fn applied(&self) -> (Option<LogId<NodeId>>, Membership) {
         lock(&self.shared.applied).clone()
@@ -313,10 +327,17 @@ impl StateMachineStore {
 
     fn apply_blocking(&self, entries: Vec<Entry>) -> Result<Vec<Response>> {
         let db = self.db();
-        let mut batch = WriteBatch::new();
-        // Writes of earlier entries in this call, which the database does not see yet: a
-        // compare-and-set after a put of the same key must read the put.
-        let mut pending = Pending::for_entries(&entries);
+        // A failed apply ends the node (openraft's storage errors are fatal), so the
+        // sessions may change as the call goes: they are never seen half applied.
+        let mut sessions = lock(&self.shared.sessions);
+        let mut call = Call {
+            batch: WriteBatch::new(),
+            // Writes of earlier entries in this call, which the database does not see
+            // yet: a compare-and-set after a put of the same key must read the put.
+            pending: Pending::for_entries(&entries),
+            sessions: &mut sessions,
+            unflushed: Unflushed::new(),
+        };
         let mut replies = Vec::with_capacity(entries.len());
         let mut last = None;
         let mut membership = None;
@@ -332,9 +353,10 @@ impl StateMachineStore {
                     Command::DefineIndex(spec) => {
                         // The writes before it are checked by the indexes before it:
                         // commit them first, each batch with its own applied id.
-                        self.commit(&db, std::mem::take(&mut batch), before, membership.take())?;
-                        pending.clear();
-                        self.define_index(&db, &mut batch, spec.clone())?
+                        let earlier = std::mem::take(&mut call.batch);
+                        self.commit(&db, earlier, before, membership.take())?;
+                        call.pending.clear();
+                        self.define_index(&db, &mut call.batch, spec.clone())?
                     }
                     cmd => {
                         let indexes = self
@@ -342,13 +364,13 @@ impl StateMachineStore {
                             .indexes
                             .read()
                             .unwrap_or_else(|e| e.into_inner());
-                        apply_command(&db, &indexes, &mut batch, &mut pending, cmd)?
+                        apply_command(&db, &indexes, &mut call, entry.log_id.index, cmd)?
                     }
                 },
             };
             replies.push(reply);
         }
-        self.commit(&db, batch, last, membership)?;
+        self.commit(&db, call.batch, last, membership)?;
         Ok(replies)
     }
 
@@ -441,11 +463,20 @@ impl<'a> Pending<'a> {
     }
 }
 
+/// What one apply call builds up: its batch, and what its database does not see yet.
+struct Call<'a, 's> {
+    batch: WriteBatch,
+    pending: Pending<'a>,
+    sessions: &'s mut Sessions,
+    unflushed: Unflushed,
+}
+
+/// Apply `cmd`, of the entry at log index `index`, into `call`.
 fn apply_command<'a>(
     db: &Db,
     indexes: &Indexes,
-    batch: &mut WriteBatch,
-    pending: &mut Pending<'a>,
+    call: &mut Call<'a, '_>,
+    index: u64,
     cmd: &'a Command,
 ) -> Result<Response> {
     // The same checks as before proposing: deterministic (the index definitions are
@@ -460,10 +491,10 @@ fn apply_command<'a>(
         Command::Write(ops) => {
             for op in ops {
                 match &op.value {
-                    Some(v) => batch.put(&op.key, v),
-                    None => batch.delete(&op.key),
+                    Some(v) => call.batch.put(&op.key, v),
+                    None => call.batch.delete(&op.key),
                 }
-                pending.record(&op.key, op.value.as_deref());
+                call.pending.record(&op.key, op.value.as_deref());
             }
             Ok(Response::Written)
         }
@@ -472,26 +503,53 @@ fn apply_command<'a>(
             expected,
             new_value,
         } => {
-            let current = match pending.get(key) {
+            let current = match call.pending.get(key) {
                 Some(v) => v.map(<[u8]>::to_vec),
                 None => db.get(key)?,
             };
             let swapped = current == *expected;
             if swapped {
                 match new_value {
-                    Some(v) => batch.put(key, v),
-                    None => batch.delete(key),
+                    Some(v) => call.batch.put(key, v),
+                    None => call.batch.delete(key),
                 }
-                pending.record(key, new_value.as_deref());
+                call.pending.record(key, new_value.as_deref());
             }
             Ok(Response::CompareAndSet { swapped, current })
         }
         Command::Batch(cmds) => {
             let replies = cmds
                 .iter()
-                .map(|cmd| apply_command(db, indexes, batch, pending, cmd))
+                .map(|cmd| apply_command(db, indexes, call, index, cmd))
                 .collect::<Result<_>>()?;
             Ok(Response::Batch(replies))
+        }
+        Command::InSession { at, cmd } => match call.sessions.admit(*at, index, &mut call.batch) {
+            Verdict::New => {
+                let response = apply_command(db, indexes, call, index, cmd)?;
+                let answer = AnswerRecord {
+                    index,
+                    response: response.clone(),
+                };
+                call.sessions
+                    .answer(*at, answer, &mut call.batch, &mut call.unflushed)?;
+                Ok(response)
+            }
+            Verdict::Answered => {
+                let earlier = Sessions::earlier(db, *at, &call.unflushed)?;
+                Ok(Response::Repeated {
+                    index: earlier.index,
+                    response: Box::new(earlier.response),
+                })
+            }
+            Verdict::Expired => Ok(Response::SessionExpired(format!(
+                "session {} is closed, or the answer to its write {} is forgotten",
+                at.session, at.seq
+            ))),
+        },
+        Command::OpenSession => {
+            call.sessions.open(index, &mut call.batch);
+            Ok(Response::SessionOpened(index))
         }
         // Proposed alone, and applied by `StateMachineStore::define_index`.
         Command::DefineIndex(_) => Ok(Response::Refused(
@@ -575,3 +633,5 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_sessions;

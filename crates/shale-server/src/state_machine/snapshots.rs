@@ -12,11 +12,12 @@ use openraft::{BasicNode, Snapshot, SnapshotMeta};
 use shale::{Db, ReadOptions, WriteBatch, WriteOptions};
 
 use super::indexes::open_indexes;
+use super::sessions::Sessions;
 use super::{lock, read_meta, sm_dir, write_generation, StateMachineStore, CURRENT_SNAPSHOT};
 use crate::error::{Error, Result};
 use crate::format::{
     self, IndexFileChunk, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED,
-    SM_KEY_MEMBERSHIP,
+    SM_KEY_MEMBERSHIP, SM_SESSION_PREFIX,
 };
 use crate::snapshot::{
     sync_dir, Accepted, FrameSequence, RawFrameWriter, SnapshotData, SnapshotWriter,
@@ -55,12 +56,14 @@ impl StateMachineStore {
         let dir = self.snapshot_dir();
         let tmp = dir.join("building.tmp");
         let mut w = SnapshotWriter::create(&tmp, &header)?;
-        // The users' pairs, then the index definitions (ascending, as the file wants).
-        let definitions =
-            SM_INDEX_PREFIX.to_vec()..shale::prefix_successor(SM_INDEX_PREFIX).unwrap_or_default();
+        // The users' pairs, the client sessions, then the index definitions (ascending, as
+        // the file wants).
+        let under =
+            |prefix: &[u8]| prefix.to_vec()..shale::prefix_successor(prefix).unwrap_or_default();
         let pairs = db
             .range_opt(..vec![RESERVED_PREFIX], &ro)?
-            .chain(db.range_opt(definitions, &ro)?);
+            .chain(db.range_opt(under(SM_SESSION_PREFIX), &ro)?)
+            .chain(db.range_opt(under(SM_INDEX_PREFIX), &ro)?);
         let mut index_names = Vec::new();
         for pair in pairs {
             let (key, value) = pair?;
@@ -181,6 +184,8 @@ impl StateMachineStore {
                                 ));
                             }
                             defined.insert(spec.name);
+                        } else if key.starts_with(SM_SESSION_PREFIX) {
+                            format::check_session_pair(key, value)?;
                         } else if key.first() == Some(&RESERVED_PREFIX) {
                             return Err(Error::corruption("snapshot pairs", "a reserved key"));
                         }
@@ -223,6 +228,7 @@ impl StateMachineStore {
         // Each index opens on its files from the snapshot: only values written after
         // their checkpoint are embedded (or, for vector records, inserted) again.
         let indexes = open_indexes(&new_db)?;
+        let sessions = Sessions::load(&new_db, &ReadOptions::default())?;
         copy.finish()?;
         self.shared.snapshot_writes.record(started.elapsed());
         Ok(Prepared {
@@ -230,6 +236,7 @@ impl StateMachineStore {
             generation,
             db: new_db,
             indexes,
+            sessions,
             copy_path,
         })
     }
@@ -242,6 +249,7 @@ impl StateMachineStore {
             generation,
             db: new_db,
             indexes: new_indexes,
+            sessions: new_sessions,
             copy_path,
         } = prepared;
         let data_dir = &self.shared.data_dir;
@@ -263,6 +271,7 @@ impl StateMachineStore {
             .indexes
             .write()
             .unwrap_or_else(|e| e.into_inner()) = new_indexes;
+        *lock(&self.shared.sessions) = new_sessions;
         let old_generation = std::mem::replace(&mut *lock(&self.shared.generation), generation);
         *lock(&self.shared.applied) = (meta.last_log_id, meta.last_membership);
         // Readers still holding the old database get `Closed` and retry; a failure to
@@ -285,6 +294,7 @@ pub(super) struct Prepared {
     generation: u64,
     db: Arc<Db>,
     indexes: super::Indexes,
+    sessions: Sessions,
     copy_path: PathBuf,
 }
 

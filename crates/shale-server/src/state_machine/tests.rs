@@ -6,21 +6,21 @@ use crate::format::RESERVED_PREFIX;
 use openraft::{CommittedLeaderId, Membership as RaftMembership};
 use std::collections::BTreeSet;
 
-fn entry(index: u64, payload: EntryPayload<TypeConfig>) -> Entry {
+pub(super) fn entry(index: u64, payload: EntryPayload<TypeConfig>) -> Entry {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
         payload,
     }
 }
 
-fn put(key: &[u8], value: &[u8]) -> EntryPayload<TypeConfig> {
+pub(super) fn put(key: &[u8], value: &[u8]) -> EntryPayload<TypeConfig> {
     normal(Command::Write(vec![Op {
         key: key.to_vec(),
         value: Some(value.to_vec()),
     }]))
 }
 
-fn open(dir: &Path) -> StateMachineStore {
+pub(super) fn open(dir: &Path) -> StateMachineStore {
     StateMachineStore::open(dir, Options::default()).expect("open")
 }
 
@@ -229,6 +229,6 @@ fn a_prepared_snapshot_is_switched_to_and_a_stale_one_dropped() {
     assert_eq!(reopened.applied().0, second.meta.last_log_id);
 }
 
-fn normal(cmd: Command) -> EntryPayload<TypeConfig> {
+pub(super) fn normal(cmd: Command) -> EntryPayload<TypeConfig> {
     EntryPayload::Normal(Arc::new(cmd))
 }
