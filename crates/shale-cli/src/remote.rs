@@ -12,10 +12,10 @@
 
 use std::io::Write;
 
+use shale_client::pb::{self, SearchRequest};
+use shale_client::{Client, ClientError};
 use shale_search::vector::Metric;
 use shale_search::Analyzer;
-use shale_server::pb::{self, SearchRequest};
-use shale_server::{Client, ClientError};
 
 use crate::embedder::EmbedderKind;
 use crate::error::{CliError, Result};
@@ -169,7 +169,7 @@ fn import(
         ops: Vec::new(),
         bytes: 0,
     };
-    let max_ops = shale_server::command::MAX_OPS_PER_COMMAND;
+    let max_ops = shale_client::wire::MAX_OPS_PER_COMMAND;
     import::load(args, None, &mut sink, max_ops)
 }
 

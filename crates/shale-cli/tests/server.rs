@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::shale;
-use shale_server::pb::{DefineIndexRequest, Metric, Model};
-use shale_server::{Client, Server, ServerConfig};
+use shale_client::pb::{DefineIndexRequest, Metric, Model};
+use shale_client::Client;
+use shale_server::{Server, ServerConfig};
 
 #[test]
 fn put_get_del_and_scan_speak_to_a_server() {

@@ -11,17 +11,9 @@ use shale::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::error::{Error, Result};
 use crate::format::RESERVED_PREFIX;
 
-/// Most operations in one replicated batch: a log entry stays far below the engine's
-/// batch limit, and one proposal cannot hold the log for long.
-pub const MAX_OPS_PER_COMMAND: usize = 10_000;
-
-/// Most bytes of keys and values in one command, far below the engine's own limits. A log
-/// entry travels whole in one `AppendEntries`, and openraft 0.9 gives an append one
-/// heartbeat interval (100 ms by default) to be sent, written and fsynced on the follower
-/// before it counts the follower unreachable and retries the same append: an entry too
-/// large for that would stall replication for good. See
-/// [`crate::network::MAX_APPEND_BYTES`].
-pub const MAX_COMMAND_BYTES: usize = 1024 * 1024;
+/// The limits of one command are the protocol's: a client checks them too. See
+/// [`crate::network::MAX_APPEND_BYTES`] for why a command stays small.
+pub use shale_client::wire::{MAX_COMMAND_BYTES, MAX_OPS_PER_COMMAND};
 
 /// One put (`value: Some`) or delete (`value: None`).
 #[derive(Debug, Clone, PartialEq, Eq)]

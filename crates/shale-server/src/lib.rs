@@ -13,7 +13,10 @@
 //! - [`limits`]: connections, client calls in flight and their time, bounded at the door;
 //! - [`health`]: the gRPC health service's statuses; [`metrics`]: Prometheus metrics over
 //!   HTTP; [`logging`]: the log a person reads;
-//! - [`server`]: one node (stores, Raft, services); [`client`]: the Rust client.
+//! - [`server`]: one node (stores, Raft, services).
+//!
+//! The protocol, its codec and the Rust client are `shale-client`'s; [`pb`] and [`codec`]
+//! are its modules, re-exported.
 //!
 //! The server uses the engine's public API, and `shale::inspect::codec` for the encodings its
 //! frames share with the engine's files (STYLE.md: features sit on top).
@@ -26,8 +29,6 @@
 )]
 
 pub mod access;
-pub mod client;
-pub mod codec;
 pub mod command;
 mod convert;
 pub mod error;
@@ -48,13 +49,10 @@ pub mod state_machine;
 pub mod time_spent;
 pub mod tls;
 
-/// The generated gRPC code for `proto/shale.proto`, and conversions to openraft's types.
-pub mod pb;
-
-pub use client::{Client, ClientError};
 pub use command::{Command, Op, Response};
 pub use error::{Error, Result};
 pub use server::{Server, ServerConfig};
+pub use shale_client::{codec, pb};
 
 /// A replica's id: unique in the cluster, never reused for a replica with other data.
 pub type NodeId = u64;

@@ -517,7 +517,7 @@ mod tests {
     /// [`METHODS`] names every method of `proto/shale.proto`, and the health service's.
     #[test]
     fn every_method_has_its_own_label() {
-        let proto = include_str!("../proto/shale.proto");
+        let proto = include_str!("../../shale-client/proto/shale.proto");
         let mut service = "";
         let mut expected = vec![
             "/grpc.health.v1.Health/Check".to_string(),

@@ -26,23 +26,16 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::{AnyError, BasicNode, Snapshot, StorageError, StorageIOError, Vote};
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig};
 
 use crate::convert;
 use crate::pb;
 use crate::pb::raft_client::RaftClient;
 use crate::{NodeId, TypeConfig};
 
-/// The largest gRPC message a node or a client sends or accepts (tonic's default is
-/// 4 MiB): a command of [`crate::command::MAX_COMMAND_BYTES`] with room to spare.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-
-/// The largest request the client service accepts: a command of
-/// [`crate::command::MAX_COMMAND_BYTES`] with its encoding's overhead (at most 16 bytes
-/// for each of [`crate::command::MAX_OPS_PER_COMMAND`] operations) and 64 KiB to spare.
-/// tonic refuses a longer one (`OUT_OF_RANGE`) from its length prefix, before reading it.
-pub const MAX_REQUEST_BYTES: usize =
-    crate::command::MAX_COMMAND_BYTES + 16 * crate::command::MAX_OPS_PER_COMMAND + 64 * 1024;
+pub use shale_client::wire::{
+    endpoint, with_token, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES, TOKEN_HEADER,
+};
 
 /// An `AppendEntries` request is cut at about this many bytes: openraft is told the
 /// payload is too large and sends fewer entries (at least one). It must be sent, written
@@ -57,8 +50,6 @@ pub const MAX_APPEND_ENTRIES: usize = 8_192;
 /// (for tests and metrics).
 pub static APPENDS_CUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// The metadata entry that carries the shared secret.
-pub const TOKEN_HEADER: &str = "authorization";
 /// The metadata entry that names the node a Raft RPC is for. A node refuses RPCs meant
 /// for another: after a replica is replaced by a new id on the same address, the leader's
 /// stream to the old id must not reach the new one (openraft would see that follower's
@@ -180,27 +171,6 @@ pub struct PeerClient {
     reachability: Arc<Reachability>,
 }
 
-/// An HTTP/2 endpoint for `addr` (`host:port`) with the timeouts replicas use, over TLS
-/// when `tls` is given (the server's name checked against `addr`'s host).
-///
-/// # Errors
-/// The endpoint's parse error, as text.
-pub fn endpoint(addr: &str, tls: Option<&ClientTlsConfig>) -> Result<Endpoint, String> {
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let e = Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .map_err(|e| format!("address {addr:?}: {e}"))?
-        .connect_timeout(Duration::from_millis(500))
-        .http2_keep_alive_interval(Duration::from_secs(1))
-        .keep_alive_timeout(Duration::from_secs(3))
-        .keep_alive_while_idle(true);
-    match tls {
-        Some(tls) => e
-            .tls_config(tls.clone())
-            .map_err(|e| format!("TLS for {addr:?}: {e}")),
-        None => Ok(e),
-    }
-}
-
 /// Check that `addr` is a replica's address as membership records it: `host:port`, the
 /// host an IPv4 address, an IPv6 address in brackets, or a DNS name (resolved when the
 /// peer is reached, so a replica's address survives a change of IP).
@@ -238,18 +208,6 @@ pub fn check_peer_addr(addr: &str) -> Result<(), String> {
             "{addr:?}: {host:?} is not an IP address or a DNS name"
         ))
     }
-}
-
-/// `request` with the token attached, when one is configured.
-pub fn with_token<T>(msg: T, token: Option<&str>) -> tonic::Request<T> {
-    let mut req = tonic::Request::new(msg);
-    if let Some(t) = token {
-        // The token is checked to be printable ASCII when the configuration is built.
-        if let Ok(v) = format!("Bearer {t}").parse() {
-            req.metadata_mut().insert(TOKEN_HEADER, v);
-        }
-    }
-    req
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {

@@ -145,12 +145,7 @@ fn known_leader(m: &openraft::RaftMetrics<NodeId, BasicNode>, node_id: NodeId) -
         .filter(|&id| id != node_id || m.state == ServerState::Leader)
 }
 
-/// Metadata entry naming the leader's address on a `FAILED_PRECONDITION`.
-pub const LEADER_HEADER: &str = "shale-leader";
-/// Metadata entry marking an error after which nothing was proposed.
-pub const RETRY_HEADER: &str = "shale-retry";
-/// Metadata entry marking a write whose session is closed or whose answer is forgotten.
-pub const SESSION_HEADER: &str = "shale-session";
+pub use shale_client::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
 /// The most hits one search returns.
 pub const MAX_SEARCH_HITS: u32 = 10_000;
 /// The longest search text: the model reads its first 256 tokens (about 1 KiB of English),

@@ -78,11 +78,6 @@ impl Tls {
     }
 }
 
-/// The client side, for a client that trusts the cluster authority in `ca_pem`.
-pub fn client(ca_pem: impl AsRef<[u8]>) -> ClientTlsConfig {
-    ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem))
-}
-
 /// True if the request came over TLS with a client certificate the cluster's authority
 /// issued (rustls verified it during the handshake): a replica.
 pub fn from_replica<T>(req: &tonic::Request<T>) -> bool {

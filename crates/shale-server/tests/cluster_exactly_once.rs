@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::Cluster;
-use shale_server::{pb, Client};
+use shale_client::{pb, Client};
 use tonic::transport::Channel;
 
 type Kv = pb::kv_client::KvClient<Channel>;

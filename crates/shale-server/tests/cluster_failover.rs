@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::Cluster;
-use shale_server::{Client, ClientError};
+use shale_client::{Client, ClientError};
 
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:04}").into_bytes()

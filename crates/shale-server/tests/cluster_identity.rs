@@ -7,8 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::Cluster;
+use shale_client::{pb, Client};
 use shale_server::network::{CLUSTER_HEADER, TARGET_HEADER};
-use shale_server::{pb, Client, Server};
+use shale_server::Server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nodes_share_one_cluster_id_and_refuse_another_clusters() {

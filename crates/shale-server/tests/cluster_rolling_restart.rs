@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::Cluster;
-use shale_server::{Client, ClientError};
+use shale_client::{Client, ClientError};
 
 fn key(i: u64) -> Vec<u8> {
     format!("roll{i:06}").into_bytes()

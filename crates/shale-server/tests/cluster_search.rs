@@ -10,11 +10,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::Cluster;
+use shale_client::{Client, ClientError};
 use shale_search::semantic::{vector_value, SearchOptions};
 use shale_server::pb::{
     Analyzer, DefineIndexRequest, Metric, Model, SearchMode, SearchRequest, TermMatch,
 };
-use shale_server::{Client, ClientError};
 
 const DIM: usize = 4;
 

@@ -13,8 +13,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::Cluster;
+use shale_client::Client;
 use shale_server::pb::{DefineIndexRequest, Metric, Model};
-use shale_server::Client;
 
 /// Texts in the index `notes` (word hashing, so every replica embeds them).
 const NOTES: u32 = 60;

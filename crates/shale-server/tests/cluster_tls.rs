@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use common::Cluster;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+use shale_client::Client;
 use shale_server::network::endpoint;
 use shale_server::pb::raft_client::RaftClient;
-use shale_server::{Client, Server, ServerConfig};
+use shale_server::{Server, ServerConfig};
 use tonic::transport::{ClientTlsConfig, Identity};
 
 const TOKEN: &str = "s3cret-token";
@@ -92,13 +93,13 @@ async fn replicas_use_mutual_tls_and_clients_tls_with_a_token() {
     assert!(plain.get(b"over").await.is_err(), "plaintext got an answer");
 
     // A client's credentials (TLS without a certificate, the token) send no Raft RPC.
-    let status = vote(&addr, shale_server::tls::client(&ca_pem)).await;
+    let status = vote(&addr, shale_client::wire::tls(&ca_pem)).await;
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
 
     // A certificate another authority issued is refused at the handshake.
     let rogue = authority("another cluster");
     let (cert, key) = issue(&rogue);
-    let rogue_tls = shale_server::tls::client(&ca_pem).identity(Identity::from_pem(cert, key));
+    let rogue_tls = shale_client::wire::tls(&ca_pem).identity(Identity::from_pem(cert, key));
     let status = vote(&addr, rogue_tls).await;
     assert_ne!(status.code(), tonic::Code::Ok);
     assert_ne!(

@@ -20,7 +20,7 @@ fn seeds_are_valid_inputs() {
         shale_server::format::decode_entry(&seed).expect("an entry");
     }
     for seed in seeds("grpc_message") {
-        let fields = shale_server::codec::count_fields(&seed, 100).expect("fields");
+        let fields = shale_client::codec::count_fields(&seed, 100).expect("fields");
         assert!(fields > 0);
     }
     assert!(!seeds("snapshot_frames").concat().is_empty());

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::client::SendRequest;
-use shale_server::Client;
+use shale_client::Client;
 
 /// The binary under test.
 const SERVER: &str = env!("CARGO_BIN_EXE_shale-server");

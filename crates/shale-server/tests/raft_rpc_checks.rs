@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use common::Cluster;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+use shale_client::{pb, Client};
 use shale_server::network::TARGET_HEADER;
-use shale_server::{pb, Client, Server, TypeConfig};
+use shale_server::{Server, TypeConfig};
 
 /// A blank entry at `index`, proposed by `leader` (term, node).
 fn blank(leader: (u64, u64), index: u64) -> Entry<TypeConfig> {

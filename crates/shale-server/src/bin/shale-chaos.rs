@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use shale_client::{Client, ClientError};
 use shale_rng::XorShift64Star as Rng;
-use shale_server::{Client, ClientError};
 
 #[derive(Parser, Debug, Clone)]
 #[command(

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use shale_server::Client;
+use shale_client::Client;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -154,7 +154,7 @@ async fn run(args: Args) -> shale_server::Result<()> {
     }
     if args.join && !server.is_initialized().await? {
         let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
-        let mut client = shale_server::Client::new(peers, env_token("SHALE_TOKEN"))
+        let mut client = shale_client::Client::new(peers, env_token("SHALE_TOKEN"))
             .map_err(|e| shale_server::Error::Raft(format!("join: {e}")))?
             .with_deadline(std::time::Duration::from_secs(300));
         if let Some(ca) = &args.tls_ca {

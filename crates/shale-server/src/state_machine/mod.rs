@@ -5,7 +5,7 @@
 //! Invariants:
 //! 1. One apply call is one `WriteBatch`: the users' writes of every entry in it, the
 //!    applied log id (`0xFF 'a'`), the client sessions' records and answers those writes
-//!    leave (`0xFF 's'`, [`sessions`]) and, when the call holds a membership entry, the
+//!    leave (`0xFF 's'`, `sessions.rs`) and, when the call holds a membership entry, the
 //!    membership (`0xFF 'm'`). After any crash the database holds all of it or none, so the
 //!    applied id never runs ahead of or behind the data.
 //! 2. Applies are not synced: the log is, and a replica that loses the tail of its applies

@@ -11,9 +11,10 @@
 //! and by that count.
 //!
 //! No message of the protocol needs more fields: a batch holds at most
-//! [`crate::command::MAX_OPS_PER_COMMAND`] operations, a scan page and a search at most
-//! 10,000 pairs or hits, an `AppendEntries` at most [`crate::network::MAX_APPEND_ENTRIES`]
-//! entries, a vector (even unpacked) at most [`crate::command::MAX_INDEX_DIM`] floats.
+//! [`crate::wire::MAX_OPS_PER_COMMAND`] operations, a scan page and a search at most
+//! 10,000 pairs or hits, an `AppendEntries` at most 8,192 entries (the server's
+//! `network::MAX_APPEND_ENTRIES`), a vector (even unpacked) at most 4,096 floats (its
+//! `command::MAX_INDEX_DIM`).
 
 use std::marker::PhantomData;
 

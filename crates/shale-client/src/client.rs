@@ -8,7 +8,7 @@
 //! (it keeps the most recently used); a write whose retry finds its session closed
 //! answers [`ClientError::Ambiguous`].
 //!
-//! Retry rules (the server's errors are listed in [`crate::service`]):
+//! Retry rules (the server's errors are listed in docs/replication.md, "Client API"):
 //! - an error marked `shale-retry: safe` (a redirect from a node that was not the leader,
 //!   no leader known) and a connection that was refused proposed nothing: every call
 //!   follows or retries them;
@@ -28,10 +28,11 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::network::{endpoint, with_token, MAX_MESSAGE_BYTES};
 use crate::pb;
 use crate::pb::kv_client::KvClient;
-use crate::service::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
+use crate::wire::{
+    endpoint, with_token, LEADER_HEADER, MAX_MESSAGE_BYTES, RETRY_HEADER, SESSION_HEADER,
+};
 
 /// What a client call can fail with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,7 +225,7 @@ impl Client {
     /// Connect over TLS, trusting the cluster's certificate authority `ca_pem` (PEM), and
     /// checking each node's certificate against the host of its endpoint.
     pub fn with_tls(mut self, ca_pem: impl AsRef<[u8]>) -> Client {
-        self.tls = Some(crate::tls::client(ca_pem));
+        self.tls = Some(crate::wire::tls(ca_pem));
         self.state().channels.clear();
         self
     }
@@ -529,7 +530,7 @@ impl Client {
 
     /// Create the vector index `name` over the keys under `prefix` on every replica;
     /// returns the log index it was applied at. Defining an index again as it is succeeds.
-    /// Its values are then vector records ([`shale_search::semantic::vector_value`]) of `dim`
+    /// Its values are then vector records (`shale_search::semantic::vector_value`) of `dim`
     /// components.
     ///
     /// # Errors
@@ -770,5 +771,58 @@ impl Client {
     /// The shared handle for tasks.
     pub fn shared(self) -> Arc<Client> {
         Arc::new(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::metadata::MetadataValue;
+
+    fn marked(mut status: Status, header: &'static str, value: &'static str) -> Status {
+        status
+            .metadata_mut()
+            .insert(header, MetadataValue::from_static(value));
+        status
+    }
+
+    #[test]
+    fn only_a_write_without_a_session_is_left_ambiguous() {
+        let lost = || Status::unavailable("the node stopped mid-request");
+        assert!(matches!(
+            classify(&lost(), Kind::Write),
+            Next::Fail(ClientError::Ambiguous(_))
+        ));
+        assert!(matches!(classify(&lost(), Kind::SessionWrite), Next::Retry));
+        assert!(matches!(classify(&lost(), Kind::Read), Next::Retry));
+        let safe = marked(lost(), RETRY_HEADER, "safe");
+        assert!(matches!(classify(&safe, Kind::Write), Next::Retry));
+        // A redirect after proposing: followed only by a call that may apply twice safely.
+        let moved = marked(
+            Status::failed_precondition("not the leader"),
+            LEADER_HEADER,
+            "127.0.0.1:7002",
+        );
+        assert!(matches!(
+            classify(&moved, Kind::Write),
+            Next::Fail(ClientError::Ambiguous(_))
+        ));
+        assert!(matches!(
+            classify(&moved, Kind::SessionWrite),
+            Next::Redirect(addr) if addr == "127.0.0.1:7002"
+        ));
+    }
+
+    #[test]
+    fn an_expired_session_is_told_apart() {
+        let expired = marked(
+            Status::failed_precondition("session 9 is closed"),
+            SESSION_HEADER,
+            "expired",
+        );
+        assert!(matches!(
+            classify(&expired, Kind::SessionWrite),
+            Next::Fail(ClientError::SessionExpired(_))
+        ));
     }
 }
