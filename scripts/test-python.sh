@@ -12,6 +12,9 @@
 #                     harness.) `release` for speed runs.
 #   SHALE_MODEL_DIR   the MiniLM model for the semantic search test (scripts/test.sh
 #                     sets it; without it that test is skipped and says why)
+#   SHALE_SERVER      a shale-server binary for the cluster tests (tests/test_cluster.py
+#                     starts three nodes on loopback; without it they are skipped, and
+#                     with CI=true they fail)
 #   PYTEST_ARGS       extra pytest arguments, e.g. "-k batch"
 #   CARGO_TARGET_DIR  where cargo builds (default: target/); the venv is made in it too
 set -euo pipefail

@@ -13,6 +13,8 @@ use pyo3::types::PyBytes;
 /// Why an engine call failed, carried across the GIL release as plain Rust data.
 pub(crate) enum Failure {
     Engine(shale::Error),
+    /// A call to a replicated cluster (`shale.Cluster`).
+    Client(shale_client::ClientError),
     /// A panic inside the engine or the bindings: a bug, reported as `shale.Error`.
     Panic(String),
 }
@@ -78,6 +80,7 @@ fn build(py: Python<'_>, failure: Failure) -> PyResult<PyErr> {
                 format!("internal error (a panic in shale, please report it): {why}"),
             ));
         }
+        Failure::Client(e) => return Ok(client_error(py, &e)),
     };
     let message = error.to_string();
     let exc = match &error {
@@ -122,6 +125,19 @@ fn build(py: Python<'_>, failure: Failure) -> PyResult<PyErr> {
         _ => exception_class(py, "Error")?.call1((message,))?,
     };
     Ok(PyErr::from_value(exc))
+}
+
+/// The `shale` exception for a cluster's answer.
+fn client_error(py: Python<'_>, error: &shale_client::ClientError) -> PyErr {
+    use shale_client::ClientError as E;
+    let class = match error {
+        E::Refused(_) | E::Config(_) => "InvalidArgumentError",
+        E::Unauthenticated(_) | E::PermissionDenied(_) => "PermissionDeniedError",
+        E::Timeout { .. } => "DeadlineError",
+        E::Ambiguous(_) | E::SessionExpired(_) => "AmbiguousError",
+        _ => "ServerError",
+    };
+    new_err(py, class, error.to_string())
 }
 
 /// Paths in exceptions are `str`, as in `OSError.filename`.

@@ -7,7 +7,8 @@
 //! - `embedder.rs`: a Python callable as the engine's `Embedder`.
 //! - `convert.rs`: Python arguments to keys, values and `Options`; `vectors.rs`: numpy
 //!   arrays in and out.
-//! - `errors.rs`: engine errors to exceptions; `errors::run`, the GIL-free gate every
+//! - `cluster.rs`: `Cluster`, a replicated cluster through `shale-client`.
+//! - `errors.rs`: engine and cluster errors to exceptions; `errors::run`, the GIL-free gate every
 //!   engine call passes through.
 //!
 //! Build it with maturin (`scripts/test-python.sh` does); `cargo build` also compiles it,
@@ -17,6 +18,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod batch;
+mod cluster;
 mod convert;
 mod cursor;
 mod db;
@@ -122,5 +124,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<index::Index>()?;
     m.add_class::<text::TextIndex>()?;
     m.add_class::<text::KeywordHit>()?;
+    m.add_class::<cluster::Cluster>()?;
+    m.add_function(wrap_pyfunction!(cluster::_connect, m)?)?;
     Ok(())
 }

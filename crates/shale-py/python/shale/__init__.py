@@ -19,20 +19,30 @@ are the engine's ``Options`` fields, listed in ``OPTIONS``.
 prefix: texts embedded by a model (``"minilm"`` or a Python callable) or vectors given as
 numpy arrays (``Index.put_vectors``), searched with ``Index.search`` and
 ``Index.search_batch``. See crates/shale-py/README.md.
+
+``shale.connect("127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003")`` talks to a replicated
+cluster (crates/shale-server) with the same calls: ``get``, ``put``, ``delete``,
+``batch``, ``range``, ``prefix``, ``search``, ``define_index``; each write applies exactly
+once, however often the client retries it.
 """
 
 import atexit as _atexit
 
 from ._errors import (
+    AmbiguousError,
     ClosedError,
+    ClusterError,
     ConflictError,
     CorruptionError,
+    DeadlineError,
     EmbeddingError,
     Error,
     InvalidArgumentError,
     IoError,
     LockedError,
+    PermissionDeniedError,
     PoisonedError,
+    ServerError,
 )
 from . import _shale
 from ._shale import (
@@ -53,6 +63,8 @@ from ._shale import (
     repair,
     vector_value,
 )
+
+from ._cluster import Cluster, ClusterBatch, connect
 
 # A database with a Python embedder is closed at exit, while its index workers can still
 # run Python (during the interpreter's finalization they could not).
@@ -93,10 +105,15 @@ OPTIONS = {
 __all__ = [
     "DB",
     "OPTIONS",
+    "AmbiguousError",
     "ClosedError",
+    "Cluster",
+    "ClusterBatch",
+    "ClusterError",
     "ConflictError",
     "CorruptionError",
     "Cursor",
+    "DeadlineError",
     "EmbeddingError",
     "Error",
     "Index",
@@ -106,13 +123,16 @@ __all__ = [
     "Keyspace",
     "KeywordHit",
     "LockedError",
+    "PermissionDeniedError",
     "PoisonedError",
     "SearchHit",
+    "ServerError",
     "Snapshot",
     "TextIndex",
     "Transaction",
     "TtlDB",
     "WriteBatch",
+    "connect",
     "open",
     "open_ttl",
     "repair",

@@ -55,3 +55,28 @@ class ConflictError(Error):
 class EmbeddingError(Error):
     """The embedding model is missing, damaged or failed; the message says how to fetch
     it (``scripts/fetch-model.sh``, ``SHALE_MODEL_DIR``)."""
+
+
+class ClusterError(Error):
+    """A replicated cluster (``shale.connect``) could not answer as asked: base of the
+    errors below. A refused request (a reserved key, a size limit, a bad index
+    definition) is an ``InvalidArgumentError`` instead."""
+
+
+class AmbiguousError(ClusterError):
+    """A write failed in a way that leaves open whether it was applied: its session was
+    closed while it was retried, or it was sent without a session."""
+
+
+class DeadlineError(ClusterError, TimeoutError):
+    """No answer within the connection's deadline (``connect(..., deadline=)``); a write
+    may or may not have been applied."""
+
+
+class PermissionDeniedError(ClusterError, PermissionError):
+    """The token is missing or wrong, or a read-only token asked for a write."""
+
+
+class ServerError(ClusterError):
+    """Anything else the cluster answered (an index that does not exist, a node that
+    failed)."""
