@@ -217,6 +217,10 @@ enum Command {
         #[arg(required = true)]
         ids: Vec<u64>,
     },
+    /// Over --server: write an online backup of the cluster to FILE (at least every write
+    /// acknowledged before it); `shale-server --restore FILE` starts a new cluster from
+    /// it.
+    Backup { file: PathBuf },
     /// Over --server: remove the voters IDS from the cluster.
     RemoveVoters {
         #[arg(required = true)]
@@ -469,6 +473,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::DumpWal { file, json } => dump::wal(out, file, *json),
         Command::DumpManifest { file, json } => dump::manifest(cli, out, file.as_deref(), *json),
         Command::ClusterStatus
+        | Command::Backup { .. }
         | Command::AddLearner { .. }
         | Command::AddVoters { .. }
         | Command::RemoveVoters { .. } => Err(CliError::Usage(

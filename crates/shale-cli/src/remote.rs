@@ -108,6 +108,12 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
                 Ok(())
             }
             Command::ClusterStatus => cluster_status(&client, out, servers).await,
+            Command::Backup { file } => {
+                let bytes = client.backup(file).await?;
+                writeln!(out, "backup of {bytes} bytes in {}", file.display())
+                    .map_err(CliError::Stdout)?;
+                Ok(())
+            }
             Command::AddLearner { id, addr } => {
                 print_membership(out, &client.add_learner(*id, addr).await?)
             }
@@ -117,7 +123,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             }
             _ => Err(CliError::Usage(
                 "over --server only put, get, del, cas, scan, search, import, define-index, \
-                 define-text-index, cluster-status, add-learner, add-voters and \
+                 define-text-index, cluster-status, backup, add-learner, add-voters and \
                  remove-voters are available; \
                  the other commands need --db DIR"
                     .into(),

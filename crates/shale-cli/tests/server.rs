@@ -248,6 +248,15 @@ fn put_get_del_and_scan_speak_to_a_server() {
     assert!(removed.contains("\tvoters=1\t"), "{removed}");
     rt.block_on(second.shutdown()).unwrap();
 
+    // An online backup to a file (restored by tests/cluster_backup.rs of the server).
+    let file = dir.path().join("backup.snap");
+    let backup = run(&["backup", file.to_str().unwrap()]).ok();
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert_eq!(
+        backup,
+        format!("backup of {size} bytes in {}\n", file.display())
+    );
+
     // Refusals: the server's, and what only a directory offers.
     let reserved = run(&["-e", "put", "\\xffx", "v"]);
     assert_eq!(reserved.code, 2);

@@ -756,6 +756,48 @@ impl Client {
         .await
     }
 
+    /// Write an online backup of the cluster to `path`: a snapshot file holding at least
+    /// every write acknowledged before the call (`shale-server --restore` starts a new
+    /// cluster from it). Written to `path` with `.tmp` appended, synced, then renamed;
+    /// returns its size in bytes. The frames are checked by the restore, not here.
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Config` for a file that cannot be written; `Server` for a
+    /// stream that breaks off.
+    pub async fn backup(&self, path: &std::path::Path) -> Result<u64, ClientError> {
+        use std::io::Write;
+        let mut stream = self
+            .call(Kind::Read, |mut c, token| {
+                let req = with_token(pb::BackupRequest {}, token.as_deref());
+                async move { c.backup(req).await }
+            })
+            .await?;
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = std::path::PathBuf::from(tmp);
+        let io = |e: std::io::Error| ClientError::Config(format!("{}: {e}", tmp.display()));
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+        let mut bytes = 0u64;
+        loop {
+            let frame = match stream.message().await {
+                Ok(Some(f)) => f.frame,
+                Ok(None) => break,
+                Err(s) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    let why = format!("the backup broke off: {:?}: {}", s.code(), s.message());
+                    return Err(ClientError::Server(why));
+                }
+            };
+            file.write_all(&frame).map_err(io)?;
+            bytes += frame.len() as u64;
+        }
+        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, path)
+            .map_err(|e| ClientError::Config(format!("{}: {e}", path.display())))?;
+        Ok(bytes)
+    }
+
     /// One node's view of the cluster (not linearizable; no retry, no redirect).
     ///
     /// # Errors

@@ -405,6 +405,14 @@ impl Cluster {
             .collect())
     }
 
+    /// Write an online backup of the cluster to `path` (at least every write acknowledged
+    /// before the call; `shale-server --restore` starts a new cluster from it); returns
+    /// its size in bytes.
+    fn backup(&self, py: Python<'_>, path: PathBuf) -> PyResult<u64> {
+        let client = &self.client;
+        call(py, client.backup(&path))
+    }
+
     /// The view of the node at `address`: its id, the leader it knows, its applied index
     /// and term (not linearizable).
     fn status<'py>(&self, py: Python<'py>, address: &str) -> PyResult<Bound<'py, PyDict>> {

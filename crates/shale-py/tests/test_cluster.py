@@ -132,6 +132,12 @@ def test_keyword_and_hybrid_search(cluster):
         cluster.search("no-such-index", "x")
 
 
+def test_a_backup_is_written(cluster, tmp_path):
+    cluster.put(b"backed", b"up")
+    size = cluster.backup(tmp_path / "backup.snap")
+    assert size == (tmp_path / "backup.snap").stat().st_size > 0
+
+
 def test_errors_are_typed(cluster):
     with pytest.raises(shale.InvalidArgumentError):
         cluster.put(b"\xffreserved", b"v")

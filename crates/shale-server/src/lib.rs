@@ -13,7 +13,8 @@
 //! - [`limits`]: connections, client calls in flight and their time, bounded at the door;
 //! - [`health`]: the gRPC health service's statuses; [`metrics`]: Prometheus metrics over
 //!   HTTP; [`logging`]: the log a person reads;
-//! - [`server`]: one node (stores, Raft, services).
+//! - [`server`]: one node (stores, Raft, services); [`restore`]: a new cluster from a
+//!   backup.
 //!
 //! The protocol, its codec and the Rust client are `shale-client`'s; [`pb`] and [`codec`]
 //! are its modules, re-exported.
@@ -42,6 +43,7 @@ pub mod logging;
 pub mod metrics;
 pub mod network;
 mod proposer;
+pub mod restore;
 pub mod server;
 pub mod service;
 pub mod snapshot;

@@ -453,7 +453,7 @@ impl Server {
 
 /// A new cluster's id: 128 bits from the standard library's randomly keyed hasher (keys
 /// from the operating system's random source), with the time and the process id mixed in.
-fn new_cluster_id() -> u128 {
+pub(crate) fn new_cluster_id() -> u128 {
     use std::hash::{BuildHasher, Hasher};
     let half = |salt: u64| {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();

@@ -229,13 +229,13 @@ impl KvService {
 
     /// Wait until this node may serve a linearizable read: it is the leader, a quorum
     /// confirmed it after the read arrived, and it applied up to the commit index then.
-    #[cfg_attr(feature = "negative-control-stale-reads", allow(dead_code))]
-    async fn read_barrier(&self) -> Result<(), Status> {
+    /// Returns the log index reads may then see up to.
+    async fn read_barrier(&self) -> Result<u64, Status> {
         let check = tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
             .await
             .map_err(|_| retry_safe(Status::unavailable("leadership not confirmed in time")))?;
         match check {
-            Ok(_) => Ok(()),
+            Ok(read) => Ok(read.map_or(0, |id| id.index)),
             Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
                 Err(not_leader(&f, false))
             }
@@ -500,6 +500,54 @@ impl pb::kv_server::Kv for KvService {
         let was_leader = role(&self.raft, self.node_id) != Role::Other;
         let result = self.raft.change_membership(change, false).await;
         self.membership(grant, result, was_leader)
+    }
+
+    type BackupStream = tokio_stream::wrappers::ReceiverStream<Result<pb::BackupFrame, Status>>;
+
+    async fn backup(
+        &self,
+        req: Request<pb::BackupRequest>,
+    ) -> Result<Response<Self::BackupStream>, Status> {
+        // An operator's call: it makes the leader build a snapshot.
+        WriteGrant::of(&req)?;
+        let upto = self.read_barrier().await?;
+        let covered = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+            m.snapshot.map_or(0, |id| id.index) >= upto
+        };
+        if !covered(&self.raft.metrics().borrow()) {
+            self.raft
+                .trigger()
+                .snapshot()
+                .await
+                .map_err(|e| Status::unavailable(format!("a snapshot for the backup: {e}")))?;
+            self.raft
+                .wait(Some(self.timeout))
+                .metrics(covered, "a snapshot for the backup")
+                .await
+                .map_err(|e| Status::unavailable(format!("a snapshot for the backup: {e}")))?;
+        }
+        let sm = self.sm.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            let stream = || -> crate::Result<()> {
+                let Some((data, _)) = sm.current_snapshot()? else {
+                    return Err(crate::Error::Raft("no snapshot to back up".into()));
+                };
+                let mut frames = data.frames()?;
+                while let Some(frame) = frames.next_frame()? {
+                    if tx.blocking_send(Ok(pb::BackupFrame { frame })).is_err() {
+                        break; // the client went away
+                    }
+                }
+                Ok(())
+            };
+            if let Err(e) = stream() {
+                let _ = tx.blocking_send(Err(Status::internal(format!("backup: {e}"))));
+            }
+        });
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
+        )))
     }
 
     async fn open_session(

@@ -5,6 +5,8 @@ this module adds what is plain Python: the batch context manager and the iterato
 page through ``range`` and ``prefix``.
 """
 
+import os
+
 from . import _shale
 
 __all__ = ["connect", "ClusterBatch"]
@@ -101,6 +103,12 @@ class Cluster:
         ``vector=``, as ``shale.SearchHit``s, best first; ``mode`` is ``"meaning"``,
         ``"keywords"`` or ``"hybrid"`` (see ``shale._shale.Cluster.search``)."""
         return self._inner.search(index, query, **options)
+
+    def backup(self, path):
+        """Write an online backup of the cluster to ``path``: at least every write
+        acknowledged before the call (``shale-server --restore`` starts a new cluster
+        from it). Returns its size in bytes."""
+        return self._inner.backup(os.fspath(path))
 
     def status(self, address):
         """The view of the node at ``address`` (not linearizable)."""

@@ -41,6 +41,12 @@ struct Args {
     /// Initialize a new cluster of this replica and its peers (ignored once initialized).
     #[arg(long, conflicts_with = "join")]
     bootstrap: bool,
+    /// Make --data-dir (which must not hold a node) this replica of a new cluster of it
+    /// and its peers, holding the backup FILE (`shale backup`), and exit. Then start it
+    /// and its peers (with empty directories) without --bootstrap: they receive the
+    /// backup from it.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["join", "bootstrap"])]
+    restore: Option<PathBuf>,
     /// Join the running cluster that these peers belong to: added as a learner, caught up,
     /// then made a voter (ignored once initialized).
     #[arg(long)]
@@ -115,6 +121,24 @@ fn env_token(name: &str) -> Option<String> {
 }
 
 async fn run(args: Args) -> shale_server::Result<()> {
+    if let Some(backup) = &args.restore {
+        let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
+        let own = args
+            .advertise
+            .clone()
+            .unwrap_or_else(|| args.listen.to_string());
+        members.insert(args.id, own);
+        let r = shale_server::restore::restore(&args.data_dir, args.id, members, backup).await?;
+        tracing::info!(
+            "restored {} pairs up to log index {} into {}: cluster {:032x}; start the nodes \
+             without --bootstrap",
+            r.pairs,
+            r.last_log_id.index,
+            args.data_dir.display(),
+            r.cluster
+        );
+        return Ok(());
+    }
     let mut cfg = ServerConfig::new(args.id, args.listen, &args.data_dir);
     cfg.token = env_token("SHALE_TOKEN");
     cfg.read_only_token = env_token("SHALE_READ_ONLY_TOKEN");

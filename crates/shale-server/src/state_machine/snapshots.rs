@@ -92,6 +92,19 @@ impl StateMachineStore {
         })
     }
 
+    /// Install the snapshot `data` described by `meta` as openraft would (a restore's
+    /// first step, `crate::restore`).
+    ///
+    /// # Errors
+    /// As [`StateMachineStore::prepare_install`].
+    pub fn install(
+        &self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        data: &SnapshotData,
+    ) -> Result<()> {
+        self.install_blocking(meta, data)
+    }
+
     /// Install a snapshot openraft hands over: switch to the generation
     /// [`StateMachineStore::prepare_install`] wrote for it, or write one now if none was.
     pub(super) fn install_blocking(
