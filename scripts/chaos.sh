@@ -33,8 +33,8 @@ fi
 if [ ! -x /usr/bin/kill ] && [ ! -x /bin/kill ]; then
     apt-get update -qq && apt-get install -y -qq procps >/dev/null
 fi
-echo "== chaos: the porcupine checker (Go module github.com/anishathalye/porcupine)"
-(cd chaos && go build -o "$work/check" .)
+echo "== chaos: the porcupine checker (Go module github.com/anishathalye/porcupine), and its model's tests"
+(cd chaos && go build -o "$work/check" . && go test ./...)
 
 echo "== chaos: shale-server and shale-chaos"
 cargo build -p shale-server --bins

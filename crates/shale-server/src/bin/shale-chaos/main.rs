@@ -1,5 +1,6 @@
-//! `shale-chaos`: three `shale-server` processes on 127.0.0.1, clients doing get, put and
-//! compare-and-set on a few keys while the leader is killed and restarted, nodes are
+//! `shale-chaos`: three `shale-server` processes on 127.0.0.1, clients doing get, put,
+//! delete, compare-and-set, batches and scans on a few keys (`workload.rs`) while the
+//! leader is killed and restarted, nodes are
 //! paused and resumed and the whole cluster is killed and restarted; every call is
 //! recorded with its start and end time, one JSON object a line, for the porcupine checker
 //! in `chaos/` (run by `scripts/chaos.sh`).
@@ -22,16 +23,18 @@
 //! (the leader half the time) from the other two and from the clients.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use shale_client::{Client, ClientError};
+use shale_client::Client;
 use shale_rng::XorShift64Star as Rng;
+
+mod workload;
+use workload::{client_loop, History};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -53,7 +56,8 @@ struct Args {
     seconds: u64,
     #[arg(long, default_value_t = 8)]
     clients: u32,
-    #[arg(long, default_value_t = 4)]
+    /// Keys k0, k1, ...: in pairs, each pair the keys of one batch or scan.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10))]
     keys: u32,
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -223,127 +227,6 @@ impl Drop for Cluster {
 
 fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn json_str(s: &str) -> String {
-    // Keys and values here are ASCII letters, digits and dashes: no escaping needed, but
-    // anything else is refused rather than written wrong.
-    assert!(
-        s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'),
-        "{s:?}"
-    );
-    format!("\"{s}\"")
-}
-
-fn opt(v: Option<&str>) -> String {
-    v.map_or_else(|| "null".to_string(), json_str)
-}
-
-struct History {
-    out: Mutex<BufWriter<File>>,
-    start: Instant,
-}
-
-impl History {
-    fn now(&self) -> i64 {
-        i64::try_from(self.start.elapsed().as_nanos()).unwrap_or(i64::MAX)
-    }
-
-    fn record(&self, line: String) {
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(out, "{line}");
-    }
-}
-
-async fn client_loop(
-    id: u32,
-    args: Args,
-    endpoints: Vec<String>,
-    history: Arc<History>,
-    end: Instant,
-) {
-    let mut rng = Rng::new(
-        args.seed
-            .wrapping_mul(1_000_003)
-            .wrapping_add(u64::from(id))
-            | 1,
-    );
-    let deadline = Duration::from_millis(1500);
-    let writer = match Client::new(endpoints.clone(), None) {
-        Ok(c) => c.with_deadline(deadline),
-        Err(_) => return,
-    };
-    let readers: Vec<Client> = endpoints
-        .iter()
-        .filter_map(|e| Client::new(vec![e.clone()], None).ok())
-        .map(|c| c.with_deadline(deadline))
-        .collect();
-    let mut n = 0u64;
-    // The last value this client read of each key: what its compare-and-sets expect.
-    let mut last_seen: std::collections::HashMap<String, Option<String>> =
-        std::collections::HashMap::new();
-    while Instant::now() < end {
-        n += 1;
-        let key = format!("k{}", rng.below(u64::from(args.keys)));
-        let value = format!("c{id}-{n}");
-        let call = history.now();
-        let line = match rng.below(10) {
-            0..=4 => {
-                let reader = readers
-                    .get(rng.below(readers.len() as u64) as usize)
-                    .unwrap_or(&writer);
-                match reader.get(key.as_bytes()).await {
-                    Ok(v) => {
-                        let v = v.map(|b| String::from_utf8_lossy(&b).into_owned());
-                        last_seen.insert(key.clone(), v.clone());
-                        format!(
-                            "{{\"client\":{id},\"op\":\"get\",\"key\":{},\"value\":{},\"unknown\":false,\"call\":{call},\"return\":{}}}",
-                            json_str(&key),
-                            opt(v.as_deref()),
-                            history.now()
-                        )
-                    }
-                    Err(_) => continue,
-                }
-            }
-            5..=7 => {
-                let unknown = match writer.put(key.as_bytes(), value.as_bytes()).await {
-                    Ok(_) => false,
-                    Err(ClientError::Refused(e)) => panic!("a put was refused: {e}"),
-                    Err(_) => true,
-                };
-                format!(
-                    "{{\"client\":{id},\"op\":\"put\",\"key\":{},\"value\":{},\"unknown\":{unknown},\"call\":{call},\"return\":{}}}",
-                    json_str(&key),
-                    json_str(&value),
-                    history.now()
-                )
-            }
-            _ => {
-                let expected = last_seen.get(&key).cloned().flatten();
-                let (swapped, unknown) = match writer
-                    .compare_and_set(
-                        key.as_bytes(),
-                        expected.as_deref().map(str::as_bytes),
-                        Some(value.as_bytes()),
-                    )
-                    .await
-                {
-                    Ok(o) => (o.swapped, false),
-                    Err(ClientError::Refused(e)) => panic!("a compare-and-set was refused: {e}"),
-                    Err(_) => (false, true),
-                };
-                format!(
-                    "{{\"client\":{id},\"op\":\"cas\",\"key\":{},\"expected\":{},\"new\":{},\"swapped\":{swapped},\"unknown\":{unknown},\"call\":{call},\"return\":{}}}",
-                    json_str(&key),
-                    opt(expected.as_deref()),
-                    json_str(&value),
-                    history.now()
-                )
-            }
-        };
-        history.record(line);
-    }
 }
 
 /// How long after a fault heals the nodes may take to agree on a leader. An election takes
@@ -593,10 +476,7 @@ async fn run(args: Args) -> Result<(), String> {
     let endpoints: Vec<String> = cluster.nodes.iter().map(|n| n.addr.clone()).collect();
     let history_file =
         File::create(&args.history).map_err(|e| format!("{}: {e}", args.history.display()))?;
-    let history = Arc::new(History {
-        out: Mutex::new(BufWriter::new(history_file)),
-        start: Instant::now(),
-    });
+    let history = Arc::new(History::new(history_file));
     // The cluster elects a leader before the clock starts.
     let warmup = Client::new(endpoints.clone(), None)
         .map_err(|e| e.to_string())?
@@ -636,8 +516,7 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let applied = settled?;
     compare_replicas(&cluster, applied)?;
-    let mut out = history.out.lock().unwrap_or_else(|e| e.into_inner());
-    out.flush().map_err(|e| format!("history: {e}"))?;
+    history.flush().map_err(|e| format!("history: {e}"))?;
     elections.sort();
     let median = elections
         .get(elections.len() / 2)
