@@ -58,6 +58,10 @@ struct Args {
     /// Build a snapshot after this many applied entries.
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
+    /// Log entries kept behind a snapshot, for followers that lag a little; one that lags
+    /// more is sent the snapshot.
+    #[arg(long, default_value_t = 1_000)]
+    keep_log_entries: u64,
     /// This node's certificate chain (PEM): serve TLS to clients and peers (with --tls-key
     /// and --tls-ca; docs/replication.md, "TLS").
     #[arg(long, requires_all = ["tls_key", "tls_ca"])]
@@ -144,6 +148,7 @@ async fn run(args: Args) -> shale_server::Result<()> {
     cfg.read_only_token = env_token("SHALE_READ_ONLY_TOKEN");
     cfg.peer_token = env_token("SHALE_PEER_TOKEN");
     cfg.snapshot_every_entries = args.snapshot_every;
+    cfg.log_entries_kept_after_snapshot = args.keep_log_entries;
     cfg.metrics_listen = args.metrics_listen;
     cfg.allow_plaintext = args.allow_plaintext;
     cfg.request_timeout_ms = args.request_timeout_ms;

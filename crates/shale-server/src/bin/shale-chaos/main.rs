@@ -20,7 +20,12 @@
 //! With `--netns` (root, ip(8)) each server runs in a network namespace of its own, joined
 //! to the others by a veth pair and a bridge (10.77.0.0/24) that the run creates and
 //! removes, and the faults add partitions: a node's link is cut for 2 s, isolating it
-//! (the leader half the time) from the other two and from the clients.
+//! (the leader half the time) from the other two and from the clients, or one direction
+//! of it is (what the node sends, or what it receives).
+//!
+//! The servers snapshot every 100 entries and keep 10 behind, so a node that was down,
+//! paused or cut off is caught up by a snapshot; a run in which no replica installed one
+//! fails.
 
 use std::fs::File;
 use std::net::TcpListener;
@@ -77,21 +82,26 @@ fn host_link(id: u64) -> String {
     format!("shale-h{id}")
 }
 
-/// Run `ip` with `args`.
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
+/// Run `tool` with `args`; its error output if it fails.
+fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(tool)
         .args(args)
         .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+        .map_err(|e| format!("{tool} {}: {e}", args.join(" ")))?;
     if out.status.success() {
         Ok(())
     } else {
         Err(format!(
-            "ip {}: {}",
+            "{tool} {}: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
+}
+
+/// Run `ip` with `args`.
+fn ip(args: &[&str]) -> Result<(), String> {
+    run_tool("ip", args)
 }
 
 /// Remove the namespaces and the bridge, whatever is left of them.
@@ -101,6 +111,22 @@ fn netns_down() {
         let _ = ip(&["link", "del", &host_link(id)]);
     }
     let _ = ip(&["link", "del", BRIDGE]);
+}
+
+/// Drop (`on`) or pass again every packet sent out of `dev` (in namespace `ns`): a queue
+/// of length 0 as its root queueing discipline. tc's filters and netem need kernel
+/// modules a container may lack; `pfifo` does not.
+fn one_way(ns: Option<&str>, dev: &str, on: bool) -> Result<(), String> {
+    let mut args: Vec<&str> = Vec::new();
+    if let Some(ns) = ns {
+        args.extend(["-n", ns]);
+    }
+    if on {
+        args.extend(["qdisc", "add", "dev", dev, "root", "pfifo", "limit", "0"]);
+    } else {
+        args.extend(["qdisc", "del", "dev", dev, "root"]);
+    }
+    run_tool("tc", &args)
 }
 
 /// A bridge at 10.77.0.1 and, per node, a namespace whose end of a veth pair is
@@ -178,8 +204,12 @@ impl Cluster {
             .arg(&node.addr)
             .arg("--data-dir")
             .arg(&data)
+            // Snapshots often and a short log behind them: a node that was down or
+            // paused for a fault round is caught up by a snapshot, which the run counts.
             .arg("--snapshot-every")
-            .arg("500")
+            .arg("100")
+            .arg("--keep-log-entries")
+            .arg("10")
             .arg("--allow-plaintext");
         for p in peers {
             cmd.arg("--peer").arg(p);
@@ -291,7 +321,7 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Du
     let mut elections = Vec::new();
     let restart = |e: std::io::Error| format!("restart: {e}");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let kinds = if cluster.args.netns { 4 } else { 3 };
+    let kinds = if cluster.args.netns { 5 } else { 3 };
     while Instant::now() + Duration::from_secs(4) < end {
         round += 1;
         match round % kinds {
@@ -341,6 +371,24 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Du
                 ip(&["link", "set", &link, "down"])?;
                 tokio::time::sleep(Duration::from_millis(2000)).await;
                 ip(&["link", "set", &link, "up"])?;
+            }
+            4 => {
+                let i = match leader_index(cluster).await {
+                    Some(i) if rng.below(2) == 0 => i,
+                    _ => rng.below(3) as usize,
+                };
+                let id = cluster.nodes.get(i).map_or(1, |n| n.id);
+                // One direction of the node's link: what it sends (its end of the veth
+                // pair) or what it receives (the bridge's end).
+                let (ns, dev, what) = if rng.below(2) == 0 {
+                    (Some(ns_name(id)), format!("shale-n{id}"), "sends")
+                } else {
+                    (None, host_link(id), "receives")
+                };
+                eprintln!("shale-chaos: round {round}: drop what node {id} {what} for 2 s");
+                one_way(ns.as_deref(), &dev, true)?;
+                tokio::time::sleep(Duration::from_millis(2000)).await;
+                one_way(ns.as_deref(), &dev, false)?;
             }
             _ => {
                 eprintln!("shale-chaos: round {round}: SIGKILL every node and restart");
@@ -399,6 +447,7 @@ async fn settle(cluster: &Cluster) -> Result<u64, String> {
 /// Open each stopped replica's state machine and hash its user keys and values.
 fn compare_replicas(cluster: &Cluster, applied: u64) -> Result<(), String> {
     let mut digests = Vec::new();
+    let mut snapshot_installs = 0;
     for node in &cluster.nodes {
         let dir = cluster
             .args
@@ -423,11 +472,21 @@ fn compare_replicas(cluster: &Cluster, applied: u64) -> Result<(), String> {
         let index = sm.applied().0.map_or(0, |l| l.index);
         drop(db);
         sm.close().map_err(|e| e.to_string())?;
+        // Each snapshot install makes a new state machine generation.
+        let installs = std::fs::read_to_string(dir.join("SM_CURRENT"))
+            .ok()
+            .and_then(|g| g.trim().parse::<u64>().ok())
+            .unwrap_or(0);
         eprintln!(
-            "shale-chaos: node {}: applied index {index}, {pairs} pairs, crc32c {crc:08x}",
+            "shale-chaos: node {}: applied index {index}, {pairs} pairs, crc32c {crc:08x}, \
+             {installs} snapshot installs",
             node.id
         );
         digests.push((index, pairs, crc));
+        snapshot_installs += installs;
+    }
+    if snapshot_installs == 0 {
+        return Err("no replica installed a snapshot: the run never tested a catch-up".into());
     }
     let first = digests.first().copied();
     if digests.iter().any(|d| Some(*d) != first) || first.map(|d| d.0) != Some(applied) {
