@@ -73,11 +73,6 @@ fn one_apply_call_is_one_batch_that_sees_its_own_writes() {
 fn a_batch_applies_in_order_and_answers_each_command() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sm = open(dir.path());
-    let cas = |expected: &[u8], new: &[u8]| Command::CompareAndSet {
-        key: b"k".to_vec(),
-        expected: Some(expected.to_vec()),
-        new_value: Some(new.to_vec()),
-    };
     let write = Command::Write(vec![Op {
         key: b"k".to_vec(),
         value: Some(b"1".to_vec()),
@@ -227,6 +222,15 @@ fn a_prepared_snapshot_is_switched_to_and_a_stale_one_dropped() {
     let reopened = open(dir.path());
     assert_eq!(reopened.db().get(b"b").expect("get"), Some(b"2".to_vec()));
     assert_eq!(reopened.applied().0, second.meta.last_log_id);
+}
+
+/// A compare-and-set of key `k` from `expected` to `new`.
+pub(super) fn cas(expected: &[u8], new: &[u8]) -> Command {
+    Command::CompareAndSet {
+        key: b"k".to_vec(),
+        expected: Some(expected.to_vec()),
+        new_value: Some(new.to_vec()),
+    }
 }
 
 pub(super) fn normal(cmd: Command) -> EntryPayload<TypeConfig> {

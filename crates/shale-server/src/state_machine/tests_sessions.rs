@@ -2,7 +2,7 @@
 //! forgotten by the rules, sessions closed past the bound, all of it in snapshots.
 
 use super::sessions::{MAX_ANSWERS_PER_SESSION, MAX_SESSIONS};
-use super::tests::{entry, normal, open, put};
+use super::tests::{cas, entry, normal, open, put};
 use super::*;
 use crate::command::{Op, SessionSeq};
 
@@ -64,11 +64,6 @@ fn repeated(index: u64, response: Response) -> Response {
 fn a_write_in_a_session_applies_once_and_a_retry_gets_its_first_answer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sm = open(dir.path());
-    let cas = |expected: &[u8], new: &[u8]| Command::CompareAndSet {
-        key: b"k".to_vec(),
-        expected: Some(expected.to_vec()),
-        new_value: Some(new.to_vec()),
-    };
     let replies = apply(
         &sm,
         1,
