@@ -21,61 +21,22 @@
 //!
 //! Thread safety: a `Client` is `Send + Sync`; calls may run concurrently.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tonic::transport::Channel;
-use tonic::{Code, Status};
+use tonic::Status;
 
+pub use crate::error::ClientError;
 use crate::pb;
 use crate::pb::kv_client::KvClient;
-use crate::wire::{
-    endpoint, with_token, LEADER_HEADER, MAX_MESSAGE_BYTES, RETRY_HEADER, SESSION_HEADER,
-};
+use crate::wire::{endpoint, with_token, LEADER_HEADER, MAX_MESSAGE_BYTES};
 
-/// What a client call can fail with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// The server refused the request before proposing it (reserved key, size limits).
-    Refused(String),
-    /// The token is missing or wrong.
-    Unauthenticated(String),
-    /// The token may not do this (a read-only token on a write).
-    PermissionDenied(String),
-    /// No answer within the deadline; the last error seen says why.
-    Timeout { last: String },
-    /// A write failed in a way that leaves open whether it was applied.
-    Ambiguous(String),
-    /// Anything else the server answered (a bug or a damaged replica).
-    Server(String),
-    /// The client was built wrong (no endpoint, a bad address).
-    Config(String),
-    /// The write's session was closed, or its answer forgotten, before this try: nothing
-    /// changed now. The client opens a new session and retries a write whose first try
-    /// meets this; a later try answers [`ClientError::Ambiguous`] instead.
-    SessionExpired(String),
-}
-
-impl std::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientError::Refused(m) => write!(f, "refused: {m}"),
-            ClientError::Unauthenticated(m) => write!(f, "unauthenticated: {m}"),
-            ClientError::PermissionDenied(m) => write!(f, "permission denied: {m}"),
-            ClientError::Timeout { last } => {
-                write!(f, "no answer within the deadline; last error: {last}")
-            }
-            ClientError::Ambiguous(m) => write!(f, "the outcome is unknown: {m}"),
-            ClientError::Server(m) => write!(f, "server error: {m}"),
-            ClientError::Config(m) => write!(f, "client configuration: {m}"),
-            ClientError::SessionExpired(m) => write!(f, "session expired: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {}
+mod retry;
+mod session;
+use retry::{classify, Kind, Next};
+use session::Numbers;
 
 /// The longest pause between two tries: an election takes a few hundred milliseconds
 /// (docs/replication.md), so a longer pause would mostly add to the client's failover time.
@@ -89,79 +50,6 @@ pub struct CasOutcome {
     pub current: Option<Vec<u8>>,
 }
 
-/// How a failed attempt ends the call or not.
-enum Next {
-    /// Retry at once at this address (the leader).
-    Redirect(String),
-    /// Retry after a pause, at the next endpoint.
-    Retry,
-    /// Give up with this error.
-    Fail(ClientError),
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Read,
-    /// A write that may apply twice if retried.
-    Write,
-    /// A write in a session: applied once however often it is sent.
-    SessionWrite,
-}
-
-/// True if the request cannot have reached a server: the connection was refused.
-fn never_sent(status: &Status) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-        }
-        source = e.source();
-    }
-    // tonic may flatten the cause into the message.
-    let msg = status.message();
-    msg.contains("Connection refused") || msg.contains("tcp connect error")
-}
-
-fn classify(status: &Status, kind: Kind) -> Next {
-    let meta = status.metadata();
-    let safe = kind != Kind::Write || meta.get(RETRY_HEADER).is_some() || never_sent(status);
-    let message = status.message().to_string();
-    if meta.get(SESSION_HEADER).is_some() {
-        return Next::Fail(ClientError::SessionExpired(message));
-    }
-    match status.code() {
-        Code::FailedPrecondition => match meta.get(LEADER_HEADER).and_then(|v| v.to_str().ok()) {
-            Some(addr) if safe => Next::Redirect(addr.to_string()),
-            Some(_) => Next::Fail(ClientError::Ambiguous(message)),
-            None => Next::Fail(ClientError::Server(message)),
-        },
-        Code::InvalidArgument | Code::OutOfRange => Next::Fail(ClientError::Refused(message)),
-        // The node served its most calls at once: nothing was read, retry after a pause.
-        Code::ResourceExhausted if meta.get(RETRY_HEADER).is_some() => Next::Retry,
-        // A request over a size or count bound.
-        Code::ResourceExhausted => Next::Fail(ClientError::Refused(message)),
-        Code::Unauthenticated => Next::Fail(ClientError::Unauthenticated(message)),
-        Code::PermissionDenied => Next::Fail(ClientError::PermissionDenied(message)),
-        Code::Unavailable
-        | Code::DeadlineExceeded
-        | Code::Cancelled
-        | Code::Unknown
-        | Code::Aborted => {
-            if safe {
-                Next::Retry
-            } else {
-                Next::Fail(ClientError::Ambiguous(message))
-            }
-        }
-        _ => Next::Fail(ClientError::Server(format!(
-            "{:?}: {message}",
-            status.code()
-        ))),
-    }
-}
-
 /// A client of a Shale cluster.
 pub struct Client {
     endpoints: Vec<String>,
@@ -172,13 +60,6 @@ pub struct Client {
     /// The session writes go in; `None` without sessions.
     session: Option<tokio::sync::Mutex<Option<u64>>>,
     numbers: Mutex<Numbers>,
-}
-
-/// The numbers of the writes in sessions: the next one, and those awaiting an answer.
-#[derive(Default)]
-struct Numbers {
-    last: u64,
-    awaited: BTreeSet<u64>,
 }
 
 struct State {
@@ -250,98 +131,6 @@ impl Client {
             .connect_lazy();
         st.channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
-    }
-
-    fn numbers(&self) -> MutexGuard<'_, Numbers> {
-        self.numbers.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The session writes go in, opened now if there is none.
-    async fn session_id(&self, cell: &tokio::sync::Mutex<Option<u64>>) -> Result<u64, ClientError> {
-        let mut id = cell.lock().await;
-        if let Some(id) = *id {
-            return Ok(id);
-        }
-        // An opening is retried like a write in a session: one opened twice leaves a
-        // session nobody uses, closed in time like any other.
-        let opened = self
-            .call(Kind::SessionWrite, |mut c, token| {
-                let req = with_token(pb::OpenSessionRequest {}, token.as_deref());
-                async move { c.open_session(req).await }
-            })
-            .await?;
-        *id = Some(opened.session);
-        Ok(opened.session)
-    }
-
-    /// Send the write `f` builds (given its place in the session, if any): in the
-    /// client's session, retried on every transient failure within the deadline.
-    async fn write<T, F, Fut>(&self, f: F) -> Result<T, ClientError>
-    where
-        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
-        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    {
-        let Some(cell) = &self.session else {
-            return self.call(Kind::Write, |c, token| f(c, token, None)).await;
-        };
-        let seq = {
-            let mut n = self.numbers();
-            n.last += 1;
-            let seq = n.last;
-            n.awaited.insert(seq);
-            seq
-        };
-        let result = self.write_numbered(cell, seq, &f).await;
-        self.numbers().awaited.remove(&seq);
-        result
-    }
-
-    async fn write_numbered<T, F, Fut>(
-        &self,
-        cell: &tokio::sync::Mutex<Option<u64>>,
-        seq: u64,
-        f: &F,
-    ) -> Result<T, ClientError>
-    where
-        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
-        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    {
-        let mut reopened = false;
-        loop {
-            let session = self.session_id(cell).await?;
-            let sent = self
-                .call_counted(Kind::SessionWrite, |c, token| {
-                    let lowest_awaited = self.numbers().awaited.first().copied().unwrap_or(seq);
-                    let at = pb::SessionSeq {
-                        session,
-                        seq,
-                        lowest_awaited,
-                    };
-                    f(c, token, Some(at))
-                })
-                .await;
-            let expired = match sent {
-                Ok(answer) => return Ok(answer),
-                Err((ClientError::SessionExpired(why), tries)) => (why, tries),
-                Err((e, _)) => return Err(e),
-            };
-            {
-                let mut id = cell.lock().await;
-                if *id == Some(session) {
-                    *id = None;
-                }
-            }
-            match expired {
-                // Its only try found the session closed: nothing of this write applied,
-                // so it goes again in a new session.
-                (_, 1) if !reopened => reopened = true,
-                (why, _) => {
-                    return Err(ClientError::Ambiguous(format!(
-                        "the session closed while the write was retried: {why}"
-                    )))
-                }
-            }
-        }
     }
 
     /// Aim the next attempt at the endpoint after the last one tried.
@@ -813,58 +602,5 @@ impl Client {
     /// The shared handle for tasks.
     pub fn shared(self) -> Arc<Client> {
         Arc::new(self)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tonic::metadata::MetadataValue;
-
-    fn marked(mut status: Status, header: &'static str, value: &'static str) -> Status {
-        status
-            .metadata_mut()
-            .insert(header, MetadataValue::from_static(value));
-        status
-    }
-
-    #[test]
-    fn only_a_write_without_a_session_is_left_ambiguous() {
-        let lost = || Status::unavailable("the node stopped mid-request");
-        assert!(matches!(
-            classify(&lost(), Kind::Write),
-            Next::Fail(ClientError::Ambiguous(_))
-        ));
-        assert!(matches!(classify(&lost(), Kind::SessionWrite), Next::Retry));
-        assert!(matches!(classify(&lost(), Kind::Read), Next::Retry));
-        let safe = marked(lost(), RETRY_HEADER, "safe");
-        assert!(matches!(classify(&safe, Kind::Write), Next::Retry));
-        // A redirect after proposing: followed only by a call that may apply twice safely.
-        let moved = marked(
-            Status::failed_precondition("not the leader"),
-            LEADER_HEADER,
-            "127.0.0.1:7002",
-        );
-        assert!(matches!(
-            classify(&moved, Kind::Write),
-            Next::Fail(ClientError::Ambiguous(_))
-        ));
-        assert!(matches!(
-            classify(&moved, Kind::SessionWrite),
-            Next::Redirect(addr) if addr == "127.0.0.1:7002"
-        ));
-    }
-
-    #[test]
-    fn an_expired_session_is_told_apart() {
-        let expired = marked(
-            Status::failed_precondition("session 9 is closed"),
-            SESSION_HEADER,
-            "expired",
-        );
-        assert!(matches!(
-            classify(&expired, Kind::SessionWrite),
-            Next::Fail(ClientError::SessionExpired(_))
-        ));
     }
 }

@@ -19,7 +19,9 @@
 
 pub mod client;
 pub mod codec;
+pub mod error;
 pub mod pb;
 pub mod wire;
 
-pub use client::{CasOutcome, Client, ClientError};
+pub use client::{CasOutcome, Client};
+pub use error::ClientError;
