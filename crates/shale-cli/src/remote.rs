@@ -308,7 +308,8 @@ fn index_definition(cli: &Cli) -> Result<pb::DefineIndexRequest> {
 }
 
 /// `cluster-status`: each address's own view, one tab-separated line each: the address,
-/// `node=ID`, `leader=ID` (or `leader=none`), `applied=INDEX`, `term=T`; an address that
+/// `node=ID`, `leader=ID` (or `leader=none`), `applied=INDEX`, `term=T`, `backlog=N` (changes
+/// its indexes have not indexed yet); an address that
 /// does not answer gets its error instead, and the command exits 2 after the last one.
 async fn cluster_status(client: &Client, out: &mut impl Write, servers: &[String]) -> Result<()> {
     let mut failed = None;
@@ -318,8 +319,8 @@ async fn cluster_status(client: &Client, out: &mut impl Write, servers: &[String
                 let leader = s.leader_id.map_or("none".to_owned(), |id| id.to_string());
                 writeln!(
                     out,
-                    "{addr}\tnode={}\tleader={leader}\tapplied={}\tterm={}",
-                    s.node_id, s.applied_index, s.term
+                    "{addr}\tnode={}\tleader={leader}\tapplied={}\tterm={}\tbacklog={}",
+                    s.node_id, s.applied_index, s.term, s.indexing_backlog
                 )
                 .map_err(CliError::Stdout)?;
             }

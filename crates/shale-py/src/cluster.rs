@@ -413,8 +413,8 @@ impl Cluster {
         call(py, client.backup(&path))
     }
 
-    /// The view of the node at `address`: its id, the leader it knows, its applied index
-    /// and term (not linearizable).
+    /// The view of the node at `address`: its id, the leader it knows, its applied index,
+    /// term and indexing backlog (not linearizable).
     fn status<'py>(&self, py: Python<'py>, address: &str) -> PyResult<Bound<'py, PyDict>> {
         let client = &self.client;
         let s = call(py, client.status_of(address))?;
@@ -424,6 +424,7 @@ impl Cluster {
         d.set_item("leader_address", s.leader_addr)?;
         d.set_item("applied_index", s.applied_index)?;
         d.set_item("term", s.term)?;
+        d.set_item("indexing_backlog", s.indexing_backlog)?;
         Ok(d)
     }
 

@@ -23,7 +23,7 @@ pub struct Op {
 }
 
 /// A user's write, as the Raft log carries it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     /// Puts and deletes applied atomically, in order.
     Write(Vec<Op>),
@@ -50,7 +50,28 @@ pub enum Command {
     /// Open a session for a client's writes; its id is the log index of this command.
     /// Proposed alone.
     OpenSession,
+    /// A command with the vectors the leader's model made for texts it puts under model
+    /// indexes, so that replicas index them without running the model (docs/replication.md,
+    /// "Embed once"). Only the leader makes one, around any other command but an index
+    /// definition or a session's opening; never nested.
+    Embedded {
+        cmd: Box<Command>,
+        vectors: Vec<CarriedVector>,
+    },
 }
+
+/// The vector of one text a command puts: the put's position among the command's puts
+/// ([`Command::put_values`]) and the model's vector for its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CarriedVector {
+    pub put: u32,
+    pub vector: Vec<f32>,
+}
+
+/// Most bytes of vectors one command carries (the rest of its texts, if any, are embedded
+/// by each replica): with [`MAX_COMMAND_BYTES`] of keys and values, an entry stays small
+/// enough to be sent, written and synced within a heartbeat.
+pub const MAX_CARRIED_VECTOR_BYTES: usize = 1024 * 1024;
 
 /// Where a write stands in its client's session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +105,7 @@ pub struct IndexSpec {
 }
 
 /// What turns an index's values into vectors, on every replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IndexModel {
     /// Nothing: values are vector records.
     Vectors,
@@ -202,11 +223,16 @@ impl Command {
                 if cmds.iter().any(|c| {
                     matches!(
                         c,
-                        Command::Batch(_) | Command::DefineIndex(_) | Command::OpenSession
+                        Command::Batch(_)
+                            | Command::DefineIndex(_)
+                            | Command::OpenSession
+                            | Command::Embedded { .. }
                     )
                 }) {
                     return Err(Error::InvalidArgument(
-                        "a batch holds a batch, an index definition or a session's opening".into(),
+                        "a batch holds a batch, an index definition, a session's opening or \
+                         carried vectors"
+                            .into(),
                     ));
                 }
                 cmds.iter().try_for_each(Command::validate)?;
@@ -218,6 +244,20 @@ impl Command {
                 }
                 check_total(self.bytes())
             }
+            Command::Embedded { cmd, vectors } => {
+                if matches!(
+                    **cmd,
+                    Command::Embedded { .. } | Command::DefineIndex(_) | Command::OpenSession
+                ) {
+                    return Err(Error::InvalidArgument(
+                        "vectors carried for an index definition, a session's opening or \
+                         vectors"
+                            .into(),
+                    ));
+                }
+                cmd.validate()?;
+                check_carried(vectors, cmd.put_values().len())
+            }
         }
     }
 
@@ -228,7 +268,7 @@ impl Command {
             Command::Write(ops) => ops.len(),
             Command::CompareAndSet { .. } | Command::DefineIndex(_) | Command::OpenSession => 1,
             Command::Batch(cmds) => cmds.iter().map(Command::ops).sum(),
-            Command::InSession { cmd, .. } => cmd.ops(),
+            Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.ops(),
         }
     }
 
@@ -237,12 +277,13 @@ impl Command {
         match self {
             Command::CompareAndSet { .. } => true,
             Command::Batch(cmds) => cmds.iter().any(Command::compares),
-            Command::InSession { cmd, .. } => cmd.compares(),
+            Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.compares(),
             Command::Write(_) | Command::DefineIndex(_) | Command::OpenSession => false,
         }
     }
 
-    /// Bytes of keys and values in the command.
+    /// Bytes of keys and values in the command (not of the vectors an
+    /// [`Command::Embedded`] carries, bounded on their own by [`MAX_CARRIED_VECTOR_BYTES`]).
     pub fn bytes(&self) -> usize {
         let len = |v: &Option<Vec<u8>>| v.as_ref().map_or(0, Vec::len);
         match self {
@@ -260,8 +301,18 @@ impl Command {
                 .saturating_add(len(new_value)),
             Command::Batch(cmds) => cmds.iter().fold(0usize, |n, c| n.saturating_add(c.bytes())),
             Command::DefineIndex(spec) => spec.name.len().saturating_add(spec.prefix.len()),
-            Command::InSession { cmd, .. } => cmd.bytes(),
+            Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.bytes(),
             Command::OpenSession => 0,
+        }
+    }
+
+    /// Bytes of the vectors an [`Command::Embedded`] carries (0 for any other command).
+    pub fn carried_bytes(&self) -> usize {
+        match self {
+            Command::Embedded { vectors, .. } => vectors
+                .iter()
+                .fold(0usize, |n, v| n.saturating_add(4 * v.vector.len() + 8)),
+            _ => 0,
         }
     }
 
@@ -269,29 +320,71 @@ impl Command {
     /// (`state_machine::check_indexes`) before it is proposed and when it applies.
     pub fn puts(&self) -> shale::WriteBatch {
         let mut batch = shale::WriteBatch::new();
-        self.add_puts(&mut batch);
+        for (key, value) in self.put_values() {
+            batch.put(key, value);
+        }
         batch
     }
 
-    fn add_puts(&self, batch: &mut shale::WriteBatch) {
+    /// The keys and values the command may put, in order: a [`CarriedVector`] names its
+    /// put by its position here.
+    pub fn put_values(&self) -> Vec<(&[u8], &[u8])> {
+        let mut puts = Vec::new();
+        self.add_puts(&mut puts);
+        puts
+    }
+
+    fn add_puts<'a>(&'a self, puts: &mut Vec<(&'a [u8], &'a [u8])>) {
         match self {
-            Command::Write(ops) => {
-                for op in ops {
-                    if let Some(v) = &op.value {
-                        batch.put(&op.key, v);
-                    }
-                }
-            }
+            Command::Write(ops) => puts.extend(
+                ops.iter()
+                    .filter_map(|op| Some((op.key.as_slice(), op.value.as_deref()?))),
+            ),
             Command::CompareAndSet {
                 key,
                 new_value: Some(v),
                 ..
-            } => batch.put(key, v),
+            } => puts.push((key, v)),
             Command::CompareAndSet { .. } | Command::DefineIndex(_) | Command::OpenSession => {}
-            Command::Batch(cmds) => cmds.iter().for_each(|c| c.add_puts(batch)),
-            Command::InSession { cmd, .. } => cmd.add_puts(batch),
+            Command::Batch(cmds) => cmds.iter().for_each(|c| c.add_puts(puts)),
+            Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.add_puts(puts),
         }
     }
+}
+
+/// Refuse carried vectors that do not name distinct puts of the command in order, that
+/// are empty, longer than [`MAX_INDEX_DIM`] or not finite, or that exceed
+/// [`MAX_CARRIED_VECTOR_BYTES`] in all.
+fn check_carried(vectors: &[CarriedVector], puts: usize) -> Result<()> {
+    let mut bytes = 0usize;
+    let mut next = 0usize;
+    for v in vectors {
+        let put = usize::try_from(v.put).unwrap_or(usize::MAX);
+        if put < next || put >= puts {
+            return Err(Error::InvalidArgument(format!(
+                "a carried vector names put {put}: not one of the command's {puts} puts in order"
+            )));
+        }
+        next = put + 1;
+        if v.vector.is_empty() || v.vector.len() > MAX_INDEX_DIM as usize {
+            return Err(Error::InvalidArgument(format!(
+                "a carried vector of {} components: 1 to {MAX_INDEX_DIM}",
+                v.vector.len()
+            )));
+        }
+        if !v.vector.iter().all(|x| x.is_finite()) {
+            return Err(Error::InvalidArgument(
+                "a carried vector has a component that is not finite".into(),
+            ));
+        }
+        bytes = bytes.saturating_add(4 * v.vector.len());
+    }
+    if bytes > MAX_CARRIED_VECTOR_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "{bytes} bytes of carried vectors exceed the limit of {MAX_CARRIED_VECTOR_BYTES}"
+        )));
+    }
+    Ok(())
 }
 
 impl IndexSpec {
@@ -459,5 +552,56 @@ mod tests {
         assert!(in_session(at(5, 4, 4), &nested).validate().is_err());
         let reserved = Command::Write(vec![put(&[RESERVED_PREFIX], b"v")]);
         assert!(in_session(at(5, 3, 3), &reserved).validate().is_err());
+    }
+
+    #[test]
+    fn carried_vectors_name_the_puts_in_order_within_bounds() {
+        let write = Command::Write(vec![
+            put(b"a", b"one"),
+            Op {
+                key: b"b".to_vec(),
+                value: None,
+            },
+            put(b"c", b"two"),
+        ]);
+        let carry = |cmd: &Command, vectors: Vec<(u32, Vec<f32>)>| Command::Embedded {
+            cmd: Box::new(cmd.clone()),
+            vectors: vectors
+                .into_iter()
+                .map(|(put, vector)| CarriedVector { put, vector })
+                .collect(),
+        };
+        assert_eq!(write.put_values().len(), 2, "a delete is no put");
+        assert!(carry(&write, vec![(0, vec![1.0]), (1, vec![2.0])])
+            .validate()
+            .is_ok());
+        let wide = vec![0.5; MAX_INDEX_DIM as usize];
+        let refused = [
+            vec![(1, vec![1.0]), (0, vec![2.0])],
+            vec![(0, vec![1.0]), (0, vec![2.0])],
+            vec![(2, vec![1.0])],
+            vec![(0, vec![])],
+            vec![(0, vec![0.5; MAX_INDEX_DIM as usize + 1])],
+            vec![(0, vec![f32::NAN])],
+            vec![(0, vec![f32::INFINITY])],
+        ];
+        for vectors in refused {
+            assert!(
+                carry(&write, vectors.clone()).validate().is_err(),
+                "{vectors:?}"
+            );
+        }
+        // 1 MiB of components at most, over any number of puts.
+        let many = Command::Write((0..100u8).map(|i| put(&[b'k', i], b"t")).collect());
+        let fits = MAX_CARRIED_VECTOR_BYTES / (4 * wide.len());
+        let vectors = |n: usize| (0..n).map(|i| (i as u32, wide.clone())).collect();
+        assert!(carry(&many, vectors(fits)).validate().is_ok());
+        assert!(carry(&many, vectors(fits + 1)).validate().is_err());
+        // Never nested, never around an index definition or a session's opening, never
+        // in a batch.
+        let embedded = carry(&write, vec![]);
+        assert!(carry(&embedded, vec![]).validate().is_err());
+        assert!(carry(&Command::OpenSession, vec![]).validate().is_err());
+        assert!(Command::Batch(vec![embedded]).validate().is_err());
     }
 }

@@ -34,7 +34,9 @@ pub use sessions::{
     SessionKey, SessionRecord,
 };
 
-use crate::command::{Command, IndexModel, IndexSpec, Op, SessionSeq};
+use crate::command::{
+    CarriedVector, Command, IndexModel, IndexSpec, Op, SessionSeq, MAX_INDEX_DIM,
+};
 use crate::error::{Error, Result};
 use crate::{Entry, NodeId};
 use shale_search::vector::Metric;
@@ -331,6 +333,7 @@ const KEYWORDS_ENGLISH: u8 = 2;
 const KEYWORDS_CJK: u8 = 3;
 const COMMAND_IN_SESSION: u8 = 6;
 const COMMAND_OPEN_SESSION: u8 = 7;
+const COMMAND_EMBEDDED: u8 = 8;
 
 /// `spec := name:varbytes prefix:varbytes dim:varint metric:u8 model:u8 [keywords:u8]`:
 /// `keywords` (the analyzer of the index's keyword index) is there when the record says so,
@@ -465,7 +468,10 @@ const OP_DELETE: u8 = 2;
 pub fn encode_entry(entry: &Entry) -> Vec<u8> {
     // Sized up front: a batch entry holds thousands of keys and values.
     let payload = match &entry.payload {
-        EntryPayload::Normal(cmd) => cmd.bytes().saturating_add(cmd.ops().saturating_mul(8)),
+        EntryPayload::Normal(cmd) => cmd
+            .bytes()
+            .saturating_add(cmd.ops().saturating_mul(8))
+            .saturating_add(cmd.carried_bytes()),
         EntryPayload::Blank | EntryPayload::Membership(_) => 64,
     };
     let mut out = Vec::with_capacity(payload.saturating_add(32));
@@ -537,7 +543,41 @@ fn put_command(out: &mut Vec<u8>, cmd: &Command) {
             put_command(out, cmd);
         }
         Command::OpenSession => codec::put_u8(out, COMMAND_OPEN_SESSION),
+        Command::Embedded { cmd, vectors } => {
+            codec::put_u8(out, COMMAND_EMBEDDED);
+            codec::put_varint(out, vectors.len() as u64);
+            for v in vectors {
+                codec::put_varint(out, u64::from(v.put));
+                codec::put_varint(out, v.vector.len() as u64);
+                for x in &v.vector {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+            put_command(out, cmd);
+        }
     }
+}
+
+/// The vectors of a [`Command::Embedded`], up to its command.
+fn get_carried(d: &mut Decoder<'_>) -> Result<Vec<CarriedVector>, codec::DecodeError> {
+    let n = d.varint("vector count")?;
+    let mut vectors = Vec::with_capacity(capacity_for(n, d, 6));
+    for _ in 0..n {
+        let put = d.varint_u32("vector's put")?;
+        let dim = d.varint_usize("vector's dimension")?;
+        if dim > MAX_INDEX_DIM as usize {
+            return Err(codec::DecodeError::new(
+                d.position(),
+                format!("a vector of {dim} components"),
+            ));
+        }
+        let components = d.bytes(4 * dim, "vector")?;
+        vectors.push(CarriedVector {
+            put,
+            vector: codec::get_f32s(components),
+        });
+    }
+    Ok(vectors)
 }
 
 fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
@@ -599,6 +639,24 @@ fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
             })
         }
         COMMAND_OPEN_SESSION => Ok(Command::OpenSession),
+        COMMAND_EMBEDDED => {
+            let vectors = get_carried(d)?;
+            // One level deep by construction: the leader carries vectors for a write, a
+            // compare-and-set, a batch or a session's write.
+            if !matches!(
+                d.remaining().first(),
+                Some(&(COMMAND_WRITE | COMMAND_CAS | COMMAND_BATCH | COMMAND_IN_SESSION))
+            ) {
+                return Err(codec::DecodeError::new(
+                    d.position(),
+                    "vectors carried for a command that puts nothing",
+                ));
+            }
+            Ok(Command::Embedded {
+                cmd: Box::new(get_command(d)?),
+                vectors,
+            })
+        }
         COMMAND_CAS => Ok(Command::CompareAndSet {
             key: d.length_prefixed("key")?.to_vec(),
             expected: get_opt_bytes(d, "expected value")?,

@@ -15,6 +15,7 @@ use prost::Message;
 use shale::fuzzing::Target;
 
 use crate::codec::{count_fields, MAX_FIELDS};
+use crate::command::CarriedVector;
 use crate::format::{
     decode_entry, encode_entry, encode_frame, encode_snapshot_end, encode_snapshot_header,
     put_pair, FrameKind, SnapshotHeader,
@@ -133,6 +134,16 @@ fn entries() -> Vec<Entry> {
         },
         Entry {
             log_id: id(4),
+            payload: EntryPayload::Normal(Arc::new(Command::Embedded {
+                cmd: Box::new(Command::Write(vec![put(b"n/1", Some(b"a text"))])),
+                vectors: vec![CarriedVector {
+                    put: 0,
+                    vector: vec![0.25, -1.0, 0.5],
+                }],
+            })),
+        },
+        Entry {
+            log_id: id(5),
             payload: EntryPayload::Membership(Membership::new(
                 vec![members.keys().copied().collect()],
                 members,

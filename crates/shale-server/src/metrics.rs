@@ -436,6 +436,32 @@ impl Collector for NodeCollector {
                 MetricType::Counter,
             )?)?;
         }
+        let embedded = self.sm.embeddings();
+        let embeddings = [
+            (
+                "embeddings_from_log",
+                "Texts this node's indexes took the leader's vector for from the log",
+                embedded.from_log,
+            ),
+            (
+                "embeddings_by_model",
+                "Texts this node's indexes ran the model for",
+                embedded.by_model,
+            ),
+            (
+                "embeddings_proposed",
+                "Texts this node embedded as the leader, for the log",
+                embedded.proposed,
+            ),
+        ];
+        for (name, help, count) in embeddings {
+            ConstCounter::new(count).encode(encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                MetricType::Counter,
+            )?)?;
+        }
         let sessions = i64::try_from(self.sm.sessions_open()).unwrap_or(i64::MAX);
         gauge(
             &mut encoder,

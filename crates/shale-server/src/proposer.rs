@@ -13,6 +13,12 @@
 //!                         at most MAX_IN_FLIGHT proposals at once
 //! ```
 //!
+//! A proposal that puts texts under a model index goes into the log with their vectors
+//! when this node leads ([`StateMachineStore::carry_vectors`], docs/replication.md, "Embed
+//! once"). It gives its slot back while the model runs (in a blocking task, at most
+//! [`MAX_EMBEDDING`] proposals at once) and takes a slot again to be proposed, so the
+//! model works on the next texts while earlier proposals are replicated.
+//!
 //! Invariants: a batch holds commands that each passed [`Command::validate`], at most
 //! `MAX_OPS_PER_COMMAND` operations and `MAX_COMMAND_BYTES` bytes in all, so the batch
 //! validates too (and applies alike on every replica). The commands of one batch are
@@ -21,11 +27,12 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
 use crate::command::{Command, Response as Applied, MAX_COMMAND_BYTES, MAX_OPS_PER_COMMAND};
-use crate::service::{answered, submit};
+use crate::service::{answered, leads, submit};
+use crate::state_machine::StateMachineStore;
 use crate::{NodeId, Raft};
 
 /// Proposals in flight at once: one being appended on the leader while the one before
@@ -34,6 +41,10 @@ const MAX_IN_FLIGHT: usize = 2;
 
 /// Commands waiting for a proposal, at most; a client past it waits to queue.
 const MAX_QUEUED: usize = 4096;
+
+/// Proposals whose texts the model embeds at once: two calls keep the model's threads
+/// busy when one of them has few texts left.
+const MAX_EMBEDDING: usize = 2;
 
 /// What a proposal answers one caller: the log index it committed at and its response.
 pub(crate) type Outcome = Result<(u64, Applied), Status>;
@@ -51,10 +62,22 @@ pub(crate) struct Proposer {
 }
 
 impl Proposer {
-    /// Start the batching task on the current tokio runtime.
-    pub(crate) fn spawn(raft: Raft, node_id: NodeId) -> Proposer {
+    /// Start the batching task on the current tokio runtime; with `embedder`, a leader's
+    /// proposals carry the vectors of the texts they put under model indexes.
+    pub(crate) fn spawn(
+        raft: Raft,
+        node_id: NodeId,
+        embedder: Option<StateMachineStore>,
+    ) -> Proposer {
         let (queue, rx) = mpsc::channel(MAX_QUEUED);
-        tokio::spawn(run(raft, node_id, rx));
+        let to = Target {
+            raft,
+            node_id,
+            embedder,
+            slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            embedding: Arc::new(Semaphore::new(MAX_EMBEDDING)),
+        };
+        tokio::spawn(run(to, rx));
         Proposer { queue }
     }
 
@@ -70,10 +93,19 @@ impl Proposer {
     }
 }
 
+/// Where proposals go, and what embeds their texts.
+#[derive(Clone)]
+struct Target {
+    raft: Raft,
+    node_id: NodeId,
+    embedder: Option<StateMachineStore>,
+    slots: Arc<Semaphore>,
+    embedding: Arc<Semaphore>,
+}
+
 /// Take proposals off the queue: wait for a free slot, then close a batch of everything
 /// queued meanwhile (within the limits) and propose it in a task of its own.
-async fn run(raft: Raft, node_id: NodeId, mut queue: mpsc::Receiver<Proposal>) {
-    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+async fn run(to: Target, mut queue: mpsc::Receiver<Proposal>) {
     let mut carried: Option<Proposal> = None;
     loop {
         let first = match carried.take() {
@@ -85,7 +117,7 @@ async fn run(raft: Raft, node_id: NodeId, mut queue: mpsc::Receiver<Proposal>) {
         };
         // The slot first: whatever queues while the proposals in flight finish joins
         // this one.
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+        let Ok(slot) = Arc::clone(&to.slots).acquire_owned().await else {
             return;
         };
         let (mut ops, mut bytes) = (first.cmd.ops(), first.cmd.bytes());
@@ -104,11 +136,8 @@ async fn run(raft: Raft, node_id: NodeId, mut queue: mpsc::Receiver<Proposal>) {
             bytes += b;
             batch.push(next);
         }
-        let raft = raft.clone();
-        tokio::spawn(async move {
-            propose_batch(&raft, node_id, batch).await;
-            drop(slot);
-        });
+        let to = to.clone();
+        tokio::spawn(async move { propose_batch(&to, slot, batch).await });
     }
 }
 
@@ -119,18 +148,59 @@ fn batchable(cmd: &Command) -> bool {
     !matches!(cmd, Command::DefineIndex(_) | Command::OpenSession)
 }
 
-/// Propose `batch` as one entry (a lone command as itself) and answer each caller.
-async fn propose_batch(raft: &Raft, node_id: NodeId, mut batch: Vec<Proposal>) {
-    if batch.len() == 1 {
-        if let Some(p) = batch.pop() {
-            // A caller that gave up (its request timed out) has dropped its receiver.
-            let _ = p.reply.send(submit(raft, node_id, p.cmd).await);
+/// Propose `batch` as one entry (a lone command as itself) in `slot`, with the vectors of
+/// its texts if this node leads, and answer each caller.
+async fn propose_batch(to: &Target, slot: OwnedSemaphorePermit, batch: Vec<Proposal>) {
+    let (mut cmds, replies): (Vec<Command>, Vec<oneshot::Sender<Outcome>>) =
+        batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+    let alone = cmds.len() == 1;
+    let mut cmd = match cmds.pop() {
+        Some(cmd) if alone => cmd,
+        Some(last) => {
+            cmds.push(last);
+            Command::Batch(cmds)
+        }
+        None => return,
+    };
+    let mut slot = Some(slot);
+    let embedder = to.embedder.as_ref().filter(|sm| sm.wants_vectors(&cmd));
+    if let Some(sm) = embedder.filter(|_| leads(&to.raft, to.node_id)) {
+        // The slot is free for other proposals while the model runs.
+        drop(slot.take());
+        let embedded = match Arc::clone(&to.embedding).acquire_owned().await {
+            Ok(permit) => {
+                let sm = sm.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
+                    sm.carry_vectors(cmd)
+                })
+                .await
+                .map_err(|e| format!("embedding the texts failed: {e}"))
+            }
+            Err(_) => Err("the node is stopping".to_string()),
+        };
+        cmd = match embedded {
+            Ok(cmd) => cmd,
+            Err(why) => {
+                // Nothing was proposed.
+                for reply in replies {
+                    let _ = reply.send(Err(Status::unavailable(why.clone())));
+                }
+                return;
+            }
+        };
+        slot = Arc::clone(&to.slots).acquire_owned().await.ok();
+    }
+    let outcome = submit(&to.raft, to.node_id, cmd).await;
+    drop(slot);
+    if alone {
+        // A caller that gave up (its request timed out) has dropped its receiver.
+        if let Some(reply) = replies.into_iter().next() {
+            let _ = reply.send(outcome);
         }
         return;
     }
-    let (cmds, replies): (Vec<Command>, Vec<oneshot::Sender<Outcome>>) =
-        batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
-    match submit(raft, node_id, Command::Batch(cmds)).await {
+    match outcome {
         Ok((index, Applied::Batch(answers))) if answers.len() == replies.len() => {
             for (reply, answer) in replies.into_iter().zip(answers) {
                 let _ = reply.send(answered(index, answer));

@@ -68,6 +68,10 @@ pub struct ServerConfig {
     pub allow_plaintext: bool,
     /// Connections, client calls in flight, and a call's longest time ([`crate::limits`]).
     pub limits: Limits,
+    /// The leader embeds the texts written under a model index and the log carries their
+    /// vectors, so replicas never run the model for them (docs/replication.md, "Embed
+    /// once"). Off: every replica embeds every text it applies.
+    pub embed_once: bool,
 }
 
 impl ServerConfig {
@@ -98,6 +102,7 @@ impl ServerConfig {
             tls: None,
             allow_plaintext: false,
             limits: Limits::default(),
+            embed_once: true,
         }
     }
 
@@ -287,6 +292,7 @@ impl Server {
                 sm.clone(),
                 cfg.node_id,
                 Duration::from_millis(cfg.request_timeout_ms),
+                cfg.embed_once,
             ))
             .max_decoding_message_size(MAX_REQUEST_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),

@@ -139,6 +139,11 @@ fn role(raft: &Raft, node_id: NodeId) -> Role {
     }
 }
 
+/// Whether this node is a voter that leads: what it proposes may commit.
+pub(crate) fn leads(raft: &Raft, node_id: NodeId) -> bool {
+    role(raft, node_id) == Role::Leader
+}
+
 /// The leader this node knows of, if that is not itself after stepping down.
 fn known_leader(m: &openraft::RaftMetrics<NodeId, BasicNode>, node_id: NodeId) -> Option<NodeId> {
     m.current_leader
@@ -204,9 +209,18 @@ pub struct KvService {
 
 impl KvService {
     /// The service of node `node_id`; starts its proposer on the current tokio runtime.
-    pub fn new(raft: Raft, sm: StateMachineStore, node_id: NodeId, timeout: Duration) -> Self {
+    /// With `embed_once`, the leader embeds the texts of a write under a model index and
+    /// the log carries their vectors (`state_machine/carried.rs`).
+    pub fn new(
+        raft: Raft,
+        sm: StateMachineStore,
+        node_id: NodeId,
+        timeout: Duration,
+        embed_once: bool,
+    ) -> Self {
+        let embedder = embed_once.then(|| sm.clone());
         KvService {
-            proposer: Proposer::spawn(raft.clone(), node_id),
+            proposer: Proposer::spawn(raft.clone(), node_id, embedder),
             raft,
             sm,
             node_id,
@@ -584,6 +598,7 @@ impl pb::kv_server::Kv for KvService {
             leader_addr,
             applied_index: metrics.last_applied.map_or(0, |l| l.index),
             term: metrics.current_term,
+            indexing_backlog: self.sm.indexing_backlog(),
         }))
     }
 }

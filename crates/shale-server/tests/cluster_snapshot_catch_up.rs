@@ -48,19 +48,7 @@ async fn a_wiped_replica_is_caught_up_by_a_snapshot() {
     }
     // Every replica has applied and embedded the texts before the snapshots below are
     // built (a write needs only one follower: the other may still be behind).
-    let leader = cluster.leader(Duration::from_secs(10)).await;
-    let applied = cluster.applied_index(leader);
-    for id in cluster.addrs.keys() {
-        cluster
-            .wait_applied(*id, applied, Duration::from_secs(10))
-            .await;
-        let index = cluster.server(*id).state_machine().index("notes");
-        index
-            .expect("the index")
-            .vectors
-            .wait_indexed()
-            .expect("embedded");
-    }
+    cluster.wait_indexed_everywhere("notes").await;
     // Values of a few KiB, so the snapshot spans many frames.
     let value = |i: u32| format!("{i:06}").repeat(700).into_bytes();
     for i in 0..200u32 {

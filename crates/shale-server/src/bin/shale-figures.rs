@@ -4,7 +4,9 @@
 //! time from a leader's SIGKILL to the next acknowledged write. Prints a Markdown table.
 //!
 //! All replicas share this machine's cores and disk: the figures are for comparing runs
-//! here, not a capacity plan. `--tls-dir` runs the same over TLS.
+//! here, not a capacity plan. `--tls-dir` runs the same over TLS. `--embedding-texts N`
+//! measures text ingest under an all-MiniLM-L6-v2 index instead: N texts into single-node
+//! Shale, then into the cluster (docs/replication.md, "Embed once").
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -43,6 +45,16 @@ struct Args {
     /// (`ca.pem`, `node-<id>.pem`, `node-<id>.key`); the client trusts `ca.pem`.
     #[arg(long)]
     tls_dir: Option<PathBuf>,
+    /// Measure only text ingest under an all-MiniLM-L6-v2 index, with this many texts:
+    /// single-node Shale, then the cluster, until every replica has indexed them all.
+    #[arg(long, default_value_t = 0)]
+    embedding_texts: u32,
+    /// Clients writing texts at once in the embedding figure, each a batch at a time.
+    #[arg(long, default_value_t = 16)]
+    text_clients: u32,
+    /// Pass `--embed-on-every-replica` to the replicas (the figure without embed once).
+    #[arg(long)]
+    embed_on_every_replica: bool,
 }
 
 struct Node {
@@ -83,6 +95,9 @@ fn start(args: &Args, nodes: &mut [Node], i: usize, bootstrap: bool) -> std::io:
             .arg(dir.join(format!("node-{}.key", node.id)))
             .arg("--tls-ca")
             .arg(dir.join("ca.pem"));
+    }
+    if args.embed_on_every_replica {
+        cmd.arg("--embed-on-every-replica");
     }
     if bootstrap {
         cmd.arg("--bootstrap");
@@ -152,6 +167,9 @@ fn row(out: &mut Vec<String>, what: &str, rate: f64, unit: &str, lat: &[u64]) {
 
 async fn run(args: Args) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(&args.dir).map_err(|e| e.to_string())?;
+    if args.embedding_texts > 0 {
+        return embedding(&args).await;
+    }
     let mut out = vec![
         "| measurement | rate | p50 µs | p99 µs |".to_string(),
         "|---|---|---|---|".to_string(),
@@ -190,34 +208,7 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
     }
     single.close().map_err(|e| e.to_string())?;
 
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        nodes.push(Node {
-            id,
-            addr: format!("127.0.0.1:{port}"),
-            child: None,
-        });
-    }
-    for i in 0..3 {
-        start(&args, &mut nodes, i, i == 0).map_err(|e| e.to_string())?;
-    }
-    let endpoints: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
-    let mut client = Client::new(endpoints.clone(), None)
-        .map_err(|e| e.to_string())?
-        .with_deadline(Duration::from_secs(20));
-    if let Some(dir) = &args.tls_dir {
-        let ca = dir.join("ca.pem");
-        client = client.with_tls(std::fs::read(&ca).map_err(|e| format!("{}: {e}", ca.display()))?);
-    }
-    let client = Arc::new(client);
-    client
-        .put(b"warmup", b"1")
-        .await
-        .map_err(|e| format!("no leader: {e}"))?;
+    let (mut nodes, client) = start_cluster(&args, Duration::from_secs(20)).await?;
 
     for clients in [1usize, 64] {
         let c = Arc::clone(&client);
@@ -303,14 +294,230 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         times_ms.last().copied().unwrap_or(0)
     ));
     let caught_up = catch_up(&args, &mut nodes, &client).await;
-    for n in &mut nodes {
+    stop_cluster(&mut nodes);
+    out.push(caught_up?);
+    Ok(out)
+}
+
+/// Three replicas started, and a client (whose calls wait up to `deadline`) that has seen
+/// a write acknowledged.
+async fn start_cluster(
+    args: &Args,
+    deadline: Duration,
+) -> Result<(Vec<Node>, Arc<Client>), String> {
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        nodes.push(Node {
+            id,
+            addr: format!("127.0.0.1:{port}"),
+            child: None,
+        });
+    }
+    for i in 0..3 {
+        start(args, &mut nodes, i, i == 0).map_err(|e| e.to_string())?;
+    }
+    let endpoints: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+    let mut client = Client::new(endpoints, None)
+        .map_err(|e| e.to_string())?
+        .with_deadline(deadline);
+    if let Some(dir) = &args.tls_dir {
+        let ca = dir.join("ca.pem");
+        client = client.with_tls(std::fs::read(&ca).map_err(|e| format!("{}: {e}", ca.display()))?);
+    }
+    let client = Arc::new(client);
+    client
+        .put(b"warmup", b"1")
+        .await
+        .map_err(|e| format!("no leader: {e}"))?;
+    Ok((nodes, client))
+}
+
+fn stop_cluster(nodes: &mut [Node]) {
+    for n in nodes {
         if let Some(mut child) = n.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
-    out.push(caught_up?);
+}
+
+/// Texts written per batch in the embedding figure.
+const TEXTS_PER_BATCH: u32 = 64;
+
+/// A sentence of about 15 words, different for each `i`.
+fn sentence(i: u32) -> String {
+    const WORDS: [&str; 24] = [
+        "river", "granite", "violin", "tide", "lichen", "harbour", "lantern", "meadow", "copper",
+        "orchard", "glacier", "sparrow", "engine", "ledger", "quarry", "thistle", "compass",
+        "furnace", "willow", "beacon", "saddle", "marble", "falcon", "pepper",
+    ];
+    let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut word = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        WORDS[(x % WORDS.len() as u64) as usize]
+    };
+    format!(
+        "note {i}: the {} near the {} was found beside a {} and an old {} in the {} season",
+        word(),
+        word(),
+        word(),
+        word(),
+        ["dry", "wet", "cold", "warm"][i as usize % 4]
+    )
+}
+
+/// Text ingest under an all-MiniLM-L6-v2 index: into single-node Shale (the index's
+/// workers embed), then into the cluster (the leader embeds, the replicas index the
+/// vectors the log carries), each timed from the first write until every copy has
+/// indexed every text.
+async fn embedding(args: &Args) -> Result<Vec<String>, String> {
+    let n = args.embedding_texts;
+    let mut out = vec![
+        "| measurement | texts/s | seconds | |".to_string(),
+        "|---|---|---|---|".to_string(),
+    ];
+    let model = shale_embed::load_default()
+        .map_err(|e| e.to_string())?
+        .embedder;
+    let db = Arc::new(
+        shale::Db::open(args.dir.join("single"), shale::Options::default())
+            .map_err(|e| e.to_string())?,
+    );
+    let index = shale_search::semantic::Index::open(
+        &db,
+        "notes",
+        shale_search::semantic::IndexOptions::text(model).prefix("n/"),
+    )
+    .map_err(|e| e.to_string())?;
+    let single = tokio::task::spawn_blocking(move || {
+        // The model's first run sets up its sessions: not part of the figure, here or in
+        // the cluster.
+        index.embed("warm up").map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        for first in (0..n).step_by(TEXTS_PER_BATCH as usize) {
+            let mut b = shale::WriteBatch::new();
+            for i in first..(first + TEXTS_PER_BATCH).min(n) {
+                b.put(format!("n/{i:08}"), sentence(i));
+            }
+            db.write(b, shale::WriteOptions::sync())
+                .map_err(|e| e.to_string())?;
+        }
+        index.wait_indexed().map_err(|e| e.to_string())?;
+        let secs = t.elapsed().as_secs_f64();
+        drop(index);
+        db.close().map_err(|e| e.to_string())?;
+        Ok::<f64, String>(secs)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    out.push(format!(
+        "| single-node Shale, {n} texts in batches of {TEXTS_PER_BATCH}, until indexed | {:.0} | {single:.1} | |",
+        f64::from(n) / single
+    ));
+
+    // A batch of texts waits for the leader's model.
+    let (mut nodes, client) = start_cluster(args, Duration::from_secs(60)).await?;
+    let result = replicated_ingest(&nodes, &client, n, args.text_clients).await;
+    stop_cluster(&mut nodes);
+    let secs = result?;
+    let how = if args.embed_on_every_replica {
+        "every replica embeds"
+    } else {
+        "the leader embeds once"
+    };
+    out.push(format!(
+        "| 3 replicas ({how}), {n} texts in batches of {TEXTS_PER_BATCH} from {} clients, until every replica indexed | {:.0} | {secs:.1} | {:.2}x single-node |",
+        args.text_clients,
+        f64::from(n) / secs,
+        single / secs
+    ));
     Ok(out)
+}
+
+/// Seconds from the first write of `n` texts into the cluster until every replica has
+/// applied the last and has nothing left to index.
+async fn replicated_ingest(
+    nodes: &[Node],
+    client: &Arc<Client>,
+    n: u32,
+    clients: u32,
+) -> Result<f64, String> {
+    let defined = client
+        .define_index_with(shale_client::pb::DefineIndexRequest {
+            name: "notes".into(),
+            prefix: b"n/".to_vec(),
+            dim: 384,
+            metric: shale_client::pb::Metric::Cosine.into(),
+            model: shale_client::pb::Model::Minilm.into(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("define the index: {e}"))?;
+    // Every replica has loaded the model and the leader has run it once (as the single
+    // node had before its clock started).
+    let warm = client
+        .put(b"n/warm-up", b"warm up")
+        .await
+        .map_err(|e| format!("warm up: {e}"))?;
+    wait_indexed(nodes, client, warm.max(defined)).await?;
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let client = Arc::clone(client);
+        tasks.push(tokio::spawn(async move {
+            let mut last = 0;
+            let batches = (0..n).step_by(TEXTS_PER_BATCH as usize);
+            for first in batches.skip(c as usize).step_by(clients as usize) {
+                let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = (first
+                    ..(first + TEXTS_PER_BATCH).min(n))
+                    .map(|i| {
+                        (
+                            format!("n/{i:08}").into_bytes(),
+                            Some(sentence(i).into_bytes()),
+                        )
+                    })
+                    .collect();
+                last = last.max(client.batch(&ops).await.map_err(|e| e.to_string())?);
+            }
+            Ok::<u64, String>(last)
+        }));
+    }
+    let mut last = 0;
+    for task in tasks {
+        last = last.max(task.await.map_err(|e| e.to_string())??);
+    }
+    wait_indexed(nodes, client, last).await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Wait until every node has applied log index `index` and has nothing left to index.
+async fn wait_indexed(nodes: &[Node], client: &Client, index: u64) -> Result<(), String> {
+    let t = Instant::now();
+    for node in nodes {
+        loop {
+            let s = client
+                .status_of(&node.addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            if s.applied_index >= index && s.indexing_backlog == 0 {
+                break;
+            }
+            if t.elapsed() > Duration::from_secs(1800) {
+                return Err(format!(
+                    "node {} did not index up to {index} in 30 min",
+                    node.id
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
 }
 
 /// A fourth replica joins (`--join`: a learner, then a voter) with an empty directory:

@@ -62,6 +62,10 @@ struct Args {
     /// more is sent the snapshot.
     #[arg(long, default_value_t = 1_000)]
     keep_log_entries: u64,
+    /// Every replica embeds the texts it applies, rather than the leader once for all
+    /// (docs/replication.md, "Embed once").
+    #[arg(long)]
+    embed_on_every_replica: bool,
     /// This node's certificate chain (PEM): serve TLS to clients and peers (with --tls-key
     /// and --tls-ca; docs/replication.md, "TLS").
     #[arg(long, requires_all = ["tls_key", "tls_ca"])]
@@ -149,6 +153,7 @@ async fn run(args: Args) -> shale_server::Result<()> {
     cfg.peer_token = env_token("SHALE_PEER_TOKEN");
     cfg.snapshot_every_entries = args.snapshot_every;
     cfg.log_entries_kept_after_snapshot = args.keep_log_entries;
+    cfg.embed_once = !args.embed_on_every_replica;
     cfg.metrics_listen = args.metrics_listen;
     cfg.allow_plaintext = args.allow_plaintext;
     cfg.request_timeout_ms = args.request_timeout_ms;

@@ -89,6 +89,10 @@ fn entries() -> Vec<Entry> {
                 },
             ])),
         },
+        RaftEntry {
+            log_id: lid(2, 1, 12),
+            payload: normal(documented_vectors()),
+        },
     ]
 }
 
@@ -105,6 +109,38 @@ fn documented_put_in_session() -> Command {
             value: Some(b"1".to_vec()),
         }])),
     }
+}
+
+/// The command with carried vectors of docs/format.md's worked example.
+fn documented_vectors() -> Command {
+    Command::Embedded {
+        cmd: Box::new(Command::Write(vec![
+            Op {
+                key: b"b".to_vec(),
+                value: None,
+            },
+            Op {
+                key: b"n/1".to_vec(),
+                value: Some(b"hi".to_vec()),
+            },
+        ])),
+        vectors: vec![CarriedVector {
+            put: 0,
+            vector: vec![1.0, -0.5],
+        }],
+    }
+}
+
+/// docs/format.md, 13.2: a command with the leader's vector of the text it puts.
+#[test]
+fn decodes_the_documented_vectors() {
+    let mut command = Vec::new();
+    put_command(&mut command, &documented_vectors());
+    let doc = "08 01 00 02 0000803f 000000bf 01 02 02 01 62 01 03 6e2f31 02 6869";
+    assert_eq!(command, hex(doc));
+    let decoded = get_command(&mut Decoder::new(&hex(doc))).expect("decodes");
+    assert_eq!(decoded, documented_vectors());
+    decoded.validate().expect("a valid command");
 }
 
 /// docs/format.md, 13.2 and 13.3: a put in a session, the session's record, and the

@@ -8,6 +8,7 @@ use shale::{Db, WriteBatch};
 use shale_search::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
 use shale_search::{TextIndex, TextIndexOptions};
 
+use super::carried::{SuppliedEmbedder, Supply};
 use super::{Indexes, ReplicatedIndex, StateMachineStore};
 use crate::command::{Command, IndexModel, IndexSpec, Response};
 use crate::error::{Error, Result};
@@ -60,7 +61,7 @@ impl StateMachineStore {
                 spec.name
             )));
         }
-        let index = open_index(db, spec)?;
+        let index = open_index(db, spec, &self.shared.supply)?;
         batch.put(
             format::index_key(&index.spec.name),
             format::encode_index_definition(&index.spec),
@@ -93,11 +94,16 @@ pub fn embedder(model: IndexModel) -> Result<Option<Arc<dyn Embedder>>> {
 }
 
 /// The indexes of `spec` on `db`, opened (created if new): the vector index and, if the
-/// definition has keywords, the text index of the same name.
-fn open_index(db: &Arc<Db>, spec: IndexSpec) -> Result<ReplicatedIndex> {
+/// definition has keywords, the text index of the same name. A model index embeds through
+/// `supply` (`carried.rs`).
+fn open_index(db: &Arc<Db>, spec: IndexSpec, supply: &Arc<Supply>) -> Result<ReplicatedIndex> {
     let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
     let opts = match embedder(spec.model)? {
-        Some(model) => IndexOptions::text(model),
+        Some(model) => IndexOptions::text(Arc::new(SuppliedEmbedder {
+            kind: spec.model,
+            model,
+            supply: Arc::clone(supply),
+        })),
         None => IndexOptions::vectors(dim),
     };
     let opts = opts.prefix(&spec.prefix).metric(spec.metric);
@@ -118,13 +124,13 @@ fn open_index(db: &Arc<Db>, spec: IndexSpec) -> Result<ReplicatedIndex> {
     })
 }
 
-/// Every index `db`'s definitions name, opened.
-pub(super) fn open_indexes(db: &Arc<Db>) -> Result<Indexes> {
+/// Every index `db`'s definitions name, opened, embedding through `supply`.
+pub(super) fn open_indexes(db: &Arc<Db>, supply: &Arc<Supply>) -> Result<Indexes> {
     let end = shale::prefix_successor(SM_INDEX_PREFIX).unwrap_or_default();
     let mut indexes = Indexes::new();
     for pair in db.range(SM_INDEX_PREFIX.to_vec()..end)? {
         let (_, value) = pair?;
-        let index = open_index(db, format::decode_index_definition(&value)?)?;
+        let index = open_index(db, format::decode_index_definition(&value)?, supply)?;
         indexes.insert(index.spec.name.clone(), index);
     }
     Ok(indexes)

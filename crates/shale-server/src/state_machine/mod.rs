@@ -52,10 +52,13 @@ use crate::snapshot::{sync_dir, SnapshotData};
 use crate::time_spent::TimeSpent;
 use crate::{Entry, NodeId, TypeConfig};
 
+mod carried;
 mod indexes;
 mod sessions;
 mod snapshots;
 
+use carried::Supply;
+pub use carried::{EmbeddingCounts, MAX_SUPPLY_BYTES};
 pub use indexes::embedder;
 use indexes::{check_indexes, open_indexes};
 use sessions::{Sessions, Unflushed, Verdict};
@@ -87,6 +90,8 @@ struct Shared {
     indexes: RwLock<Indexes>,
     /// Replaced with `db` by an install; written by every apply of a session's command.
     sessions: Mutex<Sessions>,
+    /// Vectors the log carried, until the indexes' workers take them (`carried.rs`).
+    supply: Arc<Supply>,
     generation: Mutex<u64>,
     applied: Mutex<(Option<LogId<NodeId>>, Membership)>,
     /// The last log index the durable snapshot (`current.snap` and the generation it
@@ -230,7 +235,8 @@ impl StateMachineStore {
         }
         let db = Arc::new(Db::open(sm_dir(data_dir, generation), opts.clone())?);
         let applied = read_meta(&db, &ReadOptions::default())?;
-        let indexes = open_indexes(&db)?;
+        let supply = Arc::new(Supply::default());
+        let indexes = open_indexes(&db, &supply)?;
         let sessions = Sessions::load(&db, &ReadOptions::default())?;
         let covered = match current_snapshot_header(&snapshots.join(CURRENT_SNAPSHOT))? {
             Some(h) => h.last_log_id.map_or(0, |id| id.index),
@@ -243,6 +249,7 @@ impl StateMachineStore {
                 db: RwLock::new(db),
                 indexes: RwLock::new(indexes),
                 sessions: Mutex::new(sessions),
+                supply,
                 generation: Mutex::new(generation),
                 applied: Mutex::new(applied),
                 durable_snapshot: tokio::sync::watch::Sender::new(covered),
@@ -268,6 +275,22 @@ impl StateMachineStore {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         indexes.get(name).cloned()
+    }
+
+    /// Changes applied that the vector indexes have not indexed yet, over all indexes.
+    pub fn indexing_backlog(&self) -> u64 {
+        let indexes = self
+            .shared
+            .indexes
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        indexes
+            .values()
+            .map(|i| {
+                let (applied, queued) = i.vectors.progress();
+                queued.saturating_sub(applied)
+            })
+            .sum()
     }
 
     /// Refuse `cmd` if an index could not hold one of the values it puts: the check an
@@ -337,6 +360,7 @@ impl StateMachineStore {
             pending: Pending::for_entries(&entries),
             sessions: &mut sessions,
             unflushed: Unflushed::new(),
+            supply: &self.shared.supply,
         };
         let mut replies = Vec::with_capacity(entries.len());
         let mut last = None;
@@ -484,6 +508,7 @@ struct Call<'a, 's> {
     pending: Pending<'a>,
     sessions: &'s mut Sessions,
     unflushed: Unflushed,
+    supply: &'s Supply,
 }
 
 /// Apply `cmd`, of the entry at log index `index`, into `call`.
@@ -565,6 +590,12 @@ fn apply_command<'a>(
         Command::OpenSession => {
             call.sessions.open(index, &mut call.batch);
             Ok(Response::SessionOpened(index))
+        }
+        Command::Embedded { cmd, vectors } => {
+            // Offered before the batch is written: the index's workers take the vectors
+            // once the write queues the texts.
+            call.supply.offer_carried(indexes, cmd, vectors);
+            apply_command(db, indexes, call, index, cmd)
         }
         // Proposed alone, and applied by `StateMachineStore::define_index`.
         Command::DefineIndex(_) => Ok(Response::Refused(

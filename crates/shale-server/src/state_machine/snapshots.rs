@@ -240,7 +240,7 @@ impl StateMachineStore {
         index_files.finish()?;
         // Each index opens on its files from the snapshot: only values written after
         // their checkpoint are embedded (or, for vector records, inserted) again.
-        let indexes = open_indexes(&new_db)?;
+        let indexes = open_indexes(&new_db, &self.shared.supply)?;
         let sessions = Sessions::load(&new_db, &ReadOptions::default())?;
         copy.finish()?;
         self.shared.snapshot_writes.record(started.elapsed());

@@ -24,6 +24,8 @@ pub struct Timings {
     pub snapshot_every_entries: u64,
     pub log_entries_kept_after_snapshot: u64,
     pub limits: shale_server::limits::Limits,
+    /// `ServerConfig::embed_once`.
+    pub embed_once: bool,
 }
 
 pub fn timings() -> Timings {
@@ -35,6 +37,7 @@ pub fn timings() -> Timings {
         snapshot_every_entries: 10_000,
         log_entries_kept_after_snapshot: 1_000,
         limits: shale_server::limits::Limits::default(),
+        embed_once: true,
     }
 }
 
@@ -58,6 +61,7 @@ impl Cluster {
         cfg.log_entries_kept_after_snapshot = self.timings.log_entries_kept_after_snapshot;
         cfg.request_timeout_ms = 3_000;
         cfg.limits = self.timings.limits;
+        cfg.embed_once = self.timings.embed_once;
         cfg.tls = self.timings.tls_dir.as_ref().map(|dir| TlsFiles {
             cert: dir.join(format!("node-{id}.pem")),
             key: dir.join(format!("node-{id}.key")),
@@ -157,6 +161,23 @@ impl Cluster {
             .applied_index_at_least(Some(index), "catch up")
             .await
             .expect("caught up in time");
+    }
+
+    /// Wait until every replica has applied the leader's last entry and its vector index
+    /// `index` has indexed everything applied.
+    pub async fn wait_indexed_everywhere(&self, index: &str) {
+        let leader = self.leader(Duration::from_secs(10)).await;
+        let applied = self.applied_index(leader);
+        for id in self.addrs.keys() {
+            self.wait_applied(*id, applied, Duration::from_secs(20))
+                .await;
+            let replicated = self.server(*id).state_machine().index(index);
+            replicated
+                .expect("the index")
+                .vectors
+                .wait_indexed()
+                .expect("indexed");
+        }
     }
 
     /// Start node `id` with an empty directory on `listen`, have `leader` add it as a
