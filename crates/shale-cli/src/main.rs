@@ -226,6 +226,9 @@ enum Command {
         #[arg(required = true)]
         ids: Vec<u64>,
     },
+    /// Over --server: reach member ID at ADDR from now on (it moved to another host or
+    /// port).
+    SetAddress { id: u64, addr: String },
     /// Print a completion script for SHELL (e.g. `shale completions bash >
     /// /etc/bash_completion.d/shale`).
     Completions { shell: clap_complete::Shell },
@@ -476,7 +479,8 @@ fn run(cli: &Cli) -> Result<()> {
         | Command::Backup { .. }
         | Command::AddLearner { .. }
         | Command::AddVoters { .. }
-        | Command::RemoveVoters { .. } => Err(CliError::Usage(
+        | Command::RemoveVoters { .. }
+        | Command::SetAddress { .. } => Err(CliError::Usage(
             "this command speaks to a cluster: it needs --server ADDR".into(),
         )),
         Command::Completions { shell } => {

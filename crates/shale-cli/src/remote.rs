@@ -121,10 +121,13 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             Command::RemoveVoters { ids } => {
                 print_membership(out, &client.remove_voters(ids).await?)
             }
+            Command::SetAddress { id, addr } => {
+                print_membership(out, &client.set_address(*id, addr).await?)
+            }
             _ => Err(CliError::Usage(
                 "over --server only put, get, del, cas, scan, search, import, define-index, \
-                 define-text-index, cluster-status, backup, add-learner, add-voters and \
-                 remove-voters are available; \
+                 define-text-index, cluster-status, backup, add-learner, add-voters, \
+                 remove-voters and set-address are available; \
                  the other commands need --db DIR"
                     .into(),
             )),

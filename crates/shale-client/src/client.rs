@@ -511,6 +511,29 @@ impl Client {
         .await
     }
 
+    /// Reach member `node_id` at `addr` from now on (it moved to another host or port):
+    /// a membership change through the log. Refused if another member is at `addr`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn set_address(
+        &self,
+        node_id: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        self.call(Kind::Write, |mut c, token| {
+            let req = with_token(
+                pb::SetAddressRequest {
+                    node_id,
+                    addr: addr.to_string(),
+                },
+                token.as_deref(),
+            );
+            async move { c.set_address(req).await }
+        })
+        .await
+    }
+
     /// Make learners voters.
     ///
     /// # Errors

@@ -32,7 +32,7 @@ use crate::state_machine::StateMachineStore;
 use crate::Raft;
 
 /// Every gRPC method a node serves, by request path; any other path counts as `other`.
-pub const METHODS: [&str; 18] = [
+pub const METHODS: [&str; 19] = [
     "/shale.v1.Raft/AppendEntries",
     "/shale.v1.Raft/Vote",
     "/shale.v1.Raft/InstallSnapshot",
@@ -47,6 +47,7 @@ pub const METHODS: [&str; 18] = [
     "/shale.v1.Kv/Status",
     "/shale.v1.Kv/AddLearner",
     "/shale.v1.Kv/ChangeVoters",
+    "/shale.v1.Kv/SetAddress",
     "/shale.v1.Kv/OpenSession",
     "/shale.v1.Kv/Backup",
     "/grpc.health.v1.Health/Check",

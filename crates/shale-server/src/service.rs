@@ -516,6 +516,41 @@ impl pb::kv_server::Kv for KvService {
         self.membership(grant, result, was_leader)
     }
 
+    async fn set_address(
+        &self,
+        req: Request<pb::SetAddressRequest>,
+    ) -> Result<Response<pb::MembershipResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
+        let r = req.into_inner();
+        crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
+        let membership = self.raft.metrics().borrow().membership_config.clone();
+        let nodes = membership.membership();
+        if nodes.get_node(&r.node_id).is_none() {
+            return Err(Status::invalid_argument(format!(
+                "node {} is not a member",
+                r.node_id
+            )));
+        }
+        // Two members at one address could each gather a quorum with the other's votes
+        // (openraft's "brain split" of `SetNodes`); a node also refuses RPCs meant for
+        // another id (`TARGET_HEADER`).
+        if let Some((other, _)) = nodes
+            .nodes()
+            .find(|(id, n)| **id != r.node_id && n.addr == r.addr)
+        {
+            return Err(Status::invalid_argument(format!(
+                "node {other} is at {}",
+                r.addr
+            )));
+        }
+        let was_leader = role(&self.raft, self.node_id) != Role::Other;
+        let change = openraft::ChangeMembers::SetNodes(
+            [(r.node_id, BasicNode::new(r.addr))].into_iter().collect(),
+        );
+        let result = self.raft.change_membership(change, false).await;
+        self.membership(grant, result, was_leader)
+    }
+
     type BackupStream = tokio_stream::wrappers::ReceiverStream<Result<pb::BackupFrame, Status>>;
 
     async fn backup(

@@ -374,3 +374,66 @@ async fn a_node_joins_and_leaves_through_the_client() {
     );
     cluster.stop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_that_moves_to_another_port_is_reached_there() {
+    let mut cluster = Cluster::start(3, common::timings()).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(15));
+    client.put(b"before", b"1").await.expect("put");
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let ids: Vec<u64> = cluster.addrs.keys().copied().collect();
+    let (mover, stayer) = match ids.iter().filter(|id| **id != leader).collect::<Vec<_>>()[..] {
+        [a, b] => (*a, *b),
+        _ => panic!("two followers"),
+    };
+    cluster.stop(mover).await;
+
+    // Refused: another member's address, a node that is not a member.
+    let taken = cluster.addrs[&leader].to_string();
+    let refused = |r: Result<shale_server::pb::MembershipResponse, ClientError>| {
+        matches!(r, Err(ClientError::Refused(_)))
+    };
+    assert!(refused(client.set_address(mover, &taken).await));
+    assert!(refused(client.set_address(99, "127.0.0.1:1").await));
+
+    // It comes back on another port, with its data; the others learn the address.
+    let moved = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    cluster.addrs.insert(mover, moved);
+    cluster.restart(mover).await;
+    client
+        .set_address(mover, &moved.to_string())
+        .await
+        .expect("set the address");
+    let index = client.put(b"after", b"2").await.expect("put");
+    cluster
+        .wait_applied(mover, index, Duration::from_secs(10))
+        .await;
+    for id in &ids {
+        let metrics = cluster.server(*id).raft().metrics().borrow().clone();
+        let addr = metrics
+            .membership_config
+            .membership()
+            .get_node(&mover)
+            .map(|n| n.addr.clone());
+        assert_eq!(addr, Some(moved.to_string()), "node {id}'s membership");
+    }
+    // The moved node counts toward a quorum at its new address: with the other follower
+    // stopped, writes still commit.
+    cluster.stop(stayer).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(15));
+    client
+        .put(b"quorum", b"3")
+        .await
+        .expect("a write with the mover");
+    assert_eq!(
+        client.get(b"after").await.expect("get"),
+        Some(b"2".to_vec())
+    );
+    cluster.stop_all().await;
+}
