@@ -1,7 +1,7 @@
 //! Round trips of every record, and the worked examples of docs/format.md decoded.
 
 use super::*;
-use crate::command::Response;
+use crate::command::{CarriedVector, Command, Op, Response, SessionSeq};
 use crate::TypeConfig;
 use openraft::Entry as RaftEntry;
 
