@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The chaos test of the replicated server (docs/replication.md, "Chaos test"): three
-# shale-server processes under kills, pauses, partitions (as root) and whole-cluster
-# restarts, 8 clients recording every call; porcupine (chaos/, Go) must find the history
-# linearizable, and must find the first negative control's (a server that reads without
-# the read index) not. The second negative control, a vote written without fsync, must
+# shale-server processes under kills, a replica removed and added back, pauses, partitions
+# (as root) and whole-cluster restarts, 8 clients recording every call; porcupine (chaos/,
+# Go) must find the history linearizable, and must find the first negative control's (a
+# server that reads without the read index) not. The second negative control, a vote written without fsync, must
 # make tests/vote_durability.rs and tests/cluster_vote_power_loss.rs fail on MemFs. After
 # every fault a leader must be elected within a bound; the third, elections 100 times
 # slower, must fail the run for want of one.

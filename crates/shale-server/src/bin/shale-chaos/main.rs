@@ -1,7 +1,7 @@
 //! `shale-chaos`: three `shale-server` processes on 127.0.0.1, clients doing get, put,
 //! delete, compare-and-set, batches and scans on a few keys (`workload.rs`) while the
-//! leader is killed and restarted, nodes are
-//! paused and resumed and the whole cluster is killed and restarted; every call is
+//! leader is killed and restarted, a replica is removed from the cluster and added back,
+//! nodes are paused and resumed and the whole cluster is killed and restarted; every call is
 //! recorded with its start and end time, one JSON object a line, for the porcupine checker
 //! in `chaos/` (run by `scripts/chaos.sh`).
 //!
@@ -24,8 +24,8 @@
 //! of it is (what the node sends, or what it receives).
 //!
 //! The servers snapshot every 100 entries and keep 10 behind, so a node that was down,
-//! paused or cut off is caught up by a snapshot; a run in which no replica installed one
-//! fails.
+//! paused, cut off or removed is caught up by a snapshot; a run in which no replica
+//! installed one fails, and so does a run in which no replica was removed and added back.
 
 use std::fs::File;
 use std::net::TcpListener;
@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use shale_client::pb::MembershipResponse;
 use shale_client::Client;
 use shale_rng::XorShift64Star as Rng;
 
@@ -312,20 +313,61 @@ async fn leader_index(cluster: &Cluster) -> Option<usize> {
     None
 }
 
-/// Faults, in turn, until `end`: kill the leader and restart it; pause a node and resume
-/// it; with `--netns`, cut a node's link; kill the whole cluster and restart it. After each
-/// heals, a leader within [`LEADER_BOUND`]. Returns how long each round's election took.
-async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Duration>, String> {
+/// The faults, taken in this order, round after round. A replica removed and re-added
+/// comes second so that every run of more than a few seconds has one.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    KillLeader,
+    Membership,
+    Pause,
+    Isolate,
+    OneWay,
+    RestartAll,
+}
+
+const FAULTS: [Fault; 6] = [
+    Fault::KillLeader,
+    Fault::Membership,
+    Fault::Pause,
+    Fault::Isolate,
+    Fault::OneWay,
+    Fault::RestartAll,
+];
+
+/// What the faults showed: how long each round's election took, and how many times a
+/// replica was removed from the cluster and added back.
+struct Rounds {
+    elections: Vec<Duration>,
+    membership_changes: u32,
+}
+
+/// Faults, in turn, until `end`: kill the leader and restart it; remove a replica from
+/// the cluster and add it back; pause a node and resume it; with `--netns`, cut a node's
+/// link, or one direction of it; kill the whole cluster and restart it. After each heals,
+/// a leader within [`LEADER_BOUND`].
+async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Rounds, String> {
     let mut rng = Rng::new(seed | 1);
     let mut round = 0u32;
-    let mut elections = Vec::new();
+    let mut rounds = Rounds {
+        elections: Vec::new(),
+        membership_changes: 0,
+    };
     let restart = |e: std::io::Error| format!("restart: {e}");
+    let kinds: Vec<Fault> = FAULTS
+        .into_iter()
+        .filter(|f| cluster.args.netns || !matches!(f, Fault::Isolate | Fault::OneWay))
+        .collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let kinds = if cluster.args.netns { 5 } else { 3 };
     while Instant::now() + Duration::from_secs(4) < end {
         round += 1;
-        match round % kinds {
-            1 => {
+        let fault = kinds[(round as usize - 1) % kinds.len()];
+        // The leader half the time, another node otherwise.
+        let target = async |rng: &mut Rng| match leader_index(cluster).await {
+            Some(i) if rng.below(2) == 0 => i,
+            _ => rng.below(3) as usize,
+        };
+        match fault {
+            Fault::KillLeader => {
                 let i = match leader_index(cluster).await {
                     Some(i) => i,
                     None => rng.below(3) as usize,
@@ -343,15 +385,31 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Du
                 eprintln!(
                     "shale-chaos: round {round}: the other two elected a leader after {took:.1?}"
                 );
-                elections.push(took);
+                rounds.elections.push(took);
                 tokio::time::sleep(Duration::from_millis(1000).saturating_sub(took)).await;
                 cluster.start(i, false).map_err(restart)?;
             }
-            2 => {
-                let i = match leader_index(cluster).await {
-                    Some(i) if rng.below(2) == 0 => i,
-                    _ => rng.below(3) as usize,
+            Fault::Membership => {
+                let i = target(&mut rng).await;
+                let (id, addr) = cluster
+                    .nodes
+                    .get(i)
+                    .map(|n| (n.id, n.addr.clone()))
+                    .ok_or("no such node")?;
+                let role = if leader_index(cluster).await == Some(i) {
+                    "the leader"
+                } else {
+                    "a follower"
                 };
+                eprintln!("shale-chaos: round {round}: remove node {id} ({role}) from the cluster");
+                remove_and_readd(cluster, id, &addr)
+                    .await
+                    .map_err(|e| format!("round {round}, node {id}: {e}"))?;
+                rounds.membership_changes += 1;
+                eprintln!("shale-chaos: round {round}: node {id} is a voter again");
+            }
+            Fault::Pause => {
+                let i = target(&mut rng).await;
                 eprintln!(
                     "shale-chaos: round {round}: SIGSTOP node {} for 1.5 s",
                     i + 1
@@ -360,11 +418,8 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Du
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 cluster.signal(i, "-CONT");
             }
-            3 => {
-                let i = match leader_index(cluster).await {
-                    Some(i) if rng.below(2) == 0 => i,
-                    _ => rng.below(3) as usize,
-                };
+            Fault::Isolate => {
+                let i = target(&mut rng).await;
                 let id = cluster.nodes.get(i).map_or(1, |n| n.id);
                 eprintln!("shale-chaos: round {round}: isolate node {id} for 2 s");
                 let link = host_link(id);
@@ -372,11 +427,8 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Du
                 tokio::time::sleep(Duration::from_millis(2000)).await;
                 ip(&["link", "set", &link, "up"])?;
             }
-            4 => {
-                let i = match leader_index(cluster).await {
-                    Some(i) if rng.below(2) == 0 => i,
-                    _ => rng.below(3) as usize,
-                };
+            Fault::OneWay => {
+                let i = target(&mut rng).await;
                 let id = cluster.nodes.get(i).map_or(1, |n| n.id);
                 // One direction of the node's link: what it sends (its end of the veth
                 // pair) or what it receives (the bridge's end).
@@ -390,7 +442,7 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Du
                 tokio::time::sleep(Duration::from_millis(2000)).await;
                 one_way(ns.as_deref(), &dev, false)?;
             }
-            _ => {
+            Fault::RestartAll => {
                 eprintln!("shale-chaos: round {round}: SIGKILL every node and restart");
                 for i in 0..cluster.nodes.len() {
                     cluster.kill(i);
@@ -405,10 +457,67 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Vec<Du
             .await
             .map_err(|e| format!("round {round}, after the faults healed: {e}"))?;
         eprintln!("shale-chaos: round {round}: one leader after {took:.1?}");
-        elections.push(took);
+        rounds.elections.push(took);
         tokio::time::sleep(Duration::from_millis(1500).saturating_sub(took)).await;
     }
-    Ok(elections)
+    Ok(rounds)
+}
+
+/// How long one membership change may take, retries included: each waits for a leader,
+/// and adding the learner back waits until it has caught up (by a snapshot, usually).
+const MEMBERSHIP_BOUND: Duration = Duration::from_secs(20);
+
+/// One step of taking a replica out of the cluster and back in.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Remove,
+    AddLearner,
+    AddVoter,
+}
+
+/// Remove voter `id` (it keeps running, and the clients keep sending it requests), let
+/// the other two take writes without it for 1.5 s, then add it back: first as a learner,
+/// which catches up, then as a voter. Each step is retried until the membership it
+/// returns shows it done; all three are idempotent (removing a removed voter, or adding
+/// a learner or voter that already is one, changes nothing).
+async fn remove_and_readd(cluster: &Cluster, id: u64, addr: &str) -> Result<(), String> {
+    let admin = Client::new(cluster.nodes.iter().map(|n| n.addr.clone()).collect(), None)
+        .map_err(|e| e.to_string())?
+        .with_deadline(Duration::from_secs(5));
+    let start = Instant::now();
+    for step in [Step::Remove, Step::AddLearner, Step::AddVoter] {
+        loop {
+            let result = match step {
+                Step::Remove => admin.remove_voters(&[id]).await,
+                Step::AddLearner => admin.add_learner(id, addr).await,
+                Step::AddVoter => admin.add_voters(&[id]).await,
+            };
+            let done = |m: &MembershipResponse| match step {
+                Step::Remove => !m.voters.contains(&id) && !m.learners.contains(&id),
+                Step::AddLearner => m.learners.contains(&id),
+                Step::AddVoter => m.voters.contains(&id) && m.voters.len() == 3,
+            };
+            match result {
+                Ok(m) if done(&m) => {
+                    eprintln!(
+                        "shale-chaos: {step:?} {id}: done, membership at index {}",
+                        m.index
+                    );
+                    break;
+                }
+                Ok(m) => eprintln!("shale-chaos: {step:?} {id}: membership now {m:?}; again"),
+                Err(e) => eprintln!("shale-chaos: {step:?} {id}: {e}; again"),
+            }
+            if start.elapsed() > MEMBERSHIP_BOUND {
+                return Err(format!("{step:?}: not done within {MEMBERSHIP_BOUND:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if matches!(step, Step::Remove) {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+    }
+    Ok(())
 }
 
 /// Wait until every replica reports the same applied index twice in a row.
@@ -556,11 +665,17 @@ async fn run(args: Args) -> Result<(), String> {
             end,
         )));
     }
-    let elections = faults(&mut cluster, end, args.seed).await;
+    let rounds = faults(&mut cluster, end, args.seed).await;
     for t in tasks {
         let _ = t.await;
     }
-    let mut elections = elections?;
+    let Rounds {
+        mut elections,
+        membership_changes,
+    } = rounds?;
+    if membership_changes == 0 {
+        return Err("no replica was removed and added back: the run was too short".into());
+    }
     for i in 0..cluster.nodes.len() {
         cluster.signal(i, "-CONT");
     }
@@ -583,7 +698,8 @@ async fn run(args: Args) -> Result<(), String> {
         .unwrap_or_default();
     let max = elections.last().copied().unwrap_or_default();
     eprintln!(
-        "shale-chaos: {} fault rounds, one leader after each within {max:.1?} (median {median:.1?}), history in {}",
+        "shale-chaos: {} fault rounds, one leader after each within {max:.1?} (median {median:.1?}), \
+         {membership_changes} replicas removed and added back, history in {}",
         elections.len(),
         args.history.display()
     );
