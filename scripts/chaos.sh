@@ -36,8 +36,15 @@ fi
 echo "== chaos: the porcupine checker (Go module github.com/anishathalye/porcupine), and its model's tests"
 (cd chaos && go build -o "$work/check" . && go test ./...)
 
+# Every build here asks for the features of the test stage (scripts/test.sh) and names
+# shale-py beside shale-server: shale-py's dependencies turn on the few features that the
+# workspace's dev-dependencies turn on there, so after that stage cargo reuses every
+# dependency it built and compiles shale-server alone (run by itself, this script builds
+# them once).
+packages=(-p shale-server -p shale-py)
+features=shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing
 echo "== chaos: shale-server and shale-chaos"
-cargo build -p shale-server --bins
+cargo build "${packages[@]}" --features "$features" --bins
 cp "$target/debug/shale-server" "$work/server"
 cp "$target/debug/shale-chaos" "$work/chaos"
 
@@ -47,10 +54,10 @@ echo "== chaos: ${seconds} s of faults; the history must be linearizable"
 "$work/check" "$work/history.jsonl"
 
 echo "== chaos: negative control (reads without the read index) must be caught"
-cargo build -p shale-server --bins --features negative-control-stale-reads
+cargo build "${packages[@]}" --features "$features",shale-server/negative-control-stale-reads --bins
 cp "$target/debug/shale-server" "$work/server-stale"
 # Leave the ordinary build in place for whatever runs next.
-cargo build -p shale-server --bins
+cargo build "${packages[@]}" --features "$features" --bins
 found=0
 for attempt in 1 2 3; do
     "$work/chaos" --server-bin "$work/server-stale" --dir "$work/stale-$attempt" \
@@ -73,8 +80,8 @@ fi
 echo "== negative control 2: a vote written without fsync must be caught on MemFs"
 # Twice: by the log store alone, and by an in-process cluster whose checker sees a
 # replica that lost its vote elect a second, lower leader.
-if cargo test -p shale-server --features negative-control-unsynced-vote --test vote_durability \
-    a_saved_vote_survives_a_power_loss >"$work/vote.log" 2>&1; then
+if cargo test "${packages[@]}" --features "$features",shale-server/negative-control-unsynced-vote \
+    --test vote_durability a_saved_vote_survives_a_power_loss >"$work/vote.log" 2>&1; then
     echo "FAIL: the vote durability test passed with an unsynced vote"
     exit 1
 fi
@@ -84,7 +91,7 @@ if ! grep -q "a vote acknowledged before the power loss is gone" "$work/vote.log
     exit 1
 fi
 echo "caught: the vote was lost by the power loss"
-if cargo test -p shale-server --features negative-control-unsynced-vote \
+if cargo test "${packages[@]}" --features "$features",shale-server/negative-control-unsynced-vote \
     --test cluster_vote_power_loss >"$work/vote-cluster.log" 2>&1; then
     echo "FAIL: the in-process cluster elected no second leader with an unsynced vote"
     exit 1
@@ -96,9 +103,9 @@ if ! grep -q "a replica voted for a lower leader after a higher one" "$work/vote
 fi
 echo "caught: a replica that lost its vote elected a lower leader after a higher one"
 echo "== negative control 3 (elections 100 times slower) must fail for want of a leader"
-cargo build -p shale-server --bins --features negative-control-no-reelection
+cargo build "${packages[@]}" --features "$features",shale-server/negative-control-no-reelection --bins
 cp "$target/debug/shale-server" "$work/server-slow"
-cargo build -p shale-server --bins
+cargo build "${packages[@]}" --features "$features" --bins
 if "$work/chaos" --server-bin "$work/server-slow" --dir "$work/slow" \
     --history "$work/slow.jsonl" --seconds 15 "${netns[@]}" >"$work/slow.log" 2>&1; then
     cat "$work/slow.log"

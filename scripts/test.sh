@@ -4,26 +4,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/toolchain.sh
+# Each stage's heading says how far into the run it starts, for CI's time budget.
+stage() { echo "== [${SECONDS} s] $*"; }
 
-echo "== scripts/fetch-model.sh (the embedding model shale-embed's tests run, candle and ONNX; cached)"
+stage "scripts/fetch-model.sh (the embedding model shale-embed's tests run, candle and ONNX; cached)"
 SHALE_MODEL_DIR="$(bash scripts/fetch-model.sh)"
 export SHALE_MODEL_DIR
-echo "== scripts/fetch-wordnet.sh (WordNet, for shale-embed's quality guard and the text bench; cached)"
+stage "scripts/fetch-wordnet.sh (WordNet, for shale-embed's quality guard and the text bench; cached)"
 wordnet_dir="$(bash scripts/fetch-wordnet.sh)"
-echo "== scripts/fetch-bench-data.sh --vectors-only (GloVe, for the HNSW recall test; cached)"
+stage "scripts/fetch-bench-data.sh --vectors-only (GloVe, for the HNSW recall test; cached)"
 bash scripts/fetch-bench-data.sh --vectors-only >/dev/null
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets --features shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing -- -D warnings
-echo "== cargo doc (broken or private intra-doc links fail)"
+stage "cargo doc (broken or private intra-doc links fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-echo "== the engine's module graph (no import cycle, no upward import)"
+stage "the engine's module graph (no import cycle, no upward import)"
 python3 scripts/check-modules.py --self-test
 python3 scripts/check-modules.py
-echo "== cargo test (with the fuzz entry points, for tests/fuzz_smoke.rs)"
+stage "cargo test (with the fuzz entry points, for tests/fuzz_smoke.rs)"
 cargo test --workspace --features shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing
-echo "== R9: every fuzz target for 60 s, the server's for 20 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
+stage "R9: every fuzz target for 60 s, the server's for 20 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
 fuzz_log="$(mktemp)"
 bench_tmp=""
 # Temporary files go whether the script passes or fails.
@@ -52,9 +54,9 @@ for crate_seconds in shale:60 shale-search:60 shale-server:20; do
     fi
     grep -E "seeds,|test result" "$fuzz_log"
 done
-echo "== scripts/chaos.sh (the replicated server under faults; porcupine, with a negative control)"
+stage "scripts/chaos.sh (the replicated server under faults; porcupine, with a negative control)"
 SHALE_CHAOS_SECONDS="${SHALE_CHAOS_SECONDS:-30}" bash scripts/chaos.sh
-echo "== scripts/local-cluster.sh (three nodes over TLS: start, write, restart, read, stop)"
+stage "scripts/local-cluster.sh (three nodes over TLS: start, write, restart, read, stop)"
 cluster_dir="$(mktemp -d)"
 export SHALE_SERVER="$PWD/target/debug/shale-server" SHALE_CLI="$PWD/target/debug/shale" SHALE_PORT_BASE=17301
 bash scripts/local-cluster.sh start "$cluster_dir" --tls
@@ -66,11 +68,11 @@ test "$("$SHALE_CLI" "${cluster[@]}" get local-cluster)" = works
 bash scripts/local-cluster.sh stop "$cluster_dir"
 rm -rf "$cluster_dir"
 unset SHALE_SERVER SHALE_CLI SHALE_PORT_BASE
-echo "== scripts/test-python.sh (the Python package, crates/shale-py; shale.connect against the server the cargo tests built)"
+stage "scripts/test-python.sh (the Python package, crates/shale-py; shale.connect against the server the cargo tests built)"
 SHALE_SERVER="$PWD/target/debug/shale-server" bash scripts/test-python.sh
-echo "== shale-bench --quick (smoke run, no speed thresholds)"
+stage "shale-bench --quick (smoke run, no speed thresholds)"
 bench_tmp="$(mktemp -d "${PWD}/target/bench-quick.XXXXXX" 2>/dev/null || mktemp -d)"
 cargo run --release -p shale-bench -- --quick --engines shale --out "$bench_tmp" --db-dir "$bench_tmp/db"
-echo "== shale-bench text --quick (keyword search smoke run: 5,000 glosses, pruned = exhaustive)"
+stage "shale-bench text --quick (keyword search smoke run: 5,000 glosses, pruned = exhaustive)"
 cargo run --release -p shale-bench -- text --quick --engines shale --wordnet "$wordnet_dir" \
     --dir "$bench_tmp" --out "$bench_tmp/text"
