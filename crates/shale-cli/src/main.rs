@@ -229,6 +229,9 @@ enum Command {
     /// Over --server: reach member ID at ADDR from now on (it moved to another host or
     /// port).
     SetAddress { id: u64, addr: String },
+    /// Over --server: hand the leadership to voter ID (before the leader's host is taken
+    /// down, say); prints the term it leads in.
+    TransferLeader { id: u64 },
     /// Print a completion script for SHELL (e.g. `shale completions bash >
     /// /etc/bash_completion.d/shale`).
     Completions { shell: clap_complete::Shell },
@@ -480,7 +483,8 @@ fn run(cli: &Cli) -> Result<()> {
         | Command::AddLearner { .. }
         | Command::AddVoters { .. }
         | Command::RemoveVoters { .. }
-        | Command::SetAddress { .. } => Err(CliError::Usage(
+        | Command::SetAddress { .. }
+        | Command::TransferLeader { .. } => Err(CliError::Usage(
             "this command speaks to a cluster: it needs --server ADDR".into(),
         )),
         Command::Completions { shell } => {

@@ -124,10 +124,14 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             Command::SetAddress { id, addr } => {
                 print_membership(out, &client.set_address(*id, addr).await?)
             }
+            Command::TransferLeader { id } => {
+                let term = client.transfer_leader(*id).await?;
+                writeln!(out, "node {id} leads, term {term}").map_err(CliError::Stdout)
+            }
             _ => Err(CliError::Usage(
                 "over --server only put, get, del, cas, scan, search, import, define-index, \
                  define-text-index, cluster-status, backup, add-learner, add-voters, \
-                 remove-voters and set-address are available; \
+                 remove-voters, set-address and transfer-leader are available; \
                  the other commands need --db DIR"
                     .into(),
             )),

@@ -534,6 +534,21 @@ impl Client {
         .await
     }
 
+    /// Hand the leadership to voter `node_id`; returns the term it leads in. The leader
+    /// takes no request for the half second or so this takes (they are retried).
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Refused` for a node that is not a voter.
+    pub async fn transfer_leader(&self, node_id: u64) -> Result<u64, ClientError> {
+        let resp = self
+            .call(Kind::Write, |mut c, token| {
+                let req = with_token(pb::TransferLeaderRequest { node_id }, token.as_deref());
+                async move { c.transfer_leader(req).await }
+            })
+            .await?;
+        Ok(resp.term)
+    }
+
     /// Make learners voters.
     ///
     /// # Errors

@@ -325,6 +325,28 @@ impl PeerClient {
     }
 }
 
+impl PeerClient {
+    /// Ask the peer to stand for election at once (leader transfer), as the leader with
+    /// `vote`; refused unless the peer follows that leader in that term and is a voter.
+    ///
+    /// # Errors
+    /// The peer's refusal, or why it could not be reached within `ttl`.
+    pub async fn timeout_now(&self, vote: &Vote<NodeId>, ttl: Duration) -> Result<(), String> {
+        let mut client = self
+            .client
+            .clone()
+            .map_err(|e| format!("node {}: {e}", self.target))?;
+        let req = self.request(pb::TimeoutNowRequest {
+            vote: Some(convert::vote_to_pb(vote)),
+        });
+        match tokio::time::timeout(ttl, client.timeout_now(req)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(status)) => Err(format!("node {}: {}", self.target, status.message())),
+            Err(_) => Err(format!("node {}: no answer within {ttl:?}", self.target)),
+        }
+    }
+}
+
 impl RaftNetwork<TypeConfig> for PeerClient {
     async fn append_entries(
         &mut self,

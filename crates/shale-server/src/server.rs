@@ -258,6 +258,7 @@ impl Server {
             .with_cluster(log.cluster_cell());
         let reachability = network.reachability();
         let refusals = Arc::new(Refusals::default());
+        let peers = network.clone();
         let raft = Raft::new(cfg.node_id, raft_config, network, log.clone(), sm.clone())
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;
@@ -293,6 +294,7 @@ impl Server {
                 cfg.node_id,
                 Duration::from_millis(cfg.request_timeout_ms),
                 cfg.embed_once,
+                peers,
             ))
             .max_decoding_message_size(MAX_REQUEST_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),

@@ -26,6 +26,7 @@
 
 mod query;
 mod raft;
+mod transfer;
 
 pub use raft::RaftService;
 
@@ -39,6 +40,7 @@ use tonic::{Request, Response, Status};
 
 use crate::access::WriteGrant;
 use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied, SessionSeq};
+use crate::network::NetworkFactory;
 use crate::pb;
 use crate::proposer::{Outcome, Proposer};
 use crate::state_machine::StateMachineStore;
@@ -46,6 +48,7 @@ use crate::{NodeId, Raft};
 use query::Query;
 use shale_search::vector::Metric;
 use shale_search::Analyzer;
+use transfer::Handover;
 
 /// Propose `cmd` (validated) as one log entry and wait until it is applied here: its index
 /// and response, or the error a client sees (see the module documentation).
@@ -205,6 +208,9 @@ pub struct KvService {
     node_id: NodeId,
     timeout: Duration,
     proposer: Proposer,
+    /// How this node reaches its peers: a leader transfer sends `TimeoutNow`.
+    peers: NetworkFactory,
+    handover: Handover,
 }
 
 impl KvService {
@@ -217,6 +223,7 @@ impl KvService {
         node_id: NodeId,
         timeout: Duration,
         embed_once: bool,
+        peers: NetworkFactory,
     ) -> Self {
         let embedder = embed_once.then(|| sm.clone());
         KvService {
@@ -225,6 +232,8 @@ impl KvService {
             sm,
             node_id,
             timeout,
+            peers,
+            handover: Handover::default(),
         }
     }
 
@@ -236,6 +245,7 @@ impl KvService {
         self.sm
             .check_indexes(&cmd)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.handover.check()?;
         tokio::time::timeout(self.timeout, self.proposer.propose(cmd))
             .await
             .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?
@@ -245,6 +255,7 @@ impl KvService {
     /// confirmed it after the read arrived, and it applied up to the commit index then.
     /// Returns the log index reads may then see up to.
     async fn read_barrier(&self) -> Result<u64, Status> {
+        self.handover.check()?;
         let check = tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
             .await
             .map_err(|_| retry_safe(Status::unavailable("leadership not confirmed in time")))?;
@@ -484,6 +495,7 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::AddLearnerRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        self.handover.check()?;
         let r = req.into_inner();
         crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
         let was_leader = role(&self.raft, self.node_id) != Role::Other;
@@ -501,6 +513,7 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::ChangeVotersRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        self.handover.check()?;
         let r = req.into_inner();
         let change = match (r.add.is_empty(), r.remove.is_empty()) {
             (false, true) => openraft::ChangeMembers::AddVoterIds(r.add.into_iter().collect()),
@@ -521,6 +534,7 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::SetAddressRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        self.handover.check()?;
         let r = req.into_inner();
         crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
         let membership = self.raft.metrics().borrow().membership_config.clone();
@@ -549,6 +563,24 @@ impl pb::kv_server::Kv for KvService {
         );
         let result = self.raft.change_membership(change, false).await;
         self.membership(grant, result, was_leader)
+    }
+
+    async fn transfer_leader(
+        &self,
+        req: Request<pb::TransferLeaderRequest>,
+    ) -> Result<Response<pb::TransferLeaderResponse>, Status> {
+        WriteGrant::of(&req)?;
+        let to = req.into_inner().node_id;
+        let term = transfer::transfer(
+            &self.raft,
+            self.node_id,
+            &self.peers,
+            &self.handover,
+            to,
+            self.timeout,
+        )
+        .await?;
+        Ok(Response::new(pb::TransferLeaderResponse { term }))
     }
 
     type BackupStream = tokio_stream::wrappers::ReceiverStream<Result<pb::BackupFrame, Status>>;

@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::Cluster;
@@ -435,5 +437,83 @@ async fn a_replica_that_moves_to_another_port_is_reached_there() {
         client.get(b"after").await.expect("get"),
         Some(b"2".to_vec())
     );
+    cluster.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_leadership_moves_to_the_voter_named_with_writes_flowing() {
+    let cluster = Cluster::start(3, common::timings()).await;
+    let client = Client::new(cluster.endpoints(), None)
+        .expect("client")
+        .with_deadline(Duration::from_secs(15));
+    client.put(b"before", b"1").await.expect("put");
+    let first = cluster.leader(Duration::from_secs(10)).await;
+    let ids: Vec<u64> = cluster.addrs.keys().copied().collect();
+
+    // Refused: a node that is not a member. The leader itself: nothing changes.
+    assert!(matches!(
+        client.transfer_leader(99).await,
+        Err(ClientError::Refused(_))
+    ));
+    let term = cluster.server(first).raft().metrics().borrow().current_term;
+    assert_eq!(
+        client.transfer_leader(first).await.expect("to itself"),
+        term
+    );
+
+    // A writer goes on meanwhile; every write it has acknowledged must be there after.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let client = Client::new(cluster.endpoints(), None)
+            .expect("client")
+            .with_deadline(Duration::from_secs(15));
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            // Requests the leader refuses while it hands over are retried by the client;
+            // a write that fails anyway is not acknowledged, and not checked.
+            let (mut acknowledged, mut failed) = (Vec::new(), 0);
+            for i in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                match client.put(&key(i), &value(i)).await {
+                    Ok(_) => acknowledged.push(i),
+                    Err(_) => failed += 1,
+                }
+            }
+            (acknowledged, failed)
+        })
+    };
+    // Each follower in turn, then back: each time the node named leads, in a later term.
+    let order: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|id| *id != first)
+        .chain([first])
+        .collect();
+    let mut term = term;
+    for to in order {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let start = std::time::Instant::now();
+        let led = client.transfer_leader(to).await.expect("transfer");
+        eprintln!("node {to} leads after {:?}", start.elapsed());
+        assert!(led > term, "node {to} leads in term {led}, after {term}");
+        term = led;
+        assert_eq!(cluster.leader(Duration::from_secs(10)).await, to);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (acknowledged, failed) = writer.await.expect("writer");
+    assert!(
+        acknowledged.len() > 10 && failed <= 1,
+        "{} writes acknowledged, {failed} failed",
+        acknowledged.len()
+    );
+    for i in acknowledged {
+        assert_eq!(
+            client.get(&key(i)).await.expect("get"),
+            Some(value(i)),
+            "write {i}"
+        );
+    }
     cluster.stop_all().await;
 }

@@ -133,6 +133,47 @@ impl pb::raft_server::Raft for RaftService {
         Ok(Response::new(convert::vote_response_to_pb(&resp)))
     }
 
+    async fn timeout_now(
+        &self,
+        req: Request<pb::TimeoutNowRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        self.check_target(&req)?;
+        self.check_cluster(&req, false)?;
+        let from = convert::vote_from_pb(req.into_inner().vote)?;
+        {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            let sender = from.leader_id.node_id;
+            if m.current_leader != Some(sender) || m.current_term != from.leader_id.term {
+                return Err(Status::failed_precondition(format!(
+                    "node {sender} in term {} is not the leader here (node {:?}, term {})",
+                    from.leader_id.term, m.current_leader, m.current_term
+                )));
+            }
+            if !m
+                .membership_config
+                .membership()
+                .voter_ids()
+                .any(|v| v == self.node_id)
+            {
+                return Err(Status::failed_precondition(format!(
+                    "node {} is not a voter",
+                    self.node_id
+                )));
+            }
+        }
+        tracing::info!(
+            "node {} hands its leadership here: standing for election",
+            from.leader_id.node_id
+        );
+        self.raft
+            .trigger()
+            .elect()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
     async fn install_snapshot(
         &self,
         req: Request<Streaming<pb::SnapshotFrame>>,
