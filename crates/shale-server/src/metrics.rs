@@ -32,10 +32,11 @@ use crate::state_machine::StateMachineStore;
 use crate::Raft;
 
 /// Every gRPC method a node serves, by request path; any other path counts as `other`.
-pub const METHODS: [&str; 19] = [
+pub const METHODS: [&str; 21] = [
     "/shale.v1.Raft/AppendEntries",
     "/shale.v1.Raft/Vote",
     "/shale.v1.Raft/InstallSnapshot",
+    "/shale.v1.Raft/TimeoutNow",
     "/shale.v1.Kv/Get",
     "/shale.v1.Kv/Put",
     "/shale.v1.Kv/Delete",
@@ -48,6 +49,7 @@ pub const METHODS: [&str; 19] = [
     "/shale.v1.Kv/AddLearner",
     "/shale.v1.Kv/ChangeVoters",
     "/shale.v1.Kv/SetAddress",
+    "/shale.v1.Kv/TransferLeader",
     "/shale.v1.Kv/OpenSession",
     "/shale.v1.Kv/Backup",
     "/grpc.health.v1.Health/Check",
