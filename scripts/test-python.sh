@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Python package's tests: builds crates/shale-py into a virtual environment under
 # target/ and runs its pytest suite. Called by scripts/test.sh after the cargo tests;
-# works alone too. Needs only python3 (with venv) and the Rust toolchain; maturin and
-# pytest come from PyPI at the pinned versions below.
+# works alone too. Needs only python3 (with venv) and the Rust toolchain; maturin, pytest,
+# numpy and LangChain's test packages come from PyPI at the pinned versions below.
 #
 #   SHALE_PY_PROFILE  cargo profile of the extension. Default: dev. Its dependencies are
 #                     built exactly as `cargo test --workspace` builds them (opt-level 2,
@@ -24,6 +24,10 @@ maturin_version="1.16.0"
 pytest_version="9.2.0"
 # The index API takes and returns numpy arrays (crates/shale-py/src/vectors.rs).
 numpy_version="2.4.6"
+# shale.langchain's tests run LangChain's standard vector store suite (langchain-tests, which
+# brings pytest-asyncio); langchain-core at the version that suite was run with here.
+langchain_core_version="1.8.3"
+langchain_tests_version="1.1.9"
 profile="${SHALE_PY_PROFILE:-dev}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/py-venv"
@@ -40,11 +44,12 @@ if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
     fi
 fi
 # Reinstall only when the pins change.
-stamp="$venv/.pins-maturin-$maturin_version-pytest-$pytest_version-numpy-$numpy_version"
+pins=("maturin==$maturin_version" "pytest==$pytest_version" "numpy==$numpy_version"
+    "langchain-core==$langchain_core_version" "langchain-tests==$langchain_tests_version")
+stamp="$venv/.pins-$(echo "${pins[*]}" | tr ' =' '-_')"
 if [[ ! -f "$stamp" ]]; then
-    echo "== pip install maturin==$maturin_version pytest==$pytest_version numpy==$numpy_version"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "maturin==$maturin_version" "pytest==$pytest_version" "numpy==$numpy_version"
+    echo "== pip install ${pins[*]}"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
     touch "$stamp"
 fi
 

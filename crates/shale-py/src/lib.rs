@@ -95,6 +95,34 @@ fn vector_value<'py>(
     ))
 }
 
+/// The vector and payload of a value `vector_value` made (as `Index.put_vector` writes
+/// it): a float32 array and bytes. `InvalidArgumentError` for any other value.
+#[pyfunction]
+fn decode_vector_value<'py>(
+    py: Python<'py>,
+    value: &[u8],
+) -> PyResult<(
+    Bound<'py, numpy::PyArray1<f32>>,
+    Bound<'py, pyo3::types::PyBytes>,
+)> {
+    match shale_search::semantic::decode_vector_value(value) {
+        Some(Ok(v)) => Ok((
+            numpy::PyArray1::from_vec(py, v.vector),
+            pyo3::types::PyBytes::new(py, v.payload),
+        )),
+        Some(Err(why)) => Err(errors::new_err(
+            py,
+            "InvalidArgumentError",
+            format!("a malformed vector value: {why}"),
+        )),
+        None => Err(errors::new_err(
+            py,
+            "InvalidArgumentError",
+            "not a vector value".into(),
+        )),
+    }
+}
+
 /// Close the databases that have an index with a Python embedder; the package registers
 /// it with `atexit` (see `shared.rs`).
 #[pyfunction]
@@ -112,6 +140,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ttl::TtlDb>()?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(vector_value, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_vector_value, m)?)?;
     m.add_function(wrap_pyfunction!(_close_for_exit, m)?)?;
     m.add_class::<db::Db>()?;
     m.add_class::<batch::WriteBatch>()?;

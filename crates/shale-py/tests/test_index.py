@@ -61,6 +61,13 @@ def test_vectors_round_trip_through_numpy(db):
     assert db[keys[7]] == shale.vector_value(vectors[7], payloads[7])
     stored = np.frombuffer(db[keys[7]], dtype="<f4", count=dim, offset=6)
     np.testing.assert_array_equal(stored, vectors[7])
+    # decode_vector_value takes it apart again; any other value is refused.
+    vector, payload = shale.decode_vector_value(db[keys[7]])
+    assert vector.dtype == np.float32 and payload == payloads[7]
+    np.testing.assert_array_equal(vector, vectors[7])
+    for not_one in (b"plain text", b"", db[keys[7]][:5]):
+        with pytest.raises(shale.InvalidArgumentError):
+            shale.decode_vector_value(not_one)
 
     for i in (0, 42, 199):
         for query in (vectors[i], vectors[i].astype(np.float64), vectors[i].tolist()):

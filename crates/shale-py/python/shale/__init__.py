@@ -58,6 +58,7 @@ from ._shale import (
     Transaction,
     TtlDB,
     WriteBatch,
+    decode_vector_value,
     open,
     open_ttl,
     repair,
