@@ -2,7 +2,7 @@
 # The Python package's tests: builds crates/shale-py into a virtual environment under
 # target/ and runs its pytest suite. Called by scripts/test.sh after the cargo tests;
 # works alone too. Needs only python3 (with venv) and the Rust toolchain; maturin, pytest,
-# numpy and LangChain's test packages come from PyPI at the pinned versions below.
+# numpy, LangChain's and LlamaIndex's packages come from PyPI at the pinned versions below.
 #
 #   SHALE_PY_PROFILE  cargo profile of the extension. Default: dev. Its dependencies are
 #                     built exactly as `cargo test --workspace` builds them (opt-level 2,
@@ -28,6 +28,8 @@ numpy_version="2.4.6"
 # brings pytest-asyncio); langchain-core at the version that suite was run with here.
 langchain_core_version="1.8.3"
 langchain_tests_version="1.1.9"
+# shale.llama_index's tests.
+llama_index_core_version="0.14.25"
 profile="${SHALE_PY_PROFILE:-dev}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/py-venv"
@@ -45,7 +47,8 @@ if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
 fi
 # Reinstall only when the pins change.
 pins=("maturin==$maturin_version" "pytest==$pytest_version" "numpy==$numpy_version"
-    "langchain-core==$langchain_core_version" "langchain-tests==$langchain_tests_version")
+    "langchain-core==$langchain_core_version" "langchain-tests==$langchain_tests_version"
+    "llama-index-core==$llama_index_core_version")
 stamp="$venv/.pins-$(echo "${pins[*]}" | tr ' =' '-_')"
 if [[ ! -f "$stamp" ]]; then
     echo "== pip install ${pins[*]}"
