@@ -17,9 +17,9 @@
 //! and each one's state machine is opened from its directory and hashed: the hashes and
 //! applied indexes must agree.
 //!
-//! With `--netns` (root, ip(8)) each server runs in a network namespace of its own, joined
-//! to the others by a veth pair and a bridge (10.77.0.0/24) that the run creates and
-//! removes, and the faults add partitions: a node's link is cut for 2 s, isolating it
+//! With `--netns` (root, ip(8); `netns.rs`) each server runs in a network namespace of its
+//! own, joined to the others by a veth pair and a bridge (10.77.0.0/24) that the run
+//! creates and removes, and the faults add partitions: a node's link is cut for 2 s, isolating it
 //! (the leader half the time) from the other two and from the clients, or one direction
 //! of it is (what the node sends, or what it receives).
 //!
@@ -39,7 +39,9 @@ use shale_client::pb::MembershipResponse;
 use shale_client::Client;
 use shale_rng::XorShift64Star as Rng;
 
+mod netns;
 mod workload;
+use netns::{host_link, ip, netns_down, netns_up, node_link, ns_name, one_way};
 use workload::{client_loop, History};
 
 #[derive(Parser, Debug, Clone)]
@@ -71,87 +73,6 @@ struct Args {
     /// (needs root and ip(8)).
     #[arg(long)]
     netns: bool,
-}
-
-const BRIDGE: &str = "shale-br0";
-
-fn ns_name(id: u64) -> String {
-    format!("shale-chaos-{id}")
-}
-
-fn host_link(id: u64) -> String {
-    format!("shale-h{id}")
-}
-
-/// Run `tool` with `args`; its error output if it fails.
-fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(tool)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{tool} {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{tool} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Run `ip` with `args`.
-fn ip(args: &[&str]) -> Result<(), String> {
-    run_tool("ip", args)
-}
-
-/// Remove the namespaces and the bridge, whatever is left of them.
-fn netns_down() {
-    for id in 1..=3u64 {
-        let _ = ip(&["netns", "del", &ns_name(id)]);
-        let _ = ip(&["link", "del", &host_link(id)]);
-    }
-    let _ = ip(&["link", "del", BRIDGE]);
-}
-
-/// Drop (`on`) or pass again every packet sent out of `dev` (in namespace `ns`): a queue
-/// of length 0 as its root queueing discipline. tc's filters and netem need kernel
-/// modules a container may lack; `pfifo` does not.
-fn one_way(ns: Option<&str>, dev: &str, on: bool) -> Result<(), String> {
-    let mut args: Vec<&str> = Vec::new();
-    if let Some(ns) = ns {
-        args.extend(["-n", ns]);
-    }
-    if on {
-        args.extend(["qdisc", "add", "dev", dev, "root", "pfifo", "limit", "0"]);
-    } else {
-        args.extend(["qdisc", "del", "dev", dev, "root"]);
-    }
-    run_tool("tc", &args)
-}
-
-/// A bridge at 10.77.0.1 and, per node, a namespace whose end of a veth pair is
-/// 10.77.0.(10 + id).
-fn netns_up() -> Result<(), String> {
-    netns_down();
-    ip(&["link", "add", BRIDGE, "type", "bridge"])?;
-    ip(&["addr", "add", "10.77.0.1/24", "dev", BRIDGE])?;
-    ip(&["link", "set", BRIDGE, "up"])?;
-    for id in 1..=3u64 {
-        let ns = ns_name(id);
-        let host = host_link(id);
-        let inner = format!("shale-n{id}");
-        let addr = format!("10.77.0.{}/24", 10 + id);
-        ip(&["netns", "add", &ns])?;
-        ip(&["link", "add", &host, "type", "veth", "peer", "name", &inner])?;
-        ip(&["link", "set", &inner, "netns", &ns])?;
-        ip(&["link", "set", &host, "master", BRIDGE])?;
-        ip(&["link", "set", &host, "up"])?;
-        ip(&["-n", &ns, "addr", "add", &addr, "dev", &inner])?;
-        ip(&["-n", &ns, "link", "set", &inner, "up"])?;
-        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-    }
-    Ok(())
 }
 
 struct Node {
@@ -433,7 +354,7 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Rounds
                 // One direction of the node's link: what it sends (its end of the veth
                 // pair) or what it receives (the bridge's end).
                 let (ns, dev, what) = if rng.below(2) == 0 {
-                    (Some(ns_name(id)), format!("shale-n{id}"), "sends")
+                    (Some(ns_name(id)), node_link(id), "sends")
                 } else {
                     (None, host_link(id), "receives")
                 };
