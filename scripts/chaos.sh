@@ -3,10 +3,10 @@
 # shale-server processes under kills, a replica removed and added back, pauses, partitions
 # (as root) and whole-cluster restarts, 8 clients recording every call; porcupine (chaos/,
 # Go) must find the history linearizable, and must find the first negative control's (a
-# server that reads without the read index) not. The second negative control, a vote written without fsync, must
-# make tests/vote_durability.rs and tests/cluster_vote_power_loss.rs fail on MemFs. After
-# every fault a leader must be elected within a bound; the third, elections 100 times
-# slower, must fail the run for want of one.
+# server that reads without the read index) not. The second negative control, a vote
+# written without fsync, must make both modules of the server's `vote_power_loss` test
+# binary fail on MemFs. After every fault a leader must be elected within a bound; the
+# third, elections 100 times slower, must fail the run for want of one.
 # SHALE_CHAOS_SECONDS sets the length of each run (default 40).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +81,7 @@ echo "== negative control 2: a vote written without fsync must be caught on MemF
 # Twice: by the log store alone, and by an in-process cluster whose checker sees a
 # replica that lost its vote elect a second, lower leader.
 if cargo test "${packages[@]}" --features "$features",shale-server/negative-control-unsynced-vote \
-    --test vote_durability a_saved_vote_survives_a_power_loss >"$work/vote.log" 2>&1; then
+    --test vote_power_loss vote_durability::a_saved_vote_survives_a_power_loss >"$work/vote.log" 2>&1; then
     echo "FAIL: the vote durability test passed with an unsynced vote"
     exit 1
 fi
@@ -92,7 +92,7 @@ if ! grep -q "a vote acknowledged before the power loss is gone" "$work/vote.log
 fi
 echo "caught: the vote was lost by the power loss"
 if cargo test "${packages[@]}" --features "$features",shale-server/negative-control-unsynced-vote \
-    --test cluster_vote_power_loss >"$work/vote-cluster.log" 2>&1; then
+    --test vote_power_loss cluster_vote_power_loss:: >"$work/vote-cluster.log" 2>&1; then
     echo "FAIL: the in-process cluster elected no second leader with an unsynced vote"
     exit 1
 fi

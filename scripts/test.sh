@@ -23,32 +23,35 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 stage "the engine's module graph (no import cycle, no upward import)"
 python3 scripts/check-modules.py --self-test
 python3 scripts/check-modules.py
-stage "cargo test (with the fuzz entry points, for tests/fuzz_smoke.rs)"
+stage "cargo test (with the fuzz entry points, for the fuzz_smoke tests)"
 cargo test --workspace --features shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing
 stage "R9: every fuzz target for 60 s, the server's for 20 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
 fuzz_log="$(mktemp)"
 bench_tmp=""
 # Temporary files go whether the script passes or fails.
 trap 'rm -rf "$fuzz_log" ${bench_tmp:+"$bench_tmp"}' EXIT
-# The fuzz_smoke binaries the test stage just built, run directly: `cargo test -p <crate>`
-# would resolve a narrower feature set and rebuild the crates under it.
+# The integration test binaries the test stage just built, run directly on their fuzz_smoke
+# module: `cargo test -p <crate>` would resolve a narrower feature set and rebuild the crates
+# under it.
 fuzz_features=shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing
 declare -A fuzz_bin
 while read -r crate bin; do
     fuzz_bin[$crate]="$bin"
-done < <(cargo test --workspace --features "$fuzz_features" --test fuzz_smoke --no-run --message-format=json 2>/dev/null |
+done < <(cargo test --workspace --features "$fuzz_features" --test engine --test search --test server \
+    --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "fuzz_smoke":
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["target"]["src_path"].split("/crates/")[1].split("/")[0], m["executable"])
 ')
 # The server's three decoders are small and fast: 20 s each covers millions of inputs.
 for crate_seconds in shale:60 shale-search:60 shale-server:20; do
     crate="${crate_seconds%%:*}"
-    bin="${fuzz_bin[$crate]:?no fuzz_smoke binary built for $crate}"
-    if ! SHALE_FUZZ_SECONDS="${crate_seconds##*:}" "$bin" --test-threads=2 --nocapture >"$fuzz_log" 2>&1; then
+    bin="${fuzz_bin[$crate]:?no integration test binary built for $crate}"
+    if ! SHALE_FUZZ_SECONDS="${crate_seconds##*:}" "$bin" fuzz_smoke:: --test-threads=2 --nocapture \
+        >"$fuzz_log" 2>&1; then
         cat "$fuzz_log"
         exit 1
     fi

@@ -69,7 +69,7 @@ pub(crate) const ORT_LIBRARY: ModelFile = ModelFile {
 /// model, the sha256 of the files that decide its vectors, and the steps around it. The
 /// runtime is not in it: `model.onnx` holds the very floats of `model.safetensors`, and both
 /// runtimes give the same vector to within float rounding (3e-7 a component, as one runtime
-/// gives between two batches; `tests/onnx_quality_guard.rs` holds them to it), so an index
+/// gives between two batches; `tests/embed/onnx_quality_guard.rs` holds them to it), so an index
 /// built by one is reused by the other instead of embedded again.
 pub(crate) fn model_id() -> String {
     format!(

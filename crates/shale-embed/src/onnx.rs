@@ -2,7 +2,7 @@
 //! candle reference ([`crate::text`]), with the transformer run by ONNX Runtime's CPU
 //! kernels on `model.onnx`, a graph written from the very same weights
 //! (`scripts/minilm-to-onnx.py`). The vectors are the reference's to within float rounding
-//! (`tests/onnx_quality_guard.rs`), at three to four times its speed (BENCHMARKS.md).
+//! (`tests/embed/onnx_quality_guard.rs`), at three to four times its speed (BENCHMARKS.md).
 //!
 //! ONNX Runtime is loaded at run time (`ort`'s `load-dynamic`) from
 //! `libonnxruntime.so.1.31.1` in the model directory, which `scripts/fetch-model.sh` takes out

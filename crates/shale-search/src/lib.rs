@@ -12,7 +12,7 @@
 // Bytes from disk and arguments from users never reach an unchecked unwrap or index.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-/// Fuzz entry points, one per decoder (used by `fuzz/` and `tests/fuzz_smoke.rs`).
+/// Fuzz entry points, one per decoder (used by `fuzz/` and `tests/search/fuzz_smoke.rs`).
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod hybrid;

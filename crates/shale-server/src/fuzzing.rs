@@ -4,7 +4,7 @@
 //! error, never panics; an entry decodes to one that encodes to the same entry; and a
 //! message the codec lets through decodes into no more elements than fields it counted.
 //! The cargo-fuzz project in `fuzz/` calls these functions, one target each;
-//! `tests/fuzz_smoke.rs` runs them on every `cargo test` with the engine's shared driver,
+//! `tests/server/fuzz_smoke.rs` runs them on every `cargo test` with the engine's shared driver,
 //! [`shale::fuzzing::harness`].
 
 use std::collections::BTreeMap;

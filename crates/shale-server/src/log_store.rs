@@ -474,8 +474,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::new();
         batch.put(LOG_KEY_VOTE, format::encode_vote(vote));
         // The second negative control: a vote that is not synced must be caught by
-        // tests/vote_durability.rs and tests/cluster_vote_power_loss.rs (scripts/chaos.sh
-        // runs them with this feature on).
+        // both modules of tests/vote_power_loss/ (scripts/chaos.sh runs them with this
+        // feature on).
         let opts = if cfg!(feature = "negative-control-unsynced-vote") {
             WriteOptions::default()
         } else {

@@ -9,7 +9,7 @@
 //! [`crate::network::Reachability`] logs each change of a peer's reachability once
 //! instead. They are recognized by their call sites in openraft (pinned exactly in
 //! Cargo.toml), listed in [`OPENRAFT_NOISE`] with one more that is routine in an election;
-//! `tests/node_observability.rs` checks that a node whose peers are down or starting logs
+//! `tests/server/node_observability.rs` checks that a node whose peers are down or starting logs
 //! no warning.
 
 use std::io::IsTerminal;

@@ -1,6 +1,7 @@
 //! What a long randomized trial needs around it: panics counted in every thread
 //! (background threads included, so a trial that catches its own panic still fails if any
-//! thread panicked), and counts from the environment.
+//! thread panicked), a process of its own to count them in, and counts from the
+//! environment.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
@@ -22,6 +23,46 @@ pub fn count_panics() {
 /// Panics counted so far.
 pub fn panics() -> u64 {
     PANICS.load(Ordering::Relaxed)
+}
+
+/// Run the calling test alone in a child process of its test binary, and return `true`
+/// there, where the test goes on; in the parent, wait for the child, fail with its output
+/// unless it passed, and return `false`. For a trial that counts every panic of its
+/// process ([`count_panics`]): the other tests of the binary run in the same process, and
+/// a panic of theirs would count against it.
+///
+/// `module` is the caller's `module_path!()`, `test` its function's name.
+pub fn in_own_process(module: &str, test: &str) -> bool {
+    const CHILD: &str = "SHALE_TRIAL_IN_OWN_PROCESS";
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    // libtest names a test by its path without the crate's name.
+    let name = match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{test}"),
+        None => test.to_string(),
+    };
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("starting the test binary again");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Shown by the harness when this test fails, or with --nocapture.
+    print!("{stdout}");
+    eprint!("{stderr}");
+    assert!(
+        out.status.success(),
+        "{name} failed in its own process ({})",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "{name} did not run in its own process: no test of that name"
+    );
+    false
 }
 
 /// A count from the environment, or `default` (CI mode).

@@ -14,7 +14,7 @@ mod db;
 pub mod error;
 pub(crate) mod filename;
 pub mod fs;
-/// Fuzz entry points, one per decoder (used by `fuzz/` and `tests/fuzz_smoke.rs`).
+/// Fuzz entry points, one per decoder (used by `fuzz/` and `tests/engine/fuzz_smoke.rs`).
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod inspect;

@@ -2,7 +2,7 @@
 //! graph file and the vector store's values. Whatever the bytes, a decoder returns a value
 //! or a typed error, never panics, and what it decodes encodes to bytes that decode to the
 //! same value. The cargo-fuzz project in `fuzz/` calls these functions, one target each;
-//! `tests/fuzz_smoke.rs` runs them on every `cargo test` with the engine's shared driver,
+//! `tests/search/fuzz_smoke.rs` runs them on every `cargo test` with the engine's shared driver,
 //! [`shale::fuzzing::harness`].
 
 mod vector;
@@ -21,7 +21,7 @@ pub const TARGETS: &[(&str, Target)] = &[
 ];
 
 /// Valid inputs for `target`, made by the layer's own encoders: the starting corpus of the
-/// fuzz targets and of `tests/fuzz_smoke.rs`. Unknown names give no seeds.
+/// fuzz targets and of `tests/search/fuzz_smoke.rs`. Unknown names give no seeds.
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
     match target {
         "text_records" => text_seeds(),

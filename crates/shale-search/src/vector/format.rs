@@ -1,5 +1,6 @@
 //! The HNSW graph file: encode and decode side by side. docs/format.md, section "The HNSW
-//! graph file", is the description; `tests/format_examples/vector.rs` decodes its worked example.
+//! graph file", is the description; `tests/search/format_examples/vector.rs` decodes its
+//! worked example.
 //!
 //! ```text
 //! graph   := header node{node_count} trailer

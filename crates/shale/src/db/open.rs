@@ -33,7 +33,7 @@ use crate::wal::{LogReader, LogWriter};
 /// How many times a read-only open starts over after a file it was about to read was
 /// deleted by the database's writer. A try after the first opens only the tables that are
 /// new since the last, so it is short; a writer that flushes and compacts every few
-/// milliseconds on a loaded machine (`tests/read_only.rs`) made 10 tries too few.
+/// milliseconds on a loaded machine (`tests/engine/read_only.rs`) made 10 tries too few.
 const READ_ONLY_TRIES: usize = 100;
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<Arc<DbInner>> {

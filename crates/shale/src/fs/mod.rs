@@ -5,7 +5,8 @@
 //! operation, can be substituted. [`PosixFs`] is the real one; [`MemFs`] (`mem.rs`) keeps
 //! files in memory and produces the image a `kill -9` or a power loss would leave;
 //! [`FaultFs`] (`fault.rs`) wraps another and fails the k-th operation with `EIO` or
-//! `ENOSPC`. Tests in `tests/crash_power_loss.rs` and `tests/io_error_sweep.rs` use them.
+//! `ENOSPC`. Tests in `tests/engine/crash_power_loss.rs` and `tests/engine/io_error_sweep.rs`
+//! use them.
 //!
 //! Two kinds of writable file exist because they have different durability shapes:
 //! - [`FileSystem::create`] gives a buffered sequential writer (SSTables, the manifest):

@@ -243,9 +243,10 @@ pub fn assert_every_target_tested(targets: &[(&str, Target)], tested: &[&str]) {
     }
 }
 
-/// A crate's fuzz smoke tests (its `tests/fuzz_smoke.rs`): one `#[test]` per target,
-/// running [`smoke`] with the given numbers of mutants and random inputs, and the two tests
-/// every such file has: that each of `targets` has its test, and [`write_corpus`].
+/// A crate's fuzz smoke tests (the `fuzz_smoke` module of its integration tests): one
+/// `#[test]` per target, running [`smoke`] with the given numbers of mutants and random
+/// inputs, and the two tests every such module has: that each of `targets` has its test,
+/// and [`write_corpus`].
 ///
 /// ```ignore
 /// shale::fuzz_smoke_tests! {

@@ -4,7 +4,7 @@
 //! broken: whatever the bytes, the decoder returns a value or a typed [`Error`] (for file
 //! decoders, `Error::Corruption`), and where the engine has an encoder, decoding what it
 //! encoded gives back what went in. The cargo-fuzz project in `fuzz/` calls these
-//! functions, one target each; `tests/fuzz_smoke.rs` runs them on every `cargo test` over
+//! functions, one target each; `tests/engine/fuzz_smoke.rs` runs them on every `cargo test` over
 //! the seeds in `seeds.rs` and mutations of them.
 //!
 //! Most targets read their first byte as a *mode*: an even mode hands the rest of the

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Valid inputs for `target`, made by the engine's own encoders: the starting corpus of the
-/// fuzz targets and of `tests/fuzz_smoke.rs`. Unknown names give no seeds.
+/// fuzz targets and of `tests/engine/fuzz_smoke.rs`. Unknown names give no seeds.
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
     let with_mode = |m: u8, rest: &[u8]| {
         let mut v = vec![m];

@@ -339,7 +339,7 @@ mod tests {
     #[test]
     fn footer_worked_example() {
         // The layout, byte by byte, with made-up handles (the real worked example of
-        // docs/format.md is checked by tests/format_examples/).
+        // docs/format.md is checked by tests/engine/format_examples/).
         let f = Footer {
             filter: None,
             properties: BlockHandle::new(0x10, 0x20),

@@ -58,7 +58,7 @@
 //!
 //! The pruning compares with a margin of 1e-9 relative, so a rounding difference between
 //! a sum of bounds and a score can never drop a document that belongs in the top k: the
-//! result is the exhaustive one (tests/keyword_oracle.rs checks it on every query).
+//! result is the exhaustive one (tests/search/keyword_oracle.rs checks it on every query).
 
 mod cursor;
 mod top;
