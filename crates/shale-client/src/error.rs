@@ -6,6 +6,8 @@
 pub enum ClientError {
     /// The server refused the request before proposing it (reserved key, size limits).
     Refused(String),
+    /// What the request names does not exist (a search of an index never defined).
+    NotFound(String),
     /// The token is missing or wrong.
     Unauthenticated(String),
     /// The token may not do this (a read-only token on a write).
@@ -28,6 +30,7 @@ impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ClientError::Refused(m) => write!(f, "refused: {m}"),
+            ClientError::NotFound(m) => write!(f, "not found: {m}"),
             ClientError::Unauthenticated(m) => write!(f, "unauthenticated: {m}"),
             ClientError::PermissionDenied(m) => write!(f, "permission denied: {m}"),
             ClientError::Timeout { last } => {

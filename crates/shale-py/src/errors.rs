@@ -132,6 +132,7 @@ fn client_error(py: Python<'_>, error: &shale_client::ClientError) -> PyErr {
     use shale_client::ClientError as E;
     let class = match error {
         E::Refused(_) | E::Config(_) => "InvalidArgumentError",
+        E::NotFound(_) => "NotFoundError",
         E::Unauthenticated(_) | E::PermissionDenied(_) => "PermissionDeniedError",
         E::Timeout { .. } => "DeadlineError",
         E::Ambiguous(_) | E::SessionExpired(_) => "AmbiguousError",

@@ -55,6 +55,7 @@ pub(super) fn classify(status: &Status, kind: Kind) -> Next {
             None => Next::Fail(ClientError::Server(message)),
         },
         Code::InvalidArgument | Code::OutOfRange => Next::Fail(ClientError::Refused(message)),
+        Code::NotFound => Next::Fail(ClientError::NotFound(message)),
         // The node served its most calls at once: nothing was read, retry after a pause.
         Code::ResourceExhausted if meta.get(RETRY_HEADER).is_some() => Next::Retry,
         // A request over a size or count bound.

@@ -73,10 +73,14 @@ class DeadlineError(ClusterError, TimeoutError):
     may or may not have been applied."""
 
 
+class NotFoundError(ClusterError, LookupError):
+    """What the call names does not exist on the cluster (a search of an index never
+    defined)."""
+
+
 class PermissionDeniedError(ClusterError, PermissionError):
     """The token is missing or wrong, or a read-only token asked for a write."""
 
 
 class ServerError(ClusterError):
-    """Anything else the cluster answered (an index that does not exist, a node that
-    failed)."""
+    """Anything else the cluster answered (a node that failed)."""
