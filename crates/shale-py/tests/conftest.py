@@ -1,3 +1,14 @@
+"""Fixtures of the Python tests: a database in a temporary directory, and a real
+three-node cluster (the shale-server binary named by $SHALE_SERVER, which
+scripts/test.sh passes, on loopback ports picked here, in a temporary directory, stopped
+at the end of the module that asked for it)."""
+
+import os
+import signal
+import socket
+import subprocess
+import uuid
+
 import pytest
 
 import shale
@@ -12,3 +23,76 @@ def db_path(tmp_path):
 def db(db_path):
     with shale.open(db_path) as db:
         yield db
+
+
+SERVER = os.environ.get("SHALE_SERVER")
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+class _Nodes:
+    def __init__(self, directory):
+        self.dir = directory
+        ports = _free_ports(3)
+        self.addrs = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+        self.procs = {}
+
+    def start(self, node):
+        args = [SERVER, "--id", str(node), "--listen", self.addrs[node],
+                "--data-dir", str(self.dir / f"node-{node}")]
+        for peer, addr in self.addrs.items():
+            if peer != node:
+                args += ["--peer", f"{peer}={addr}"]
+        if node == 1:
+            args.append("--bootstrap")
+        log = open(self.dir / f"node-{node}.log", "ab")
+        self.procs[node] = subprocess.Popen(args, stdout=log, stderr=log)
+
+    def kill(self, node):
+        self.procs[node].send_signal(signal.SIGKILL)
+        self.procs[node].wait(10)
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    if not SERVER or not os.path.exists(SERVER):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs the cluster tests: set SHALE_SERVER to a shale-server binary")
+        pytest.skip("SHALE_SERVER names no shale-server binary")
+    n = _Nodes(tmp_path_factory.mktemp("cluster"))
+    for node in (2, 3, 1):
+        n.start(node)
+    yield n
+    n.stop_all()
+
+
+@pytest.fixture(scope="module")
+def cluster(nodes):
+    c = shale.connect(",".join(nodes.addrs.values()), deadline=20.0)
+    c.put(b"ready", b"1")  # retried until a leader is elected
+    return c
+
+
+@pytest.fixture
+def unique_name():
+    """A name no other test uses, for a store's index and key prefix on a shared cluster."""
+    return "t" + uuid.uuid4().hex[:12]

@@ -1,6 +1,7 @@
 """shale.llama_index: the store as LlamaIndex's own store packages test theirs (the class,
 add and query, delete by document, metadata filters, node and document ids, get, delete
-and clear), then through a VectorStoreIndex, and a reopen. Skipped, saying why, where
+and clear; text search and hybrid queries), over a database and over a three-node
+cluster, then through a VectorStoreIndex, and a reopen. Skipped, saying why, where
 llama-index-core is not installed."""
 
 import pytest
@@ -49,9 +50,13 @@ def query(store, vector, k=4, **kwargs):
     return result
 
 
-@pytest.fixture
-def store(db):
-    s = ShaleVectorStore(db)
+@pytest.fixture(params=["db", "cluster"])
+def store(request, unique_name):
+    """NODES in a store with keywords over a database, then over a three-node cluster."""
+    target = request.getfixturevalue(request.param)
+    s = ShaleVectorStore(
+        target, index_name=unique_name, prefix=unique_name.encode() + b"/", keywords="english"
+    )
     assert s.add(NODES) == ["a", "b", "c", "d"]
     return s
 
@@ -99,6 +104,35 @@ def test_metadata_filters_node_ids_and_document_ids(store):
     assert query(store, [1.0, 0.0, 0.0], k=1, filters=ann, doc_ids=["doc2"]).ids == ["c"]
 
 
+def text_search(store, words, k=3, **kwargs):
+    return store.query(
+        VectorStoreQuery(
+            query_str=words, similarity_top_k=k, mode=VectorStoreQueryMode.TEXT_SEARCH, **kwargs
+        )
+    )
+
+
+def test_text_search_and_hybrid_queries(store):
+    enospc = "the ENOSPC error of a full disk"
+    store.add([TextNode(id_="e", text=enospc, embedding=[0.0, 0.0, 1.0])])
+    found = text_search(store, "enospc")
+    assert found.ids == ["e"] and found.similarities[0] > 0
+    assert found.nodes[0].get_content() == enospc
+    hybrid = store.query(
+        VectorStoreQuery(
+            query_str="text of a",
+            query_embedding=[1.0, 0.0, 0.0],
+            similarity_top_k=2,
+            mode=VectorStoreQueryMode.HYBRID,
+        )
+    )
+    assert hybrid.ids[0] == "a"
+    ann = MetadataFilters(filters=[MetadataFilter(key="author", value="ann")])
+    assert sorted(text_search(store, "text", k=4, filters=ann).ids) == ["a", "c"]
+    store.delete_nodes(node_ids=["e"])
+    assert text_search(store, "enospc").ids == []
+
+
 def test_other_modes_are_refused(store):
     with pytest.raises(NotImplementedError):
         store.query(
@@ -106,6 +140,11 @@ def test_other_modes_are_refused(store):
                 query_embedding=[1.0, 0.0, 0.0], similarity_top_k=1, mode=VectorStoreQueryMode.MMR
             )
         )
+    hybrid_without_words = VectorStoreQuery(
+        query_embedding=[1.0, 0.0, 0.0], similarity_top_k=1, mode=VectorStoreQueryMode.HYBRID
+    )
+    with pytest.raises(ValueError, match="query string"):
+        store.query(hybrid_without_words)
 
 
 def test_get_nodes_delete_nodes_and_clear(store):
@@ -146,3 +185,22 @@ def test_through_a_vector_store_index_and_a_reopen(db_path):
         again = VectorStoreIndex.from_vector_store(ShaleVectorStore(db), embed_model=embed)
         hits = again.as_retriever(similarity_top_k=5).retrieve("cat")
         assert [h.node.get_content() for h in hits] == ["the cat sleeps"]
+
+
+def test_a_vector_store_index_over_a_cluster_answers_hybrid_retrievals(cluster, unique_name):
+    embed = MockEmbedding(embed_dim=8)
+    store = ShaleVectorStore(
+        cluster, index_name=unique_name, prefix=unique_name.encode() + b"/", keywords="english"
+    )
+    index = VectorStoreIndex.from_documents(
+        [Document(text="the cat sleeps", id_="d1"), Document(text="stocks fell", id_="d2")],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=embed,
+    )
+    def retrieve(mode, words, k):
+        return index.as_retriever(similarity_top_k=k, vector_store_query_mode=mode).retrieve(words)
+
+    assert [h.node.get_content() for h in retrieve("text_search", "stocks", 1)] == ["stocks fell"]
+    assert retrieve("hybrid", "cat", 2)[0].node.get_content() == "the cat sleeps"
+    index.delete_ref_doc("d1")
+    assert retrieve("text_search", "cat", 2) == []

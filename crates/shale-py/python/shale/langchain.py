@@ -1,86 +1,85 @@
-"""LangChain's ``VectorStore`` over a Shale database (``pip install shale-db[langchain]``).
+"""LangChain's ``VectorStore`` over a Shale database or cluster
+(``pip install shale-db[langchain]``).
 
     import shale
     from shale.langchain import ShaleVectorStore
 
-    db = shale.open("/tmp/app")
-    store = ShaleVectorStore(embeddings, db)          # any langchain Embeddings
+    db = shale.open("/tmp/app")                       # or shale.connect("host:port,...")
+    store = ShaleVectorStore(embeddings, db, keywords="english")
     store.add_texts(["the cat sleeps", "stocks fell"], metadatas=[{"n": 1}, {"n": 2}])
-    store.similarity_search("where is the cat", k=1)
+    store.similarity_search("where is the cat", k=1)                   # by meaning
+    store.similarity_search("ENOSPC", k=1, mode="keyword")             # BM25
+    store.as_retriever(search_kwargs={"mode": "hybrid"}).invoke("cat")  # both, fused
 
-Each document is one key, ``prefix + id`` (the id as UTF-8), whose value is a vector value
-(``shale.vector_value``): the embedding, and as its payload the document's text and
-metadata in JSON. The keys under ``prefix`` make a vector index of the database
-(``DB.index``, cosine by default), so a write is one atomic batch, and a search sees every
-write made before it and never a deleted or replaced document. The store does not own a
-database it is given; ``ShaleVectorStore.from_texts(..., path=DIR)`` opens one it owns
-(``close()`` closes it).
+Each document is two keys written in one atomic batch (``shale._documents``): its
+embedding with its text, which a vector index and, with ``keywords`` set, a keyword index
+of the same name read, and its metadata in JSON. A search sees every write acknowledged
+before it and never a deleted or replaced document; keyword results are exact BM25 over
+every document, current at every write. The store does not own a database it is given;
+``ShaleVectorStore.from_texts(..., path=DIR)`` opens one it owns (``close()`` closes it).
 
-Filters: ``filter`` is a dict of metadata values a document must equal, or a callable
-``Document -> bool``; a filtered search asks the index for more hits until ``k`` pass or
-the index has no more.
+Search modes: ``"vector"`` (the default), ``"keyword"`` and ``"hybrid"`` (reciprocal rank
+fusion of both, or ``fusion="minmax"``), chosen per call (``mode=``) or for the store
+(``ShaleVectorStore(..., mode=)``). Filters: ``filter`` is a dict of metadata values a
+document must equal, or a callable ``Document -> bool``; a filtered search asks the index
+for more hits until ``k`` pass or the index has no more.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import numpy as np
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
+from pydantic import ConfigDict
 
 import shale
+from shale._documents import DocumentTable, Stored
 
-__all__ = ["ShaleVectorStore"]
+__all__ = ["ShaleRetriever", "ShaleVectorStore"]
 
 Filter = Union[dict, Callable[[Document], bool], None]
 
 
 class ShaleVectorStore(VectorStore):
-    """Documents and their embeddings in a Shale database, under one key prefix."""
+    """Documents and their embeddings in a Shale database (``shale.open``) or cluster
+    (``shale.connect``), under one key prefix."""
 
     def __init__(
         self,
         embedding: Embeddings,
-        db: "shale.DB",
+        db: Union["shale.DB", "shale.Cluster"],
         *,
         index_name: str = "langchain",
         prefix: bytes = b"langchain/",
         metric: str = "cosine",
+        keywords: Optional[str] = None,
+        mode: str = "vector",
     ) -> None:
+        """``keywords`` (``"english"``, ``"simple"``, ``"cjk"``) adds the keyword index
+        that the ``"keyword"`` and ``"hybrid"`` modes search; ``mode`` is the default mode
+        of a search."""
         self._embedding = embedding
         self._db = db
         self._owned = False
-        self._name = index_name
-        self._prefix = bytes(prefix)
         self._metric = metric
-        self._index = self._existing_index()
-
-    def _existing_index(self) -> Optional["shale.Index"]:
-        """The index, if the database has it already; otherwise it is made by the first
-        write, which gives its dimension."""
-        try:
-            return self._db.index(self._name)
-        except shale.InvalidArgumentError:
-            return None
-
-    def _index_for(self, dim: int) -> "shale.Index":
-        if self._index is None:
-            self._index = self._db.index(
-                self._name, prefix=self._prefix, dim=dim, metric=self._metric
-            )
-        return self._index
+        self._mode = mode
+        self._table = DocumentTable(
+            db, name=index_name, root=prefix, metric=metric, keywords=keywords
+        )
 
     @property
     def embeddings(self) -> Embeddings:
         return self._embedding
 
     @property
-    def db(self) -> "shale.DB":
+    def db(self) -> Union["shale.DB", "shale.Cluster"]:
         return self._db
 
     def close(self) -> None:
@@ -89,9 +88,6 @@ class ShaleVectorStore(VectorStore):
             self._db.close()
 
     # Writing.
-
-    def _key(self, doc_id: str) -> bytes:
-        return self._prefix + doc_id.encode("utf-8")
 
     def add_texts(
         self,
@@ -111,71 +107,83 @@ class ShaleVectorStore(VectorStore):
         ids = [i if i else uuid.uuid4().hex for i in (ids or [None] * len(texts))]
         metadatas = metadatas or [{} for _ in texts]
         vectors = np.asarray(self._embedding.embed_documents(texts), dtype=np.float32)
-        index = self._index_for(vectors.shape[1])
-        payloads = [
-            json.dumps({"page_content": t, "metadata": m}).encode("utf-8")
-            for t, m in zip(texts, metadatas)
-        ]
-        index.put_vectors([self._key(i) for i in ids], vectors, payloads)
+        self._table.write(list(zip(ids, vectors, texts, metadatas)))
         return ids
 
     def delete(self, ids: Optional[list[str]] = None, **kwargs: Any) -> Optional[bool]:
         """Delete the documents ``ids`` (those that do not exist are ignored); with no ids,
-        every document of the store. One atomic batch."""
-        if ids is None:
-            keys = [k for k, _ in self._db.prefix(self._prefix)]
-        else:
-            keys = [self._key(i) for i in ids]
-        with self._db.batch() as batch:
-            for key in keys:
-                batch.delete(key)
+        every document of the store. One atomic batch on a database."""
+        self._table.write([], deletes=list(self._table.ids()) if ids is None else ids)
         return True
 
     # Reading.
 
-    def _document(self, doc_id: str, payload: bytes) -> Document:
-        fields = json.loads(payload)
-        return Document(id=doc_id, page_content=fields["page_content"], metadata=fields["metadata"])
+    @staticmethod
+    def _document(stored: Stored) -> Document:
+        return Document(id=stored.id, page_content=stored.text, metadata=stored.metadata)
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        out = []
-        for doc_id in ids:
-            value = self._db.get(self._key(doc_id))
-            if value is not None:
-                _, payload = shale.decode_vector_value(value)
-                out.append(self._document(doc_id, payload))
-        return out
+        return [self._document(s) for s in self._table.get(list(ids))]
 
-    def _hits(self, vector: Sequence[float], k: int, filter: Filter) -> list[tuple[Document, float, bytes]]:
-        """Up to ``k`` documents nearest ``vector`` that pass ``filter``, with their scores
-        and keys, best first."""
-        if self._index is None or k <= 0:
+    def _hits(
+        self,
+        k: int,
+        filter: Filter,
+        *,
+        vector: Optional[Sequence[float]] = None,
+        query: Optional[str] = None,
+        mode: Optional[str] = None,
+        fusion: str = "rrf",
+    ) -> list[tuple[Stored, float]]:
+        """Up to ``k`` documents best for ``vector`` and ``query`` by ``mode`` that pass
+        ``filter``, with their scores, best first."""
+        if k <= 0:
             return []
+        mode = mode or self._mode
         passes = _filter_fn(filter)
         ask = k if passes is None else 4 * k
         while True:
-            hits = self._index.search(vector=np.asarray(vector, dtype=np.float32), k=ask)
+            hits = self._table.search(ask, vector=vector, text=query, mode=mode, fusion=fusion)
+            scores = dict(hits)
             found = []
-            for hit in hits:
-                doc = self._document(hit.key[len(self._prefix):].decode("utf-8"), hit.document)
-                if passes is None or passes(doc):
-                    found.append((doc, hit.score, hit.key))
+            for stored in self._table.get([doc_id for doc_id, _ in hits]):
+                if passes is None or passes(self._document(stored)):
+                    found.append((stored, scores[stored.id]))
             if len(found) >= k or len(hits) < ask:
                 return found[:k]
             ask *= 4
+
+    def _query_vector(self, query: str, mode: Optional[str]) -> Optional[list[float]]:
+        """The query's embedding, unless the search reads keywords only."""
+        if (mode or self._mode) == "keyword":
+            return None
+        return self._embedding.embed_query(query)
 
     def similarity_search_with_score_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """The ``k`` documents nearest ``embedding`` and their scores (higher is nearer:
         the cosine similarity, the inner product, or minus the squared distance)."""
-        return [(doc, score) for doc, score, _ in self._hits(embedding, k, filter)]
+        hits = self._hits(k, filter, vector=embedding, mode="vector")
+        return [(self._document(stored), score) for stored, score in hits]
 
     def similarity_search_with_score(
-        self, query: str, k: int = 4, filter: Filter = None, **kwargs: Any
+        self,
+        query: str,
+        k: int = 4,
+        filter: Filter = None,
+        *,
+        mode: Optional[str] = None,
+        fusion: str = "rrf",
+        **kwargs: Any,
     ) -> list[tuple[Document, float]]:
-        vector = self._embedding.embed_query(query)
-        return self.similarity_search_with_score_by_vector(vector, k, filter)
+        """The ``k`` best documents for ``query`` and their scores: by meaning
+        (``mode="vector"``, as ``similarity_search_with_score_by_vector``), by BM25
+        (``"keyword"``), or fused (``"hybrid"``: by ``fusion``, ``"rrf"`` or
+        ``"minmax"``)."""
+        vector = self._query_vector(query, mode)
+        hits = self._hits(k, filter, vector=vector, query=query, mode=mode, fusion=fusion)
+        return [(self._document(stored), score) for stored, score in hits]
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter = None, **kwargs: Any
@@ -185,13 +193,22 @@ class ShaleVectorStore(VectorStore):
     def similarity_search(
         self, query: str, k: int = 4, filter: Filter = None, **kwargs: Any
     ) -> list[Document]:
-        return [doc for doc, _ in self.similarity_search_with_score(query, k, filter)]
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Scores to relevance in [0, 1] (1 the nearest), for unit vectors."""
         if self._metric == "l2":
             return lambda score: 1.0 - min(1.0, (max(0.0, -score) ** 0.5) / 2**0.5)
         return lambda score: (1.0 + score) / 2.0
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        if (kwargs.get("mode") or self._mode) != "vector":
+            raise ValueError(
+                'relevance scores are for mode="vector": BM25 and fused scores have no fixed range'
+            )
+        return super()._similarity_search_with_relevance_scores(query, k, **kwargs)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -202,14 +219,16 @@ class ShaleVectorStore(VectorStore):
         filter: Filter = None,
         **kwargs: Any,
     ) -> list[Document]:
-        hits = self._hits(embedding, max(fetch_k, k), filter)
+        hits = self._hits(max(fetch_k, k), filter, vector=embedding, mode="vector")
         if not hits:
             return []
-        vectors = [shale.decode_vector_value(self._db.get(key))[0] for _, _, key in hits]
         chosen = maximal_marginal_relevance(
-            np.asarray(embedding, dtype=np.float32), vectors, lambda_mult=lambda_mult, k=k
+            np.asarray(embedding, dtype=np.float32),
+            [stored.vector for stored, _ in hits],
+            lambda_mult=lambda_mult,
+            k=k,
         )
-        return [hits[i][0] for i in chosen]
+        return [self._document(hits[i][0]) for i in chosen]
 
     def max_marginal_relevance_search(
         self,
@@ -231,12 +250,13 @@ class ShaleVectorStore(VectorStore):
         metadatas: Optional[list[dict]] = None,
         *,
         ids: Optional[list[str]] = None,
-        db: Optional["shale.DB"] = None,
+        db: Union["shale.DB", "shale.Cluster", None] = None,
         path: Optional[str] = None,
         **kwargs: Any,
     ) -> "ShaleVectorStore":
-        """A store over ``db``, or over a database it opens at ``path`` (and closes with
-        ``close()``), holding ``texts``. Other keyword arguments go to the constructor."""
+        """A store over ``db`` (a database or a cluster), or over a database it opens at
+        ``path`` (and closes with ``close()``), holding ``texts``. Other keyword arguments
+        go to the constructor."""
         if (db is None) == (path is None):
             raise ValueError("give a database (db=) or a directory (path=), one of them")
         owned = db is None
@@ -253,3 +273,31 @@ def _filter_fn(filter: Filter) -> Optional[Callable[[Document], bool]]:
         wanted = dict(filter)
         return lambda doc: all(doc.metadata.get(k) == v for k, v in wanted.items())
     raise TypeError(f"filter must be a dict or a callable, not {type(filter).__name__}")
+
+
+class ShaleRetriever(BaseRetriever):
+    """The ``k`` best documents of a ``ShaleVectorStore`` for a query, by ``mode``:
+    ``"vector"``, ``"keyword"`` or ``"hybrid"`` (the store needs ``keywords`` for the
+    last two). ``invoke(query, k=...)`` overrides ``k`` for one call.
+
+        ShaleRetriever(store=store, k=5, mode="hybrid").invoke("Porter stemmer")
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    store: ShaleVectorStore
+    k: int = 4
+    mode: str = "hybrid"
+    fusion: str = "rrf"
+    filter: Any = None
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        return self.store.similarity_search(
+            query,
+            k=kwargs.get("k", self.k),
+            filter=kwargs.get("filter", self.filter),
+            mode=kwargs.get("mode", self.mode),
+            fusion=kwargs.get("fusion", self.fusion),
+        )
