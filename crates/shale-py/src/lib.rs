@@ -4,7 +4,8 @@
 //! - `db.rs`: `DB` (open, dict-like access, ranges, search, stats, close); `batch.rs`:
 //!   `WriteBatch`; `shared.rs`: the engine's `Db` they share, and its closing.
 //! - `iter.rs`, `snapshot.rs`, `search.rs`, `index.rs`, `text.rs`: what `DB` hands out.
-//! - `embedder.rs`: a Python callable as the engine's `Embedder`.
+//! - `embedder.rs`: a Python callable as the engine's `Embedder`; `model.rs`: `MiniLM`, the
+//!   engine's model for Python callers.
 //! - `convert.rs`: Python arguments to keys, values and `Options`; `vectors.rs`: numpy
 //!   arrays in and out.
 //! - `cluster.rs`: `Cluster`, a replicated cluster through `shale-client`.
@@ -28,6 +29,7 @@ mod filter;
 mod index;
 mod iter;
 mod keyspace;
+mod model;
 mod read;
 mod search;
 mod shared;
@@ -154,6 +156,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<text::TextIndex>()?;
     m.add_class::<text::KeywordHit>()?;
     m.add_class::<cluster::Cluster>()?;
+    m.add_class::<model::MiniLm>()?;
     m.add_function(wrap_pyfunction!(cluster::_connect, m)?)?;
     Ok(())
 }

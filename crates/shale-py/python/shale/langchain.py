@@ -42,7 +42,7 @@ from pydantic import ConfigDict
 import shale
 from shale._documents import DocumentTable, Stored
 
-__all__ = ["ShaleRetriever", "ShaleVectorStore"]
+__all__ = ["ShaleEmbeddings", "ShaleRetriever", "ShaleVectorStore"]
 
 Filter = Union[dict, Callable[[Document], bool], None]
 
@@ -301,3 +301,17 @@ class ShaleRetriever(BaseRetriever):
             mode=kwargs.get("mode", self.mode),
             fusion=kwargs.get("fusion", self.fusion),
         )
+
+
+class ShaleEmbeddings(Embeddings):
+    """LangChain ``Embeddings`` by Shale's own model (``shale.MiniLM``: all-MiniLM-L6-v2,
+    local, no network), from ``model_dir`` or ``$SHALE_MODEL_DIR``."""
+
+    def __init__(self, model_dir: Optional[str] = None) -> None:
+        self._model = shale.MiniLM(model_dir)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._model.embed(list(texts)).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._model.embed([text])[0].tolist()

@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
@@ -47,7 +48,7 @@ from llama_index.core.vector_stores.utils import (
 import shale
 from shale._documents import DocumentTable, Stored
 
-__all__ = ["ShaleVectorStore"]
+__all__ = ["ShaleEmbedding", "ShaleVectorStore"]
 
 _MODES = {
     VectorStoreQueryMode.DEFAULT: "vector",
@@ -223,3 +224,30 @@ class ShaleVectorStore(BasePydanticVectorStore):
             similarities=[scores[stored.id] for stored in kept],
             ids=[stored.id for stored in kept],
         )
+
+
+class ShaleEmbedding(BaseEmbedding):
+    """A LlamaIndex embedding by Shale's own model (``shale.MiniLM``: all-MiniLM-L6-v2,
+    local, no network), from ``model_dir`` or ``$SHALE_MODEL_DIR``."""
+
+    _model: Any = PrivateAttr()
+
+    def __init__(self, model_dir: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init__(model_name="all-MiniLM-L6-v2", **kwargs)
+        self._model = shale.MiniLM(model_dir)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ShaleEmbedding"
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return self._model.embed(list(texts)).tolist()
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return self._get_query_embedding(query)
