@@ -208,3 +208,12 @@ def test_from_texts_needs_exactly_one_database(db, db_path):
         ShaleVectorStore.from_texts(["x"], embeddings)
     with pytest.raises(ValueError):
         ShaleVectorStore.from_texts(["x"], embeddings, db=db, path=db_path + "-2")
+
+
+def test_a_write_larger_than_a_cluster_command_goes_in_several(cluster, unique_name):
+    store = ShaleVectorStore(
+        EMBEDDINGS, cluster, index_name=unique_name, prefix=unique_name.encode() + b"/"
+    )
+    texts = [f"{i} " + "word " * 500 for i in range(600)]  # 1.5 MB, a command holds 1 MiB
+    ids = store.add_texts(texts)
+    assert [d.page_content for d in store.get_by_ids(ids)] == texts

@@ -28,9 +28,11 @@ from ._errors import InvalidArgumentError, NotFoundError
 
 MODES = ("vector", "keyword", "hybrid")
 
-# Puts and deletes per cluster command: a command holds at most 10,000 operations and
-# 64 MiB, so a large write goes as several atomic batches.
-_CLUSTER_DOCUMENTS_PER_BATCH = 1000
+# A cluster's command holds at most 10,000 operations and 1 MiB of keys and values
+# (shale-client's MAX_OPS_PER_COMMAND and MAX_COMMAND_BYTES): a larger write goes as
+# several commands, each atomic, filled up to these.
+_CLUSTER_OPS_PER_BATCH = 8000
+_CLUSTER_BYTES_PER_BATCH = 900 * 1024
 
 
 @dataclass
@@ -110,25 +112,44 @@ class DocumentTable:
     ) -> None:
         """Put the documents ``(id, vector, text, metadata)``, delete the ids ``deletes``
         and write the raw ``(key, value or None)`` pairs ``extra``: one atomic batch on a
-        database; on a cluster, one per thousand documents."""
+        database; on a cluster, as few as its command limits allow, a document's two keys
+        always in the same one."""
         if puts:
             self._define(len(puts[0][1]))
-        ops: list[tuple[bytes, Optional[bytes]]] = []
+        groups: list[list[tuple[bytes, Optional[bytes]]]] = []
         for doc_id in deletes:
-            ops += [(self.doc_key(doc_id), None), (self.meta_key(doc_id), None)]
+            groups.append([(self.doc_key(doc_id), None), (self.meta_key(doc_id), None)])
         for doc_id, vector, text, metadata in puts:
             value = _shale.vector_value(np.asarray(vector, dtype=np.float32), text.encode("utf-8"))
             meta = json.dumps(metadata, ensure_ascii=False).encode("utf-8")
-            ops += [(self.doc_key(doc_id), value), (self.meta_key(doc_id), meta)]
-        ops += list(extra)
-        step = 2 * _CLUSTER_DOCUMENTS_PER_BATCH if self.cluster else max(1, len(ops))
-        for start in range(0, len(ops), step):
+            groups.append([(self.doc_key(doc_id), value), (self.meta_key(doc_id), meta)])
+        groups += [[op] for op in extra]
+        for ops in self._batches(groups):
             with self.target.batch() as batch:
-                for key, value in ops[start:start + step]:
+                for key, value in ops:
                     if value is None:
                         batch.delete(key)
                     else:
                         batch.put(key, value)
+
+    def _batches(self, groups):
+        """The operations of ``groups`` as batches: all in one on a database; on a
+        cluster, whole groups filled up to a command's limits."""
+        if not self.cluster:
+            yield [op for group in groups for op in group]
+            return
+        ops: list[tuple[bytes, Optional[bytes]]] = []
+        size = 0
+        for group in groups:
+            group_size = sum(len(key) + len(value or b"") for key, value in group)
+            full = size + group_size > _CLUSTER_BYTES_PER_BATCH
+            if ops and (full or len(ops) + len(group) > _CLUSTER_OPS_PER_BATCH):
+                yield ops
+                ops, size = [], 0
+            ops += group
+            size += group_size
+        if ops:
+            yield ops
 
     # Reading.
 
