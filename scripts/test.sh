@@ -72,7 +72,7 @@ bash scripts/local-cluster.sh stop "$cluster_dir"
 rm -rf "$cluster_dir"
 unset SHALE_SERVER SHALE_CLI SHALE_PORT_BASE
 stage "scripts/test-python.sh (the Python package, crates/shale-py; shale.connect against the server the cargo tests built)"
-SHALE_SERVER="$PWD/target/debug/shale-server" bash scripts/test-python.sh
+SHALE_SERVER="$PWD/target/debug/shale-server" SHALE_WORDNET_DIR="$wordnet_dir" bash scripts/test-python.sh
 stage "shale-bench --quick (smoke run, no speed thresholds)"
 bench_tmp="$(mktemp -d "${PWD}/target/bench-quick.XXXXXX" 2>/dev/null || mktemp -d)"
 cargo run --release -p shale-bench -- --quick --engines shale --out "$bench_tmp" --db-dir "$bench_tmp/db"
