@@ -25,6 +25,23 @@ pub fn panics() -> u64 {
     PANICS.load(Ordering::Relaxed)
 }
 
+/// A command that runs test `test` of the module `module` (the caller's `module_path!()`)
+/// alone in a new process of the same test binary, its output not captured: for a test
+/// that kills a child in the middle of its writes, or one that needs a process of its own.
+/// A child whose name matches no test runs nothing and passes, so the caller checks that
+/// it did its work.
+pub fn test_in_child(module: &str, test: &str) -> std::process::Command {
+    // libtest names a test by its path without the crate's name.
+    let name = match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{test}"),
+        None => test.to_string(),
+    };
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut command = std::process::Command::new(exe);
+    command.args(["--exact", &name, "--nocapture", "--test-threads=1"]);
+    command
+}
+
 /// Run the calling test alone in a child process of its test binary, and return `true`
 /// there, where the test goes on; in the parent, wait for the child, fail with its output
 /// unless it passed, and return `false`. For a trial that counts every panic of its
@@ -37,14 +54,7 @@ pub fn in_own_process(module: &str, test: &str) -> bool {
     if std::env::var_os(CHILD).is_some() {
         return true;
     }
-    // libtest names a test by its path without the crate's name.
-    let name = match module.split_once("::") {
-        Some((_, path)) => format!("{path}::{test}"),
-        None => test.to_string(),
-    };
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = std::process::Command::new(exe)
-        .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+    let out = test_in_child(module, test)
         .env(CHILD, "1")
         .output()
         .expect("starting the test binary again");
@@ -55,12 +65,12 @@ pub fn in_own_process(module: &str, test: &str) -> bool {
     eprint!("{stderr}");
     assert!(
         out.status.success(),
-        "{name} failed in its own process ({})",
+        "{test} failed in its own process ({})",
         out.status
     );
     assert!(
         stdout.contains("test result: ok. 1 passed"),
-        "{name} did not run in its own process: no test of that name"
+        "{test} did not run in its own process: no test of that name in {module}"
     );
     false
 }
@@ -72,4 +82,25 @@ pub fn env_count(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_own_process;
+
+    #[test]
+    fn a_test_runs_again_in_a_process_of_its_own() {
+        let child = std::env::var_os("SHALE_TRIAL_IN_OWN_PROCESS").is_some();
+        // The parent returns false once the child, which returns true, has passed.
+        assert_eq!(
+            in_own_process(module_path!(), "a_test_runs_again_in_a_process_of_its_own"),
+            child
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "did not run in its own process")]
+    fn a_name_that_matches_no_test_fails() {
+        in_own_process(module_path!(), "no_such_test");
+    }
 }

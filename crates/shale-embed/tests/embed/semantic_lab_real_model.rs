@@ -236,13 +236,7 @@ fn child_entry() {
 fn lab_persistence_after_kill() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "semantic_lab_real_model::child_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = shale_trials::test_in_child(module_path!(), "child_entry")
         .env("SHALE_LAB_CHILD_DIR", dir.path())
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -91,13 +91,7 @@ fn a_restart_after_sigkill_takes_the_checkpointed_graph_over() {
     use std::io::BufRead;
     let n = 20_000;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "semantic_restart::restart_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = shale_trials::test_in_child(module_path!(), "restart_child")
         .env("SHALE_INDEX_CHILD_DIR", dir.path())
         .env("SHALE_INDEX_CHILD_N", n.to_string())
         .stdout(std::process::Stdio::piped())
@@ -181,13 +175,7 @@ fn vectors_written_directly_survive_a_kill_mid_write() {
     use std::collections::BTreeMap;
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "semantic_restart::vector_kill_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = shale_trials::test_in_child(module_path!(), "vector_kill_child")
         .env("SHALE_VECTOR_KILL_DIR", dir.path())
         .stdout(std::process::Stdio::piped())
         .spawn()

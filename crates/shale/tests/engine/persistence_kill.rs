@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use shale::{Db, Options, WriteBatch, WriteOptions};
 
@@ -36,14 +36,7 @@ fn spawn_child(
     role: &str,
     dir: &Path,
 ) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "persistence_kill::child_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = shale_trials::test_in_child(module_path!(), "child_entry")
         .env("SHALE_CHILD", role)
         .env("SHALE_CHILD_DIR", dir)
         .stdout(Stdio::piped())
