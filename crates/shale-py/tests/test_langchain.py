@@ -12,6 +12,8 @@ pytest.importorskip(
 
 import tempfile  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 from langchain_core.documents import Document  # noqa: E402
 from langchain_tests.integration_tests.retrievers import RetrieversIntegrationTests  # noqa: E402
 from langchain_tests.integration_tests.vectorstores import VectorStoreIntegrationTests  # noqa: E402
@@ -217,3 +219,44 @@ def test_a_write_larger_than_a_cluster_command_goes_in_several(cluster, unique_n
     texts = [f"{i} " + "word " * 500 for i in range(600)]  # 1.5 MB, a command holds 1 MiB
     ids = store.add_texts(texts)
     assert [d.page_content for d in store.get_by_ids(ids)] == texts
+
+
+def ids_in(store, tenant, query, **kwargs):
+    return {d.id for d in store.similarity_search(query, filter={"tenant": tenant}, **kwargs)}
+
+
+@pytest.mark.parametrize("target_name", ["db", "cluster"])
+def test_a_partition_filter_is_an_exact_key_range_search(request, target_name, unique_name):
+    store = ShaleVectorStore(
+        EMBEDDINGS,
+        request.getfixturevalue(target_name),
+        index_name=unique_name,
+        prefix=unique_name.encode() + b"/",
+        keywords="english",
+        partition="tenant",
+    )
+    texts = [f"note {i} of tenant {t}" for t in "abc" for i in range(40)]
+    metadatas = [{"tenant": t, "i": i} for t in "abc" for i in range(40)]
+    ids = [f"{m['tenant']}{m['i']}" for m in metadatas]
+    store.add_texts(texts, metadatas=metadatas, ids=ids)
+    query = "note 7 of tenant a"
+    found = store.similarity_search_with_score(query, k=5, filter={"tenant": "b"})
+    # The brute-force answer among tenant b's 40 documents.
+    q = np.asarray(EMBEDDINGS.embed_query(query))
+    b_ids = [i for i in ids if i.startswith("b")]
+    b_vecs = np.asarray(EMBEDDINGS.embed_documents([texts[ids.index(i)] for i in b_ids]))
+    cos = b_vecs @ q / (np.linalg.norm(b_vecs, axis=1) * np.linalg.norm(q))
+    assert [d.id for d, _ in found] == [b_ids[j] for j in np.argsort(-cos)[:5]]
+    assert all(d.metadata["tenant"] == "b" for d, _ in found)
+    narrowed = store.similarity_search(query, k=3, filter={"tenant": "c", "i": 7})
+    assert [d.id for d in narrowed] == ["c7"]
+    assert ids_in(store, "a", "7", k=5, mode="keyword") == {"a7"}
+    # A document moved to another tenant leaves the first one's range.
+    store.add_texts(["note 7 of tenant a"], metadatas=[{"tenant": "c", "i": 7}], ids=["a7"])
+    assert "a7" not in ids_in(store, "a", query, k=40)
+    assert store.get_by_ids(["a7"])[0].metadata["tenant"] == "c"
+    store.delete(["a7", "b1"])
+    assert [d.id for d in store.get_by_ids(["a7", "b1", "b2"])] == ["b2"]
+    assert "a7" not in ids_in(store, "c", query, k=40)
+    with pytest.raises(ValueError, match="tenant"):
+        store.add_texts(["no tenant"], metadatas=[{}])

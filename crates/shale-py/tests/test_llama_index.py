@@ -204,3 +204,19 @@ def test_a_vector_store_index_over_a_cluster_answers_hybrid_retrievals(cluster, 
     assert retrieve("hybrid", "cat", 2)[0].node.get_content() == "the cat sleeps"
     index.delete_ref_doc("d1")
     assert retrieve("text_search", "cat", 2) == []
+
+
+def test_a_partition_filter_searches_its_key_range(store, request, unique_name):
+    target = store.client
+    parted = ShaleVectorStore(
+        target, index_name=unique_name + "p", prefix=unique_name.encode() + b"p/",
+        keywords="english", partition="author",
+    )
+    parted.add(NODES)
+    ann = MetadataFilters(filters=[MetadataFilter(key="author", value="ann")])
+    assert query(parted, [1.0, 0.0, 0.0], filters=ann).ids == ["a", "c"]
+    assert query(parted, [0.0, 1.0, 0.0], k=1, filters=ann).ids == ["c"]
+    assert text_search(parted, "text", k=4, filters=ann).ids in (["a", "c"], ["c", "a"])
+    parted.delete("doc1")
+    assert query(parted, [1.0, 0.0, 0.0], filters=ann).ids == ["c"]
+    assert sorted(n.node_id for n in parted.get_nodes()) == ["c", "d"]

@@ -9,6 +9,11 @@ A document ``id`` has two keys, written together in one atomic batch:
   reads a vector value's payload as its text: keywords find the text and nothing else.
 - ``root + b"m/" + id``: the document's metadata, JSON.
 
+With ``partition`` (the name of a metadata field whose values are strings), the first key
+is ``root + b"d/" + value + b"\0" + id`` instead: the documents of one value are one key
+range, and a search restricted to it (a filter on that field) is the index's own
+key-range search, exact and without over-fetching.
+
 Searches answer ids and scores; the documents are then read in one snapshot (on a
 cluster, each key linearizably), and a hit deleted in between is dropped, so no search
 shows a deleted document.
@@ -23,7 +28,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 import numpy as np
 
 from . import _shale
-from ._cluster import Cluster
+from ._cluster import Cluster, _successor
 from ._errors import InvalidArgumentError, NotFoundError
 
 MODES = ("vector", "keyword", "hybrid")
@@ -56,6 +61,7 @@ class DocumentTable:
         root: bytes,
         metric: str = "cosine",
         keywords: Optional[str] = None,
+        partition: Optional[str] = None,
     ) -> None:
         self.target = target
         self.cluster = isinstance(target, Cluster)
@@ -64,6 +70,7 @@ class DocumentTable:
         self.meta = bytes(root) + b"m/"
         self.metric = metric
         self.keywords = keywords
+        self.partition = partition
         # Embedded: the Index, once the database has it. Cluster: whether this table has
         # defined it (defining it again as it is succeeds, so a reopen defines it again).
         self._index = None
@@ -77,14 +84,28 @@ class DocumentTable:
 
     # Keys.
 
-    def doc_key(self, doc_id: str) -> bytes:
-        return self.docs + doc_id.encode("utf-8")
+    def part_prefix(self, value: str) -> bytes:
+        """The key range of the documents whose partition field is ``value``."""
+        if not isinstance(value, str) or "\0" in value:
+            raise ValueError(
+                f"partition {self.partition!r}: each document's metadata needs it as a "
+                f"string without NUL, not {value!r}"
+            )
+        return self.docs + value.encode("utf-8") + b"\0"
+
+    def doc_key(self, doc_id: str, metadata: dict) -> bytes:
+        if self.partition is None:
+            return self.docs + doc_id.encode("utf-8")
+        return self.part_prefix(metadata.get(self.partition)) + doc_id.encode("utf-8")
 
     def meta_key(self, doc_id: str) -> bytes:
         return self.meta + doc_id.encode("utf-8")
 
     def _id_of(self, key: bytes) -> str:
-        return key[len(self.docs):].decode("utf-8")
+        rest = key[len(self.docs):]
+        if self.partition is not None:
+            rest = rest.split(b"\0", 1)[1]
+        return rest.decode("utf-8")
 
     # Writing.
 
@@ -114,15 +135,28 @@ class DocumentTable:
         and write the raw ``(key, value or None)`` pairs ``extra``: one atomic batch on a
         database; on a cluster, as few as its command limits allow, a document's two keys
         always in the same one."""
+        deletes = list(deletes)
+        # The keys of documents stored now: a delete's, and a put's whose partition moves.
+        # Without a partition a document's key follows from its id alone.
+        now = {}
+        if self.partition is not None:
+            now = self._read(lambda get: self._metadata(get, deletes + [p[0] for p in puts]))
         if puts:
             self._define(len(puts[0][1]))
         groups: list[list[tuple[bytes, Optional[bytes]]]] = []
         for doc_id in deletes:
-            groups.append([(self.doc_key(doc_id), None), (self.meta_key(doc_id), None)])
+            group = [(self.meta_key(doc_id), None)]
+            if self.partition is None or doc_id in now:
+                group.append((self.doc_key(doc_id, now.get(doc_id, {})), None))
+            groups.append(group)
         for doc_id, vector, text, metadata in puts:
             value = _shale.vector_value(np.asarray(vector, dtype=np.float32), text.encode("utf-8"))
             meta = json.dumps(metadata, ensure_ascii=False).encode("utf-8")
-            groups.append([(self.doc_key(doc_id), value), (self.meta_key(doc_id), meta)])
+            key = self.doc_key(doc_id, metadata)
+            group = [(key, value), (self.meta_key(doc_id), meta)]
+            if doc_id in now and self.doc_key(doc_id, now[doc_id]) != key:
+                group.append((self.doc_key(doc_id, now[doc_id]), None))
+            groups.append(group)
         groups += [[op] for op in extra]
         for ops in self._batches(groups):
             with self.target.batch() as batch:
@@ -153,22 +187,40 @@ class DocumentTable:
 
     # Reading.
 
+    def _read(self, reader):
+        """``reader(get)``, with ``get`` reading one snapshot of a database, or reading a
+        cluster linearizably key by key."""
+        if self.cluster:
+            return reader(self.target.get)
+        with self.target.snapshot() as snap:
+            return reader(snap.get)
+
+    def _metadata(self, get, ids: Iterable[str]) -> dict:
+        """The metadata of the stored documents among ``ids``."""
+        found = {}
+        for doc_id in ids:
+            meta = get(self.meta_key(doc_id))
+            if meta is not None:
+                found[doc_id] = json.loads(meta)
+        return found
+
     def get(self, ids: Sequence[str]) -> list[Stored]:
         """The stored documents among ``ids``, in their order; missing ones are left out."""
-        keys = [k for i in ids for k in (self.doc_key(i), self.meta_key(i))]
-        if self.cluster:
-            values = [self.target.get(key) for key in keys]
-        else:
-            with self.target.snapshot() as snap:
-                values = [snap.get(key) for key in keys]
-        out = []
-        for n, doc_id in enumerate(ids):
-            value, meta = values[2 * n], values[2 * n + 1]
-            if value is None or meta is None:
-                continue
-            vector, text = _shale.decode_vector_value(value)
-            out.append(Stored(doc_id, text.decode("utf-8"), json.loads(meta), vector))
-        return out
+
+        def reader(get):
+            metadata = self._metadata(get, ids)
+            out = []
+            for doc_id in ids:
+                if doc_id not in metadata:
+                    continue
+                value = get(self.doc_key(doc_id, metadata[doc_id]))
+                if value is None:
+                    continue
+                vector, text = _shale.decode_vector_value(value)
+                out.append(Stored(doc_id, text.decode("utf-8"), metadata[doc_id], vector))
+            return out
+
+        return self._read(reader)
 
     def ids(self) -> Iterator[str]:
         """Every document id, in key order."""
@@ -183,11 +235,13 @@ class DocumentTable:
         text: Optional[str] = None,
         mode: str = "vector",
         fusion: str = "rrf",
+        within: Optional[str] = None,
     ) -> list[tuple[str, float]]:
         """The ids and scores of the ``k`` best documents, best first: ``mode`` is
         ``"vector"`` (nearest ``vector``), ``"keyword"`` (BM25 over ``text``) or
         ``"hybrid"`` (both, fused by ``fusion``: ``"rrf"``, reciprocal rank, or
-        ``"minmax"``, scaled scores)."""
+        ``"minmax"``, scaled scores). ``within`` restricts the search to the documents
+        whose partition field has that value."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         if mode != "vector" and not self.keywords:
@@ -199,18 +253,23 @@ class DocumentTable:
             raise ValueError(f'fusion must be "rrf" or "minmax", not {fusion!r}')
         if k <= 0 or self._index is None and not self.cluster:
             return []
+        if within is not None and self.partition is None:
+            raise ValueError("a search within a partition needs a store made with partition=")
+        part = None if within is None else self.part_prefix(within)
         vec = None if vector is None else np.asarray(vector, dtype=np.float32)
         if self.cluster:
             cluster_mode = {"vector": "meaning", "keyword": "keywords"}.get(mode, mode)
+            bounds = {} if part is None else {"start": part, "end": _successor(part)}
             try:
                 hits = self.target.search(
                     self.name, text if mode != "vector" else None, vector=vec, k=k,
                     mode=cluster_mode, fusion="min_max" if fusion == "minmax" else fusion,
+                    **bounds,
                 )
             except NotFoundError:
                 return []
         elif mode == "vector":
-            hits = self._index.search(vector=vec, k=k)
+            hits = self._index.search(vector=vec, k=k, prefix=part)
         else:
-            hits = self._index.search(text, vector=vec, k=k, mode=mode, fusion=fusion)
+            hits = self._index.search(text, vector=vec, k=k, mode=mode, fusion=fusion, prefix=part)
         return [(self._id_of(hit.key), hit.score) for hit in hits]

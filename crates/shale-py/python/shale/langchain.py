@@ -22,7 +22,9 @@ Search modes: ``"vector"`` (the default), ``"keyword"`` and ``"hybrid"`` (recipr
 fusion of both, or ``fusion="minmax"``), chosen per call (``mode=``) or for the store
 (``ShaleVectorStore(..., mode=)``). Filters: ``filter`` is a dict of metadata values a
 document must equal, or a callable ``Document -> bool``; a filtered search asks the index
-for more hits until ``k`` pass or the index has no more.
+for more hits until ``k`` pass or the index has no more. A store made with
+``partition="tenant"`` keeps each tenant's documents in one key range, and a dict filter
+that names the tenant is the index's key-range search: exact, with no over-fetching.
 """
 
 from __future__ import annotations
@@ -61,17 +63,21 @@ class ShaleVectorStore(VectorStore):
         metric: str = "cosine",
         keywords: Optional[str] = None,
         mode: str = "vector",
+        partition: Optional[str] = None,
     ) -> None:
         """``keywords`` (``"english"``, ``"simple"``, ``"cjk"``) adds the keyword index
         that the ``"keyword"`` and ``"hybrid"`` modes search; ``mode`` is the default mode
-        of a search."""
+        of a search. ``partition`` names a metadata field (a string in every document,
+        a tenant or a source) that orders the keys: a filter that fixes it searches that
+        key range only, exactly, with no over-fetching."""
         self._embedding = embedding
         self._db = db
         self._owned = False
         self._metric = metric
         self._mode = mode
         self._table = DocumentTable(
-            db, name=index_name, root=prefix, metric=metric, keywords=keywords
+            db, name=index_name, root=prefix, metric=metric, keywords=keywords,
+            partition=partition,
         )
 
     @property
@@ -140,10 +146,16 @@ class ShaleVectorStore(VectorStore):
         if k <= 0:
             return []
         mode = mode or self._mode
+        within = None
+        if isinstance(filter, dict) and self._table.partition is not None:
+            within = filter.get(self._table.partition)
+            filter = {f: v for f, v in filter.items() if f != self._table.partition} or None
         passes = _filter_fn(filter)
         ask = k if passes is None else 4 * k
         while True:
-            hits = self._table.search(ask, vector=vector, text=query, mode=mode, fusion=fusion)
+            hits = self._table.search(
+                ask, vector=vector, text=query, mode=mode, fusion=fusion, within=within
+            )
             scores = dict(hits)
             found = []
             for stored in self._table.get([doc_id for doc_id, _ in hits]):

@@ -21,7 +21,8 @@ before it and never a deleted or replaced node.
 
 Query modes: ``DEFAULT`` (nearest ``query_embedding``), ``TEXT_SEARCH`` (BM25 over
 ``query_str``, exact and current at every write) and ``HYBRID`` (both, fused by
-reciprocal rank; ``alpha`` is not used).
+reciprocal rank; ``alpha`` is not used). With ``partition`` (a metadata field), a query
+whose filters fix that field searches only its key range.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
     MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
@@ -76,14 +80,18 @@ class ShaleVectorStore(BasePydanticVectorStore):
         prefix: bytes = b"llama_index/",
         metric: str = "cosine",
         keywords: Optional[str] = None,
+        partition: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         """``keywords`` (``"english"``, ``"simple"``, ``"cjk"``) adds the keyword index
-        that ``TEXT_SEARCH`` and ``HYBRID`` queries search."""
+        that ``TEXT_SEARCH`` and ``HYBRID`` queries search. ``partition`` names a metadata
+        field (a string in every node) that orders the keys: a query whose filters fix it
+        (an ``EQ`` filter under ``AND``) searches that key range only, exactly."""
         super().__init__(**kwargs)
         self._db = db
         self._table = DocumentTable(
-            db, name=index_name, root=prefix, metric=metric, keywords=keywords
+            db, name=index_name, root=prefix, metric=metric, keywords=keywords,
+            partition=partition,
         )
         self._refs = bytes(prefix) + b"r/"
 
@@ -171,6 +179,17 @@ class ShaleVectorStore(BasePydanticVectorStore):
         chosen = self._selected(node_ids, filters)
         return [metadata_dict_to_node(stored.metadata) for stored in chosen]
 
+    def _partition_value(self, filters: Optional[MetadataFilters]) -> Optional[str]:
+        """The partition value ``filters`` require, if they fix one."""
+        partition = self._table.partition
+        if partition is None or filters is None or filters.condition != FilterCondition.AND:
+            return None
+        for f in filters.filters:
+            fixed = isinstance(f, MetadataFilter) and f.operator == FilterOperator.EQ
+            if fixed and f.key == partition and isinstance(f.value, str):
+                return f.value
+        return None
+
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The ``similarity_top_k`` best nodes for the query that pass its filters, node
         ids and document ids, by its mode (``DEFAULT``, ``TEXT_SEARCH``, ``HYBRID``);
@@ -197,12 +216,14 @@ class ShaleVectorStore(BasePydanticVectorStore):
         doc_ids = set(query.doc_ids) if query.doc_ids else None
         narrowed = node_ids is not None or doc_ids is not None or query.filters is not None
         ask = 4 * k if narrowed else k
+        within = self._partition_value(query.filters)
         while True:
             hits = self._table.search(
                 ask,
                 vector=None if mode == "keyword" else query.query_embedding,
                 text=None if mode == "vector" else query.query_str,
                 mode=mode,
+                within=within,
             )
             scores = dict(hits)
             found = self._table.get([node_id for node_id, _ in hits])
