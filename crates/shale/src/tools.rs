@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::batch::BatchReader;
 use crate::error::{Error, Result};
+use crate::filename::{manifest_name, CURRENT};
 use crate::fs::{FileSystem, PosixFs};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key};
@@ -127,7 +128,7 @@ pub use crate::filename::table_path;
 /// `Io` if CURRENT cannot be read; `Corruption` if it does not name a manifest.
 pub fn live_manifest_path(dir: &Path) -> Result<PathBuf> {
     let id = read_current(&PosixFs, dir)?;
-    Ok(dir.join(format!("MANIFEST-{:06}", id.0)))
+    Ok(dir.join(manifest_name(id)))
 }
 
 /// Open the SSTable at `path` with the real reader (which verifies the footer, index,
@@ -238,7 +239,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     match live_manifest_path(dir) {
         Err(e) => report
             .problems
-            .push(Problem::from_error(e, &dir.join("CURRENT"))),
+            .push(Problem::from_error(e, &dir.join(CURRENT))),
         Ok(path) => match fs.read_all(&path) {
             Err(e) => report.problems.push(Problem::from_error(e, &path)),
             Ok(data) => {
