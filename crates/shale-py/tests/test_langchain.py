@@ -260,3 +260,10 @@ def test_a_partition_filter_is_an_exact_key_range_search(request, target_name, u
     assert "a7" not in ids_in(store, "c", query, k=40)
     with pytest.raises(ValueError, match="tenant"):
         store.add_texts(["no tenant"], metadatas=[{}])
+
+
+def test_a_store_reopened_with_another_layout_refuses_its_keys(db):
+    ShaleVectorStore(EMBEDDINGS, db).add_texts(["a cat"], ids=["1"])
+    parted = ShaleVectorStore(EMBEDDINGS, db, partition="tenant")
+    with pytest.raises(shale.InvalidArgumentError, match="partition"):
+        parted.similarity_search("cat", k=1)

@@ -104,8 +104,16 @@ class DocumentTable:
     def _id_of(self, key: bytes) -> str:
         rest = key[len(self.docs):]
         if self.partition is not None:
-            rest = rest.split(b"\0", 1)[1]
-        return rest.decode("utf-8")
+            part, nul, rest = rest.partition(b"\0")
+            if not nul:
+                raise InvalidArgumentError(
+                    f"key {key!r} has no partition: the store was written without "
+                    f"partition={self.partition!r}"
+                )
+        try:
+            return rest.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidArgumentError(f"key {key!r} is not a document id of this store: {e}")
 
     # Writing.
 
