@@ -338,7 +338,16 @@ impl<'a> ShaleBuilt<'a> {
         for g in corpus {
             db.put(&g.key, &g.text).map_err(err)?;
         }
+        // Until searchable: the index's counts see every put, the last ones' records
+        // applied if the index's thread has not yet.
+        let indexed = index.stats().documents;
         let index_secs = started.elapsed().as_secs_f64();
+        if indexed != corpus.len() as u64 {
+            return Err(format!(
+                "the index counts {indexed} documents of {} put",
+                corpus.len()
+            ));
+        }
         db.flush().map_err(err)?;
         db.wait_idle().map_err(err)?;
         let after = db.stats();

@@ -1,13 +1,15 @@
 //! The write hook of a text index: refuses a value it cannot read as text, derives each
-//! document record in the batch of the value it comes from, and applies the committed
-//! records to the in-memory index in commit order.
+//! document record in the batch of the value it comes from, and queues the committed
+//! records for the in-memory index in commit order.
 //!
 //! ```text
-//!   Db::write ── derive: a value under the prefix must be UTF-8 text (or a vector value),
-//!   else the batch is refused; put ──► record put, delete ──► record delete, range
-//!   delete ──► record range delete (clipped to the prefix), all in the index's keyspace
+//!   Db::write ── admit: over PENDING_LIMIT_BYTES queued, the writer applies them itself
+//!   ── derive: a value under the prefix must be UTF-8 text (or a vector value), else the
+//!   batch is refused; put ──► record put, delete ──► record delete, range delete ──►
+//!   record range delete (clipped to the prefix), all in the index's keyspace
 //!   ── WAL, memtable ──
-//!   committed: the derived records ──► Inverted (write lock), changed_at = their seq
+//!   committed: the derived records ──► the pending queue (bytes copied, in seq order)
+//!   applier thread, or a search: queue ──► Inverted (write lock), changed_at = their seq
 //! ```
 //!
 //! Deriving a record needs nothing but the entry itself: no read, no state. So every
@@ -15,13 +17,21 @@
 //! hook that attaches late only has to reconcile what was written while it was away
 //! (`open.rs`).
 //!
+//! Applying records to the inverted index is about half of a put's cost, and nothing in
+//! the write needs it: it is for searches. So the commit only queues them, and a thread of
+//! the index's own applies the queue in batches on another core. A search first applies
+//! whatever is queued up to its snapshot (`TextIndex::view`), so it still sees every
+//! acknowledged write: the queue moves the work, never the moment a write is found.
+//!
 //! While the index opens, `committed` queues the records in a backlog instead (the
 //! inverted index is still being built); the opener applies the backlog and goes live
 //! under the same lock, so no record is missed or applied twice.
 
 use std::any::Any;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
 
 use shale::{BatchEntry, Error, KeyspaceId, Result, SeqNo, ValueKind, WriteBatch, WriteHook};
 
@@ -68,6 +78,83 @@ pub(crate) struct Shared {
     changed_at: AtomicU64,
     /// What the opener follows while the index opens (`open.rs`).
     tracking: Mutex<Tracking>,
+    /// Records committed and not yet applied. Taken only with the index's write lock
+    /// held, so while a search holds the read lock every record is either applied or here.
+    pending: Mutex<Pending>,
+    /// Wakes the applier thread.
+    wake: Condvar,
+}
+
+/// The bytes of queued records past which a writer applies the queue itself (in `admit`,
+/// before it takes the `log` lock) instead of leaving it to the applier: the queue's
+/// memory bound, exceeded by at most the writes of one write group.
+const PENDING_LIMIT_BYTES: usize = 256 << 10;
+/// Records queued before a commit wakes an idle applier: the applier's batch, which spares
+/// the writer a wake-up per put.
+const APPLIER_WAKE_RECORDS: usize = 64;
+
+/// The records waiting for the applier, and the applier's state.
+#[derive(Default)]
+pub(crate) struct Pending {
+    queue: Queue,
+    /// The applier is waiting for [`APPLIER_WAKE_RECORDS`].
+    applier_idle: bool,
+    stop: bool,
+}
+
+/// Committed records in commit order; their keys and values in one buffer, reused.
+#[derive(Default)]
+struct Queue {
+    bytes: Vec<u8>,
+    records: Vec<Queued>,
+}
+
+struct Queued {
+    seq: u64,
+    kind: ValueKind,
+    key: Range<usize>,
+    value: Range<usize>,
+}
+
+impl Queue {
+    fn push(&mut self, seq: u64, e: &BatchEntry<'_>) {
+        let key = self.bytes.len()..self.bytes.len() + e.key.len();
+        self.bytes.extend_from_slice(e.key);
+        let value = self.bytes.len()..self.bytes.len() + e.value.len();
+        self.bytes.extend_from_slice(e.value);
+        self.records.push(Queued {
+            seq,
+            kind: e.kind,
+            key,
+            value,
+        });
+    }
+
+    /// Apply every record to `ix`; the last one's sequence number.
+    fn apply(&self, ix: &mut Inverted) -> Option<u64> {
+        for q in &self.records {
+            let record = self.bytes.get(q.key.clone()).and_then(doc_key_of);
+            let value = self.bytes.get(q.value.clone()).unwrap_or(&[]);
+            match (q.kind, record) {
+                (ValueKind::Put, Some(key)) => {
+                    if let Ok(record) = DocView::decode(value) {
+                        ix.put(key, &record);
+                    }
+                }
+                (ValueKind::Delete, Some(key)) => ix.remove(key),
+                (ValueKind::RangeDelete, _) => {
+                    ix.remove_range(record.unwrap_or(&[]), doc_key_of(value));
+                }
+                _ => {}
+            }
+        }
+        self.records.last().map(|q| q.seq)
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.records.clear();
+    }
 }
 
 /// While an index opens: the records committed before it went live, and the documents
@@ -119,6 +206,8 @@ impl Shared {
                 touched: Some(Touched::default()),
                 backlog_last: 0,
             }),
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
         }
     }
 
@@ -136,6 +225,54 @@ impl Shared {
 
     pub(crate) fn changed_at(&self) -> SeqNo {
         SeqNo(self.changed_at.load(Ordering::Acquire))
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a record committed at or before `seq` waits in the queue. Under the
+    /// index's lock (read or write), no record is between the queue and the index.
+    pub(crate) fn queued_through(&self, seq: SeqNo) -> bool {
+        self.pending()
+            .queue
+            .records
+            .first()
+            .is_some_and(|q| q.seq <= seq.0)
+    }
+
+    /// Apply every queued record to the index, under its write lock.
+    pub(crate) fn apply_pending(&self) {
+        let mut ix = self.write();
+        let mut queue = std::mem::take(&mut self.pending().queue);
+        if let Some(last) = queue.apply(&mut ix) {
+            // Under the write lock: a search that holds the read lock sees the index and
+            // the sequence number of its last change together.
+            self.changed_at.store(last, Ordering::Release);
+        }
+        drop(ix);
+        queue.clear();
+        let mut p = self.pending();
+        if p.queue.records.is_empty() && p.queue.bytes.capacity() < queue.bytes.capacity() {
+            p.queue = queue;
+        }
+    }
+
+    /// The applier thread: apply the queue whenever a commit wakes it, until stopped.
+    fn run_applier(&self) {
+        loop {
+            let mut p = self.pending();
+            while p.queue.records.is_empty() && !p.stop {
+                p.applier_idle = true;
+                p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            p.applier_idle = false;
+            if p.stop {
+                return;
+            }
+            drop(p);
+            self.apply_pending();
+        }
     }
 
     /// Install `built` (the index as of the open's snapshot), apply the backlog over it
@@ -163,9 +300,39 @@ pub(crate) struct TextHook {
     pub prefix_end: Option<Vec<u8>>,
     pub analyzer: Analyzer,
     pub shared: Arc<Shared>,
+    /// The thread that applies the queued records, once the index is live.
+    pub applier: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl TextHook {
+    /// Start the thread that applies queued records.
+    ///
+    /// # Errors
+    /// `Io` if the thread cannot be spawned.
+    pub(crate) fn start_applier(&self) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        let handle = std::thread::Builder::new()
+            .name("shale-text".into())
+            .spawn(move || shared.run_applier())
+            .map_err(|e| Error::io("spawn text index thread", "", e))?;
+        *self.applier.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        Ok(())
+    }
+
+    /// Stop the applier thread and wait for it. What it leaves queued, a search applies.
+    fn stop_applier(&self) {
+        self.shared.pending().stop = true;
+        self.shared.wake.notify_all();
+        let handle = self
+            .applier
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+
     fn data(&self) -> KeyspaceId {
         self.keyspaces[0]
     }
@@ -204,6 +371,12 @@ impl TextHook {
     }
 }
 
+impl Drop for TextHook {
+    fn drop(&mut self) {
+        self.stop_applier();
+    }
+}
+
 /// The hash that ties a document record to its value: xxh3-64 of the value's bytes.
 pub(crate) fn value_hash(value: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(value)
@@ -236,6 +409,13 @@ impl WriteHook for TextHook {
 
     fn keyspaces(&self) -> &[KeyspaceId] {
         &self.keyspaces
+    }
+
+    fn admit(&self, _batch: &WriteBatch) -> Result<()> {
+        if self.shared.pending().queue.bytes.len() >= PENDING_LIMIT_BYTES {
+            self.shared.apply_pending();
+        }
+        Ok(())
     }
 
     fn check(&self, _batch: &WriteBatch) -> Result<()> {
@@ -284,29 +464,23 @@ impl WriteHook for TextHook {
                 return;
             }
         }
-        // Live: applied straight from the derived entries, their terms borrowed.
-        let mut ix = self.shared.write();
+        drop(tracking);
+        let mut p = self.shared.pending();
         for e in mine() {
-            let key = doc_key_of(e.key);
-            match (e.kind, key) {
-                (ValueKind::Put, Some(key)) => {
-                    if let Ok(record) = DocView::decode(e.value) {
-                        ix.put(key, &record);
-                    }
-                }
-                (ValueKind::Delete, Some(key)) => ix.remove(key),
-                (ValueKind::RangeDelete, _) => {
-                    ix.remove_range(key.unwrap_or(&[]), doc_key_of(e.value));
-                }
-                _ => {}
-            }
+            p.queue.push(first.0 + batch.len() as u64 + e.seq.0, &e);
         }
-        // Under the write lock: a search that holds the read lock sees the index and the
-        // sequence number of its last change together.
-        self.shared.changed_at.store(last, Ordering::Release);
+        let wake = p.applier_idle && p.queue.records.len() >= APPLIER_WAKE_RECORDS;
+        if wake {
+            p.applier_idle = false;
+        }
+        drop(p);
+        if wake {
+            self.shared.wake.notify_one();
+        }
     }
 
     fn close(&self) -> Result<()> {
+        self.stop_applier();
         Ok(())
     }
 

@@ -17,15 +17,16 @@
 //! in checkpoints and through compaction, with no lag and nothing to replay.
 //!
 //! Searches run over an in-memory inverted index (`inverted.rs`) built from the records at
-//! open and changed by the records of each write as it commits, before the write is
-//! acknowledged. Its statistics (N, the mean length, each term's document frequency) are
+//! open and changed by the records of each write, in commit order: a thread of the
+//! index's applies them on another core, and a search first applies any still queued
+//! from before its snapshot, so it sees every write acknowledged before it (`hook.rs`). Its statistics (N, the mean length, each term's document frequency) are
 //! exact counts of the live documents: a document's score does not depend on where or
 //! when it was written. A search reads the index at a database snapshot that holds exactly
 //! the writes the index reflects (`view`), so the text of a hit, read for a phrase or a
 //! highlight, is the text that was scored.
 //!
 //! Thread safety: a `TextIndex` is `Send + Sync`; searches share the index's read lock,
-//! each commit that changes it takes the write lock briefly.
+//! the applier takes the write lock for each batch of queued records.
 
 mod analyzer;
 mod format;
@@ -264,11 +265,13 @@ impl TextIndex {
             prefix_end: shale::prefix_successor(&definition.prefix),
             analyzer: definition.analyzer,
             shared: Arc::clone(&shared),
+            applier: std::sync::Mutex::new(None),
         });
         let snapshot = db.attach(Arc::clone(&hook) as Arc<dyn shale::WriteHook>)?;
         let opened = open::build(&hook, &data, &records, &snapshot).and_then(|(ix, repairs, r)| {
             drop(snapshot);
             shared.go_live(ix);
+            hook.start_applier()?;
             open::write_repairs(db, &records, &shared, &repairs)?;
             Ok(r)
         });
@@ -392,8 +395,9 @@ impl TextIndex {
         self.recovery
     }
 
+    /// The index's counts, with every write acknowledged before the call.
     pub fn stats(&self) -> TextIndexStats {
-        let ix = self.shared.read();
+        let (_, ix) = self.view();
         TextIndexStats {
             documents: u64::from(ix.docs()),
             terms: ix.distinct_terms() as u64,
@@ -481,19 +485,24 @@ impl TextIndex {
     }
 
     /// A database snapshot and the index, read-locked, holding exactly the same writes.
-    /// The index changes only under its write lock, and a write's records are applied
-    /// before the write is visible: so once the lock is held, the database's visible
-    /// state is at most one commit behind the index, and it catches up without waiting for
-    /// anything this search holds.
+    /// Records are queued before their write is visible and applied in order, and none is
+    /// between the queue and the index while the lock is held: so the index holds every
+    /// write of the snapshot once nothing at or before it is queued, and no other once it
+    /// changed last at or before it. Behind, the search applies the queue itself; ahead
+    /// (the write that changed it is still publishing), it takes a newer snapshot.
     fn view(&self) -> (Snapshot, RwLockReadGuard<'_, Inverted>) {
-        let ix = self.shared.read();
-        let changed = self.shared.changed_at();
         loop {
             let snapshot = self.db.snapshot();
-            if snapshot.seq() >= changed {
+            let ix = self.shared.read();
+            if self.shared.queued_through(snapshot.seq()) {
+                drop(ix);
+                self.shared.apply_pending();
+            } else if snapshot.seq() >= self.shared.changed_at() {
                 return (snapshot, ix);
+            } else {
+                drop(ix);
+                std::thread::yield_now();
             }
-            std::thread::yield_now();
         }
     }
 

@@ -4,7 +4,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use shale::{Db, Error, Options};
@@ -343,6 +343,58 @@ fn a_hit_is_scored_and_shown_from_one_state_of_its_document() {
     assert!(
         checked > 100 && writes > 100,
         "{checked} hits checked over {writes} writes"
+    );
+}
+
+#[test]
+fn every_acknowledged_put_is_found_while_records_wait_for_the_applier() {
+    // Records are applied by the index's thread in batches, after the put returns. Two
+    // writers each search for a put of their own as it returns, and a reader checks that
+    // the index counts every put acknowledged before its call: a search must apply what
+    // the thread has not.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = db_at(dir.path());
+    let ix = Arc::new(TextIndex::open(&db, "docs", TextIndexOptions::new()).expect("index"));
+    let acked = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (db, ix, acked) = (Arc::clone(&db), Arc::clone(&ix), Arc::clone(&acked));
+            std::thread::spawn(move || {
+                for i in 0..400 {
+                    let key = format!("{w}/{i}");
+                    db.put(&key, format!("common word{w}x{i}")).expect("put");
+                    acked.fetch_add(1, Ordering::SeqCst);
+                    let found = hits(&ix, &format!("word{w}x{i}"), &KeywordOptions::k(5));
+                    let keys: Vec<&[u8]> = found.iter().map(|(k, _)| k.as_slice()).collect();
+                    assert_eq!(keys, [key.as_bytes()], "{key} as its put returned");
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let (ix, acked) = (Arc::clone(&ix), Arc::clone(&acked));
+        std::thread::spawn(move || {
+            let mut checked = 0;
+            while acked.load(Ordering::SeqCst) < 800 {
+                let before = acked.load(Ordering::SeqCst);
+                let counted = ix.stats().documents;
+                assert!(
+                    counted >= before,
+                    "{counted} counted, {before} acknowledged"
+                );
+                checked += 1;
+            }
+            checked
+        })
+    };
+    writers.into_iter().for_each(|w| w.join().expect("writer"));
+    assert!(reader.join().expect("reader") > 0);
+    assert_eq!(ix.stats().documents, 800);
+    assert_eq!(
+        ix.search("common", &KeywordOptions::k(1000))
+            .expect("search")
+            .len(),
+        800
     );
 }
 
