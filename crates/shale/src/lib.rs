@@ -10,6 +10,7 @@ pub(crate) mod batch;
 pub(crate) mod cache;
 pub(crate) mod codec;
 pub(crate) mod compaction;
+pub(crate) mod compaction_filter;
 mod db;
 pub mod error;
 pub(crate) mod filename;
@@ -26,6 +27,7 @@ pub mod options;
 pub mod perf;
 pub(crate) mod range_del;
 pub(crate) mod rate_limit;
+pub(crate) mod snapshot;
 pub(crate) mod sst;
 mod sync;
 pub(crate) mod tools;
@@ -34,7 +36,7 @@ pub(crate) mod version;
 pub(crate) mod wal;
 
 pub use batch::{BatchEntry, WriteBatch};
-pub use compaction::{CompactionFilter, FilterDecision};
+pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use db::{
     prefix_successor, Db, DbIterator, Keyspace, LiveFile, RangeIter, RepairReport, Snapshot,
     StatsSnapshot, Transaction, WriteHook, LOST_DIR,

@@ -6,7 +6,9 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::compaction_filter::CompactionFilter;
 use crate::fs::{FileSystem, PosixFs};
+use crate::snapshot::Snapshot;
 
 /// Number of levels in the tree (L0 to L6): fixed, so that every option that names a level
 /// (`compression_per_level`, the level targets) has the same shape in every database.
@@ -95,12 +97,12 @@ pub struct Options {
     /// Fail if a database already exists. Default: false.
     pub error_if_exists: bool,
     /// A filter that compactions of the default keyspace ask about each key's newest value
-    /// (keep, remove or change it): see [`crate::CompactionFilter`]. Default: none.
-    pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
+    /// (keep, remove or change it): see [`CompactionFilter`]. Default: none.
+    pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
     /// The filters of other keyspaces, by name (RocksDB's per-column-family
     /// `compaction_filter`): a keyspace's compactions ask its own, none if it has none.
     /// Given at open, so a filter runs from the keyspace's first compaction. Default: none.
-    pub keyspace_compaction_filters: Vec<(String, Arc<dyn crate::CompactionFilter>)>,
+    pub keyspace_compaction_filters: Vec<(String, Arc<dyn CompactionFilter>)>,
     /// Open for reading only: no lock is taken and nothing in the directory is written or
     /// deleted, so any number of read-only handles, in any processes, may open a database
     /// beside its one writer. A handle sees the database as of its open: the SSTables its
@@ -279,7 +281,7 @@ impl Default for Options {
 
 impl Options {
     /// The compaction filter of keyspace `name` (`"default"`: `compaction_filter`).
-    pub fn keyspace_filter(&self, name: &str) -> Option<Arc<dyn crate::CompactionFilter>> {
+    pub fn keyspace_filter(&self, name: &str) -> Option<Arc<dyn CompactionFilter>> {
         if name == crate::keyspace::DEFAULT_NAME {
             return self.compaction_filter.clone();
         }
@@ -529,7 +531,7 @@ fn open_file_limit() -> Option<u64> {
 #[derive(Debug, Clone)]
 pub struct ReadOptions<'a> {
     /// Read at this snapshot instead of the latest state.
-    pub snapshot: Option<&'a crate::Snapshot>,
+    pub snapshot: Option<&'a Snapshot>,
     /// Iterators: the smallest key to return (inclusive).
     pub lower_bound: Option<Vec<u8>>,
     /// Iterators: the key at which to stop (exclusive).
@@ -552,7 +554,7 @@ impl Default for ReadOptions<'_> {
 
 impl<'a> ReadOptions<'a> {
     /// Read at `snapshot`.
-    pub fn at(snapshot: &'a crate::Snapshot) -> Self {
+    pub fn at(snapshot: &'a Snapshot) -> Self {
         ReadOptions {
             snapshot: Some(snapshot),
             ..ReadOptions::default()

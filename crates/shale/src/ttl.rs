@@ -17,10 +17,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::compaction_filter::{CompactionFilter, FilterDecision};
 use crate::error::{Error, Result};
-use crate::{
-    CompactionFilter, Db, FilterDecision, Options, RangeIter, ReadOptions, WriteBatch, WriteOptions,
-};
+use crate::{Db, Options, RangeIter, ReadOptions, WriteBatch, WriteOptions};
 
 /// The marker file of a TTL database.
 pub const TTL_MARKER: &str = "TTL";

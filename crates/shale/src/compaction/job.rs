@@ -23,7 +23,7 @@
 //! boundaries, so that each file holds the part of a range its keys span; one in the oldest
 //! stripe with no deeper level under its range is dropped.
 
-use super::{CompactionFilter, FilterDecision};
+use crate::compaction_filter::{CompactionFilter, FilterDecision};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::InternalIterator;

@@ -4,13 +4,12 @@
 //!   merge next and where to. Unit-tested and simulated on its own (`picker/tests.rs`).
 //! - `job.rs`: the work: merge the chosen files, drop what no reader can see, write new
 //!   SSTables cut at `max_file_size`.
-//! - `filter.rs`: the user's compaction filter, which `job.rs` asks about each key's newest
-//!   value.
+//!
+//! `job.rs` asks the user's compaction filter (`crate::compaction_filter`, a policy the
+//! options carry) about each key's newest value.
 
-mod filter;
 mod job;
 mod picker;
 
-pub use filter::{CompactionFilter, FilterDecision};
 pub use job::{run_compaction, DropPolicy};
 pub use picker::{CompactionPolicy, CompactionTask, InFlight, LevelFile, RunningOutputs};

@@ -33,7 +33,6 @@ mod open;
 mod read;
 mod repair;
 mod replay;
-mod snapshot;
 mod stats;
 mod super_version;
 mod transaction;
@@ -46,12 +45,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
+pub use crate::snapshot::Snapshot;
 pub use hook::WriteHook;
 pub use keyspace::Keyspace;
 pub use read::prefix_successor;
 pub use read::{DbIterator, RangeIter};
 pub use repair::{RepairReport, LOST_DIR};
-pub use snapshot::Snapshot;
 pub use stats::{Stats, StatsSnapshot};
 pub use transaction::Transaction;
 
@@ -215,7 +214,7 @@ pub(crate) struct DbInner {
     /// What the write path needs to decide on back-pressure, mirrored from `state` so a
     /// write under no pressure takes no state lock. Published by `publish_pressure`.
     pressure: Pressure,
-    snapshots: Arc<snapshot::SnapshotList>,
+    snapshots: Arc<crate::snapshot::SnapshotList>,
     closed: AtomicBool,
     stats: Stats,
     /// True once a hook is attached: a write without hooks skips `hook_list`.

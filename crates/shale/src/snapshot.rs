@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::lock;
 use crate::key::SeqNo;
+use crate::sync::lock;
 
 /// Pinned sequence numbers and how many snapshots pin each.
 #[derive(Debug, Default)]
