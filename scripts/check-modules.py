@@ -37,7 +37,7 @@ LAYERS = [
     ),
     ("files", ["memtable", "sst"]),
     ("tree", ["compaction", "version"]),
-    ("engine", ["db", "tools"]),
+    ("engine", ["db", "verify"]),
     # The search layer over `Db` is a crate of its own (crates/shale-search), which sees
     # only the public API: the compiler keeps that rule.
     ("over Db", ["ttl"]),

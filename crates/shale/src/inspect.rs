@@ -8,7 +8,7 @@
 //! crate. Unlike the crate root, this surface changes with the engine.
 
 /// Verification of a directory, a table or a log, and the table-level reads of `dump`.
-pub use crate::tools::{
+pub use crate::verify::{
     live_manifest_path, open_table, table_index, table_path, verify_dir, verify_table, IndexEntry,
     Problem, TableCheck, VerifyReport,
 };

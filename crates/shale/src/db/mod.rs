@@ -253,7 +253,7 @@ impl Db {
         };
         let inner = &db.inner;
         // The purge thread first: `close` stops it after the others.
-        let purge = crate::version::purge::spawn(&inner.purger, Arc::clone(&inner.tables))?;
+        let purge = crate::version::purge::spawn(&inner.purger)?;
         lock(&db.workers).push(purge);
         if inner.opts.read_only {
             return Ok(db);

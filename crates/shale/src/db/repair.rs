@@ -51,7 +51,7 @@ use crate::options::Options;
 use crate::range_del::{RangeDels, RangeTombstone};
 use crate::sst::BlockCache;
 use crate::sst::{BlockHandle, Table, TableOptions};
-use crate::tools::{table_index, Problem};
+use crate::verify::{table_index, Problem};
 use crate::version::table_cache::TableCache;
 use crate::version::{
     manifest_name, FileId, Level, RecoveredManifest, TableFile, Version, VersionSet, CURRENT_FILE,

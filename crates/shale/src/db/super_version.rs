@@ -42,7 +42,7 @@ use thread_local::ThreadLocal;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::sync::lock;
-use crate::version::purge::{Garbage, Purger};
+use crate::version::purge::Purger;
 use crate::version::Version;
 
 /// A consistent view of the whole tree.
@@ -72,8 +72,8 @@ impl Drop for SuperVersion {
             std::mem::take(&mut self.imm),
             std::mem::replace(&mut self.version, Arc::clone(&EMPTY.1)),
         ));
-        // A stopped purger hands the parts back; they drop here.
-        drop(self.purger.defer(Garbage::Drop(parts)));
+        // A stopped purger drops them here.
+        self.purger.defer(Box::new(move || drop(parts)));
     }
 }
 

@@ -26,6 +26,8 @@
 //! made a keyspace writes the manifest of format v2. A deleted file needs no keyspace: its
 //! id names it.
 
+use std::collections::BTreeMap;
+
 use super::keyspace::KeyspaceDef;
 use crate::codec::{self, DecodeError, Decoder};
 use crate::key::{InternalKey, SeqNo};
@@ -91,6 +93,28 @@ pub struct VersionEdit {
 }
 
 impl VersionEdit {
+    /// The edit that starts a manifest: every live file, every keyspace and the counters. A
+    /// database that never made a keyspace gets no keyspace fields (format v2).
+    pub fn snapshot(
+        log_number: FileId,
+        next_file: u64,
+        last_seq: SeqNo,
+        files: &BTreeMap<FileId, (Level, FileMeta)>,
+        keyspaces: &BTreeMap<KeyspaceId, KeyspaceDef>,
+        next_keyspace_id: KeyspaceId,
+    ) -> VersionEdit {
+        VersionEdit {
+            log_number: Some(log_number),
+            next_file_number: Some(FileId(next_file)),
+            last_seq: Some(last_seq),
+            new_files: files.values().cloned().collect(),
+            deleted_files: Vec::new(),
+            keyspaces: keyspaces.values().cloned().collect(),
+            dropped_keyspaces: Vec::new(),
+            next_keyspace_id: (next_keyspace_id > KeyspaceId(1)).then_some(next_keyspace_id),
+        }
+    }
+
     /// Append the encoding of this edit to `dst`.
     pub fn encode(&self, dst: &mut Vec<u8>) {
         if let Some(n) = self.log_number {

@@ -230,7 +230,7 @@ impl RecoveredManifest {
 
     /// The edit that recreates this state from nothing: the first record of a new manifest.
     pub fn snapshot_edit(&self) -> VersionEdit {
-        super::set::snapshot_edit(
+        VersionEdit::snapshot(
             self.log_number,
             self.next_file_number.0,
             self.last_seq,

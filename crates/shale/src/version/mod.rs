@@ -41,7 +41,7 @@ use crate::sst::filter::FilterKey;
 use crate::sst::PointEntry;
 use crate::sst::Table;
 use crate::sync::Trend;
-use table_cache::{TableCache, TableRef};
+use table_cache::{TableCache, TablePin, TableRef};
 
 /// What a point read through a version did, for statistics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -76,9 +76,9 @@ impl FileMeta {
 pub struct TableFile {
     pub meta: FileMeta,
     tables: Arc<TableCache>,
-    /// The open reader, when the table cache had a pin to give it (see `version/table_cache.rs`):
-    /// held until this file leaves the tree.
-    pinned: OnceLock<Arc<Table>>,
+    /// The open reader, when the table cache had a pin to give it: held until this file
+    /// leaves the tree.
+    pin: TablePin,
     /// Set when a compaction has replaced this file: it is deleted once no version lists
     /// it any more (when the last `Arc` drops).
     obsolete: AtomicBool,
@@ -89,24 +89,13 @@ impl TableFile {
         TableFile {
             meta,
             tables,
-            pinned: OnceLock::new(),
+            pin: TablePin::default(),
             obsolete: AtomicBool::new(false),
         }
     }
 
     pub(crate) fn pinned_table(&self) -> Option<&Arc<Table>> {
-        self.pinned.get()
-    }
-
-    /// Hold `table` until this file drops. Returns the table held and whether it is
-    /// `table`: if another reader pinned one first, that one is kept and `table` dropped.
-    pub(crate) fn pin(&self, table: Arc<Table>) -> (&Arc<Table>, bool) {
-        let mut ours = false;
-        let pinned = self.pinned.get_or_init(|| {
-            ours = true;
-            table
-        });
-        (pinned, ours)
+        self.pin.table()
     }
 
     /// The current version no longer lists this file: delete it once older versions,
@@ -121,7 +110,7 @@ impl TableFile {
     /// As `TableCache::get`: `Io` if the file cannot be opened, `Corruption` if it is
     /// damaged.
     pub fn table(&self) -> Result<Arc<Table>> {
-        self.tables.get(self).map(TableRef::into_owned)
+        self.table_ref().map(TableRef::into_owned)
     }
 
     /// [`TableFile::table`], lent for one read: a pinned table costs no reference count.
@@ -130,16 +119,14 @@ impl TableFile {
     /// As `TableCache::get`: `Io` if the file cannot be opened, `Corruption` if it is
     /// damaged.
     pub fn table_ref(&self) -> Result<TableRef<'_>> {
-        self.tables.get(self)
+        self.tables.get(self.meta.id, self.meta.size, &self.pin)
     }
 }
 
 impl Drop for TableFile {
     fn drop(&mut self) {
         // Close the table before its file may be deleted.
-        if let Some(table) = self.pinned.take() {
-            self.tables.unpinned(&table);
-        }
+        self.tables.unpin(&mut self.pin);
         if self.obsolete.load(Ordering::Acquire) {
             // A failed delete leaves a file that the next open removes.
             self.tables.retire(self.meta.id);

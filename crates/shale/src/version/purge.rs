@@ -17,21 +17,16 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::filename::FileId;
 use crate::sync::lock;
-use crate::version::table_cache::TableCache;
 
-/// Work for the purge thread.
-pub(crate) enum Garbage {
-    /// An SSTable no version lists any more: close its reader and delete its file.
-    Table(FileId),
-    /// Values whose drop may be slow (the memtables and version of a super version).
-    Drop(Box<dyn Send>),
-}
+/// Work for the purge thread: closing an SSTable no version lists any more and deleting
+/// its file (`TableCache::retire`), or dropping values whose drop may be slow (the
+/// memtables and version of a super version).
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 #[derive(Default)]
 struct Queue {
-    work: Vec<Garbage>,
+    work: Vec<Job>,
     /// The thread is doing work it has taken off `work`.
     busy: bool,
     running: bool,
@@ -48,15 +43,16 @@ pub(crate) struct Purger {
 }
 
 impl Purger {
-    /// Queue `garbage`, or hand it back if no thread is running to take it.
-    pub fn defer(&self, garbage: Garbage) -> Option<Garbage> {
+    /// Queue `job` for the thread, or do it here if no thread is running to take it.
+    pub fn defer(&self, job: Job) {
         let mut q = lock(&self.queue);
         if !q.running {
-            return Some(garbage);
+            drop(q);
+            job();
+            return;
         }
-        q.work.push(garbage);
+        q.work.push(job);
         self.work_cv.notify_one();
-        None
     }
 
     /// Block until everything queued so far is done.
@@ -74,25 +70,23 @@ impl Purger {
     }
 }
 
-/// Start the purge thread for the tables of `tables`.
-pub(crate) fn spawn(purger: &Arc<Purger>, tables: Arc<TableCache>) -> Result<JoinHandle<()>> {
+/// Start the purge thread.
+pub(crate) fn spawn(purger: &Arc<Purger>) -> Result<JoinHandle<()>> {
     // Running before the thread exists, so that it cannot see a stopped purger and exit.
     lock(&purger.queue).running = true;
-    let (thread_purger, purger_tables) = (Arc::clone(purger), Arc::clone(&tables));
+    let thread_purger = Arc::clone(purger);
     std::thread::Builder::new()
         .name("shale-purge".into())
-        .spawn(move || purge_loop(&thread_purger, &tables))
+        .spawn(move || purge_loop(&thread_purger))
         .map_err(|e| {
             purger.stop();
             let work = std::mem::take(&mut lock(&purger.queue).work);
-            for garbage in work {
-                dispose(garbage, &purger_tables);
-            }
+            work.into_iter().for_each(|job| job());
             Error::io("spawn purge thread", Path::new(""), e)
         })
 }
 
-fn purge_loop(purger: &Purger, tables: &TableCache) {
+fn purge_loop(purger: &Purger) {
     let mut q = lock(&purger.queue);
     loop {
         if q.work.is_empty() {
@@ -109,17 +103,7 @@ fn purge_loop(purger: &Purger, tables: &TableCache) {
         drop(q);
         // Dropping a version here may retire more tables: they queue up behind the lock
         // this thread no longer holds.
-        for garbage in work {
-            dispose(garbage, tables);
-        }
+        work.into_iter().for_each(|job| job());
         q = lock(&purger.queue);
-    }
-}
-
-/// Do the work `garbage` stands for, in the calling thread.
-pub(crate) fn dispose(garbage: Garbage, tables: &TableCache) {
-    match garbage {
-        Garbage::Table(id) => tables.delete(id),
-        Garbage::Drop(value) => drop(value),
     }
 }

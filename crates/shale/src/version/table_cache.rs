@@ -2,7 +2,7 @@
 //! filter each), at most `max_open_files` of them.
 //!
 //! The budget has two halves:
-//! - **Pins.** A table opened while pins are left is held by its own [`TableFile`] until
+//! - **Pins.** A table opened while pins are left is held by its file's [`TablePin`] until
 //!   that file leaves the tree. A get reaches it through the super version it already
 //!   holds: no lock and no reference count, so reader threads share no cache line on the
 //!   way to a table. Most trees (fewer than half `max_open_files` files) are all pinned.
@@ -22,16 +22,40 @@
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cache::ClockCache;
 use crate::error::{Error, Result};
+use crate::filename::FileId;
 use crate::fs::FileSystem;
 use crate::sst::BlockCache;
 use crate::sst::Table;
 use crate::sync::lock;
-use crate::version::purge::{self, Garbage, Purger};
-use crate::version::{FileId, FileMeta, TableFile};
+use crate::version::purge::Purger;
+
+/// A live file's place for its table's reader, filled when the table cache has a pin to
+/// give: a get finds the reader here with no lock and no reference count. Given back with
+/// [`TableCache::unpin`] when the file leaves the tree.
+#[derive(Debug, Default)]
+pub struct TablePin(OnceLock<Arc<Table>>);
+
+impl TablePin {
+    /// The pinned reader, if the file has one.
+    pub fn table(&self) -> Option<&Arc<Table>> {
+        self.0.get()
+    }
+
+    /// Hold `table`. Returns the table held and whether it is `table`: if another reader
+    /// pinned one first, that one is kept and `table` dropped.
+    fn fill(&self, table: Arc<Table>) -> (&Arc<Table>, bool) {
+        let mut ours = false;
+        let pinned = self.0.get_or_init(|| {
+            ours = true;
+            table
+        });
+        (pinned, ours)
+    }
+}
 
 /// A table reader lent for one read: borrowed from its file's pin, or a clone out of the
 /// CLOCK cache.
@@ -124,29 +148,29 @@ impl TableCache {
         }
     }
 
-    /// The reader of `file`'s table, opening it if it is not open: pinned by `file` if
-    /// a pin is left, else cached.
+    /// The reader of table `id` (`size` bytes, as the manifest says), opening it if it
+    /// is not open: held by the file's `pin` if a pin is left, else cached.
     ///
     /// # Errors
-    /// `Io` if the file cannot be opened; `Corruption` if its length differs from the
-    /// manifest's or its footer, index, filter or properties are damaged.
-    pub fn get<'f>(&self, file: &'f TableFile) -> Result<TableRef<'f>> {
-        if let Some(table) = file.pinned_table() {
+    /// `Io` if the file cannot be opened; `Corruption` if its length differs from `size`
+    /// or its footer, index, filter or properties are damaged.
+    pub fn get<'p>(&self, id: FileId, size: u64, pin: &'p TablePin) -> Result<TableRef<'p>> {
+        if let Some(table) = pin.table() {
             return Ok(TableRef::Pinned(table));
         }
-        if let Some(table) = self.open.get(&file.meta.id.0) {
+        if let Some(table) = self.open.get(&id.0) {
             return Ok(TableRef::Cached(table));
         }
-        let stripe = (file.meta.id.0 % LOADERS as u64) as usize;
+        let stripe = (id.0 % LOADERS as u64) as usize;
         let _loading = self.loaders.get(stripe).map(lock);
         // Another reader may have opened it while this one waited.
-        if let Some(table) = file.pinned_table() {
+        if let Some(table) = pin.table() {
             return Ok(TableRef::Pinned(table));
         }
-        if let Some(table) = self.open.get(&file.meta.id.0) {
+        if let Some(table) = self.open.get(&id.0) {
             return Ok(TableRef::Cached(table));
         }
-        let table = self.open_table(&file.meta)?;
+        let table = self.open_table(id, size)?;
         let reserved = self
             .pins
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -155,7 +179,7 @@ impl TableCache {
             .is_ok();
         if reserved {
             let bytes = table.pinned_bytes();
-            let (pinned, ours) = file.pin(table);
+            let (pinned, ours) = pin.fill(table);
             if ours {
                 self.pinned_table_bytes.fetch_add(bytes, Ordering::Relaxed);
             } else {
@@ -165,37 +189,34 @@ impl TableCache {
             return Ok(TableRef::Pinned(pinned));
         }
         // If another reader opened it meanwhile, use theirs and let ours close.
-        if let Some(pinned) = file.pinned_table() {
+        if let Some(pinned) = pin.table() {
             return Ok(TableRef::Pinned(pinned));
         }
-        Ok(TableRef::Cached(
-            self.open.insert(file.meta.id.0, table, 1).0,
-        ))
+        Ok(TableRef::Cached(self.open.insert(id.0, table, 1).0))
     }
 
-    /// `table` was pinned by a file that is gone now.
-    pub(crate) fn unpinned(&self, table: &Table) {
-        self.pins.fetch_sub(1, Ordering::AcqRel);
-        self.pinned_table_bytes
-            .fetch_sub(table.pinned_bytes(), Ordering::Relaxed);
+    /// The file of `pin` leaves the tree: close its pinned table, if any, and give the pin
+    /// back.
+    pub(crate) fn unpin(&self, pin: &mut TablePin) {
+        if let Some(table) = pin.0.take() {
+            self.pins.fetch_sub(1, Ordering::AcqRel);
+            self.pinned_table_bytes
+                .fetch_sub(table.pinned_bytes(), Ordering::Relaxed);
+        }
     }
 
-    fn open_table(&self, meta: &FileMeta) -> Result<Arc<Table>> {
-        let path = self.path(meta.id);
+    fn open_table(&self, id: FileId, size: u64) -> Result<Arc<Table>> {
+        let path = self.path(id);
         let file = if self.mmap {
             self.fs.open_mapped(&path)?
         } else {
             self.fs.open(&path)?
         };
-        if file.len() != meta.size {
+        if file.len() != size {
             return Err(Error::corruption(
                 &path,
                 file.len(),
-                format!(
-                    "file is {} bytes, the manifest says {}",
-                    file.len(),
-                    meta.size
-                ),
+                format!("file is {} bytes, the manifest says {size}", file.len()),
             ));
         }
         Ok(Arc::new(Table::open_cached(
@@ -207,10 +228,9 @@ impl TableCache {
 
     /// Table `id` is listed by no version any more: close it and delete its file on the
     /// purge thread (or here, if it is not running).
-    pub fn retire(&self, id: FileId) {
-        if let Some(garbage) = self.purger.defer(Garbage::Table(id)) {
-            purge::dispose(garbage, self);
-        }
+    pub fn retire(self: &Arc<Self>, id: FileId) {
+        let tables = Arc::clone(self);
+        self.purger.defer(Box::new(move || tables.delete(id)));
     }
 
     /// Close table `id` (if the CLOCK cache holds it; a pinned table closed with its
@@ -246,6 +266,7 @@ mod tests {
     use crate::fs::MemFs;
     use crate::key::{InternalKey, SeqNo, ValueKind};
     use crate::sst::{TableBuilder, TableOptions};
+    use crate::version::{FileMeta, TableFile};
 
     /// `n` one-entry tables in `fs` under `/db`, as files of the tree.
     fn files(fs: &Arc<MemFs>, tables: &Arc<TableCache>, n: u64) -> Vec<TableFile> {

@@ -72,7 +72,7 @@ impl VersionSet {
     ) -> Result<VersionSet> {
         let manifest_id = state.next_file_number;
         let next_file = manifest_id.0 + 1;
-        let snapshot = snapshot_edit(
+        let snapshot = VersionEdit::snapshot(
             state.log_number,
             next_file,
             state.last_seq,
@@ -194,7 +194,7 @@ impl VersionSet {
         let manifest = FileId(self.next_file + 1);
         CopyPlan {
             versions: self.versions.values().cloned().collect(),
-            edit: snapshot_edit(
+            edit: VersionEdit::snapshot(
                 wal,
                 self.next_file + 2,
                 self.last_seq,
@@ -208,7 +208,7 @@ impl VersionSet {
     }
 
     fn snapshot_edit(&self) -> VersionEdit {
-        snapshot_edit(
+        VersionEdit::snapshot(
             self.log_number,
             self.next_file,
             self.last_seq,
@@ -346,28 +346,6 @@ fn all_versions(state: &RecoveredManifest, built: BTreeMap<KeyspaceId, Version>)
         versions.entry(id).or_default();
     }
     versions
-}
-
-/// The edit that starts a manifest: every live file, every keyspace and the counters. A
-/// database that never made a keyspace gets no keyspace fields (format v2).
-pub(super) fn snapshot_edit(
-    log_number: FileId,
-    next_file: u64,
-    last_seq: SeqNo,
-    files: &BTreeMap<FileId, (Level, FileMeta)>,
-    keyspaces: &BTreeMap<KeyspaceId, KeyspaceDef>,
-    next_keyspace_id: KeyspaceId,
-) -> VersionEdit {
-    VersionEdit {
-        log_number: Some(log_number),
-        next_file_number: Some(FileId(next_file)),
-        last_seq: Some(last_seq),
-        new_files: files.values().cloned().collect(),
-        deleted_files: Vec::new(),
-        keyspaces: keyspaces.values().cloned().collect(),
-        dropped_keyspaces: Vec::new(),
-        next_keyspace_id: (next_keyspace_id > KeyspaceId(1)).then_some(next_keyspace_id),
-    }
 }
 
 /// Create manifest `id` in `dir` holding `snapshot` as its first record, and make it and
