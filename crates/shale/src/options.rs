@@ -353,74 +353,89 @@ impl Options {
 
     /// Check every option; return the list of all problems found.
     pub fn validate(&self) -> Result<(), Vec<String>> {
-        let mut problems = Vec::new();
-        let mut check = |ok: bool, msg: String| {
-            if !ok {
-                problems.push(msg);
-            }
-        };
-        check(
-            !(self.read_only && self.error_if_exists),
-            "read_only with error_if_exists can never open".into(),
-        );
-        check(
-            !self
-                .keyspace_compaction_filters
-                .iter()
-                .any(|(name, _)| name == crate::keyspace::DEFAULT_NAME),
+        let mut p = Problems::default();
+        self.check_combinations(&mut p);
+        self.check_sizes(&mut p);
+        self.check_compression(&mut p);
+        self.check_levels(&mut p);
+        self.check_resources(&mut p);
+        match p.0.is_empty() {
+            true => Ok(()),
+            false => Err(p.0),
+        }
+    }
+
+    /// Options that are each fine but cannot go together.
+    fn check_combinations(&self, p: &mut Problems) {
+        p.check(!(self.read_only && self.error_if_exists), || {
+            "read_only with error_if_exists can never open".into()
+        });
+        let default_named = self
+            .keyspace_compaction_filters
+            .iter()
+            .any(|(name, _)| name == crate::keyspace::DEFAULT_NAME);
+        p.check(!default_named, || {
             "keyspace_compaction_filters names the default keyspace: its filter is \
              compaction_filter"
-                .into(),
-        );
-        check(
-            (64 << 10..=4 << 30).contains(&self.write_buffer_size),
-            format!(
-                "write_buffer_size = {} must be between 64 KiB and 4 GiB",
-                self.write_buffer_size
+                .into()
+        });
+    }
+
+    /// Memtables, files, blocks and filters.
+    fn check_sizes(&self, p: &mut Problems) {
+        let sizes = [
+            (
+                "write_buffer_size",
+                self.write_buffer_size as u64,
+                64 << 10..=4 << 30,
+                "64 KiB and 4 GiB",
             ),
-        );
-        check(
-            (2..=64).contains(&self.max_write_buffers),
-            format!(
-                "max_write_buffers = {} must be between 2 and 64",
-                self.max_write_buffers
+            (
+                "max_write_buffers",
+                self.max_write_buffers as u64,
+                2..=64,
+                "2 and 64",
             ),
-        );
-        check(
-            (16 << 10..=4 << 30).contains(&self.max_file_size),
-            format!(
-                "max_file_size = {} must be between 16 KiB and 4 GiB",
-                self.max_file_size
+            (
+                "max_file_size",
+                self.max_file_size,
+                16 << 10..=4 << 30,
+                "16 KiB and 4 GiB",
             ),
-        );
-        check(
-            (256..=4 << 20).contains(&self.block_size),
-            format!(
-                "block_size = {} must be between 256 B and 4 MiB",
-                self.block_size
+            (
+                "block_size",
+                self.block_size as u64,
+                256..=4 << 20,
+                "256 B and 4 MiB",
             ),
-        );
-        check(
-            (1..=1024).contains(&self.block_restart_interval),
-            format!(
-                "block_restart_interval = {} must be between 1 and 1024",
-                self.block_restart_interval
+            (
+                "block_restart_interval",
+                self.block_restart_interval as u64,
+                1..=1024,
+                "1 and 1024",
             ),
-        );
-        check(
-            self.filter_bits_per_key <= 64,
+        ];
+        for (name, value, range, shown) in sizes {
+            p.check(range.contains(&value), || {
+                format!("{name} = {value} must be between {shown}")
+            });
+        }
+        p.check(self.filter_bits_per_key <= 64, || {
             format!(
                 "filter_bits_per_key = {} must be at most 64 (0 disables filters)",
                 self.filter_bits_per_key
-            ),
-        );
-        check(
-            self.compression_per_level.len() <= NUM_LEVELS,
+            )
+        });
+    }
+
+    /// The codecs, each zstd level in zstd's range.
+    fn check_compression(&self, p: &mut Problems) {
+        p.check(self.compression_per_level.len() <= NUM_LEVELS, || {
             format!(
                 "compression_per_level has {} entries; there are {NUM_LEVELS} levels",
                 self.compression_per_level.len()
-            ),
-        );
+            )
+        });
         let per_level = self
             .compression_per_level
             .iter()
@@ -435,80 +450,93 @@ impl Options {
         ];
         for (name, c) in codecs.into_iter().chain(per_level) {
             if let Some(Compression::Zstd(level)) = c {
-                check(
-                    (1..=22).contains(&level),
-                    format!("{name}: zstd compression level {level} must be between 1 and 22"),
-                );
+                p.check((1..=22).contains(&level), || {
+                    format!("{name}: zstd compression level {level} must be between 1 and 22")
+                });
             }
         }
-        check(
-            self.level0_compaction_trigger >= 1,
-            "level0_compaction_trigger must be at least 1".to_owned(),
-        );
-        check(
+    }
+
+    /// The shape of the tree: L0's triggers and the levels' sizes.
+    fn check_levels(&self, p: &mut Problems) {
+        p.check(self.level0_compaction_trigger >= 1, || {
+            "level0_compaction_trigger must be at least 1".to_owned()
+        });
+        p.check(
             self.level0_compaction_trigger <= self.level0_slowdown_trigger
                 && self.level0_slowdown_trigger <= self.level0_stop_trigger,
-            format!(
-                "L0 triggers must satisfy compaction ({}) <= slowdown ({}) <= stop ({})",
-                self.level0_compaction_trigger,
-                self.level0_slowdown_trigger,
-                self.level0_stop_trigger
-            ),
+            || {
+                format!(
+                    "L0 triggers must satisfy compaction ({}) <= slowdown ({}) <= stop ({})",
+                    self.level0_compaction_trigger,
+                    self.level0_slowdown_trigger,
+                    self.level0_stop_trigger
+                )
+            },
         );
-        check(
-            self.max_bytes_for_level_base >= 1 << 20,
+        p.check(self.max_bytes_for_level_base >= 1 << 20, || {
             format!(
                 "max_bytes_for_level_base = {} must be at least 1 MiB",
                 self.max_bytes_for_level_base
-            ),
-        );
-        check(
-            (2..=100).contains(&self.level_size_multiplier),
+            )
+        });
+        p.check((2..=100).contains(&self.level_size_multiplier), || {
             format!(
                 "level_size_multiplier = {} must be between 2 and 100",
                 self.level_size_multiplier
-            ),
-        );
-        check(
-            (2..=64).contains(&self.background_threads),
+            )
+        });
+    }
+
+    /// Threads, file descriptors, the manifest and the I/O rate.
+    fn check_resources(&self, p: &mut Problems) {
+        p.check((2..=64).contains(&self.background_threads), || {
             format!(
-                "background_threads = {} must be between 2 (a flush and a compaction thread) and 64",
+                "background_threads = {} must be between 2 (a flush and a compaction thread) \
+                 and 64",
                 self.background_threads
-            ),
-        );
-        check(
-            self.max_manifest_file_size >= 1,
-            "max_manifest_file_size must be at least 1 (there is no \"never roll\")".to_owned(),
-        );
-        check(
-            self.max_open_files >= 16,
+            )
+        });
+        p.check(self.max_manifest_file_size >= 1, || {
+            "max_manifest_file_size must be at least 1 (there is no \"never roll\")".to_owned()
+        });
+        p.check(self.max_open_files >= 16, || {
             format!(
                 "max_open_files = {} must be at least 16",
                 self.max_open_files
-            ),
-        );
+            )
+        });
         if let Some(limit) = open_file_limit() {
-            check(
-                (self.max_open_files as u64).saturating_add(OPEN_FILE_HEADROOM) <= limit,
+            let wanted = (self.max_open_files as u64).saturating_add(OPEN_FILE_HEADROOM);
+            p.check(wanted <= limit, || {
                 format!(
                     "max_open_files = {} leaves fewer than {OPEN_FILE_HEADROOM} of the \
                      process's {limit} file descriptors (ulimit -n) for WALs, the manifest \
                      and the application",
                     self.max_open_files
-                ),
-            );
+                )
+            });
         }
-        check(
+        p.check(
             self.rate_limit_bytes_per_sec == 0 || self.rate_limit_bytes_per_sec >= 1 << 20,
-            format!(
-                "rate_limit_bytes_per_sec = {} must be 0 (no limit) or at least 1 MiB/s",
-                self.rate_limit_bytes_per_sec
-            ),
+            || {
+                format!(
+                    "rate_limit_bytes_per_sec = {} must be 0 (no limit) or at least 1 MiB/s",
+                    self.rate_limit_bytes_per_sec
+                )
+            },
         );
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems)
+    }
+}
+
+/// The problems [`Options::validate`] found so far.
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn check(&mut self, ok: bool, problem: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(problem());
         }
     }
 }
