@@ -116,116 +116,105 @@ impl RecoveredManifest {
             manifest_id,
             ..RecoveredManifest::default()
         };
-        let corrupt = |offset: u64, why: String| Error::corruption(&path, offset, why);
         let (mut log, mut next, mut seq) = (None, None, None);
         while let Some((offset, record)) = reader.next_record()? {
             let edit = VersionEdit::decode(record).map_err(|e| e.in_file(&path, offset))?;
             log = edit.log_number.or(log);
             next = edit.next_file_number.or(next);
             seq = edit.last_seq.or(seq);
-            for (level, id) in &edit.deleted_files {
-                if state.files.get(id).is_some_and(|(at, _)| at != level) {
-                    return Err(Error::corruption(
-                        &path,
-                        offset,
-                        format!(
-                            "edit deletes file {} at L{}, but it lives elsewhere",
-                            id.0, level.0
-                        ),
-                    ));
-                }
-                if state.files.remove(id).is_none() {
-                    return Err(Error::corruption(
-                        &path,
-                        offset,
-                        format!(
-                            "edit deletes file {} at L{}, which is not live",
-                            id.0, level.0
-                        ),
-                    ));
-                }
-            }
-            if let Some(id) = edit.next_keyspace_id {
-                state.next_keyspace_id = id;
-            }
-            for def in edit.keyspaces {
-                // Checksummed, but the options are used to build tables: out of their
-                // ranges they are damage, never something to build with.
-                if let Err(problems) = def.options.validate(&crate::Options::default()) {
-                    return Err(corrupt(
-                        offset,
-                        format!("keyspace {}: {}", def.name, problems.join("; ")),
-                    ));
-                }
-                if state
-                    .keyspaces
-                    .values()
-                    .any(|k| k.name == def.name && k.id != def.id)
-                {
-                    return Err(corrupt(offset, format!("two keyspaces named {}", def.name)));
-                }
-                state.keyspaces.insert(def.id, def);
-            }
-            for id in &edit.dropped_keyspaces {
-                if state.keyspaces.remove(id).is_none() {
-                    return Err(corrupt(
-                        offset,
-                        format!("edit drops unknown keyspace {}", id.0),
-                    ));
-                }
-            }
-            for (level, meta) in edit.new_files {
-                let id = meta.id;
-                if !meta.keyspace.is_default() && !state.keyspaces.contains_key(&meta.keyspace) {
-                    return Err(corrupt(
-                        offset,
-                        format!("file {} is in unknown keyspace {}", id.0, meta.keyspace.0),
-                    ));
-                }
-                if state.files.insert(id, (level, meta)).is_some() {
-                    return Err(Error::corruption(
-                        &path,
-                        offset,
-                        format!("edit adds file {} twice", id.0),
-                    ));
-                }
-            }
+            state
+                .apply(edit)
+                .map_err(|why| Error::corruption(&path, offset, why))?;
         }
         state.valid_bytes = reader.tail().map_or(data.len() as u64, |t| t.offset);
         let missing = |what: &str| Error::corruption(&path, 0, format!("manifest lacks {what}"));
         state.log_number = log.ok_or_else(|| missing("a log number"))?;
         state.next_file_number = next.ok_or_else(|| missing("a next file number"))?;
         state.last_seq = seq.ok_or_else(|| missing("a last sequence number"))?;
-        if let Some((_, (_, meta))) = state.files.iter().find(|(_, (_, m))| {
-            !m.keyspace.is_default() && !state.keyspaces.contains_key(&m.keyspace)
-        }) {
-            return Err(corrupt(
-                0,
-                format!(
-                    "file {} outlives its keyspace {}",
-                    meta.id.0, meta.keyspace.0
-                ),
-            ));
-        }
-        if state
-            .keyspaces
-            .keys()
-            .any(|id| *id >= state.next_keyspace_id)
-        {
-            return Err(corrupt(
-                0,
-                "next keyspace id is not above every keyspace".into(),
-            ));
-        }
-        let highest = state.files.keys().next_back().copied().unwrap_or_default();
-        if highest >= state.next_file_number || manifest_id >= state.next_file_number {
-            return Err(Error::corruption(
-                &path,
-                0,
-                "next file number is not above every live file",
-            ));
-        }
+        state
+            .check_whole()
+            .map_err(|why| Error::corruption(&path, 0, why))?;
         Ok(state)
+    }
+
+    /// Apply one edit's files and keyspaces; why it cannot apply, if it cannot.
+    fn apply(&mut self, edit: VersionEdit) -> std::result::Result<(), String> {
+        for (level, id) in &edit.deleted_files {
+            match self.files.get(id) {
+                Some((at, _)) if at != level => {
+                    return Err(format!(
+                        "edit deletes file {} at L{}, but it lives elsewhere",
+                        id.0, level.0
+                    ))
+                }
+                Some(_) => {
+                    self.files.remove(id);
+                }
+                None => {
+                    return Err(format!(
+                        "edit deletes file {} at L{}, which is not live",
+                        id.0, level.0
+                    ))
+                }
+            }
+        }
+        if let Some(id) = edit.next_keyspace_id {
+            self.next_keyspace_id = id;
+        }
+        for def in edit.keyspaces {
+            // Checksummed, but the options are used to build tables: out of their ranges
+            // they are damage, never something to build with.
+            if let Err(problems) = def.options.validate(&crate::Options::default()) {
+                return Err(format!("keyspace {}: {}", def.name, problems.join("; ")));
+            }
+            if self
+                .keyspaces
+                .values()
+                .any(|k| k.name == def.name && k.id != def.id)
+            {
+                return Err(format!("two keyspaces named {}", def.name));
+            }
+            self.keyspaces.insert(def.id, def);
+        }
+        for id in &edit.dropped_keyspaces {
+            if self.keyspaces.remove(id).is_none() {
+                return Err(format!("edit drops unknown keyspace {}", id.0));
+            }
+        }
+        for (level, meta) in edit.new_files {
+            let id = meta.id;
+            if !meta.keyspace.is_default() && !self.keyspaces.contains_key(&meta.keyspace) {
+                return Err(format!(
+                    "file {} is in unknown keyspace {}",
+                    id.0, meta.keyspace.0
+                ));
+            }
+            if self.files.insert(id, (level, meta)).is_some() {
+                return Err(format!("edit adds file {} twice", id.0));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the state every edit left must hold: each file's keyspace, and counters
+    /// above every id in use.
+    fn check_whole(&self) -> std::result::Result<(), String> {
+        if let Some((_, (_, meta))) = self.files.iter().find(|(_, (_, m))| {
+            !m.keyspace.is_default() && !self.keyspaces.contains_key(&m.keyspace)
+        }) {
+            return Err(format!(
+                "file {} outlives its keyspace {}",
+                meta.id.0, meta.keyspace.0
+            ));
+        }
+        if self.keyspaces.keys().any(|id| *id >= self.next_keyspace_id) {
+            return Err("next keyspace id is not above every keyspace".into());
+        }
+        let highest = self.files.keys().next_back().copied().unwrap_or_default();
+        if highest >= self.next_file_number || self.manifest_id >= self.next_file_number {
+            return Err("next file number is not above every live file".into());
+        }
+        Ok(())
     }
 
     /// The edit that recreates this state from nothing: the first record of a new manifest.
