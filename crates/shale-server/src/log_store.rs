@@ -12,8 +12,9 @@
 //!    [`Error::LogHole`] if one is found anyway.
 //! 2. The vote, appends, truncates and purges are written with synced batches: when the
 //!    call returns (and an append's callback fires) they survive power loss. Shale's
-//!    group commit shares one fsync among concurrent writers.
-//!
+//!    group commit shares one fsync among concurrent writers. (The vote's write options
+//!    are the store's, [`LogStore::saving_votes_with`]; only the vote's negative control
+//!    in `tests/vote_power_loss/` opens a store that does not sync them.)
 //! 3. The entry cache holds a contiguous run of entries equal to those on disk, the last
 //!    appended ones: an append adds its entries once its batch is synced, in the same
 //!    blocking task (so a cancelled append cannot leave the disk ahead of a cache that
@@ -60,6 +61,8 @@ pub struct LogStore {
     /// The cluster's id, once this node has one ([`LogStore::claim`]); joins one at a time.
     cluster: Arc<OnceLock<u128>>,
     joining: Arc<Mutex<()>>,
+    /// How the vote is written: synced, unless a test asks otherwise.
+    vote_writes: WriteOptions,
 }
 
 /// How long a purge waits for the snapshot that covers it to be durable.
@@ -94,6 +97,7 @@ impl LogStore {
             purge_waits: Arc::default(),
             cluster: Arc::default(),
             joining: Arc::default(),
+            vote_writes: WriteOptions::sync(),
         })
     }
 
@@ -190,6 +194,15 @@ impl LogStore {
     #[must_use]
     pub fn purging_behind(mut self, snapshots: tokio::sync::watch::Receiver<u64>) -> LogStore {
         self.snapshots = Some(snapshots);
+        self
+    }
+
+    /// Write the vote with `opts` rather than synced. Raft needs the vote durable before
+    /// it is granted (a replica that forgets it can vote twice in one term), so only a
+    /// test that must see that go wrong has a reason to call this.
+    #[must_use]
+    pub fn saving_votes_with(mut self, opts: WriteOptions) -> LogStore {
+        self.vote_writes = opts;
         self
     }
 
@@ -473,15 +486,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let mut batch = WriteBatch::new();
         batch.put(LOG_KEY_VOTE, format::encode_vote(vote));
-        // The second negative control: a vote that is not synced must be caught by
-        // both modules of tests/vote_power_loss/ (scripts/chaos.sh runs them with this
-        // feature on).
-        let opts = if cfg!(feature = "negative-control-unsynced-vote") {
-            WriteOptions::default()
-        } else {
-            WriteOptions::sync()
-        };
-        self.write_with(batch, opts)
+        self.write_with(batch, self.vote_writes)
             .await
             .map_err(|e| StorageError::IO {
                 source: StorageIOError::write_vote(AnyError::new(&e)),

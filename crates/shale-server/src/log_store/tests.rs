@@ -83,6 +83,7 @@ fn cold(store: &LogStore) -> LogStore {
         purge_waits: Arc::default(),
         cluster: Arc::default(),
         joining: Arc::default(),
+        vote_writes: store.vote_writes,
     }
 }
 

@@ -1,8 +1,8 @@
 //! The server's integration tests, one module per subject, in one test binary. One
 //! module's tests: `cargo test -p shale-server --test server <module>::`. Two other
 //! binaries stand apart: `node_flood` measures a process's memory and a client's latency
-//! with nothing else running, and `vote_power_loss` is rebuilt by `scripts/chaos.sh` with
-//! a negative-control feature.
+//! with nothing else running, and `vote_power_loss` is small enough for
+//! `scripts/chaos.sh` to build for its negative controls alone.
 
 mod cluster_backup;
 mod cluster_embed_once;

@@ -19,9 +19,9 @@
 //!
 //! The checker watches every node's metrics from start to end and records each leader as
 //! it is elected, in order; a leader id that is not above every earlier one breaks
-//! election safety. Built with the feature `negative-control-unsynced-vote` (the vote is
-//! written without fsync), node 2 forgets its vote and this test must fail:
-//! scripts/chaos.sh runs it so and requires the failure.
+//! election safety. Its negative control runs the same scenario with log stores that
+//! write the vote without fsync: node 2 forgets its vote, and the checker must find node
+//! 1 elected as a lower leader after node 3.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
@@ -41,7 +41,7 @@ use openraft::raft::{
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, Config, LeaderId, ServerState, Snapshot, Vote};
 use shale::fs::{MemFs, PowerLoss};
-use shale::Options;
+use shale::{Options, WriteOptions};
 use shale_server::log_store::LogStore;
 use shale_server::state_machine::StateMachineStore;
 use shale_server::{Command, NodeId, Op, Raft, TypeConfig};
@@ -195,6 +195,7 @@ enum StateOn {
     MemFs,
 }
 
+/// Node `id` on the machine `mem`, its log store writing votes with `votes`.
 async fn start(
     id: NodeId,
     mem: &MemFs,
@@ -202,12 +203,15 @@ async fn start(
     router: &Arc<Router>,
     leaders: &Leaders,
     state_on: StateOn,
+    votes: WriteOptions,
 ) -> Node {
     let opts = Options {
         fs: Arc::new(mem.clone()),
         ..Options::default()
     };
-    let log = LogStore::open(Path::new(LOG_DIR), opts.clone()).expect("open the log store");
+    let log = LogStore::open(Path::new(LOG_DIR), opts.clone())
+        .expect("open the log store")
+        .saving_votes_with(votes);
     let state_dir = dir.join(format!("state-{id}"));
     std::fs::create_dir_all(&state_dir).expect("mkdir");
     let state_opts = match state_on {
@@ -265,19 +269,28 @@ struct Cluster {
     router: Arc<Router>,
     leaders: Leaders,
     machines: Vec<MemFs>,
+    /// How the log stores write the vote; a restarted node's too.
+    votes: WriteOptions,
 }
 
 impl Cluster {
+    /// With synced votes, as a server writes them.
     async fn start(state_on: StateOn) -> (Cluster, [Node; 3]) {
+        Cluster::start_with(state_on, WriteOptions::sync()).await
+    }
+
+    async fn start_with(state_on: StateOn, votes: WriteOptions) -> (Cluster, [Node; 3]) {
         let c = Cluster {
             dir: tempfile::tempdir().expect("tempdir"),
             router: Arc::new(Router::default()),
             leaders: Arc::default(),
             machines: (0..3).map(|_| MemFs::new()).collect(),
+            votes,
         };
         let mut nodes = Vec::new();
         for (id, mem) in (1..=3).zip(&c.machines) {
-            nodes.push(start(id, mem, c.dir.path(), &c.router, &c.leaders, state_on).await);
+            let (dir, router, leaders) = (c.dir.path(), &c.router, &c.leaders);
+            nodes.push(start(id, mem, dir, router, leaders, state_on, votes).await);
         }
         let n3 = nodes.pop().expect("node 3");
         let n2 = nodes.pop().expect("node 2");
@@ -332,9 +345,32 @@ async fn recorded(leaders: &Leaders, leader: LeaderId<NodeId>) {
     panic!("leader {leader} led, and its watcher never recorded it");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_never_votes_lower_after_a_power_loss() {
-    let (c, [n1, n2, n3]) = Cluster::start(StateOn::Disk).await;
+/// What the vote scenario (module documentation) ended with.
+struct VoteScenario {
+    /// The leaders, in the order they were elected.
+    elected: Vec<LeaderId<NodeId>>,
+    /// Node 3's leadership in step 1.
+    first: LeaderId<NodeId>,
+    /// Node 2's vote, read back after its power loss.
+    vote: Option<Vote<NodeId>>,
+}
+
+impl VoteScenario {
+    /// The first leader elected after a higher one, and that one: election safety broken.
+    fn lower_after_higher(&self) -> Option<(LeaderId<NodeId>, LeaderId<NodeId>)> {
+        self.elected.iter().enumerate().find_map(|(i, later)| {
+            self.elected
+                .iter()
+                .take(i)
+                .find(|earlier| later <= *earlier)
+                .map(|earlier| (*later, *earlier))
+        })
+    }
+}
+
+/// The vote scenario, its log stores writing votes with `votes`.
+async fn vote_scenario(votes: WriteOptions) -> VoteScenario {
+    let (c, [n1, n2, n3]) = Cluster::start_with(StateOn::Disk, votes).await;
     let (dir, router, leaders, machines) = (c.dir.path(), &c.router, &c.leaders, &c.machines);
 
     // 1. Node 3 leads with node 2's vote.
@@ -358,7 +394,7 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
     let after = machines[1].power_loss(PowerLoss::default());
     lock(&router.nodes).remove(&2);
     stop(n2).await;
-    let n2 = start(2, &after, dir, router, leaders, StateOn::Disk).await;
+    let n2 = start(2, &after, dir, router, leaders, StateOn::Disk, c.votes).await;
     let vote = n2
         .log
         .clone()
@@ -386,27 +422,49 @@ async fn a_replica_never_votes_lower_after_a_power_loss() {
     }
 
     let elected = lock(leaders).clone();
-    for (i, later) in elected.iter().enumerate() {
-        for earlier in elected.iter().take(i) {
-            assert!(
-                later > earlier,
-                "leader {later} was elected after leader {earlier}: a replica voted for a \
-                 lower leader after a higher one (node 2's vote read {vote:?} after its \
-                 power loss)"
-            );
-        }
-    }
-    assert_eq!(elected, vec![first], "node 3 alone was to lead");
-    assert_eq!(first, LeaderId::new(1, 3));
-    assert_eq!(
-        vote.map(|v| v.leader_id),
-        Some(first),
-        "node 2's vote after the power loss"
-    );
-
     for node in [n1, n2, n3] {
         stop(node).await;
     }
+    VoteScenario {
+        elected,
+        first,
+        vote,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_never_votes_lower_after_a_power_loss() {
+    let s = vote_scenario(WriteOptions::sync()).await;
+    if let Some((later, earlier)) = s.lower_after_higher() {
+        panic!(
+            "leader {later} was elected after leader {earlier}: a replica voted for a lower \
+             leader after a higher one (node 2's vote read {:?} after its power loss)",
+            s.vote
+        );
+    }
+    assert_eq!(s.elected, vec![s.first], "node 3 alone was to lead");
+    assert_eq!(s.first, LeaderId::new(1, 3));
+    assert_eq!(
+        s.vote.map(|v| v.leader_id),
+        Some(s.first),
+        "node 2's vote after the power loss"
+    );
+}
+
+/// The negative control: with votes written without fsync, node 2 forgets its vote for
+/// node 3, grants node 1's, and the checker must see node 1 elected after node 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_an_unsynced_vote_elects_a_lower_leader() {
+    let s = vote_scenario(WriteOptions::default()).await;
+    assert_eq!(
+        s.lower_after_higher(),
+        Some((LeaderId::new(1, 1), LeaderId::new(1, 3))),
+        "with the vote unsynced, the checker did not see node 1 elected after node 3 \
+         (leaders {:?}, node 2's vote read {:?} after its power loss): it cannot tell a \
+         synced vote from an unsynced one",
+        s.elected,
+        s.vote
+    );
 }
 
 /// Waits until `node` has applied at least `index`.
@@ -446,7 +504,7 @@ async fn a_replica_applies_again_what_a_power_loss_took() {
     let after = machines[1].power_loss(PowerLoss::default());
     lock(&router.nodes).remove(&2);
     stop(n2).await;
-    let n2 = start(2, &after, dir, router, leaders, StateOn::MemFs).await;
+    let n2 = start(2, &after, dir, router, leaders, StateOn::MemFs, c.votes).await;
     let reopened = n2.sm.applied().0.map(|id| id.index);
     assert!(
         reopened < before,
@@ -535,9 +593,9 @@ async fn a_cluster_that_loses_power_keeps_every_acknowledged_write() {
     for node in [n1, n2, n3] {
         stop(node).await;
     }
-    let n1 = start(1, &after[0], dir, router, leaders, StateOn::MemFs).await;
-    let n2 = start(2, &after[1], dir, router, leaders, StateOn::MemFs).await;
-    let n3 = start(3, &after[2], dir, router, leaders, StateOn::MemFs).await;
+    let n1 = start(1, &after[0], dir, router, leaders, StateOn::MemFs, c.votes).await;
+    let n2 = start(2, &after[1], dir, router, leaders, StateOn::MemFs, c.votes).await;
+    let n3 = start(3, &after[2], dir, router, leaders, StateOn::MemFs, c.votes).await;
     let reopened = applied_indexes(&[&n1, &n2, &n3]);
     assert!(
         reopened.iter().zip(&before).any(|(r, b)| r < b),

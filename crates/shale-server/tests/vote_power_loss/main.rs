@@ -1,5 +1,6 @@
-//! A replica's vote through a power loss, alone in its binary because `scripts/chaos.sh`
-//! rebuilds it with `negative-control-unsynced-vote` and requires both modules to fail.
+//! A replica's vote through a power loss, and the two negative controls of an unsynced
+//! vote (`negative_control_*`), in a binary of their own: `scripts/chaos.sh` runs the
+//! controls without building the server's larger test binary.
 
 mod cluster_vote_power_loss;
 mod vote_durability;

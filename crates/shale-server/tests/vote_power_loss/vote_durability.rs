@@ -1,10 +1,9 @@
 //! The log store on Shale's power-loss file system (`MemFs`): what it acknowledged — the
 //! vote, a truncate, a purge — survives a power loss that drops every unsynced byte.
 //!
-//! This is also one check behind the second negative control (the other is
-//! tests/vote_power_loss/cluster_vote_power_loss.rs): built with the feature
-//! `negative-control-unsynced-vote`, the vote is written without fsync and the first test
-//! here must fail (scripts/chaos.sh runs it so and requires the failure).
+//! Its negative control (one of the two of the unsynced vote; the other is in
+//! `cluster_vote_power_loss.rs`): a store that writes the vote without fsync loses it,
+//! and the same check must say so.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,8 +11,9 @@ use std::sync::Arc;
 use openraft::storage::RaftLogStorage;
 use openraft::{CommittedLeaderId, LogId, Vote};
 use shale::fs::{MemFs, PowerLoss};
-use shale::Options;
+use shale::{Options, WriteOptions};
 use shale_server::log_store::LogStore;
+use shale_server::NodeId;
 
 fn on(fs: &MemFs) -> Options {
     Options {
@@ -24,10 +24,13 @@ fn on(fs: &MemFs) -> Options {
 
 const DIR: &str = "/node-1/raft-log";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_saved_vote_survives_a_power_loss() {
+/// A vote saved, then saved committed, by a store that writes votes with `votes`; then
+/// a power loss. The vote saved last, and the one the reopened store reads.
+async fn vote_through_a_power_loss(votes: WriteOptions) -> (Vote<NodeId>, Option<Vote<NodeId>>) {
     let mem = MemFs::new();
-    let mut store = LogStore::open(Path::new(DIR), on(&mem)).expect("open");
+    let mut store = LogStore::open(Path::new(DIR), on(&mem))
+        .expect("open")
+        .saving_votes_with(votes);
     let mut vote = Vote::new(7, 2);
     store.save_vote(&vote).await.expect("save vote");
     vote.commit();
@@ -39,10 +42,28 @@ async fn a_saved_vote_survives_a_power_loss() {
     let after = mem.power_loss(PowerLoss::default());
     drop(store);
     let mut reopened = LogStore::open(Path::new(DIR), on(&after)).expect("reopen");
+    (vote, reopened.read_vote().await.expect("read vote"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_vote_survives_a_power_loss() {
+    let (saved, read) = vote_through_a_power_loss(WriteOptions::sync()).await;
     assert_eq!(
-        reopened.read_vote().await.expect("read vote"),
-        Some(vote),
+        read,
+        Some(saved),
         "a vote acknowledged before the power loss is gone: this replica could vote twice in term 7"
+    );
+}
+
+/// The negative control: with the vote written without fsync, the check above fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_an_unsynced_vote_is_lost() {
+    let (saved, read) = vote_through_a_power_loss(WriteOptions::default()).await;
+    assert_ne!(
+        read,
+        Some(saved),
+        "a vote written without fsync survived the power loss: the test above cannot tell \
+         a synced vote from an unsynced one"
     );
 }
 
