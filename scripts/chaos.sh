@@ -2,12 +2,12 @@
 # The chaos test of the replicated server (docs/replication.md, "Chaos test"): three
 # shale-server processes under kills, a replica removed and added back, pauses, partitions
 # (as root) and whole-cluster restarts, 8 clients recording every call; porcupine (chaos/,
-# Go) must find the history linearizable, and must find the first negative control's (a
-# server that reads without the read index) not. The second negative control, a vote
-# written without fsync, must be caught by both modules of the server's `vote_power_loss`
-# test binary on MemFs (its `negative_control_*` tests). After every fault a leader must
-# be elected within a bound; the third, elections 100 times slower, must fail the run for
-# want of one.
+# Go) must find the history linearizable, and must find the first negative control's
+# (servers that read without the read index, --read-consistency serializable) not. The
+# second negative control, a vote written without fsync, must be caught by both modules
+# of the server's `vote_power_loss` test binary on MemFs (its `negative_control_*` tests).
+# After every fault a leader must be elected within a bound; the third, elections 100
+# times slower, must fail the run for want of one.
 # SHALE_CHAOS_SECONDS sets the length of each run (default 40).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,14 +55,11 @@ echo "== chaos: ${seconds} s of faults; the history must be linearizable"
 "$work/check" "$work/history.jsonl"
 
 echo "== chaos: negative control (reads without the read index) must be caught"
-cargo build "${packages[@]}" --features "$features",shale-server/negative-control-stale-reads --bins
-cp "$target/debug/shale-server" "$work/server-stale"
-# Leave the ordinary build in place for whatever runs next.
-cargo build "${packages[@]}" --features "$features" --bins
 found=0
 for attempt in 1 2 3; do
-    "$work/chaos" --server-bin "$work/server-stale" --dir "$work/stale-$attempt" \
-        --history "$work/stale-$attempt.jsonl" --seconds "$seconds" --seed "$attempt" "${netns[@]}"
+    "$work/chaos" --server-bin "$work/server" --server-arg=--read-consistency=serializable \
+        --dir "$work/stale-$attempt" --history "$work/stale-$attempt.jsonl" \
+        --seconds "$seconds" --seed "$attempt" "${netns[@]}"
     set +e
     "$work/check" "$work/stale-$attempt.jsonl"
     rc=$?

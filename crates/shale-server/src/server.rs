@@ -29,7 +29,7 @@ use crate::metrics::{Metrics, NodeCollector, RequestLayer};
 use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
-use crate::service::{KvService, RaftService};
+use crate::service::{KvService, RaftService, ReadConsistency};
 use crate::state_machine::StateMachineStore;
 use crate::tls::{Tls, TlsFiles};
 use crate::{NodeId, Raft};
@@ -72,6 +72,9 @@ pub struct ServerConfig {
     /// vectors, so replicas never run the model for them (docs/replication.md, "Embed
     /// once"). Off: every replica embeds every text it applies.
     pub embed_once: bool,
+    /// What reads guarantee: linearizable (the default) or served from this replica's
+    /// applied state, perhaps stale (docs/replication.md, "Serializable reads").
+    pub read_consistency: ReadConsistency,
 }
 
 impl ServerConfig {
@@ -103,6 +106,7 @@ impl ServerConfig {
             allow_plaintext: false,
             limits: Limits::default(),
             embed_once: true,
+            read_consistency: ReadConsistency::Linearizable,
         }
     }
 
@@ -295,6 +299,7 @@ impl Server {
                 Duration::from_millis(cfg.request_timeout_ms),
                 cfg.embed_once,
                 peers,
+                cfg.read_consistency,
             ))
             .max_decoding_message_size(MAX_REQUEST_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),

@@ -196,6 +196,22 @@ fn not_leader(fwd: &ForwardToLeader<NodeId, BasicNode>, proposed: bool) -> Statu
     }
 }
 
+/// The guarantee a node's reads (`Get`, `Scan`, `Search`) give: chosen when the node is
+/// configured ([`crate::ServerConfig::read_consistency`]), the same for every read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadConsistency {
+    /// The leader confirms with a quorum that it still leads (read index) and has applied
+    /// up to the commit index of that moment before it reads: a read sees every write
+    /// that completed before it began. Other nodes redirect to the leader.
+    #[default]
+    Linearizable,
+    /// Any node reads what it has applied, at once, with no quorum round (etcd's
+    /// serializable reads): a committed prefix of the log, but perhaps an old one, so a
+    /// read may miss writes that completed before it began, the client's own included,
+    /// and a later read at another node may see less than an earlier one.
+    Serializable,
+}
+
 fn engine(e: shale::Error) -> Status {
     // A read that raced with a snapshot install meets the replaced, closed database.
     Status::unavailable(format!("engine: {e}"))
@@ -211,12 +227,13 @@ pub struct KvService {
     /// How this node reaches its peers: a leader transfer sends `TimeoutNow`.
     peers: NetworkFactory,
     handover: Handover,
+    reads: ReadConsistency,
 }
 
 impl KvService {
     /// The service of node `node_id`; starts its proposer on the current tokio runtime.
     /// With `embed_once`, the leader embeds the texts of a write under a model index and
-    /// the log carries their vectors (`state_machine/carried.rs`).
+    /// the log carries their vectors (`state_machine/carried.rs`). Reads give `reads`.
     pub fn new(
         raft: Raft,
         sm: StateMachineStore,
@@ -224,6 +241,7 @@ impl KvService {
         timeout: Duration,
         embed_once: bool,
         peers: NetworkFactory,
+        reads: ReadConsistency,
     ) -> Self {
         let embedder = embed_once.then(|| sm.clone());
         KvService {
@@ -234,6 +252,7 @@ impl KvService {
             timeout,
             peers,
             handover: Handover::default(),
+            reads,
         }
     }
 
@@ -249,6 +268,14 @@ impl KvService {
         tokio::time::timeout(self.timeout, self.proposer.propose(cmd))
             .await
             .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?
+    }
+
+    /// Wait until this node may serve a read with the guarantee it was configured for.
+    async fn before_read(&self) -> Result<(), Status> {
+        match self.reads {
+            ReadConsistency::Linearizable => self.read_barrier().await.map(|_| ()),
+            ReadConsistency::Serializable => Ok(()),
+        }
     }
 
     /// Wait until this node may serve a linearizable read: it is the leader, a quorum
@@ -315,10 +342,7 @@ impl pb::kv_server::Kv for KvService {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
         let key = req.into_inner().key;
         command::check_key(&key).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        // The negative control of the chaos test: without the barrier a replica serves
-        // what it has applied, and the checker must find the stale reads.
-        #[cfg(not(feature = "negative-control-stale-reads"))]
-        self.read_barrier().await?;
+        self.before_read().await?;
         let value = self.sm.db().get(&key).map_err(engine)?;
         Ok(Response::new(pb::GetResponse { value }))
     }
@@ -411,8 +435,7 @@ impl pb::kv_server::Kv for KvService {
             Some(end) if end < reserved => end,
             _ => reserved,
         };
-        #[cfg(not(feature = "negative-control-stale-reads"))]
-        self.read_barrier().await?;
+        self.before_read().await?;
         let mut pairs = Vec::new();
         let mut next_start = None;
         let mut bytes = 0usize;
@@ -477,8 +500,7 @@ impl pb::kv_server::Kv for KvService {
     ) -> Result<Response<pb::SearchResponse>, Status> {
         let r = req.into_inner();
         let query = Query::parse(&r)?;
-        #[cfg(not(feature = "negative-control-stale-reads"))]
-        self.read_barrier().await?;
+        self.before_read().await?;
         let index = self
             .sm
             .index(&r.index)
@@ -589,7 +611,8 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::BackupRequest>,
     ) -> Result<Response<Self::BackupStream>, Status> {
-        // An operator's call: it makes the leader build a snapshot.
+        // An operator's call: it makes the leader build a snapshot, and confirms the
+        // leadership first whatever the reads' consistency.
         WriteGrant::of(&req)?;
         let upto = self.read_barrier().await?;
         let covered = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {

@@ -16,8 +16,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use shale_server::limits::Limits;
+use shale_server::service::ReadConsistency;
 use shale_server::{NodeId, Server, ServerConfig};
 
 #[derive(Parser, Debug)]
@@ -66,6 +67,9 @@ struct Args {
     /// (docs/replication.md, "Embed once").
     #[arg(long)]
     embed_on_every_replica: bool,
+    /// What get, scan and search guarantee (docs/replication.md, "Serializable reads").
+    #[arg(long, value_enum, default_value_t = Reads::Linearizable)]
+    read_consistency: Reads,
     /// This node's certificate chain (PEM): serve TLS to clients and peers (with --tls-key
     /// and --tls-ca; docs/replication.md, "TLS").
     #[arg(long, requires_all = ["tls_key", "tls_ca"])]
@@ -106,6 +110,27 @@ struct Args {
     /// core). Storage calls run on a separate blocking pool either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     worker_threads: Option<u16>,
+}
+
+/// `--read-consistency`: [`ReadConsistency`] on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Reads {
+    /// The leader confirms its leadership with a quorum before each read: a read sees
+    /// every write that completed before it began.
+    Linearizable,
+    /// Every replica answers from what it has applied, without asking the others: faster,
+    /// and served in a minority, but a read may miss writes that completed before it
+    /// began, even the client's own.
+    Serializable,
+}
+
+impl From<Reads> for ReadConsistency {
+    fn from(r: Reads) -> Self {
+        match r {
+            Reads::Linearizable => ReadConsistency::Linearizable,
+            Reads::Serializable => ReadConsistency::Serializable,
+        }
+    }
 }
 
 fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
@@ -154,6 +179,7 @@ async fn run(args: Args) -> shale_server::Result<()> {
     cfg.snapshot_every_entries = args.snapshot_every;
     cfg.log_entries_kept_after_snapshot = args.keep_log_entries;
     cfg.embed_once = !args.embed_on_every_replica;
+    cfg.read_consistency = args.read_consistency.into();
     cfg.metrics_listen = args.metrics_listen;
     cfg.allow_plaintext = args.allow_plaintext;
     cfg.request_timeout_ms = args.request_timeout_ms;

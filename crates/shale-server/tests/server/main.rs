@@ -9,6 +9,7 @@ mod cluster_embed_once;
 mod cluster_exactly_once;
 mod cluster_failover;
 mod cluster_identity;
+mod cluster_read_consistency;
 mod cluster_rolling_restart;
 mod cluster_search;
 mod cluster_snapshot_catch_up;

@@ -5,9 +5,9 @@
 //! recorded with its start and end time, one JSON object a line, for the porcupine checker
 //! in `chaos/` (run by `scripts/chaos.sh`).
 //!
-//! Reads go to a node picked at random (a follower redirects them), so a server built
-//! with the `negative-control-stale-reads` feature, which serves reads from its own state
-//! without the read index, produces stale reads the checker must catch.
+//! Reads go to a node picked at random (a follower redirects them), so servers started
+//! with `--server-arg=--read-consistency=serializable`, which answer reads from their own
+//! state without the read index, produce stale reads the checker must catch.
 //!
 //! After each fault heals, every node must name one leader, in one term, within
 //! [`LEADER_BOUND`]: a cluster that never elects again fails the run (the
@@ -73,6 +73,11 @@ struct Args {
     /// (needs root and ip(8)).
     #[arg(long)]
     netns: bool,
+    /// One more flag for every server, after the run's own (`--server-arg=--flag=value`);
+    /// repeat for each. The negative controls of `scripts/chaos.sh` choose their wrong
+    /// settings so.
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    server_args: Vec<String>,
 }
 
 struct Node {
@@ -132,7 +137,8 @@ impl Cluster {
             .arg("100")
             .arg("--keep-log-entries")
             .arg("10")
-            .arg("--allow-plaintext");
+            .arg("--allow-plaintext")
+            .args(&self.args.server_args);
         for p in peers {
             cmd.arg("--peer").arg(p);
         }

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use shale_server::service::ReadConsistency;
 use shale_server::tls::TlsFiles;
 use shale_server::{NodeId, Server, ServerConfig};
 use tempfile::TempDir;
@@ -26,6 +27,8 @@ pub struct Timings {
     pub limits: shale_server::limits::Limits,
     /// `ServerConfig::embed_once`.
     pub embed_once: bool,
+    /// `ServerConfig::read_consistency`.
+    pub read_consistency: ReadConsistency,
 }
 
 pub fn timings() -> Timings {
@@ -38,6 +41,7 @@ pub fn timings() -> Timings {
         log_entries_kept_after_snapshot: 1_000,
         limits: shale_server::limits::Limits::default(),
         embed_once: true,
+        read_consistency: ReadConsistency::Linearizable,
     }
 }
 
@@ -62,6 +66,7 @@ impl Cluster {
         cfg.request_timeout_ms = 3_000;
         cfg.limits = self.timings.limits;
         cfg.embed_once = self.timings.embed_once;
+        cfg.read_consistency = self.timings.read_consistency;
         cfg.tls = self.timings.tls_dir.as_ref().map(|dir| TlsFiles {
             cert: dir.join(format!("node-{id}.pem")),
             key: dir.join(format!("node-{id}.key")),
