@@ -167,6 +167,66 @@ impl ReplayMems {
             mem.approximate_memory_usage() >= opts.write_buffer_size || mem.is_full()
         })
     }
+
+    /// Insert `batch` (read at `offset` of WAL `path`, decoded whole by [`next_batch`], so
+    /// it reaches the memtables whole or not at all).
+    fn insert(&self, batch: &BatchReader<'_>, path: &Path, offset: u64) -> Result<()> {
+        for entry in decode_entries(batch.body(), batch.first_seq) {
+            let entry = entry.map_err(|e| e.in_file(path, offset))?;
+            // An entry of a keyspace the manifest does not know was dropped (its drop is
+            // logged before the drop returns; ids are not reused).
+            if let Some((_, mem)) = self.mems.get(&entry.keyspace) {
+                mem.insert(entry.seq, entry.kind, entry.key, entry.value);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The WALs to replay, oldest first: those at or above the manifest's log number.
+fn wals_to_replay(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    source: &WalSource,
+    state: &mut RecoveredManifest,
+) -> Result<Vec<FileId>> {
+    let mut wals: Vec<FileId> = match source {
+        WalSource::Directory => wal_ids(fs, dir)?,
+        WalSource::Read(read) => read.keys().copied().collect(),
+    };
+    // A WAL's number is logged only with the next version edit, so a crash can leave WALs
+    // numbered at or above the manifest's next file number. Mark them used (RocksDB's
+    // `MarkFileNumberUsed`): the tables written during replay and the new WAL must not
+    // take their numbers, or the new WAL would truncate one before the new manifest is
+    // durable, and a leftover one would be replayed again at a later open.
+    if let Some(&highest) = wals.iter().max() {
+        state.next_file_number = state.next_file_number.max(FileId(highest.0 + 1));
+    }
+    wals.retain(|&id| id >= state.log_number);
+    wals.sort();
+    Ok(wals)
+}
+
+/// The next batch of a WAL and the offset of its record; on damage, the offset where it
+/// starts with the error. The reader's error names where the damage starts; a batch that
+/// does not decode is cut at its record's start.
+fn next_batch<'r>(
+    reader: &'r mut LogReader<'_>,
+    path: &Path,
+) -> std::result::Result<Option<(u64, BatchReader<'r>)>, (u64, Error)> {
+    match reader.next_record() {
+        Ok(Some((offset, record))) => decode_batch(record, path, offset)
+            .map(|batch| Some((offset, batch)))
+            .map_err(|e| (offset, e)),
+        Ok(None) => Ok(None),
+        Err(e) => {
+            let at = match &e {
+                Error::Corruption { offset, .. } => *offset,
+                _ => 0,
+            };
+            Err((at, e))
+        }
+    }
 }
 
 impl Recovery<'_> {
@@ -181,20 +241,7 @@ impl Recovery<'_> {
         mut source: WalSource,
     ) -> Result<Vec<(KeyspaceId, Arc<MemTable>)>> {
         let (fs, dir, opts) = (self.fs, self.dir, self.opts);
-        let mut wals: Vec<FileId> = match &source {
-            WalSource::Directory => wal_ids(fs, dir)?,
-            WalSource::Read(read) => read.keys().copied().collect(),
-        };
-        // A WAL's number is logged only with the next version edit, so a crash can leave
-        // WALs numbered at or above the manifest's next file number. Mark them used
-        // (RocksDB's `MarkFileNumberUsed`): the tables written below and the new WAL must
-        // not take their numbers, or the new WAL would truncate one before the new
-        // manifest is durable, and a leftover one would be replayed again at a later open.
-        if let Some(&highest) = wals.iter().max() {
-            state.next_file_number = state.next_file_number.max(FileId(highest.0 + 1));
-        }
-        wals.retain(|&id| id >= state.log_number);
-        wals.sort();
+        let wals = wals_to_replay(fs, dir, &source, state)?;
         let mut mems = ReplayMems::new(opts, state);
         // Once a WAL is cut short, every later WAL is dropped too (a prefix, no holes), and
         // its bytes are counted here.
@@ -222,22 +269,7 @@ impl Recovery<'_> {
                 continue;
             }
             loop {
-                // A damaged record: the reader's error names where the damage starts; a
-                // batch that does not decode is cut at its record's start.
-                let replayed = match reader.next_record() {
-                    Ok(Some((offset, record))) => decode_batch(record, &path, offset)
-                        .map(|batch| Some((offset, batch)))
-                        .map_err(|e| (offset, e)),
-                    Ok(None) => Ok(None),
-                    Err(e) => {
-                        let at = match &e {
-                            Error::Corruption { offset, .. } => *offset,
-                            _ => 0,
-                        };
-                        Err((at, e))
-                    }
-                };
-                let (offset, batch) = match replayed {
+                let (offset, batch) = match next_batch(&mut reader, &path) {
                     Ok(Some(found)) => found,
                     Ok(None) => break,
                     Err((at, Error::Corruption { .. }))
@@ -260,18 +292,8 @@ impl Recovery<'_> {
                     }
                     Err((_, e)) => return Err(e),
                 };
-                // Decoded whole above, so a batch reaches the memtable whole or not at all.
-                for entry in decode_entries(batch.body(), batch.first_seq) {
-                    let entry = entry.map_err(|e| e.in_file(&path, offset))?;
-                    // An entry of a keyspace the manifest does not know was dropped
-                    // (its drop is logged before the drop returns; ids are not reused).
-                    if let Some((_, mem)) = mems.mems.get(&entry.keyspace) {
-                        mem.insert(entry.seq, entry.kind, entry.key, entry.value);
-                    }
-                }
-                let last = SeqNo(batch.first_seq.0 + u64::from(batch.count))
-                    .0
-                    .saturating_sub(1);
+                mems.insert(&batch, &path, offset)?;
+                let last = (batch.first_seq.0 + u64::from(batch.count)).saturating_sub(1);
                 state.last_seq = state.last_seq.max(SeqNo(last));
                 if mems.any_full() {
                     self.save_memtables(state, tables, &mut mems)?;
