@@ -50,6 +50,8 @@ pub struct ServerConfig {
     /// Required without TLS once a client token is set: a client token never admits them.
     pub peer_token: Option<String>,
     pub heartbeat_interval_ms: u64,
+    /// A follower that hears no leader for a time drawn between these two (once per
+    /// process) stands for election ([`ServerConfig::new`] on the choice).
     pub election_timeout_min_ms: u64,
     pub election_timeout_max_ms: u64,
     /// A snapshot is built after this many applied entries since the last one.
@@ -190,19 +192,11 @@ impl ServerConfig {
     }
 
     fn raft_config(&self) -> Result<Config> {
-        // The chaos test's third negative control: elections 100 times slower, so that a
-        // cluster that lost its leader has none again within the test's bound. Never in a
-        // release.
-        let slower = if cfg!(feature = "negative-control-no-reelection") {
-            100
-        } else {
-            1
-        };
         Config {
             cluster_name: "shale".into(),
             heartbeat_interval: self.heartbeat_interval_ms,
-            election_timeout_min: self.election_timeout_min_ms * slower,
-            election_timeout_max: self.election_timeout_max_ms * slower,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every_entries),
             max_in_snapshot_log_to_keep: self.log_entries_kept_after_snapshot,
             ..Default::default()

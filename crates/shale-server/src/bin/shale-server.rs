@@ -70,6 +70,14 @@ struct Args {
     /// What get, scan and search guarantee (docs/replication.md, "Serializable reads").
     #[arg(long, value_enum, default_value_t = Reads::Linearizable)]
     read_consistency: Reads,
+    /// The shortest time, in milliseconds, a follower waits to hear from its leader before
+    /// it stands for election.
+    #[arg(long, default_value_t = defaults().election_timeout_min_ms)]
+    election_timeout_min_ms: u64,
+    /// The longest such time (each node draws its own between the two, once); a follower
+    /// also refuses to vote for this long after its leader's last heartbeat.
+    #[arg(long, default_value_t = defaults().election_timeout_max_ms)]
+    election_timeout_max_ms: u64,
     /// This node's certificate chain (PEM): serve TLS to clients and peers (with --tls-key
     /// and --tls-ca; docs/replication.md, "TLS").
     #[arg(long, requires_all = ["tls_key", "tls_ca"])]
@@ -133,6 +141,11 @@ impl From<Reads> for ReadConsistency {
     }
 }
 
+/// The library's defaults, for the flags' defaults.
+fn defaults() -> ServerConfig {
+    ServerConfig::new(0, SocketAddr::from(([127, 0, 0, 1], 0)), "")
+}
+
 fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
     let (id, addr) = s
         .split_once('=')
@@ -180,6 +193,8 @@ async fn run(args: Args) -> shale_server::Result<()> {
     cfg.log_entries_kept_after_snapshot = args.keep_log_entries;
     cfg.embed_once = !args.embed_on_every_replica;
     cfg.read_consistency = args.read_consistency.into();
+    cfg.election_timeout_min_ms = args.election_timeout_min_ms;
+    cfg.election_timeout_max_ms = args.election_timeout_max_ms;
     cfg.metrics_listen = args.metrics_listen;
     cfg.allow_plaintext = args.allow_plaintext;
     cfg.request_timeout_ms = args.request_timeout_ms;
