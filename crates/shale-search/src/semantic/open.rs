@@ -216,6 +216,143 @@ enum Found {
     Embed(String),
 }
 
+impl Found {
+    /// What becomes of a value whose payload is `payload` and hash `hash`, given what the
+    /// store holds for its key (`stored`: value hash, node, embedding); `None` if nothing
+    /// (a vector delete).
+    fn of(
+        spec: &Spec,
+        payload: Payload,
+        hash: u64,
+        stored: Option<(u64, u32, Vec<f32>)>,
+    ) -> Option<Found> {
+        match payload {
+            Payload::Vector(vector) => Some(Found::Current {
+                hash,
+                node: stored
+                    .filter(|(h, _, _)| *h == hash)
+                    .map(|(_, node, _)| node),
+                vector,
+                from_text: false,
+            }),
+            Payload::Text(text) => match stored {
+                Some((h, node, vector))
+                    if h == hash
+                        && vector.len() == spec.dim
+                        && spec.check_vector(&vector).is_ok() =>
+                {
+                    Some(Found::Current {
+                        hash,
+                        node: Some(node),
+                        vector,
+                        from_text: true,
+                    })
+                }
+                _ => Some(Found::Embed(text)),
+            },
+            Payload::Delete => None,
+        }
+    }
+}
+
+/// The values sorted by what the open does with them.
+struct Sorted {
+    /// By checkpointed node id: whether a current value took the node over.
+    claimed: Vec<bool>,
+    /// Checkpointed nodes that hold a current vector: node, key, value hash.
+    claims: Vec<(u32, Vec<u8>, u64)>,
+    /// Current vectors the checkpoint lacks: key, value hash, vector, whether a text's
+    /// embedding.
+    reinsert: Vec<(Vec<u8>, u64, Vec<f32>, bool)>,
+    /// Texts to embed.
+    to_embed: Vec<Change>,
+    /// Stored vectors whose value is gone, or is nothing the index can hold.
+    orphans: Vec<Vec<u8>>,
+}
+
+impl Sorted {
+    /// Sort `values` (in key order) against `stored`, the store's vectors in key order,
+    /// and the checkpointed graph of `index`; write the vectors of the nodes taken over
+    /// into `vectors`.
+    fn of(
+        spec: &Spec,
+        index: &Index,
+        vectors: &VectorFile,
+        values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+        stored: impl Iterator<Item = std::result::Result<(Vec<u8>, Vec<u8>), OpenError>>,
+        seq: u64,
+    ) -> std::result::Result<Sorted, OpenError> {
+        // Node ids the checkpoint holds; the ones no current value claims are tombstoned.
+        let checkpointed = usize::try_from(index.graph.id_bound()).unwrap_or(usize::MAX);
+        let mut stored = stored.peekable();
+        let mut sorted = Sorted {
+            claimed: vec![false; checkpointed],
+            claims: Vec::new(),
+            reinsert: Vec::new(),
+            to_embed: Vec::new(),
+            orphans: Vec::new(),
+        };
+        for pair in values {
+            let (key, value) = pair?;
+            // Stored vectors for keys before this one have no value: delete them.
+            while let Some(Ok((skey, _))) = stored.peek() {
+                if skey.as_slice() >= key.as_slice() {
+                    break;
+                }
+                sorted.orphans.push(skey.clone());
+                stored.next();
+            }
+            let entry = match stored.peek() {
+                Some(Ok((skey, svalue))) if *skey == key => {
+                    let entry = decode_stored(svalue);
+                    stored.next();
+                    entry
+                }
+                _ => None,
+            };
+            let Ok(payload) = spec.payload(&key, &value) else {
+                // Written before the index existed, and not something it can hold: not
+                // indexed (a write of it now would be refused).
+                if entry.is_some() {
+                    sorted.orphans.push(key);
+                }
+                continue;
+            };
+            let hash = value_hash(&value);
+            match Found::of(spec, payload, hash, entry) {
+                Some(Found::Current {
+                    hash,
+                    node,
+                    vector,
+                    from_text,
+                }) => match node_holding(spec, index, &sorted.claimed, node, &vector)? {
+                    // A claimed node's vector goes into `VECTORS` now, so that the open holds
+                    // no more than one vector at a time for the reused nodes.
+                    Some((node, prepared)) => {
+                        if let Some(c) = sorted.claimed.get_mut(node as usize) {
+                            *c = true;
+                        }
+                        vectors.write(NodeId(node), &prepared)?;
+                        sorted.claims.push((node, key, hash));
+                    }
+                    None => sorted.reinsert.push((key, hash, vector, from_text)),
+                },
+                Some(Found::Embed(text)) => sorted.to_embed.push(Change {
+                    key,
+                    seq,
+                    hash,
+                    payload: Payload::Text(text),
+                }),
+                None => {}
+            }
+        }
+        for rest in stored {
+            sorted.orphans.push(rest?.0);
+        }
+        Ok(sorted)
+    }
+}
+
 /// Merge the values with the stored vectors and the graph checkpoint: take over
 /// checkpointed nodes whose code is still current, insert other current vectors, queue
 /// the remaining texts for embedding, and delete stored vectors whose value is gone.
@@ -231,8 +368,7 @@ fn reconcile(
         .store
         .range::<&[u8]>(..)
         .map_err(OpenError::store)?
-        .map(|pair| pair.map_err(OpenError::store))
-        .peekable();
+        .map(|pair| pair.map_err(OpenError::store));
     let mut discarded = Vec::new();
     if !same_model {
         for pair in stored.by_ref() {
@@ -241,116 +377,67 @@ fn reconcile(
     }
     let spec = core.spec.clone();
     let index = core.index.get_mut().unwrap_or_else(|e| e.into_inner());
-    // Node ids the checkpoint holds; the ones no current value claims are tombstoned.
-    let checkpointed = usize::try_from(index.graph.id_bound()).unwrap_or(usize::MAX);
-    let mut claimed = vec![false; checkpointed];
-    let mut claims: Vec<(u32, Vec<u8>, u64)> = Vec::new();
-    let mut reinsert: Vec<(Vec<u8>, u64, Vec<f32>, bool)> = Vec::new();
-    let mut to_embed = Vec::new();
-    let mut orphans = Vec::new();
+    let sorted = Sorted::of(&spec, index, &core.vectors, values, stored, seq)?;
+    core.recovery.graph_nodes_reused = sorted.claims.len();
+    take_over(index, &sorted.claimed, sorted.claims, seq);
+    core.recovery.vectors_reinserted = sorted.reinsert.len();
+    let threads = core.opts.embed_threads.max(1);
     let mut fix = shale::WriteBatch::new();
-    for pair in values {
-        let (key, value) = pair?;
-        // Stored vectors for keys before this one have no value: delete them.
-        while let Some(Ok((skey, _))) = stored.peek() {
-            if skey.as_slice() >= key.as_slice() {
-                break;
-            }
-            orphans.push(skey.clone());
-            stored.next();
-        }
-        let entry = match stored.peek() {
-            Some(Ok((skey, svalue))) if *skey == key => {
-                let entry = decode_stored(svalue);
-                stored.next();
-                entry
-            }
-            _ => None,
-        };
-        let Ok(payload) = spec.payload(&key, &value) else {
-            // Written before the index existed, and not something it can hold: not
-            // indexed (a write of it now would be refused).
-            if entry.is_some() {
-                orphans.push(key);
-            }
-            continue;
-        };
-        let hash = value_hash(&value);
-        let found = match payload {
-            Payload::Vector(vector) => Found::Current {
-                hash,
-                node: entry
-                    .filter(|(h, _, _)| *h == hash)
-                    .map(|(_, node, _)| node),
-                vector,
-                from_text: false,
-            },
-            Payload::Text(text) => match entry {
-                Some((h, node, vector))
-                    if h == hash
-                        && vector.len() == spec.dim
-                        && spec.check_vector(&vector).is_ok() =>
-                {
-                    Found::Current {
-                        hash,
-                        node: Some(node),
-                        vector,
-                        from_text: true,
-                    }
-                }
-                _ => Found::Embed(text),
-            },
-            Payload::Delete => continue,
-        };
-        match found {
-            Found::Current {
-                hash,
-                node,
-                vector,
-                from_text,
-            } => {
-                // The node holds this vector if it holds its code: the code is a function
-                // of the vector. A claimed node's vector goes into `VECTORS` now, so that
-                // the open holds no more than one vector at a time for the reused nodes.
-                let claim = node.filter(|&node| {
-                    claimed.get(node as usize) == Some(&false)
-                        && !index.graph.is_deleted(NodeId(node))
-                });
-                let in_graph = match claim {
-                    Some(node) => {
-                        let prepared = spec.metric.prepare(&vector, spec.dim, "vector")?;
-                        let holds = index
-                            .graph
-                            .encode_prepared(&prepared)
-                            .is_ok_and(|c| index.graph.code(NodeId(node)) == Some(c.as_slice()));
-                        holds.then_some((node, prepared))
-                    }
-                    None => None,
-                };
-                match in_graph {
-                    Some((node, prepared)) => {
-                        if let Some(c) = claimed.get_mut(node as usize) {
-                            *c = true;
-                        }
-                        core.vectors.write(NodeId(node), &prepared)?;
-                        claims.push((node, key, hash));
-                    }
-                    None => reinsert.push((key, hash, vector, from_text)),
-                }
-            }
-            Found::Embed(text) => to_embed.push(Change {
-                key,
-                seq,
-                hash,
-                payload: Payload::Text(text),
-            }),
-        }
+    reinsert(
+        &spec,
+        index,
+        &core.vectors,
+        &sorted.reinsert,
+        seq,
+        threads,
+        &mut fix,
+    )?;
+    for key in sorted.orphans.iter().chain(&discarded) {
+        fix.delete(key);
     }
-    for rest in stored {
-        orphans.push(rest?.0);
+    core.recovery.orphans_deleted = sorted.orphans.len();
+    core.recovery.other_model_vectors = discarded.len();
+    core.recovery.texts_to_embed = sorted.to_embed.len();
+    index.free_absent();
+    index.reclaim(threads)?;
+    core.store.write(fix, shale::WriteOptions::default())?;
+    if !discarded.is_empty() {
+        // The store's writes are not synced: flush them into an SSTable, so that the model
+        // file never names the new model while the old one's vectors could come back.
+        core.store.flush()?;
     }
-    // Checkpointed nodes keep their ids: lay out `nodes` to match, the unclaimed dead.
-    index.reset_nodes(checkpointed);
+    // Older than anything the hook queued since the attach: in front of it.
+    core.queue.lock().push_front(sorted.to_embed);
+    Ok(())
+}
+
+/// The checkpointed node `node` and `vector` prepared, if the node is unclaimed, live
+/// and holds `vector`: it does if it holds its code, the code being a function of the
+/// vector.
+fn node_holding(
+    spec: &Spec,
+    index: &Index,
+    claimed: &[bool],
+    node: Option<u32>,
+    vector: &[f32],
+) -> Result<Option<(u32, Vec<f32>)>> {
+    let Some(node) = node.filter(|&node| {
+        claimed.get(node as usize) == Some(&false) && !index.graph.is_deleted(NodeId(node))
+    }) else {
+        return Ok(None);
+    };
+    let prepared = spec.metric.prepare(vector, spec.dim, "vector")?;
+    let holds = index
+        .graph
+        .encode_prepared(&prepared)
+        .is_ok_and(|c| index.graph.code(NodeId(node)) == Some(c.as_slice()));
+    Ok(holds.then_some((node, prepared)))
+}
+
+/// Lay the index's nodes out as the checkpoint numbered them: the claimed ones live
+/// under their keys, the rest dead.
+fn take_over(index: &mut Index, claimed: &[bool], claims: Vec<(u32, Vec<u8>, u64)>, seq: u64) {
+    index.reset_nodes(claimed.len());
     for (id, claim) in claimed.iter().enumerate() {
         if !claim {
             let _ = index
@@ -358,9 +445,8 @@ fn reconcile(
                 .mark_deleted(NodeId(u32::try_from(id).unwrap_or(u32::MAX)));
         }
     }
-    core.recovery.graph_nodes_reused = claims.len();
     for (node, key, value_hash) in claims {
-        if (node as usize) < checkpointed {
+        if (node as usize) < claimed.len() {
             index.set_node(
                 node,
                 Node {
@@ -380,53 +466,45 @@ fn reconcile(
             );
         }
     }
-    // Current vectors the checkpoint lacks: new nodes, inserted by parallel threads.
-    core.recovery.vectors_reinserted = reinsert.len();
+}
+
+/// Insert the current vectors the checkpoint lacks as new nodes, by `threads` threads;
+/// their new node ids (and a text's embedding) go into `fix` for the store.
+fn reinsert(
+    spec: &Spec,
+    index: &mut Index,
+    vectors: &VectorFile,
+    reinsert: &[(Vec<u8>, u64, Vec<f32>, bool)],
+    seq: u64,
+    threads: usize,
+    fix: &mut shale::WriteBatch,
+) -> Result<()> {
     let mut ids = Vec::with_capacity(reinsert.len());
-    for (key, hash, vector, from_text) in &reinsert {
+    for (key, hash, vector, from_text) in reinsert {
         if let Applied::Put(id) = index.apply(key, seq, Some(*hash))? {
             ids.push(NodeId(id));
-            // The stored node id changes: record the new one (and a text's embedding).
             let stored: &[f32] = if *from_text { vector } else { &[] };
             fix.put(key, encode_stored(*hash, id, stored));
         }
     }
     let prepared: HashMap<u32, Vec<f32>> = ids
         .iter()
-        .zip(&reinsert)
+        .zip(reinsert)
         .map(|(id, (_, _, v, _))| Ok((id.0, spec.metric.prepare(v, spec.dim, "vector")?)))
         .collect::<Result<_>>()?;
     for (&id, v) in &prepared {
-        core.vectors.write(NodeId(id), v)?;
+        vectors.write(NodeId(id), v)?;
     }
     // The vectors as given: the graph prepares them itself (see `insert_vectors`).
     let given: HashMap<u32, &[f32]> = ids
         .iter()
-        .zip(&reinsert)
+        .zip(reinsert)
         .map(|(id, (_, _, v, _))| (id.0, v.as_slice()))
         .collect();
-    index.graph.insert_all(
-        &ids,
-        |id| given.get(&id.0).copied(),
-        core.opts.embed_threads.max(1),
-    )?;
+    index
+        .graph
+        .insert_all(&ids, |id| given.get(&id.0).copied(), threads)?;
     index.inserted(ids.iter().map(|id| id.0));
-    for key in orphans.iter().chain(&discarded) {
-        fix.delete(key);
-    }
-    core.recovery.orphans_deleted = orphans.len();
-    core.recovery.other_model_vectors = discarded.len();
-    core.recovery.texts_to_embed = to_embed.len();
-    index.free_absent();
-    index.reclaim(core.opts.embed_threads.max(1))?;
-    core.store.write(fix, shale::WriteOptions::default())?;
-    if !discarded.is_empty() {
-        // The store's writes are not synced: flush them into an SSTable, so that the model
-        // file never names the new model while the old one's vectors could come back.
-        core.store.flush()?;
-    }
-    // Older than anything the hook queued since the attach: in front of it.
-    core.queue.lock().push_front(to_embed);
     Ok(())
 }
 
