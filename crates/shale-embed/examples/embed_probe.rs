@@ -10,7 +10,7 @@
 //! ```
 //!
 //! The sentences are short English sentences of 8 to 20 words (10 to 25 tokens), the kind of
-//! text the course lab stores; longer texts cost more per sentence.
+//! text a semantic index usually stores; longer texts cost more per sentence.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! R1 of issue 6: the kill -9 loop. Spawn `shale-stress` on one database, SIGKILL it at a
+//! The kill -9 loop. Spawn `shale-stress` on one database, SIGKILL it at a
 //! random moment (a fifth of the time before it has even finished opening, so recovery is
 //! killed too), reopen, check every key against the oracle log (`verify.rs`), and loop on
 //! the same database. A third of the cycles run with the semantic index on, and their
@@ -142,7 +142,7 @@ fn kill_loop_loses_no_acknowledged_write() {
         }
     }
     println!(
-        "R1 kill loop: {} cycles ({} with the semantic index, {} killed before ready) in {:.1} s; \
+        "kill loop: {} cycles ({} with the semantic index, {} killed before ready) in {:.1} s; \
          {} ops, {} acknowledged writes verified, {} keys checked, pending writes found \
          applied {} / absent {}, WAL-less writes survived {} / lost {}, {} search hits \
          checked; failures {}",

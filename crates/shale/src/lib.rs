@@ -30,8 +30,8 @@ pub(crate) mod rate_limit;
 pub(crate) mod snapshot;
 pub(crate) mod sst;
 mod sync;
-pub(crate) mod verify;
 pub mod ttl;
+pub(crate) mod verify;
 pub(crate) mod version;
 pub(crate) mod wal;
 

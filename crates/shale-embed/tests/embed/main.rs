@@ -6,4 +6,4 @@ mod model_missing_or_damaged;
 mod onnx_files_missing_or_damaged;
 mod onnx_quality_guard;
 mod onnx_real_model;
-mod semantic_lab_real_model;
+mod paraphrased_questions_real_model;

@@ -1,4 +1,4 @@
-//! R3 of issue 6: the corruption matrix. A small database (kilobytes, semantic index on over
+//! The corruption matrix. A small database (kilobytes, semantic index on over
 //! the prefix `doc`, plain keys beside it, two ranges of which are deleted with range
 //! tombstones: one in a table's range-del block, one in the WAL) is built on the real file
 //! system with SSTables read through memory mappings; then, for
@@ -651,7 +651,7 @@ fn corruption_matrix_never_panics_or_returns_wrong_values() {
     }
     let background_panics = shale_trials::panics() - panics_before;
     println!(
-        "R3 corruption matrix ({} mode), {:.1} s, background-thread panics {background_panics}:",
+        "corruption matrix ({} mode), {:.1} s, background-thread panics {background_panics}:",
         if budget == 0 {
             "every byte"
         } else {

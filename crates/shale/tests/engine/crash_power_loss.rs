@@ -1,4 +1,4 @@
-//! R2 (simulated power loss) and the kill -9 image, on `MemFs`.
+//! Simulated power loss and the kill -9 image, on `MemFs`.
 //!
 //! A deterministic workload (sync and non-sync writes, batches, flushes, compactions,
 //! reopens, with 64 KiB memtables and 16 KiB tables) runs on a `MemFs` planned to crash
@@ -175,7 +175,7 @@ fn power_loss_recovers_a_prefix_with_every_synced_write() {
         }
     }
     println!(
-        "R2 power loss: {} crash points over {seeds} workload(s) of {STEPS} steps \
+        "power loss: {} crash points over {seeds} workload(s) of {STEPS} steps \
          ({total_ops} file-system operations, {total_flushes} flushes, {total_compactions} \
          compactions when run to the end) in {:.1} s: \
          {} plain power loss, {} torn last write, {} journaled directory prefix, \

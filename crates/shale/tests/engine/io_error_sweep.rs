@@ -1,4 +1,4 @@
-//! R4: the I/O-error sweep. The workload of `crash_power_loss.rs` (writes, batches,
+//! The I/O-error sweep. The workload of `crash_power_loss.rs` (writes, batches,
 //! flushes, compactions, reopens) runs on `FaultFs` over `MemFs`, failing its k-th
 //! file-system operation (every kind: create, write, flush, sync, sync_dir, rename,
 //! remove, read), once or from then on, with `EIO` or `ENOSPC`. For each trial:
@@ -190,7 +190,7 @@ fn io_errors_never_panic_lose_acknowledged_writes_or_allow_writes_after_failure(
         .map(|(&(p, e), n)| format!("{n} {}", mode_name(p, e)))
         .collect();
     println!(
-        "R4 I/O-error sweep: {} trials over {seeds} workload(s) of {STEPS} steps \
+        "I/O-error sweep: {} trials over {seeds} workload(s) of {STEPS} steps \
          ({total_ops} file-system operations) in {:.1} s ({}); {} faults injected; \
          {} errors returned to the caller, {} later writes refused as Poisoned, {} absorbed \
          (background or ignorable), {} live reads failed cleanly; {} acknowledged writes \

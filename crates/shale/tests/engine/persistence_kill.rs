@@ -1,4 +1,4 @@
-//! Persistence: the course lab's 32 x 1024 keys with 1 KiB values, written by a child
+//! Persistence: 32 x 1024 keys with 1 KiB values, written by a child
 //! process that is then killed with SIGKILL (no close, no destructor), reopened and checked.
 //! Also: the same after a clean close, and batch atomicity under a kill at a random moment.
 //!

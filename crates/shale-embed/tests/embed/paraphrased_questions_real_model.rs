@@ -1,7 +1,7 @@
-//! The course lab's semantic-search scenarios, through the engine, with the real
+//! Paraphrased questions finding their sentences, through the engine, with the real
 //! all-MiniLM-L6-v2 (fetched by `scripts/fetch-model.sh`, which `scripts/test.sh` runs first).
 //!
-//! The data is `testdata/lab_sentences.tsv`: 128 factual sentences on 32 subjects, each with
+//! The data is `testdata/sentences_and_questions.tsv`: 128 factual sentences on 32 subjects, each with
 //! a question written for it in other words ("how desert beasts survive long treks without
 //! eating" for the sentence about camels' humps). A query counts as found when its
 //! sentence's key is among the top 3 hits.
@@ -21,7 +21,7 @@ use shale_search::semantic::{
     Embedder, Index, IndexOptions, IndexRecovery, SearchHit, SearchOptions,
 };
 
-/// The pass mark of the lab: the expected key in the top 3 for this share of the queries.
+/// The pass mark: the expected key in the top 3 for this share of the queries.
 const PASS_PERCENT: usize = 85;
 const TOP: usize = 3;
 const N: usize = 128;
@@ -37,29 +37,33 @@ fn model() -> Arc<dyn Embedder> {
 }
 
 /// `(sentence, question)` pairs, in key order.
-fn lab_data() -> Vec<(&'static str, &'static str)> {
-    let pairs: Vec<(&str, &str)> = include_str!("testdata/lab_sentences.tsv")
+fn sentences() -> Vec<(&'static str, &'static str)> {
+    let pairs: Vec<(&str, &str)> = include_str!("testdata/sentences_and_questions.tsv")
         .lines()
         .filter(|line| !line.starts_with('#') && !line.is_empty())
         .map(|line| line.split_once('\t').expect("a tab between text and query"))
         .collect();
-    assert_eq!(pairs.len(), N, "lab_sentences.tsv must hold {N} pairs");
+    assert_eq!(
+        pairs.len(),
+        N,
+        "sentences_and_questions.tsv must hold {N} pairs"
+    );
     pairs
 }
 
 fn key(i: usize) -> String {
-    format!("lab/{i:03}")
+    format!("s/{i:03}")
 }
 
 fn key_index(key: &[u8]) -> usize {
     std::str::from_utf8(key)
         .ok()
-        .and_then(|k| k.strip_prefix("lab/"))
+        .and_then(|k| k.strip_prefix("s/"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("a key the test never wrote: {key:?}"))
 }
 
-/// The lab's database and its index over the keys under `lab/`.
+/// The database and its index over the keys under `s/`.
 struct Lab {
     db: Arc<Db>,
     index: Index,
@@ -89,7 +93,7 @@ impl Lab {
 
 fn open(path: &Path) -> Lab {
     let db = Arc::new(Db::open(path, Options::default()).unwrap());
-    let index = Index::open(&db, "lab", IndexOptions::text(model()).prefix("lab/")).unwrap();
+    let index = Index::open(&db, "sentences", IndexOptions::text(model()).prefix("s/")).unwrap();
     Lab { db, index }
 }
 
@@ -136,8 +140,8 @@ fn assert_pass(what: &str, found: (usize, usize), asked: usize) {
 }
 
 #[test]
-fn lab_end_to_end_real_sentences() {
-    let data = lab_data();
+fn paraphrased_questions_find_their_sentences() {
+    let data = sentences();
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     for (i, (text, _)) in data.iter().enumerate() {
@@ -161,7 +165,7 @@ fn persistence_writes(data: &[(&'static str, &'static str)]) -> Vec<(usize, Opti
 }
 
 fn run_persistence_writes(db: &Db) {
-    for (i, text) in persistence_writes(&lab_data()) {
+    for (i, text) in persistence_writes(&sentences()) {
         match text {
             Some(text) => db.put(key(i), text).unwrap(),
             None => db.delete(key(i)).unwrap(),
@@ -172,7 +176,7 @@ fn run_persistence_writes(db: &Db) {
 /// Reopened after the scenario: ask every one of the 128 questions (those of deleted keys
 /// too, which must never bring a deleted key back) and score the live keys' questions.
 fn check_persistence(db: &Lab, what: &str) {
-    let data = lab_data();
+    let data = sentences();
     let mut expected: Vec<Option<&str>> = vec![None; N];
     for (i, text) in persistence_writes(&data) {
         expected[i] = text;
@@ -194,7 +198,7 @@ fn check_persistence(db: &Lab, what: &str) {
 }
 
 #[test]
-fn lab_persistence_after_close() {
+fn deleted_and_replaced_texts_stay_gone_after_close() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open(dir.path());
@@ -233,7 +237,7 @@ fn child_entry() {
 }
 
 #[test]
-fn lab_persistence_after_kill() {
+fn deleted_and_replaced_texts_stay_gone_after_kill() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let mut child = shale_trials::test_in_child(module_path!(), "child_entry")

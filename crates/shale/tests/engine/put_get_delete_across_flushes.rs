@@ -1,4 +1,4 @@
-//! The correctness test of the classic LSM-KV course lab: 512 keys, then 65,536 keys whose
+//! Puts, gets and deletes across many flushes: 512 keys, then 65,536 keys whose
 //! value `i` is `"s" * (i + 1)` (up to 64 KiB), with put / get / delete / get-after-delete,
 //! across many flushes (a small write buffer forces them).
 
