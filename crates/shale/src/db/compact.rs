@@ -263,15 +263,37 @@ fn run(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<Installable> 
 
     let read: u64 = inputs.iter().chain(&next_inputs).map(|f| f.meta.size).sum();
     Stats::add(&db.stats.compaction_bytes_read, read);
+    let files = merge(db, tree, task, &version, &inputs, &next_inputs)?;
+    db.fs.sync_dir(&db.dir)?;
+    let added: Vec<(Level, Arc<TableFile>)> = files
+        .into_iter()
+        .map(|f| (out_level, Arc::new(f)))
+        .collect();
+    edit.new_files = added.iter().map(|(l, f)| (*l, f.meta.clone())).collect();
+    let deleted = inputs.iter().chain(&next_inputs).cloned().collect();
+    Ok((edit, added, deleted))
+}
+
+/// Merge `inputs` (of `task.level`) and `next_inputs` (of its output level) into new
+/// tables of the output level, dropping what no reader can see and what the keyspace's
+/// compaction filter removes; each new table opened (and so verified).
+fn merge(
+    db: &DbInner,
+    tree: &Tree,
+    task: &CompactionTask,
+    version: &Version,
+    inputs: &[Arc<TableFile>],
+    next_inputs: &[Arc<TableFile>],
+) -> Result<Vec<TableFile>> {
     let mut children: Vec<Box<dyn InternalIterator + Send>> = Vec::new();
     if task.level == 0 {
-        for f in &inputs {
+        for f in inputs {
             children.push(Box::new(f.table()?.iter_opt(false)));
         }
     } else {
-        children.push(Box::new(LevelIter::new(inputs.clone(), false)));
+        children.push(Box::new(LevelIter::new(inputs.to_vec(), false)));
     }
-    children.push(Box::new(LevelIter::new(next_inputs.clone(), false)));
+    children.push(Box::new(LevelIter::new(next_inputs.to_vec(), false)));
     let snapshots = db.snapshots.pinned();
     let deeper = |smallest: &[u8], largest: &[u8]| -> bool {
         (task.output_level + 1..NUM_LEVELS).all(|l| {
@@ -280,7 +302,7 @@ fn run(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<Installable> 
             })
         })
     };
-    let range_dels = inputs_range_dels(inputs.iter().chain(&next_inputs))?;
+    let range_dels = inputs_range_dels(inputs.iter().chain(next_inputs))?;
     let opts = tree.opts();
     let policy = DropPolicy {
         snapshots: &snapshots,
@@ -315,20 +337,12 @@ fn run(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<Installable> 
             file.table()?; // open (and so verify) the new table
             Ok(file)
         },
-        TableOptions::for_level(&opts, usize::from(out_level.0)),
+        TableOptions::for_level(&opts, task.output_level),
         opts.max_file_size,
         &mut next_file,
     )?;
-    db.fs.sync_dir(&db.dir)?;
     Stats::add(&db.stats.compaction_entries_dropped, out.entries_dropped);
-    let added: Vec<(Level, Arc<TableFile>)> = out
-        .files
-        .into_iter()
-        .map(|f| (out_level, Arc::new(f)))
-        .collect();
-    edit.new_files = added.iter().map(|(l, f)| (*l, f.meta.clone())).collect();
-    let deleted = inputs.iter().chain(&next_inputs).cloned().collect();
-    Ok((edit, added, deleted))
+    Ok(out.files)
 }
 
 /// The range tombstones of `files`, fragmented; `None` if they have none.
