@@ -17,8 +17,6 @@ mod record;
 mod report;
 mod text;
 mod vector;
-#[path = "../../shale-demo/src/wordnet.rs"]
-mod wordnet;
 mod workload;
 mod ycsb;
 

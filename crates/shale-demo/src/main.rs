@@ -7,7 +7,6 @@
 //! finds every gloss embedded and starts its searches at once.
 
 mod keyword;
-mod wordnet;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,8 +16,7 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use shale::{Db, Options, WriteBatch, WriteOptions};
 use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
-
-use wordnet::Gloss;
+use shale_testkit::wordnet::{self, Gloss};
 
 #[derive(Parser, Debug)]
 #[command(about = "Shale demo: WordNet glosses, scans, and semantic search")]

@@ -9,13 +9,11 @@
 //! cargo run --release -p shale-embed --example runtime_ab [-- --texts 2000 --rounds 3]
 //! ```
 
-#[path = "../../shale-demo/src/wordnet.rs"]
-mod wordnet;
-
 use std::time::Instant;
 
 use shale_embed::{MiniLm, OnnxMiniLm};
 use shale_search::semantic::Embedder;
+use shale_testkit::wordnet;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     shale_embed::quiet_candle_threads();

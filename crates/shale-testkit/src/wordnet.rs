@@ -10,7 +10,8 @@
 
 use std::path::Path;
 
-/// One synset: its key in the demo database and the text that is stored and embedded.
+/// One synset: its key in a database of glosses (the demo's, the benches') and the text
+/// that is stored and embedded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gloss {
     /// `pos/first_word/offset`, e.g. `noun/dog/02084071`: words of one part of speech

@@ -23,9 +23,9 @@ use std::time::Instant;
 use clap::Args;
 use shale::{Db, Options};
 use shale_search::{Analyzer, KeywordOptions, TextIndex, TextIndexOptions};
+use shale_testkit::wordnet::{self, Gloss};
 
 use crate::metrics::Latencies;
-use crate::wordnet::{self, Gloss};
 
 #[derive(Args, Debug, Clone)]
 pub struct TextArgs {

@@ -22,9 +22,9 @@ use shale::{Db, Options, WriteBatch, WriteOptions};
 use shale_search::hybrid::{self, Fusion, Ranking};
 use shale_search::semantic::{Index, IndexOptions, SearchOptions};
 use shale_search::{HybridOptions, KeywordOptions, TextIndex, TextIndexOptions};
+use shale_testkit::wordnet::Gloss;
 
 use crate::metrics::Latencies;
-use crate::wordnet::Gloss;
 
 /// How deep each retriever's ranking goes into the fusion.
 const WINDOW: usize = 100;

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use shale_testkit::wordnet::Gloss;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
@@ -22,7 +23,6 @@ use tantivy::{
 
 use super::{Built, Measured, TextArgs, TextResult};
 use crate::metrics::Latencies;
-use crate::wordnet::Gloss;
 
 const STOP_WORDS: [&str; 33] = [
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",

@@ -13,12 +13,12 @@ use std::time::Instant;
 use shale::{Db, Options};
 use shale_embed::Runtime;
 use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
+use shale_testkit::wordnet::{self, Gloss};
 
 use super::hnsw::Dataset;
 use super::{npy, Emit, VectorRecord};
 use crate::engine::BenchResult;
 use crate::metrics::{self, Latencies};
-use crate::wordnet::{self, Gloss};
 
 fn glosses(cache: &Path) -> BenchResult<Vec<Gloss>> {
     let dir = cache.join("wordnet");

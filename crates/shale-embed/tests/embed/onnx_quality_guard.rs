@@ -9,13 +9,11 @@
 //! (scripts/fetch-model.sh) and WordNet (scripts/fetch-wordnet.sh); scripts/test.sh fetches
 //! both. Run with `--nocapture` to see the figures.
 
-#[path = "../../../shale-demo/src/wordnet.rs"]
-mod wordnet;
-
 use std::path::PathBuf;
 
 use shale_embed::{MiniLm, OnnxMiniLm};
 use shale_search::semantic::Embedder;
+use shale_testkit::wordnet;
 
 const QUERIES: usize = 1000;
 const K: usize = 10;
