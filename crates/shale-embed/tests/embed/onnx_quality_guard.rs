@@ -1,4 +1,4 @@
-//! The quality guard of the fast embedder (issue 32): on WordNet, the exact top-10
+//! The quality guard of the fast embedder: on WordNet, the exact top-10
 //! neighbours found with ONNX Runtime's vectors overlap those found with the candle
 //! reference's by >= 0.97 on average (|A ∩ B| / 10), and the vectors have cosine >= 0.99 to
 //! the reference's on average. A faster embedder that loses quality does not pass.
