@@ -218,6 +218,32 @@ fn decode_header(d: &mut Decoder<'_>) -> Result<Header, DecodeError> {
 
 /// Decode a whole graph file. Offsets in errors are from the start of `bytes`.
 pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
+    let body = checked_body(bytes)?;
+    let mut d = Decoder::new(body);
+    d.bytes(12, "magic and version")?;
+    let header = decode_header(&mut d)?;
+    let graph = Hnsw::load_begin(header.dim, header.params)
+        .map_err(|e| DecodeError::new(12, format!("bad parameters: {e}")))?;
+    let records = decode_nodes(&mut d, &header, &graph)?;
+    if !d.is_empty() {
+        return Err(DecodeError::new(
+            d.position(),
+            format!("{} bytes after the last node", d.remaining().len()),
+        ));
+    }
+    for &(id, at) in &records {
+        graph
+            .load_check_links(id)
+            .map_err(|reason| DecodeError::new(at, reason))?;
+    }
+    graph
+        .load_entry(header.entry)
+        .map_err(|reason| DecodeError::new(GRAPH_HEADER_LEN - 8, reason))?;
+    Ok(graph)
+}
+
+/// The file's body (all but its trailer), once its magic, version and checksum are right.
+fn checked_body(bytes: &[u8]) -> Result<&[u8], DecodeError> {
     let mut d = Decoder::new(bytes);
     let magic = d.u64("magic")?;
     if magic != GRAPH_MAGIC {
@@ -259,12 +285,15 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
             ),
         ));
     }
+    Ok(body)
+}
 
-    let mut d = Decoder::new(body);
-    d.bytes(12, "magic and version")?;
-    let header = decode_header(&mut d)?;
-    let graph = Hnsw::load_begin(header.dim, header.params)
-        .map_err(|e| DecodeError::new(12, format!("bad parameters: {e}")))?;
+/// Every node record into `graph`, each checked; the id and offset of each.
+fn decode_nodes(
+    d: &mut Decoder<'_>,
+    header: &Header,
+    graph: &Hnsw,
+) -> Result<Vec<(u32, usize)>, DecodeError> {
     let caps = (header.params.m_max0, header.params.m_max);
 
     let mut records: Vec<(u32, usize)> = Vec::new();
@@ -301,11 +330,11 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
                 format!("node level {level} > {MAX_LEVEL}"),
             ));
         }
-        let code = decode_code(&mut d, header.dim, header.params.metric)?;
+        let code = decode_code(d, header.dim, header.params.metric)?;
         links.resize_with(usize::from(level) + 1, Vec::new);
         for (l, list) in links.iter_mut().enumerate() {
             let cap = if l == 0 { caps.0 } else { caps.1 };
-            decode_list(&mut d, cap, list)?;
+            decode_list(d, cap, list)?;
         }
         if !graph.load_node(id, flags & FLAG_DELETED != 0, level, code, &links) {
             return Err(DecodeError::new(
@@ -315,21 +344,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hnsw, DecodeError> {
         }
         records.push((id, at));
     }
-    if !d.is_empty() {
-        return Err(DecodeError::new(
-            d.position(),
-            format!("{} bytes after the last node", d.remaining().len()),
-        ));
-    }
-    for &(id, at) in &records {
-        graph
-            .load_check_links(id)
-            .map_err(|reason| DecodeError::new(at, reason))?;
-    }
-    graph
-        .load_entry(header.entry)
-        .map_err(|reason| DecodeError::new(GRAPH_HEADER_LEN - 8, reason))?;
-    Ok(graph)
+    Ok(records)
 }
 
 /// One node's code, checked: component bytes in `1..=255` (what `quant::encode` makes),
