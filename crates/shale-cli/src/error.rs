@@ -34,7 +34,7 @@ pub enum CliError {
     /// A `.npy` file that cannot be read as vectors.
     Npy {
         path: PathBuf,
-        error: crate::npy::NpyError,
+        error: shale_npy::NpyError,
     },
     /// Vectors (from `what`: a file or `--vector`) of another dimension than the index's.
     Dimension {

@@ -6,7 +6,7 @@
 //!   del, cas, scan, search, import, index definitions and membership over a replicated
 //!   server (`--server`)
 //! - `import.rs`: bulk load in write batches, with a progress bar; `vectors.rs`: vectors
-//!   in (`.npy` and JSON lines imports, query vectors) and `npy.rs`, the `.npy` reader
+//!   in (`.npy` and JSON lines imports, query vectors; the `.npy` reader is `shale-npy`)
 //! - `index.rs`: which semantic index a command opens, and `index-stats`; `search.rs`:
 //!   search it by text or vector, by keywords (a text index) or both (hybrid);
 //!   `embedder.rs`: which model embeds its text
@@ -28,7 +28,6 @@ mod escape;
 mod import;
 mod index;
 mod kv;
-mod npy;
 mod remote;
 mod search;
 mod stats;

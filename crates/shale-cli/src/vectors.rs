@@ -17,12 +17,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use shale::{WriteBatch, WriteOptions};
+use shale_npy::{NpyError, NpyReader};
 use shale_search::semantic::{vector_value, Index};
 
 use crate::error::{CliError, Result};
 use crate::escape::escape;
 use crate::import::ImportArgs;
-use crate::npy::{NpyError, NpyReader};
 use crate::Cli;
 
 /// The index vectors go into, and the checks it will make.

@@ -13,7 +13,6 @@ use std::time::Instant;
 use shale_search::vector::{exact, Hnsw, HnswParams, Neighbor, NodeId, VectorFile};
 
 use super::filter::{self, FilterSettings};
-use super::npy;
 use super::peers::{self, PeerInputs};
 use super::{Emit, VectorRecord};
 use crate::engine::BenchResult;
@@ -44,7 +43,7 @@ impl Dataset {
     pub fn split(
         name: String,
         source: String,
-        rows: &npy::Array<f32>,
+        rows: &shale_npy::Array<f32>,
         n: usize,
         q: usize,
         seed: u64,
@@ -487,7 +486,7 @@ mod tests {
     #[test]
     fn recall_at_10_on_20k_glove_vectors() {
         let path = super::super::glove_path(None);
-        let rows = npy::read_f32(&path).unwrap_or_else(|e| {
+        let rows = shale_npy::read::<f32>(&path).unwrap_or_else(|e| {
             panic!("{e}\n(this test needs the GloVe vectors: run scripts/fetch-bench-data.sh)")
         });
         let seed = 0x5eed_0001;

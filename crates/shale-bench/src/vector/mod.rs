@@ -20,7 +20,6 @@
 
 mod filter;
 mod hnsw;
-mod npy;
 mod peers;
 pub mod report;
 pub mod restart;
@@ -366,7 +365,8 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
                     )
                     .into());
                 }
-                let rows = npy::read_f32(&path)?;
+                let rows = shale_npy::read::<f32>(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
                 let n = args.n.unwrap_or(if q { 10_000 } else { 100_000 });
                 let nq = args.queries.unwrap_or(if q { 200 } else { 10_000 });
                 let ds = hnsw::Dataset::split(

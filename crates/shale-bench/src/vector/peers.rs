@@ -18,7 +18,6 @@ use shale_search::vector::Neighbor;
 
 use super::filter::FilterCase;
 use super::hnsw::{recall, Dataset, HnswSettings};
-use super::npy;
 use super::{Emit, VectorRecord};
 use crate::engine::BenchResult;
 
@@ -56,8 +55,14 @@ impl PeerInputs<'_> {
     /// Write the vectors of `ds` for the drivers.
     pub fn write(&self, ds: &Dataset) -> BenchResult<()> {
         std::fs::create_dir_all(&self.dir)?;
-        npy::write_f32(&self.base(), ds.len(), ds.dim, &ds.base)?;
-        npy::write_f32(&self.queries(), ds.query_count(), ds.dim, &ds.queries)
+        for (path, rows, data) in [
+            (self.base(), ds.len(), &ds.base),
+            (self.queries(), ds.query_count(), &ds.queries),
+        ] {
+            shale_npy::write_f32_file(&path, rows, ds.dim, data)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok(())
     }
 }
 
@@ -280,7 +285,7 @@ impl Lines<'_> {
 
     /// Recall of the labels the driver saved at `path`.
     fn recall(&self, path: &str, truth: &[Vec<Neighbor>]) -> BenchResult<f64> {
-        let labels = npy::read_u32(Path::new(path))?;
+        let labels = shale_npy::read::<u32>(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
         let got: Vec<Vec<u32>> = (0..labels.rows).map(|i| labels.row(i).to_vec()).collect();
         if got.len() != truth.len() {
             return Err(format!(

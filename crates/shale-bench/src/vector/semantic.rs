@@ -16,7 +16,7 @@ use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale_testkit::wordnet::{self, Gloss};
 
 use super::hnsw::Dataset;
-use super::{npy, Emit, VectorRecord};
+use super::{Emit, VectorRecord};
 use crate::engine::BenchResult;
 use crate::metrics::{self, Latencies};
 
@@ -105,10 +105,11 @@ pub fn minilm_dataset(
         }
         std::fs::create_dir_all(&dir)?;
         let tmp = dir.join(format!(".{total}-{seed}.tmp"));
-        npy::write_f32(&tmp, total, shale_embed::DIM, &data)?;
+        shale_npy::write_f32_file(&tmp, total, shale_embed::DIM, &data)
+            .map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path)?;
     }
-    let rows = npy::read_f32(&path)?;
+    let rows = shale_npy::read::<f32>(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Dataset::split(
         format!("minilm{}", super::short(n)),
         format!("MiniLM (all-MiniLM-L6-v2) vectors of {total} WordNet 3.0 glosses (seed {seed})"),
