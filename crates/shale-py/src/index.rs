@@ -21,7 +21,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use shale_search::semantic::{IndexOptions, SearchOptions, USER_VECTORS};
+use shale_search::semantic::{IndexDefinition, IndexOptions, SearchOptions, USER_VECTORS};
 use shale_search::vector::Metric;
 
 use crate::convert::{opt_bytes, search_count, to_bytes};
@@ -100,24 +100,7 @@ pub(crate) fn open(
             Err(_) => Model::Python(e),
         },
     };
-    // Opened without a model, an index of text could hold none of what it holds.
-    if let Some(r) = recorded.as_ref().filter(|r| r.model_id != USER_VECTORS) {
-        if matches!(model, Model::Vectors) && problems.is_empty() {
-            problems.push(format!(
-                "index {name:?} holds text embedded by model {:?}: give its embedder",
-                r.model_id
-            ));
-        }
-    }
-    if matches!(model, Model::Vectors) && dim.is_none() && problems.is_empty() {
-        problems.push("an index without embedder needs dim (the vectors' dimension)".into());
-    }
-    if args.model_dir.is_some() && !matches!(model, Model::MiniLm) {
-        problems.push("model_dir is only used with embedder=\"minilm\"".into());
-    }
-    if args.model_id.is_some() && !matches!(model, Model::Python(_)) {
-        problems.push("model_id is only used with a callable embedder".into());
-    }
+    model.check(name, &args, dim, recorded.as_ref(), &mut problems);
     if !problems.is_empty() {
         return Err(to_py(
             py,
@@ -128,9 +111,68 @@ pub(crate) fn open(
     let embedder: Option<Arc<dyn shale_search::semantic::Embedder>> = match model {
         Model::Vectors => None,
         Model::MiniLm => Some(crate::convert::minilm(py, args.model_dir.as_deref())?),
-        Model::Python(callable) => Some(Arc::new(PyEmbedder::new(callable, args.model_id, dim)?)),
+        Model::Python(callable) => Some(Arc::new(PyEmbedder::new(
+            callable,
+            args.model_id.clone(),
+            dim,
+        )?)),
     };
     let python_embedder = matches!(model, Model::Python(_));
+    let opts = index_options(&args, embedder, dim, metric, recorded.as_ref());
+    let index = run(py, || shared.open_index(name, opts, python_embedder))?;
+    Ok(Index {
+        shared: Arc::clone(shared),
+        name: index.name().to_string(),
+        prefix: index.prefix().to_vec(),
+        keyspace: index
+            .keyspace()
+            .map_or(shale::KeyspaceId::DEFAULT, shale::Keyspace::id),
+        dim: index.dim(),
+        metric: index.metric(),
+    })
+}
+
+impl Model<'_, '_> {
+    /// The problems of opening index `name` with this model and `args`, given what an
+    /// existing index was defined with (`recorded`), after those found so far.
+    fn check(
+        &self,
+        name: &str,
+        args: &IndexArgs<'_, '_>,
+        dim: Option<usize>,
+        recorded: Option<&IndexDefinition>,
+        problems: &mut Vec<String>,
+    ) {
+        // Opened without a model, an index of text could hold none of what it holds.
+        if let Some(r) = recorded.filter(|r| r.model_id != USER_VECTORS) {
+            if matches!(self, Model::Vectors) && problems.is_empty() {
+                problems.push(format!(
+                    "index {name:?} holds text embedded by model {:?}: give its embedder",
+                    r.model_id
+                ));
+            }
+        }
+        if matches!(self, Model::Vectors) && dim.is_none() && problems.is_empty() {
+            problems.push("an index without embedder needs dim (the vectors' dimension)".into());
+        }
+        if args.model_dir.is_some() && !matches!(self, Model::MiniLm) {
+            problems.push("model_dir is only used with embedder=\"minilm\"".into());
+        }
+        if args.model_id.is_some() && !matches!(self, Model::Python(_)) {
+            problems.push("model_id is only used with a callable embedder".into());
+        }
+    }
+}
+
+/// The engine's options for the index: the call's arguments, then what an existing index
+/// was defined with (`recorded`), then the defaults.
+fn index_options(
+    args: &IndexArgs<'_, '_>,
+    embedder: Option<Arc<dyn shale_search::semantic::Embedder>>,
+    dim: Option<usize>,
+    metric: Option<Metric>,
+    recorded: Option<&IndexDefinition>,
+) -> IndexOptions {
     let mut opts = match embedder {
         Some(embedder) => {
             let mut opts = IndexOptions::text(embedder);
@@ -140,11 +182,10 @@ pub(crate) fn open(
         }
         None => IndexOptions::vectors(dim.unwrap_or_default()),
     };
-    let recorded = recorded.as_ref();
-    opts.prefix = (args.prefix)
+    opts.prefix = (args.prefix.clone())
         .or_else(|| recorded.map(|r| r.prefix.clone()))
         .unwrap_or_default();
-    opts.keyspace = (args.keyspace).or_else(|| recorded.and_then(|r| r.keyspace.clone()));
+    opts.keyspace = (args.keyspace.clone()).or_else(|| recorded.and_then(|r| r.keyspace.clone()));
     opts.hnsw = match (args.m, recorded) {
         (Some(m), _) => shale_search::vector::HnswParams::with_m(m),
         (None, Some(r)) => r.hnsw,
@@ -164,18 +205,7 @@ pub(crate) fn open(
     if let Some(bytes) = args.queue_bytes {
         opts.queue_bytes = bytes;
     }
-
-    let index = run(py, || shared.open_index(name, opts, python_embedder))?;
-    Ok(Index {
-        shared: Arc::clone(shared),
-        name: index.name().to_string(),
-        prefix: index.prefix().to_vec(),
-        keyspace: index
-            .keyspace()
-            .map_or(shale::KeyspaceId::DEFAULT, shale::Keyspace::id),
-        dim: index.dim(),
-        metric: index.metric(),
-    })
+    opts
 }
 
 /// A semantic index of a database. Made by `DB.index(name, ...)`.
