@@ -25,7 +25,7 @@ python3 scripts/check-modules.py --self-test
 python3 scripts/check-modules.py
 stage "cargo test (with the fuzz entry points, for the fuzz_smoke tests)"
 cargo test --workspace --features shale/fuzzing,shale-search/fuzzing,shale-server/fuzzing
-stage "R9: every fuzz target for 60 s, the server's for 20 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
+stage "fuzzing: every fuzz target for 60 s, the server's for 20 s (stable; random mutations of the seeds, see fuzz_smoke.rs)"
 fuzz_log="$(mktemp)"
 bench_tmp=""
 # Temporary files go whether the script passes or fails.
