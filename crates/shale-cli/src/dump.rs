@@ -352,14 +352,7 @@ fn wal_text(out: &mut impl Write, d: &WalDump<'_>) -> std::io::Result<()> {
             }
         }
     }
-    if let Some(t) = &d.tail {
-        writeln!(
-            out,
-            "torn tail at offset {}: {} bytes dropped ({})",
-            t.offset, t.dropped_bytes, t.reason
-        )?;
-    }
-    Ok(())
+    tail_text(out, d.tail.as_ref())
 }
 
 pub fn manifest(cli: &Cli, out: &mut impl Write, file: Option<&Path>, json: bool) -> Result<()> {
@@ -463,6 +456,11 @@ fn manifest_text(
             writeln!(out, "  delete L{} {:06}.sst", level.0, id.0)?;
         }
     }
+    tail_text(out, tail)
+}
+
+/// The torn tail a log reader dropped, if any, as the text dumps show it.
+fn tail_text(out: &mut impl Write, tail: Option<&TailReport>) -> std::io::Result<()> {
     if let Some(t) = tail {
         writeln!(
             out,
