@@ -36,7 +36,7 @@ use crate::wire::{endpoint, with_token, LEADER_HEADER, MAX_MESSAGE_BYTES};
 mod retry;
 mod session;
 use retry::{classify, Kind, Next};
-use session::Numbers;
+use session::Session;
 
 /// The longest pause between two tries: an election takes a few hundred milliseconds
 /// (docs/replication.md), so a longer pause would mostly add to the client's failover time.
@@ -58,8 +58,7 @@ pub struct Client {
     deadline: Duration,
     state: Mutex<State>,
     /// The session writes go in; `None` without sessions.
-    session: Option<tokio::sync::Mutex<Option<u64>>>,
-    numbers: Mutex<Numbers>,
+    session: Option<Session>,
 }
 
 struct State {
@@ -90,8 +89,7 @@ impl Client {
                 next_endpoint: 0,
                 channels: HashMap::new(),
             }),
-            session: Some(tokio::sync::Mutex::new(None)),
-            numbers: Mutex::new(Numbers::default()),
+            session: Some(Session::default()),
         })
     }
 
@@ -206,6 +204,74 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Send the write `f` builds (given its place in the session, if any): in the
+    /// client's session, retried on every transient failure within the deadline.
+    async fn write<T, F, Fut>(&self, f: F) -> Result<T, ClientError>
+    where
+        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let Some(session) = &self.session else {
+            return self.call(Kind::Write, |c, token| f(c, token, None)).await;
+        };
+        let seq = session.number();
+        let result = self.write_numbered(session, seq, &f).await;
+        session.answered(seq);
+        result
+    }
+
+    /// Send the write numbered `seq` in `session`, reopening the session once if the
+    /// cluster closed it before the write's first try.
+    async fn write_numbered<T, F, Fut>(
+        &self,
+        session: &Session,
+        seq: u64,
+        f: &F,
+    ) -> Result<T, ClientError>
+    where
+        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let mut reopened = false;
+        loop {
+            let id = session.id(|| self.open_session()).await?;
+            let sent = self
+                .call_counted(Kind::SessionWrite, |c, token| {
+                    f(c, token, Some(session.at(id, seq)))
+                })
+                .await;
+            let expired = match sent {
+                Ok(answer) => return Ok(answer),
+                Err((ClientError::SessionExpired(why), tries)) => (why, tries),
+                Err((e, _)) => return Err(e),
+            };
+            session.closed(id).await;
+            match expired {
+                // Its only try found the session closed: nothing of this write applied,
+                // so it goes again in a new session.
+                (_, 1) if !reopened => reopened = true,
+                (why, _) => {
+                    return Err(ClientError::Ambiguous(format!(
+                        "the session closed while the write was retried: {why}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Open a session; its id.
+    async fn open_session(&self) -> Result<u64, ClientError> {
+        // An opening is retried like a write in a session: one opened twice leaves a
+        // session nobody uses, closed in time like any other.
+        let opened = self
+            .call(Kind::SessionWrite, |mut c, token| {
+                let req = with_token(pb::OpenSessionRequest {}, token.as_deref());
+                async move { c.open_session(req).await }
+            })
+            .await?;
+        Ok(opened.session)
     }
 
     /// The value of `key`, read linearizably.

@@ -1,116 +1,87 @@
-//! Writes in a session (docs/replication.md, "Exactly-once writes"): the client opens one
-//! at its first write, numbers each write, and sends every try of a write with the same
-//! number and the lowest number it still awaits.
+//! The client's session (docs/replication.md, "Exactly-once writes"): which session writes
+//! go in, and the numbers of the writes in it. The client opens the session at its first
+//! write, numbers each write, and sends every try of a write with the same number and the
+//! lowest number it still awaits.
+//!
+//! Thread safety: a `Session` is `Send + Sync`; concurrent writes each take their own
+//! number, and one opening at a time runs (the others wait for its id).
 
 use std::collections::BTreeSet;
-use std::sync::MutexGuard;
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
 
-use tonic::transport::Channel;
-use tonic::Status;
-
-use super::{Client, Kind};
 use crate::error::ClientError;
 use crate::pb;
-use crate::pb::kv_client::KvClient;
-use crate::wire::with_token;
 
-/// The numbers of the writes in sessions: the next one, and those awaiting an answer.
+/// A client's session: its id, once opened, and its writes' numbers.
 #[derive(Default)]
-pub(super) struct Numbers {
+pub(super) struct Session {
+    /// The session's id; `None` until opened, and again after the cluster closed it.
+    id: tokio::sync::Mutex<Option<u64>>,
+    numbers: Mutex<Numbers>,
+}
+
+/// The numbers of the writes in the session: the last one given, and those awaiting an
+/// answer.
+#[derive(Default)]
+struct Numbers {
     last: u64,
     awaited: BTreeSet<u64>,
 }
 
-impl Client {
+impl Session {
     fn numbers(&self) -> MutexGuard<'_, Numbers> {
         self.numbers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The session writes go in, opened now if there is none.
-    async fn session_id(&self, cell: &tokio::sync::Mutex<Option<u64>>) -> Result<u64, ClientError> {
-        let mut id = cell.lock().await;
+    /// The session's id, opened now by `open` if there is none.
+    ///
+    /// # Errors
+    /// What `open` fails with.
+    pub(super) async fn id<F, Fut>(&self, open: F) -> Result<u64, ClientError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<u64, ClientError>>,
+    {
+        let mut id = self.id.lock().await;
         if let Some(id) = *id {
             return Ok(id);
         }
-        // An opening is retried like a write in a session: one opened twice leaves a
-        // session nobody uses, closed in time like any other.
-        let opened = self
-            .call(Kind::SessionWrite, |mut c, token| {
-                let req = with_token(pb::OpenSessionRequest {}, token.as_deref());
-                async move { c.open_session(req).await }
-            })
-            .await?;
-        *id = Some(opened.session);
-        Ok(opened.session)
+        let opened = open().await?;
+        *id = Some(opened);
+        Ok(opened)
     }
 
-    /// Send the write `f` builds (given its place in the session, if any): in the
-    /// client's session, retried on every transient failure within the deadline.
-    pub(super) async fn write<T, F, Fut>(&self, f: F) -> Result<T, ClientError>
-    where
-        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
-        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    {
-        let Some(cell) = &self.session else {
-            return self.call(Kind::Write, |c, token| f(c, token, None)).await;
-        };
-        let seq = {
-            let mut n = self.numbers();
-            n.last += 1;
-            let seq = n.last;
-            n.awaited.insert(seq);
-            seq
-        };
-        let result = self.write_numbered(cell, seq, &f).await;
+    /// Forget `session`, which the cluster closed, unless another was opened since.
+    pub(super) async fn closed(&self, session: u64) {
+        let mut id = self.id.lock().await;
+        if *id == Some(session) {
+            *id = None;
+        }
+    }
+
+    /// A new write's number, awaited until [`Session::answered`].
+    pub(super) fn number(&self) -> u64 {
+        let mut n = self.numbers();
+        n.last += 1;
+        let seq = n.last;
+        n.awaited.insert(seq);
+        seq
+    }
+
+    /// The write numbered `seq` has its answer (or failed for good).
+    pub(super) fn answered(&self, seq: u64) {
         self.numbers().awaited.remove(&seq);
-        result
     }
 
-    async fn write_numbered<T, F, Fut>(
-        &self,
-        cell: &tokio::sync::Mutex<Option<u64>>,
-        seq: u64,
-        f: &F,
-    ) -> Result<T, ClientError>
-    where
-        F: Fn(KvClient<Channel>, Option<String>, Option<pb::SessionSeq>) -> Fut,
-        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    {
-        let mut reopened = false;
-        loop {
-            let session = self.session_id(cell).await?;
-            let sent = self
-                .call_counted(Kind::SessionWrite, |c, token| {
-                    let lowest_awaited = self.numbers().awaited.first().copied().unwrap_or(seq);
-                    let at = pb::SessionSeq {
-                        session,
-                        seq,
-                        lowest_awaited,
-                    };
-                    f(c, token, Some(at))
-                })
-                .await;
-            let expired = match sent {
-                Ok(answer) => return Ok(answer),
-                Err((ClientError::SessionExpired(why), tries)) => (why, tries),
-                Err((e, _)) => return Err(e),
-            };
-            {
-                let mut id = cell.lock().await;
-                if *id == Some(session) {
-                    *id = None;
-                }
-            }
-            match expired {
-                // Its only try found the session closed: nothing of this write applied,
-                // so it goes again in a new session.
-                (_, 1) if !reopened => reopened = true,
-                (why, _) => {
-                    return Err(ClientError::Ambiguous(format!(
-                        "the session closed while the write was retried: {why}"
-                    )))
-                }
-            }
+    /// Where a try of the write numbered `seq` goes in `session`, with the lowest number
+    /// still awaited.
+    pub(super) fn at(&self, session: u64, seq: u64) -> pb::SessionSeq {
+        let lowest_awaited = self.numbers().awaited.first().copied().unwrap_or(seq);
+        pb::SessionSeq {
+            session,
+            seq,
+            lowest_awaited,
         }
     }
 }
