@@ -1,7 +1,9 @@
 //! The real file system: `std::fs` plus `libc` for `flock`, `fallocate` and `fdatasync`.
-//! The WAL's append region is in `posix/append_region.rs`.
+//! The WAL's append region is in `posix/append_region.rs`;
+//! `posix/sync_data.rs` holds the `fdatasync` both end with.
 
 mod append_region;
+mod sync_data;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -16,6 +18,7 @@ use super::{FileLock, FileSystem, MappedRegion, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::sync::lock;
 use append_region::MappedLog;
+use sync_data::fdatasync;
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -23,11 +26,6 @@ pub struct PosixFs;
 
 /// User-space buffer of a sequential writer before a `write(2)`.
 const WRITE_BUFFER_BYTES: usize = 256 * 1024;
-
-fn fdatasync(file: &File, path: &Path) -> Result<()> {
-    file.sync_data()
-        .map_err(|e| Error::io("fdatasync", path, e))
-}
 
 struct BufferedFile {
     file: File,

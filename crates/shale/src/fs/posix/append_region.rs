@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use memmap2::{MmapMut, MmapOptions};
 
-use super::fdatasync;
+use super::sync_data::fdatasync;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 
