@@ -51,8 +51,6 @@ pub use db_ops::db_ops;
 pub use log::{manifest, wal_reader};
 pub use seeds::seeds;
 pub use sst::{block, sst_footer, sst_table};
-// The one helper a target's module shares with another: the seeds frame manifest records.
-use self::log::manifest_log;
 
 /// A fuzz target: takes any bytes, panics only on a broken contract.
 pub type Target = fn(&[u8]);

@@ -1,5 +1,6 @@
 //! Valid inputs for every target, made with the engine's own encoders.
 
+use super::log::manifest_log;
 use super::*;
 
 /// Valid inputs for `target`, made by the engine's own encoders: the starting corpus of the
