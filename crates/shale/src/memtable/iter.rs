@@ -1,5 +1,5 @@
 //! [`MemTableIter`]: an [`InternalIterator`] over a memtable, as a [`MergingIter`] of one
-//! [`RunIter`] per sorted run (see `runs.rs`).
+//! [`RunIter`] per sorted run (see `runs.rs`), and [`MemTable::iter`], which makes one.
 //!
 //! The iterator sees exactly the entries published before `MemTable::iter` returned (the runs
 //! it was built from); later inserts are invisible to it. The DB reads at a seqno snapshot
@@ -17,13 +17,39 @@
 //! 3. Movement never fails: every method returns `Ok(())`.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::{Arc, PoisonError};
 
 use super::entry::{compare_split, key_prefix, split_internal_key};
 use super::runs::RunEntry;
 use super::MemTable;
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIter};
+
+impl MemTable {
+    /// An iterator over all entries published before this call, in internal-key order. It
+    /// holds the table alive. The first call after inserts sorts them (see `runs.rs`).
+    pub fn iter(self: &Arc<Self>) -> MemTableIter {
+        let runs = {
+            let mut cache = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
+            // Acquire: entries `0..count` are complete.
+            let count = self.count.load(Acquire);
+            if count > cache.covered() {
+                // SAFETY: entries `0..count` are published (Acquire above) and live in our
+                // arena; the runs live in `self.sorted` or in iterators holding `Arc<Self>`.
+                *cache = Arc::new(unsafe { cache.extended(&self.entries, count) });
+                self.sorted_bytes.store(cache.memory_usage(), Relaxed);
+            }
+            Arc::clone(&cache)
+        };
+        let children = runs
+            .runs()
+            .iter()
+            .map(|run| RunIter::new(Arc::clone(self), Arc::clone(run), runs.skip()))
+            .collect();
+        MemTableIter::new(children)
+    }
+}
 
 /// A cursor over one sorted run; binary search for `seek`, an index step for `next`/`prev`.
 pub(super) struct RunIter {

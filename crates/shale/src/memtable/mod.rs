@@ -81,10 +81,7 @@ use crate::range_del::{RangeDels, RangeTombstone};
 use arena::Arena;
 use entry::{EntryPtr, EntryTable, MAX_ENTRIES, NONE};
 use index::{Index, Probe};
-use iter::RunIter;
 use runs::SortedRuns;
-
-pub use iter::MemTableIter;
 
 /// What the memtable knows about a user key at a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -480,12 +477,12 @@ impl MemTable {
         self.count.load(Relaxed) as usize
     }
 
-    /// True when the table holds no entry and no range tombstone.
     /// True if it holds point entries (puts or deletes), whatever its range tombstones.
     pub fn has_points(&self) -> bool {
         self.count.load(Relaxed) != 0
     }
 
+    /// True when the table holds no entry and no range tombstone.
     pub fn is_empty(&self) -> bool {
         self.len() == 0 && self.range_del_count.load(Relaxed) == 0
     }
@@ -499,29 +496,6 @@ impl MemTable {
     pub fn min_seq(&self) -> Option<SeqNo> {
         let (min, max) = (self.min_seq.load(Relaxed), self.max_seq.load(Relaxed));
         (min <= max).then_some(SeqNo(min))
-    }
-
-    /// An iterator over all entries published before this call, in internal-key order. It
-    /// holds the table alive. The first call after inserts sorts them (see `runs.rs`).
-    pub fn iter(self: &Arc<Self>) -> MemTableIter {
-        let runs = {
-            let mut cache = self.sorted.lock().unwrap_or_else(PoisonError::into_inner);
-            // Acquire: entries `0..count` are complete.
-            let count = self.count.load(Acquire);
-            if count > cache.covered() {
-                // SAFETY: entries `0..count` are published (Acquire above) and live in our
-                // arena; the runs live in `self.sorted` or in iterators holding `Arc<Self>`.
-                *cache = Arc::new(unsafe { cache.extended(&self.entries, count) });
-                self.sorted_bytes.store(cache.memory_usage(), Relaxed);
-            }
-            Arc::clone(&cache)
-        };
-        let children = runs
-            .runs()
-            .iter()
-            .map(|run| RunIter::new(Arc::clone(self), Arc::clone(run), runs.skip()))
-            .collect();
-        MemTableIter::new(children)
     }
 }
 

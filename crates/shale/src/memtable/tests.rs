@@ -31,7 +31,7 @@ fn collect_forward(t: &Arc<MemTable>) -> Vec<(Vec<u8>, Vec<u8>)> {
 fn memtable_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<MemTable>();
-    check::<super::MemTableIter>();
+    check::<super::iter::MemTableIter>();
 }
 
 #[test]
