@@ -1,6 +1,7 @@
-//! [`TableIter`]: a two-level iterator over an SSTable. The first level walks the index
-//! block (one entry per data block, keyed by the block's last key); the second walks the
-//! data block the index entry points at, read through `Table::read_block`.
+//! [`TableIter`]: a two-level iterator over an SSTable, and [`Table::iter`], which makes one.
+//! The first level walks the index block (one entry per data block, keyed by the block's
+//! last key); the second walks the data block the index entry points at, read through
+//! `Table::read_block`.
 //!
 //! ```text
 //! index:  [k9 -> blk0] [k20 -> blk1] [k31 -> blk2]
@@ -19,6 +20,19 @@ use crate::iter::InternalIterator;
 use crate::sst::block::BlockIter;
 use crate::sst::format::BlockHandle;
 use crate::sst::reader::Table;
+
+impl Table {
+    /// A two-level iterator over every entry; blocks it reads go into the cache.
+    pub fn iter(self: &Arc<Self>) -> TableIter {
+        TableIter::new(Arc::clone(self), true)
+    }
+
+    /// [`Table::iter`], choosing whether blocks read go into the cache (compactions and
+    /// one-off scans should not evict the working set).
+    pub fn iter_opt(self: &Arc<Self>, fill_cache: bool) -> TableIter {
+        TableIter::new(Arc::clone(self), fill_cache)
+    }
+}
 
 /// The first read-ahead of a run of sequential block reads, in bytes; each next one is
 /// twice as long, up to [`READ_AHEAD_MAX`].

@@ -23,7 +23,6 @@ use crate::sst::format::{
     decode_range_dels, decode_trailer, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN,
     FOOTER_LEN, FORMAT_VERSION, FORMAT_VERSION_RANGE_DELS,
 };
-use crate::sst::iter::TableIter;
 use crate::sst::properties::TableProperties;
 use crate::sst::{BlockCache, BlockKey};
 use crate::sync::Trend;
@@ -502,17 +501,6 @@ impl Table {
             parsed.seq,
             value.to_vec(),
         ))))
-    }
-
-    /// A two-level iterator over every entry; blocks it reads go into the cache.
-    pub fn iter(self: &Arc<Self>) -> TableIter {
-        TableIter::new(Arc::clone(self), true)
-    }
-
-    /// [`Table::iter`], choosing whether blocks read go into the cache (compactions and
-    /// one-off scans should not evict the working set).
-    pub fn iter_opt(self: &Arc<Self>, fill_cache: bool) -> TableIter {
-        TableIter::new(Arc::clone(self), fill_cache)
     }
 
     pub fn properties(&self) -> &TableProperties {

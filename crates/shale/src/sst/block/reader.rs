@@ -10,7 +10,6 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::words::RestartRange;
 use super::BlockBytes;
 use crate::codec::{self, Decoder};
 use crate::error::{Error, Result};
@@ -21,6 +20,14 @@ use crate::sync::PrefetchHint;
 /// The largest block whose search loads it whole beforehand (see `Block::hot_bytes`):
 /// 16 KiB, four default blocks.
 const PREFETCH_WHOLE_MAX: usize = 16 << 10;
+
+/// Restart points `first..=last` of a block: where a seek's binary search runs
+/// (what [`super::RestartWords::range`] narrows a seek to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartRange {
+    pub first: usize,
+    pub last: usize,
+}
 
 /// A block's decoded bytes, with its restart array validated (and read in place: no copy,
 /// so a block read from disk costs no allocation beyond its bytes).

@@ -25,7 +25,7 @@ use std::cmp::Ordering;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::reader::Block;
+use super::reader::{Block, RestartRange};
 use crate::error::Result;
 use crate::key;
 
@@ -43,13 +43,6 @@ pub struct RestartWords {
 
 /// Words per group of [`RestartWords::top`]: 128 bytes.
 const GROUP: usize = 16;
-
-/// Restart points `first..=last` of a block: where a seek's binary search runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RestartRange {
-    pub first: usize,
-    pub last: usize,
-}
 
 fn word(after_skip: &[u8]) -> u64 {
     let mut w = [0u8; 8];
