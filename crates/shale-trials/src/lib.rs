@@ -1,7 +1,7 @@
 //! What a long randomized trial needs around it: panics counted in every thread
 //! (background threads included, so a trial that catches its own panic still fails if any
-//! thread panicked), a process of its own to count them in, and counts from the
-//! environment.
+//! thread panicked), a process of its own to count them in, a child process to kill in the
+//! middle of its work, and counts from the environment.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
@@ -40,6 +40,66 @@ pub fn test_in_child(module: &str, test: &str) -> std::process::Command {
     let mut command = std::process::Command::new(exe);
     command.args(["--exact", &name, "--nocapture", "--test-threads=1"]);
     command
+}
+
+/// A test running in a child process ([`test_in_child`]) that tells the parent on its
+/// standard output how far it got, one line per step, until the parent kills it. Dropped, it
+/// kills the child, so a failing parent leaves no process behind.
+pub struct TestChild {
+    process: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl TestChild {
+    /// Start `command` (from [`test_in_child`]) with its standard output piped to the parent.
+    pub fn spawn(command: &mut std::process::Command) -> TestChild {
+        use std::io::BufRead;
+        let mut process = command
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting the test binary again");
+        let stdout = process.stdout.take().expect("the child's piped stdout");
+        TestChild {
+            process,
+            lines: std::io::BufReader::new(stdout).lines(),
+        }
+    }
+
+    /// Read the child's lines until `step` returns `Some` for one, and return that; `None`
+    /// where the child's output ended first (it exited or failed).
+    pub fn read_until<T>(&mut self, mut step: impl FnMut(&str) -> Option<T>) -> Option<T> {
+        self.lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|line| step(&line))
+    }
+
+    /// Read the child's lines until one ends in `mark` (the test harness may print its own
+    /// words before the child's on the first line); panic where the output ended first.
+    pub fn wait_for(&mut self, mark: &str) {
+        let found = self.read_until(|line| line.trim_end().ends_with(mark).then_some(()));
+        assert!(
+            found.is_some(),
+            "the child ended before it printed {mark:?}"
+        );
+    }
+
+    /// Kill the child with SIGKILL (no destructor, no close, nothing flushed) and reap it.
+    pub fn kill(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        // An error here is a child that has already exited: reaping it is all that is left.
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+impl Drop for TestChild {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// Run the calling test alone in a child process of its test binary, and return `true`

@@ -238,23 +238,15 @@ fn child_entry() {
 
 #[test]
 fn deleted_and_replaced_texts_stay_gone_after_kill() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = shale_trials::test_in_child(module_path!(), "child_entry")
-        .env("SHALE_LAB_CHILD_DIR", dir.path())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 && !line.contains("done") {
-        line.clear();
-    }
-    assert!(line.contains("done"), "the child failed");
+    let mut child = shale_trials::TestChild::spawn(
+        shale_trials::test_in_child(module_path!(), "child_entry")
+            .env("SHALE_LAB_CHILD_DIR", dir.path()),
+    );
+    child.wait_for("done");
     // SIGKILL: no close, no checkpoint; whatever the embed workers had not done is lost
     // with the process and must be redone from the data at open.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     let db = open(dir.path());
     println!("after kill: {:?}", db.recovery());
     check_persistence(&db, "after kill");

@@ -469,21 +469,13 @@ fn child_entry() {
 
 #[test]
 fn lab_scenario_after_kill() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = shale_trials::test_in_child(module_path!(), "child_entry")
-        .env("SHALE_SEMANTIC_CHILD_DIR", dir.path())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 && !line.contains("done") {
-        line.clear();
-    }
-    assert!(line.contains("done"), "the child failed");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut child = shale_trials::TestChild::spawn(
+        shale_trials::test_in_child(module_path!(), "child_entry")
+            .env("SHALE_SEMANTIC_CHILD_DIR", dir.path()),
+    );
+    child.wait_for("done");
+    child.kill();
     let expected = lab_expected();
     let db = open(dir.path(), &Arc::new(BagOfWords::default()));
     check_lab(&db, &expected);

@@ -88,23 +88,15 @@ fn restart_child() {
 
 #[test]
 fn a_restart_after_sigkill_takes_the_checkpointed_graph_over() {
-    use std::io::BufRead;
     let n = 20_000;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = shale_trials::test_in_child(module_path!(), "restart_child")
-        .env("SHALE_INDEX_CHILD_DIR", dir.path())
-        .env("SHALE_INDEX_CHILD_N", n.to_string())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 && !line.contains("done") {
-        line.clear();
-    }
-    assert!(line.contains("done"), "the child failed");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut child = shale_trials::TestChild::spawn(
+        shale_trials::test_in_child(module_path!(), "restart_child")
+            .env("SHALE_INDEX_CHILD_DIR", dir.path())
+            .env("SHALE_INDEX_CHILD_N", n.to_string()),
+    );
+    child.wait_for("done");
+    child.kill();
     let db = open_db(dir.path());
     let index = Index::open(&db, "v", IndexOptions::vectors(32)).unwrap();
     let r = index.recovery();
@@ -173,26 +165,19 @@ fn vector_kill_child() {
 #[test]
 fn vectors_written_directly_survive_a_kill_mid_write() {
     use std::collections::BTreeMap;
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = shale_trials::test_in_child(module_path!(), "vector_kill_child")
-        .env("SHALE_VECTOR_KILL_DIR", dir.path())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = shale_trials::TestChild::spawn(
+        shale_trials::test_in_child(module_path!(), "vector_kill_child")
+            .env("SHALE_VECTOR_KILL_DIR", dir.path()),
+    );
     // Killed while it writes: after 60 acknowledged batches, with more in flight.
     let mut acked = None;
-    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if let Some(b) = line.strip_prefix("acked ") {
-            acked = Some(b.parse::<usize>().unwrap());
-            if acked == Some(60) {
-                break;
-            }
-        }
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.read_until(|line| {
+        let b = line.strip_prefix("acked ")?.parse::<usize>().unwrap();
+        acked = Some(b);
+        (b == 60).then_some(())
+    });
+    child.kill();
     let acked = acked.expect("the child acknowledged nothing");
 
     // Every acknowledged batch is there, and those after it that the data holds, whole.
