@@ -12,7 +12,8 @@ use fjall::config::{
 };
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{BenchResult, CompressionChoice, Durability, Engine, Parity};
+use super::api::{BenchResult, Durability, Engine};
+use super::parity::{CompressionChoice, Parity};
 
 pub struct FjallEngine {
     db: Database,

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use rusty_leveldb::{LdbIterator, Options, WriteBatch, DB};
 
-use super::{BenchResult, Durability, Engine, Parity};
+use super::api::{BenchResult, Durability, Engine};
+use super::parity::Parity;
 
 pub struct LevelDbEngine {
     db: RefCell<DB>,

@@ -14,7 +14,8 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 
-use super::{BenchResult, Durability, Engine, Parity};
+use super::api::{BenchResult, Durability, Engine};
+use super::parity::Parity;
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
 

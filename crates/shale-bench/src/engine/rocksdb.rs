@@ -7,7 +7,8 @@ use rocksdb::{
     WaitForCompactOptions, WriteBatch, WriteOptions, DB,
 };
 
-use super::{BenchResult, CompressionChoice, Durability, Engine, FileReads, Parity};
+use super::api::{BenchResult, Durability, Engine};
+use super::parity::{CompressionChoice, FileReads, Parity};
 
 pub struct RocksEngine {
     db: DB,

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use shale::{Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use super::{BenchResult, CompressionChoice, Durability, Engine, FileReads, Parity};
+use super::api::{BenchResult, Durability, Engine};
+use super::parity::{CompressionChoice, FileReads, Parity};
 
 pub struct ShaleEngine {
     db: Db,
