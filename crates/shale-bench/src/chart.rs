@@ -5,7 +5,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::engine::BenchResult;
-use crate::report::Summary;
+use crate::summary::Summary;
 
 /// One colour per engine, told apart in print and on screen (matplotlib's "tab10").
 const COLORS: [RGBColor; 10] = [
@@ -106,7 +106,7 @@ pub const RECALL_CHART: &str = "qps_recall.png";
 /// one colour per engine (the same on every data set), one marker shape per data set.
 /// Returns false (and draws nothing) without a font or without HNSW query records.
 pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResult<bool> {
-    let summary = crate::report::summarize(records);
+    let summary = crate::summary::summarize(records);
     let curves = crate::vector::report::curves(&summary);
     if curves.is_empty() || !register_font() {
         return Ok(false);

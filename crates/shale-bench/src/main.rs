@@ -15,6 +15,7 @@ mod machine;
 mod metrics;
 mod record;
 mod report;
+mod summary;
 mod text;
 mod vector;
 mod workload;
@@ -270,7 +271,7 @@ fn report_cmd(input: &Path, chart_path: Option<&Path>) -> BenchResult<()> {
     let mut link = None;
     let mut recall_link = None;
     if let Some(p) = chart_path {
-        if chart::ops_chart(&report::summarize(&records), p)? {
+        if chart::ops_chart(&summary::summarize(&records), p)? {
             link = Some(p.display().to_string());
         } else {
             eprintln!("no DejaVu Sans font found: chart not drawn");
@@ -296,7 +297,7 @@ pub(crate) fn write_report(out: &Path, jsonl: &Path) -> BenchResult<()> {
     }
     let chart_path = out.join("ops_per_sec.png");
     let link =
-        chart::ops_chart(&report::summarize(&records), &chart_path)?.then_some("ops_per_sec.png");
+        chart::ops_chart(&summary::summarize(&records), &chart_path)?.then_some("ops_per_sec.png");
     let recall_link = chart::recall_chart(&records, &out.join(chart::RECALL_CHART))?
         .then_some(chart::RECALL_CHART);
     std::fs::write(

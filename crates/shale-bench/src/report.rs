@@ -4,6 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use crate::record::Record;
+use crate::summary::{summarize, Summary};
+use crate::vector;
 
 /// What must be equal for two runs of one (workload, engine) to be pooled into a median.
 fn configuration(r: &Record) -> String {
@@ -41,47 +43,6 @@ pub fn check_one_configuration(records: &[Record]) -> Result<(), String> {
     Ok(())
 }
 
-/// Median record (by ops/s) per (workload, engine), and how many runs it is the median of
-/// (for an even count, the lower of the two middle runs).
-pub struct Summary {
-    pub workloads: Vec<String>,
-    pub engines: Vec<String>,
-    pub cells: BTreeMap<(String, String), (Record, usize)>,
-}
-
-pub fn summarize(records: &[Record]) -> Summary {
-    let mut workloads: Vec<String> = Vec::new();
-    let mut engines: Vec<String> = Vec::new();
-    let mut groups: BTreeMap<(String, String), Vec<Record>> = BTreeMap::new();
-    for r in records {
-        if !workloads.contains(&r.workload) {
-            workloads.push(r.workload.clone());
-        }
-        if !engines.contains(&r.engine) {
-            engines.push(r.engine.clone());
-        }
-        groups
-            .entry((r.workload.clone(), r.engine.clone()))
-            .or_default()
-            .push(r.clone());
-    }
-    // shale first, then peers in the order they appear.
-    engines.sort_by_key(|e| e != "shale");
-    let cells = groups
-        .into_iter()
-        .filter_map(|(k, mut v)| {
-            v.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-            let n = v.len();
-            v.get(n.saturating_sub(1) / 2).cloned().map(|r| (k, (r, n)))
-        })
-        .collect();
-    Summary {
-        workloads,
-        engines,
-        cells,
-    }
-}
-
 fn ops(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.2} M", v / 1e6)
@@ -97,6 +58,7 @@ fn opt(v: Option<f64>) -> String {
 }
 
 /// The whole BENCHMARKS.md text; `chart` and `recall_chart` are the PNGs to link.
+/// The whole BENCHMARKS.md text; `chart` and `recall_chart` are the PNGs to link.
 pub fn markdown_with(
     records: &[Record],
     chart: Option<&str>,
@@ -104,6 +66,17 @@ pub fn markdown_with(
 ) -> String {
     let s = summarize(records);
     let mut out = String::new();
+    header(&mut out, records, &s);
+    parity(&mut out, records);
+    method(&mut out, records);
+    throughput(&mut out, &s, chart);
+    vector::report::section(&mut out, &s, recall_chart);
+    details(&mut out, &s);
+    out
+}
+
+/// The title, a warning if the runs mix settings, and where and how they ran.
+fn header(out: &mut String, records: &[Record], s: &Summary) {
     let set = |f: fn(&Record) -> String| -> Vec<String> {
         records
             .iter()
@@ -147,60 +120,70 @@ pub fn markdown_with(
         out,
         "- Runs per cell: {fewest} to {most}; each cell is the median run by ops/s (the count per cell is in the detail table)."
     );
-    if let Some(r) = records
+}
+
+/// The parity settings of the key-value results (the first one's), and whether the others
+/// differ.
+fn parity(out: &mut String, records: &[Record]) {
+    let Some(r) = records
         .iter()
-        .find(|r| !crate::vector::report::is_vector(&r.workload))
-    {
-        let p = &r.parity;
+        .find(|r| !vector::report::is_vector(&r.workload))
+    else {
+        return;
+    };
+    let p = &r.parity;
+    let _ = writeln!(
+        out,
+        "- Parity settings (all engines): keys {} B, values {} B (≈50% compressible), block cache {} MiB, \
+         write buffer {} MiB, target file {} MiB, block {} B, bloom {} bits/key, compression {:?}, \
+         {} background threads, L1 target {} MiB, at most {} open SSTables, table files read by {}; \
+         a fresh directory per group on the same disk as the repo.",
+        r.key_size,
+        r.value_size,
+        p.block_cache_bytes >> 20,
+        p.write_buffer_bytes >> 20,
+        p.target_file_bytes >> 20,
+        p.block_bytes,
+        p.filter_bits_per_key,
+        p.compression,
+        p.background_threads,
+        p.level_base_bytes >> 20,
+        p.max_open_files,
+        p.file_reads.describe(),
+    );
+    if let Some(c) = p.bottommost_compression {
         let _ = writeln!(
             out,
-            "- Parity settings (all engines): keys {} B, values {} B (≈50% compressible), block cache {} MiB, \
-             write buffer {} MiB, target file {} MiB, block {} B, bloom {} bits/key, compression {:?}, \
-             {} background threads, L1 target {} MiB, at most {} open SSTables, table files read by {}; \
-             a fresh directory per group on the same disk as the repo.",
-            r.key_size,
-            r.value_size,
-            p.block_cache_bytes >> 20,
-            p.write_buffer_bytes >> 20,
-            p.target_file_bytes >> 20,
-            p.block_bytes,
-            p.filter_bits_per_key,
-            p.compression,
-            p.background_threads,
-            p.level_base_bytes >> 20,
-            p.max_open_files,
-            p.file_reads.describe(),
+            "- Shale's last level compressed with {} (`--bottommost-compression`), the \
+             levels above with {}.",
+            c.name(),
+            p.compression.name()
         );
-        if let Some(c) = p.bottommost_compression {
-            let _ = writeln!(
-                out,
-                "- Shale's last level compressed with {} (`--bottommost-compression`), the \
-                 levels above with {}.",
-                c.name(),
-                p.compression.name()
-            );
-        }
-        if p.rocksdb_point_lookup {
-            let _ = writeln!(
-                out,
-                "- RocksDB tuned for point lookups (`--rocksdb-point-lookup`): HyperClockCache and a \
-                 hash index in each data block, instead of its defaults."
-            );
-        }
-        let settings = |rec: &Record| serde_json::to_value(&rec.parity).ok();
-        let first = settings(r);
-        let differ = records
-            .iter()
-            .filter(|rec| !crate::vector::report::is_vector(&rec.workload))
-            .any(|rec| settings(rec) != first);
-        if differ {
-            let _ = writeln!(
-                out,
-                "- **Not every result ran with these settings**: the lines above are the first \
-                 result's; each result line's `parity` has its own."
-            );
-        }
     }
+    if p.rocksdb_point_lookup {
+        let _ = writeln!(
+            out,
+            "- RocksDB tuned for point lookups (`--rocksdb-point-lookup`): HyperClockCache and a \
+             hash index in each data block, instead of its defaults."
+        );
+    }
+    let settings = |rec: &Record| serde_json::to_value(&rec.parity).ok();
+    let first = settings(r);
+    let differ = records
+        .iter()
+        .filter(|rec| !vector::report::is_vector(&rec.workload))
+        .any(|rec| settings(rec) != first);
+    if differ {
+        let _ = writeln!(
+            out,
+            "- **Not every result ran with these settings**: the lines above are the first \
+             result's; each result line's `parity` has its own."
+        );
+    }
+}
+
+/// How the figures are measured, and every engine's caveats.
+fn method(out: &mut String, records: &[Record]) {
     let _ = writeln!(
         out,
         "- Durability: `fill*`, `overwrite`, YCSB and `lab` write with the WAL handed to the OS but not synced; \
@@ -222,7 +205,10 @@ pub fn markdown_with(
         }
         let _ = writeln!(out);
     }
+}
 
+/// The ops/s of every (workload, engine), and Shale's ratio to each peer.
+fn throughput(out: &mut String, s: &Summary, chart: Option<&str>) {
     let peers: Vec<&String> = s.engines.iter().filter(|e| *e != "shale").collect();
     let _ = writeln!(out, "## Throughput (ops/s, median)\n");
     let mut header = String::from("| workload |");
@@ -258,9 +244,10 @@ pub fn markdown_with(
     if let Some(c) = chart {
         let _ = writeln!(out, "\n![ops/s per workload and engine]({c})");
     }
+}
 
-    crate::vector::report::section(&mut out, &s, recall_chart);
-
+/// Every figure of each median run.
+fn details(out: &mut String, s: &Summary) {
     let _ = writeln!(out, "\n## Details (median run)\n");
     let _ = writeln!(
         out,
@@ -296,7 +283,6 @@ pub fn markdown_with(
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

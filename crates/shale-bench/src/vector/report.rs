@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::record::Record;
-use crate::report::Summary;
+use crate::summary::Summary;
 
 /// The recall a configuration must reach to count in "QPS at recall >= 0.95".
 pub const RECALL_TARGET: f64 = 0.95;
@@ -187,9 +187,11 @@ fn memory(out: &mut String, s: &Summary, ds: &str) {
     );
 }
 
-/// Filtered search per selectivity: each engine's best QPS at recall >= 0.95 over the efs
-/// it ran (or, where no ef reached it, its best recall), and Shale's ratio to faiss-flat's.
-fn filtered(out: &mut String, s: &Summary, ds: &str) {
+/// The (ef, QPS, recall) points of every (selectivity, engine) of the filtered workloads
+/// on `ds`, and the selectivities, smallest first.
+type FilterPoints<'a> = (BTreeMap<(&'a str, &'a String), Vec<Point>>, Vec<&'a str>);
+
+fn filter_points<'a>(s: &'a Summary, ds: &str) -> FilterPoints<'a> {
     let mut points: BTreeMap<(&str, &String), Vec<Point>> = BTreeMap::new();
     let mut sels: Vec<&str> = Vec::new();
     for ((w, e), (r, _)) in &s.cells {
@@ -207,13 +209,20 @@ fn filtered(out: &mut String, s: &Summary, ds: &str) {
             .or_default()
             .push((ef, r.ops_per_sec, r.recall.unwrap_or(0.0)));
     }
-    if sels.is_empty() {
-        return;
-    }
     sels.sort_by(|a, b| {
         let (a, b) = (a.parse::<f64>(), b.parse::<f64>());
         a.unwrap_or(f64::MAX).total_cmp(&b.unwrap_or(f64::MAX))
     });
+    (points, sels)
+}
+
+/// Filtered search per selectivity: each engine's best QPS at recall >= 0.95 over the efs
+/// it ran (or, where no ef reached it, its best recall), and Shale's ratio to faiss-flat's.
+fn filtered(out: &mut String, s: &Summary, ds: &str) {
+    let (points, sels) = filter_points(s, ds);
+    if sels.is_empty() {
+        return;
+    }
     let engines: Vec<&String> = s
         .engines
         .iter()
@@ -303,117 +312,144 @@ pub fn section(out: &mut String, s: &Summary, recall_chart: Option<&str>) {
          codes per 384-d vector; filtered search at recall >= {RECALL_TARGET} and at least \
          faiss-flat's QPS at every selectivity. Each workload's note (Details) says how it was measured.\n"
     );
-
     let curves = curves(s);
-    let datasets: Vec<String> = {
-        let mut d: Vec<String> = curves.keys().map(|(ds, _)| ds.clone()).collect();
-        d.dedup();
-        d
-    };
-    for ds in &datasets {
-        let engines: Vec<&String> = s
-            .engines
-            .iter()
-            .filter(|e| curves.contains_key(&((*ds).clone(), (*e).clone())))
-            .collect();
-        let _ = writeln!(
-            out,
-            "### {ds}: queries per second against recall@10\n\n{}",
-            table_head("ef", &engines, &["QPS", "recall"], &[])
-        );
-        let mut efs: Vec<usize> = engines
-            .iter()
-            .flat_map(|e| curves[&((*ds).clone(), (*e).clone())].iter().map(|p| p.0))
-            .collect();
-        efs.sort_unstable();
-        efs.dedup();
-        for ef in efs {
-            let mut line = format!("| {ef} |");
-            for e in &engines {
-                let p = curves[&((*ds).clone(), (*e).clone())]
-                    .iter()
-                    .find(|p| p.0 == ef);
-                let _ = write!(
-                    line,
-                    " {} | {} |",
-                    num(p.map(|p| p.1), 0),
-                    num(p.map(|p| p.2), 4)
-                );
-            }
-            let _ = writeln!(out, "{line}");
-        }
-        let best = |e: &str| -> Option<(usize, f64, f64)> {
-            curves
-                .get(&((*ds).clone(), e.to_string()))?
-                .iter()
-                .filter(|p| p.2 >= RECALL_TARGET)
-                .copied()
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-        };
-        let _ = writeln!(out);
-        for e in &engines {
-            match best(e) {
-                Some((ef, qps, r)) => {
-                    let _ = writeln!(
-                        out,
-                        "- {e}: best QPS at recall >= {RECALL_TARGET}: {qps:.0} (ef {ef}, recall {r:.4})"
-                    );
-                }
-                None => {
-                    let _ = writeln!(out, "- {e}: no ef reached recall {RECALL_TARGET}");
-                }
-            }
-        }
-        for peer in &engines {
-            if peer.as_str() == "shale" {
-                continue;
-            }
-            if let (Some(a), Some(b)) = (best("shale"), best(peer)) {
-                let target = if peer.as_str() == "hnswlib" {
-                    " (target >= 2.0)"
-                } else {
-                    ""
-                };
-                let _ = writeln!(
-                    out,
-                    "- shale/{peer} at recall >= {RECALL_TARGET}: **{:.2}x**{target}",
-                    a.1 / b.1
-                );
-            }
-        }
-        if let Some(r) = cell(s, &format!("knn-exact-{ds}"), "exact") {
-            let _ = writeln!(
-                out,
-                "- exact search (the ground truth): {:.0} QPS on {} thread(s)",
-                r.ops_per_sec, r.threads
-            );
-        }
-        let _ = writeln!(out);
-
-        builds(out, s, ds);
-        memory(out, s, ds);
-        for w in &s.workloads {
-            if !w.starts_with(&format!("hnsw-insert-{ds}-at")) {
-                continue;
-            }
-            for e in &s.engines {
-                if let Some(r) = cell(s, w, e) {
-                    let _ = writeln!(
-                        out,
-                        "- `{w}` {e}: mean {:.1} µs per insert (p50 {:.1}, p99 {:.1}; target <= 200 µs)",
-                        r.mean_us, r.p50_us, r.p99_us
-                    );
-                }
-            }
-        }
-        let _ = writeln!(out);
-        filtered(out, s, ds);
-        restarts(out, s, ds);
+    let mut datasets: Vec<&String> = curves.keys().map(|(ds, _)| ds).collect();
+    datasets.dedup();
+    for ds in datasets {
+        dataset(out, s, &curves, ds);
     }
     if let Some(c) = recall_chart {
         let _ = writeln!(out, "![QPS against recall@10]({c})\n");
     }
+    embedding(out, s);
+    semantic_queries(out, s);
+}
 
+/// Everything measured on data set `ds`.
+fn dataset(out: &mut String, s: &Summary, curves: &Curves, ds: &str) {
+    let engines = recall_table(out, s, curves, ds);
+    best_at_target(out, s, curves, ds, &engines);
+    builds(out, s, ds);
+    memory(out, s, ds);
+    inserts(out, s, ds);
+    filtered(out, s, ds);
+    restarts(out, s, ds);
+}
+
+/// QPS and recall of every engine at every ef it ran on `ds`; returns those engines.
+fn recall_table<'a>(
+    out: &mut String,
+    s: &'a Summary,
+    curves: &Curves,
+    ds: &str,
+) -> Vec<&'a String> {
+    let engines: Vec<&String> = s
+        .engines
+        .iter()
+        .filter(|e| curves.contains_key(&(ds.to_string(), (*e).clone())))
+        .collect();
+    let _ = writeln!(
+        out,
+        "### {ds}: queries per second against recall@10\n\n{}",
+        table_head("ef", &engines, &["QPS", "recall"], &[])
+    );
+    let mut efs: Vec<usize> = engines
+        .iter()
+        .flat_map(|e| curves[&(ds.to_string(), (*e).clone())].iter().map(|p| p.0))
+        .collect();
+    efs.sort_unstable();
+    efs.dedup();
+    for ef in efs {
+        let mut line = format!("| {ef} |");
+        for e in &engines {
+            let p = curves[&(ds.to_string(), (*e).clone())]
+                .iter()
+                .find(|p| p.0 == ef);
+            let _ = write!(
+                line,
+                " {} | {} |",
+                num(p.map(|p| p.1), 0),
+                num(p.map(|p| p.2), 4)
+            );
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    engines
+}
+
+/// Each engine's best QPS at the recall target, Shale's ratio to each peer there, and the
+/// exact search's QPS.
+fn best_at_target(out: &mut String, s: &Summary, curves: &Curves, ds: &str, engines: &[&String]) {
+    let best = |e: &str| -> Option<(usize, f64, f64)> {
+        curves
+            .get(&(ds.to_string(), e.to_string()))?
+            .iter()
+            .filter(|p| p.2 >= RECALL_TARGET)
+            .copied()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let _ = writeln!(out);
+    for e in engines {
+        match best(e) {
+            Some((ef, qps, r)) => {
+                let _ = writeln!(
+                    out,
+                    "- {e}: best QPS at recall >= {RECALL_TARGET}: {qps:.0} (ef {ef}, recall {r:.4})"
+                );
+            }
+            None => {
+                let _ = writeln!(out, "- {e}: no ef reached recall {RECALL_TARGET}");
+            }
+        }
+    }
+    for peer in engines {
+        if peer.as_str() == "shale" {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (best("shale"), best(peer)) {
+            let target = if peer.as_str() == "hnswlib" {
+                " (target >= 2.0)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "- shale/{peer} at recall >= {RECALL_TARGET}: **{:.2}x**{target}",
+                a.1 / b.1
+            );
+        }
+    }
+    if let Some(r) = cell(s, &format!("knn-exact-{ds}"), "exact") {
+        let _ = writeln!(
+            out,
+            "- exact search (the ground truth): {:.0} QPS on {} thread(s)",
+            r.ops_per_sec, r.threads
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// The timed insert window of each engine's 1-thread build.
+fn inserts(out: &mut String, s: &Summary, ds: &str) {
+    for w in &s.workloads {
+        if !w.starts_with(&format!("hnsw-insert-{ds}-at")) {
+            continue;
+        }
+        for e in &s.engines {
+            if let Some(r) = cell(s, w, e) {
+                let _ = writeln!(
+                    out,
+                    "- `{w}` {e}: mean {:.1} µs per insert (p50 {:.1}, p99 {:.1}; target <= 200 µs)",
+                    r.mean_us, r.p50_us, r.p99_us
+                );
+            }
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// Embedding throughput per runtime: the model alone and through the engine's bulk path.
+fn embedding(out: &mut String, s: &Summary) {
     // (runtime, model alone, through the engine): see semantic.rs for the names.
     let runtimes = [
         ("onnx", "onnx-raw", "shale-onnx"),
@@ -441,6 +477,10 @@ pub fn section(out: &mut String, s: &Summary, recall_chart: Option<&str>) {
         }
         let _ = writeln!(out);
     }
+}
+
+/// Semantic query latency end to end, per search engine.
+fn semantic_queries(out: &mut String, s: &Summary) {
     let queries: Vec<(&String, &Record)> = s
         .engines
         .iter()
@@ -501,7 +541,7 @@ mod tests {
             vrec("faiss-flat", "hnsw-filter-g1k-sel10-ef40", 40.0, Some(0.95)),
         ];
         let mut md = String::new();
-        section(&mut md, &crate::report::summarize(&records), None);
+        section(&mut md, &crate::summary::summarize(&records), None);
         assert!(
             md.contains("| 10 | 900 | 0.9000 | 800 | 0.8000 |"),
             "QPS table: {md}"
