@@ -37,19 +37,14 @@ use std::sync::Arc;
 use shale::error::{Error, Result};
 use shale_search::semantic::Embedder;
 
-pub use minilm::{MiniLm, DEFAULT_BATCH_SIZE, DIM};
+pub use minilm::{MiniLm, DEFAULT_BATCH_SIZE};
 pub use model_files::{default_model_dir, model_dir_from_env, CACHE_ENV, MODEL_DIR_ENV};
 pub use onnx::{OnnxMiniLm, ONNX_BATCH_SIZE};
-pub use text::MAX_TOKENS;
+pub use text::{default_threads, DIM, MAX_TOKENS};
 
 /// The environment variable that picks the runtime [`load_default`] loads: `onnx` or
 /// `candle`. Unset or empty: ONNX Runtime, else candle.
 pub const RUNTIME_ENV: &str = "SHALE_EMBEDDER";
-
-/// The default thread count: two, or one on a one-core machine.
-pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
-}
 
 /// Which runtime computes the vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

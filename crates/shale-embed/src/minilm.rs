@@ -28,12 +28,8 @@ use shale::error::{Error, Result};
 use shale_search::semantic::Embedder;
 use tokenizers::{Encoding, Tokenizer};
 
-use crate::default_threads;
 use crate::model_files::{self, damaged, read_verified};
-use crate::text;
-
-/// Dimensions of every vector.
-pub const DIM: usize = 384;
+use crate::text::{self, default_threads, DIM};
 
 /// How many texts [`Embedder::embed`] puts into one forward pass.
 pub const DEFAULT_BATCH_SIZE: usize = 32;
@@ -196,7 +192,7 @@ impl Embedder for MiniLm {
     /// The model's name, the sha256 of each file `load` verified, and the steps around it:
     /// the same id as [`crate::OnnxMiniLm`]'s, which computes the same vectors.
     fn model_id(&self) -> String {
-        model_files::model_id()
+        text::model_id()
     }
 
     /// Tokenises everything, sorts by length so that each batch pads little, runs batches

@@ -65,25 +65,6 @@ pub(crate) const ORT_LIBRARY: ModelFile = ModelFile {
     sha256: "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3",
 };
 
-/// The id both embedders give their vectors ([`shale_search::semantic::Embedder::model_id`]): the
-/// model, the sha256 of the files that decide its vectors, and the steps around it. The
-/// runtime is not in it: `model.onnx` holds the very floats of `model.safetensors`, and both
-/// runtimes give the same vector to within float rounding (3e-7 a component, as one runtime
-/// gives between two batches; `tests/embed/onnx_quality_guard.rs` holds them to it), so an index
-/// built by one is reused by the other instead of embedded again.
-pub(crate) fn model_id() -> String {
-    format!(
-        "all-MiniLM-L6-v2 {}:{} {}:{} {}:{} max_tokens:{} mean-pool l2-normalise",
-        WEIGHTS.name,
-        WEIGHTS.sha256,
-        TOKENIZER.name,
-        TOKENIZER.sha256,
-        CONFIG.name,
-        CONFIG.sha256,
-        crate::MAX_TOKENS,
-    )
-}
-
 /// Where `scripts/fetch-model.sh` puts the model when `SHALE_MODEL_DIR` is not set:
 /// `${SHALE_CACHE:-$HOME/.cache/shale}/models/all-MiniLM-L6-v2`. `None` when neither
 /// `SHALE_CACHE` nor `HOME` is set.

@@ -34,8 +34,7 @@ use shale_search::semantic::Embedder;
 use tokenizers::{Encoding, Tokenizer};
 
 use crate::model_files::{self, damaged, read_verified};
-use crate::text;
-use crate::{default_threads, DIM};
+use crate::text::{self, default_threads, DIM};
 
 /// How many texts one ONNX Runtime run takes in [`Embedder::embed`]. On WordNet glosses
 /// and two cores 16 was the fastest measured (8 within noise of it, 32 slower): a
@@ -240,7 +239,7 @@ impl Embedder for OnnxMiniLm {
 
     /// The same id as [`crate::MiniLm`]'s: the same weights give the same vectors.
     fn model_id(&self) -> String {
-        model_files::model_id()
+        text::model_id()
     }
 
     /// Tokenises everything, sorts by length so that each batch pads little, runs batches

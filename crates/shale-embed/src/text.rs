@@ -1,7 +1,8 @@
 //! What every runtime does around the model, so that they agree: tokenise as
 //! sentence-transformers does, sort a call's texts by length and cut them into batches that
 //! pad little, pack a batch into row-major token arrays, and mean-pool and L2-normalise the
-//! hidden states.
+//! hidden states; and what they share besides: the vectors' width, the default thread count
+//! and the model id, which names these steps.
 //!
 //! Threads: [`embed_by_length`] runs a call's batches side by side on the pool it is given;
 //! the rest are plain functions.
@@ -17,9 +18,36 @@ use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use crate::model_files::{self, damaged, read_verified};
 
+/// Dimensions of every vector.
+pub const DIM: usize = 384;
+
+/// The default thread count: two, or one on a one-core machine.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
+}
+
 /// The longest input, in tokens including `[CLS]` and `[SEP]`; longer texts are truncated.
 /// This is the model's `max_seq_length` in sentence-transformers.
 pub const MAX_TOKENS: usize = 256;
+
+/// The id both embedders give their vectors ([`shale_search::semantic::Embedder::model_id`]): the
+/// model, the sha256 of the files that decide its vectors, and the steps around it. The
+/// runtime is not in it: `model.onnx` holds the very floats of `model.safetensors`, and both
+/// runtimes give the same vector to within float rounding (3e-7 a component, as one runtime
+/// gives between two batches; `tests/embed/onnx_quality_guard.rs` holds them to it), so an index
+/// built by one is reused by the other instead of embedded again.
+pub(crate) fn model_id() -> String {
+    format!(
+        "all-MiniLM-L6-v2 {}:{} {}:{} {}:{} max_tokens:{} mean-pool l2-normalise",
+        model_files::WEIGHTS.name,
+        model_files::WEIGHTS.sha256,
+        model_files::TOKENIZER.name,
+        model_files::TOKENIZER.sha256,
+        model_files::CONFIG.name,
+        model_files::CONFIG.sha256,
+        MAX_TOKENS,
+    )
+}
 
 /// Load and check `tokenizer.json` from `dir`, set to truncate at [`MAX_TOKENS`] and not pad.
 ///
