@@ -4,8 +4,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
 
-use crate::convert::to_bytes;
-use crate::db::Db;
+use crate::convert::{to_bytes, write_options};
 use crate::errors::run;
 use crate::keyspace::Keyspace;
 use crate::shared::Shared;
@@ -108,7 +107,7 @@ impl WriteBatch {
             ));
         };
         let shared = &self.shared;
-        let opts = Db::write_opts(self.sync);
+        let opts = write_options(self.sync);
         run(py, || shared.with(|db| Ok(db.write(batch, opts)?)))
     }
 

@@ -239,3 +239,11 @@ pub(crate) fn minilm(
 ) -> PyResult<Arc<dyn shale_search::semantic::Embedder>> {
     crate::errors::run(py, || Ok(shale_embed::load_default_from(dir)?.embedder))
 }
+
+/// The engine's write options for a call's `sync` argument.
+pub(crate) fn write_options(sync: bool) -> shale::WriteOptions {
+    shale::WriteOptions {
+        sync,
+        ..shale::WriteOptions::default()
+    }
+}

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::batch::WriteBatch;
-use crate::convert::{opt_bytes, search_count, to_bytes};
+use crate::convert::{opt_bytes, search_count, to_bytes, write_options};
 use crate::errors::{key_error, run};
 use crate::iter::{KvIter, Mode};
 use crate::read::ReadView;
@@ -32,34 +32,6 @@ use crate::snapshot::Snapshot;
 #[pyclass(name = "DB", module = "shale", frozen)]
 pub(crate) struct Db {
     shared: Arc<Shared>,
-}
-
-/// `(start, end)` as the engine's half-open key range.
-pub(crate) type Bounds = (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>);
-
-pub(crate) fn bounds(start: Option<Vec<u8>>, end: Option<Vec<u8>>) -> Bounds {
-    use std::ops::Bound;
-    (
-        start.map_or(Bound::Unbounded, Bound::Included),
-        end.map_or(Bound::Unbounded, Bound::Excluded),
-    )
-}
-
-/// The smallest key after every key that starts with `prefix` (`None`: there is none).
-pub(crate) fn prefix_bounds(prefix: Vec<u8>) -> Bounds {
-    use std::ops::Bound;
-    let mut end = prefix.clone();
-    let upper = loop {
-        match end.pop() {
-            Some(last) if last < 0xff => {
-                end.push(last + 1);
-                break Bound::Excluded(end);
-            }
-            Some(_) => continue,
-            None => break Bound::Unbounded,
-        }
-    };
-    (Bound::Included(prefix), upper)
 }
 
 pub(crate) fn open(
@@ -76,13 +48,6 @@ pub(crate) fn open(
 }
 
 impl Db {
-    pub(crate) fn write_opts(sync: bool) -> shale::WriteOptions {
-        shale::WriteOptions {
-            sync,
-            ..shale::WriteOptions::default()
-        }
-    }
-
     /// Reads of the latest state.
     fn view(&self) -> ReadView<'_> {
         ReadView::new(&self.shared, None)
@@ -136,7 +101,7 @@ impl Db {
         batch.put(to_bytes(key, "key")?, to_bytes(value, "value")?);
         let shared = &self.shared;
         run(py, || {
-            shared.with(|db| Ok(db.write(batch, Self::write_opts(sync))?))
+            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
         })
     }
 
@@ -147,7 +112,7 @@ impl Db {
         batch.delete(to_bytes(key, "key")?);
         let shared = &self.shared;
         run(py, || {
-            shared.with(|db| Ok(db.write(batch, Self::write_opts(sync))?))
+            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
         })
     }
 
@@ -164,7 +129,7 @@ impl Db {
         batch.delete_range(to_bytes(start, "start")?, to_bytes(end, "end")?);
         let shared = &self.shared;
         run(py, || {
-            shared.with(|db| Ok(db.write(batch, Self::write_opts(sync))?))
+            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
         })
     }
 

@@ -25,9 +25,9 @@ use shale_search::semantic::{IndexDefinition, IndexOptions, SearchOptions, USER_
 use shale_search::vector::Metric;
 
 use crate::convert::{opt_bytes, search_count, to_bytes};
-use crate::db::prefix_bounds;
 use crate::embedder::PyEmbedder;
 use crate::errors::{new_err, run, to_py, Failure};
+use crate::range::key_range;
 use crate::search::SearchHit;
 use crate::shared::Shared;
 use crate::vectors::{c_order, matrix, rows};
@@ -295,32 +295,6 @@ impl Index {
             ..SearchOptions::k(k)
         })
     }
-}
-
-/// `[start, end)` narrowed to the keys that start with `prefix`: `(lower, upper)`, each
-/// `None` where unbounded.
-pub(crate) fn key_range(
-    start: Option<Vec<u8>>,
-    end: Option<Vec<u8>>,
-    prefix: Option<Vec<u8>>,
-) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
-    use std::ops::Bound;
-    let Some(prefix) = prefix else {
-        return (start, end);
-    };
-    let (Bound::Included(low), high) = prefix_bounds(prefix) else {
-        return (start, end); // prefix_bounds always includes the prefix itself
-    };
-    let high = match high {
-        Bound::Excluded(high) => Some(high),
-        _ => None,
-    };
-    let lower = Some(start.map_or(low.clone(), |s| s.max(low)));
-    let upper = match (end, high) {
-        (Some(e), Some(h)) => Some(e.min(h)),
-        (e, h) => e.or(h),
-    };
-    (lower, upper)
 }
 
 #[pymethods]

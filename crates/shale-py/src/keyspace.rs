@@ -7,8 +7,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::convert::to_bytes;
-use crate::db::Db;
+use crate::convert::{to_bytes, write_options};
 use crate::errors::{key_error, run};
 use crate::iter::{KvIter, Mode};
 use crate::read::ReadView;
@@ -42,7 +41,7 @@ impl Keyspace {
     fn write(&self, py: Python<'_>, batch: shale::WriteBatch, sync: bool) -> PyResult<()> {
         let shared = &self.shared;
         run(py, || {
-            shared.with(|db| Ok(db.write(batch, Db::write_opts(sync))?))
+            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
         })
     }
 }

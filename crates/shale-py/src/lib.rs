@@ -6,8 +6,8 @@
 //! - `iter.rs`, `snapshot.rs`, `search.rs`, `index.rs`, `text.rs`: what `DB` hands out.
 //! - `embedder.rs`: a Python callable as the engine's `Embedder`; `model.rs`: `MiniLM`, the
 //!   engine's model for Python callers.
-//! - `convert.rs`: Python arguments to keys, values and `Options`; `vectors.rs`: numpy
-//!   arrays in and out.
+//! - `convert.rs`: Python arguments to keys, values and `Options`; `range.rs`: key ranges;
+//!   `vectors.rs`: numpy arrays in and out.
 //! - `cluster.rs`: `Cluster`, a replicated cluster through `shale-client`.
 //! - `errors.rs`: engine and cluster errors to exceptions; `errors::run`, the GIL-free gate every
 //!   engine call passes through.
@@ -30,6 +30,7 @@ mod index;
 mod iter;
 mod keyspace;
 mod model;
+mod range;
 mod read;
 mod search;
 mod shared;

@@ -9,9 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::{opt_bytes, to_bytes};
-use crate::db::{bounds, prefix_bounds, Bounds};
 use crate::errors::{key_error, run};
 use crate::iter::{KvIter, Mode};
+use crate::range::{bounds, prefix_bounds, Bounds};
 use crate::shared::Shared;
 
 /// The database as one of its readers sees it.

@@ -109,7 +109,7 @@ impl TextIndex {
         b: f64,
     ) -> PyResult<Vec<KeywordHit>> {
         let k = k.map_or(Ok(10), |k| search_count(py, "k", k))?;
-        let range = crate::index::key_range(
+        let range = crate::range::key_range(
             opt_bytes(start, "start")?,
             opt_bytes(end, "end")?,
             opt_bytes(prefix, "prefix")?,

@@ -115,7 +115,7 @@ impl TtlDb {
         start: Option<&Bound<'py, PyAny>>,
         end: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        let bounds = crate::db::bounds(opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        let bounds = crate::range::bounds(opt_bytes(start, "start")?, opt_bytes(end, "end")?);
         let pairs = self.with(py, |db| {
             db.range(bounds)?.collect::<shale::Result<Vec<_>>>()
         })?;
