@@ -339,7 +339,7 @@ impl Cluster {
     /// The `k` best values of index `index` for `query` (a text) or `vector`, best first,
     /// read linearizably. `mode` is `"meaning"` (by the index's model, or `vector`),
     /// `"keywords"` (BM25 over `query`: exact and current at every acknowledged write) or
-    /// `"hybrid"` (both, fused by `fusion`, `"rrf"` or `"min_max"`, over `window` hits
+    /// `"hybrid"` (both, fused by `fusion`, `"rrf"` or `"minmax"`, over `window` hits
     /// each); `match` (`"any"`, `"all"`, `"phrase"`) says which documents the keywords
     /// admit; `start`/`end` bound the keys; `ef` and `exact` as for `DB.search`.
     #[pyo3(signature = (
@@ -373,7 +373,7 @@ impl Cluster {
             ("all", pb::TermMatch::All),
             ("phrase", pb::TermMatch::Phrase),
         ];
-        let fusions = [("rrf", pb::Fusion::Rrf), ("min_max", pb::Fusion::MinMax)];
+        let fusions = [("rrf", pb::Fusion::Rrf), ("minmax", pb::Fusion::MinMax)];
         let vector = vector
             .filter(|v| !v.is_none())
             .map(|v| crate::vectors::vector(v, "vector"))

@@ -271,7 +271,7 @@ class DocumentTable:
             try:
                 hits = self.target.search(
                     self.name, text if mode != "vector" else None, vector=vec, k=k,
-                    mode=cluster_mode, fusion="min_max" if fusion == "minmax" else fusion,
+                    mode=cluster_mode, fusion=fusion,
                     **bounds,
                 )
             except NotFoundError:
