@@ -5,11 +5,11 @@
 //! The child is this test binary run again with `SHALE_CHILD` set; it prints a line after
 //! each acknowledged unit of work so the parent knows what must survive.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 
 use shale::{Db, Options, WriteBatch, WriteOptions};
+use shale_trials::TestChild;
 
 const ROUNDS: u64 = 32;
 const PER_ROUND: u64 = 1024;
@@ -31,20 +31,14 @@ fn options() -> Options {
     }
 }
 
-/// Run `role` in a child process on `dir`; return the child and a reader of its stdout.
-fn spawn_child(
-    role: &str,
-    dir: &Path,
-) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let mut child = shale_trials::test_in_child(module_path!(), "child_entry")
-        .env("SHALE_CHILD", role)
-        .env("SHALE_CHILD_DIR", dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    (child, out)
+/// Run `role` in a child process on `dir`.
+fn spawn_child(role: &str, dir: &Path) -> TestChild {
+    TestChild::spawn(
+        shale_trials::test_in_child(module_path!(), "child_entry")
+            .env("SHALE_CHILD", role)
+            .env("SHALE_CHILD_DIR", dir)
+            .stderr(Stdio::inherit()),
+    )
 }
 
 /// The child side. A no-op when run as an ordinary test.
@@ -98,14 +92,9 @@ fn check_all(db: &Db) {
 #[test]
 fn survives_kill_without_close() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, out) = spawn_child("fill", dir.path());
-    for line in out.lines() {
-        if line.unwrap() == "done" {
-            break;
-        }
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    let mut child = spawn_child("fill", dir.path());
+    child.wait_for("done");
+    child.kill();
     let db = Db::open(dir.path(), options()).unwrap();
     check_all(&db);
 }
@@ -128,21 +117,15 @@ fn survives_clean_close() {
 fn batches_are_atomic_and_acknowledged_ones_survive_a_kill() {
     for attempt in 0..3u64 {
         let dir = tempfile::tempdir().unwrap();
-        let (mut child, out) = spawn_child("batches", dir.path());
+        let mut child = spawn_child("batches", dir.path());
         let stop_after = 200 + attempt * 700;
         let mut acked = None;
-        for line in out.lines() {
-            let line = line.unwrap();
-            if let Some(n) = line.strip_prefix("acked ") {
-                let n: u64 = n.parse().unwrap();
-                acked = Some(n);
-                if n >= stop_after {
-                    break;
-                }
-            }
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.read_until(|line| {
+            let n: u64 = line.strip_prefix("acked ")?.parse().unwrap();
+            acked = Some(n);
+            (n >= stop_after).then_some(())
+        });
+        child.kill();
         let acked = acked.expect("child acknowledged some batches");
         let db = Db::open(dir.path(), options()).unwrap();
         let mut n = 0;
