@@ -15,7 +15,6 @@ use crate::gen::{fnv64, shuffled, KeyGen, Rng, ValueGen};
 use crate::metrics::{self, Latencies};
 use crate::record::Record;
 use crate::ycsb::{ScrambledZipfian, SkewedLatest};
-use dbbench::Probe;
 
 /// Every workload, in the default order.
 pub const ALL: &[&str] = &[
@@ -51,11 +50,12 @@ pub const ALL: &[&str] = &[
     "lab",
 ];
 
-/// Whether `name` starts from an empty database (and so starts a new group).
 mod dbbench;
 mod lab;
+mod measure;
 mod ycsb_runs;
 
+/// Whether `name` starts from an empty database (and so starts a new group).
 pub fn is_fresh(name: &str) -> bool {
     matches!(
         name,
@@ -284,168 +284,6 @@ impl Runner {
         );
         pb.set_prefix(format!("{}/{name}", self.engine_name));
         pb
-    }
-
-    fn run_one(&mut self, name: &str, emit: &mut dyn FnMut(&Record)) -> BenchResult<()> {
-        if name == "lab" {
-            return self.lab(emit);
-        }
-        let durability = match name {
-            "fillrandom-nowal" => Durability::NoWal,
-            n if n == "fillsync" || sync_threads(n).is_some() => Durability::Sync,
-            _ => Durability::Buffered,
-        };
-        if is_fresh(name) {
-            self.fresh()?;
-        }
-        if !self.engine()?.supports(durability) {
-            eprintln!(
-                "[{}] {name}: skipped, the engine has no {durability:?} mode",
-                self.engine_name
-            );
-            return Ok(());
-        }
-        let threads_needed = match name {
-            n if sync_threads(n).is_some() => sync_threads(n).unwrap_or(1),
-            "readwhilewriting" | "snapshotwhilewriting" | "snapshotcreatewhilewriting" => 2,
-            "readrandom" | "readmissing" | "multiget" | "seekrandom" | "ycsb-a" | "ycsb-b"
-            | "ycsb-c" | "ycsb-d" | "ycsb-e" | "ycsb-f" => self.cfg.threads,
-            _ => 1,
-        };
-        if threads_needed > 1 && self.engine()?.shared().is_none() {
-            eprintln!(
-                "[{}] {name}: skipped, the engine cannot be shared between threads",
-                self.engine_name
-            );
-            return Ok(());
-        }
-        match name {
-            "readrandom"
-            | "readmissing"
-            | "multiget"
-            | "seekrandom"
-            | "readseq"
-            | "checkpoint"
-            | "overwrite"
-            | "readwhilewriting"
-            | "snapshotwhilewriting"
-            | "snapshotcreatewhilewriting"
-            | "deleterandom"
-            | "deleterange" => self.ensure_keys()?,
-            n if n.starts_with("ycsb-") && n != "ycsb-load" => {
-                self.ensure_ycsb()?;
-            }
-            _ => {}
-        }
-        if !is_fresh(name) {
-            self.enter_memory_limit()?;
-        }
-
-        metrics::reset_peak_rss();
-        let io0 = metrics::io_write_bytes();
-        let read0 = metrics::io_read_bytes();
-        let cpu0 = metrics::cpu_seconds();
-        let total = match name {
-            "fillsync" => self.cfg.sync_num,
-            n if sync_threads(n).is_some() => self.cfg.sync_num,
-            n if n.starts_with("ycsb-") && n != "ycsb-load" => self.cfg.ycsb_ops,
-            "ycsb-load" => self.cfg.ycsb_records,
-            "checkpoint" => dbbench::CHECKPOINTS as u64,
-            _ => self.cfg.num,
-        };
-        let pb = self.progress(name, total);
-        let out = match name {
-            "fillseq" => self.fill(false, durability, &pb)?,
-            "fillrandom" | "fillrandom-nowal" => self.fill(true, durability, &pb)?,
-            "fillbatch" => self.fill_batch(&pb)?,
-            "fillkeyspaces" => {
-                let Some(out) = self.fill_keyspaces(&pb)? else {
-                    eprintln!(
-                        "[{}] {name}: skipped, the engine has no keyspaces",
-                        self.engine_name
-                    );
-                    return Ok(());
-                };
-                out
-            }
-            "fillsync" => self.fill_sync(1, &pb)?,
-            n if sync_threads(n).is_some() => self.fill_sync(threads_needed, &pb)?,
-            "overwrite" => self.overwrite(&pb)?,
-            "readrandom" => self.read(false, &pb)?,
-            "readmissing" => self.read(true, &pb)?,
-            "multiget" => self.multi_get(&pb)?,
-            "seekrandom" => self.seek_random(&pb)?,
-            "readseq" => self.read_seq(&pb)?,
-            "checkpoint" => {
-                let Some(out) = self.checkpoints(&pb)? else {
-                    eprintln!(
-                        "[{}] {name}: skipped, the engine has no checkpoints",
-                        self.engine_name
-                    );
-                    return Ok(());
-                };
-                out
-            }
-            "readwhilewriting" => self.read_while_writing(Probe::Get, &pb)?,
-            "snapshotwhilewriting" | "snapshotcreatewhilewriting" => {
-                if self.engine()?.snapshot_create().is_none() {
-                    eprintln!(
-                        "[{}] {name}: skipped, the engine has no snapshots",
-                        self.engine_name
-                    );
-                    return Ok(());
-                }
-                let probe = if name == "snapshotwhilewriting" {
-                    Probe::SnapshotGet
-                } else {
-                    Probe::SnapshotCreate
-                };
-                self.read_while_writing(probe, &pb)?
-            }
-            "deleterandom" => self.delete_random(&pb)?,
-            "deleterange" => {
-                let Some(out) = self.delete_ranges(&pb)? else {
-                    eprintln!(
-                        "[{}] {name}: skipped, the engine has no range delete",
-                        self.engine_name
-                    );
-                    return Ok(());
-                };
-                out
-            }
-            "ycsb-load" => self.ycsb_load(&pb)?,
-            n => match n.strip_prefix("ycsb-").and_then(|c| c.chars().next()) {
-                Some(c @ 'a'..='f') => self.ycsb_run(c, &pb)?,
-                _ => return Err(format!("unknown workload {name:?}").into()),
-            },
-        };
-        pb.finish_and_clear();
-        let wrote = out.user_bytes_written > 0;
-        let mut settle = None;
-        if wrote {
-            // Background work caused by the writes counts towards write amplification.
-            let t0 = std::time::Instant::now();
-            self.engine()?.wait_background()?;
-            settle = Some(t0.elapsed().as_secs_f64());
-        }
-        let io_bytes = metrics::io_write_bytes().saturating_sub(io0);
-        let cpu = metrics::cpu_seconds() - cpu0;
-        let disk = metrics::dir_bytes(&self.dir);
-        let mut rec = self.record(
-            name,
-            durability,
-            threads_needed,
-            &out,
-            wrote,
-            io_bytes,
-            disk,
-            cpu,
-        );
-        rec.settle_seconds = settle;
-        rec.disk_read_bytes = Some(metrics::io_read_bytes().saturating_sub(read0));
-        rec.memory_limit_bytes = self.cfg.memory_limit_bytes;
-        emit(&rec);
-        Ok(())
     }
 
     #[expect(
