@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::record::Record;
 use crate::summary::{summarize, Summary};
-use crate::vector;
+use crate::vector::report::{is_vector, section as vector_section};
 
 /// What must be equal for two runs of one (workload, engine) to be pooled into a median.
 fn configuration(r: &Record) -> String {
@@ -70,7 +70,7 @@ pub fn markdown_with(
     parity(&mut out, records);
     method(&mut out, records);
     throughput(&mut out, &s, chart);
-    vector::report::section(&mut out, &s, recall_chart);
+    vector_section(&mut out, &s, recall_chart);
     details(&mut out, &s);
     out
 }
@@ -125,10 +125,7 @@ fn header(out: &mut String, records: &[Record], s: &Summary) {
 /// The parity settings of the key-value results (the first one's), and whether the others
 /// differ.
 fn parity(out: &mut String, records: &[Record]) {
-    let Some(r) = records
-        .iter()
-        .find(|r| !vector::report::is_vector(&r.workload))
-    else {
+    let Some(r) = records.iter().find(|r| !is_vector(&r.workload)) else {
         return;
     };
     let p = &r.parity;
@@ -171,7 +168,7 @@ fn parity(out: &mut String, records: &[Record]) {
     let first = settings(r);
     let differ = records
         .iter()
-        .filter(|rec| !vector::report::is_vector(&rec.workload))
+        .filter(|rec| !is_vector(&rec.workload))
         .any(|rec| settings(rec) != first);
     if differ {
         let _ = writeln!(
