@@ -279,7 +279,6 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Rounds
         elections: Vec::new(),
         membership_changes: 0,
     };
-    let restart = |e: std::io::Error| format!("restart: {e}");
     let kinds: Vec<Fault> = FAULTS
         .into_iter()
         .filter(|f| cluster.args.netns || !matches!(f, Fault::Isolate | Fault::OneWay))
@@ -288,97 +287,18 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Rounds
     while Instant::now() + Duration::from_secs(4) < end {
         round += 1;
         let fault = kinds[(round as usize - 1) % kinds.len()];
-        // The leader half the time, another node otherwise.
-        let target = async |rng: &mut Rng| match leader_index(cluster).await {
-            Some(i) if rng.below(2) == 0 => i,
-            _ => rng.below(3) as usize,
-        };
         match fault {
-            Fault::KillLeader => {
-                let i = match leader_index(cluster).await {
-                    Some(i) => i,
-                    None => rng.below(3) as usize,
-                };
-                eprintln!(
-                    "shale-chaos: round {round}: SIGKILL node {} and restart",
-                    i + 1
-                );
-                cluster.kill(i);
-                // The two left must elect one of themselves (two voters can split their
-                // votes; openraft 0.9 draws its election timeout once per process).
-                let took = await_leader(cluster, LEADER_BOUND)
-                    .await
-                    .map_err(|e| format!("round {round}, with node {} down: {e}", i + 1))?;
-                eprintln!(
-                    "shale-chaos: round {round}: the other two elected a leader after {took:.1?}"
-                );
-                rounds.elections.push(took);
-                tokio::time::sleep(Duration::from_millis(1000).saturating_sub(took)).await;
-                cluster.start(i, false).map_err(restart)?;
-            }
+            Fault::KillLeader => rounds
+                .elections
+                .push(kill_leader(cluster, round, &mut rng).await?),
             Fault::Membership => {
-                let i = target(&mut rng).await;
-                let (id, addr) = cluster
-                    .nodes
-                    .get(i)
-                    .map(|n| (n.id, n.addr.clone()))
-                    .ok_or("no such node")?;
-                let role = if leader_index(cluster).await == Some(i) {
-                    "the leader"
-                } else {
-                    "a follower"
-                };
-                eprintln!("shale-chaos: round {round}: remove node {id} ({role}) from the cluster");
-                remove_and_readd(cluster, id, &addr)
-                    .await
-                    .map_err(|e| format!("round {round}, node {id}: {e}"))?;
+                remove_replica(cluster, round, &mut rng).await?;
                 rounds.membership_changes += 1;
-                eprintln!("shale-chaos: round {round}: node {id} is a voter again");
             }
-            Fault::Pause => {
-                let i = target(&mut rng).await;
-                eprintln!(
-                    "shale-chaos: round {round}: SIGSTOP node {} for 1.5 s",
-                    i + 1
-                );
-                cluster.signal(i, "-STOP");
-                tokio::time::sleep(Duration::from_millis(1500)).await;
-                cluster.signal(i, "-CONT");
-            }
-            Fault::Isolate => {
-                let i = target(&mut rng).await;
-                let id = cluster.nodes.get(i).map_or(1, |n| n.id);
-                eprintln!("shale-chaos: round {round}: isolate node {id} for 2 s");
-                let link = host_link(id);
-                ip(&["link", "set", &link, "down"])?;
-                tokio::time::sleep(Duration::from_millis(2000)).await;
-                ip(&["link", "set", &link, "up"])?;
-            }
-            Fault::OneWay => {
-                let i = target(&mut rng).await;
-                let id = cluster.nodes.get(i).map_or(1, |n| n.id);
-                // One direction of the node's link: what it sends (its end of the veth
-                // pair) or what it receives (the bridge's end).
-                let (ns, dev, what) = if rng.below(2) == 0 {
-                    (Some(ns_name(id)), node_link(id), "sends")
-                } else {
-                    (None, host_link(id), "receives")
-                };
-                eprintln!("shale-chaos: round {round}: drop what node {id} {what} for 2 s");
-                one_way(ns.as_deref(), &dev, true)?;
-                tokio::time::sleep(Duration::from_millis(2000)).await;
-                one_way(ns.as_deref(), &dev, false)?;
-            }
-            Fault::RestartAll => {
-                eprintln!("shale-chaos: round {round}: SIGKILL every node and restart");
-                for i in 0..cluster.nodes.len() {
-                    cluster.kill(i);
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                for i in 0..cluster.nodes.len() {
-                    cluster.start(i, false).map_err(restart)?;
-                }
-            }
+            Fault::Pause => pause(cluster, round, &mut rng).await,
+            Fault::Isolate => isolate(cluster, round, &mut rng).await?,
+            Fault::OneWay => cut_one_way(cluster, round, &mut rng).await?,
+            Fault::RestartAll => restart_all(cluster, round).await?,
         }
         let took = await_leader(cluster, LEADER_BOUND)
             .await
@@ -388,6 +308,114 @@ async fn faults(cluster: &mut Cluster, end: Instant, seed: u64) -> Result<Rounds
         tokio::time::sleep(Duration::from_millis(1500).saturating_sub(took)).await;
     }
     Ok(rounds)
+}
+
+/// The node a fault hits: the leader half the time, another node otherwise.
+async fn target(cluster: &Cluster, rng: &mut Rng) -> usize {
+    match leader_index(cluster).await {
+        Some(i) if rng.below(2) == 0 => i,
+        _ => rng.below(3) as usize,
+    }
+}
+
+fn restart_failed(e: std::io::Error) -> String {
+    format!("restart: {e}")
+}
+
+/// Kill the leader, wait for the other two to elect one, and restart it; how long the
+/// election took.
+async fn kill_leader(cluster: &mut Cluster, round: u32, rng: &mut Rng) -> Result<Duration, String> {
+    let i = match leader_index(cluster).await {
+        Some(i) => i,
+        None => rng.below(3) as usize,
+    };
+    eprintln!(
+        "shale-chaos: round {round}: SIGKILL node {} and restart",
+        i + 1
+    );
+    cluster.kill(i);
+    // The two left must elect one of themselves (two voters can split their votes;
+    // openraft 0.9 draws its election timeout once per process).
+    let took = await_leader(cluster, LEADER_BOUND)
+        .await
+        .map_err(|e| format!("round {round}, with node {} down: {e}", i + 1))?;
+    eprintln!("shale-chaos: round {round}: the other two elected a leader after {took:.1?}");
+    tokio::time::sleep(Duration::from_millis(1000).saturating_sub(took)).await;
+    cluster.start(i, false).map_err(restart_failed)?;
+    Ok(took)
+}
+
+/// Remove a replica from the cluster and add it back.
+async fn remove_replica(cluster: &Cluster, round: u32, rng: &mut Rng) -> Result<(), String> {
+    let i = target(cluster, rng).await;
+    let (id, addr) = cluster
+        .nodes
+        .get(i)
+        .map(|n| (n.id, n.addr.clone()))
+        .ok_or("no such node")?;
+    let role = if leader_index(cluster).await == Some(i) {
+        "the leader"
+    } else {
+        "a follower"
+    };
+    eprintln!("shale-chaos: round {round}: remove node {id} ({role}) from the cluster");
+    remove_and_readd(cluster, id, &addr)
+        .await
+        .map_err(|e| format!("round {round}, node {id}: {e}"))?;
+    eprintln!("shale-chaos: round {round}: node {id} is a voter again");
+    Ok(())
+}
+
+/// Stop a node's process for 1.5 s and resume it.
+async fn pause(cluster: &Cluster, round: u32, rng: &mut Rng) {
+    let i = target(cluster, rng).await;
+    eprintln!(
+        "shale-chaos: round {round}: SIGSTOP node {} for 1.5 s",
+        i + 1
+    );
+    cluster.signal(i, "-STOP");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cluster.signal(i, "-CONT");
+}
+
+/// Take a node's link down for 2 s.
+async fn isolate(cluster: &Cluster, round: u32, rng: &mut Rng) -> Result<(), String> {
+    let i = target(cluster, rng).await;
+    let id = cluster.nodes.get(i).map_or(1, |n| n.id);
+    eprintln!("shale-chaos: round {round}: isolate node {id} for 2 s");
+    let link = host_link(id);
+    ip(&["link", "set", &link, "down"])?;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    ip(&["link", "set", &link, "up"])
+}
+
+/// Drop one direction of a node's link for 2 s: what it sends (its end of the veth pair)
+/// or what it receives (the bridge's end).
+async fn cut_one_way(cluster: &Cluster, round: u32, rng: &mut Rng) -> Result<(), String> {
+    let i = target(cluster, rng).await;
+    let id = cluster.nodes.get(i).map_or(1, |n| n.id);
+    let (ns, dev, what) = if rng.below(2) == 0 {
+        (Some(ns_name(id)), node_link(id), "sends")
+    } else {
+        (None, host_link(id), "receives")
+    };
+    eprintln!("shale-chaos: round {round}: drop what node {id} {what} for 2 s");
+    one_way(ns.as_deref(), &dev, true)?;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    one_way(ns.as_deref(), &dev, false)
+}
+
+/// Kill every node and restart them all.
+async fn restart_all(cluster: &mut Cluster, round: u32) -> Result<(), String> {
+    eprintln!("shale-chaos: round {round}: SIGKILL every node and restart");
+    for i in 0..cluster.nodes.len() {
+        cluster.kill(i);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..cluster.nodes.len() {
+        cluster.start(i, false).map_err(restart_failed)?;
+    }
+    Ok(())
 }
 
 /// How long one membership change may take, retries included: each waits for a leader,
@@ -533,11 +561,57 @@ fn compare_replicas(cluster: &Cluster, applied: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The run: start the cluster, run the clients while the faults hit it, then stop it and
+/// check that the replicas agree.
 async fn run(args: Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
     if args.netns {
         netns_up()?;
     }
+    let mut cluster = start_cluster(&args)?;
+    let endpoints: Vec<String> = cluster.nodes.iter().map(|n| n.addr.clone()).collect();
+    let history_file =
+        File::create(&args.history).map_err(|e| format!("{}: {e}", args.history.display()))?;
+    let history = Arc::new(History::new(history_file));
+    // The cluster elects a leader before the clock starts.
+    let warmup = Client::new(endpoints.clone(), None)
+        .map_err(|e| e.to_string())?
+        .with_deadline(Duration::from_secs(20));
+    warmup
+        .put(b"warmup", b"1")
+        .await
+        .map_err(|e| format!("no leader: {e}"))?;
+
+    let end = Instant::now() + Duration::from_secs(args.seconds);
+    let mut tasks = Vec::new();
+    for id in 0..args.clients {
+        tasks.push(tokio::spawn(client_loop(
+            id,
+            args.seed,
+            args.keys,
+            endpoints.clone(),
+            Arc::clone(&history),
+            end,
+        )));
+    }
+    let rounds = faults(&mut cluster, end, args.seed).await;
+    for t in tasks {
+        let _ = t.await;
+    }
+    let rounds = rounds?;
+    if rounds.membership_changes == 0 {
+        return Err("no replica was removed and added back: the run was too short".into());
+    }
+    let applied = stop_cluster(&mut cluster).await?;
+    compare_replicas(&cluster, applied)?;
+    history.flush().map_err(|e| format!("history: {e}"))?;
+    report(rounds, &args.history);
+    Ok(())
+}
+
+/// Start the three nodes, on free ports of this host or, with `--netns`, each in its
+/// namespace.
+fn start_cluster(args: &Args) -> Result<Cluster, String> {
     let mut nodes = Vec::new();
     for id in 1..=3u64 {
         let addr = if args.netns {
@@ -568,45 +642,16 @@ async fn run(args: Args) -> Result<(), String> {
             .start(i, i == 0)
             .map_err(|e| format!("start node {}: {e}", i + 1))?;
     }
-    let endpoints: Vec<String> = cluster.nodes.iter().map(|n| n.addr.clone()).collect();
-    let history_file =
-        File::create(&args.history).map_err(|e| format!("{}: {e}", args.history.display()))?;
-    let history = Arc::new(History::new(history_file));
-    // The cluster elects a leader before the clock starts.
-    let warmup = Client::new(endpoints.clone(), None)
-        .map_err(|e| e.to_string())?
-        .with_deadline(Duration::from_secs(20));
-    warmup
-        .put(b"warmup", b"1")
-        .await
-        .map_err(|e| format!("no leader: {e}"))?;
+    Ok(cluster)
+}
 
-    let end = Instant::now() + Duration::from_secs(args.seconds);
-    let mut tasks = Vec::new();
-    for id in 0..args.clients {
-        tasks.push(tokio::spawn(client_loop(
-            id,
-            args.clone(),
-            endpoints.clone(),
-            Arc::clone(&history),
-            end,
-        )));
-    }
-    let rounds = faults(&mut cluster, end, args.seed).await;
-    for t in tasks {
-        let _ = t.await;
-    }
-    let Rounds {
-        mut elections,
-        membership_changes,
-    } = rounds?;
-    if membership_changes == 0 {
-        return Err("no replica was removed and added back: the run was too short".into());
-    }
+/// Resume every node, wait until the replicas settle on one applied index, and stop them;
+/// that index.
+async fn stop_cluster(cluster: &mut Cluster) -> Result<u64, String> {
     for i in 0..cluster.nodes.len() {
         cluster.signal(i, "-CONT");
     }
-    let settled = settle(&cluster).await;
+    let settled = settle(cluster).await;
     for i in 0..cluster.nodes.len() {
         cluster.signal(i, "-TERM");
     }
@@ -615,9 +660,15 @@ async fn run(args: Args) -> Result<(), String> {
             let _ = child.wait();
         }
     }
-    let applied = settled?;
-    compare_replicas(&cluster, applied)?;
-    history.flush().map_err(|e| format!("history: {e}"))?;
+    settled
+}
+
+/// The run's summary: the fault rounds, their elections, the membership changes.
+fn report(rounds: Rounds, history: &Path) {
+    let Rounds {
+        mut elections,
+        membership_changes,
+    } = rounds;
     elections.sort();
     let median = elections
         .get(elections.len() / 2)
@@ -628,9 +679,8 @@ async fn run(args: Args) -> Result<(), String> {
         "shale-chaos: {} fault rounds, one leader after each within {max:.1?} (median {median:.1?}), \
          {membership_changes} replicas removed and added back, history in {}",
         elections.len(),
-        args.history.display()
+        history.display()
     );
-    Ok(())
 }
 
 /// Wait until `addr` accepts a TCP connection, for at most 10 s.

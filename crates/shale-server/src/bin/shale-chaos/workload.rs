@@ -25,8 +25,6 @@ use std::time::{Duration, Instant};
 use shale_client::{Client, ClientError};
 use shale_rng::XorShift64Star as Rng;
 
-use crate::Args;
-
 /// The history file, shared by the clients; times are nanoseconds since its start.
 pub struct History {
     out: Mutex<BufWriter<File>>,
@@ -128,120 +126,155 @@ impl Worker {
         self.readers.get(i).unwrap_or(&self.writer)
     }
 
+    /// Operation number `n`: one picked at random (reads and writes in the shares of the
+    /// table above), on a key or group picked at random.
     async fn one(&mut self, n: u64) -> Outcome {
         let key_index = self.rng.below(u64::from(self.keys)) as u32;
-        let group = key_index / 2;
-        let key = format!("k{key_index}");
-        let value = format!("c{}-{n}", self.id);
-        let head = |op: &str| format!("\"op\":\"{op}\",\"group\":{group}");
+        let op = Op {
+            group: key_index / 2,
+            key: format!("k{key_index}"),
+            value: format!("c{}-{n}", self.id),
+        };
         match self.rng.below(20) {
-            0..=7 => match self.reader().get(key.as_bytes()).await {
-                Ok(v) => {
-                    let v = v.map(text);
-                    self.last_seen.insert(key.clone(), v.clone());
-                    let (k, v) = (json_str(&key), opt(v.as_deref()));
-                    Outcome::Record(format!("{},\"key\":{k},\"value\":{v}", head("get")))
-                }
-                Err(_) => Outcome::Skip,
-            },
-            8..=11 => {
-                let failed = self.writer.put(key.as_bytes(), value.as_bytes()).await;
-                let unknown = failed.err().is_some_and(|e| unknown("put", e));
-                let (k, v) = (json_str(&key), json_str(&value));
-                Outcome::Record(format!(
-                    "{},\"key\":{k},\"value\":{v},\"unknown\":{unknown}",
-                    head("put")
-                ))
-            }
-            12 => {
-                let failed = self.writer.delete(key.as_bytes()).await;
-                let unknown = failed.err().is_some_and(|e| unknown("delete", e));
-                let k = json_str(&key);
-                Outcome::Record(format!(
-                    "{},\"key\":{k},\"unknown\":{unknown}",
-                    head("delete")
-                ))
-            }
-            13..=15 => {
-                let expected = self.last_seen.get(&key).cloned().flatten();
-                let (swapped, unknown) = match self
-                    .writer
-                    .compare_and_set(
-                        key.as_bytes(),
-                        expected.as_deref().map(str::as_bytes),
-                        Some(value.as_bytes()),
-                    )
-                    .await
-                {
-                    Ok(o) => (o.swapped, false),
-                    Err(e) => (false, unknown("compare-and-set", e)),
-                };
-                Outcome::Record(format!(
-                    "{},\"key\":{},\"expected\":{},\"new\":{},\"swapped\":{swapped},\"unknown\":{unknown}",
-                    head("cas"),
-                    json_str(&key),
-                    opt(expected.as_deref()),
-                    json_str(&value),
-                ))
-            }
-            16..=17 => {
-                let writes: Vec<(String, Option<String>)> = group_keys(group, self.keys)
-                    .into_iter()
-                    .map(|k| {
-                        let v = (self.rng.below(4) != 0).then(|| format!("{value}-{k}"));
-                        (k, v)
-                    })
-                    .collect();
-                let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
-                    .iter()
-                    .map(|(k, v)| (k.clone().into_bytes(), v.clone().map(String::into_bytes)))
-                    .collect();
-                let unknown = self
-                    .writer
-                    .batch(&ops)
-                    .await
-                    .err()
-                    .is_some_and(|e| unknown("batch", e));
-                Outcome::Record(format!(
-                    "{},\"writes\":{},\"unknown\":{unknown}",
-                    head("batch"),
-                    pairs(&writes)
-                ))
-            }
-            _ => {
-                let keys = group_keys(group, self.keys);
-                let (Some(first), end) = (keys.first(), format!("k{}", group * 2 + 2)) else {
-                    return Outcome::Skip;
-                };
-                let first = first.clone();
-                match self
-                    .reader()
-                    .scan(first.as_bytes(), Some(end.as_bytes()), 0)
-                    .await
-                {
-                    Ok((found, _)) => {
-                        let found: HashMap<String, String> =
-                            found.into_iter().map(|(k, v)| (text(k), text(v))).collect();
-                        let reads: Vec<(String, Option<String>)> = keys
-                            .into_iter()
-                            .map(|k| {
-                                let v = found.get(&k).cloned();
-                                (k, v)
-                            })
-                            .collect();
-                        Outcome::Record(format!("{},\"reads\":{}", head("scan"), pairs(&reads)))
-                    }
-                    Err(_) => Outcome::Skip,
-                }
-            }
+            0..=7 => self.get(&op).await,
+            8..=11 => self.put(&op).await,
+            12 => self.delete(&op).await,
+            13..=15 => self.compare_and_set(&op).await,
+            16..=17 => self.batch(&op).await,
+            _ => self.scan(&op).await,
         }
+    }
+
+    async fn get(&mut self, op: &Op) -> Outcome {
+        let Ok(v) = self.reader().get(op.key.as_bytes()).await else {
+            return Outcome::Skip;
+        };
+        let v = v.map(text);
+        self.last_seen.insert(op.key.clone(), v.clone());
+        let (k, v) = (json_str(&op.key), opt(v.as_deref()));
+        Outcome::Record(format!("{},\"key\":{k},\"value\":{v}", op.head("get")))
+    }
+
+    async fn put(&mut self, op: &Op) -> Outcome {
+        let failed = self
+            .writer
+            .put(op.key.as_bytes(), op.value.as_bytes())
+            .await;
+        let unknown = failed.err().is_some_and(|e| unknown("put", e));
+        let (k, v) = (json_str(&op.key), json_str(&op.value));
+        Outcome::Record(format!(
+            "{},\"key\":{k},\"value\":{v},\"unknown\":{unknown}",
+            op.head("put")
+        ))
+    }
+
+    async fn delete(&mut self, op: &Op) -> Outcome {
+        let failed = self.writer.delete(op.key.as_bytes()).await;
+        let unknown = failed.err().is_some_and(|e| unknown("delete", e));
+        let k = json_str(&op.key);
+        Outcome::Record(format!(
+            "{},\"key\":{k},\"unknown\":{unknown}",
+            op.head("delete")
+        ))
+    }
+
+    /// A compare-and-set expecting the value this client last read of the key.
+    async fn compare_and_set(&mut self, op: &Op) -> Outcome {
+        let expected = self.last_seen.get(&op.key).cloned().flatten();
+        let (swapped, unknown) = match self
+            .writer
+            .compare_and_set(
+                op.key.as_bytes(),
+                expected.as_deref().map(str::as_bytes),
+                Some(op.value.as_bytes()),
+            )
+            .await
+        {
+            Ok(o) => (o.swapped, false),
+            Err(e) => (false, unknown("compare-and-set", e)),
+        };
+        Outcome::Record(format!(
+            "{},\"key\":{},\"expected\":{},\"new\":{},\"swapped\":{swapped},\"unknown\":{unknown}",
+            op.head("cas"),
+            json_str(&op.key),
+            opt(expected.as_deref()),
+            json_str(&op.value),
+        ))
+    }
+
+    /// Puts and deletes of the group's keys (a delete one time in four), atomically.
+    async fn batch(&mut self, op: &Op) -> Outcome {
+        let writes: Vec<(String, Option<String>)> = group_keys(op.group, self.keys)
+            .into_iter()
+            .map(|k| {
+                let v = (self.rng.below(4) != 0).then(|| format!("{}-{k}", op.value));
+                (k, v)
+            })
+            .collect();
+        let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
+            .iter()
+            .map(|(k, v)| (k.clone().into_bytes(), v.clone().map(String::into_bytes)))
+            .collect();
+        let unknown = self
+            .writer
+            .batch(&ops)
+            .await
+            .err()
+            .is_some_and(|e| unknown("batch", e));
+        Outcome::Record(format!(
+            "{},\"writes\":{},\"unknown\":{unknown}",
+            op.head("batch"),
+            pairs(&writes)
+        ))
+    }
+
+    /// The group's key range, each of its keys recorded with the value found or none.
+    async fn scan(&mut self, op: &Op) -> Outcome {
+        let keys = group_keys(op.group, self.keys);
+        let (Some(first), end) = (keys.first(), format!("k{}", op.group * 2 + 2)) else {
+            return Outcome::Skip;
+        };
+        let first = first.clone();
+        let Ok((found, _)) = self
+            .reader()
+            .scan(first.as_bytes(), Some(end.as_bytes()), 0)
+            .await
+        else {
+            return Outcome::Skip;
+        };
+        let found: HashMap<String, String> =
+            found.into_iter().map(|(k, v)| (text(k), text(v))).collect();
+        let reads: Vec<(String, Option<String>)> = keys
+            .into_iter()
+            .map(|k| {
+                let v = found.get(&k).cloned();
+                (k, v)
+            })
+            .collect();
+        Outcome::Record(format!("{},\"reads\":{}", op.head("scan"), pairs(&reads)))
     }
 }
 
-/// One client: operations one after another until `end`, each recorded in `history`.
+/// What one operation works on: a key, its group, and the value a write would write.
+struct Op {
+    group: u32,
+    key: String,
+    value: String,
+}
+
+impl Op {
+    /// The record's first fields: the operation's name and its group.
+    fn head(&self, name: &str) -> String {
+        format!("\"op\":\"{name}\",\"group\":{}", self.group)
+    }
+}
+
+/// One client: operations one after another until `end` on `keys` keys, each recorded in
+/// `history`; its random choices seeded from the run's `seed` and its `id`.
 pub async fn client_loop(
     id: u32,
-    args: Args,
+    seed: u64,
+    keys: u32,
     endpoints: Vec<String>,
     history: Arc<History>,
     end: Instant,
@@ -255,13 +288,10 @@ pub async fn client_loop(
         .filter_map(|e| Client::new(vec![e.clone()], None).ok())
         .map(|c| c.with_deadline(deadline))
         .collect();
-    let seed = args
-        .seed
-        .wrapping_mul(1_000_003)
-        .wrapping_add(u64::from(id));
+    let seed = seed.wrapping_mul(1_000_003).wrapping_add(u64::from(id));
     let mut worker = Worker {
         id,
-        keys: args.keys,
+        keys,
         writer: writer.with_deadline(deadline),
         readers,
         rng: Rng::new(seed | 1),
