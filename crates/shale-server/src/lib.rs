@@ -8,7 +8,8 @@
 //! - [`log_store`] and [`state_machine`]: openraft's storage traits on Shale;
 //! - [`snapshot`]: snapshot files, written and read frame by frame;
 //! - [`network`]: the Raft RPCs to peers; [`service`]: the gRPC services a node serves,
-//!   with the `proposer` that puts concurrent client writes into one log entry;
+//!   with the `proposer` that puts concurrent client writes into one log entry, and
+//!   `status`, the statuses a client's call ends with;
 //!   [`access`]: client tokens and roles, and the replicas' credential;
 //! - [`limits`]: connections, client calls in flight and their time, bounded at the door;
 //! - [`health`]: the gRPC health service's statuses; [`metrics`]: Prometheus metrics over
@@ -48,6 +49,7 @@ pub mod server;
 pub mod service;
 pub mod snapshot;
 pub mod state_machine;
+mod status;
 pub mod time_spent;
 pub mod tls;
 

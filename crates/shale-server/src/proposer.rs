@@ -27,12 +27,13 @@
 
 use std::sync::Arc;
 
+use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
 use crate::command::{Command, Response as Applied, MAX_COMMAND_BYTES, MAX_OPS_PER_COMMAND};
-use crate::service::{answered, leads, submit};
 use crate::state_machine::StateMachineStore;
+use crate::status::{answered, leads, not_leader, retry_safe, role, Outcome, Role};
 use crate::{NodeId, Raft};
 
 /// Proposals in flight at once: one being appended on the leader while the one before
@@ -45,9 +46,6 @@ const MAX_QUEUED: usize = 4096;
 /// Proposals whose texts the model embeds at once: two calls keep the model's threads
 /// busy when one of them has few texts left.
 const MAX_EMBEDDING: usize = 2;
-
-/// What a proposal answers one caller: the log index it committed at and its response.
-pub(crate) type Outcome = Result<(u64, Applied), Status>;
 
 struct Proposal {
     cmd: Command,
@@ -220,5 +218,32 @@ async fn propose_batch(to: &Target, slot: OwnedSemaphorePermit, batch: Vec<Propo
                 let _ = reply.send(Err(status.clone()));
             }
         }
+    }
+}
+
+/// Propose `cmd` (validated) as one log entry and wait until it is applied here: its index
+/// and response, or the error a client sees (see [`crate::service`]).
+async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcome {
+    // A leader that loses its leadership after proposing answers ForwardToLeader too,
+    // though a later leader may still commit the entry: only a node that was not the
+    // leader when the request came can say that nothing was proposed.
+    let was_leader = match role(raft, node_id) {
+        Role::Other => false,
+        Role::Leader => true,
+        Role::Leaving => {
+            return Err(retry_safe(Status::unavailable(
+                "this node leads but is leaving the group; nothing was proposed",
+            )))
+        }
+    };
+    match raft.client_write(Arc::new(cmd)).await {
+        Ok(resp) => answered(resp.log_id.index, resp.data),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+            Err(not_leader(&f, was_leader))
+        }
+        Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+            Err(Status::internal(e.to_string()))
+        }
+        Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
     }
 }

@@ -28,71 +28,27 @@ mod query;
 mod raft;
 mod transfer;
 
+pub use query::{MAX_SEARCH_HITS, MAX_SEARCH_TEXT_BYTES};
 pub use raft::RaftService;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ServerState};
-use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 
 use crate::access::WriteGrant;
 use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied, SessionSeq};
 use crate::network::NetworkFactory;
 use crate::pb;
-use crate::proposer::{Outcome, Proposer};
+use crate::proposer::Proposer;
 use crate::state_machine::StateMachineStore;
+use crate::status::{engine, not_leader, retry_safe, role, Role};
 use crate::{NodeId, Raft};
 use query::Query;
 use shale_search::vector::Metric;
 use shale_search::Analyzer;
 use transfer::Handover;
-
-/// Propose `cmd` (validated) as one log entry and wait until it is applied here: its index
-/// and response, or the error a client sees (see the module documentation).
-pub(crate) async fn submit(raft: &Raft, node_id: NodeId, cmd: Command) -> Outcome {
-    // A leader that loses its leadership after proposing answers ForwardToLeader too,
-    // though a later leader may still commit the entry: only a node that was not the
-    // leader when the request came can say that nothing was proposed.
-    let was_leader = match role(raft, node_id) {
-        Role::Other => false,
-        Role::Leader => true,
-        Role::Leaving => {
-            return Err(retry_safe(Status::unavailable(
-                "this node leads but is leaving the group; nothing was proposed",
-            )))
-        }
-    };
-    match raft.client_write(Arc::new(cmd)).await {
-        Ok(resp) => answered(resp.log_id.index, resp.data),
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-            Err(not_leader(&f, was_leader))
-        }
-        Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-            Err(Status::internal(e.to_string()))
-        }
-        Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
-    }
-}
-
-/// The outcome of a command applied at `index`, for its caller: a refusal or an expired
-/// session as errors, a repeated write as its first answer, at the index it applied at.
-pub(crate) fn answered(index: u64, applied: Applied) -> Outcome {
-    match applied {
-        Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
-        Applied::SessionExpired(msg) => {
-            let mut status = Status::failed_precondition(msg);
-            status
-                .metadata_mut()
-                .insert(SESSION_HEADER, MetadataValue::from_static("expired"));
-            Err(status)
-        }
-        Applied::Repeated { index, response } => answered(index, *response),
-        applied => Ok((index, applied)),
-    }
-}
 
 /// `cmd` in the session `at`, if the request names one.
 fn in_session(cmd: Command, at: Option<pb::SessionSeq>) -> Command {
@@ -109,44 +65,6 @@ fn in_session(cmd: Command, at: Option<pb::SessionSeq>) -> Command {
     }
 }
 
-/// What this node is to the group when a request comes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    /// A voter that leads: what it is asked to write may be proposed.
-    Leader,
-    /// The leader of a membership (in its log, perhaps not yet committed) that no longer
-    /// counts it as a voter. It leads until that membership is applied, then steps down,
-    /// and the others elect a leader only after an election timeout: a write proposed here
-    /// in between would be likely to fail with its outcome unknown, so none is proposed.
-    Leaving,
-    /// Anything else: openraft refuses a write with a redirect before it reaches the log.
-    Other,
-}
-
-/// This node's role, from its own server state. The vote alone cannot say it: a leader
-/// that stepped down after its removal still names itself in its committed vote.
-fn role(raft: &Raft, node_id: NodeId) -> Role {
-    let metrics = raft.metrics();
-    let m = metrics.borrow();
-    if m.state != ServerState::Leader {
-        Role::Other
-    } else if m
-        .membership_config
-        .membership()
-        .voter_ids()
-        .any(|v| v == node_id)
-    {
-        Role::Leader
-    } else {
-        Role::Leaving
-    }
-}
-
-/// Whether this node is a voter that leads: what it proposes may commit.
-pub(crate) fn leads(raft: &Raft, node_id: NodeId) -> bool {
-    role(raft, node_id) == Role::Leader
-}
-
 /// The leader this node knows of, if that is not itself after stepping down.
 fn known_leader(m: &openraft::RaftMetrics<NodeId, BasicNode>, node_id: NodeId) -> Option<NodeId> {
     m.current_leader
@@ -154,47 +72,11 @@ fn known_leader(m: &openraft::RaftMetrics<NodeId, BasicNode>, node_id: NodeId) -
 }
 
 pub use shale_client::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
-/// The most hits one search returns.
-pub const MAX_SEARCH_HITS: u32 = 10_000;
-/// The longest search text: the model reads its first 256 tokens (about 1 KiB of English),
-/// and each of a keyword query's terms costs a posting list's walk.
-pub const MAX_SEARCH_TEXT_BYTES: usize = 16 * 1024;
 /// The most pairs one scan call returns.
 pub const MAX_SCAN_PAIRS: u32 = 10_000;
 /// A scan page is closed once its keys and values pass this many bytes (the first pair
 /// always goes in): a page stays far below the message limit.
 pub const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
-
-fn retry_safe(mut status: Status) -> Status {
-    status
-        .metadata_mut()
-        .insert(RETRY_HEADER, MetadataValue::from_static("safe"));
-    status
-}
-
-/// The redirect for `fwd`; `proposed` when this node may have put the request in its log.
-fn not_leader(fwd: &ForwardToLeader<NodeId, BasicNode>, proposed: bool) -> Status {
-    match (&fwd.leader_id, &fwd.leader_node) {
-        (Some(id), Some(node)) => {
-            let mut status = Status::failed_precondition(format!(
-                "not the leader; node {id} at {} is",
-                node.addr
-            ));
-            if let Ok(v) = node.addr.parse() {
-                status.metadata_mut().insert(LEADER_HEADER, v);
-            }
-            if proposed {
-                status
-            } else {
-                retry_safe(status)
-            }
-        }
-        _ if proposed => {
-            Status::unavailable("leadership lost after proposing; the write may still apply")
-        }
-        _ => retry_safe(Status::unavailable("no leader is known")),
-    }
-}
 
 /// The guarantee a node's reads (`Get`, `Scan`, `Search`) give: chosen when the node is
 /// configured ([`crate::ServerConfig::read_consistency`]), the same for every read.
@@ -210,11 +92,6 @@ pub enum ReadConsistency {
     /// read may miss writes that completed before it began, the client's own included,
     /// and a later read at another node may see less than an earlier one.
     Serializable,
-}
-
-fn engine(e: shale::Error) -> Status {
-    // A read that raced with a snapshot install meets the replaced, closed database.
-    Status::unavailable(format!("engine: {e}"))
 }
 
 /// The key-value API for clients.

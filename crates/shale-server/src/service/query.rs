@@ -7,9 +7,15 @@ use shale_search::hybrid::{self, Fusion, HybridOptions};
 use shale_search::semantic::SearchOptions;
 use shale_search::{KeywordOptions, Match};
 
-use super::{engine, MAX_SEARCH_HITS, MAX_SEARCH_TEXT_BYTES};
 use crate::pb;
 use crate::state_machine::ReplicatedIndex;
+use crate::status::engine;
+
+/// The most hits one search returns.
+pub const MAX_SEARCH_HITS: u32 = 10_000;
+/// The longest search text: the model reads its first 256 tokens (about 1 KiB of English),
+/// and each of a keyword query's terms costs a posting list's walk.
+pub const MAX_SEARCH_TEXT_BYTES: usize = 16 * 1024;
 
 /// A `Search` request's options, checked before the read barrier.
 pub(super) struct Query {

@@ -14,8 +14,8 @@ use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tonic::Status;
 
-use super::{not_leader, retry_safe};
 use crate::network::NetworkFactory;
+use crate::status::{not_leader, retry_safe};
 use crate::{NodeId, Raft};
 
 /// A transfer under way on this node, if any: while there is one, the node proposes
@@ -84,73 +84,12 @@ pub(crate) async fn transfer(
     bound: Duration,
 ) -> Result<u64, Status> {
     let start = Instant::now();
-    let (target, term) = {
-        let metrics = raft.metrics();
-        let m = metrics.borrow();
-        let leader_node = |id: NodeId| m.membership_config.membership().get_node(&id).cloned();
-        if m.state != ServerState::Leader {
-            let fwd = ForwardToLeader {
-                leader_id: m.current_leader,
-                leader_node: m.current_leader.and_then(leader_node),
-            };
-            return Err(not_leader(&fwd, false));
-        }
-        if to == node_id {
-            return Ok(m.current_term);
-        }
-        let membership = m.membership_config.membership();
-        let node = match membership.get_node(&to) {
-            Some(node) if membership.voter_ids().any(|v| v == to) => node.clone(),
-            _ => {
-                return Err(Status::invalid_argument(format!(
-                    "node {to} is not a voter"
-                )))
-            }
-        };
-        (node, m.current_term)
+    let (target, term) = match target(raft, node_id, to)? {
+        Target::Itself(term) => return Ok(term),
+        Target::Voter(node, term) => (node, term),
     };
     let _ongoing = handover.begin(raft, to)?;
-    let late = |what: &str| {
-        Status::unavailable(format!(
-            "leader transfer to node {to}: {what} within {bound:?}"
-        ))
-    };
-    // Ready: the target holds every entry. Silent: nothing appended, so nothing sent to
-    // a caught-up follower, while the heartbeats were off for a whole lease.
-    let ready = || {
-        let m = raft.metrics().borrow().clone();
-        let last = m.last_log_index;
-        let target_has_all = m
-            .replication
-            .as_ref()
-            .and_then(|r| r.get(&to))
-            .is_some_and(|matched| matched.map(|l| l.index) == last);
-        (m.state == ServerState::Leader && m.current_term == term).then_some((last, target_has_all))
-    };
-    loop {
-        if start.elapsed() > bound {
-            return Err(late(&format!("node {to} did not catch up")));
-        }
-        match ready() {
-            None => return Err(late("this node lost its leadership")),
-            Some((_, false)) => tokio::time::sleep(Duration::from_millis(10)).await,
-            Some((last, true)) => {
-                raft.runtime_config().heartbeat(false);
-                tokio::time::sleep(lease(raft)).await;
-                if ready() == Some((last, true)) {
-                    break;
-                }
-                // A write accepted just before the transfer began was appended meanwhile.
-                // Heartbeats again, and one at once: the followers' election timers must
-                // not run out over two silences in a row.
-                raft.runtime_config().heartbeat(true);
-                raft.trigger()
-                    .heartbeat()
-                    .await
-                    .map_err(|e| Status::unavailable(e.to_string()))?;
-            }
-        }
-    }
+    fall_silent(raft, to, term, start, bound).await?;
     let vote = raft.metrics().borrow().vote;
     let mut peer = peers.clone();
     let client = peer.new_client(to, &target).await;
@@ -165,11 +104,98 @@ pub(crate) async fn transfer(
         .wait(Some(bound.saturating_sub(start.elapsed())))
         .metrics(leads, "the target leads")
         .await
-        .map_err(|_| late(&format!("node {to} did not take the leadership")))?;
+        .map_err(|_| late(to, bound, &format!("node {to} did not take the leadership")))?;
     tracing::info!(
         "handed the leadership to node {to} (term {}) in {:?}",
         waited.current_term,
         start.elapsed()
     );
     Ok(waited.current_term)
+}
+
+/// Whom a transfer goes to: this node, which leads in the term given, or a voter, with
+/// the term this node leads in.
+enum Target {
+    Itself(u64),
+    Voter(openraft::BasicNode, u64),
+}
+
+/// The target of a transfer to `to`, asked of node `node_id`: refused unless this node
+/// leads and `to` is a voter.
+fn target(raft: &Raft, node_id: NodeId, to: NodeId) -> Result<Target, Status> {
+    let metrics = raft.metrics();
+    let m = metrics.borrow();
+    let leader_node = |id: NodeId| m.membership_config.membership().get_node(&id).cloned();
+    if m.state != ServerState::Leader {
+        let fwd = ForwardToLeader {
+            leader_id: m.current_leader,
+            leader_node: m.current_leader.and_then(leader_node),
+        };
+        return Err(not_leader(&fwd, false));
+    }
+    if to == node_id {
+        return Ok(Target::Itself(m.current_term));
+    }
+    let membership = m.membership_config.membership();
+    match membership.get_node(&to) {
+        Some(node) if membership.voter_ids().any(|v| v == to) => {
+            Ok(Target::Voter(node.clone(), m.current_term))
+        }
+        _ => Err(Status::invalid_argument(format!(
+            "node {to} is not a voter"
+        ))),
+    }
+}
+
+/// A transfer to `to` that did not get past `what` within `bound`.
+fn late(to: NodeId, bound: Duration, what: &str) -> Status {
+    Status::unavailable(format!(
+        "leader transfer to node {to}: {what} within {bound:?}"
+    ))
+}
+
+/// Wait, within `bound` of `start`, until the leader (in `term`) is ready and silent.
+/// Ready: the target holds every entry. Silent: nothing appended, so nothing sent to a
+/// caught-up follower, while the heartbeats were off for a whole lease.
+async fn fall_silent(
+    raft: &Raft,
+    to: NodeId,
+    term: u64,
+    start: Instant,
+    bound: Duration,
+) -> Result<(), Status> {
+    let ready = || {
+        let m = raft.metrics().borrow().clone();
+        let last = m.last_log_index;
+        let target_has_all = m
+            .replication
+            .as_ref()
+            .and_then(|r| r.get(&to))
+            .is_some_and(|matched| matched.map(|l| l.index) == last);
+        (m.state == ServerState::Leader && m.current_term == term).then_some((last, target_has_all))
+    };
+    loop {
+        if start.elapsed() > bound {
+            return Err(late(to, bound, &format!("node {to} did not catch up")));
+        }
+        match ready() {
+            None => return Err(late(to, bound, "this node lost its leadership")),
+            Some((_, false)) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Some((last, true)) => {
+                raft.runtime_config().heartbeat(false);
+                tokio::time::sleep(lease(raft)).await;
+                if ready() == Some((last, true)) {
+                    return Ok(());
+                }
+                // A write accepted just before the transfer began was appended meanwhile.
+                // Heartbeats again, and one at once: the followers' election timers must
+                // not run out over two silences in a row.
+                raft.runtime_config().heartbeat(true);
+                raft.trigger()
+                    .heartbeat()
+                    .await
+                    .map_err(|e| Status::unavailable(e.to_string()))?;
+            }
+        }
+    }
 }
