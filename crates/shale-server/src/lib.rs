@@ -52,30 +52,10 @@ pub mod state_machine;
 mod status;
 pub mod time_spent;
 pub mod tls;
+mod types;
 
 pub use command::{Command, Op, Response};
 pub use error::{Error, Result};
 pub use server::{Server, ServerConfig};
 pub use shale_client::{codec, pb};
-
-/// A replica's id: unique in the cluster, never reused for a replica with other data.
-pub type NodeId = u64;
-
-openraft::declare_raft_types!(
-    /// The types openraft runs with: Shale commands in the log (shared, so that an entry
-    /// read back from the log store's cache costs no copy), snapshot files as snapshot
-    /// data, replicas addressed by `host:port`.
-    pub TypeConfig:
-        D = std::sync::Arc<Command>,
-        R = Response,
-        NodeId = NodeId,
-        Node = openraft::BasicNode,
-        Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = snapshot::SnapshotData,
-        AsyncRuntime = openraft::TokioRuntime,
-);
-
-/// A log entry.
-pub type Entry = openraft::Entry<TypeConfig>;
-/// The Raft node of this crate.
-pub type Raft = openraft::Raft<TypeConfig>;
+pub use types::{Entry, NodeId, Raft, TypeConfig};

@@ -10,7 +10,7 @@
 //! blocking tasks.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -19,48 +19,19 @@ use crate::format::{
     TARGET_FRAME_PAYLOAD,
 };
 
-/// The snapshot openraft holds and hands between the stores and the network: an open
-/// snapshot file. Reading it goes through [`SnapshotData::frames`], which starts at the
-/// beginning whatever was read before.
-#[derive(Debug)]
-pub struct SnapshotData {
-    file: File,
-    path: PathBuf,
-}
+mod data;
+
+pub use data::SnapshotData;
 
 impl SnapshotData {
-    /// Open the snapshot file at `path` for reading.
-    ///
-    /// # Errors
-    /// `Io` if it cannot be opened.
-    pub fn open(path: &Path) -> Result<SnapshotData> {
-        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        Ok(SnapshotData {
-            file,
-            path: path.to_path_buf(),
-        })
-    }
-
-    /// The file's path when it was opened (it may have been renamed or replaced since; the
-    /// open handle still reads the same bytes).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// A reader over the frames, from the first.
     ///
     /// # Errors
     /// `Io` if the handle cannot be duplicated or rewound.
     pub fn frames(&self) -> Result<FrameReader<BufReader<File>>> {
-        let mut file = self
-            .file
-            .try_clone()
-            .map_err(|e| Error::io("dup", &self.path, e))?;
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| Error::io("seek", &self.path, e))?;
         Ok(FrameReader::new(
-            BufReader::new(file),
-            self.path.display().to_string(),
+            BufReader::new(self.rewound()?),
+            self.path().display().to_string(),
         ))
     }
 
@@ -72,12 +43,12 @@ impl SnapshotData {
         let mut frames = self.frames()?;
         let mut seq = FrameSequence::default();
         let frame = frames.next_frame()?.ok_or_else(|| {
-            Error::corruption(self.path.display().to_string(), "empty snapshot file")
+            Error::corruption(self.path().display().to_string(), "empty snapshot file")
         })?;
         match seq.accept(&frame)? {
             Accepted::Header(h) => Ok(h),
             _ => Err(Error::corruption(
-                self.path.display().to_string(),
+                self.path().display().to_string(),
                 "no header frame",
             )),
         }

@@ -3,7 +3,8 @@
 
 use shale::inspect::codec::{self, Decoder};
 
-use super::{get_index_spec, get_opt_bytes, put_index_spec, put_opt_bytes};
+use super::fields::{get_opt_bytes, put_opt_bytes};
+use super::indexes::{get_index_spec, put_index_spec};
 use crate::command::{CarriedVector, Command, Op, SessionSeq, MAX_INDEX_DIM};
 
 const COMMAND_WRITE: u8 = 1;

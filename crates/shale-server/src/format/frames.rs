@@ -6,7 +6,7 @@
 use openraft::{BasicNode, LogId, StoredMembership};
 use shale::inspect::codec::{self, Decoder};
 
-use super::{
+use super::fields::{
     decoded, finish, get_membership, get_opt_log_id, put_membership, put_opt_log_id, start,
     RECORD_VERSION,
 };

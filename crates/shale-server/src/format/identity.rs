@@ -3,7 +3,7 @@
 
 use shale::inspect::codec::{self, Decoder};
 
-use super::{decoded, finish, start, RECORD_VERSION};
+use super::fields::{decoded, finish, start, RECORD_VERSION};
 use crate::error::Result;
 use crate::NodeId;
 

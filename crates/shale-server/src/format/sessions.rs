@@ -5,8 +5,8 @@
 
 use shale::inspect::codec::{self, Decoder};
 
-use super::{decoded, finish, get_opt_bytes, put_opt_bytes, start, RECORD_VERSION};
-use super::{RESERVED_PREFIX, SM_SESSION_PREFIX};
+use super::fields::{decoded, finish, get_opt_bytes, put_opt_bytes, start, RECORD_VERSION};
+use super::keys::{RESERVED_PREFIX, SM_SESSION_PREFIX};
 use crate::command::Response;
 use crate::error::{Error, Result};
 

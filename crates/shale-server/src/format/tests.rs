@@ -1,9 +1,14 @@
 //! Round trips of every record, and the worked examples of docs/format.md decoded.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::{CommittedLeaderId, Entry as RaftEntry, Membership};
+use shale_search::vector::Metric;
+use shale_search::Analyzer;
+
 use super::*;
-use crate::command::{CarriedVector, Command, Op, Response, SessionSeq};
+use crate::command::{CarriedVector, Command, IndexModel, IndexSpec, Op, Response, SessionSeq};
 use crate::TypeConfig;
-use openraft::Entry as RaftEntry;
 
 fn lid(term: u64, node: u64, index: u64) -> LogId<NodeId> {
     LogId::new(CommittedLeaderId::new(term, node), index)
