@@ -24,12 +24,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::checkpoint;
-use super::hook::{Queue, Spec};
 use super::key_index::{Applied, Index, KeyRange};
 use super::model_file::MODEL_FILE;
-use super::pending::{Change, Payload};
+use super::pending::{Change, Payload, Queue};
+use super::spec::Spec;
+use super::stats::{IndexRecovery, IndexStats};
 use super::value::encode_stored;
-use super::{IndexOptions, IndexRecovery, IndexStats, SearchOptions};
+use super::{IndexOptions, SearchOptions};
 use crate::sync::lock;
 use crate::vector::{exact, Filter, Metric, Neighbor, NodeId, VectorFile, VectorSource};
 use shale::error::{Error, Result};
@@ -296,6 +297,25 @@ impl IndexCore {
     /// the write lock again, mark them inserted, forget the deletes below the horizon and
     /// rebuild the graph if tombstones fill too much of it.
     fn embed_and_apply(&self, changes: Vec<Change>) -> Result<()> {
+        let embedded = self.embed_texts(&changes)?;
+        let inserts = self.apply_changes(changes, embedded)?;
+        self.insert_vectors(&inserts)?;
+        let mut index = write(&self.index);
+        index.inserted(inserts.iter().map(|(id, _)| *id));
+        // Read under the index's write lock, so that no change is applied meanwhile (the
+        // order index, then pending is the only one in which both are held).
+        let horizon = self.queue.lock().horizon();
+        index.forget_deleted_before(horizon);
+        index.reclaim(self.opts.embed_threads.max(1))?;
+        drop(index);
+        lock(&self.checkpoints).inserts_since += inserts.len();
+        Ok(())
+    }
+
+    /// The embeddings of the texts among `changes`, in their order, each checked before
+    /// anything is stored: a stored vector the graph refuses would stop every later
+    /// open's reconcile.
+    fn embed_texts(&self, changes: &[Change]) -> Result<Vec<Vec<f32>>> {
         let texts: Vec<&str> = changes
             .iter()
             .filter_map(|c| match &c.payload {
@@ -303,7 +323,7 @@ impl IndexCore {
                 _ => None,
             })
             .collect();
-        let mut embedded = if texts.is_empty() {
+        let embedded = if texts.is_empty() {
             Vec::new()
         } else {
             let embedder =
@@ -319,8 +339,6 @@ impl IndexCore {
                 texts.len()
             )));
         }
-        // Checked before anything is stored: a stored vector the graph refuses would stop
-        // every later open's reconcile.
         for (v, text) in embedded.iter().zip(&texts) {
             if let Err(e) = self.spec.check_vector(v) {
                 return Err(Error::Index(format!(
@@ -328,51 +346,51 @@ impl IndexCore {
                 )));
             }
         }
+        Ok(embedded)
+    }
+
+    /// Apply `changes` to the key map and the vector store under the index's write lock,
+    /// a text's change with its vector from `embedded` (in order). Returns the nodes to
+    /// insert into the graph, with their vectors.
+    fn apply_changes(
+        &self,
+        changes: Vec<Change>,
+        mut embedded: Vec<Vec<f32>>,
+    ) -> Result<Vec<(u32, Vec<f32>)>> {
         embedded.reverse();
         let mut inserts: Vec<(u32, Vec<f32>)> = Vec::new();
         let mut batch = WriteBatch::new();
-        {
-            let mut index = write(&self.index);
-            for change in changes {
-                let vector = match change.payload {
-                    Payload::Text(_) => embedded.pop().map(|v| (v, true)),
-                    Payload::Vector(v) => Some((v, false)),
-                    Payload::Delete => None,
-                };
-                match vector {
-                    Some((vector, from_text)) => {
-                        if let Applied::Put(id) =
-                            index.apply(&change.key, change.seq, Some(change.hash))?
-                        {
-                            // A text's embedding is stored; a vector value's vector is the
-                            // value itself.
-                            let stored: &[f32] = if from_text { &vector } else { &[] };
-                            batch.put(&change.key, encode_stored(change.hash, id, stored));
-                            inserts.push((id, vector));
-                        }
+        let mut index = write(&self.index);
+        for change in changes {
+            let vector = match change.payload {
+                Payload::Text(_) => embedded.pop().map(|v| (v, true)),
+                Payload::Vector(v) => Some((v, false)),
+                Payload::Delete => None,
+            };
+            match vector {
+                Some((vector, from_text)) => {
+                    if let Applied::Put(id) =
+                        index.apply(&change.key, change.seq, Some(change.hash))?
+                    {
+                        // A text's embedding is stored; a vector value's vector is the
+                        // value itself.
+                        let stored: &[f32] = if from_text { &vector } else { &[] };
+                        batch.put(&change.key, encode_stored(change.hash, id, stored));
+                        inserts.push((id, vector));
                     }
-                    None => {
-                        if index.apply(&change.key, change.seq, None)? == Applied::Deleted {
-                            batch.delete(&change.key);
-                        }
+                }
+                None => {
+                    if index.apply(&change.key, change.seq, None)? == Applied::Deleted {
+                        batch.delete(&change.key);
                     }
                 }
             }
-            // Under the write lock, so the store sees a key's changes in the order the
-            // index applied them.
-            self.store.write(batch, shale::WriteOptions::default())?;
         }
-        self.insert_vectors(&inserts)?;
-        let mut index = write(&self.index);
-        index.inserted(inserts.iter().map(|(id, _)| *id));
-        // Read under the index's write lock, so that no change is applied meanwhile (the
-        // order index, then pending is the only one in which both are held).
-        let horizon = self.queue.lock().horizon();
-        index.forget_deleted_before(horizon);
-        index.reclaim(self.opts.embed_threads.max(1))?;
+        // Under the write lock, so the store sees a key's changes in the order the index
+        // applied them.
+        self.store.write(batch, shale::WriteOptions::default())?;
         drop(index);
-        lock(&self.checkpoints).inserts_since += inserts.len();
-        Ok(())
+        Ok(inserts)
     }
 
     /// Write the full vectors of `inserts` and insert their codes under the ids `apply`
@@ -394,6 +412,26 @@ impl IndexCore {
         Ok(())
     }
 
+    /// The `fetch` live nodes nearest `query` among those `opts` admit, by brute force.
+    fn exact_neighbors(
+        &self,
+        index: &Index,
+        query: &[f32],
+        fetch: usize,
+        opts: &SearchOptions,
+    ) -> Vec<Neighbor> {
+        let scored = index.live_in(opts).filter_map(|(_, node)| {
+            Some(Neighbor {
+                id: NodeId(node),
+                score: self
+                    .spec
+                    .metric
+                    .score(query, self.vectors.vector(NodeId(node))?),
+            })
+        });
+        exact::top_k(scored, fetch)
+    }
+
     /// The best `fetch` candidates for `query` among the keys `opts` admits, best first:
     /// through the graph and re-scored, or exactly over the full vectors.
     pub(super) fn candidates(
@@ -409,16 +447,8 @@ impl IndexCore {
         let Some(range) = KeyRange::new(&self.spec.prefix, opts) else {
             return Ok(Vec::new());
         };
-        let bounded = !range.is_everything();
         let index = read(&self.index);
-        // A range that holds every key bounds nothing.
-        let bounded = bounded
-            && !(index.keys.first_key_value())
-                .zip(index.keys.last_key_value())
-                .is_some_and(|((first, _), (last, _))| {
-                    range.admits(index.word(first), || first)
-                        && range.admits(index.word(last), || last)
-                });
+        let bounded = leaves_out_keys(&index, &range);
         let rerank = opts.rerank.unwrap_or(2 * fetch).max(fetch);
         // A narrow range is cheaper to scan than to walk the graph for (`WALK_COST_PER_EF`).
         // Its share is estimated from a sample; one that looks empty is scanned.
@@ -430,16 +460,7 @@ impl IndexCore {
         let ef = opts.ef.unwrap_or(index.graph.params().ef_search).max(fetch) as f64;
         let scan = bounded && share * share * (index.live as f64) < WALK_COST_PER_EF * ef;
         let found: Vec<Neighbor> = if opts.exact {
-            let scored = index.live_in(opts).filter_map(|(_, node)| {
-                Some(Neighbor {
-                    id: NodeId(node),
-                    score: self
-                        .spec
-                        .metric
-                        .score(&query, self.vectors.vector(NodeId(node))?),
-                })
-            });
-            exact::top_k(scored, fetch)
+            self.exact_neighbors(&index, &query, fetch, opts)
         } else if scan {
             let ids = index.live_in(opts).map(|(_, node)| NodeId(node));
             index.graph.scan(
@@ -608,4 +629,15 @@ impl IndexCore {
         let checkpoint = self.checkpoint();
         checkpoint.and(self.store.close())
     }
+}
+
+/// Whether `range` leaves out some key of `index`: a range that holds every key bounds
+/// nothing.
+fn leaves_out_keys(index: &Index, range: &KeyRange) -> bool {
+    !range.is_everything()
+        && !(index.keys.first_key_value())
+            .zip(index.keys.last_key_value())
+            .is_some_and(|((first, _), (last, _))| {
+                range.admits(index.word(first), || first) && range.admits(index.word(last), || last)
+            })
 }

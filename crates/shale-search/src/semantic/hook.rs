@@ -1,160 +1,21 @@
-//! The write hook of an index: what a value under its prefix may be (`Spec`), the queue of
-//! changes waiting for the workers (`Queue`, bounded in bytes), and the hook attached to the
-//! database (`IndexHook`), which refuses what cannot be indexed and queues every committed
-//! change in commit order (core.rs has the locks and the workers).
+//! The write hook of an index (`IndexHook`), attached to the database: it makes writers
+//! wait for room in the queue (`pending.rs`), refuses what cannot be indexed (`spec.rs`)
+//! and queues every committed change in commit order (core.rs has the locks and the
+//! workers).
 
 use std::any::Any;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
 
 use super::core::IndexCore;
-use super::pending::{Change, Payload, Pending};
-use super::value::{decode_vector_value, value_hash};
-use crate::sync::lock;
-use crate::vector::Metric;
+use super::layout::index_dir;
+use super::pending::{Change, Payload, Queue};
+use super::spec::Spec;
+use super::value::value_hash;
 use shale::error::{Error, Result};
 use shale::WriteHook;
 use shale::{BatchEntry, WriteBatch};
 use shale::{SeqNo, ValueKind};
-
-/// What a value under an index's prefix may be, and the checks the hook makes.
-#[derive(Debug, Clone)]
-pub(super) struct Spec {
-    pub name: String,
-    /// The keyspace of the keys it covers.
-    pub keyspace: shale::KeyspaceId,
-    pub prefix: Vec<u8>,
-    pub dim: usize,
-    pub metric: Metric,
-    pub has_embedder: bool,
-}
-
-impl Spec {
-    /// What `value` under key `key` becomes in the index, or why it cannot be indexed.
-    pub(super) fn payload(&self, key: &[u8], value: &[u8]) -> Result<Payload> {
-        match decode_vector_value(value) {
-            Some(Ok(v)) => match self.metric.check(&v.vector, self.dim, "its vector") {
-                Ok(()) => Ok(Payload::Vector(v.vector)),
-                Err(Error::InvalidArgument(why)) => {
-                    Err(self.refuse(key, &format!("a vector value: {why}")))
-                }
-                Err(e) => Err(e),
-            },
-            Some(Err(why)) => Err(self.refuse(
-                key,
-                &format!("neither UTF-8 text nor a well-formed vector value ({why})"),
-            )),
-            None => match std::str::from_utf8(value) {
-                Ok(text) if self.has_embedder => Ok(Payload::Text(text.to_owned())),
-                Ok(_) => Err(self.refuse(
-                    key,
-                    "text, and the index has no embedder (put vectors with put_vector)",
-                )),
-                Err(e) => Err(self.refuse(
-                    key,
-                    &format!(
-                        "neither UTF-8 text (invalid byte at {}) nor a vector value",
-                        e.valid_up_to()
-                    ),
-                )),
-            },
-        }
-    }
-
-    fn refuse(&self, key: &[u8], why: &str) -> Error {
-        Error::invalid(format!(
-            "the value of key {:?} is {why}, and the key is in index {:?} (prefix {:?}); \
-             nothing was written",
-            String::from_utf8_lossy(key),
-            self.name,
-            String::from_utf8_lossy(&self.prefix)
-        ))
-    }
-
-    /// A vector the index can hold: its dimension, finite, and (cosine) a direction.
-    pub(super) fn check_vector(&self, v: &[f32]) -> Result<()> {
-        self.metric
-            .check(v, self.dim, "the vector")
-            .map_err(|e| match e {
-                Error::InvalidArgument(why) => {
-                    Error::InvalidArgument(format!("{why} (index {:?})", self.name))
-                }
-                e => e,
-            })
-    }
-
-    pub(super) fn covers(&self, key: &[u8]) -> bool {
-        key.starts_with(&self.prefix)
-    }
-
-    /// Whether some key of `[start, end)` starts with the prefix.
-    fn meets_range(&self, start: &[u8], end: &[u8]) -> bool {
-        let below_prefix_end = match shale::prefix_successor(&self.prefix) {
-            Some(prefix_end) => start < prefix_end.as_slice(),
-            None => true,
-        };
-        below_prefix_end && end > self.prefix.as_slice() && start < end
-    }
-}
-
-/// The pending changes and the condition variable everyone waits on.
-pub(super) struct Queue {
-    pub pending: Mutex<Pending>,
-    /// Signalled when changes are queued or applied, on failure and at shutdown.
-    pub cv: Condvar,
-    /// The bound on queued bytes ([`IndexOptions::queue_bytes`]).
-    pub bound: usize,
-}
-
-impl Queue {
-    pub(super) fn lock(&self) -> MutexGuard<'_, Pending> {
-        lock(&self.pending)
-    }
-
-    /// Wait until the queue has room for `bytes` more: nothing below half the bound; a
-    /// delay in proportion to how far past half it is (at the rate the workers drain);
-    /// a wait for the workers at the bound. Counted in the stall statistics.
-    fn make_room(&self, bytes: usize) -> Result<()> {
-        let soft = self.bound / 2;
-        let started = Instant::now();
-        let mut waited = false;
-        let mut p = self.lock();
-        loop {
-            if let Some(why) = &p.failure {
-                return Err(Error::Index(why.clone()));
-            }
-            if p.shutting_down || p.queued_bytes <= soft {
-                break;
-            }
-            waited = true;
-            if p.queued_bytes >= self.bound {
-                p = self.cv.wait(p).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            // Slowed down: the time the workers take to drain this write's bytes, scaled
-            // up as the queue nears the bound.
-            let pressure = (p.queued_bytes - soft) as f64 / (self.bound - soft).max(1) as f64;
-            let secs = bytes as f64 / p.drain_bytes_per_sec.max(1.0) * pressure
-                / (1.0 - pressure).max(0.05);
-            let deadline = Instant::now() + Duration::from_secs_f64(secs.min(1.0));
-            while Instant::now() < deadline && !p.shutting_down && p.failure.is_none() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                p = self
-                    .cv
-                    .wait_timeout(p, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-            break;
-        }
-        if waited {
-            p.stalls += 1;
-            p.stall_micros += started.elapsed().as_micros() as u64;
-        }
-        Ok(())
-    }
-}
 
 /// The hook an index attaches to its database (see the module documentation).
 pub(super) struct IndexHook {
@@ -248,7 +109,7 @@ impl WriteHook for IndexHook {
 
     fn checkpoint(&self, db_dir: &Path) -> Result<()> {
         match self.core.get() {
-            Some(core) => core.copy_into(&super::index_dir(db_dir, &self.spec.name)),
+            Some(core) => core.copy_into(&index_dir(db_dir, &self.spec.name)),
             None => Ok(()),
         }
     }

@@ -47,14 +47,16 @@ mod embedder;
 mod hash_embedder;
 mod hook;
 mod key_index;
+mod layout;
 mod model_file;
 mod open;
 mod options;
 mod pending;
 mod search;
+mod spec;
+mod stats;
 mod value;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use shale::error::{Error, Result};
@@ -67,6 +69,7 @@ pub use model_file::{
 };
 pub use options::{IndexOptions, SearchOptions};
 pub use search::SearchHit;
+pub use stats::{IndexRecovery, IndexStats};
 pub use value::{
     decode_stored, decode_vector_value, encode_stored, value_hash, vector_value, VectorValue,
     VECTOR_VALUE_TAG,
@@ -74,13 +77,9 @@ pub use value::{
 
 use self::core::IndexCore;
 
+pub use layout::index_dir;
 /// The subdirectory of a database directory that holds its indexes, one directory each.
 pub use shale::inspect::filename::INDEXES_DIR;
-
-/// The directory of index `name` in the database directory `db_dir`.
-pub fn index_dir(db_dir: &std::path::Path, name: &str) -> PathBuf {
-    db_dir.join(INDEXES_DIR).join(name)
-}
 
 /// The longest index name (names are `[A-Za-z0-9_-]`, used as a directory name).
 pub const MAX_INDEX_NAME: usize = 64;
@@ -322,56 +321,6 @@ impl Index {
     pub fn stats(&self) -> IndexStats {
         self.core.stats()
     }
-}
-
-/// How the open found the index, for stats and tests.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct IndexRecovery {
-    /// Nodes taken over from the graph checkpoint.
-    pub graph_nodes_reused: usize,
-    /// Vectors inserted into the graph again (no checkpoint, or newer than it).
-    pub vectors_reinserted: usize,
-    /// Texts queued for embedding (no stored vector matched their text).
-    pub texts_to_embed: usize,
-    /// Stored vectors deleted because their key has no indexed value any more.
-    pub orphans_deleted: usize,
-    /// True if a graph checkpoint existed but could not be read (it was rebuilt).
-    pub graph_damaged: bool,
-    /// The damage found in the vector store itself (`Corruption`, or a file its manifest
-    /// lists missing, at its open or in its scan), if any: its files were deleted and every
-    /// value is indexed again.
-    pub store_damage: Option<String>,
-    /// Stored vectors deleted because the store named another model than the embedder's
-    /// (or none); their texts are among `texts_to_embed`.
-    pub other_model_vectors: usize,
-    /// Microseconds the open spent on the index (reconcile, graph load and inserts; not the
-    /// embedding of queued texts, which runs afterwards).
-    pub open_micros: u64,
-}
-
-/// Counters and sizes of an index ([`Index::stats`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct IndexStats {
-    /// Values in the index now (changes still queued not counted).
-    pub live: usize,
-    /// Changes queued and not yet applied, and the bytes of their keys and values.
-    pub queued: u64,
-    pub queued_bytes: u64,
-    /// Writes that waited for room in the queue ([`IndexOptions::queue_bytes`]), and the
-    /// microseconds they waited in all (slowed down or stopped).
-    pub stalls: u64,
-    pub stall_micros: u64,
-    /// Checkpoints written since open, and the microseconds the last one took.
-    pub checkpoints: u64,
-    pub last_checkpoint_micros: u64,
-    /// Bytes of memory the graph holds (codes and links; `Hnsw::memory_bytes`).
-    pub graph_bytes: u64,
-    /// One more than the highest node id handed out (see `key_index.rs`).
-    pub id_space: u64,
-    /// Keys the index keeps a state for: one per value, plus recent deletes.
-    pub tracked_keys: u64,
 }
 
 /// The index `name` if it is open on `db`.

@@ -23,12 +23,15 @@ use std::time::Instant;
 
 use super::checkpoint::{self, Checkpoint};
 use super::core::IndexCore;
-use super::hook::{IndexHook, Queue, Spec};
+use super::hook::IndexHook;
 use super::key_index::{Applied, Index, KeyState, Node, NodeState};
+use super::layout::index_dir;
 use super::model_file;
-use super::pending::{Change, Payload, Pending};
+use super::pending::{Change, Payload, Pending, Queue};
+use super::spec::Spec;
+use super::stats::IndexRecovery;
 use super::value::{decode_stored, encode_stored, value_hash};
-use super::{index_dir, IndexOptions, IndexRecovery};
+use super::IndexOptions;
 use crate::vector::{NodeId, VectorFile};
 use shale::error::{Error, Result};
 use shale::fs::FileSystem;

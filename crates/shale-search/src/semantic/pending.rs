@@ -4,10 +4,15 @@
 //! `key_index.rs` for why the key map needs it); and the bytes queued, which
 //! [`super::IndexOptions::queue_bytes`] bounds.
 //!
-//! Thread safety: `Pending` lives in the index's `pending` mutex, next to the condition
-//! variable that workers, searches and writers waiting for room share.
+//! Thread safety: `Pending` lives in the mutex of the index's [`Queue`], next to the
+//! condition variable that workers, searches and writers waiting for room share.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::sync::lock;
+use shale::error::{Error, Result};
 
 /// What a change does to its key.
 #[derive(Debug)]
@@ -144,6 +149,64 @@ impl Pending {
     /// The last ticket issued.
     pub(super) fn last_ticket(&self) -> u64 {
         self.next_ticket.saturating_sub(1)
+    }
+}
+
+/// The pending changes and the condition variable everyone waits on.
+pub(super) struct Queue {
+    pub pending: Mutex<Pending>,
+    /// Signalled when changes are queued or applied, on failure and at shutdown.
+    pub cv: Condvar,
+    /// The bound on queued bytes ([`super::IndexOptions::queue_bytes`]).
+    pub bound: usize,
+}
+
+impl Queue {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Pending> {
+        lock(&self.pending)
+    }
+
+    /// Wait until the queue has room for `bytes` more: nothing below half the bound; a
+    /// delay in proportion to how far past half it is (at the rate the workers drain);
+    /// a wait for the workers at the bound. Counted in the stall statistics.
+    pub(super) fn make_room(&self, bytes: usize) -> Result<()> {
+        let soft = self.bound / 2;
+        let started = Instant::now();
+        let mut waited = false;
+        let mut p = self.lock();
+        loop {
+            if let Some(why) = &p.failure {
+                return Err(Error::Index(why.clone()));
+            }
+            if p.shutting_down || p.queued_bytes <= soft {
+                break;
+            }
+            waited = true;
+            if p.queued_bytes >= self.bound {
+                p = self.cv.wait(p).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            // Slowed down: the time the workers take to drain this write's bytes, scaled
+            // up as the queue nears the bound.
+            let pressure = (p.queued_bytes - soft) as f64 / (self.bound - soft).max(1) as f64;
+            let secs = bytes as f64 / p.drain_bytes_per_sec.max(1.0) * pressure
+                / (1.0 - pressure).max(0.05);
+            let deadline = Instant::now() + Duration::from_secs_f64(secs.min(1.0));
+            while Instant::now() < deadline && !p.shutting_down && p.failure.is_none() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                p = self
+                    .cv
+                    .wait_timeout(p, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            break;
+        }
+        if waited {
+            p.stalls += 1;
+            p.stall_micros += started.elapsed().as_micros() as u64;
+        }
+        Ok(())
     }
 }
 
