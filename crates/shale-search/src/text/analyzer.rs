@@ -28,8 +28,8 @@ use std::collections::HashMap;
 use rust_stemmers::{Algorithm, Stemmer};
 use unicode_segmentation::UnicodeSegmentation;
 
-use super::inverted::TermHashing;
 use super::short::ShortBytes;
+use super::term_hash::TermHashing;
 
 /// Which analyzer an index uses; stored in the index's definition (`format.rs`), so the
 /// tag of each is fixed forever.

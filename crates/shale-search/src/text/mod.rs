@@ -29,6 +29,7 @@
 //! the applier takes the write lock for each batch of queued records.
 
 mod analyzer;
+mod bm25;
 mod format;
 mod highlight;
 mod hook;
@@ -36,6 +37,7 @@ mod inverted;
 mod open;
 mod query;
 mod short;
+mod term_hash;
 
 use std::ops::Range;
 use std::sync::{Arc, RwLockReadGuard};
@@ -43,10 +45,10 @@ use std::sync::{Arc, RwLockReadGuard};
 use shale::{Db, Error, Keyspace, ReadOptions, Result, Snapshot};
 
 pub use analyzer::{Analyzer, Token};
+pub use bm25::Bm25;
 pub use format::{DecodeError, Definition, DocRecord, DocView, MAX_TERM_BYTES};
 pub use highlight::snippet;
 pub use open::TextIndexRecovery;
-pub use query::Bm25;
 
 use hook::{Shared, TextHook};
 use inverted::Inverted;

@@ -1,7 +1,7 @@
 //! A query's view of one posting list (a cursor), and the window of partial scores the
 //! essential lists are gathered into (see the parent module).
 
-use super::Scoring;
+use super::scoring::Scoring;
 use crate::text::inverted::{DocId, Term, BLOCK};
 
 /// A position in one term's posting list.

@@ -61,110 +61,17 @@
 //! result is the exhaustive one (tests/search/keyword_oracle.rs checks it on every query).
 
 mod cursor;
+mod scoring;
 mod top;
 
 use cursor::{window_end, Cursor, Window};
 use top::TopK;
 
-use super::inverted::{DocId, Inverted, Term, BEST};
+pub use scoring::{Scored, Scoring};
 
-/// BM25's parameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bm25 {
-    /// Term-frequency saturation. Default 1.2.
-    pub k1: f64,
-    /// Length normalisation, 0 (none) to 1 (full). Default 0.75.
-    pub b: f64,
-}
+use super::inverted::{DocId, BEST};
 
-impl Default for Bm25 {
-    fn default() -> Self {
-        Bm25 { k1: 1.2, b: 0.75 }
-    }
-}
-
-impl Bm25 {
-    /// `idf(t)` for a term in `df` of `n` documents.
-    pub fn idf(n: u32, df: u32) -> f64 {
-        let (n, df) = (f64::from(n), f64::from(df));
-        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-    }
-
-    /// `w(t, d)` for a term of weight `idf` found `tf` times in a document of `len` tokens.
-    pub fn weight(&self, idf: f64, tf: u32, len: u32, avg_len: f64) -> f64 {
-        let tf = f64::from(tf);
-        idf * (tf * (self.k1 + 1.0))
-            / (tf + self.k1 * (1.0 - self.b + self.b * f64::from(len) / avg_len))
-    }
-}
-
-/// A scored document.
-#[derive(Debug, Clone, Copy)]
-pub struct Scored {
-    pub id: DocId,
-    pub score: f64,
-}
-
-/// The statistics every weight of one query is computed with.
-pub struct Scoring<'a> {
-    pub ix: &'a Inverted,
-    pub bm25: Bm25,
-    pub avg_len: f64,
-    /// The query's distinct terms that the index holds, in query order, with their idf.
-    pub terms: Vec<(&'a Term, f64)>,
-    /// Only documents with keys in `[lower, upper)`.
-    pub lower: &'a [u8],
-    pub upper: Option<&'a [u8]>,
-}
-
-impl<'a> Scoring<'a> {
-    /// The scoring of `terms` (distinct, in query order) over `ix`; `None` if the index is
-    /// empty.
-    pub fn new(ix: &'a Inverted, bm25: Bm25, terms: &[String]) -> Option<Scoring<'a>> {
-        let n = ix.docs();
-        if n == 0 {
-            return None;
-        }
-        let avg_len = ix.total_len() as f64 / f64::from(n);
-        let terms = terms
-            .iter()
-            .filter_map(|t| ix.term(t))
-            .map(|t| (t, Bm25::idf(n, t.df)))
-            .collect();
-        Some(Scoring {
-            ix,
-            bm25,
-            avg_len,
-            terms,
-            lower: &[],
-            upper: None,
-        })
-    }
-
-    fn admits(&self, id: DocId) -> bool {
-        // A document in a posting list has at least one token: a length of 0 is a removed
-        // one's (`Inverted::remove`).
-        if self.ix.len_of(id) == 0 {
-            return false;
-        }
-        if self.lower.is_empty() && self.upper.is_none() {
-            return true;
-        }
-        self.ix
-            .key_of(id)
-            .is_some_and(|k| k >= self.lower && self.upper.is_none_or(|u| k < u))
-    }
-
-    /// The score of `id` from its weights, indexed by query term (`None`: not held).
-    fn total(weights: &[Option<f64>]) -> f64 {
-        weights.iter().flatten().sum()
-    }
-
-    fn bound(&self, term: &Term, idf: f64) -> f64 {
-        self.bm25
-            .weight(idf, term.max_tf, term.min_len, self.avg_len)
-    }
-
+impl Scoring<'_> {
     /// Every admitted document holding any term, scored, unordered: the exhaustive
     /// reference.
     pub fn all_any(&self) -> Vec<Scored> {
@@ -336,9 +243,7 @@ impl<'a> Scoring<'a> {
         }
         top.into_sorted()
     }
-}
 
-impl Scoring<'_> {
     /// Whether no document of the window `[.., end)` can enter the full top k: the
     /// essential cursors with postings in it (all within their current blocks, see
     /// [`window_end`]) have block bounds that, with `rest` (the non-essential terms' bounds;
@@ -454,7 +359,9 @@ fn set(weights: &mut [Option<f64>], qi: usize, w: f64) {
 mod tests {
     use super::*;
     use crate::text::analyzer::Analyzer;
+    use crate::text::bm25::Bm25;
     use crate::text::format::DocRecord;
+    use crate::text::inverted::Inverted;
 
     /// `top_any(k)` for each of `ks` equals the first k of every scored document sorted.
     fn assert_top_equals_exhaustive(ix: &Inverted, terms: &[&str], ks: &[usize]) {

@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::Scored;
+use super::scoring::Scored;
 use crate::text::inverted::{DocId, Inverted};
 
 /// The best k scored documents seen so far: a heap with the worst on top.

@@ -1,0 +1,32 @@
+//! BM25's parameters and its two formulas, `idf(t)` and `w(t, d)`, as Lucene defines them
+//! since 8.0 (`query/mod.rs` says how a query sums them).
+
+/// BM25's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25 {
+    /// Term-frequency saturation. Default 1.2.
+    pub k1: f64,
+    /// Length normalisation, 0 (none) to 1 (full). Default 0.75.
+    pub b: f64,
+}
+
+impl Default for Bm25 {
+    fn default() -> Self {
+        Bm25 { k1: 1.2, b: 0.75 }
+    }
+}
+
+impl Bm25 {
+    /// `idf(t)` for a term in `df` of `n` documents.
+    pub fn idf(n: u32, df: u32) -> f64 {
+        let (n, df) = (f64::from(n), f64::from(df));
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// `w(t, d)` for a term of weight `idf` found `tf` times in a document of `len` tokens.
+    pub fn weight(&self, idf: f64, tf: u32, len: u32, avg_len: f64) -> f64 {
+        let tf = f64::from(tf);
+        idf * (tf * (self.k1 + 1.0))
+            / (tf + self.k1 * (1.0 - self.b + self.b * f64::from(len) / avg_len))
+    }
+}
