@@ -7,7 +7,7 @@ use std::time::Instant;
 use shale_search::semantic::{Index, SearchOptions};
 use shale_search::{hybrid, HybridOptions, KeywordOptions, Match, TextIndex};
 
-use crate::clip;
+use crate::report::clip;
 
 /// Queries that name something: meaning alone may blur the name, its words do not.
 const NAMED: [&str; 4] = [
@@ -37,10 +37,10 @@ fn show(rank: usize, score: f64, key: &[u8], text: &str) {
     );
 }
 
-/// Keyword, meaning and hybrid top 3 for each of `NAMED`; returns the queries where hybrid
-/// found a gloss that meaning alone did not have in its top 3.
+/// Keyword, meaning and hybrid top 3 for each of `NAMED`, then a phrase and a write seen by
+/// the text index at once; returns the queries where hybrid found a gloss that meaning alone
+/// did not have in its top 3.
 pub fn tour(db: &shale::Db, vectors: &Index, text: &TextIndex) -> Result<usize, String> {
-    let e = |e: shale::Error| e.to_string();
     let stats = text.stats();
     println!(
         "\n3. Keyword and hybrid search: a text index over the same glosses ({} documents, {} \
@@ -49,51 +49,76 @@ pub fn tour(db: &shale::Db, vectors: &Index, text: &TextIndex) -> Result<usize, 
     );
     let mut hybrid_found_more = 0;
     for query in NAMED {
-        let t = Instant::now();
-        let words = text
-            .search(query, &KeywordOptions::k(3).highlight())
-            .map_err(e)?;
-        let keyword_ms = t.elapsed().as_secs_f64() * 1e3;
-        let meaning = vectors.search(query, &SearchOptions::k(3)).map_err(e)?;
-        let t = Instant::now();
-        let fused = hybrid::search(text, vectors, query, None, &HybridOptions::k(3)).map_err(e)?;
-        let hybrid_ms = t.elapsed().as_secs_f64() * 1e3;
-        println!("\n  \"{query}\"");
-        println!("    by keywords ({keyword_ms:.2} ms), matches marked:");
-        for (i, h) in words.iter().enumerate() {
-            let marked = h.text.as_deref().map_or(String::new(), |t| {
-                shale_search::text::snippet(t, &h.highlights, 200, "[", "]")
-            });
-            show(i, h.score, &h.key, &marked);
-        }
-        println!("    by meaning:");
-        for (i, h) in meaning.iter().enumerate() {
-            show(i, f64::from(h.score), &h.key, h.text().unwrap_or_default());
-        }
-        println!("    hybrid, reciprocal rank fusion ({hybrid_ms:.1} ms with the embedding):");
-        let mut new = Vec::new();
-        for (i, h) in fused.iter().enumerate() {
-            let value = db.get(&h.key).map_err(e)?.unwrap_or_default();
-            show(i, h.score, &h.key, &String::from_utf8_lossy(&value));
-            if !meaning.iter().any(|m| m.key == h.key) {
-                new.push(String::from_utf8_lossy(&h.key).into_owned());
-            }
-        }
-        if !new.is_empty() {
-            hybrid_found_more += 1;
-            println!(
-                "    hybrid found what meaning alone did not: {}",
-                new.join(", ")
-            );
+        hybrid_found_more += usize::from(three_ways(db, vectors, text, query)?);
+    }
+    phrase(text)?;
+    write_seen_at_once(db, text)?;
+    Ok(hybrid_found_more)
+}
+
+/// An error as the demo reports it.
+fn message(e: shale::Error) -> String {
+    e.to_string()
+}
+
+/// `query` by keywords, by meaning and by both fused, each top 3 printed; true if hybrid
+/// found a gloss that meaning alone did not.
+fn three_ways(
+    db: &shale::Db,
+    vectors: &Index,
+    text: &TextIndex,
+    query: &str,
+) -> Result<bool, String> {
+    let t = Instant::now();
+    let words = text
+        .search(query, &KeywordOptions::k(3).highlight())
+        .map_err(message)?;
+    let keyword_ms = t.elapsed().as_secs_f64() * 1e3;
+    let meaning = vectors
+        .search(query, &SearchOptions::k(3))
+        .map_err(message)?;
+    let t = Instant::now();
+    let fused =
+        hybrid::search(text, vectors, query, None, &HybridOptions::k(3)).map_err(message)?;
+    let hybrid_ms = t.elapsed().as_secs_f64() * 1e3;
+    println!("\n  \"{query}\"");
+    println!("    by keywords ({keyword_ms:.2} ms), matches marked:");
+    for (i, h) in words.iter().enumerate() {
+        let marked = h.text.as_deref().map_or(String::new(), |t| {
+            shale_search::text::snippet(t, &h.highlights, 200, "[", "]")
+        });
+        show(i, h.score, &h.key, &marked);
+    }
+    println!("    by meaning:");
+    for (i, h) in meaning.iter().enumerate() {
+        show(i, f64::from(h.score), &h.key, h.text().unwrap_or_default());
+    }
+    println!("    hybrid, reciprocal rank fusion ({hybrid_ms:.1} ms with the embedding):");
+    let mut new = Vec::new();
+    for (i, h) in fused.iter().enumerate() {
+        let value = db.get(&h.key).map_err(message)?.unwrap_or_default();
+        show(i, h.score, &h.key, &String::from_utf8_lossy(&value));
+        if !meaning.iter().any(|m| m.key == h.key) {
+            new.push(String::from_utf8_lossy(&h.key).into_owned());
         }
     }
-    // A phrase, and a write seen by the keyword index at once.
+    if !new.is_empty() {
+        println!(
+            "    hybrid found what meaning alone did not: {}",
+            new.join(", ")
+        );
+    }
+    Ok(!new.is_empty())
+}
+
+/// The glosses that hold a phrase.
+fn phrase(text: &TextIndex) -> Result<(), String> {
     let phrase = text
         .search(
             "sum of the two preceding",
             &KeywordOptions::k(3).mode(Match::Phrase),
         )
-        .map_err(e)?;
+        .map_err(message)?;
     println!(
         "\n  the phrase \"sum of the two preceding\": {}",
         phrase
@@ -102,16 +127,21 @@ pub fn tour(db: &shale::Db, vectors: &Index, text: &TextIndex) -> Result<usize, 
             .collect::<Vec<_>>()
             .join(", ")
     );
+    Ok(())
+}
+
+/// A gloss put is found by its words as the put returns, and gone as its delete returns.
+fn write_seen_at_once(db: &shale::Db, text: &TextIndex) -> Result<(), String> {
     let key = "noun/zzz_demo/00000000";
     db.put(key, "a made-up word: shalequartz, for the demo")
-        .map_err(e)?;
+        .map_err(message)?;
     let found = text
         .search("shalequartz", &KeywordOptions::k(1))
-        .map_err(e)?;
-    db.delete(key).map_err(e)?;
+        .map_err(message)?;
+    db.delete(key).map_err(message)?;
     let gone = text
         .search("shalequartz", &KeywordOptions::k(1))
-        .map_err(e)?;
+        .map_err(message)?;
     println!(
         "  a gloss put is found by its words as the put returns ({}), and gone as its delete \
          returns ({})",
@@ -126,5 +156,5 @@ pub fn tour(db: &shale::Db, vectors: &Index, text: &TextIndex) -> Result<usize, 
             "STILL FOUND (bug)"
         }
     );
-    Ok(hybrid_found_more)
+    Ok(())
 }
