@@ -8,8 +8,8 @@ use shale::{Db, WriteBatch};
 use shale_search::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
 use shale_search::{TextIndex, TextIndexOptions};
 
-use super::carried::{SuppliedEmbedder, Supply};
-use super::{Indexes, ReplicatedIndex, StateMachineStore};
+use super::store::{Indexes, ReplicatedIndex, StateMachineStore};
+use super::supply::{SuppliedEmbedder, Supply};
 use crate::command::{Command, IndexModel, IndexSpec, Response};
 use crate::error::{Error, Result};
 use crate::format::{self, SM_INDEX_PREFIX};
@@ -95,7 +95,7 @@ pub fn embedder(model: IndexModel) -> Result<Option<Arc<dyn Embedder>>> {
 
 /// The indexes of `spec` on `db`, opened (created if new): the vector index and, if the
 /// definition has keywords, the text index of the same name. A model index embeds through
-/// `supply` (`carried.rs`).
+/// `supply` (`supply.rs`).
 fn open_index(db: &Arc<Db>, spec: IndexSpec, supply: &Arc<Supply>) -> Result<ReplicatedIndex> {
     let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
     let opts = match embedder(spec.model)? {

@@ -30,10 +30,9 @@
 //! serialized with installs by `snapshot_lock`. Readers (the client service) take an
 //! `Arc<Db>` of the current generation under a read lock and keep it for one request.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
@@ -41,14 +40,12 @@ use openraft::{
     StorageError, StorageIOError, StoredMembership,
 };
 use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
-use shale_search::semantic::Index;
-use shale_search::TextIndex;
 
-use crate::command::{Command, IndexSpec, Response};
+use crate::command::{Command, Response, SessionSeq};
 use crate::error::{Error, Result};
 use crate::format::AnswerRecord;
-use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
-use crate::snapshot::{sync_dir, SnapshotData};
+use crate::format::{self, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
+use crate::snapshot::SnapshotData;
 use crate::time_spent::TimeSpent;
 use crate::{Entry, NodeId, TypeConfig};
 
@@ -56,125 +53,21 @@ mod carried;
 mod indexes;
 mod sessions;
 mod snapshots;
+mod store;
+mod supply;
 
-use carried::Supply;
-pub use carried::{EmbeddingCounts, MAX_SUPPLY_BYTES};
+use carried::offer_carried;
 pub use indexes::embedder;
 use indexes::{check_indexes, open_indexes};
 use sessions::{Sessions, Unflushed, Verdict};
 pub use sessions::{MAX_ANSWERS_PER_SESSION, MAX_SESSIONS};
-
-const CURRENT_FILE: &str = "SM_CURRENT";
-const SNAPSHOT_DIR: &str = "snapshots";
-const CURRENT_SNAPSHOT: &str = "current.snap";
-
-type Membership = StoredMembership<NodeId, BasicNode>;
-
-/// The open indexes of the current generation, by name.
-type Indexes = BTreeMap<String, ReplicatedIndex>;
-
-/// One replicated index, open: its definition, its vector index, and its keyword index
-/// when the definition has one. Cloning shares them.
-#[derive(Clone)]
-pub struct ReplicatedIndex {
-    pub spec: IndexSpec,
-    pub vectors: Index,
-    pub keywords: Option<Arc<TextIndex>>,
-}
-
-struct Shared {
-    data_dir: PathBuf,
-    opts: Options,
-    db: RwLock<Arc<Db>>,
-    /// Replaced with `db` by an install; written by the apply of an index definition.
-    indexes: RwLock<Indexes>,
-    /// Replaced with `db` by an install; written by every apply of a session's command.
-    sessions: Mutex<Sessions>,
-    /// Vectors the log carried, until the indexes' workers take them (`carried.rs`).
-    supply: Arc<Supply>,
-    generation: Mutex<u64>,
-    applied: Mutex<(Option<LogId<NodeId>>, Membership)>,
-    /// The last log index the durable snapshot (`current.snap` and the generation it
-    /// belongs to) covers: the log store purges nothing past it (invariant 5).
-    durable_snapshot: tokio::sync::watch::Sender<u64>,
-    snapshot_lock: Mutex<()>,
-    /// A received snapshot written into the next generation, awaiting its install.
-    prepared: Mutex<Option<snapshots::Prepared>>,
-    /// Received snapshots written into new generations, and the time that took.
-    snapshot_writes: TimeSpent,
-}
-
-/// The state machine store. Cloning shares it (the snapshot builder is a clone).
-#[derive(Clone)]
-pub struct StateMachineStore {
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for StateMachineStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateMachineStore")
-            .field("data_dir", &self.shared.data_dir)
-            .finish()
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these locks leaves plain data behind, never a broken
-    // invariant of the engine: carry on with it.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The header of the snapshot file at `path`, if there is one.
-fn current_snapshot_header(path: &Path) -> Result<Option<SnapshotHeader>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    SnapshotData::open(path)?.header().map(Some)
-}
-
-fn sm_dir(data_dir: &Path, generation: u64) -> PathBuf {
-    data_dir.join(format!("sm-{generation}"))
-}
-
-fn read_generation(data_dir: &Path) -> Result<Option<u64>> {
-    let path = data_dir.join(CURRENT_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => text
-            .strip_suffix('\n')
-            .and_then(|t| t.parse::<u64>().ok())
-            .map(Some)
-            .ok_or_else(|| {
-                Error::corruption(CURRENT_FILE, format!("{text:?} is not a generation"))
-            }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("read", path, e)),
-    }
-}
-
-/// Write `SM_CURRENT` through a temporary file, fsync, rename, fsync of the directory.
-fn write_generation(data_dir: &Path, generation: u64) -> Result<()> {
-    let tmp = data_dir.join(format!("{CURRENT_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-    f.write_all(format!("{generation}\n").as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| Error::io("write", &tmp, e))?;
-    let path = data_dir.join(CURRENT_FILE);
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
-    sync_dir(data_dir)
-}
-
-fn read_meta(db: &Db, ro: &ReadOptions<'_>) -> Result<(Option<LogId<NodeId>>, Membership)> {
-    let applied = db
-        .get_opt(SM_KEY_APPLIED, ro)?
-        .map(|b| format::decode_log_id(&b))
-        .transpose()?;
-    let membership = db
-        .get_opt(SM_KEY_MEMBERSHIP, ro)?
-        .map(|b| format::decode_stored_membership(&b))
-        .transpose()?
-        .unwrap_or_default();
-    Ok((applied, membership))
-}
+use store::{
+    current_snapshot_header, lock, read_generation, read_meta, sm_dir, write_generation, Indexes,
+    Membership, Shared, CURRENT_SNAPSHOT, SNAPSHOT_DIR,
+};
+pub use store::{ReplicatedIndex, StateMachineStore};
+use supply::Supply;
+pub use supply::{EmbeddingCounts, MAX_SUPPLY_BYTES};
 
 fn sm_read_err(e: &Error) -> StorageError<NodeId> {
     StorageError::IO {
@@ -542,21 +435,7 @@ fn apply_command<'a>(
             key,
             expected,
             new_value,
-        } => {
-            let current = match call.pending.get(key) {
-                Some(v) => v.map(<[u8]>::to_vec),
-                None => db.get(key)?,
-            };
-            let swapped = current == *expected;
-            if swapped {
-                match new_value {
-                    Some(v) => call.batch.put(key, v),
-                    None => call.batch.delete(key),
-                }
-                call.pending.record(key, new_value.as_deref());
-            }
-            Ok(Response::CompareAndSet { swapped, current })
-        }
+        } => compare_and_set(db, call, key, expected.as_deref(), new_value.as_deref()),
         Command::Batch(cmds) => {
             let replies = cmds
                 .iter()
@@ -564,29 +443,7 @@ fn apply_command<'a>(
                 .collect::<Result<_>>()?;
             Ok(Response::Batch(replies))
         }
-        Command::InSession { at, cmd } => match call.sessions.admit(*at, index, &mut call.batch) {
-            Verdict::New => {
-                let response = apply_command(db, indexes, call, index, cmd)?;
-                let answer = AnswerRecord {
-                    index,
-                    response: response.clone(),
-                };
-                call.sessions
-                    .answer(*at, answer, &mut call.batch, &mut call.unflushed)?;
-                Ok(response)
-            }
-            Verdict::Answered => {
-                let earlier = Sessions::earlier(db, *at, &call.unflushed)?;
-                Ok(Response::Repeated {
-                    index: earlier.index,
-                    response: Box::new(earlier.response),
-                })
-            }
-            Verdict::Expired => Ok(Response::SessionExpired(format!(
-                "session {} is closed, or the answer to its write {} is forgotten",
-                at.session, at.seq
-            ))),
-        },
+        Command::InSession { at, cmd } => apply_in_session(db, indexes, call, index, *at, cmd),
         Command::OpenSession => {
             call.sessions.open(index, &mut call.batch);
             Ok(Response::SessionOpened(index))
@@ -594,13 +451,72 @@ fn apply_command<'a>(
         Command::Embedded { cmd, vectors } => {
             // Offered before the batch is written: the index's workers take the vectors
             // once the write queues the texts.
-            call.supply.offer_carried(indexes, cmd, vectors);
+            offer_carried(call.supply, indexes, cmd, vectors);
             apply_command(db, indexes, call, index, cmd)
         }
         // Proposed alone, and applied by `StateMachineStore::define_index`.
         Command::DefineIndex(_) => Ok(Response::Refused(
             "an index definition inside a batch".into(),
         )),
+    }
+}
+
+/// A compare-and-set of `key`: `new_value` goes into `call` if the value now (this call's
+/// earlier writes included) is `expected`.
+fn compare_and_set<'a>(
+    db: &Db,
+    call: &mut Call<'a, '_>,
+    key: &'a [u8],
+    expected: Option<&[u8]>,
+    new_value: Option<&'a [u8]>,
+) -> Result<Response> {
+    let current = match call.pending.get(key) {
+        Some(v) => v.map(<[u8]>::to_vec),
+        None => db.get(key)?,
+    };
+    let swapped = current.as_deref() == expected;
+    if swapped {
+        match new_value {
+            Some(v) => call.batch.put(key, v),
+            None => call.batch.delete(key),
+        }
+        call.pending.record(key, new_value);
+    }
+    Ok(Response::CompareAndSet { swapped, current })
+}
+
+/// `cmd`, the write numbered `at` in its session: applied and its answer kept if it is
+/// new, its first answer if it was applied before, or refused if its session is closed.
+fn apply_in_session<'a>(
+    db: &Db,
+    indexes: &Indexes,
+    call: &mut Call<'a, '_>,
+    index: u64,
+    at: SessionSeq,
+    cmd: &'a Command,
+) -> Result<Response> {
+    match call.sessions.admit(at, index, &mut call.batch) {
+        Verdict::New => {
+            let response = apply_command(db, indexes, call, index, cmd)?;
+            let answer = AnswerRecord {
+                index,
+                response: response.clone(),
+            };
+            call.sessions
+                .answer(at, answer, &mut call.batch, &mut call.unflushed)?;
+            Ok(response)
+        }
+        Verdict::Answered => {
+            let earlier = Sessions::earlier(db, at, &call.unflushed)?;
+            Ok(Response::Repeated {
+                index: earlier.index,
+                response: Box::new(earlier.response),
+            })
+        }
+        Verdict::Expired => Ok(Response::SessionExpired(format!(
+            "session {} is closed, or the answer to its write {} is forgotten",
+            at.session, at.seq
+        ))),
     }
 }
 

@@ -13,7 +13,9 @@ use shale::{Db, ReadOptions, WriteBatch, WriteOptions};
 
 use super::indexes::open_indexes;
 use super::sessions::Sessions;
-use super::{lock, read_meta, sm_dir, write_generation, StateMachineStore, CURRENT_SNAPSHOT};
+use super::store::{
+    lock, read_meta, sm_dir, write_generation, Prepared, StateMachineStore, CURRENT_SNAPSHOT,
+};
 use crate::error::{Error, Result};
 use crate::format::{
     self, IndexFileChunk, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED,
@@ -174,38 +176,8 @@ impl StateMachineStore {
         let mut index_files = IndexFileWriter::default();
         while let Some(frame) = frames.next_frame()? {
             match seq.accept(&frame)? {
-                Accepted::Header(h) => {
-                    if h.last_log_id != meta.last_log_id || h.membership != meta.last_membership {
-                        return Err(Error::corruption(
-                            "snapshot header",
-                            format!(
-                                "it describes {:?}, openraft installs {:?}",
-                                h.last_log_id, meta.last_log_id
-                            ),
-                        ));
-                    }
-                }
-                Accepted::Pairs(pairs) => {
-                    let mut batch = WriteBatch::new();
-                    for (key, value) in pairs {
-                        if let Some(name) = key.strip_prefix(SM_INDEX_PREFIX) {
-                            let spec = format::decode_index_definition(value)?;
-                            if spec.name.as_bytes() != name {
-                                return Err(Error::corruption(
-                                    "snapshot pairs",
-                                    "an index definition under another name",
-                                ));
-                            }
-                            defined.insert(spec.name);
-                        } else if key.starts_with(SM_SESSION_PREFIX) {
-                            format::check_session_pair(key, value)?;
-                        } else if key.first() == Some(&RESERVED_PREFIX) {
-                            return Err(Error::corruption("snapshot pairs", "a reserved key"));
-                        }
-                        batch.put(key, value);
-                    }
-                    new_db.write(batch, WriteOptions::default())?;
-                }
+                Accepted::Header(h) => check_header(&h, meta)?,
+                Accepted::Pairs(pairs) => write_pairs(&new_db, &pairs, &mut defined)?,
                 Accepted::IndexFile(chunk) => {
                     if !defined.contains(chunk.index) {
                         return Err(Error::corruption(
@@ -225,17 +197,7 @@ impl StateMachineStore {
         if !seq.is_complete() {
             return Err(Error::corruption("snapshot", "no end frame"));
         }
-        let mut batch = WriteBatch::new();
-        if let Some(id) = &meta.last_log_id {
-            batch.put(SM_KEY_APPLIED, format::encode_log_id(id));
-        }
-        batch.put(
-            SM_KEY_MEMBERSHIP,
-            format::encode_stored_membership(&meta.last_membership),
-        );
-        // Synced: every earlier write of this database is in the same WAL or an older,
-        // already synced one, so all of the new generation is durable from here.
-        new_db.write(batch, WriteOptions::sync())?;
+        write_meta(&new_db, meta)?;
         let new_db = Arc::new(new_db);
         index_files.finish()?;
         // Each index opens on its files from the snapshot: only values written after
@@ -301,14 +263,58 @@ impl StateMachineStore {
     }
 }
 
-/// A snapshot written into a new generation and not yet switched to.
-pub(super) struct Prepared {
-    meta: SnapshotMeta<NodeId, BasicNode>,
-    generation: u64,
-    db: Arc<Db>,
-    indexes: super::Indexes,
-    sessions: Sessions,
-    copy_path: PathBuf,
+/// Refuse a snapshot whose header `h` does not describe what openraft installs (`meta`).
+fn check_header(h: &SnapshotHeader, meta: &SnapshotMeta<NodeId, BasicNode>) -> Result<()> {
+    if h.last_log_id != meta.last_log_id || h.membership != meta.last_membership {
+        return Err(Error::corruption(
+            "snapshot header",
+            format!(
+                "it describes {:?}, openraft installs {:?}",
+                h.last_log_id, meta.last_log_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Write a frame's `pairs` into `db`, each checked: an index definition under its own
+/// name (added to `defined`), a session's record well formed, no other reserved key.
+fn write_pairs(db: &Db, pairs: &[(&[u8], &[u8])], defined: &mut BTreeSet<String>) -> Result<()> {
+    let mut batch = WriteBatch::new();
+    for &(key, value) in pairs {
+        if let Some(name) = key.strip_prefix(SM_INDEX_PREFIX) {
+            let spec = format::decode_index_definition(value)?;
+            if spec.name.as_bytes() != name {
+                return Err(Error::corruption(
+                    "snapshot pairs",
+                    "an index definition under another name",
+                ));
+            }
+            defined.insert(spec.name);
+        } else if key.starts_with(SM_SESSION_PREFIX) {
+            format::check_session_pair(key, value)?;
+        } else if key.first() == Some(&RESERVED_PREFIX) {
+            return Err(Error::corruption("snapshot pairs", "a reserved key"));
+        }
+        batch.put(key, value);
+    }
+    db.write(batch, WriteOptions::default())
+        .map_err(Error::from)
+}
+
+/// Write the applied log id and membership `meta` names into `db`, synced: every earlier
+/// write of this database is in the same WAL or an older, already synced one, so all of
+/// the new generation is durable from here.
+fn write_meta(db: &Db, meta: &SnapshotMeta<NodeId, BasicNode>) -> Result<()> {
+    let mut batch = WriteBatch::new();
+    if let Some(id) = &meta.last_log_id {
+        batch.put(SM_KEY_APPLIED, format::encode_log_id(id));
+    }
+    batch.put(
+        SM_KEY_MEMBERSHIP,
+        format::encode_stored_membership(&meta.last_membership),
+    );
+    db.write(batch, WriteOptions::sync()).map_err(Error::from)
 }
 
 /// Drop a prepared generation: its indexes, its database, its directory and its copy of

@@ -1,0 +1,152 @@
+//! The state machine store's state ([`StateMachineStore`] and what it shares between its
+//! clones), the layout of its directory (`SM_CURRENT`, `sm-<generation>/`, `snapshots/`),
+//! and the reads and writes of that layout that opening, applying and installing share.
+//! `mod.rs` opens and applies, `snapshots.rs` builds and installs, `indexes.rs` and
+//! `carried.rs` serve the replicated indexes; each adds its methods to the store.
+//!
+//! Thread safety: see `mod.rs`; every lock here is taken through [`lock`] or a poisoned
+//! `RwLock`'s inner value.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use openraft::{BasicNode, LogId, SnapshotMeta, StoredMembership};
+use shale::{Db, Options, ReadOptions};
+use shale_search::semantic::Index;
+use shale_search::TextIndex;
+
+use super::sessions::Sessions;
+use super::supply::Supply;
+use crate::command::IndexSpec;
+use crate::error::{Error, Result};
+use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
+use crate::snapshot::{sync_dir, SnapshotData};
+use crate::time_spent::TimeSpent;
+use crate::NodeId;
+
+pub(super) const CURRENT_FILE: &str = "SM_CURRENT";
+pub(super) const SNAPSHOT_DIR: &str = "snapshots";
+pub(super) const CURRENT_SNAPSHOT: &str = "current.snap";
+
+pub(super) type Membership = StoredMembership<NodeId, BasicNode>;
+
+/// The open indexes of the current generation, by name.
+pub(super) type Indexes = BTreeMap<String, ReplicatedIndex>;
+
+/// One replicated index, open: its definition, its vector index, and its keyword index
+/// when the definition has one. Cloning shares them.
+#[derive(Clone)]
+pub struct ReplicatedIndex {
+    pub spec: IndexSpec,
+    pub vectors: Index,
+    pub keywords: Option<Arc<TextIndex>>,
+}
+
+pub(super) struct Shared {
+    pub(super) data_dir: PathBuf,
+    pub(super) opts: Options,
+    pub(super) db: RwLock<Arc<Db>>,
+    /// Replaced with `db` by an install; written by the apply of an index definition.
+    pub(super) indexes: RwLock<Indexes>,
+    /// Replaced with `db` by an install; written by every apply of a session's command.
+    pub(super) sessions: Mutex<Sessions>,
+    /// Vectors the log carried, until the indexes' workers take them (`carried.rs`).
+    pub(super) supply: Arc<Supply>,
+    pub(super) generation: Mutex<u64>,
+    pub(super) applied: Mutex<(Option<LogId<NodeId>>, Membership)>,
+    /// The last log index the durable snapshot (`current.snap` and the generation it
+    /// belongs to) covers: the log store purges nothing past it (invariant 5).
+    pub(super) durable_snapshot: tokio::sync::watch::Sender<u64>,
+    pub(super) snapshot_lock: Mutex<()>,
+    /// A received snapshot written into the next generation, awaiting its install.
+    pub(super) prepared: Mutex<Option<Prepared>>,
+    /// Received snapshots written into new generations, and the time that took.
+    pub(super) snapshot_writes: TimeSpent,
+}
+
+/// The state machine store. Cloning shares it (the snapshot builder is a clone).
+#[derive(Clone)]
+pub struct StateMachineStore {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for StateMachineStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateMachineStore")
+            .field("data_dir", &self.shared.data_dir)
+            .finish()
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind, never a broken
+    // invariant of the engine: carry on with it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The header of the snapshot file at `path`, if there is one.
+pub(super) fn current_snapshot_header(path: &Path) -> Result<Option<SnapshotHeader>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    SnapshotData::open(path)?.header().map(Some)
+}
+
+pub(super) fn sm_dir(data_dir: &Path, generation: u64) -> PathBuf {
+    data_dir.join(format!("sm-{generation}"))
+}
+
+pub(super) fn read_generation(data_dir: &Path) -> Result<Option<u64>> {
+    let path = data_dir.join(CURRENT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .strip_suffix('\n')
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                Error::corruption(CURRENT_FILE, format!("{text:?} is not a generation"))
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read", path, e)),
+    }
+}
+
+/// Write `SM_CURRENT` through a temporary file, fsync, rename, fsync of the directory.
+pub(super) fn write_generation(data_dir: &Path, generation: u64) -> Result<()> {
+    let tmp = data_dir.join(format!("{CURRENT_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+    f.write_all(format!("{generation}\n").as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Error::io("write", &tmp, e))?;
+    let path = data_dir.join(CURRENT_FILE);
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
+    sync_dir(data_dir)
+}
+
+pub(super) fn read_meta(
+    db: &Db,
+    ro: &ReadOptions<'_>,
+) -> Result<(Option<LogId<NodeId>>, Membership)> {
+    let applied = db
+        .get_opt(SM_KEY_APPLIED, ro)?
+        .map(|b| format::decode_log_id(&b))
+        .transpose()?;
+    let membership = db
+        .get_opt(SM_KEY_MEMBERSHIP, ro)?
+        .map(|b| format::decode_stored_membership(&b))
+        .transpose()?
+        .unwrap_or_default();
+    Ok((applied, membership))
+}
+
+/// A snapshot written into a new generation and not yet switched to.
+pub(super) struct Prepared {
+    pub(super) meta: SnapshotMeta<NodeId, BasicNode>,
+    pub(super) generation: u64,
+    pub(super) db: Arc<Db>,
+    pub(super) indexes: Indexes,
+    pub(super) sessions: Sessions,
+    pub(super) copy_path: PathBuf,
+}
