@@ -96,10 +96,12 @@ impl StateMachineStore {
     pub fn open(data_dir: &Path, opts: Options) -> Result<StateMachineStore> {
         let snapshots = data_dir.join(SNAPSHOT_DIR);
         std::fs::create_dir_all(&snapshots).map_err(|e| Error::io("mkdir", &snapshots, e))?;
-        let generation = match read_generation(data_dir)? {
+        // `SM_CURRENT` lives on the databases' file system, beside them.
+        opts.fs.create_dir_all(data_dir)?;
+        let generation = match read_generation(&*opts.fs, data_dir)? {
             Some(g) => g,
             None => {
-                write_generation(data_dir, 0)?;
+                write_generation(&*opts.fs, data_dir, 0)?;
                 0
             }
         };

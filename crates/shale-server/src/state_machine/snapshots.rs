@@ -234,7 +234,7 @@ impl StateMachineStore {
         sync_dir(&snap_dir)?;
         sync_dir(data_dir)?;
         // The switch: from here a crash reopens the new generation.
-        write_generation(data_dir, generation)?;
+        write_generation(&*self.shared.opts.fs, data_dir, generation)?;
         let covered = meta.last_log_id.map_or(0, |id| id.index);
         self.shared.durable_snapshot.send_replace(covered);
         let old = {

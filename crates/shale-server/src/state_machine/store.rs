@@ -8,11 +8,11 @@
 //! `RwLock`'s inner value.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use openraft::{BasicNode, LogId, SnapshotMeta, StoredMembership};
+use shale::fs::FileSystem;
 use shale::{Db, Options, ReadOptions};
 use shale_search::semantic::Index;
 use shale_search::TextIndex;
@@ -22,7 +22,7 @@ use super::supply::Supply;
 use crate::command::IndexSpec;
 use crate::error::{Error, Result};
 use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
-use crate::snapshot::{sync_dir, SnapshotData};
+use crate::snapshot::SnapshotData;
 use crate::time_spent::TimeSpent;
 use crate::NodeId;
 
@@ -98,31 +98,38 @@ pub(super) fn sm_dir(data_dir: &Path, generation: u64) -> PathBuf {
     data_dir.join(format!("sm-{generation}"))
 }
 
-pub(super) fn read_generation(data_dir: &Path) -> Result<Option<u64>> {
+/// The generation `SM_CURRENT` in `data_dir` names, if the file is there.
+pub(super) fn read_generation(fs: &dyn FileSystem, data_dir: &Path) -> Result<Option<u64>> {
     let path = data_dir.join(CURRENT_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => text
-            .strip_suffix('\n')
-            .and_then(|t| t.parse::<u64>().ok())
-            .map(Some)
-            .ok_or_else(|| {
-                Error::corruption(CURRENT_FILE, format!("{text:?} is not a generation"))
-            }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("read", path, e)),
+    if !fs.exists(&path) {
+        return Ok(None);
     }
+    let bytes = fs.read_all(&path)?;
+    std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|text| text.strip_suffix('\n'))
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            let text = String::from_utf8_lossy(&bytes);
+            Error::corruption(CURRENT_FILE, format!("{text:?} is not a generation"))
+        })
 }
 
-/// Write `SM_CURRENT` through a temporary file, fsync, rename, fsync of the directory.
-pub(super) fn write_generation(data_dir: &Path, generation: u64) -> Result<()> {
-    let tmp = data_dir.join(format!("{CURRENT_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-    f.write_all(format!("{generation}\n").as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| Error::io("write", &tmp, e))?;
-    let path = data_dir.join(CURRENT_FILE);
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
-    sync_dir(data_dir)
+/// Make `SM_CURRENT` name `generation`, durably, on the engine's file system `fs` (the
+/// one the state machine's databases live on): the engine's [`shale::fs::replace_file`]
+/// writes a temporary file, syncs it, renames it over `SM_CURRENT` and syncs the
+/// directory, so a crash leaves the old generation's name or the new one's.
+pub(super) fn write_generation(
+    fs: &dyn FileSystem,
+    data_dir: &Path,
+    generation: u64,
+) -> Result<()> {
+    let temp = format!("{CURRENT_FILE}.tmp");
+    shale::fs::replace_file(fs, data_dir, CURRENT_FILE, &temp, |file| {
+        file.append(format!("{generation}\n").as_bytes())
+    })?;
+    Ok(())
 }
 
 pub(super) fn read_meta(

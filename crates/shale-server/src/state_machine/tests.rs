@@ -134,7 +134,10 @@ fn a_snapshot_installs_into_a_new_generation_and_leftovers_are_removed_at_open()
         Some(vec![b'v'; 500])
     );
     assert_eq!(follower.applied().0, snap.meta.last_log_id);
-    assert_eq!(read_generation(dir.path()).expect("generation"), Some(1));
+    assert_eq!(
+        read_generation(&shale::fs::PosixFs, dir.path()).expect("generation"),
+        Some(1)
+    );
     drop(follower);
 
     // A crash mid-install leaves a half-built generation and a partial copy behind.
@@ -186,7 +189,10 @@ fn a_prepared_snapshot_is_switched_to_and_a_stale_one_dropped() {
         .prepare_install(&first.meta, &first.snapshot)
         .expect("prepare");
     assert!(dir.path().join("sm-1").exists());
-    assert_eq!(read_generation(dir.path()).expect("generation"), Some(0));
+    assert_eq!(
+        read_generation(&shale::fs::PosixFs, dir.path()).expect("generation"),
+        Some(0)
+    );
     assert_eq!(follower.db().get(b"a").expect("get"), None);
     assert_eq!(follower.snapshot_writes().count(), 1);
     // openraft installs another snapshot than the one prepared: that one is dropped and
@@ -196,7 +202,10 @@ fn a_prepared_snapshot_is_switched_to_and_a_stale_one_dropped() {
         .expect("install");
     assert_eq!(follower.snapshot_writes().count(), 2);
     assert_eq!(follower.db().get(b"b").expect("get"), Some(b"2".to_vec()));
-    assert_eq!(read_generation(dir.path()).expect("generation"), Some(1));
+    assert_eq!(
+        read_generation(&shale::fs::PosixFs, dir.path()).expect("generation"),
+        Some(1)
+    );
     // Prepared, then installed: switched to without writing it again.
     follower
         .prepare_install(&second.meta, &second.snapshot)
@@ -209,7 +218,10 @@ fn a_prepared_snapshot_is_switched_to_and_a_stale_one_dropped() {
         3,
         "one write, for the prepare"
     );
-    assert_eq!(read_generation(dir.path()).expect("generation"), Some(2));
+    assert_eq!(
+        read_generation(&shale::fs::PosixFs, dir.path()).expect("generation"),
+        Some(2)
+    );
     assert_eq!(follower.applied().0, second.meta.last_log_id);
     // A prepare that is never installed goes with the close.
     follower

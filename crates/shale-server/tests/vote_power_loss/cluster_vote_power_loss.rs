@@ -190,8 +190,8 @@ fn config() -> Arc<Config> {
 enum StateOn {
     /// The real disk: the vote test commits nothing, so the state stays empty.
     Disk,
-    /// The replica's `MemFs`, so that a power loss drops its unsynced applies. (The
-    /// generation file `SM_CURRENT` stays on disk; it is synced when written.)
+    /// The replica's `MemFs`, so that a power loss drops its unsynced applies (the
+    /// generation file `SM_CURRENT` with them, which is synced when written).
     MemFs,
 }
 
