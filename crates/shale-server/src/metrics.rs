@@ -249,168 +249,217 @@ fn index(id: Option<u64>) -> i64 {
     id.map_or(-1, |i| i64::try_from(i).unwrap_or(i64::MAX))
 }
 
+fn level(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+fn counter<N: prometheus_client::encoding::EncodeCounterValue + Copy>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: N,
+) -> Result<(), std::fmt::Error>
+where
+    ConstCounter<N>: EncodeMetric,
+{
+    ConstCounter::new(value).encode(encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        MetricType::Counter,
+    )?)
+}
+
+/// A series' labels: each a name and a value.
+type Labels = Vec<(&'static str, String)>;
+
+/// One gauge of the node's state: its name, its help, and its series.
+struct Gauge {
+    name: &'static str,
+    help: &'static str,
+    series: Vec<(Labels, i64)>,
+}
+
+impl Gauge {
+    /// A gauge of one series without labels.
+    fn one(name: &'static str, help: &'static str, value: i64) -> Gauge {
+        Gauge {
+            name,
+            help,
+            series: vec![(Vec::new(), value)],
+        }
+    }
+
+    /// A gauge of one series a peer, labelled `peer`.
+    fn by_peer(
+        name: &'static str,
+        help: &'static str,
+        peers: impl Iterator<Item = (u64, i64)>,
+    ) -> Gauge {
+        Gauge {
+            name,
+            help,
+            series: peers
+                .map(|(id, v)| (vec![("peer", id.to_string())], v))
+                .collect(),
+        }
+    }
+}
+
+/// The gauges of Raft's metrics, in the order they are served; the last two only on the
+/// leader.
+fn raft_gauges(m: &openraft::RaftMetrics<crate::NodeId, openraft::BasicNode>) -> Vec<Gauge> {
+    let states = [
+        (ServerState::Leader, "leader"),
+        (ServerState::Follower, "follower"),
+        (ServerState::Candidate, "candidate"),
+        (ServerState::Learner, "learner"),
+        (ServerState::Shutdown, "shutdown"),
+    ];
+    let membership = m.membership_config.membership();
+    let mut gauges = vec![
+        Gauge::one("raft_term", "The current Raft term", level(m.current_term)),
+        Gauge::one(
+            "raft_leader",
+            "The leader this node knows of (-1: none)",
+            m.current_leader
+                .map_or(-1, |l| i64::try_from(l).unwrap_or(-1)),
+        ),
+        Gauge {
+            name: "raft_state",
+            help: "1 for this node's Raft role",
+            series: states
+                .iter()
+                .map(|(s, name)| (vec![("state", name.to_string())], i64::from(m.state == *s)))
+                .collect(),
+        },
+        Gauge::one(
+            "raft_running",
+            "1 while Raft runs (0 after a fatal error)",
+            i64::from(m.running_state.is_ok()),
+        ),
+        Gauge::one(
+            "raft_last_log_index",
+            "The last log index (-1: empty log)",
+            index(m.last_log_index),
+        ),
+        Gauge::one(
+            "raft_applied_index",
+            "The last index applied to the state machine",
+            index(m.last_applied.map(|l| l.index)),
+        ),
+        Gauge::one(
+            "raft_snapshot_index",
+            "The last index in the current snapshot",
+            index(m.snapshot.map(|l| l.index)),
+        ),
+        Gauge::one(
+            "raft_purged_index",
+            "The last index purged from the log",
+            index(m.purged.map(|l| l.index)),
+        ),
+        Gauge::one(
+            "raft_voters",
+            "Voters in the membership this node holds",
+            level(membership.voter_ids().count()),
+        ),
+        Gauge::one(
+            "raft_learners",
+            "Learners in the membership this node holds",
+            level(membership.learner_ids().count()),
+        ),
+    ];
+    if let Some(ms) = m.millis_since_quorum_ack {
+        gauges.push(Gauge::one(
+            "raft_millis_since_quorum_ack",
+            "On the leader: milliseconds since a quorum last acknowledged it",
+            level(ms),
+        ));
+    }
+    if let (Some(replication), Some(last)) = (&m.replication, m.last_log_index) {
+        let lag = replication
+            .iter()
+            .filter(|(&id, _)| id != m.id)
+            .map(|(id, matched)| {
+                let matched = matched.map_or(0, |l| l.index + 1);
+                (*id, level(last.saturating_add(1).saturating_sub(matched)))
+            });
+        gauges.push(Gauge::by_peer(
+            "raft_replication_lag_entries",
+            "On the leader: entries each peer's log lacks",
+            lag,
+        ));
+    }
+    gauges
+}
+
 impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let m = self.raft.metrics().borrow().clone();
-        let none: [(&str, &str); 0] = [];
-        let one = |v: i64| [(none, v)];
-        let term = i64::try_from(m.current_term).unwrap_or(i64::MAX);
-        gauge(
-            &mut encoder,
-            "raft_term",
-            "The current Raft term",
-            &one(term),
-        )?;
-        let leader = m
-            .current_leader
-            .map_or(-1, |l| i64::try_from(l).unwrap_or(-1));
-        gauge(
-            &mut encoder,
-            "raft_leader",
-            "The leader this node knows of (-1: none)",
-            &one(leader),
-        )?;
-        let states = [
-            (ServerState::Leader, "leader"),
-            (ServerState::Follower, "follower"),
-            (ServerState::Candidate, "candidate"),
-            (ServerState::Learner, "learner"),
-            (ServerState::Shutdown, "shutdown"),
-        ];
-        let series: Vec<_> = states
-            .iter()
-            .map(|(s, name)| ([("state", *name)], i64::from(m.state == *s)))
-            .collect();
-        gauge(
-            &mut encoder,
-            "raft_state",
-            "1 for this node's Raft role",
-            &series,
-        )?;
-        gauge(
-            &mut encoder,
-            "raft_running",
-            "1 while Raft runs (0 after a fatal error)",
-            &one(i64::from(m.running_state.is_ok())),
-        )?;
-        gauge(
-            &mut encoder,
-            "raft_last_log_index",
-            "The last log index (-1: empty log)",
-            &one(index(m.last_log_index)),
-        )?;
-        gauge(
-            &mut encoder,
-            "raft_applied_index",
-            "The last index applied to the state machine",
-            &one(index(m.last_applied.map(|l| l.index))),
-        )?;
-        gauge(
-            &mut encoder,
-            "raft_snapshot_index",
-            "The last index in the current snapshot",
-            &one(index(m.snapshot.map(|l| l.index))),
-        )?;
-        gauge(
-            &mut encoder,
-            "raft_purged_index",
-            "The last index purged from the log",
-            &one(index(m.purged.map(|l| l.index))),
-        )?;
-        let membership = m.membership_config.membership();
-        let voters = i64::try_from(membership.voter_ids().count()).unwrap_or(i64::MAX);
-        let learners = i64::try_from(membership.learner_ids().count()).unwrap_or(i64::MAX);
-        gauge(
-            &mut encoder,
-            "raft_voters",
-            "Voters in the membership this node holds",
-            &one(voters),
-        )?;
-        gauge(
-            &mut encoder,
-            "raft_learners",
-            "Learners in the membership this node holds",
-            &one(learners),
-        )?;
-        if let Some(ms) = m.millis_since_quorum_ack {
-            let ms = i64::try_from(ms).unwrap_or(i64::MAX);
-            gauge(
-                &mut encoder,
-                "raft_millis_since_quorum_ack",
-                "On the leader: milliseconds since a quorum last acknowledged it",
-                &one(ms),
-            )?;
-        }
-        if let (Some(replication), Some(last)) = (&m.replication, m.last_log_index) {
-            let lag: Vec<_> = replication
-                .iter()
-                .filter(|(&id, _)| id != m.id)
-                .map(|(id, matched)| {
-                    let matched = matched.map_or(0, |l| l.index + 1);
-                    let lag = last.saturating_add(1).saturating_sub(matched);
-                    (
-                        [("peer", id.to_string())],
-                        i64::try_from(lag).unwrap_or(i64::MAX),
-                    )
-                })
-                .collect();
-            gauge(
-                &mut encoder,
-                "raft_replication_lag_entries",
-                "On the leader: entries each peer's log lacks",
-                &lag,
-            )?;
-        }
-        let links: Vec<_> = self
-            .reachability
-            .links()
-            .into_iter()
-            .map(|(id, link)| {
-                (
-                    [("peer", id.to_string())],
-                    i64::from(link == Link::Reachable),
-                )
-            })
-            .collect();
-        gauge(
-            &mut encoder,
+        let links = Gauge::by_peer(
             "peer_reachable",
             "1 if this node's last RPC to the peer was answered",
-            &links,
+            (self.reachability.links().into_iter())
+                .map(|(id, link)| (id, i64::from(link == Link::Reachable))),
+        );
+        for g in raft_gauges(&m).into_iter().chain([links]) {
+            gauge(&mut encoder, g.name, g.help, &g.series)?;
+        }
+        for (name, help, count) in self.refusal_counts() {
+            counter(&mut encoder, name, help, count)?;
+        }
+        self.encode_time_spent(&mut encoder)?;
+        for (name, help, count) in self.embedding_counts() {
+            counter(&mut encoder, name, help, count)?;
+        }
+        gauge(
+            &mut encoder,
+            "sessions_open",
+            "Client sessions open (the most recently used are kept)",
+            &[(NO_LABELS, level(self.sm.sessions_open()))],
         )?;
-        let cut = ConstCounter::new(APPENDS_CUT.load(std::sync::atomic::Ordering::Relaxed));
-        cut.encode(encoder.encode_descriptor(
-            "raft_appends_cut",
-            "AppendEntries requests cut to fit the size bounds",
-            None,
-            MetricType::Counter,
-        )?)?;
-        let refused = [
+        self.encode_engines(&mut encoder)
+    }
+}
+
+impl NodeCollector {
+    /// The counters of work cut or refused at the door: name, help, count.
+    fn refusal_counts(&self) -> [(&'static str, &'static str, u64); 5] {
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        [
+            (
+                "raft_appends_cut",
+                "AppendEntries requests cut to fit the size bounds",
+                load(&APPENDS_CUT),
+            ),
             (
                 "connections_refused",
                 "Connections closed as accepted: the node held its most",
-                &self.refusals.connections,
+                load(&self.refusals.connections),
             ),
             (
                 "client_calls_refused",
                 "Client calls answered RESOURCE_EXHAUSTED: the node served its most",
-                &self.refusals.calls,
+                load(&self.refusals.calls),
             ),
             (
                 "client_calls_timed_out",
                 "Client calls cut off at the node's longest call time",
-                &self.refusals.calls_timed_out,
+                load(&self.refusals.calls_timed_out),
             ),
             (
                 "accept_errors",
                 "Accept errors of the process's own (out of file descriptors or memory)",
-                &self.refusals.accept_errors,
+                load(&self.refusals.accept_errors),
             ),
-        ];
-        for (name, help, count) in refused {
-            let count = ConstCounter::new(count.load(std::sync::atomic::Ordering::Relaxed));
-            count.encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)?;
-        }
+        ]
+    }
+
+    /// `<name>` and `<name>_seconds` for each kind of work whose time is counted.
+    fn encode_time_spent(
+        &self,
+        encoder: &mut DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
         let spent = [
             (
                 "raft_purge_waits",
@@ -424,23 +473,18 @@ impl Collector for NodeCollector {
             ),
         ];
         for (name, help, spent) in spent {
-            ConstCounter::new(spent.count()).encode(encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                MetricType::Counter,
-            )?)?;
+            counter(encoder, name, help, spent.count())?;
             let seconds = format!("{name}_seconds");
             let help = format!("{help}: seconds in all");
-            ConstCounter::new(spent.total().as_secs_f64()).encode(encoder.encode_descriptor(
-                &seconds,
-                &help,
-                None,
-                MetricType::Counter,
-            )?)?;
+            counter(encoder, &seconds, &help, spent.total().as_secs_f64())?;
         }
+        Ok(())
+    }
+
+    /// The counters of texts embedded, by where their vectors came from: name, help, count.
+    fn embedding_counts(&self) -> [(&'static str, &'static str, u64); 3] {
         let embedded = self.sm.embeddings();
-        let embeddings = [
+        [
             (
                 "embeddings_from_log",
                 "Texts this node's indexes took the leader's vector for from the log",
@@ -456,27 +500,9 @@ impl Collector for NodeCollector {
                 "Texts this node embedded as the leader, for the log",
                 embedded.proposed,
             ),
-        ];
-        for (name, help, count) in embeddings {
-            ConstCounter::new(count).encode(encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                MetricType::Counter,
-            )?)?;
-        }
-        let sessions = i64::try_from(self.sm.sessions_open()).unwrap_or(i64::MAX);
-        gauge(
-            &mut encoder,
-            "sessions_open",
-            "Client sessions open (the most recently used are kept)",
-            &[(NO_LABELS, sessions)],
-        )?;
-        self.encode_engines(&mut encoder)
+        ]
     }
-}
 
-impl NodeCollector {
     /// `shale_engine_<counter>{store="state"|"log"}` for every engine counter.
     fn encode_engines(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let state = self.sm.db().stats().counters();
