@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 
 use crate::access::{client_check, replica_check, ClientTokens};
 use crate::error::{Error, Result};
@@ -206,6 +207,97 @@ impl ServerConfig {
     }
 }
 
+/// The state machine and the log store in `cfg.data_dir`, the log store claimed for this
+/// node and purging only behind the state machine's durable snapshots.
+fn open_stores(cfg: &ServerConfig) -> Result<(StateMachineStore, LogStore)> {
+    let log_dir = cfg.data_dir.join("raft-log");
+    let state_dir = cfg.data_dir.join("state");
+    std::fs::create_dir_all(&state_dir).map_err(|e| Error::io("mkdir", &state_dir, e))?;
+    let sm = StateMachineStore::open(&state_dir, Options::default())?;
+    let log = LogStore::open(&log_dir, Options::default())?.purging_behind(sm.durable_snapshots());
+    log.claim(cfg.node_id)?;
+    Ok((sm, log))
+}
+
+/// The node's listener, and the metrics listener if `cfg` asks for one.
+async fn bind(cfg: &ServerConfig) -> Result<(TcpListener, Option<TcpListener>)> {
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| Error::Transport(format!("bind {}: {e}", cfg.listen)))?;
+    let metrics = match cfg.metrics_listen {
+        Some(at) => Some(
+            TcpListener::bind(at)
+                .await
+                .map_err(|e| Error::Transport(format!("bind {at} (metrics): {e}")))?,
+        ),
+        None => None,
+    };
+    Ok((listener, metrics))
+}
+
+/// The Raft service for the peers, behind the replicas' credential.
+fn raft_service(
+    cfg: &ServerConfig,
+    raft: &Raft,
+    sm: &StateMachineStore,
+    log: &LogStore,
+    peer_token: Option<Arc<str>>,
+    tls: bool,
+) -> InterceptedService<RaftServer<RaftService>, impl Interceptor + Clone> {
+    InterceptedService::new(
+        RaftServer::new(RaftService::new(
+            raft.clone(),
+            sm.clone(),
+            log.clone(),
+            cfg.node_id,
+            cfg.limits.max_snapshot_bytes,
+        ))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        replica_check(peer_token, tls),
+    )
+}
+
+/// The key-value service for clients, behind their tokens.
+fn kv_service(
+    cfg: &ServerConfig,
+    raft: &Raft,
+    sm: &StateMachineStore,
+    peers: NetworkFactory,
+) -> InterceptedService<KvServer<KvService>, impl Interceptor + Clone> {
+    let check = client_check(ClientTokens {
+        read_write: cfg.token.as_deref().map(Arc::from),
+        read_only: cfg.read_only_token.as_deref().map(Arc::from),
+    });
+    InterceptedService::new(
+        KvServer::new(KvService::new(
+            raft.clone(),
+            sm.clone(),
+            cfg.node_id,
+            Duration::from_millis(cfg.request_timeout_ms),
+            cfg.embed_once,
+            peers,
+            cfg.read_consistency,
+        ))
+        .max_decoding_message_size(MAX_REQUEST_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        check,
+    )
+}
+
+/// Serve the metrics on `listener` until `stopped` resolves.
+fn serve_metrics(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = crate::metrics::serve(listener, metrics, stopped).await {
+            tracing::warn!("metrics listener: {e}");
+        }
+    })
+}
+
 /// A running node.
 pub struct Server {
     node_id: NodeId,
@@ -229,27 +321,11 @@ impl Server {
     pub async fn start(cfg: ServerConfig) -> Result<Server> {
         cfg.validate()?;
         let raft_config = Arc::new(cfg.raft_config()?);
-        let log_dir = cfg.data_dir.join("raft-log");
-        let state_dir = cfg.data_dir.join("state");
-        std::fs::create_dir_all(&state_dir).map_err(|e| Error::io("mkdir", &state_dir, e))?;
-        let sm = StateMachineStore::open(&state_dir, Options::default())?;
-        let log =
-            LogStore::open(&log_dir, Options::default())?.purging_behind(sm.durable_snapshots());
-        log.claim(cfg.node_id)?;
-        let listener = TcpListener::bind(cfg.listen)
-            .await
-            .map_err(|e| Error::Transport(format!("bind {}: {e}", cfg.listen)))?;
+        let (sm, log) = open_stores(&cfg)?;
+        let (listener, metrics_listener) = bind(&cfg).await?;
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Transport(format!("local address: {e}")))?;
-        let metrics_listener = match cfg.metrics_listen {
-            Some(at) => Some(
-                TcpListener::bind(at)
-                    .await
-                    .map_err(|e| Error::Transport(format!("bind {at} (metrics): {e}")))?,
-            ),
-            None => None,
-        };
         let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
         let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
         let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer))
@@ -269,36 +345,8 @@ impl Server {
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
-        let raft_svc = InterceptedService::new(
-            RaftServer::new(RaftService::new(
-                raft.clone(),
-                sm.clone(),
-                log.clone(),
-                cfg.node_id,
-                cfg.limits.max_snapshot_bytes,
-            ))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-            replica_check(peer_token, tls.is_some()),
-        );
-        let check = client_check(ClientTokens {
-            read_write: cfg.token.as_deref().map(Arc::from),
-            read_only: cfg.read_only_token.as_deref().map(Arc::from),
-        });
-        let kv_svc = InterceptedService::new(
-            KvServer::new(KvService::new(
-                raft.clone(),
-                sm.clone(),
-                cfg.node_id,
-                Duration::from_millis(cfg.request_timeout_ms),
-                cfg.embed_once,
-                peers,
-                cfg.read_consistency,
-            ))
-            .max_decoding_message_size(MAX_REQUEST_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-            check,
-        );
+        let raft_svc = raft_service(&cfg, &raft, &sm, &log, peer_token, tls.is_some());
+        let kv_svc = kv_service(&cfg, &raft, &sm, peers);
         let (stop, stopped) = watch::channel(false);
         let stopped = move || {
             let mut stopped = stopped.clone();
@@ -310,12 +358,7 @@ impl Server {
         let mut metrics_addr = None;
         if let Some(listener) = metrics_listener {
             metrics_addr = Some(crate::metrics::local_addr(&listener)?);
-            let (metrics, stopped) = (Arc::clone(&metrics), stopped());
-            helpers.push(tokio::spawn(async move {
-                if let Err(e) = crate::metrics::serve(listener, metrics, stopped).await {
-                    tracing::warn!("metrics listener: {e}");
-                }
-            }));
+            helpers.push(serve_metrics(listener, Arc::clone(&metrics), stopped()));
         }
         let incoming = Incoming::new(listener, &cfg.limits, Arc::clone(&refusals));
         let mut builder = tonic::transport::Server::builder()
