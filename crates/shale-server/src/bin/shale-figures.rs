@@ -165,6 +165,8 @@ fn row(out: &mut Vec<String>, what: &str, rate: f64, unit: &str, lat: &[u64]) {
     ));
 }
 
+/// The figures: single-node and replicated write rates, re-election times, and a
+/// replica's catch-up; each a row of the table (or its own lines, for the embedding runs).
 async fn run(args: Args) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(&args.dir).map_err(|e| e.to_string())?;
     if args.embedding_texts > 0 {
@@ -175,15 +177,29 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         "|---|---|---|---|".to_string(),
     ];
     let value = vec![b'v'; 100];
+    single_node_writes(&args, &value, &mut out).await?;
+    let (mut nodes, client) = start_cluster(&args, Duration::from_secs(20)).await?;
+    replicated_writes(&args, &client, &value, &mut out).await;
+    out.push(reelection(&args, &mut nodes, &client).await?);
+    let caught_up = catch_up(&args, &mut nodes, &client).await;
+    stop_cluster(&mut nodes);
+    out.push(caught_up?);
+    Ok(out)
+}
 
-    // Single-node Shale, sync writes, same machine, same run.
+/// Single-node Shale, sync writes, same machine, same run: a row for 1 and 64 clients.
+async fn single_node_writes(
+    args: &Args,
+    value: &[u8],
+    out: &mut Vec<String>,
+) -> Result<(), String> {
     let single = Arc::new(
         shale::Db::open(args.dir.join("single"), shale::Options::default())
             .map_err(|e| e.to_string())?,
     );
     for clients in [1usize, 64] {
         let db = Arc::clone(&single);
-        let v = value.clone();
+        let v = value.to_vec();
         let (rate, lat) = drive(clients, args.seconds, move |c, n| {
             let db = Arc::clone(&db);
             let v = v.clone();
@@ -199,7 +215,7 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         })
         .await;
         row(
-            &mut out,
+            out,
             &format!("single-node Shale, sync puts, {clients} client(s)"),
             rate,
             "writes/s",
@@ -208,11 +224,14 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
     }
     single.close().map_err(|e| e.to_string())?;
 
-    let (mut nodes, client) = start_cluster(&args, Duration::from_secs(20)).await?;
+    Ok(())
+}
 
+/// Replicated puts (1 and 64 clients) and batches of 100 keys (8 clients): a row each.
+async fn replicated_writes(args: &Args, client: &Arc<Client>, value: &[u8], out: &mut Vec<String>) {
     for clients in [1usize, 64] {
-        let c = Arc::clone(&client);
-        let v = value.clone();
+        let c = Arc::clone(client);
+        let v = value.to_vec();
         let (rate, lat) = drive(clients, args.seconds, move |id, n| {
             let c = Arc::clone(&c);
             let v = v.clone();
@@ -220,7 +239,7 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         })
         .await;
         row(
-            &mut out,
+            out,
             &format!("replicated puts, {clients} client(s)"),
             rate,
             "writes/s",
@@ -228,8 +247,8 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         );
     }
     {
-        let c = Arc::clone(&client);
-        let v = value.clone();
+        let c = Arc::clone(client);
+        let v = value.to_vec();
         let (rate, lat) = drive(8, args.seconds, move |id, n| {
             let c = Arc::clone(&c);
             let v = v.clone();
@@ -242,23 +261,25 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         })
         .await;
         row(
-            &mut out,
+            out,
             "replicated batches of 100 keys, 8 clients",
             rate * 100.0,
             "keys/s",
             &lat,
         );
     }
+}
 
-    // Re-election: SIGKILL the leader, time until a write is acknowledged. Every kill
-    // counts: a write that fails (ambiguous, as one sent to the dying leader is) is sent
-    // again until one is acknowledged, and a kill with no write acknowledged within
-    // `REELECTION_LIMIT`, or with no leader to kill, is reported beside the median.
+/// Re-election: SIGKILL the leader, time until a write is acknowledged; the table's row.
+/// Every kill counts: a write that fails (ambiguous, as one sent to the dying leader is) is
+/// sent again until one is acknowledged, and a kill with no write acknowledged within
+/// `REELECTION_LIMIT`, or with no leader to kill, is reported beside the median.
+async fn reelection(args: &Args, nodes: &mut [Node], client: &Client) -> Result<String, String> {
     const REELECTION_LIMIT: Duration = Duration::from_secs(30);
     let mut times_ms = Vec::new();
     let (mut no_leader, mut no_write) = (0u32, 0u32);
     for k in 0..args.kills {
-        let Some(i) = wait_for_leader(&client, &nodes).await else {
+        let Some(i) = wait_for_leader(client, nodes).await else {
             no_leader += 1;
             continue;
         };
@@ -282,21 +303,17 @@ async fn run(args: Args) -> Result<Vec<String>, String> {
         } else {
             no_write += 1;
         }
-        start(&args, &mut nodes, i, false).map_err(|e| e.to_string())?;
+        start(args, nodes, i, false).map_err(|e| e.to_string())?;
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     times_ms.sort_unstable();
-    out.push(format!(
+    Ok(format!(
         "| leader SIGKILL to the next acknowledged write ({} kills; {no_leader} found no leader, {no_write} no write in {} s) | median {} ms | max {} ms | |",
         times_ms.len(),
         REELECTION_LIMIT.as_secs(),
         percentile(&times_ms, 0.5),
         times_ms.last().copied().unwrap_or(0)
-    ));
-    let caught_up = catch_up(&args, &mut nodes, &client).await;
-    stop_cluster(&mut nodes);
-    out.push(caught_up?);
-    Ok(out)
+    ))
 }
 
 /// Three replicas started, and a client (whose calls wait up to `deadline`) that has seen
