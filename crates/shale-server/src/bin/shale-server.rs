@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
@@ -166,25 +166,69 @@ fn env_token(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|t| !t.is_empty())
 }
 
+/// The node: a restore when `--restore` asks for one, else the server, started,
+/// bootstrapped or joined as asked, until a signal or a fatal error stops it.
 async fn run(args: Args) -> shale_server::Result<()> {
     if let Some(backup) = &args.restore {
-        let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
-        let own = args
-            .advertise
-            .clone()
-            .unwrap_or_else(|| args.listen.to_string());
-        members.insert(args.id, own);
-        let r = shale_server::restore::restore(&args.data_dir, args.id, members, backup).await?;
-        tracing::info!(
-            "restored {} pairs up to log index {} into {}: cluster {:032x}; start the nodes \
-             without --bootstrap",
-            r.pairs,
-            r.last_log_id.index,
-            args.data_dir.display(),
-            r.cluster
-        );
-        return Ok(());
+        return restore(&args, backup).await;
     }
+    let server = Server::start(config(&args)).await?;
+    tracing::info!("node {} listening on {}", args.id, server.addr());
+    if let Some(at) = server.metrics_addr() {
+        tracing::info!("metrics at http://{at}/metrics");
+    }
+    let advertised = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| server.addr().to_string());
+    if args.bootstrap && !server.is_initialized().await? {
+        let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
+        members.insert(args.id, advertised.clone());
+        server.bootstrap(members).await?;
+        tracing::info!("bootstrapped a new cluster");
+    }
+    if args.join && !server.is_initialized().await? {
+        join(&args, &advertised).await?;
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| shale_server::Error::Transport(format!("signal handler: {e}")))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        fatal = server.fatal() => {
+            // Nothing can be served any more: fail, so that a supervisor restarts the
+            // node (it recovers from its data directory like after a crash).
+            return Err(shale_server::Error::Raft(format!("fatal: {fatal}")));
+        }
+    }
+    tracing::info!("stopping");
+    server.shutdown().await
+}
+
+/// `--restore`: a new cluster's data directory from `backup`, this node and its peers its
+/// members.
+async fn restore(args: &Args, backup: &Path) -> shale_server::Result<()> {
+    let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
+    let own = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| args.listen.to_string());
+    members.insert(args.id, own);
+    let r = shale_server::restore::restore(&args.data_dir, args.id, members, backup).await?;
+    tracing::info!(
+        "restored {} pairs up to log index {} into {}: cluster {:032x}; start the nodes \
+         without --bootstrap",
+        r.pairs,
+        r.last_log_id.index,
+        args.data_dir.display(),
+        r.cluster
+    );
+    Ok(())
+}
+
+/// The server's configuration from the command line and the tokens' environment
+/// variables.
+fn config(args: &Args) -> ServerConfig {
     let mut cfg = ServerConfig::new(args.id, args.listen, &args.data_dir);
     cfg.token = env_token("SHALE_TOKEN");
     cfg.read_only_token = env_token("SHALE_READ_ONLY_TOKEN");
@@ -212,55 +256,32 @@ async fn run(args: Args) -> shale_server::Result<()> {
             ca: ca.clone(),
         });
     }
-    let server = Server::start(cfg).await?;
-    tracing::info!("node {} listening on {}", args.id, server.addr());
-    if let Some(at) = server.metrics_addr() {
-        tracing::info!("metrics at http://{at}/metrics");
+    cfg
+}
+
+/// `--join`: ask the cluster of `--peer`s to add this node, at `advertised`, as a learner,
+/// then as a voter.
+async fn join(args: &Args, advertised: &str) -> shale_server::Result<()> {
+    let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
+    let mut client = shale_client::Client::new(peers, env_token("SHALE_TOKEN"))
+        .map_err(|e| shale_server::Error::Raft(format!("join: {e}")))?
+        .with_deadline(std::time::Duration::from_secs(300));
+    if let Some(ca) = &args.tls_ca {
+        let pem = std::fs::read(ca).map_err(|e| {
+            shale_server::Error::Config(vec![format!("--tls-ca {}: {e}", ca.display())])
+        })?;
+        client = client.with_tls(pem);
     }
-    let advertised = args
-        .advertise
-        .clone()
-        .unwrap_or_else(|| server.addr().to_string());
-    if args.bootstrap && !server.is_initialized().await? {
-        let mut members: BTreeMap<NodeId, String> = args.peers.iter().cloned().collect();
-        members.insert(args.id, advertised.clone());
-        server.bootstrap(members).await?;
-        tracing::info!("bootstrapped a new cluster");
-    }
-    if args.join && !server.is_initialized().await? {
-        let peers: Vec<String> = args.peers.iter().map(|(_, addr)| addr.clone()).collect();
-        let mut client = shale_client::Client::new(peers, env_token("SHALE_TOKEN"))
-            .map_err(|e| shale_server::Error::Raft(format!("join: {e}")))?
-            .with_deadline(std::time::Duration::from_secs(300));
-        if let Some(ca) = &args.tls_ca {
-            let pem = std::fs::read(ca).map_err(|e| {
-                shale_server::Error::Config(vec![format!("--tls-ca {}: {e}", ca.display())])
-            })?;
-            client = client.with_tls(pem);
-        }
-        client
-            .add_learner(args.id, &advertised)
-            .await
-            .map_err(|e| shale_server::Error::Raft(format!("join as a learner: {e}")))?;
-        let m = client
-            .add_voters(&[args.id])
-            .await
-            .map_err(|e| shale_server::Error::Raft(format!("join as a voter: {e}")))?;
-        tracing::info!("joined; voters now {:?}", m.voters);
-    }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| shale_server::Error::Transport(format!("signal handler: {e}")))?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-        fatal = server.fatal() => {
-            // Nothing can be served any more: fail, so that a supervisor restarts the
-            // node (it recovers from its data directory like after a crash).
-            return Err(shale_server::Error::Raft(format!("fatal: {fatal}")));
-        }
-    }
-    tracing::info!("stopping");
-    server.shutdown().await
+    client
+        .add_learner(args.id, advertised)
+        .await
+        .map_err(|e| shale_server::Error::Raft(format!("join as a learner: {e}")))?;
+    let m = client
+        .add_voters(&[args.id])
+        .await
+        .map_err(|e| shale_server::Error::Raft(format!("join as a voter: {e}")))?;
+    tracing::info!("joined; voters now {:?}", m.voters);
+    Ok(())
 }
 
 fn main() -> ExitCode {
