@@ -163,6 +163,68 @@ pub enum Response {
     SessionExpired(String),
 }
 
+/// A write's operations: at least one, at most [`MAX_OPS_PER_COMMAND`], each key and
+/// value allowed.
+fn validate_ops(ops: &[Op]) -> Result<()> {
+    if ops.is_empty() {
+        return Err(Error::InvalidArgument("a write holds no operation".into()));
+    }
+    if ops.len() > MAX_OPS_PER_COMMAND {
+        return Err(Error::InvalidArgument(format!(
+            "a write holds {} operations, more than the limit of {MAX_OPS_PER_COMMAND}",
+            ops.len()
+        )));
+    }
+    for op in ops {
+        check_key(&op.key)?;
+        if let Some(v) = &op.value {
+            check_value(v)?;
+        }
+    }
+    Ok(())
+}
+
+/// A write `cmd` in a session at `at`: numbers from 1, the write itself awaited, and a
+/// write or compare-and-set that is valid.
+fn validate_in_session(at: &SessionSeq, cmd: &Command) -> Result<()> {
+    if at.session == 0 || at.seq == 0 || at.lowest_awaited > at.seq {
+        return Err(Error::InvalidArgument(format!(
+            "session {}, write {}, lowest awaited {}: a session and a write \
+             number start at 1, and the write is awaited",
+            at.session, at.seq, at.lowest_awaited
+        )));
+    }
+    if !matches!(*cmd, Command::Write(_) | Command::CompareAndSet { .. }) {
+        return Err(Error::InvalidArgument(
+            "a session holds writes and compare-and-sets only".into(),
+        ));
+    }
+    cmd.validate()
+}
+
+/// A batch's commands: at least one, none of a kind a batch may not hold, each valid.
+fn validate_batch(cmds: &[Command]) -> Result<()> {
+    if cmds.is_empty() {
+        return Err(Error::InvalidArgument("a batch holds no command".into()));
+    }
+    if cmds.iter().any(|c| {
+        matches!(
+            c,
+            Command::Batch(_)
+                | Command::DefineIndex(_)
+                | Command::OpenSession
+                | Command::Embedded { .. }
+        )
+    }) {
+        return Err(Error::InvalidArgument(
+            "a batch holds a batch, an index definition, a session's opening or \
+             carried vectors"
+                .into(),
+        ));
+    }
+    cmds.iter().try_for_each(Command::validate)
+}
+
 impl Command {
     /// Refuse what would fail at apply or touch the server's own keys.
     ///
@@ -171,21 +233,7 @@ impl Command {
     pub fn validate(&self) -> Result<()> {
         match self {
             Command::Write(ops) => {
-                if ops.is_empty() {
-                    return Err(Error::InvalidArgument("a write holds no operation".into()));
-                }
-                if ops.len() > MAX_OPS_PER_COMMAND {
-                    return Err(Error::InvalidArgument(format!(
-                        "a write holds {} operations, more than the limit of {MAX_OPS_PER_COMMAND}",
-                        ops.len()
-                    )));
-                }
-                for op in ops {
-                    check_key(&op.key)?;
-                    if let Some(v) = &op.value {
-                        check_value(v)?;
-                    }
-                }
+                validate_ops(ops)?;
                 check_total(self.bytes())
             }
             Command::CompareAndSet {
@@ -201,41 +249,9 @@ impl Command {
             }
             Command::DefineIndex(spec) => spec.validate(),
             Command::OpenSession => Ok(()),
-            Command::InSession { at, cmd } => {
-                if at.session == 0 || at.seq == 0 || at.lowest_awaited > at.seq {
-                    return Err(Error::InvalidArgument(format!(
-                        "session {}, write {}, lowest awaited {}: a session and a write \
-                         number start at 1, and the write is awaited",
-                        at.session, at.seq, at.lowest_awaited
-                    )));
-                }
-                if !matches!(**cmd, Command::Write(_) | Command::CompareAndSet { .. }) {
-                    return Err(Error::InvalidArgument(
-                        "a session holds writes and compare-and-sets only".into(),
-                    ));
-                }
-                cmd.validate()
-            }
+            Command::InSession { at, cmd } => validate_in_session(at, cmd),
             Command::Batch(cmds) => {
-                if cmds.is_empty() {
-                    return Err(Error::InvalidArgument("a batch holds no command".into()));
-                }
-                if cmds.iter().any(|c| {
-                    matches!(
-                        c,
-                        Command::Batch(_)
-                            | Command::DefineIndex(_)
-                            | Command::OpenSession
-                            | Command::Embedded { .. }
-                    )
-                }) {
-                    return Err(Error::InvalidArgument(
-                        "a batch holds a batch, an index definition, a session's opening or \
-                         carried vectors"
-                            .into(),
-                    ));
-                }
-                cmds.iter().try_for_each(Command::validate)?;
+                validate_batch(cmds)?;
                 if self.ops() > MAX_OPS_PER_COMMAND {
                     return Err(Error::InvalidArgument(format!(
                         "a batch holds {} operations, more than the limit of {MAX_OPS_PER_COMMAND}",

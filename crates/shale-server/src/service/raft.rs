@@ -2,10 +2,13 @@
 //! to openraft; a snapshot stream checked frame by frame, bounded, and written into the
 //! state machine's next generation before openraft switches to it.
 
-use openraft::{Snapshot, SnapshotMeta};
+use std::path::Path;
+
+use openraft::{Snapshot, SnapshotMeta, Vote};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert;
+use crate::format::SnapshotHeader;
 use crate::log_store::LogStore;
 use crate::network::{CLUSTER_HEADER, TARGET_HEADER};
 use crate::pb;
@@ -89,6 +92,89 @@ impl RaftService {
             }),
             None => Ok(()),
         }
+    }
+}
+
+impl RaftService {
+    /// Receive a snapshot stream into the file at `path`, every frame checked as it
+    /// arrives and written by a blocking task, a few at a time (the snapshot is never
+    /// whole in memory), within the bytes this node takes: the sender's vote and the
+    /// snapshot's header.
+    async fn receive_snapshot(
+        &self,
+        mut stream: Streaming<pb::SnapshotFrame>,
+        path: &Path,
+    ) -> Result<(Vote<NodeId>, SnapshotHeader), Status> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+        let writer_path = path.to_path_buf();
+        let writer = tokio::task::spawn_blocking(move || -> crate::Result<()> {
+            let mut w = RawFrameWriter::create(&writer_path)?;
+            while let Some(frame) = rx.blocking_recv() {
+                w.write(&frame)?;
+            }
+            w.finish()
+        });
+        let dir = path.parent().unwrap_or(path);
+        let budget = crate::limits::snapshot_budget(self.max_snapshot_bytes, dir)
+            .map_err(|e| Status::internal(format!("free space in {}: {e}", dir.display())))?;
+        let mut received = 0u64;
+        let mut seq = FrameSequence::default();
+        let mut vote = None;
+        let mut header = None;
+        while let Some(msg) = stream.message().await? {
+            received = received.saturating_add(msg.frame.len() as u64);
+            if received > budget {
+                return Err(Status::resource_exhausted(format!(
+                    "the snapshot stream passed {received} bytes; this node takes {budget} \
+                     (its limit, or half its free disk beyond a reserve)"
+                )));
+            }
+            if vote.is_none() {
+                vote = Some(convert::vote_from_pb(msg.vote)?);
+            }
+            match seq
+                .accept(&msg.frame)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?
+            {
+                Accepted::Header(h) => header = Some(h),
+                Accepted::Pairs(_) | Accepted::IndexFile(_) | Accepted::End => {}
+            }
+            if tx.send(msg.frame).await.is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        writer
+            .await
+            .map_err(|e| Status::internal(format!("snapshot writer task: {e}")))?
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let (Some(vote), Some(header)) = (vote, header) else {
+            return Err(Status::invalid_argument("an empty snapshot stream"));
+        };
+        if !seq.is_complete() {
+            return Err(Status::invalid_argument(
+                "the snapshot stream ended before its end frame",
+            ));
+        }
+        Ok((vote, header))
+    }
+
+    /// Write the snapshot received at `path` into a new generation, here, outside Raft's
+    /// loop, which then only switches to it ([`StateMachineStore::prepare_install`]).
+    async fn prepare_install(
+        &self,
+        path: &Path,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+    ) -> Result<SnapshotData, Status> {
+        let data = SnapshotData::open(path).map_err(|e| Status::internal(e.to_string()))?;
+        let (sm, meta) = (self.sm.clone(), meta.clone());
+        tokio::task::spawn_blocking(move || sm.prepare_install(&meta, &data).map(|()| data))
+            .await
+            .map_err(|e| Status::internal(format!("snapshot install task: {e}")))?
+            .map_err(|e| match e {
+                crate::Error::Corruption { .. } => Status::invalid_argument(e.to_string()),
+                e => Status::internal(e.to_string()),
+            })
     }
 }
 
@@ -180,80 +266,15 @@ impl pb::raft_server::Raft for RaftService {
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
         self.check_target(&req)?;
         self.check_cluster(&req, true)?;
-        let mut stream = req.into_inner();
         let path = self.sm.receive_path();
         let _cleanup = RemoveOnDrop(path.clone());
-        // Frames are checked here as they arrive and written by a blocking task, a few at
-        // a time: the snapshot is never whole in memory.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
-        let writer_path = path.clone();
-        let writer = tokio::task::spawn_blocking(move || -> crate::Result<()> {
-            let mut w = RawFrameWriter::create(&writer_path)?;
-            while let Some(frame) = rx.blocking_recv() {
-                w.write(&frame)?;
-            }
-            w.finish()
-        });
-        let dir = path.parent().unwrap_or(&path);
-        let budget = crate::limits::snapshot_budget(self.max_snapshot_bytes, dir)
-            .map_err(|e| Status::internal(format!("free space in {}: {e}", dir.display())))?;
-        let mut received = 0u64;
-        let mut seq = FrameSequence::default();
-        let mut vote = None;
-        let mut header = None;
-        while let Some(msg) = stream.message().await? {
-            received = received.saturating_add(msg.frame.len() as u64);
-            if received > budget {
-                return Err(Status::resource_exhausted(format!(
-                    "the snapshot stream passed {received} bytes; this node takes {budget} \
-                     (its limit, or half its free disk beyond a reserve)"
-                )));
-            }
-            if vote.is_none() {
-                vote = Some(convert::vote_from_pb(msg.vote)?);
-            }
-            match seq
-                .accept(&msg.frame)
-                .map_err(|e| Status::invalid_argument(e.to_string()))?
-            {
-                Accepted::Header(h) => header = Some(h),
-                Accepted::Pairs(_) | Accepted::IndexFile(_) | Accepted::End => {}
-            }
-            if tx.send(msg.frame).await.is_err() {
-                break;
-            }
-        }
-        drop(tx);
-        writer
-            .await
-            .map_err(|e| Status::internal(format!("snapshot writer task: {e}")))?
-            .map_err(|e| Status::internal(e.to_string()))?;
-        let (Some(vote), Some(header)) = (vote, header) else {
-            return Err(Status::invalid_argument("an empty snapshot stream"));
-        };
-        if !seq.is_complete() {
-            return Err(Status::invalid_argument(
-                "the snapshot stream ended before its end frame",
-            ));
-        }
-        let data = SnapshotData::open(&path).map_err(|e| Status::internal(e.to_string()))?;
+        let (vote, header) = self.receive_snapshot(req.into_inner(), &path).await?;
         let meta = SnapshotMeta {
             last_log_id: header.last_log_id,
             last_membership: header.membership,
             snapshot_id: header.snapshot_id,
         };
-        // Written into a new generation here, outside Raft's loop, which then only
-        // switches to it (`StateMachineStore::prepare_install`).
-        let (sm, prepared_meta) = (self.sm.clone(), meta.clone());
-        let data = tokio::task::spawn_blocking(move || {
-            sm.prepare_install(&prepared_meta, &data).map(|()| data)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("snapshot install task: {e}")))?
-        .map_err(|e| match e {
-            crate::Error::Corruption { .. } => Status::invalid_argument(e.to_string()),
-            e => Status::internal(e.to_string()),
-        })?;
+        let data = self.prepare_install(&path, &meta).await?;
         let snapshot = Snapshot {
             meta,
             snapshot: Box::new(data),
