@@ -27,7 +27,7 @@ use crate::compaction_filter::{CompactionFilter, FilterDecision};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::iter::InternalIterator;
-use crate::key::{encode_internal_key, parse_internal_key, SeqNo, ValueKind};
+use crate::key::{encode_internal_key, parse_internal_key, ParsedKey, SeqNo, ValueKind};
 use crate::keyspace::KeyspaceId;
 use crate::range_del::{RangeDels, RangeTombstone};
 use crate::sst::{TableBuilder, TableOptions};
@@ -126,46 +126,16 @@ pub fn run_compaction(
             current_key = Some(entry.user_key.to_vec());
             last_stripe = None;
         }
-        let stripe = policy.stripe(entry.seq);
-        let range_deleted = policy.range_deleted(entry.user_key, entry.seq, stripe);
-        // The filter sees a key's newest version when no snapshot can read it.
-        let decision = match policy.filter {
-            Some((filter, level))
-                if last_stripe.is_none()
-                    && stripe == policy.snapshots.len()
-                    && entry.kind == ValueKind::Put
-                    && !range_deleted =>
-            {
-                filter.filter(level, entry.user_key, input.value())
-            }
-            _ => FilterDecision::Keep,
-        };
-        let kind = match decision {
-            FilterDecision::Remove => ValueKind::Delete,
-            _ => entry.kind,
-        };
-        let drop = last_stripe == Some(stripe)
-            || range_deleted
-            || (kind == ValueKind::Delete
-                && stripe == 0
-                && (policy.is_bottommost)(entry.user_key, entry.user_key));
-        last_stripe = Some(stripe);
-        if drop {
+        let fate = policy.fate(&entry, input.value(), last_stripe);
+        last_stripe = Some(fate.stripe);
+        if fate.drop {
             out.entries_dropped += 1;
         } else {
             let (_, _, b) = match builder.as_mut() {
                 Some(b) => b,
                 None => builder.insert(new_output(create, table_opts, next_file)?),
             };
-            match decision {
-                FilterDecision::Keep => b.add(input.key(), input.value())?,
-                FilterDecision::Change(value) => b.add(input.key(), &value)?,
-                FilterDecision::Remove => {
-                    let mut tombstone = Vec::with_capacity(entry.user_key.len() + 8);
-                    encode_internal_key(&mut tombstone, entry.user_key, entry.seq, kind);
-                    b.add(&tombstone, &[])?;
-                }
-            }
+            fate.write(b, &entry, input.key(), input.value())?;
         }
         input.next()?;
     }
@@ -179,6 +149,73 @@ pub fn run_compaction(
     }
     out.bytes_written = out.files.iter().map(|f| f.meta.size).sum();
     Ok(out)
+}
+
+/// What becomes of one input entry.
+struct Fate {
+    /// The snapshot stripe of its sequence number.
+    stripe: usize,
+    /// The compaction filter's decision (`Keep` where the filter is not asked).
+    decision: FilterDecision,
+    /// Dropped: shadowed in its stripe, range-deleted, or a tombstone with nothing older
+    /// left to hide.
+    drop: bool,
+}
+
+impl DropPolicy<'_> {
+    /// What becomes of `entry` (its value `value`), given the stripe of the version of
+    /// its user key before it (`None` for the newest).
+    fn fate(&self, entry: &ParsedKey<'_>, value: &[u8], last_stripe: Option<usize>) -> Fate {
+        let stripe = self.stripe(entry.seq);
+        let range_deleted = self.range_deleted(entry.user_key, entry.seq, stripe);
+        // The filter sees a key's newest version when no snapshot can read it.
+        let decision = match self.filter {
+            Some((filter, level))
+                if last_stripe.is_none()
+                    && stripe == self.snapshots.len()
+                    && entry.kind == ValueKind::Put
+                    && !range_deleted =>
+            {
+                filter.filter(level, entry.user_key, value)
+            }
+            _ => FilterDecision::Keep,
+        };
+        let kind = match decision {
+            FilterDecision::Remove => ValueKind::Delete,
+            _ => entry.kind,
+        };
+        let drop = last_stripe == Some(stripe)
+            || range_deleted
+            || (kind == ValueKind::Delete
+                && stripe == 0
+                && (self.is_bottommost)(entry.user_key, entry.user_key));
+        Fate {
+            stripe,
+            decision,
+            drop,
+        }
+    }
+}
+
+impl Fate {
+    /// Write the kept `entry` (internal key `key`, value `value`) as the filter decided.
+    fn write(
+        self,
+        b: &mut TableBuilder,
+        entry: &ParsedKey<'_>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        match self.decision {
+            FilterDecision::Keep => b.add(key, value),
+            FilterDecision::Change(value) => b.add(key, &value),
+            FilterDecision::Remove => {
+                let mut tombstone = Vec::with_capacity(entry.user_key.len() + 8);
+                encode_internal_key(&mut tombstone, entry.user_key, entry.seq, ValueKind::Delete);
+                b.add(&tombstone, &[])
+            }
+        }
+    }
 }
 
 /// Start the next output table.

@@ -11,5 +11,5 @@
 mod job;
 mod picker;
 
-pub use job::{run_compaction, DropPolicy};
+pub use job::{run_compaction, CompactionOutput, DropPolicy};
 pub use picker::{CompactionPolicy, CompactionTask, InFlight, LevelFile, RunningOutputs};
