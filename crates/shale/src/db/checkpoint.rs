@@ -17,9 +17,10 @@
 
 use std::path::Path;
 
-use super::{lock, Db};
+use super::Db;
 use crate::error::{Error, Result};
 use crate::filename::{table_path, wal_path};
+use crate::sync::lock;
 use crate::version::NUM_LEVELS;
 
 impl Db {

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use super::state::{DbInner, DbState};
 use super::stats::Stats;
-use super::{lock, DbInner, DbState, Tree};
+use super::tree::Tree;
 use crate::compaction::{
     run_compaction, CompactionPolicy, CompactionTask, DropPolicy, InFlight, LevelFile,
 };
@@ -24,6 +25,7 @@ use crate::options::Options;
 use crate::range_del::RangeDels;
 use crate::rate_limit::RateLimitedFile;
 use crate::sst::TableOptions;
+use crate::sync::lock;
 use crate::version::LevelIter;
 use crate::version::{FileId, Level, TableFile, Version, VersionEdit, NUM_LEVELS};
 

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use super::state::{DbInner, ImmMemTable};
 use super::stats::Stats;
-use super::{lock, DbInner, Tree};
+use super::tree::Tree;
 use crate::error::{Error, Result};
 use crate::filename::{table_path, wal_path};
 use crate::fs::FileSystem;
@@ -21,6 +22,7 @@ use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::rate_limit::{RateLimitedFile, RateLimiter};
 use crate::sst::{TableBuilder, TableOptions};
+use crate::sync::lock;
 use crate::version::table_cache::TableCache;
 use crate::version::{FileId, FileMeta, Level, TableFile, VersionEdit};
 
@@ -32,96 +34,110 @@ pub(crate) fn spawn(db: Arc<DbInner>) -> Result<JoinHandle<()>> {
 }
 
 fn flush_loop(db: &DbInner) {
-    loop {
-        let mut state = lock(&db.state);
-        let imm = loop {
-            if state.bg_error.is_some() {
-                return;
-            }
-            if let Some(imm) = state.imm.front() {
-                break Arc::clone(imm);
-            }
-            if state.shutting_down {
-                return;
-            }
-            state = db.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
-        };
-        // One table per keyspace that has writes, each with its keyspace's options; a
-        // keyspace dropped since is skipped.
-        let mut jobs: Vec<(Arc<Tree>, Arc<MemTable>, FileId)> = Vec::new();
-        for slot in imm.mems.slots() {
-            if let Some(tree) = state.trees.get(&slot.keyspace).cloned() {
-                jobs.push((tree, Arc::clone(&slot.mem), state.versions.new_file_id()));
-            }
-        }
-        drop(state);
-
+    while let Some((imm, jobs)) = next_flush(db) {
         let start = Instant::now();
-        let built: Result<Vec<TableFile>> = jobs
-            .iter()
-            .map(|(tree, mem, id)| {
-                write_table(
-                    db.fs.as_ref(),
-                    &db.dir,
-                    &tree.opts(),
-                    &db.tables,
-                    Some(&db.rate_limiter),
-                    mem,
-                    tree.id,
-                    *id,
-                )
-            })
-            .filter_map(Result::transpose)
-            .collect();
-        let built = built.and_then(|files| db.fs.sync_dir(&db.dir).map(|()| files));
-
-        let mut state = lock(&db.state);
-        let result = built.and_then(|files| {
-            let mut edit = VersionEdit {
-                log_number: Some(imm.next_wal_id),
-                last_seq: Some(imm.mems.max_seq()),
-                ..VersionEdit::default()
-            };
-            let mut added = Vec::new();
-            for file in files {
-                if state.versions.version(file.meta.keyspace).is_none() {
-                    // Dropped while the table was built: never logged, so deleted now.
-                    file.mark_obsolete();
-                    continue;
-                }
-                Stats::add(&db.stats.flush_bytes, file.meta.size);
-                edit.new_files.push((Level(0), file.meta.clone()));
-                added.push((Level(0), Arc::new(file)));
-            }
-            state.log_and_apply(edit, &added)
-        });
-        match result {
-            Ok(()) => {
-                state.imm.pop_front();
-                for slot in imm.mems.slots() {
-                    db.install_super_version(&state, slot.keyspace);
-                }
-                let secs = start.elapsed().as_secs_f64().max(1e-6);
-                let rate = imm.mems.approximate_memory_usage() as f64 / secs;
-                state.flush_bytes_per_sec = 0.7 * state.flush_bytes_per_sec + 0.3 * rate;
-                db.publish_pressure(&state);
-                db.tune_rate_limit(&mut state);
-                Stats::add(&db.stats.flushes, 1);
-                Stats::add(&db.stats.flush_micros, start.elapsed().as_micros() as u64);
-                drop(state);
-                // The memtable is durable in an SSTable: its WAL is garbage now. A failed
-                // delete only leaves a file that the next open removes. Closing it (an
-                // unmap, a truncate) is this thread's work, not a writer's or a reader's.
-                let _ = db.fs.remove(&wal_path(&db.dir, imm.wal_id));
-                drop(lock(&imm.wal).take());
-            }
-            Err(e) => {
-                state.bg_error = Some(format!("flush failed: {e}"));
-                db.publish_pressure(&state);
-            }
-        }
+        let built = build_tables(db, &jobs);
+        install_flush(db, &imm, built, start);
         db.bg_cv.notify_all();
     }
+}
+
+/// One table to build: the keyspace's tree, its frozen memtable and the new file's id.
+type FlushJob = (Arc<Tree>, Arc<MemTable>, FileId);
+
+/// Wait for the oldest frozen memtable set, and plan one table per keyspace that has
+/// writes, each with its keyspace's options; a keyspace dropped since is skipped. `None`
+/// once the thread should stop: a background error, or shutdown with nothing to flush.
+fn next_flush(db: &DbInner) -> Option<(Arc<ImmMemTable>, Vec<FlushJob>)> {
+    let mut state = lock(&db.state);
+    let imm = loop {
+        if state.bg_error.is_some() {
+            return None;
+        }
+        if let Some(imm) = state.imm.front() {
+            break Arc::clone(imm);
+        }
+        if state.shutting_down {
+            return None;
+        }
+        state = db.bg_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+    };
+    let mut jobs = Vec::new();
+    for slot in imm.mems.slots() {
+        if let Some(tree) = state.trees.get(&slot.keyspace).cloned() {
+            jobs.push((tree, Arc::clone(&slot.mem), state.versions.new_file_id()));
+        }
+    }
+    Some((imm, jobs))
+}
+
+/// Build the tables of `jobs`, with no lock held, and make their directory entries
+/// durable.
+fn build_tables(db: &DbInner, jobs: &[FlushJob]) -> Result<Vec<TableFile>> {
+    let built: Result<Vec<TableFile>> = jobs
+        .iter()
+        .map(|(tree, mem, id)| {
+            write_table(
+                db.fs.as_ref(),
+                &db.dir,
+                &tree.opts(),
+                &db.tables,
+                Some(&db.rate_limiter),
+                mem,
+                tree.id,
+                *id,
+            )
+        })
+        .filter_map(Result::transpose)
+        .collect();
+    built.and_then(|files| db.fs.sync_dir(&db.dir).map(|()| files))
+}
+
+/// Log the tables built from `imm` and install them; then drop `imm` and its WAL. A
+/// failure poisons the database.
+fn install_flush(db: &DbInner, imm: &ImmMemTable, built: Result<Vec<TableFile>>, start: Instant) {
+    let mut state = lock(&db.state);
+    let result = built.and_then(|files| {
+        let mut edit = VersionEdit {
+            log_number: Some(imm.next_wal_id),
+            last_seq: Some(imm.mems.max_seq()),
+            ..VersionEdit::default()
+        };
+        let mut added = Vec::new();
+        for file in files {
+            if state.versions.version(file.meta.keyspace).is_none() {
+                // Dropped while the table was built: never logged, so deleted now.
+                file.mark_obsolete();
+                continue;
+            }
+            Stats::add(&db.stats.flush_bytes, file.meta.size);
+            edit.new_files.push((Level(0), file.meta.clone()));
+            added.push((Level(0), Arc::new(file)));
+        }
+        state.log_and_apply(edit, &added)
+    });
+    if let Err(e) = result {
+        state.bg_error = Some(format!("flush failed: {e}"));
+        db.publish_pressure(&state);
+        return;
+    }
+    state.imm.pop_front();
+    for slot in imm.mems.slots() {
+        db.install_super_version(&state, slot.keyspace);
+    }
+    let secs = start.elapsed().as_secs_f64().max(1e-6);
+    let rate = imm.mems.approximate_memory_usage() as f64 / secs;
+    state.flush_bytes_per_sec = 0.7 * state.flush_bytes_per_sec + 0.3 * rate;
+    db.publish_pressure(&state);
+    db.tune_rate_limit(&mut state);
+    Stats::add(&db.stats.flushes, 1);
+    Stats::add(&db.stats.flush_micros, start.elapsed().as_micros() as u64);
+    drop(state);
+    // The memtable is durable in an SSTable: its WAL is garbage now. A failed delete only
+    // leaves a file that the next open removes. Closing it (an unmap, a truncate) is this
+    // thread's work, not a writer's or a reader's.
+    let _ = db.fs.remove(&wal_path(&db.dir, imm.wal_id));
+    drop(lock(&imm.wal).take());
 }
 
 /// Write the whole of `mem`, of keyspace `keyspace`, to SSTable `id`. Returns `None` for

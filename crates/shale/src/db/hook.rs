@@ -16,7 +16,7 @@
 //! crash they are recovered exactly as the batch is, so the index and the data never
 //! disagree.
 //!
-//! A hook sees every write committed after [`Db::attach`] returns, in commit order, and
+//! A hook sees every write committed after [`Db::attach`](crate::Db::attach) returns, in commit order, and
 //! nothing before: `attach` installs it under the `log` lock and returns a snapshot of
 //! exactly the writes before it, so the layer reads the past from the snapshot and the
 //! future from the hook, with no gap and no overlap. Because `check` and `committed` run
@@ -25,13 +25,14 @@
 //!
 //! What a hook must not do under the lock: block, or call back into the database (a write
 //! would deadlock). `admit`, outside the lock, is where a hook may wait.
+//!
+//! This file is the contract; `attach.rs` attaches, detaches and closes hooks.
 
 use std::any::Any;
 use std::sync::Arc;
 
-use super::{lock, Db};
 use crate::batch::WriteBatch;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key::SeqNo;
 
 /// A layer that follows every write of a database. See the module documentation.
@@ -85,7 +86,7 @@ pub trait WriteHook: Send + Sync {
     /// follow a batch records that as its own failure).
     fn committed(&self, batch: &WriteBatch, derived: &WriteBatch, first: SeqNo);
 
-    /// [`Db::checkpoint`] is copying the database into `db_dir`: copy the hook's own files
+    /// [`Db::checkpoint`](crate::Db::checkpoint) is copying the database into `db_dir`: copy the hook's own files
     /// there (a semantic index: into `indexes/<name>/`), as of a moment at or after the
     /// copy's. Called after the SSTables are linked, before the copy's CURRENT is written.
     /// By default nothing.
@@ -105,84 +106,6 @@ pub trait WriteHook: Send + Sync {
     fn close(&self) -> Result<()>;
 
     /// The hook as `Any`, so that its layer can find its own type again (see
-    /// [`Db::hook`]).
+    /// [`Db::hook`](crate::Db::hook)).
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
-}
-
-impl super::DbInner {
-    /// Admit `batch` to every attached hook ([`WriteHook::admit`]), before it queues.
-    ///
-    /// # Errors
-    /// The first hook's refusal.
-    pub(super) fn admit(&self, batch: &WriteBatch) -> Result<()> {
-        if !self.has_hooks.load(std::sync::atomic::Ordering::Acquire) {
-            return Ok(());
-        }
-        let hooks = Arc::clone(&self.hook_list.read().unwrap_or_else(|e| e.into_inner()));
-        hooks.iter().try_for_each(|hook| hook.admit(batch))
-    }
-}
-
-impl Db {
-    /// Install `hook` for every write committed from now on, and return a snapshot of
-    /// exactly the writes committed before it (see the module documentation).
-    ///
-    /// # Errors
-    /// `InvalidArgument` if a hook of that name is attached; `Closed`.
-    pub fn attach(&self, hook: Arc<dyn WriteHook>) -> Result<crate::Snapshot> {
-        self.inner.check_open()?;
-        let mut log = lock(&self.inner.log);
-        if log.hooks.iter().any(|h| h.name() == hook.name()) {
-            return Err(Error::invalid(format!(
-                "a write hook named {:?} is already attached",
-                hook.name()
-            )));
-        }
-        log.hooks.push(Arc::clone(&hook));
-        *self
-            .inner
-            .hook_list
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Arc::from(log.hooks.as_slice());
-        self.inner
-            .has_hooks
-            .store(true, std::sync::atomic::Ordering::Release);
-        // Under the log lock every committed write is visible: the snapshot holds exactly
-        // the writes before the hook.
-        Ok(self.snapshot())
-    }
-
-    /// Detach the hook named `name` (a layer whose open failed after it attached): later
-    /// writes no longer see it. Returns it, if it was attached.
-    pub fn detach(&self, name: &str) -> Option<Arc<dyn WriteHook>> {
-        let mut log = lock(&self.inner.log);
-        let at = log.hooks.iter().position(|h| h.name() == name)?;
-        let hook = log.hooks.remove(at);
-        *self
-            .inner
-            .hook_list
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Arc::from(log.hooks.as_slice());
-        Some(hook)
-    }
-
-    /// The attached hook named `name`, if any.
-    pub fn hook(&self, name: &str) -> Option<Arc<dyn WriteHook>> {
-        lock(&self.inner.log)
-            .hooks
-            .iter()
-            .find(|h| h.name() == name)
-            .cloned()
-    }
-
-    /// Close every attached hook, first to last; the first failure is returned after all
-    /// were closed. Detaches them: later writes (there are none after a close) see none.
-    pub(super) fn close_hooks(&self) -> Result<()> {
-        let hooks = std::mem::take(&mut lock(&self.inner.log).hooks);
-        let mut result = Ok(());
-        for hook in hooks {
-            result = result.and(hook.close());
-        }
-        result
-    }
 }

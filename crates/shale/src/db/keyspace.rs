@@ -9,8 +9,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::state::{DbInner, DbState};
 use super::super_version::{SuperVersion, SuperVersionCell};
-use super::{lock, Db, DbInner, DbIterator, DbState, LiveFile, MemSet, MemSlot, RangeIter, Tree};
+use super::tree::{LiveFile, MemSet, MemSlot, Tree};
+use super::{Db, DbIterator, RangeIter};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
@@ -18,6 +20,7 @@ use crate::keyspace::{check_name, KeyspaceId, DEFAULT_NAME};
 use crate::memtable::MemTable;
 use crate::options::KeyspaceOptions;
 use crate::options::{ReadOptions, WriteOptions};
+use crate::sync::lock;
 use crate::version::KeyspaceDef;
 use crate::version::{Level, VersionEdit, NUM_LEVELS};
 
@@ -394,11 +397,11 @@ impl Keyspace {
 
     /// Number of live SSTables per level of this keyspace.
     pub fn level_file_counts(&self) -> Vec<usize> {
-        self.inner.level_file_counts(&self.tree)
+        self.tree.level_file_counts()
     }
 
     /// This keyspace's live SSTables (as [`Db::live_files`]).
     pub fn live_files(&self) -> Vec<LiveFile> {
-        self.inner.live_files(&self.tree)
+        self.tree.live_files(&self.inner.tables)
     }
 }

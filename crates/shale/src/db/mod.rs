@@ -5,25 +5,19 @@
 //! - `write.rs`: the write path: group commit, WAL append, memtable insert, back-pressure.
 //! - `flush.rs`: the background thread that turns frozen memtables into L0 SSTables.
 //! - `read.rs`: the read path over a [`SuperVersion`].
-//!
 //! - `compact.rs`: the compaction threads, `compact_range`, `wait_idle`.
 //! - `repair.rs`: rebuild a damaged database from what can still be read.
 //! - `keyspace.rs`: keyspaces made, listed and dropped, and the `Keyspace` handle;
 //!   `tree.rs`: a keyspace's tree and the memtable set one WAL protects.
 //!
-//! Locks, always taken in this order:
-//! 1. `log`: the WAL and the active memtables (one per keyspace; a keyspace is made or
-//!    dropped under it too). Held by the write-group leader while it
-//!    appends, syncs and inserts, and while it switches to a new memtable (creating the
-//!    next WAL file, syncing nothing); by `flush()` and `close()` likewise.
-//! 2. `writers`: the queue of writers waiting to commit (group-commit leader election):
-//!    taken alone to join the queue, and after `log` by a leader collecting its group.
-//!    Never held across I/O.
-//! 3. `state`: the version set, the frozen memtables, the trees, background status. Flush and
-//!    compaction build their files without it and take it to install results: the one
-//!    I/O under it is the manifest append and its fdatasync.
-//! 4. each tree's `super_version`: a leaf lock around the pointer readers start from.
+//! - `state.rs`: what the database's threads share ([`DbInner`]) and the states under
+//!   its locks, with the order the locks are taken in; `attach.rs`: write hooks attached
+//!   and detached (`hook.rs` is their contract).
+//!
+//! This file is the public handle, [`Db`]: each of its calls checks its arguments and
+//! hands over to the file that does the work.
 
+mod attach;
 mod checkpoint;
 mod compact;
 mod flush;
@@ -33,16 +27,16 @@ mod open;
 mod read;
 mod repair;
 mod replay;
+mod state;
 mod stats;
 mod super_version;
 mod transaction;
 mod tree;
 mod write;
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 pub use crate::snapshot::Snapshot;
@@ -51,36 +45,18 @@ pub use keyspace::Keyspace;
 pub use read::prefix_successor;
 pub use read::{DbIterator, RangeIter};
 pub use repair::{RepairReport, LOST_DIR};
-pub use stats::{Stats, StatsSnapshot};
+pub use stats::StatsSnapshot;
 pub use transaction::Transaction;
-
-/// What [`Db::live_files`] says about one live SSTable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveFile {
-    /// The keyspace's name (`"default"` for the default keyspace).
-    pub keyspace: String,
-    pub level: usize,
-    pub path: PathBuf,
-    pub size: u64,
-    /// The smallest and largest user keys in the file.
-    pub smallest_key: Vec<u8>,
-    pub largest_key: Vec<u8>,
-    /// The range of sequence numbers of its entries.
-    pub smallest_seq: u64,
-    pub largest_seq: u64,
-}
+pub use tree::LiveFile;
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
-use crate::keyspace::KeyspaceId;
 use crate::options::{Options, ReadOptions, WriteOptions};
-use crate::version::{FileId, Level, TableFile, Version, VersionEdit, VersionSet};
-use crate::wal::LogWriter;
-use super_version::SuperVersion;
-use tree::{MemSet, MemSlot, Tree};
-use write::WriteQueue;
+use crate::sync::lock;
+use crate::version::Version;
+use state::DbInner;
+use tree::Tree;
 
 /// An open database. Cheap to share between threads (`&Db` is enough for every operation).
 pub struct Db {
@@ -88,142 +64,6 @@ pub struct Db {
     /// The flush thread and the compaction threads.
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
-
-/// A frozen memtable set waiting to be flushed, and the WAL that holds its writes.
-pub(crate) struct ImmMemTable {
-    /// The frozen memtables that hold writes (a keyspace without writes has none here).
-    mems: MemSet,
-    /// The first sequence number the set could hold: every write from here to the next
-    /// set's start is in it.
-    start_seq: SeqNo,
-    wal_id: FileId,
-    /// The WAL of the memtable that replaced this one: once this memtable is in an SSTable,
-    /// every WAL below `next_wal_id` is obsolete.
-    next_wal_id: FileId,
-    /// The open WAL, handed over at the switch without a sync: a sync write in a later WAL
-    /// syncs it first ([`DbInner::sync_older_wals`]); the flush thread closes it once the
-    /// memtable is in an SSTable, so neither the writer nor a reader pays for the unmap.
-    wal: Mutex<Option<LogWriter>>,
-}
-
-/// The WAL and the memtable it protects.
-pub(crate) struct LogState {
-    wal: LogWriter,
-    wal_id: FileId,
-    mems: MemSet,
-    /// The last sequence number handed out.
-    last_seq: SeqNo,
-    /// True if the active memtable holds writes that skipped the WAL.
-    unlogged_writes: bool,
-    /// True from a memtable switch until the frozen memtables' WALs, and the directory
-    /// entry of the active one, are synced: what a sync write must do first.
-    older_wals_unsynced: bool,
-    /// Slowdown delay owed by writers but not yet waited, in seconds; paid in
-    /// installments of at least a millisecond.
-    delay_debt: f64,
-    /// The write hooks ([`WriteHook`]), in the order they were attached: consulted under
-    /// this lock for every write group.
-    hooks: Vec<Arc<dyn WriteHook>>,
-}
-
-/// Background state.
-pub(crate) struct DbState {
-    versions: VersionSet,
-    /// The active memtables, as `LogState::mems` holds them (changed under both locks),
-    /// for the super versions the background threads install.
-    active: MemSet,
-    /// Every keyspace's tree, the default's among them.
-    trees: std::collections::BTreeMap<KeyspaceId, Arc<Tree>>,
-    /// Frozen memtables, oldest first.
-    imm: VecDeque<Arc<ImmMemTable>>,
-    /// The first sequence number the active memtable set may hold (see `ImmMemTable`).
-    active_start: SeqNo,
-    /// Set when a background write failed; writes are refused from then on.
-    bg_error: Option<String>,
-    shutting_down: bool,
-    /// `compact_range` calls running in callers' threads: `close` waits for them, as it
-    /// joins its own threads, before it releases the directory.
-    manual_compactions: usize,
-    /// Bytes per second the last flushes achieved (moving average), for write slowdown.
-    flush_bytes_per_sec: f64,
-    /// Bytes per second compactions write (moving average), for write slowdown.
-    compaction_bytes_per_sec: f64,
-    /// Files in L0 of the keyspace that has most.
-    l0_files: usize,
-    /// Files in running compactions.
-    compacting: std::collections::HashSet<FileId>,
-    /// Per keyspace, the key range each running compaction writes into its output level.
-    compaction_outputs: std::collections::BTreeMap<KeyspaceId, crate::compaction::RunningOutputs>,
-    /// Per keyspace and level, the largest key of the last file compacted from it (round
-    /// robin).
-    compact_pointers: std::collections::BTreeMap<KeyspaceId, Vec<Vec<u8>>>,
-    /// When the rate limit was last tuned, and the user and background bytes written
-    /// then.
-    tune_mark: (std::time::Instant, u64, u64),
-}
-
-impl DbState {
-    /// Log `edit` and make its version current ([`VersionSet::log_and_apply`]). If the
-    /// manifest roll that the edit set off failed to switch CURRENT, the edit still stands
-    /// but the database refuses writes from now on, as after a failed manifest write.
-    pub(crate) fn log_and_apply(
-        &mut self,
-        edit: VersionEdit,
-        added: &[(Level, Arc<TableFile>)],
-    ) -> Result<()> {
-        self.versions.log_and_apply(edit, added)?;
-        if let (Some(why), None) = (self.versions.failure(), &self.bg_error) {
-            self.bg_error = Some(why.to_owned());
-        }
-        self.l0_files = self
-            .versions
-            .versions()
-            .values()
-            .map(|v| v.files(0).len())
-            .max()
-            .unwrap_or(0);
-        Ok(())
-    }
-}
-
-pub(crate) struct DbInner {
-    dir: PathBuf,
-    opts: Options,
-    fs: Arc<dyn FileSystem>,
-    /// The directory's `LOCK`, held from open until `close` has stopped every thread.
-    lock_file: Mutex<Option<Box<dyn FileLock>>>,
-    writers: Mutex<WriteQueue>,
-    /// Writers in the queue, mirrored outside its lock for the uncontended fast path.
-    writers_queued: AtomicUsize,
-    log: Mutex<LogState>,
-    state: Mutex<DbState>,
-    /// Signalled (with `state`) when a flush finishes, fails, or work arrives.
-    bg_cv: Condvar,
-    /// The default keyspace's tree (also in `DbState::trees`): what `Db::get` reads.
-    default: Arc<Tree>,
-    /// Data blocks shared by every table of this database.
-    cache: Arc<crate::sst::BlockCache>,
-    /// Open SSTable readers, at most `max_open_files`.
-    tables: Arc<crate::version::table_cache::TableCache>,
-    /// Deletes obsolete files and frees old memtables off the readers' threads.
-    purger: Arc<crate::version::purge::Purger>,
-    /// Paces the SSTable writes of flushes and compactions.
-    rate_limiter: Arc<crate::rate_limit::RateLimiter>,
-    /// Writes with sequence numbers up to this one are visible to readers.
-    visible_seq: AtomicU64,
-    /// What the write path needs to decide on back-pressure, mirrored from `state` so a
-    /// write under no pressure takes no state lock. Published by `publish_pressure`.
-    pressure: Pressure,
-    snapshots: Arc<crate::snapshot::SnapshotList>,
-    closed: AtomicBool,
-    stats: Stats,
-    /// True once a hook is attached: a write without hooks skips `hook_list`.
-    has_hooks: AtomicBool,
-    /// A copy of `LogState::hooks` for `WriteHook::admit`, which runs without the log lock.
-    hook_list: RwLock<Arc<[Arc<dyn WriteHook>]>>,
-}
-
-pub(crate) use crate::sync::lock;
 
 impl Db {
     /// Rebuild the database in `path`, which no process may have open, from whatever of
@@ -469,7 +309,7 @@ impl Db {
 
     /// Number of live SSTables per level of the default keyspace.
     pub fn level_file_counts(&self) -> Vec<usize> {
-        self.inner.level_file_counts(&self.inner.default)
+        self.inner.default.level_file_counts()
     }
 
     /// Every live SSTable, keyspace by keyspace (the default first), level by level (L0
@@ -478,7 +318,7 @@ impl Db {
         let trees: Vec<Arc<Tree>> = lock(&self.inner.state).trees.values().cloned().collect();
         trees
             .iter()
-            .flat_map(|tree| self.inner.live_files(tree))
+            .flat_map(|tree| tree.live_files(&self.inner.tables))
             .collect()
     }
 }
@@ -540,107 +380,7 @@ impl std::fmt::Debug for Db {
 }
 
 /// Atomic copies of the back-pressure inputs held in `DbState`.
-#[derive(Default)]
-pub(crate) struct Pressure {
-    imm: std::sync::atomic::AtomicUsize,
-    l0_files: std::sync::atomic::AtomicUsize,
-    poisoned: AtomicBool,
-}
-
 impl DbInner {
-    /// Copy the back-pressure inputs out of `state`; called under the state lock after
-    /// every change to them.
-    pub(crate) fn publish_pressure(&self, state: &DbState) {
-        self.pressure.imm.store(state.imm.len(), Ordering::Release);
-        self.pressure
-            .l0_files
-            .store(state.l0_files, Ordering::Release);
-        self.pressure
-            .poisoned
-            .store(state.bg_error.is_some(), Ordering::Release);
-    }
-
-    /// Re-derive the background write rate from what happened since the last tuning
-    /// (at most once a second), when auto-tuning is on.
-    pub(crate) fn tune_rate_limit(&self, state: &mut DbState) {
-        if !self.opts.rate_limit_auto_tune {
-            return;
-        }
-        let (at, user0, bg0) = state.tune_mark;
-        let secs = at.elapsed().as_secs_f64();
-        if secs < 1.0 {
-            return;
-        }
-        let s = &self.stats;
-        let user = s.user_bytes_written.load(Ordering::Relaxed);
-        let bg = s.flush_bytes.load(Ordering::Relaxed)
-            + s.compaction_bytes_written.load(Ordering::Relaxed);
-        let user_delta = user.saturating_sub(user0).max(1) as f64;
-        let write_amp = bg.saturating_sub(bg0) as f64 / user_delta;
-        self.rate_limiter.auto_tune(
-            user_delta / secs,
-            write_amp,
-            self.opts.rate_limit_bytes_per_sec,
-        );
-        state.tune_mark = (std::time::Instant::now(), user, bg);
-    }
-
-    fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            Err(Error::Closed)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// `check_open`, and refuse a keyspace that was dropped.
-    fn check_tree(&self, tree: &Tree) -> Result<()> {
-        self.check_open()?;
-        if tree.dropped.load(Ordering::Acquire) {
-            return Err(Error::invalid(format!(
-                "keyspace {} was dropped",
-                tree.name
-            )));
-        }
-        Ok(())
-    }
-
-    /// `check_open`, and refuse a handle opened with `Options::read_only`.
-    fn check_writable(&self) -> Result<()> {
-        self.check_open()?;
-        if self.opts.read_only {
-            return Err(Error::invalid("the database is open read-only"));
-        }
-        Ok(())
-    }
-
-    /// Publish a new super version of keyspace `ks` from `state`'s parts.
-    fn install_super_version(&self, state: &DbState, ks: KeyspaceId) {
-        let (Some(tree), Some(mem), Some(version)) = (
-            state.trees.get(&ks),
-            state.active.get(ks),
-            state.versions.version(ks),
-        ) else {
-            return;
-        };
-        let imm = state
-            .imm
-            .iter()
-            .rev()
-            .filter_map(|m| m.mems.get(ks).cloned())
-            .collect();
-        tree.super_version.store(Arc::new(SuperVersion {
-            mem: Arc::clone(mem),
-            imm,
-            version,
-            start_seq: state
-                .imm
-                .front()
-                .map_or(state.active_start, |m| m.start_seq),
-            purger: Arc::clone(&self.purger),
-        }));
-    }
-
     fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());

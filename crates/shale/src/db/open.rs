@@ -6,15 +6,16 @@
 //! open leaves the previous state intact: the next open starts over from the old manifest
 //! and WALs, and removes the orphans this attempt left.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::replay::{top_up, Recovery, WalSource};
+use super::replay::{check_oldest_wal, top_up, Recovery, WalSource};
+use super::state::{DbInner, DbState, LogState, Pressure};
 use super::stats::Stats;
 use super::super_version::{SuperVersion, SuperVersionCell};
-use super::{DbInner, DbState, LogState, MemSet, MemSlot, Tree};
+use super::tree::{MemSet, MemSlot, Tree};
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
 use crate::fs::{FileLock, FileSystem};
@@ -125,45 +126,14 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
         Some(tree) => Arc::clone(tree),
         None => unreachable!("build_trees makes the default keyspace's tree"),
     };
-    let l0_files = versions
-        .versions()
-        .values()
-        .map(|v| v.files(0).len())
-        .max()
-        .unwrap_or(0);
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
         fs,
         lock_file: Mutex::new(lock),
         writers: Mutex::default(),
         writers_queued: AtomicUsize::new(0),
-        log: Mutex::new(LogState {
-            wal,
-            wal_id,
-            mems: mems.clone(),
-            last_seq,
-            unlogged_writes: false,
-            older_wals_unsynced: false,
-            delay_debt: 0.0,
-            hooks: Vec::new(),
-        }),
-        state: Mutex::new(DbState {
-            versions,
-            active: mems,
-            trees,
-            imm: VecDeque::new(),
-            active_start: start,
-            bg_error: None,
-            shutting_down: false,
-            flush_bytes_per_sec: 64.0 * 1024.0 * 1024.0,
-            compaction_bytes_per_sec: 64.0 * 1024.0 * 1024.0,
-            l0_files,
-            compacting: Default::default(),
-            compaction_outputs: Default::default(),
-            manual_compactions: 0,
-            compact_pointers: BTreeMap::new(),
-            tune_mark: (std::time::Instant::now(), 0, 0),
-        }),
+        log: Mutex::new(LogState::new(wal, wal_id, mems.clone(), last_seq)),
+        state: Mutex::new(DbState::new(versions, mems, trees, start)),
         bg_cv: Condvar::new(),
         default,
         cache,
@@ -171,7 +141,7 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
         purger,
         rate_limiter: Arc::new(RateLimiter::new(opts.rate_limit_bytes_per_sec)),
         visible_seq: AtomicU64::new(last_seq.0),
-        pressure: super::Pressure::default(),
+        pressure: Pressure::default(),
         snapshots: Arc::default(),
         closed: AtomicBool::new(false),
         stats,
@@ -179,7 +149,7 @@ fn open_once(dir: &Path, opts: Options, opened: &mut Opened) -> Result<Arc<DbInn
         hook_list: std::sync::RwLock::new(Arc::from(Vec::new())),
         opts,
     });
-    inner.publish_pressure(&super::lock(&inner.state));
+    inner.publish_pressure(&crate::sync::lock(&inner.state));
     Ok(inner)
 }
 
@@ -332,32 +302,6 @@ fn start_log(
     )?;
     remove_obsolete_files(fs.as_ref(), dir, &versions, wal_id)?;
     Ok((wal, wal_id, versions))
-}
-
-/// The WAL the manifest names as the oldest live one must exist: a WAL is deleted only
-/// after a manifest edit naming a newer one is durable, so a crash never leaves it missing.
-/// If it is missing, that later edit was lost from the manifest's tail (damage that looks
-/// like a torn write, or a cut file), and with it the SSTable the edit installed. Opening
-/// anyway would drop those writes without a word, bring deleted keys back from older
-/// tables, and remove the SSTable as garbage; refuse instead, leaving every file in place.
-pub(super) fn check_oldest_wal(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    state: &RecoveredManifest,
-) -> Result<()> {
-    let wal = wal_path(dir, state.log_number);
-    if fs.exists(&wal) {
-        return Ok(());
-    }
-    Err(Error::corruption(
-        dir.join(crate::version::manifest_name(state.manifest_id)),
-        state.valid_bytes,
-        format!(
-            "the manifest names {} as the oldest live WAL, but it is missing: an edit was \
-             lost from the manifest's tail",
-            wal.display()
-        ),
-    ))
 }
 
 /// With CURRENT missing, a new database would be created here, and its first cleanup would

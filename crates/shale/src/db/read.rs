@@ -5,9 +5,9 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::state::DbInner;
 use super::super_version::SuperVersion;
-use super::DbInner;
-use super::Tree;
+use super::tree::Tree;
 use crate::error::Result;
 use crate::iter::{DbIter, InternalIterator, MergingIter};
 use crate::key::{SeqNo, ValueKind};

@@ -37,10 +37,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::open::{check_oldest_wal, remove_obsolete_files};
-use super::replay::{continues, decode_batch};
-use crate::batch::decode_entries;
-use crate::compaction::{run_compaction, DropPolicy};
+use super::open::remove_obsolete_files;
+use super::replay::{check_oldest_wal, continues, decode_batch};
+use crate::batch::{decode_entries, BatchReader};
+use crate::compaction::{run_compaction, CompactionOutput, DropPolicy};
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
 use crate::fs::FileSystem;
@@ -57,6 +57,7 @@ use crate::version::{
     manifest_name, FileId, Level, RecoveredManifest, TableFile, Version, VersionSet, CURRENT_FILE,
     NUM_LEVELS,
 };
+use crate::wal::LogReader;
 
 /// The directory, inside the database directory, that damaged and unused inputs move to.
 pub const LOST_DIR: &str = "lost";
@@ -361,6 +362,29 @@ fn rewrite(
     read: ReadInputs,
     report: &mut RepairReport,
 ) -> Result<(FileId, VersionSet)> {
+    let mut next_id = highest.0;
+    let mut next_file = || {
+        next_id += 1;
+        (FileId(next_id), filename::table_path(dir, FileId(next_id)))
+    };
+    let out = merge_to_last_level(dir, opts, read.sources, &read.range_dels, &mut next_file)?;
+    report.entries_read = out.entries_in;
+    report.entries_written = out.entries_in - out.entries_dropped;
+    report.tables_written = out.files.len() as u64;
+    let (wal_id, manifest_id) = (next_file().0, next_file().0);
+    let versions = commit_rewrite(dir, opts, out.files, read.last_seq, wal_id, manifest_id)?;
+    Ok((wal_id, versions))
+}
+
+/// Merge `sources` into new tables of the last level, dropping what `range_dels` and
+/// tombstones hide; each new table is opened (and so verified).
+fn merge_to_last_level(
+    dir: &Path,
+    opts: &Options,
+    sources: Vec<Box<dyn InternalIterator + Send>>,
+    range_dels: &RangeDels,
+    next_file: &mut dyn FnMut() -> (FileId, PathBuf),
+) -> Result<CompactionOutput> {
     let fs = &opts.fs;
     let cache = Arc::new(TableCache::new(
         Arc::clone(fs),
@@ -370,17 +394,12 @@ fn rewrite(
         false,
         Arc::default(),
     ));
-    let mut next_id = highest.0;
-    let mut next_file = || {
-        next_id += 1;
-        (FileId(next_id), filename::table_path(dir, FileId(next_id)))
-    };
-    let out = run_compaction(
-        MergingIter::new(read.sources),
+    run_compaction(
+        MergingIter::new(sources),
         &DropPolicy {
             snapshots: &[],
             is_bottommost: &|_, _| true,
-            range_dels: Some(&read.range_dels),
+            range_dels: Some(range_dels),
             filter: None,
         },
         &|path: &Path| fs.create(path),
@@ -391,28 +410,32 @@ fn rewrite(
         },
         TableOptions::for_level(opts, NUM_LEVELS - 1),
         opts.max_file_size,
-        &mut next_file,
-    )?;
-    report.entries_read = out.entries_in;
-    report.entries_written = out.entries_in - out.entries_dropped;
-    report.tables_written = out.files.len() as u64;
+        next_file,
+    )
+}
 
-    // The new manifest, and an empty WAL for it to name as the oldest live one.
+/// Commit the rewritten `files`: an empty WAL `wal_id`, for the new manifest
+/// `manifest_id` to name as the oldest live one, then the manifest, then CURRENT.
+fn commit_rewrite(
+    dir: &Path,
+    opts: &Options,
+    files: Vec<TableFile>,
+    last_seq: SeqNo,
+    wal_id: FileId,
+    manifest_id: FileId,
+) -> Result<VersionSet> {
+    let fs = &opts.fs;
     let bottom = Level((NUM_LEVELS - 1) as u8);
-    let (wal_id, manifest_id) = (next_file().0, next_file().0);
     let mut wal = fs.create(&wal_path(dir, wal_id))?;
     wal.sync()?;
     drop(wal);
-    let files: Vec<(Level, Arc<TableFile>)> = out
-        .files
-        .into_iter()
-        .map(|f| (bottom, Arc::new(f)))
-        .collect();
+    let files: Vec<(Level, Arc<TableFile>)> =
+        files.into_iter().map(|f| (bottom, Arc::new(f))).collect();
     let state = RecoveredManifest {
         manifest_id,
         log_number: wal_id,
         next_file_number: manifest_id,
-        last_seq: read.last_seq,
+        last_seq,
         files: files
             .iter()
             .map(|(level, f)| (f.meta.id, (*level, f.meta.clone())))
@@ -421,14 +444,13 @@ fn rewrite(
     };
     // Syncs the directory after the new tables and WAL, then switches CURRENT.
     fs.sync_dir(dir)?;
-    let versions = VersionSet::create(
+    VersionSet::create(
         Arc::clone(fs),
         dir,
         state,
         BTreeMap::from([(KeyspaceId::DEFAULT, Version::from_files(files))]),
         opts.max_manifest_file_size,
-    )?;
-    Ok((wal_id, versions))
+    )
 }
 
 /// The vector store of each semantic index is a database of its own: repair each the
@@ -598,6 +620,62 @@ struct Logged {
     last_seq: SeqNo,
 }
 
+impl Logged {
+    /// Keep the batches of `reader`'s records newer than `flushed`, up to the first damaged
+    /// record: returns the damage found, if any.
+    ///
+    /// # Errors
+    /// What stops the repair (a keyspace other than the default one), not the damage.
+    fn read_records(
+        &mut self,
+        reader: &mut LogReader<'_>,
+        path: &Path,
+        flushed: SeqNo,
+        report: &mut RepairReport,
+    ) -> Result<Option<Error>> {
+        loop {
+            let (offset, record) = match reader.next_record() {
+                Ok(Some(found)) => found,
+                Ok(None) => return Ok(None),
+                Err(e) => return Ok(Some(e)),
+            };
+            let batch = match decode_batch(record, path, offset) {
+                Ok(batch) => batch,
+                Err(e) => return Ok(Some(e)),
+            };
+            let last = SeqNo((batch.first_seq.0 + u64::from(batch.count)).saturating_sub(1));
+            self.last_seq = self.last_seq.max(last);
+            if last > flushed {
+                report.wal_batches += 1;
+                self.add(&batch, path, offset)?;
+            }
+        }
+    }
+
+    /// Keep the entries of `batch`, the record at `offset` of WAL `path`.
+    fn add(&mut self, batch: &BatchReader<'_>, path: &Path, offset: u64) -> Result<()> {
+        for entry in decode_entries(batch.body(), batch.first_seq) {
+            // `decode_batch` decoded every entry already.
+            let entry = entry.map_err(|e| e.in_file(path, offset))?;
+            if !entry.keyspace.is_default() {
+                return Err(keyspaces_refused());
+            }
+            if entry.kind == ValueKind::RangeDelete {
+                self.range_dels.push(RangeTombstone {
+                    start: entry.key.to_vec(),
+                    end: entry.value.to_vec(),
+                    seq: entry.seq,
+                });
+                continue;
+            }
+            let mut key = Vec::with_capacity(entry.key.len() + 8);
+            encode_internal_key(&mut key, entry.key, entry.seq, entry.kind);
+            self.entries.push((key, entry.value.to_vec()));
+        }
+        Ok(())
+    }
+}
+
 /// Replay `wals` (ascending) as `WalRecovery::PointInTime` would, keeping batches newer
 /// than `flushed`. The WAL with the first damaged record and every later one go to `lost`.
 fn read_wals(
@@ -625,7 +703,7 @@ fn read_wals(
             lost.push(path);
             continue;
         }
-        let mut reader = crate::wal::LogReader::new(&data, &path);
+        let mut reader = LogReader::new(&data, &path);
         if !continues(reader.predecessor(), previous, oldest) {
             // The WAL before it ends short of where it ended when this one began.
             report.wal_bytes_dropped += data.len() as u64;
@@ -637,41 +715,7 @@ fn read_wals(
             cut = true;
             continue;
         }
-        let damage = loop {
-            let (offset, record) = match reader.next_record() {
-                Ok(Some(found)) => found,
-                Ok(None) => break None,
-                Err(e) => break Some(e),
-            };
-            let batch = match decode_batch(record, &path, offset) {
-                Ok(batch) => batch,
-                Err(e) => break Some(e),
-            };
-            let last = SeqNo((batch.first_seq.0 + u64::from(batch.count)).saturating_sub(1));
-            logged.last_seq = logged.last_seq.max(last);
-            if last <= flushed {
-                continue;
-            }
-            report.wal_batches += 1;
-            for entry in decode_entries(batch.body(), batch.first_seq) {
-                // `decode_batch` decoded every entry already.
-                let entry = entry.map_err(|e| e.in_file(&path, offset))?;
-                if !entry.keyspace.is_default() {
-                    return Err(keyspaces_refused());
-                }
-                if entry.kind == ValueKind::RangeDelete {
-                    logged.range_dels.push(RangeTombstone {
-                        start: entry.key.to_vec(),
-                        end: entry.value.to_vec(),
-                        seq: entry.seq,
-                    });
-                    continue;
-                }
-                let mut key = Vec::with_capacity(entry.key.len() + 8);
-                encode_internal_key(&mut key, entry.key, entry.seq, entry.kind);
-                logged.entries.push((key, entry.value.to_vec()));
-            }
-        };
+        let damage = logged.read_records(&mut reader, &path, flushed, report)?;
         if reader.records_end() > 0 {
             previous = Some((id, reader.records_end()));
         }

@@ -9,7 +9,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::flush::write_table;
-use super::open::check_oldest_wal;
 use super::stats::Stats;
 use crate::batch::{decode_entries, BatchReader};
 use crate::error::{Error, Result};
@@ -272,25 +271,10 @@ impl Recovery<'_> {
                 let (offset, batch) = match next_batch(&mut reader, &path) {
                     Ok(Some(found)) => found,
                     Ok(None) => break,
-                    Err((at, Error::Corruption { .. }))
-                        if opts.read_only && overtaken(fs, &path, &data, at)? =>
-                    {
-                        // The writer appended here after this open read these bytes: every
-                        // write acknowledged before the open began lies before `at`, and
-                        // what follows (in this WAL and later ones) came after it.
-                        drop_rest = Some(&stats.wal_torn_tail_bytes);
+                    Err(damage) => {
+                        drop_rest = Some(self.cut_short(damage, &path, &data, stats)?);
                         break;
                     }
-                    Err((at, Error::Corruption { .. }))
-                        if opts.wal_recovery == WalRecovery::PointInTime =>
-                    {
-                        let dropped = (data.len() as u64).saturating_sub(at);
-                        Stats::add(&stats.wal_salvaged_bytes, dropped);
-                        Stats::add(&stats.wal_salvages, 1);
-                        drop_rest = Some(&stats.wal_salvaged_bytes);
-                        break;
-                    }
-                    Err((_, e)) => return Err(e),
                 };
                 mems.insert(&batch, &path, offset)?;
                 let last = (batch.first_seq.0 + u64::from(batch.count)).saturating_sub(1);
@@ -309,6 +293,35 @@ impl Recovery<'_> {
         }
         self.save_memtables(state, tables, &mut mems)?;
         Ok(self.kept)
+    }
+
+    /// Where the replay of WAL `path` (its bytes `data`) stops at the damage `at` found:
+    /// the counter the bytes of the rest of it, and of every later WAL, go to. Returns the
+    /// error instead when the damage must fail the open.
+    fn cut_short<'s>(
+        &self,
+        (at, e): (u64, Error),
+        path: &Path,
+        data: &[u8],
+        stats: &'s Stats,
+    ) -> Result<&'s AtomicU64> {
+        match e {
+            Error::Corruption { .. }
+                if self.opts.read_only && overtaken(self.fs, path, data, at)? =>
+            {
+                // The writer appended here after this open read these bytes: every write
+                // acknowledged before the open began lies before `at`, and what follows (in
+                // this WAL and later ones) came after it.
+                Ok(&stats.wal_torn_tail_bytes)
+            }
+            Error::Corruption { .. } if self.opts.wal_recovery == WalRecovery::PointInTime => {
+                let dropped = (data.len() as u64).saturating_sub(at);
+                Stats::add(&stats.wal_salvaged_bytes, dropped);
+                Stats::add(&stats.wal_salvages, 1);
+                Ok(&stats.wal_salvaged_bytes)
+            }
+            e => Err(e),
+        }
     }
 
     /// Save every memtable that holds writes (to an L0 table, or in memory when
@@ -370,4 +383,30 @@ pub(super) fn decode_batch<'r>(
         entry.map_err(|e| e.in_file(path, offset))?;
     }
     Ok(batch)
+}
+
+/// The WAL the manifest names as the oldest live one must exist: a WAL is deleted only
+/// after a manifest edit naming a newer one is durable, so a crash never leaves it missing.
+/// If it is missing, that later edit was lost from the manifest's tail (damage that looks
+/// like a torn write, or a cut file), and with it the SSTable the edit installed. Opening
+/// anyway would drop those writes without a word, bring deleted keys back from older
+/// tables, and remove the SSTable as garbage; refuse instead, leaving every file in place.
+pub(super) fn check_oldest_wal(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    state: &RecoveredManifest,
+) -> Result<()> {
+    let wal = wal_path(dir, state.log_number);
+    if fs.exists(&wal) {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        dir.join(crate::version::manifest_name(state.manifest_id)),
+        state.valid_bytes,
+        format!(
+            "the manifest names {} as the oldest live WAL, but it is missing: an edit was \
+             lost from the manifest's tail",
+            wal.display()
+        ),
+    ))
 }

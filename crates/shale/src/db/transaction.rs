@@ -25,12 +25,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{lock, Db, DbInner, Keyspace, LogState, Snapshot, Tree};
+use super::state::{DbInner, LogState};
+use super::tree::Tree;
+use super::{Db, Keyspace, Snapshot};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::keyspace::KeyspaceId;
 use crate::options::{ReadOptions, WriteOptions};
+use crate::sync::lock;
 
 /// A key of a keyspace.
 type Key = (KeyspaceId, Vec<u8>);

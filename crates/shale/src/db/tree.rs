@@ -1,16 +1,34 @@
-//! A keyspace's tree as readers reach it ([`Tree`]), and the set of active memtables one
-//! WAL protects ([`MemSet`]): the per-keyspace parts of the database (see
-//! docs/architecture.md, "Keyspaces").
+//! A keyspace's tree as readers reach it ([`Tree`]) and the files it holds
+//! ([`LiveFile`]), and the set of active memtables one WAL protects ([`MemSet`]): the
+//! per-keyspace parts of the database (see docs/architecture.md, "Keyspaces").
 
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use super::super_version::SuperVersionCell;
-use super::{lock, DbInner, LiveFile};
 use crate::key::SeqNo;
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::sync::lock;
+use crate::version::table_cache::TableCache;
+
+/// What [`Db::live_files`](crate::Db::live_files) says about one live SSTable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFile {
+    /// The keyspace's name (`"default"` for the default keyspace).
+    pub keyspace: String,
+    pub level: usize,
+    pub path: PathBuf,
+    pub size: u64,
+    /// The smallest and largest user keys in the file.
+    pub smallest_key: Vec<u8>,
+    pub largest_key: Vec<u8>,
+    /// The range of sequence numbers of its entries.
+    pub smallest_seq: u64,
+    pub largest_seq: u64,
+}
 
 /// One keyspace's tree as readers reach it: its super version, and the options its
 /// tables are built with.
@@ -128,22 +146,25 @@ impl MemSet {
     }
 }
 
-impl DbInner {
-    pub(super) fn level_file_counts(&self, tree: &Tree) -> Vec<usize> {
-        let sv = tree.super_version.load();
+impl Tree {
+    /// The number of files in each level of the tree's current version.
+    pub(super) fn level_file_counts(&self) -> Vec<usize> {
+        let sv = self.super_version.load();
         (0..crate::version::NUM_LEVELS)
             .map(|l| sv.version.files(l).len())
             .collect()
     }
 
-    pub(super) fn live_files(&self, tree: &Tree) -> Vec<LiveFile> {
-        let sv = tree.super_version.load();
+    /// Every file of the tree's current version, level by level; `tables` names their
+    /// paths.
+    pub(super) fn live_files(&self, tables: &TableCache) -> Vec<LiveFile> {
+        let sv = self.super_version.load();
         (0..crate::version::NUM_LEVELS)
             .flat_map(|level| {
                 sv.version.files(level).iter().map(move |f| LiveFile {
-                    keyspace: tree.name.clone(),
+                    keyspace: self.name.clone(),
                     level,
-                    path: self.tables.path(f.meta.id),
+                    path: tables.path(f.meta.id),
                     size: f.meta.size,
                     smallest_key: f.meta.smallest.user_key().to_vec(),
                     largest_key: f.meta.largest.user_key().to_vec(),

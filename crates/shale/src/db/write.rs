@@ -26,20 +26,22 @@
 //! once; neither polls. With no pressure, the check reads atomics and takes no lock.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::state::{Condition, DbInner, DbState, ImmMemTable, LogState, Writer};
 use super::stats::Stats;
-use super::{lock, DbInner, ImmMemTable, LogState, MemSet, MemSlot};
+use super::tree::{MemSet, MemSlot};
 use crate::batch::{self, WriteBatch};
 use crate::error::{Error, Result};
 use crate::filename::wal_path;
 use crate::key::SeqNo;
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
-use crate::options::WriteOptions;
+use crate::options::{Options, WriteOptions};
 use crate::perf::Timer;
+use crate::sync::lock;
 use crate::wal::LogWriter;
 
 /// A group never grows past this many bytes, so one slow fsync cannot hold up an
@@ -48,36 +50,33 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// A small leader keeps its group small, so that its own latency stays low.
 const SMALL_BATCH_BYTES: usize = 128 << 10;
 
-/// What a conditional write checks under the `log` lock before it commits: see
-/// [`DbInner::write_if`].
-pub(crate) type Condition = Box<dyn Fn(&DbInner, &LogState) -> Result<()> + Send + Sync>;
-
-/// A writer waiting in the queue.
-pub(crate) struct Writer {
-    batch: WriteBatch,
-    opts: WriteOptions,
-    condition: Option<Condition>,
-    done: AtomicBool,
-    /// The sequence number of the batch's first entry, set by the leader.
-    first_seq: AtomicU64,
-    /// The error of a failed group, for followers: `Closed` if the database closed
-    /// before the group committed, else the leader's failure, which poisoned it.
-    error: Mutex<Option<Error>>,
-    cv: Condvar,
-}
-
 impl Writer {
-    fn new(batch: WriteBatch, opts: WriteOptions, condition: Option<Condition>) -> Writer {
-        Writer {
-            batch,
-            opts,
-            condition,
-            done: AtomicBool::new(false),
-            first_seq: AtomicU64::new(0),
-            error: Mutex::new(None),
-            cv: Condvar::new(),
+    /// What a follower's write came to, once its leader marked it done.
+    fn outcome(&self) -> Result<SeqNo> {
+        match lock(&self.error).take() {
+            Some(e) => Err(e),
+            None => Ok(SeqNo(self.first_seq.load(Ordering::Acquire))),
         }
     }
+}
+
+/// The rate writes are slowed to, in bytes per second, when frozen memtables (past
+/// `imm_slow` of `imm_stop`) or L0 files (past their slowdown trigger) pile up: a fraction
+/// of the rate the more pressed background work drains. `None` under no pressure.
+fn slowdown_rate(state: &DbState, opts: &Options, imm_slow: usize, imm_stop: usize) -> Option<f64> {
+    let imm_pressure = pressure(state.imm.len(), imm_slow, imm_stop + 1);
+    let l0_pressure = pressure(
+        state.l0_files,
+        opts.level0_slowdown_trigger,
+        opts.level0_stop_trigger,
+    );
+    let slowed = imm_pressure > 0.0 || l0_pressure > 0.0;
+    let rate = if imm_pressure >= l0_pressure {
+        state.flush_bytes_per_sec * (1.0 - imm_pressure)
+    } else {
+        state.compaction_bytes_per_sec * (1.0 - l0_pressure)
+    };
+    slowed.then_some(rate)
 }
 
 /// A writer whose batch every check passed, with the records the write hooks derived from
@@ -148,11 +147,6 @@ fn keyspaces_exist(log: &LogState, batch: &WriteBatch) -> Result<()> {
     }
 }
 
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    queue: VecDeque<Arc<Writer>>,
-}
-
 impl DbInner {
     /// Commit `batch`; returns the sequence number of its first entry (that of the last
     /// write before it if the batch is empty).
@@ -192,26 +186,36 @@ impl DbInner {
         }
         let queued = Timer::start();
         let me = Arc::new(Writer::new(batch, opts, condition));
+        if !self.queue_until_leader(&me) {
+            queued.stop(|p| &mut p.write_queue_nanos);
+            return me.outcome();
+        }
+        self.lead_group(&me, queued)
+    }
+
+    /// Queue `me` and wait: `true` once it is at the front of the queue (it leads the
+    /// next group), `false` once a leader committed it in its group (or failed to).
+    fn queue_until_leader(&self, me: &Arc<Writer>) -> bool {
         let mut q = lock(&self.writers);
-        q.queue.push_back(Arc::clone(&me));
+        q.queue.push_back(Arc::clone(me));
         self.writers_queued.fetch_add(1, Ordering::Release);
         loop {
             if me.done.load(Ordering::Acquire) {
-                queued.stop(|p| &mut p.write_queue_nanos);
-                return match lock(&me.error).take() {
-                    Some(e) => Err(e),
-                    None => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
-                };
+                return false;
             }
-            if q.queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
-                break;
+            if q.queue.front().is_some_and(|w| Arc::ptr_eq(w, me)) {
+                return true;
             }
             q = me.cv.wait(q).unwrap_or_else(|e| e.into_inner());
         }
-        drop(q);
-        // We lead. Take the log first, then collect the group: whoever queued while the
-        // log was busy (the group before, or a lone writer) commits with us. Lock order:
-        // `log`, then `writers`; no one takes them the other way round.
+    }
+
+    /// Lead a group from the front of the queue: commit the batches of every writer it
+    /// holds, then release them and the next leader.
+    fn lead_group(&self, me: &Arc<Writer>, queued: Timer) -> Result<SeqNo> {
+        // Take the log first, then collect the group: whoever queued while the log was
+        // busy (the group before, or a lone writer) commits with us. Lock order: `log`,
+        // then `writers`; no one takes them the other way round.
         let mut log = lock(&self.log);
         queued.stop(|p| &mut p.write_queue_nanos);
         if me.opts.sync {
@@ -225,19 +229,35 @@ impl DbInner {
             self.commit_locked(&mut log, &admitted)
         };
         drop(log);
+        let mine = self.release_group(me, refusals, &result);
+        match (mine, result) {
+            (Some(refused), Ok(())) => Err(refused),
+            (_, Err(e)) => Err(e),
+            (None, Ok(())) => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
+        }
+    }
 
+    /// Take the group led by `me` off the queue, one writer per entry of `refusals`: give
+    /// each follower its refusal or the group's failure, and wake the next leader and the
+    /// followers. Returns `me`'s own refusal.
+    fn release_group(
+        &self,
+        me: &Arc<Writer>,
+        refusals: Vec<Option<Error>>,
+        result: &Result<()>,
+    ) -> Option<Error> {
         let mut q = lock(&self.writers);
         let failure = |e: &Error| match e {
             Error::Closed => Error::Closed,
             e => Error::Poisoned(e.to_string()),
         };
         let mut mine = None;
-        let mut followers = Vec::with_capacity(group.len());
+        let mut followers = Vec::with_capacity(refusals.len());
         for refusal in refusals {
             let Some(w) = q.queue.pop_front() else { break };
             self.writers_queued.fetch_sub(1, Ordering::Release);
             let error = refusal.or_else(|| result.as_ref().err().map(failure));
-            if Arc::ptr_eq(&w, &me) {
+            if Arc::ptr_eq(&w, me) {
                 mine = error;
             } else {
                 *lock(&w.error) = error;
@@ -257,11 +277,7 @@ impl DbInner {
         for w in followers {
             w.cv.notify_one();
         }
-        match (mine, result) {
-            (Some(refused), Ok(())) => Err(refused),
-            (_, Err(e)) => Err(e),
-            (None, Ok(())) => Ok(SeqNo(me.first_seq.load(Ordering::Acquire))),
-        }
+        mine
     }
 
     /// Before a sync group is collected: yield the CPU while the queue still grows, so
@@ -467,18 +483,7 @@ impl DbInner {
                 Stats::add(&self.stats.stall_micros, start.elapsed().as_micros() as u64);
                 continue;
             }
-            let imm_pressure = pressure(state.imm.len(), imm_slow, imm_stop + 1);
-            let l0_pressure = pressure(
-                state.l0_files,
-                opts.level0_slowdown_trigger,
-                opts.level0_stop_trigger,
-            );
-            let rate = if imm_pressure >= l0_pressure {
-                state.flush_bytes_per_sec * (1.0 - imm_pressure)
-            } else {
-                state.compaction_bytes_per_sec * (1.0 - l0_pressure)
-            };
-            if imm_pressure > 0.0 || l0_pressure > 0.0 {
+            if let Some(rate) = slowdown_rate(&state, opts, imm_slow, imm_stop) {
                 log.delay_debt += bytes as f64 / rate.max(64.0 * 1024.0);
                 if log.delay_debt >= 0.001 {
                     // Pay the debt in one wait; a finished flush or compaction ends it early.
