@@ -34,7 +34,13 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", 
 # Bottom to top; a module may import modules of its own layer (the graph stays acyclic) or
 # of the layers below it.
 LAYERS = [
-    ("leaves", ["codec", "error", "filename", "fs", "key", "keyspace", "perf", "sync"]),
+    (
+        "leaves",
+        [
+            "codec", "error", "filename", "fs", "key", "keyspace", "perf", "prefetch", "striped",
+            "sync", "trend",
+        ],
+    ),
     # `iter` is the trait every source implements; `batch` the WAL payload.
     # `compaction_filter` and `snapshot` are the user's policy and handle that the options
     # carry.

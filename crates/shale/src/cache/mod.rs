@@ -32,7 +32,8 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
-use crate::sync::{lock, PrefetchHint};
+use crate::prefetch::PrefetchHint;
+use crate::sync::lock;
 
 mod doorkeeper;
 

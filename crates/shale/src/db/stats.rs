@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sync::Striped;
+use crate::striped::Striped;
 
 /// Live counters.
 #[derive(Debug, Default)]

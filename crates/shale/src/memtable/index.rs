@@ -121,7 +121,7 @@ impl Index {
     /// Start loading the home slot of `tag` into the CPU cache (see `MemTable::prefetch`).
     pub(super) fn prefetch(&self, tag: u32) {
         if let Some(cell) = self.slots.get(self.home(tag)) {
-            crate::sync::prefetch(cell);
+            crate::prefetch::prefetch(cell);
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::block::Block;
 use crate::cache::ClockCache;
-use crate::sync::Striped;
+use crate::striped::Striped;
 
 /// Identifies a block: the cache id of its table and its offset in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -139,7 +139,7 @@ impl BloomFilter {
         if let Some((bits, probes)) = self.probes(key) {
             for (i, _) in probes {
                 if let Some(byte) = bits.get(i) {
-                    crate::sync::prefetch(byte);
+                    crate::prefetch::prefetch(byte);
                 }
             }
         }

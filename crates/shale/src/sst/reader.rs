@@ -25,7 +25,7 @@ use crate::sst::format::{
 };
 use crate::sst::properties::TableProperties;
 use crate::sst::{BlockCache, BlockKey};
-use crate::sync::Trend;
+use crate::trend::Trend;
 
 /// Positional block reads over the block area of one file.
 #[derive(Debug)]
@@ -93,7 +93,7 @@ impl BlockSource {
             .ok()
             .zip(usize::try_from(end).ok());
         if let Some(bytes) = range.and_then(|(start, end)| map.get(start..end)) {
-            crate::sync::prefetch_slice(bytes);
+            crate::prefetch::prefetch_slice(bytes);
         }
     }
 
@@ -371,7 +371,7 @@ impl Table {
         };
         self.index_words.prefetch(group.clone());
         if let Some(handles) = self.block_handles.as_ref().and_then(|h| h.get(group)) {
-            crate::sync::prefetch_slice(handles);
+            crate::prefetch::prefetch_slice(handles);
         }
     }
 

@@ -40,7 +40,7 @@ use crate::sst::block::RestartWords;
 use crate::sst::filter::FilterKey;
 use crate::sst::PointEntry;
 use crate::sst::Table;
-use crate::sync::Trend;
+use crate::trend::Trend;
 use table_cache::{TableCache, TablePin, TableRef};
 
 /// What a point read through a version did, for statistics.

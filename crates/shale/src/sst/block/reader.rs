@@ -15,7 +15,7 @@ use crate::codec::{self, Decoder};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
-use crate::sync::PrefetchHint;
+use crate::prefetch::PrefetchHint;
 
 /// The largest block whose search loads it whole beforehand (see `Block::hot_bytes`):
 /// 16 KiB, four default blocks.

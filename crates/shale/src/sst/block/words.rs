@@ -157,7 +157,7 @@ impl RestartWords {
     /// Start loading the words of `restarts` into the CPU's caches.
     pub fn prefetch(&self, restarts: Range<usize>) {
         if let Some(words) = self.words.get(restarts) {
-            crate::sync::prefetch_slice(words);
+            crate::prefetch::prefetch_slice(words);
         }
     }
 
