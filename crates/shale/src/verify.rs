@@ -233,73 +233,14 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     let mut names = fs.list(dir)?;
     names.sort();
     let mut report = VerifyReport::default();
-
-    // The live manifest: framing and every edit, then the replayed state.
-    let mut live = None;
-    match live_manifest_path(dir) {
-        Err(e) => report
-            .problems
-            .push(Problem::from_error(e, &dir.join(CURRENT))),
-        Ok(path) => match fs.read_all(&path) {
-            Err(e) => report.problems.push(Problem::from_error(e, &path)),
-            Ok(data) => {
-                report.manifest_edits = verify_log(&path, &data, &mut report, |rec| {
-                    VersionEdit::decode(rec).map(drop)
-                });
-                match RecoveredManifest::load(&fs, dir) {
-                    Ok(state) => live = Some(state),
-                    Err(e) => report.problems.push(Problem::from_error(e, &path)),
-                }
-            }
-        },
-    }
-
+    let live = verify_manifest(&fs, dir, &mut report);
     if let Some(state) = &live {
-        for (level, meta) in state.files.values() {
-            let path = table_path(dir, meta.id);
-            match std::fs::metadata(&path) {
-                Err(_) => report.problems.push(Problem {
-                    file: path,
-                    offset: 0,
-                    reason: format!("live L{} SSTable is missing", level.0),
-                }),
-                Ok(m) if m.len() != meta.size => report.problems.push(Problem {
-                    file: path,
-                    offset: m.len().min(meta.size),
-                    reason: format!(
-                        "size is {} bytes, the MANIFEST recorded {}",
-                        m.len(),
-                        meta.size
-                    ),
-                }),
-                Ok(_) => {}
-            }
-        }
+        check_live_tables(dir, state, &mut report);
     }
-
     for name in &names {
         let path = dir.join(name);
-        let id = name
-            .split_once('.')
-            .and_then(|(stem, _)| stem.parse::<u64>().ok());
         if name.ends_with(".sst") {
-            report.tables += 1;
-            match verify_table(&path) {
-                Ok(check) => {
-                    report.blocks += check.blocks;
-                    report.entries += check.entries;
-                }
-                Err(e) => report.problems.push(Problem::from_error(e, &path)),
-            }
-            let is_live = live
-                .as_ref()
-                .is_none_or(|s| id.is_some_and(|id| s.files.contains_key(&FileId(id))));
-            if !is_live {
-                report.notes.push(format!(
-                    "{}: not in the live MANIFEST (the next open deletes it)",
-                    path.display()
-                ));
-            }
+            verify_table_file(&path, name, live.as_ref(), &mut report);
         } else if name.ends_with(".wal") {
             report.wals += 1;
             match fs.read_all(&path) {
@@ -312,7 +253,6 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
             }
         }
     }
-
     let indexes = dir.join(crate::filename::INDEXES_DIR);
     if indexes.is_dir() {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(&indexes)
@@ -326,6 +266,93 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
         }
     }
     Ok(report)
+}
+
+/// The live manifest: its framing and every edit, then the state it replays to (`None`
+/// when it cannot be read; the problem is in `report`).
+fn verify_manifest(
+    fs: &PosixFs,
+    dir: &Path,
+    report: &mut VerifyReport,
+) -> Option<RecoveredManifest> {
+    let path = match live_manifest_path(dir) {
+        Ok(path) => path,
+        Err(e) => {
+            report
+                .problems
+                .push(Problem::from_error(e, &dir.join(CURRENT)));
+            return None;
+        }
+    };
+    let data = match fs.read_all(&path) {
+        Ok(data) => data,
+        Err(e) => {
+            report.problems.push(Problem::from_error(e, &path));
+            return None;
+        }
+    };
+    report.manifest_edits = verify_log(&path, &data, report, |rec| {
+        VersionEdit::decode(rec).map(drop)
+    });
+    match RecoveredManifest::load(fs, dir) {
+        Ok(state) => Some(state),
+        Err(e) => {
+            report.problems.push(Problem::from_error(e, &path));
+            None
+        }
+    }
+}
+
+/// Each SSTable the manifest `state` lists is present, with the size it recorded.
+fn check_live_tables(dir: &Path, state: &RecoveredManifest, report: &mut VerifyReport) {
+    for (level, meta) in state.files.values() {
+        let path = table_path(dir, meta.id);
+        match std::fs::metadata(&path) {
+            Err(_) => report.problems.push(Problem {
+                file: path,
+                offset: 0,
+                reason: format!("live L{} SSTable is missing", level.0),
+            }),
+            Ok(m) if m.len() != meta.size => report.problems.push(Problem {
+                file: path,
+                offset: m.len().min(meta.size),
+                reason: format!(
+                    "size is {} bytes, the MANIFEST recorded {}",
+                    m.len(),
+                    meta.size
+                ),
+            }),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Verify the SSTable `name` (at `path`) block by block, and note it when the live
+/// manifest (if it could be read) does not list it.
+fn verify_table_file(
+    path: &Path,
+    name: &str,
+    live: Option<&RecoveredManifest>,
+    report: &mut VerifyReport,
+) {
+    report.tables += 1;
+    match verify_table(path) {
+        Ok(check) => {
+            report.blocks += check.blocks;
+            report.entries += check.entries;
+        }
+        Err(e) => report.problems.push(Problem::from_error(e, path)),
+    }
+    let id = name
+        .split_once('.')
+        .and_then(|(stem, _)| stem.parse::<u64>().ok());
+    let is_live = live.is_none_or(|s| id.is_some_and(|id| s.files.contains_key(&FileId(id))));
+    if !is_live {
+        report.notes.push(format!(
+            "{}: not in the live MANIFEST (the next open deletes it)",
+            path.display()
+        ));
+    }
 }
 
 /// Read every record of the log `data` (a WAL or a MANIFEST) and decode each payload with
