@@ -200,39 +200,7 @@ impl VersionEdit {
                     }
                 }
                 TAG_NEW_FILE | TAG_NEW_FILE_RANGE_DELS | TAG_KEYSPACE_FILE => {
-                    let (keyspace, range_dels) = if tag == TAG_KEYSPACE_FILE {
-                        let keyspace = KeyspaceId(d.varint_u32("file keyspace")?);
-                        let flags = d.u8("file flags")?;
-                        if keyspace.is_default() || flags & !FILE_RANGE_DELS != 0 {
-                            return Err(DecodeError::new(at, "bad keyspace file record"));
-                        }
-                        (keyspace, flags & FILE_RANGE_DELS != 0)
-                    } else {
-                        (KeyspaceId::DEFAULT, tag == TAG_NEW_FILE_RANGE_DELS)
-                    };
-                    let level = decode_level(&mut d)?;
-                    let id = FileId(d.varint("file id")?);
-                    let size = d.varint("file size")?;
-                    let smallest = decode_key(&mut d, "smallest key")?;
-                    let largest = decode_key(&mut d, "largest key")?;
-                    let smallest_seq = SeqNo(d.varint("smallest seq")?);
-                    let largest_seq = SeqNo(d.varint("largest seq")?);
-                    if smallest > largest || smallest_seq > largest_seq {
-                        return Err(DecodeError::new(at, "file bounds out of order"));
-                    }
-                    edit.new_files.push((
-                        level,
-                        FileMeta {
-                            id,
-                            keyspace,
-                            size,
-                            smallest,
-                            largest,
-                            smallest_seq,
-                            largest_seq,
-                            range_dels,
-                        },
-                    ));
+                    edit.new_files.push(decode_new_file(&mut d, tag, at)?);
                 }
                 TAG_DELETED_FILE => {
                     let level = decode_level(&mut d)?;
@@ -260,6 +228,46 @@ impl VersionEdit {
         }
         Ok(edit)
     }
+}
+
+/// The body of a new-file record of tag `tag` (at `at`): the keyspace and flags of a
+/// `TAG_KEYSPACE_FILE`, then the level and the file's metadata.
+fn decode_new_file(
+    d: &mut Decoder<'_>,
+    tag: u8,
+    at: usize,
+) -> Result<(Level, FileMeta), DecodeError> {
+    let (keyspace, range_dels) = if tag == TAG_KEYSPACE_FILE {
+        let keyspace = KeyspaceId(d.varint_u32("file keyspace")?);
+        let flags = d.u8("file flags")?;
+        if keyspace.is_default() || flags & !FILE_RANGE_DELS != 0 {
+            return Err(DecodeError::new(at, "bad keyspace file record"));
+        }
+        (keyspace, flags & FILE_RANGE_DELS != 0)
+    } else {
+        (KeyspaceId::DEFAULT, tag == TAG_NEW_FILE_RANGE_DELS)
+    };
+    let level = decode_level(d)?;
+    let id = FileId(d.varint("file id")?);
+    let size = d.varint("file size")?;
+    let smallest = decode_key(d, "smallest key")?;
+    let largest = decode_key(d, "largest key")?;
+    let smallest_seq = SeqNo(d.varint("smallest seq")?);
+    let largest_seq = SeqNo(d.varint("largest seq")?);
+    if smallest > largest || smallest_seq > largest_seq {
+        return Err(DecodeError::new(at, "file bounds out of order"));
+    }
+    let meta = FileMeta {
+        id,
+        keyspace,
+        size,
+        smallest,
+        largest,
+        smallest_seq,
+        largest_seq,
+        range_dels,
+    };
+    Ok((level, meta))
 }
 
 fn decode_level(d: &mut Decoder<'_>) -> Result<Level, DecodeError> {
