@@ -27,37 +27,9 @@ pub fn db_ops(data: &[u8]) {
         let op = input.u8();
         let sync = op & 0x80 != 0;
         match op % 16 {
-            0..=4 => {
-                let k = ops_key(input.u8());
-                let len = usize::from(input.u8() % 24);
-                let v = input.bytes(len).to_vec();
-                let mut b = WriteBatch::new();
-                b.put(&k, &v);
-                model.write(&db, b, vec![(k, Some(v))], sync);
-            }
-            5..=6 => {
-                let k = ops_key(input.u8());
-                let mut b = WriteBatch::new();
-                b.delete(&k);
-                model.write(&db, b, vec![(k, None)], sync);
-            }
-            7..=8 => {
-                let n = 1 + input.u8() % 4;
-                let mut b = WriteBatch::new();
-                let mut changes = Vec::new();
-                for _ in 0..n {
-                    let k = ops_key(input.u8());
-                    if input.u8() & 1 == 0 {
-                        let len = usize::from(input.u8() % 16);
-                        let v = input.bytes(len).to_vec();
-                        b.put(&k, &v);
-                        changes.push((k, Some(v)));
-                    } else {
-                        b.delete(&k);
-                        changes.push((k, None));
-                    }
-                }
-                model.write(&db, b, changes, sync);
+            0..=8 => {
+                let (batch, changes) = batch_from(op % 16, &mut input);
+                model.write(&db, batch, changes, sync);
             }
             9 => {
                 db.flush().expect("Db::flush");
@@ -80,17 +52,7 @@ pub fn db_ops(data: &[u8]) {
             }
             _ => {
                 let kill = op & 0x10 != 0;
-                let image = if kill {
-                    fs.process_crash()
-                } else {
-                    let tear = op & 0x20 != 0;
-                    let write_back = op & 0x40 != 0;
-                    fs.power_loss(PowerLoss {
-                        tear_last_write: tear.then(|| u64::from(input.u16())),
-                        keep_dir_ops: usize::from(input.u8() % 4),
-                        write_back: write_back.then(|| u64::from(input.u16())),
-                    })
-                };
+                let image = crash(&fs, op, &mut input);
                 drop(db);
                 fs = image;
                 db = open_db(&fs, compression);
@@ -99,6 +61,59 @@ pub fn db_ops(data: &[u8]) {
         }
     }
     model.check_reads(&db);
+}
+
+/// The batch of a write op (`kind` 0 to 8: a put, a delete, or up to four of either),
+/// its keys and values from `input`, with the changes it makes.
+fn batch_from(kind: u8, input: &mut Input<'_>) -> (WriteBatch, Vec<Change>) {
+    let mut b = WriteBatch::new();
+    match kind {
+        0..=4 => {
+            let k = ops_key(input.u8());
+            let len = usize::from(input.u8() % 24);
+            let v = input.bytes(len).to_vec();
+            b.put(&k, &v);
+            (b, vec![(k, Some(v))])
+        }
+        5..=6 => {
+            let k = ops_key(input.u8());
+            b.delete(&k);
+            (b, vec![(k, None)])
+        }
+        _ => {
+            let n = 1 + input.u8() % 4;
+            let mut changes = Vec::new();
+            for _ in 0..n {
+                let k = ops_key(input.u8());
+                if input.u8() & 1 == 0 {
+                    let len = usize::from(input.u8() % 16);
+                    let v = input.bytes(len).to_vec();
+                    b.put(&k, &v);
+                    changes.push((k, Some(v)));
+                } else {
+                    b.delete(&k);
+                    changes.push((k, None));
+                }
+            }
+            (b, changes)
+        }
+    }
+}
+
+/// The image `fs` leaves after the crash op `op` chooses: the process killed (bit 0x10),
+/// or a power loss, tearing the last write (0x20) or writing back part of the unsynced
+/// bytes (0x40) as `input` says.
+fn crash(fs: &MemFs, op: u8, input: &mut Input<'_>) -> MemFs {
+    if op & 0x10 != 0 {
+        return fs.process_crash();
+    }
+    let tear = op & 0x20 != 0;
+    let write_back = op & 0x40 != 0;
+    fs.power_loss(PowerLoss {
+        tear_last_write: tear.then(|| u64::from(input.u16())),
+        keep_dir_ops: usize::from(input.u8() % 4),
+        write_back: write_back.then(|| u64::from(input.u16())),
+    })
 }
 
 pub(super) fn ops_key(b: u8) -> Vec<u8> {

@@ -17,6 +17,14 @@ pub fn wal_reader(data: &[u8]) {
         return;
     }
     let mut input = Input::new(rest);
+    let records = log_records_from(&mut input);
+    let (log, ends) = write_log(&records, mode & 2 != 0);
+    check_damaged_logs(log, &records, &ends, &mut input);
+}
+
+/// Up to 32 records parsed from `input`: short ones its bytes, long ones (spanning blocks)
+/// a pattern.
+fn log_records_from(input: &mut Input<'_>) -> Vec<Vec<u8>> {
     let mut records: Vec<Vec<u8>> = Vec::new();
     while !input.is_empty() && records.len() < 32 {
         let shape = input.u8();
@@ -32,10 +40,16 @@ pub fn wal_reader(data: &[u8]) {
         };
         records.push(record);
     }
+    records
+}
+
+/// Write `records` with [`LogWriter`] (`following`: as a WAL that follows another, so it
+/// begins with a predecessor fragment) and check that they read back exactly. Returns the
+/// log and where each record ended.
+fn write_log(records: &[Vec<u8>], following: bool) -> (Vec<u8>, Vec<u64>) {
     let fs = mem_fs();
     let path = fuzz_path("000001.log");
     let file = fs.create_log(&path).expect("MemFs create_log");
-    // Mode bit 2: the log follows another WAL, so it begins with a predecessor fragment.
     let mut previous = LogWriter::new(
         fs.create_log(&fuzz_path("000000.log"))
             .expect("MemFs create_log"),
@@ -43,7 +57,7 @@ pub fn wal_reader(data: &[u8]) {
     previous
         .add_record(&[b"earlier"])
         .expect("LogWriter::add_record");
-    let predecessor = (mode & 2 != 0 && !records.is_empty()).then(|| crate::wal::Predecessor {
+    let predecessor = (following && !records.is_empty()).then(|| crate::wal::Predecessor {
         wal: 0,
         length: previous.len(),
     });
@@ -53,7 +67,7 @@ pub fn wal_reader(data: &[u8]) {
         LogWriter::new(file)
     };
     let mut ends = Vec::new();
-    for r in &records {
+    for r in records {
         writer.add_record(&[r]).expect("LogWriter::add_record");
         ends.push(writer.len());
     }
@@ -67,7 +81,12 @@ pub fn wal_reader(data: &[u8]) {
         predecessor,
         "the predecessor fragment"
     );
+    (log, ends)
+}
 
+/// The log of `records` (each ending at its entry of `ends`) cut, padded and with a byte
+/// flipped, where `input` chooses, reads back as the contract says.
+fn check_damaged_logs(log: Vec<u8>, records: &[Vec<u8>], ends: &[u64], input: &mut Input<'_>) {
     // A torn tail: every record that ended before the cut, and no error.
     let cut = usize::try_from(input.u32()).unwrap_or(0) % (log.len() + 1);
     let got = read_log(log.get(..cut).unwrap_or_default())
@@ -84,8 +103,8 @@ pub fn wal_reader(data: &[u8]) {
     let mut padded = log.clone();
     padded.resize(log.len() + usize::from(input.u16()), 0);
     assert_eq!(
-        read_log(&padded).as_ref(),
-        Some(&records),
+        read_log(&padded).as_deref(),
+        Some(records),
         "zero-padded log"
     );
 
