@@ -10,6 +10,7 @@
 //! analyzed corpus, the queries and Shale's rankings for `scripts/text-reference.py` (bm25s,
 //! the reference scorer).
 
+mod engine;
 #[cfg(feature = "semantic")]
 mod quality;
 #[cfg(feature = "tantivy")]
@@ -26,6 +27,7 @@ use shale_search::{Analyzer, KeywordOptions, TextIndex, TextIndexOptions};
 use shale_testkit::wordnet::{self, Gloss};
 
 use crate::metrics::Latencies;
+use engine::{median, Built, Measured, TextResult};
 
 #[derive(Args, Debug, Clone)]
 pub struct TextArgs {
@@ -72,106 +74,10 @@ pub struct TextArgs {
     pub quality_dir: PathBuf,
 }
 
-/// One engine's figures.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TextResult {
-    pub engine: String,
-    pub documents: usize,
-    /// The median of `index_builds_docs_per_s`.
-    pub index_docs_per_s: f64,
-    /// Documents indexed per second until searchable, in each build.
-    pub index_builds_docs_per_s: Vec<f64>,
-    pub size_bytes: u64,
-    pub queries: usize,
-    pub qps: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    /// Shale: bytes written to the WAL and tables per document.
-    pub bytes_written_per_doc: Option<f64>,
-    /// Shale: queries whose pruned top 10 equals the exhaustive one.
-    pub exhaustive_equal: Option<usize>,
-    /// tantivy: documents per second committing (and reloading) every 100.
-    pub fresh_docs_per_s: Option<f64>,
-}
-
-/// What every engine measures; the rest is set by the engine that has it.
-pub struct Measured<'a> {
-    pub engine: &'a str,
-    pub documents: usize,
-    pub index_secs: f64,
-    pub size_bytes: u64,
-    pub queries: usize,
-    /// Queries per second of each pass.
-    pub runs: Vec<f64>,
-    pub latencies: &'a Latencies,
-}
-
-impl TextResult {
-    pub fn new(m: Measured<'_>) -> TextResult {
-        TextResult {
-            engine: m.engine.to_owned(),
-            documents: m.documents,
-            index_docs_per_s: m.documents as f64 / m.index_secs,
-            index_builds_docs_per_s: Vec::new(),
-            size_bytes: m.size_bytes,
-            queries: m.queries,
-            qps: median(m.runs),
-            p50_us: m.latencies.quantile_us(0.5),
-            p99_us: m.latencies.quantile_us(0.99),
-            bytes_written_per_doc: None,
-            exhaustive_equal: None,
-            fresh_docs_per_s: None,
-        }
-    }
-}
-
 pub fn run(args: &TextArgs) -> Result<(), String> {
-    let dir = match &args.wordnet {
-        Some(d) => d.clone(),
-        None => fetch_wordnet()?,
-    };
-    let mut corpus = wordnet::load(&dir)?;
-    corpus.sort_by(|a, b| a.key.cmp(&b.key));
-    let mut nq = args.queries;
-    if args.quick {
-        corpus.truncate(5_000);
-        nq = nq.min(200);
-    }
-    let queries = queries(&corpus, nq);
-    eprintln!(
-        "text: {} documents, {} queries",
-        corpus.len(),
-        queries.len()
-    );
+    let (corpus, queries) = corpus_and_queries(args)?;
     let tmp = tempfile_dir(args.dir.as_deref())?;
-    // Every engine builds its index `--builds` times, the engines' builds alternating in
-    // an order reversed every round, as their query passes do; the last build of each is
-    // searched.
-    let mut built: Vec<Option<Box<dyn Built + '_>>> = args.engines.iter().map(|_| None).collect();
-    let mut builds: Vec<Vec<f64>> = args.engines.iter().map(|_| Vec::new()).collect();
-    for round in 0..args.builds.max(1) {
-        let mut order: Vec<usize> = (0..args.engines.len()).collect();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for e in order {
-            let (Some(engine), Some(slot), Some(rates)) =
-                (args.engines.get(e), built.get_mut(e), builds.get_mut(e))
-            else {
-                continue;
-            };
-            // The previous build goes first, so that two never share the memory.
-            *slot = None;
-            let dir = tmp.join(format!("{engine}-{round}"));
-            let b = build(engine, &corpus, &queries, args, &dir)?;
-            rates.push(corpus.len() as f64 / b.index_secs());
-            *slot = Some(b);
-            if round > 0 {
-                let _ = std::fs::remove_dir_all(tmp.join(format!("{engine}-{}", round - 1)));
-            }
-        }
-    }
-    let mut built: Vec<Box<dyn Built + '_>> = built.into_iter().flatten().collect();
+    let (mut built, builds) = build_rounds(args, &corpus, &queries, &tmp)?;
     let passes = time_queries(&queries, args.repeat, &mut built)?;
     let mut results = Vec::new();
     for ((engine, (runs, lat)), rates) in built.into_iter().zip(passes).zip(builds) {
@@ -192,28 +98,101 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
     let table = table(&results) + &quality_table;
     print!("{table}");
     if let Some(out) = &args.out {
-        let io = |e: std::io::Error| format!("{}: {e}", out.display());
-        std::fs::create_dir_all(out).map_err(io)?;
-        let command: Vec<String> = std::env::args().collect();
-        let json = serde_json::json!({
-            "command": command.join(" "),
-            "machine": crate::machine::describe(),
-            "commit": crate::machine::git_commit(),
-            "date": crate::machine::date(),
-            "results": results,
-            "quality": quality,
-        });
-        let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
-        std::fs::write(out.join("results.json"), json).map_err(io)?;
-        let report = format!(
-            "# shale-bench text\n\n`{}`\n\n{} documents (WordNet glosses), {} queries\n\n{table}",
-            command.join(" "),
-            corpus.len(),
-            queries.len()
-        );
-        std::fs::write(out.join("report.md"), report).map_err(io)?;
+        write_out(out, &results, quality, &table, corpus.len(), queries.len())?;
     }
     Ok(())
+}
+
+/// WordNet's glosses in key order (the first 5,000 with `--quick`) and the queries drawn
+/// from them.
+fn corpus_and_queries(args: &TextArgs) -> Result<(Vec<Gloss>, Vec<String>), String> {
+    let dir = match &args.wordnet {
+        Some(d) => d.clone(),
+        None => fetch_wordnet()?,
+    };
+    let mut corpus = wordnet::load(&dir)?;
+    corpus.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut nq = args.queries;
+    if args.quick {
+        corpus.truncate(5_000);
+        nq = nq.min(200);
+    }
+    let queries = queries(&corpus, nq);
+    eprintln!(
+        "text: {} documents, {} queries",
+        corpus.len(),
+        queries.len()
+    );
+    Ok((corpus, queries))
+}
+
+/// Every engine builds its index `--builds` times, the engines' builds alternating in an
+/// order reversed every round, as their query passes do; the last build of each is kept.
+/// Returns those builds and each engine's indexing rates, in `args.engines`' order.
+#[expect(
+    clippy::type_complexity,
+    reason = "the builds and their rates, engine by engine"
+)]
+fn build_rounds<'a>(
+    args: &'a TextArgs,
+    corpus: &'a [Gloss],
+    queries: &'a [String],
+    tmp: &Path,
+) -> Result<(Vec<Box<dyn Built + 'a>>, Vec<Vec<f64>>), String> {
+    let mut built: Vec<Option<Box<dyn Built + '_>>> = args.engines.iter().map(|_| None).collect();
+    let mut builds: Vec<Vec<f64>> = args.engines.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.builds.max(1) {
+        let mut order: Vec<usize> = (0..args.engines.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for e in order {
+            let (Some(engine), Some(slot), Some(rates)) =
+                (args.engines.get(e), built.get_mut(e), builds.get_mut(e))
+            else {
+                continue;
+            };
+            // The previous build goes first, so that two never share the memory.
+            *slot = None;
+            let dir = tmp.join(format!("{engine}-{round}"));
+            let b = build(engine, corpus, queries, args, &dir)?;
+            rates.push(corpus.len() as f64 / b.index_secs());
+            *slot = Some(b);
+            if round > 0 {
+                let _ = std::fs::remove_dir_all(tmp.join(format!("{engine}-{}", round - 1)));
+            }
+        }
+    }
+    Ok((built.into_iter().flatten().collect(), builds))
+}
+
+/// `--out`: the results as JSON and the report as markdown.
+fn write_out(
+    out: &Path,
+    results: &[TextResult],
+    quality: Option<serde_json::Value>,
+    table: &str,
+    documents: usize,
+    queries: usize,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("{}: {e}", out.display());
+    std::fs::create_dir_all(out).map_err(io)?;
+    let command: Vec<String> = std::env::args().collect();
+    let json = serde_json::json!({
+        "command": command.join(" "),
+        "machine": crate::machine::describe(),
+        "commit": crate::machine::git_commit(),
+        "date": crate::machine::date(),
+        "results": results,
+        "quality": quality,
+    });
+    let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("results.json"), json).map_err(io)?;
+    let report = format!(
+        "# shale-bench text\n\n`{}`\n\n{documents} documents (WordNet glosses), {queries} queries\n\n{table}",
+        command.join(" "),
+    );
+    std::fs::write(out.join("report.md"), report).map_err(io)
 }
 
 /// Build `engine`'s index of `corpus` in `dir`.
@@ -228,7 +207,10 @@ fn build<'a>(
         "shale" => Box::new(ShaleBuilt::build(corpus, queries, args, dir)?),
         #[cfg(feature = "tantivy")]
         "tantivy" => Box::new(tantivy_peer::TantivyBuilt::build(
-            corpus, queries, args, dir,
+            corpus,
+            queries,
+            args.fresh_docs,
+            dir,
         )?),
         other => return Err(format!("unknown or not compiled engine {other:?}")),
     })
@@ -291,24 +273,6 @@ fn queries(corpus: &[Gloss], n: usize) -> Vec<String> {
         })
         .take(n)
         .collect()
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
-}
-
-/// An engine with its index built: one query at a time, then what it measures once the
-/// query passes are done.
-pub trait Built {
-    fn search(&mut self, query: &str) -> Result<(), String>;
-
-    /// Seconds from the first document until all were searchable.
-    fn index_secs(&self) -> f64;
-
-    /// The engine's result, given each pass's queries per second and the first pass's
-    /// latencies.
-    fn finish(self: Box<Self>, runs: Vec<f64>, lat: &Latencies) -> Result<TextResult, String>;
 }
 
 /// Shale's text index over the corpus, in a database of its own.

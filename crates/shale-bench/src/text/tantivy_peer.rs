@@ -21,7 +21,7 @@ use tantivy::{
     doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
 };
 
-use super::{Built, Measured, TextArgs, TextResult};
+use super::engine::{Built, Measured, TextResult};
 use crate::metrics::Latencies;
 
 const STOP_WORDS: [&str; 33] = [
@@ -99,7 +99,8 @@ fn manual_reader(p: &Peer) -> Result<IndexReader, String> {
 pub struct TantivyBuilt<'a> {
     corpus: &'a [Gloss],
     queries: usize,
-    args: &'a TextArgs,
+    /// Documents of the run that commits every 100.
+    fresh_docs: usize,
     dir: PathBuf,
     peer: Peer,
     _reader: IndexReader,
@@ -113,7 +114,7 @@ impl<'a> TantivyBuilt<'a> {
     pub fn build(
         corpus: &'a [Gloss],
         queries: &[String],
-        args: &'a TextArgs,
+        fresh_docs: usize,
         dir: &Path,
     ) -> Result<TantivyBuilt<'a>, String> {
         let (peer, reader, index_secs) = bulk(corpus, &dir.join("bulk"))?;
@@ -121,7 +122,7 @@ impl<'a> TantivyBuilt<'a> {
         Ok(TantivyBuilt {
             corpus,
             queries: queries.len(),
-            args,
+            fresh_docs,
             dir: dir.to_owned(),
             searcher: reader.searcher(),
             _reader: reader,
@@ -152,7 +153,7 @@ impl Built for TantivyBuilt<'_> {
     }
 
     fn finish(self: Box<Self>, runs: Vec<f64>, lat: &Latencies) -> Result<TextResult, String> {
-        let n = self.args.fresh_docs.min(self.corpus.len());
+        let n = self.fresh_docs.min(self.corpus.len());
         let fresh_secs = fresh(
             self.corpus.get(..n).unwrap_or(self.corpus),
             &self.dir.join("fresh"),
