@@ -11,7 +11,7 @@
 //! - `bloom`: [`BloomFilter::may_contain`] on a 100k-key, 10 bits/key filter for present and
 //!   absent keys, and [`BloomFilterBuilder::finish`].
 //!
-//! Run with `cargo bench -p shale --bench write_path`; the whole suite takes about
+//! Run with `cargo bench -p shale-bench --bench write_path`; the whole suite takes about
 //! 1.5 minutes on two cores. `-- --test` runs each benchmark once, as a smoke test.
 
 use std::hint::black_box;
