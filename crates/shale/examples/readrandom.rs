@@ -42,33 +42,43 @@ fn main() -> shale::Result<()> {
     }
     let db = Db::open(&dir, opts)?;
     if args.get(3).is_some_and(|a| a == "load") {
-        // Values as db_bench makes them: half random bytes, half a repeat (about 50%
-        // compressible), different for every key.
-        let mut value = [0u8; 100];
-        // A random order of 0..n: a full-period LCG modulo the next power of two.
-        let m = n.next_power_of_two();
-        let mut x = 0u64;
-        for _ in 0..m {
-            x = (x.wrapping_mul(5).wrapping_add(1)) & (m - 1);
-            if x < n {
-                let mut h = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-                for b in value.iter_mut().take(50) {
-                    h ^= h >> 29;
-                    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-                    *b = b'a' + (h >> 59) as u8;
-                }
-                db.put(key(x), value)?;
-            }
-        }
-        db.write(shale::WriteBatch::new(), WriteOptions::default())?;
-        db.compact_range(None, None)?;
-        db.wait_idle()?;
-        println!(
-            "loaded {n} keys; files per level {:?}",
-            db.level_file_counts()
-        );
-        return Ok(());
+        return load(&db, n);
     }
+    read(&db, n)
+}
+
+/// Write `n` random keys (16 B, 100 B values, as db_bench), compact, wait until idle.
+fn load(db: &Db, n: u64) -> shale::Result<()> {
+    // Values as db_bench makes them: half random bytes, half a repeat (about 50%
+    // compressible), different for every key.
+    let mut value = [0u8; 100];
+    // A random order of 0..n: a full-period LCG modulo the next power of two.
+    let m = n.next_power_of_two();
+    let mut x = 0u64;
+    for _ in 0..m {
+        x = (x.wrapping_mul(5).wrapping_add(1)) & (m - 1);
+        if x < n {
+            let mut h = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            for b in value.iter_mut().take(50) {
+                h ^= h >> 29;
+                h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+                *b = b'a' + (h >> 59) as u8;
+            }
+            db.put(key(x), value)?;
+        }
+    }
+    db.write(shale::WriteBatch::new(), WriteOptions::default())?;
+    db.compact_range(None, None)?;
+    db.wait_idle()?;
+    println!(
+        "loaded {n} keys; files per level {:?}",
+        db.level_file_counts()
+    );
+    Ok(())
+}
+
+/// Time `n` random gets of existing (or, `MISSING=1`, never written) keys.
+fn read(db: &Db, n: u64) -> shale::Result<()> {
     // PERF=0: no stage timers. MISSING=1: keys that were never written. THREADS=N readers.
     let perf = !std::env::var("PERF").is_ok_and(|c| c == "0");
     let missing = std::env::var("MISSING").is_ok_and(|c| c == "1");
@@ -80,7 +90,6 @@ fn main() -> shale::Result<()> {
     let found = std::thread::scope(|s| {
         let readers: Vec<_> = (0..threads)
             .map(|t| {
-                let db = &db;
                 s.spawn(move || -> shale::Result<u64> {
                     shale::perf::enable(perf);
                     let mut x = 0x2545_f491_4f6c_dd1d_u64 ^ t.wrapping_mul(0x9e37_79b9);
