@@ -75,29 +75,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os(CHILD_ENV).is_none() {
         println!("model: {}", dir.display());
         sha256_cost(&dir.join("model.safetensors"))?;
-        // candle sizes two things once per process, from the environment: the thread count
-        // its matrix multiplications split into (RAYON_NUM_THREADS) and a global pool for
-        // large elementwise operations (CANDLE_NUM_THREADS). So each thread count runs in a
-        // process of its own with RAYON_NUM_THREADS set to it, and CANDLE_NUM_THREADS too
-        // unless the caller set it (CANDLE_NUM_THREADS=1 keeps that pool from spinning).
-        let candle_threads = std::env::var("CANDLE_NUM_THREADS").ok();
-        for &threads in &args.threads {
-            let candle = candle_threads.clone().unwrap_or(threads.to_string());
-            println!("-- RAYON_NUM_THREADS={threads} CANDLE_NUM_THREADS={candle}");
-            let status = std::process::Command::new(std::env::current_exe()?)
-                .args(std::env::args().skip(1))
-                .args(["--threads", &threads.to_string()])
-                .env(CHILD_ENV, "1")
-                .env("RAYON_NUM_THREADS", threads.to_string())
-                .env("CANDLE_NUM_THREADS", candle)
-                .status()?;
-            if !status.success() {
-                return Err(format!("the run with {threads} threads failed: {status}").into());
-            }
-        }
-        return Ok(());
+        return run_children(&args);
     }
-
     for &threads in &args.threads {
         let start = Instant::now();
         let model = MiniLm::load_with_threads(&dir, threads)?;
@@ -107,44 +86,79 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ms(load)
         );
         for &batch_size in &args.batches {
-            let batch: Vec<&str> = SENTENCES.iter().cycle().take(batch_size).copied().collect();
-            // Warm up: first passes allocate and fault in the weights.
-            for _ in 0..2 {
-                model.embed_batch(&batch)?;
-            }
-            let mut passes = 0u32;
-            let mut latencies = Vec::new();
-            let cpu_start = process_cpu_seconds();
-            let start = Instant::now();
-            while start.elapsed().as_secs_f64() < args.seconds || passes < 3 {
-                let t = Instant::now();
-                model.embed_batch(&batch)?;
-                latencies.push(t.elapsed());
-                passes += 1;
-            }
-            let elapsed = start.elapsed().as_secs_f64();
-            let cpu = process_cpu_seconds()
-                .zip(cpu_start)
-                .map(|(end, start)| end - start);
-            latencies.sort();
-            let p50 = latencies
-                .get(latencies.len() / 2)
-                .copied()
-                .unwrap_or_default();
-            let sentences = f64::from(passes) * batch_size as f64;
-            // CPU seconds used per wall second: below `threads` when the pool idles or the
-            // machine is busy with other work.
-            let busy = cpu.map_or(String::new(), |c| {
-                format!(", {:.2} cores busy", c / elapsed)
-            });
-            println!(
-                "  batch {batch_size:>3}: {:>7.1} sentences/s  (p50 {:.1} ms per batch, {passes} batches{busy})",
-                sentences / elapsed,
-                ms(p50),
-            );
+            one_batch_size(&model, batch_size, args.seconds)?;
         }
         bulk(&model, args.seconds)?;
     }
+    Ok(())
+}
+
+/// candle sizes two things once per process, from the environment: the thread count its
+/// matrix multiplications split into (RAYON_NUM_THREADS) and a global pool for large
+/// elementwise operations (CANDLE_NUM_THREADS). So each thread count runs in a process of
+/// its own with RAYON_NUM_THREADS set to it, and CANDLE_NUM_THREADS too unless the caller
+/// set it (CANDLE_NUM_THREADS=1 keeps that pool from spinning).
+fn run_children(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let candle_threads = std::env::var("CANDLE_NUM_THREADS").ok();
+    for &threads in &args.threads {
+        let candle = candle_threads.clone().unwrap_or(threads.to_string());
+        println!("-- RAYON_NUM_THREADS={threads} CANDLE_NUM_THREADS={candle}");
+        let status = std::process::Command::new(std::env::current_exe()?)
+            .args(std::env::args().skip(1))
+            .args(["--threads", &threads.to_string()])
+            .env(CHILD_ENV, "1")
+            .env("RAYON_NUM_THREADS", threads.to_string())
+            .env("CANDLE_NUM_THREADS", candle)
+            .status()?;
+        if !status.success() {
+            return Err(format!("the run with {threads} threads failed: {status}").into());
+        }
+    }
+    Ok(())
+}
+
+/// One forward pass per batch of `batch_size` sentences for `seconds` (at least three):
+/// prints sentences/s, the median pass and how busy the cores were.
+fn one_batch_size(
+    model: &MiniLm,
+    batch_size: usize,
+    seconds: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let batch: Vec<&str> = SENTENCES.iter().cycle().take(batch_size).copied().collect();
+    // Warm up: first passes allocate and fault in the weights.
+    for _ in 0..2 {
+        model.embed_batch(&batch)?;
+    }
+    let mut passes = 0u32;
+    let mut latencies = Vec::new();
+    let cpu_start = process_cpu_seconds();
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < seconds || passes < 3 {
+        let t = Instant::now();
+        model.embed_batch(&batch)?;
+        latencies.push(t.elapsed());
+        passes += 1;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds()
+        .zip(cpu_start)
+        .map(|(end, start)| end - start);
+    latencies.sort();
+    let p50 = latencies
+        .get(latencies.len() / 2)
+        .copied()
+        .unwrap_or_default();
+    let sentences = f64::from(passes) * batch_size as f64;
+    // CPU seconds used per wall second: below `threads` when the pool idles or the
+    // machine is busy with other work.
+    let busy = cpu.map_or(String::new(), |c| {
+        format!(", {:.2} cores busy", c / elapsed)
+    });
+    println!(
+        "  batch {batch_size:>3}: {:>7.1} sentences/s  (p50 {:.1} ms per batch, {passes} batches{busy})",
+        sentences / elapsed,
+        ms(p50),
+    );
     Ok(())
 }
 

@@ -15,19 +15,11 @@ use shale_embed::{MiniLm, OnnxMiniLm};
 use shale_search::semantic::Embedder;
 use shale_testkit::wordnet;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Result<()> {
     shale_embed::quiet_candle_threads();
-    let mut texts_n = 2000usize;
-    let mut rounds = 3usize;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--texts" => texts_n = value.parse()?,
-            "--rounds" => rounds = value.parse()?,
-            _ => return Err(format!("unknown flag {flag}").into()),
-        }
-    }
+    let (texts_n, rounds) = args()?;
     let cache = shale_embed::default_model_dir()
         .and_then(|d| Some(d.parent()?.parent()?.join("wordnet")))
         .ok_or("no cache directory")?;
@@ -39,14 +31,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .step_by(step)
         .take(texts_n)
         .map(|g| g.text.as_str())
-        .collect();
-    let queries: Vec<String> = texts
-        .iter()
-        .take(60)
-        .map(|t| {
-            let def = t.split_once(": ").map_or(*t, |(_, d)| d);
-            def.split(';').next().unwrap_or(def).trim().to_string()
-        })
         .collect();
     let dir = shale_embed::model_dir_from_env()?;
     let t = Instant::now();
@@ -62,6 +46,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         texts.len(),
         load_average()
     );
+    let vectors = interleaved(&runtimes, &texts, rounds)?;
+    if let [a, b] = &vectors[..] {
+        agreement(a, b);
+    }
+    padding(&onnx, &texts)
+}
+
+/// `--texts N` (default 2000) and `--rounds N` (default 3).
+fn args() -> Result<(usize, usize)> {
+    let mut texts_n = 2000usize;
+    let mut rounds = 3usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--texts" => texts_n = value.parse()?,
+            "--rounds" => rounds = value.parse()?,
+            _ => return Err(format!("unknown flag {flag}").into()),
+        }
+    }
+    Ok((texts_n, rounds))
+}
+
+/// Short queries: the definitions of the first 60 texts up to their first ';'.
+fn queries(texts: &[&str]) -> Vec<String> {
+    texts
+        .iter()
+        .take(60)
+        .map(|t| {
+            let def = t.split_once(": ").map_or(*t, |(_, d)| d);
+            def.split(';').next().unwrap_or(def).trim().to_string()
+        })
+        .collect()
+}
+
+/// `rounds` rounds, each embedding `texts` in bulk and 20 one-text queries with every
+/// runtime in turn; prints each runtime's medians and returns its first round's vectors.
+fn interleaved(
+    runtimes: &[(&str, &dyn Embedder)],
+    texts: &[&str],
+    rounds: usize,
+) -> Result<Vec<Vec<Vec<f32>>>> {
+    let queries = queries(texts);
     let mut bulk = vec![Vec::new(); runtimes.len()];
     let mut per_cpu = vec![Vec::new(); runtimes.len()];
     let mut query_ms = vec![Vec::new(); runtimes.len()];
@@ -69,7 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for round in 0..rounds {
         for (i, (_, model)) in runtimes.iter().enumerate() {
             let (t, cpu) = (Instant::now(), cpu_seconds());
-            let v = model.embed(&texts)?;
+            let v = model.embed(texts)?;
             if let Some(b) = bulk.get_mut(i) {
                 b.push(texts.len() as f64 / t.elapsed().as_secs_f64());
             }
@@ -99,8 +126,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             median(&mut query_ms[i]),
         );
     }
+    Ok(vectors)
+}
+
+/// How far apart the two runtimes' vectors of the same texts are.
+fn agreement(onnx: &[Vec<f32>], candle: &[Vec<f32>]) {
     let (mut min_cos, mut max_diff, mut sum_cos) = (f32::MAX, 0f32, 0f64);
-    for (a, b) in vectors[0].iter().zip(&vectors[1]) {
+    for (a, b) in onnx.iter().zip(candle) {
         let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
         let diff = a
             .iter()
@@ -113,14 +145,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "onnx vs candle: mean cosine {:.7}, min {min_cos:.7}, max |diff| {max_diff:.2e}",
-        sum_cos / texts.len() as f64
+        sum_cos / onnx.len() as f64
     );
-    padding(&onnx, &texts)
 }
 
 /// One-thread runs over batches of 32 in input order against the same texts sorted by
 /// token count: the cost of padding a batch to its longest text.
-fn padding(model: &OnnxMiniLm, texts: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
+fn padding(model: &OnnxMiniLm, texts: &[&str]) -> Result<()> {
     let mut by_len: Vec<&str> = texts.to_vec();
     by_len.sort_by_key(|t| t.split_whitespace().count());
     let mut times = [Vec::new(), Vec::new()];
