@@ -16,9 +16,9 @@ use shale::inspect::version::VersionEdit;
 use shale::inspect::wal::{LogReader, Predecessor, TailReport};
 use shale::inspect::IndexEntry;
 
+use crate::args::Cli;
 use crate::error::{CliError, Result};
 use crate::escape::{escape, json_bytes};
-use crate::Cli;
 
 fn kind_name(kind: ValueKind) -> &'static str {
     match kind {

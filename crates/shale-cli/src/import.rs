@@ -8,39 +8,14 @@
 //! the batches before the failing line are in the database.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::time::Instant;
 
 use shale::{WriteBatch, WriteOptions};
 
+use crate::args::{Cli, Format, ImportArgs};
 use crate::error::{CliError, Result};
 use crate::escape::{json_field, unescape};
 use crate::vectors::{self, Target};
-use crate::{Cli, Format};
-
-#[derive(clap::Args, Debug)]
-pub struct ImportArgs {
-    /// The input file; "-" reads stdin.
-    pub file: PathBuf,
-    #[arg(long, value_enum)]
-    pub format: Format,
-    /// Keys are this prefix followed by a number zero-padded to 10 digits (so keys sort in
-    /// file order): with --format lines the 1-based line number (default prefix: none),
-    /// with --format npy the 0-based row (default prefix: the index's, --index-prefix).
-    #[arg(long, value_name = "P")]
-    pub key_prefix: Option<String>,
-    /// With --format npy: a file of keys, one per line, a line per row (instead of
-    /// numbered keys).
-    #[arg(long, value_name = "FILE", conflicts_with = "key_prefix")]
-    pub keys: Option<PathBuf>,
-    /// With --format npy: a file of payloads (the documents search prints), one per line,
-    /// a line per row. Default: empty payloads.
-    #[arg(long, value_name = "FILE")]
-    pub payloads: Option<PathBuf>,
-    /// Bytes per write batch.
-    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
-    pub batch_bytes: usize,
-}
 
 /// One parsed input line: `None` for a line to skip (blank tsv or jsonl lines).
 pub type Pair = Option<(Vec<u8>, Vec<u8>)>;
@@ -85,7 +60,11 @@ fn parse_line(
             Ok(Some((json_field(obj, "key")?, json_field(obj, "value")?)))
         }
         Format::VectorsJsonl => {
-            vectors::parse_jsonl(target.ok_or("vector lines need the index open")?, line)
+            if line.iter().all(u8::is_ascii_whitespace) {
+                return Ok(None);
+            }
+            let target = target.ok_or("vector lines need the index open")?;
+            vectors::parse_jsonl(target, line).map(Some)
         }
         Format::Npy => Err("a .npy file has no lines".into()),
     }

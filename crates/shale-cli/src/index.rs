@@ -1,4 +1,4 @@
-//! Which semantic index a command opens, and `index-stats`.
+//! Which semantic index a command opens.
 //!
 //! The global options name the index and say what it is: `--index NAME` (default
 //! `default`), over the keys under `--index-prefix`, scored by `--metric`, embedding text
@@ -13,65 +13,15 @@
 //! the record before the open: vectors given by the user under another dimension, and a
 //! text index opened without a model.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shale_search::semantic::{Embedder, Index, IndexDefinition, IndexOptions, USER_VECTORS};
 use shale_search::vector::Metric;
 
+use crate::args::Cli;
 use crate::embedder::{self, EmbedderKind};
 use crate::error::{CliError, Result};
-use crate::escape::{escape, json_bytes};
-use crate::Cli;
-
-/// The index opened when `--index` is not given, over every key (the one Python's
-/// `semantic=True` opens too).
-pub const DEFAULT_INDEX: &str = "default";
-
-/// The global options that choose and describe the index.
-#[derive(clap::Args, Debug)]
-#[command(next_help_heading = "Semantic index (search, index-stats, --semantic)")]
-pub struct IndexArgs {
-    /// The semantic index to open ([A-Za-z0-9_-], default "default"). Naming one turns
-    /// --semantic on.
-    #[arg(long, global = true, value_name = "NAME")]
-    pub index: Option<String>,
-
-    /// The keys the index covers: those that start with P (default: the index's recorded
-    /// prefix, or every key for a new index). Values under it must be UTF-8 text or
-    /// vectors; keys outside it hold any bytes.
-    #[arg(long, global = true, value_name = "P")]
-    pub index_prefix: Option<String>,
-
-    /// How the index scores: cosine, dot or l2 (higher is closer: cosine similarity, inner
-    /// product, or minus the squared distance) [default: the index's recorded metric, or
-    /// cosine for a new index].
-    #[arg(long, global = true, value_name = "METRIC", value_parser = parse_metric)]
-    pub metric: Option<Metric>,
-
-    /// The dimension of the index's vectors (needed with --embedder none for a new index;
-    /// with a model, it must be the model's).
-    #[arg(long, global = true, value_name = "N")]
-    pub dim: Option<usize>,
-
-    /// The embedding model for the index [default: minilm; an index of the user's vectors
-    /// keeps none]. `hash` is a word-hashing stand-in with no model files: it matches shared
-    /// words, not meanings. `none`: an index of vectors given by the user, with --dim.
-    #[arg(long, global = true, value_enum)]
-    pub embedder: Option<EmbedderKind>,
-}
-
-fn parse_metric(name: &str) -> std::result::Result<Metric, String> {
-    Metric::parse(name).map_err(|_| format!("{name:?} is not a metric (cosine, dot or l2)"))
-}
-
-impl IndexArgs {
-    /// The index's name.
-    pub fn name(&self) -> &str {
-        self.index.as_deref().unwrap_or(DEFAULT_INDEX)
-    }
-}
 
 /// An open index and the model it embeds with.
 pub struct OpenIndex {
@@ -216,106 +166,4 @@ pub fn wait_indexed(index: &Index) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// `index-stats`: what the index is, its counters, and what its open found.
-pub fn stats(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
-    let db = cli.open(false, true)?;
-    let open = db.index_handle()?;
-    let index = &open.index;
-    let s = index.stats();
-    let r = index.recovery();
-    let (applied, queued) = index.progress();
-    let counters = counters(&s);
-    let recovery = recovery(&r);
-    let result = if json {
-        let mut doc = serde_json::Map::new();
-        doc.insert("name".into(), index.name().into());
-        json_bytes(&mut doc, "prefix", index.prefix());
-        doc.insert("dim".into(), index.dim().into());
-        doc.insert("metric".into(), index.metric().name().into());
-        doc.insert("model_id".into(), open.model_id.clone().into());
-        doc.insert("applied".into(), applied.into());
-        doc.insert("queued_since_open".into(), queued.into());
-        for (name, v) in &counters {
-            doc.insert((*name).into(), (*v).into());
-        }
-        let mut rec: serde_json::Map<String, serde_json::Value> = recovery
-            .iter()
-            .map(|(name, v)| ((*name).to_owned(), (*v).into()))
-            .collect();
-        rec.insert("graph_damaged".into(), r.graph_damaged.into());
-        rec.insert("store_damage".into(), r.store_damage.clone().into());
-        doc.insert("recovery".into(), rec.into());
-        writeln!(out, "{:#}", serde_json::Value::Object(doc))
-    } else {
-        write_text(out, open, &counters, &recovery, &r)
-    };
-    result.map_err(CliError::Stdout)?;
-    Ok(db.close()?)
-}
-
-fn write_text(
-    out: &mut impl Write,
-    open: &OpenIndex,
-    counters: &[(&str, u64)],
-    recovery: &[(&str, u64)],
-    r: &shale_search::semantic::IndexRecovery,
-) -> std::io::Result<()> {
-    let index = &open.index;
-    writeln!(out, "index: {}", index.name())?;
-    writeln!(out, "prefix: {}", escape(index.prefix()))?;
-    writeln!(out, "dim: {}", index.dim())?;
-    writeln!(out, "metric: {}", index.metric().name())?;
-    match &open.model_id {
-        Some(id) => writeln!(out, "model: {id}")?,
-        None => writeln!(out, "model: none (vectors given by the user)")?,
-    }
-    let (applied, queued) = index.progress();
-    writeln!(
-        out,
-        "changes since open: {applied} applied of {queued} queued"
-    )?;
-    for (name, v) in counters {
-        writeln!(out, "{name}: {v}")?;
-    }
-    writeln!(out, "recovery (this open):")?;
-    for (name, v) in recovery {
-        writeln!(out, "  {name}: {v}")?;
-    }
-    writeln!(out, "  graph_damaged: {}", r.graph_damaged)?;
-    match &r.store_damage {
-        Some(damage) => writeln!(out, "  store_damage: {damage}"),
-        None => writeln!(out, "  store_damage: none"),
-    }
-}
-
-/// Every counter of [`shale_search::semantic::IndexStats`], by name.
-fn counters(s: &shale_search::semantic::IndexStats) -> Vec<(&'static str, u64)> {
-    let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-    vec![
-        ("live", wide(s.live)),
-        ("queued", s.queued),
-        ("queued_bytes", s.queued_bytes),
-        ("stalls", s.stalls),
-        ("stall_micros", s.stall_micros),
-        ("checkpoints", s.checkpoints),
-        ("last_checkpoint_micros", s.last_checkpoint_micros),
-        ("graph_bytes", s.graph_bytes),
-        ("id_space", s.id_space),
-        ("tracked_keys", s.tracked_keys),
-    ]
-}
-
-/// The counts of [`shale_search::semantic::IndexRecovery`], by name.
-fn recovery(r: &shale_search::semantic::IndexRecovery) -> Vec<(&'static str, u64)> {
-    let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-    vec![
-        ("graph_nodes_reused", wide(r.graph_nodes_reused)),
-        ("vectors_reinserted", wide(r.vectors_reinserted)),
-        ("texts_to_embed", wide(r.texts_to_embed)),
-        ("orphans_deleted", wide(r.orphans_deleted)),
-        ("other_model_vectors", wide(r.other_model_vectors)),
-        ("open_micros", r.open_micros),
-    ]
 }

@@ -2,56 +2,11 @@
 
 use std::io::Write;
 use std::ops::Bound;
-use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::args::{CasArgs, Cli, ExportArgs, Format, ScanArgs};
 use crate::error::{CliError, Result};
 use crate::escape::{escape, json_bytes};
-use crate::{Cli, Format};
-
-#[derive(clap::Args, Debug)]
-pub struct ScanArgs {
-    /// First key (inclusive).
-    #[arg(long, value_name = "A")]
-    pub(crate) from: Option<String>,
-    /// End key (exclusive).
-    #[arg(long, value_name = "B")]
-    pub(crate) to: Option<String>,
-    /// Only keys starting with P (combines with --from and --to).
-    #[arg(long, value_name = "P")]
-    pub(crate) prefix: Option<String>,
-    /// Descending key order.
-    #[arg(long)]
-    pub(crate) reverse: bool,
-    /// Print at most N pairs.
-    #[arg(long, value_name = "N")]
-    pub(crate) limit: Option<usize>,
-    /// One JSON object per line instead of a tab-separated key and value.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct CasArgs {
-    key: String,
-    /// The new value (or --delete).
-    #[arg(required_unless_present = "delete", conflicts_with = "delete")]
-    value: Option<String>,
-    /// Delete KEY instead of setting it.
-    #[arg(long)]
-    delete: bool,
-    /// The value KEY must hold now.
-    #[arg(
-        long,
-        value_name = "VALUE",
-        required_unless_present = "expect_absent",
-        conflicts_with = "expect_absent"
-    )]
-    expect: Option<String>,
-    /// KEY must be missing now.
-    #[arg(long)]
-    expect_absent: bool,
-}
 
 /// A compare-and-set's key, expected value (`None`: missing) and new value (`None`:
 /// delete), as bytes.
@@ -70,15 +25,6 @@ impl CasArgs {
             new_value: bytes(&self.value)?,
         })
     }
-}
-
-#[derive(clap::Args, Debug)]
-pub struct ExportArgs {
-    #[arg(long, value_enum, default_value_t = Format::Tsv)]
-    format: Format,
-    /// Write to FILE instead of stdout.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    output: Option<PathBuf>,
 }
 
 pub fn put(cli: &Cli, key: &str, value: &str, ttl: Option<u64>) -> Result<()> {

@@ -17,11 +17,11 @@ use shale_client::{Client, ClientError};
 use shale_search::vector::Metric;
 use shale_search::Analyzer;
 
+use crate::args::{CasArgs, Cli, Command, Format, ImportArgs, ScanArgs, SearchArgs};
 use crate::embedder::EmbedderKind;
 use crate::error::{CliError, Result};
 use crate::import;
-use crate::kv::{self, KeyRange, ScanArgs};
-use crate::{Cli, Command, Format};
+use crate::kv::{self, KeyRange};
 
 /// Pairs one scan call asks for.
 const SCAN_PAGE: u32 = 1000;
@@ -34,13 +34,7 @@ impl From<ClientError> for CliError {
 
 /// Run `cli`'s command against the cluster at `servers`.
 pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
-    let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
-    let mut client = Client::new(servers.to_vec(), token)?;
-    if let Some(ca) = &cli.tls_ca {
-        let pem = std::fs::read(ca)
-            .map_err(|e| CliError::Usage(format!("--tls-ca {}: {e}", ca.display())))?;
-        client = client.with_tls(pem);
-    }
+    let client = connect(cli, servers)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -65,24 +59,8 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
                 client.delete(&cli.bytes(key)?).await?;
                 Ok(())
             }
-            Command::Get { keys, raw, json } => {
-                let keys = keys
-                    .iter()
-                    .map(|k| cli.bytes(k))
-                    .collect::<Result<Vec<_>>>()?;
-                let mut values = Vec::with_capacity(keys.len());
-                for key in &keys {
-                    values.push(client.get(key).await?);
-                }
-                kv::print_values(out, &keys, &values, *raw, *json)
-            }
-            Command::Cas(args) => {
-                let cas = args.parse(cli)?;
-                let outcome = client
-                    .compare_and_set(&cas.key, cas.expected.as_deref(), cas.new_value.as_deref())
-                    .await?;
-                kv::cas_outcome(out, &cas.key, outcome.swapped, outcome.current.as_deref())
-            }
+            Command::Get { keys, raw, json } => get(cli, &client, out, keys, *raw, *json).await,
+            Command::Cas(args) => cas(cli, &client, out, args).await,
             Command::Scan(args) => scan(cli, &client, out, args).await,
             Command::Search(args) => search(cli, &client, out, args).await,
             Command::DefineIndex => {
@@ -90,30 +68,13 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
                 Ok(())
             }
             Command::DefineTextIndex { analyzer } => {
-                let keywords = match Analyzer::from_name(analyzer) {
-                    Some(Analyzer::Simple) => pb::Analyzer::Simple,
-                    Some(Analyzer::English) => pb::Analyzer::English,
-                    Some(Analyzer::Cjk) => pb::Analyzer::Cjk,
-                    None => {
-                        return Err(CliError::Usage(format!(
-                            "{analyzer:?} is not an analyzer (simple, english or cjk)"
-                        )))
-                    }
-                };
-                let req = pb::DefineIndexRequest {
-                    keywords: keywords.into(),
-                    ..index_definition(cli)?
-                };
-                client.define_index_with(req).await?;
+                client
+                    .define_index_with(text_index_definition(cli, analyzer)?)
+                    .await?;
                 Ok(())
             }
             Command::ClusterStatus => cluster_status(&client, out, servers).await,
-            Command::Backup { file } => {
-                let bytes = client.backup(file).await?;
-                writeln!(out, "backup of {bytes} bytes in {}", file.display())
-                    .map_err(CliError::Stdout)?;
-                Ok(())
-            }
+            Command::Backup { file } => backup(&client, out, file).await,
             Command::AddLearner { id, addr } => {
                 print_membership(out, &client.add_learner(*id, addr).await?)
             }
@@ -137,6 +98,72 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             )),
         }
     })
+}
+
+/// A client of the cluster at `servers`, with `SHALE_TOKEN` and `--tls-ca`.
+fn connect(cli: &Cli, servers: &[String]) -> Result<Client> {
+    let token = std::env::var("SHALE_TOKEN").ok().filter(|t| !t.is_empty());
+    let client = Client::new(servers.to_vec(), token)?;
+    let Some(ca) = &cli.tls_ca else {
+        return Ok(client);
+    };
+    let pem = std::fs::read(ca)
+        .map_err(|e| CliError::Usage(format!("--tls-ca {}: {e}", ca.display())))?;
+    Ok(client.with_tls(pem))
+}
+
+/// `get KEY...`: each key read linearizably, one after another.
+async fn get(
+    cli: &Cli,
+    client: &Client,
+    out: &mut impl Write,
+    keys: &[String],
+    raw: bool,
+    json: bool,
+) -> Result<()> {
+    let keys = keys
+        .iter()
+        .map(|k| cli.bytes(k))
+        .collect::<Result<Vec<_>>>()?;
+    let mut values = Vec::with_capacity(keys.len());
+    for key in &keys {
+        values.push(client.get(key).await?);
+    }
+    kv::print_values(out, &keys, &values, raw, json)
+}
+
+/// `cas`: one compare-and-set through the log.
+async fn cas(cli: &Cli, client: &Client, out: &mut impl Write, args: &CasArgs) -> Result<()> {
+    let cas = args.parse(cli)?;
+    let outcome = client
+        .compare_and_set(&cas.key, cas.expected.as_deref(), cas.new_value.as_deref())
+        .await?;
+    kv::cas_outcome(out, &cas.key, outcome.swapped, outcome.current.as_deref())
+}
+
+/// `define-text-index`: the index definition of the global options, with the keyword
+/// index `analyzer` names.
+fn text_index_definition(cli: &Cli, analyzer: &str) -> Result<pb::DefineIndexRequest> {
+    let keywords = match Analyzer::from_name(analyzer) {
+        Some(Analyzer::Simple) => pb::Analyzer::Simple,
+        Some(Analyzer::English) => pb::Analyzer::English,
+        Some(Analyzer::Cjk) => pb::Analyzer::Cjk,
+        None => {
+            return Err(CliError::Usage(format!(
+                "{analyzer:?} is not an analyzer (simple, english or cjk)"
+            )))
+        }
+    };
+    Ok(pb::DefineIndexRequest {
+        keywords: keywords.into(),
+        ..index_definition(cli)?
+    })
+}
+
+/// `backup FILE`: an online backup of the cluster, written to FILE.
+async fn backup(client: &Client, out: &mut impl Write, file: &std::path::Path) -> Result<()> {
+    let bytes = client.backup(file).await?;
+    writeln!(out, "backup of {bytes} bytes in {}", file.display()).map_err(CliError::Stdout)
 }
 
 /// A batch for the cluster.
@@ -165,11 +192,7 @@ impl import::Sink for ServerSink<'_> {
 
 /// `import` of a line format, each batch one write to the cluster (at most the entries
 /// one log command takes).
-fn import(
-    runtime: &tokio::runtime::Runtime,
-    client: &Client,
-    args: &import::ImportArgs,
-) -> Result<()> {
+fn import(runtime: &tokio::runtime::Runtime, client: &Client, args: &ImportArgs) -> Result<()> {
     import::check_args(args)?;
     if matches!(args.format, Format::Npy | Format::VectorsJsonl) {
         return Err(CliError::Usage(
@@ -188,12 +211,7 @@ fn import(
 
 /// `search` on the cluster's index `--index` (default `default`), by text or vector; with
 /// `--keyword` or `--hybrid`, by its keyword index too.
-async fn search(
-    cli: &Cli,
-    client: &Client,
-    out: &mut impl Write,
-    args: &crate::search::SearchArgs,
-) -> Result<()> {
+async fn search(cli: &Cli, client: &Client, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
     if args.highlight {
         return Err(CliError::Usage(
             "--highlight is not available over --server".into(),

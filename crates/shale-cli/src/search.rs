@@ -4,7 +4,6 @@
 //! both rankings fused. `define-text-index` makes a text index.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use shale_search::semantic::SearchOptions;
 use shale_search::text::snippet;
@@ -12,68 +11,11 @@ use shale_search::{
     Analyzer, Fusion, HybridOptions, KeywordOptions, Match, TextIndex, TextIndexOptions,
 };
 
+use crate::args::{Cli, SearchArgs};
 use crate::error::{CliError, Result};
 use crate::escape::{escape, json_bytes};
 use crate::kv::KeyRange;
 use crate::vectors;
-use crate::Cli;
-
-#[derive(clap::Args, Debug)]
-#[command(group(
-    clap::ArgGroup::new("query")
-        .required(true)
-        .args(["text", "vector", "vector_file"])
-))]
-pub struct SearchArgs {
-    /// The query text, embedded by the index's model.
-    pub(crate) text: Option<String>,
-    /// The query vector as a JSON array of numbers, e.g. '[0.1, -0.2, 0.3]'.
-    #[arg(long, value_name = "JSON")]
-    pub(crate) vector: Option<String>,
-    /// The query vector from a .npy file holding one, of shape (dim,) or (1, dim).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) vector_file: Option<PathBuf>,
-    /// Number of results.
-    #[arg(short, long, default_value_t = 10)]
-    pub(crate) k: usize,
-    /// Only keys starting with P (whole keys, inside the index's prefix; combines with
-    /// --from and --to).
-    #[arg(long, value_name = "P")]
-    pub(crate) prefix: Option<String>,
-    /// Only keys from A (inclusive).
-    #[arg(long, value_name = "A")]
-    pub(crate) from: Option<String>,
-    /// Only keys before B (exclusive).
-    #[arg(long, value_name = "B")]
-    pub(crate) to: Option<String>,
-    /// The graph search's candidate list size (default: the index's ef_search): larger
-    /// finds more of the true nearest neighbours, and is slower.
-    #[arg(long, value_name = "N")]
-    pub(crate) ef: Option<usize>,
-    /// Exact search: score every candidate instead of walking the HNSW graph.
-    #[arg(long)]
-    pub(crate) exact: bool,
-    /// A JSON array of {rank, score, key, document} instead of tab-separated lines.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Search by keywords: BM25 over the text index --index (see define-text-index).
-    #[arg(long, conflicts_with_all = ["hybrid", "vector", "vector_file"])]
-    pub(crate) keyword: bool,
-    /// Search by keywords and by meaning, the two rankings fused (--fusion): the text index
-    /// and the semantic index named --index, over the same keys.
-    #[arg(long)]
-    pub(crate) hybrid: bool,
-    /// Keyword and hybrid: mark the matching words of each document «like this».
-    #[arg(long)]
-    pub(crate) highlight: bool,
-    /// Keyword search: documents with any of the words (ranked), all of them, or the
-    /// words as a phrase.
-    #[arg(long = "match", value_name = "MODE", default_value = "any", value_parser = ["any", "all", "phrase"])]
-    pub(crate) match_mode: String,
-    /// Hybrid: reciprocal rank fusion (rrf) or min-max scaled scores (minmax).
-    #[arg(long, default_value = "rrf", value_parser = ["rrf", "minmax"])]
-    pub(crate) fusion: String,
-}
 
 pub fn run(cli: &Cli, out: &mut impl Write, args: &SearchArgs) -> Result<()> {
     if args.keyword || args.hybrid {

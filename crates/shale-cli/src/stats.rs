@@ -10,8 +10,8 @@ use std::io::Write;
 use shale::fs::PosixFs;
 use shale::inspect::version::{RecoveredManifest, NUM_LEVELS};
 
+use crate::args::Cli;
 use crate::error::{CliError, Result};
-use crate::Cli;
 
 #[derive(Default, Clone, Copy)]
 struct LevelStats {
@@ -23,20 +23,70 @@ struct LevelStats {
     raw_value_bytes: u64,
 }
 
+/// What `stats` reports.
+struct Report {
+    keyspace: String,
+    levels: [LevelStats; NUM_LEVELS],
+    sst_bytes: u64,
+    last_seq: u64,
+    next_file_number: u64,
+    space_amp: Option<f64>,
+    write_amp: Option<f64>,
+    counters: Vec<(&'static str, u64)>,
+}
+
 pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
     let dir = cli.db_dir()?;
     let db = cli.open(false, false)?;
     // The manifest as of now; a compaction that finishes meanwhile shows next time.
     let manifest = RecoveredManifest::load(&PosixFs, dir)?;
-    let keyspace = match &cli.keyspace {
-        None => shale::KeyspaceId::DEFAULT,
+    let levels = level_stats(dir, &manifest, keyspace_id(cli, &manifest)?);
+    let s = db.stats();
+    let user = s.user_bytes_written;
+    let report = Report {
+        keyspace: cli
+            .keyspace
+            .as_deref()
+            .unwrap_or(shale::inspect::keyspace::DEFAULT_NAME)
+            .to_owned(),
+        space_amp: space_amplification(&levels),
+        levels,
+        sst_bytes: db.sst_bytes(),
+        last_seq: manifest.last_seq.0,
+        next_file_number: manifest.next_file_number.0,
+        write_amp: (user > 0).then(|| {
+            (s.wal_bytes + s.flush_bytes + s.compaction_bytes_written) as f64 / user as f64
+        }),
+        counters: s.counters(),
+    };
+    let result = if json {
+        write_json(out, &report)
+    } else {
+        write_text(out, &report)
+    };
+    result.map_err(CliError::Stdout)?;
+    Ok(db.close()?)
+}
+
+/// The id of `--keyspace` (default: the default keyspace) in `manifest`.
+fn keyspace_id(cli: &Cli, manifest: &RecoveredManifest) -> Result<shale::KeyspaceId> {
+    match &cli.keyspace {
+        None => Ok(shale::KeyspaceId::DEFAULT),
         Some(name) => manifest
             .keyspaces
             .values()
             .find(|k| &k.name == name)
             .map(|k| k.id)
-            .ok_or_else(|| CliError::Usage(format!("no keyspace named {name:?}")))?,
-    };
+            .ok_or_else(|| CliError::Usage(format!("no keyspace named {name:?}"))),
+    }
+}
+
+/// Each level's files of `keyspace`, from the manifest and each SSTable's properties.
+fn level_stats(
+    dir: &std::path::Path,
+    manifest: &RecoveredManifest,
+    keyspace: shale::KeyspaceId,
+) -> [LevelStats; NUM_LEVELS] {
     let mut levels = [LevelStats::default(); NUM_LEVELS];
     let files = manifest
         .files
@@ -58,6 +108,12 @@ pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
             l.raw_value_bytes += p.raw_value_bytes;
         }
     }
+    levels
+}
+
+/// RocksDB's estimate: everything above the last level is (at worst) garbage. `None` for
+/// an empty tree.
+fn space_amplification(levels: &[LevelStats]) -> Option<f64> {
     let total_bytes: u64 = levels.iter().map(|l| l.bytes).sum();
     let last_level_bytes = levels
         .iter()
@@ -65,72 +121,50 @@ pub fn run(cli: &Cli, out: &mut impl Write, json: bool) -> Result<()> {
         .map(|l| l.bytes)
         .find(|&b| b > 0)
         .unwrap_or(0);
-    // RocksDB's estimate: everything above the last level is (at worst) garbage.
-    let space_amp = (last_level_bytes > 0).then(|| total_bytes as f64 / last_level_bytes as f64);
-    let s = db.stats();
-    let user = s.user_bytes_written;
-    let write_amp = (user > 0)
-        .then(|| (s.wal_bytes + s.flush_bytes + s.compaction_bytes_written) as f64 / user as f64);
-    let counters = s.counters();
-
-    let result = if json {
-        let levels_json: Vec<serde_json::Value> = levels
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                serde_json::json!({
-                    "level": i,
-                    "files": l.files,
-                    "bytes": l.bytes,
-                    "entries": l.entries,
-                    "deletions": l.deletions,
-                    "raw_key_bytes": l.raw_key_bytes,
-                    "raw_value_bytes": l.raw_value_bytes,
-                })
-            })
-            .collect();
-        let counters: serde_json::Map<String, serde_json::Value> = counters
-            .iter()
-            .map(|(name, v)| ((*name).to_owned(), (*v).into()))
-            .collect();
-        let doc = serde_json::json!({
-            "keyspace": cli.keyspace.as_deref().unwrap_or(shale::inspect::keyspace::DEFAULT_NAME),
-            "levels": levels_json,
-            "sst_bytes": db.sst_bytes(),
-            "last_seq": manifest.last_seq.0,
-            "next_file_number": manifest.next_file_number.0,
-            "space_amplification": space_amp,
-            "write_amplification": write_amp,
-            "counters": counters,
-        });
-        writeln!(out, "{doc:#}")
-    } else {
-        write_text(
-            out,
-            &levels,
-            db.sst_bytes(),
-            space_amp,
-            write_amp,
-            &counters,
-        )
-    };
-    result.map_err(CliError::Stdout)?;
-    Ok(db.close()?)
+    (last_level_bytes > 0).then(|| total_bytes as f64 / last_level_bytes as f64)
 }
 
-fn write_text(
-    out: &mut impl Write,
-    levels: &[LevelStats],
-    sst_bytes: u64,
-    space_amp: Option<f64>,
-    write_amp: Option<f64>,
-    counters: &[(&str, u64)],
-) -> std::io::Result<()> {
+fn write_json(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
+    let levels: Vec<serde_json::Value> = r
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::json!({
+                "level": i,
+                "files": l.files,
+                "bytes": l.bytes,
+                "entries": l.entries,
+                "deletions": l.deletions,
+                "raw_key_bytes": l.raw_key_bytes,
+                "raw_value_bytes": l.raw_value_bytes,
+            })
+        })
+        .collect();
+    let counters: serde_json::Map<String, serde_json::Value> = r
+        .counters
+        .iter()
+        .map(|(name, v)| ((*name).to_owned(), (*v).into()))
+        .collect();
+    let doc = serde_json::json!({
+        "keyspace": r.keyspace,
+        "levels": levels,
+        "sst_bytes": r.sst_bytes,
+        "last_seq": r.last_seq,
+        "next_file_number": r.next_file_number,
+        "space_amplification": r.space_amp,
+        "write_amplification": r.write_amp,
+        "counters": counters,
+    });
+    writeln!(out, "{doc:#}")
+}
+
+fn write_text(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     writeln!(
         out,
         "level  files        bytes      entries  deletions  raw key+value bytes"
     )?;
-    for (i, l) in levels.iter().enumerate() {
+    for (i, l) in r.levels.iter().enumerate() {
         writeln!(
             out,
             "L{i:<5} {:>5} {:>12} {:>12} {:>10} {:>20}",
@@ -141,20 +175,20 @@ fn write_text(
             l.raw_key_bytes + l.raw_value_bytes
         )?;
     }
-    writeln!(out, "total SST bytes: {sst_bytes}")?;
+    writeln!(out, "total SST bytes: {}", r.sst_bytes)?;
     let amp = |a: Option<f64>| a.map_or_else(|| "n/a".to_owned(), |a| format!("{a:.2}"));
     writeln!(
         out,
         "space amplification (all levels / last level): {}",
-        amp(space_amp)
+        amp(r.space_amp)
     )?;
     writeln!(
         out,
         "write amplification (WAL + flush + compaction bytes / user bytes, this process): {}",
-        amp(write_amp)
+        amp(r.write_amp)
     )?;
     writeln!(out, "counters (this process, including recovery at open):")?;
-    for (name, v) in counters {
+    for (name, v) in &r.counters {
         writeln!(out, "  {name}: {v}")?;
     }
     Ok(())

@@ -20,10 +20,9 @@ use shale::{WriteBatch, WriteOptions};
 use shale_npy::{NpyError, NpyReader};
 use shale_search::semantic::{vector_value, Index};
 
+use crate::args::{Cli, ImportArgs};
 use crate::error::{CliError, Result};
 use crate::escape::escape;
-use crate::import::ImportArgs;
-use crate::Cli;
 
 /// The index vectors go into, and the checks it will make.
 pub struct Target<'a> {
@@ -75,11 +74,8 @@ pub fn json_vector(value: &serde_json::Value) -> Result<Vec<f32>, String> {
 }
 
 /// One line of `--format vectors-jsonl`: `{"key": .., "vector": [..], "payload": ..}` as a
-/// key and its vector value; `None` for a blank line.
-pub fn parse_jsonl(target: &Target<'_>, line: &[u8]) -> Result<crate::import::Pair, String> {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
+/// key and its vector value.
+pub fn parse_jsonl(target: &Target<'_>, line: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
     let value: serde_json::Value =
         serde_json::from_slice(line).map_err(|e| format!("bad JSON: {e}"))?;
     let obj = value.as_object().ok_or("not a JSON object")?;
@@ -91,7 +87,7 @@ pub fn parse_jsonl(target: &Target<'_>, line: &[u8]) -> Result<crate::import::Pa
         Vec::new()
     };
     target.check(&key, &vector)?;
-    Ok(Some((key, vector_value(&vector, &payload))))
+    Ok((key, vector_value(&vector, &payload)))
 }
 
 /// The query vector of `search`: from `--vector` (JSON) or `--vector-file` (a `.npy` of one
@@ -141,27 +137,11 @@ pub fn check_dim(what: &str, got: usize, index: &Index) -> Result<()> {
 /// documentation), then a wait until the index has them all.
 pub fn import_npy(cli: &Cli, args: &ImportArgs) -> Result<()> {
     let path = &args.file;
-    let npy_error = |error| CliError::Npy {
-        path: path.clone(),
-        error,
-    };
-    let mut reader = if path.as_os_str() == "-" {
-        NpyReader::new(Box::new(std::io::stdin()), None)
-    } else {
-        NpyReader::open(path)
-    }
-    .map_err(npy_error)?;
-    let header = reader.header().clone();
-    if header.shape.len() != 2 {
-        return Err(npy_error(NpyError::Shape {
-            shape: header.shape,
-            need: "a 2-D array, one vector per row",
-        }));
-    }
+    let mut reader = open_npy(path)?;
+    let (rows, cols) = (reader.header().rows as u64, reader.header().cols);
     let db = cli.open(true, true)?;
     let index = db.index()?;
-    check_dim(&path.display().to_string(), header.cols, index)?;
-    let rows = header.rows as u64;
+    check_dim(&path.display().to_string(), cols, index)?;
     let mut keys = match &args.keys {
         Some(file) => {
             check_lines(file, rows, path, Some(index.prefix()))?;
@@ -179,9 +159,6 @@ pub fn import_npy(cli: &Cli, args: &ImportArgs) -> Result<()> {
         }
         None => None,
     };
-
-    let target = Target::new(index);
-    let batch_bytes = args.batch_bytes.max(1);
     let bar = indicatif::ProgressBar::new(rows).with_style(
         indicatif::ProgressStyle::with_template(
             "{bar:40} {human_pos}/{human_len} vectors {per_sec} eta {eta}",
@@ -189,11 +166,88 @@ pub fn import_npy(cli: &Cli, args: &ImportArgs) -> Result<()> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let start = Instant::now();
-    let (mut n, mut bytes) = (0u64, 0u64);
-    let mut batch = WriteBatch::new();
-    let mut vector = Vec::new();
-    while reader.next_row(&mut vector).map_err(npy_error)? {
-        let key = match &mut keys {
+    let rows = Rows {
+        path,
+        target: Target::new(index),
+        keys: &mut keys,
+        payloads: payloads.as_mut(),
+    };
+    let (n, bytes) = rows.write(&mut reader, &db, args.batch_bytes.max(1), &bar)?;
+    bar.finish_and_clear();
+    eprintln!("{}", crate::kv::throughput("imported", n, bytes, start));
+    crate::index::wait_indexed(index)?;
+    Ok(db.close()?)
+}
+
+/// The `.npy` file `path` ("-": stdin), checked to be a 2-D array.
+fn open_npy(path: &Path) -> Result<NpyReader> {
+    let npy_error = |error| CliError::Npy {
+        path: path.to_path_buf(),
+        error,
+    };
+    let reader = if path.as_os_str() == "-" {
+        NpyReader::new(Box::new(std::io::stdin()), None)
+    } else {
+        NpyReader::open(path)
+    }
+    .map_err(npy_error)?;
+    let shape = &reader.header().shape;
+    if shape.len() != 2 {
+        return Err(npy_error(NpyError::Shape {
+            shape: shape.clone(),
+            need: "a 2-D array, one vector per row",
+        }));
+    }
+    Ok(reader)
+}
+
+/// What each row of an `.npy` import becomes: its key, its payload, checked against the
+/// index.
+struct Rows<'a> {
+    path: &'a Path,
+    target: Target<'a>,
+    keys: &'a mut Keys,
+    payloads: Option<&'a mut Lines>,
+}
+
+impl Rows<'_> {
+    /// Write every row of `reader` into `db` in batches of about `batch_bytes`, moving
+    /// `bar` on; returns the rows and bytes written.
+    fn write(
+        mut self,
+        reader: &mut NpyReader,
+        db: &shale::Db,
+        batch_bytes: usize,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<(u64, u64)> {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let mut batch = WriteBatch::new();
+        let mut vector = Vec::new();
+        while reader
+            .next_row(&mut vector)
+            .map_err(|error| CliError::Npy {
+                path: self.path.to_path_buf(),
+                error,
+            })?
+        {
+            let (key, value) = self.row(n, &vector)?;
+            bytes += (key.len() + value.len()) as u64;
+            batch.put(key, value);
+            n += 1;
+            if batch.approximate_size() >= batch_bytes {
+                db.write(std::mem::take(&mut batch), WriteOptions::default())?;
+                bar.set_position(n);
+            }
+        }
+        if !batch.is_empty() {
+            db.write(batch, WriteOptions::default())?;
+        }
+        Ok((n, bytes))
+    }
+
+    /// Row `n`'s key and vector value.
+    fn row(&mut self, n: u64, vector: &[f32]) -> Result<(Vec<u8>, Vec<u8>)> {
+        let key = match &mut self.keys {
             Keys::Numbered(prefix) => {
                 let mut key = prefix.clone();
                 key.extend_from_slice(format!("{n:010}").as_bytes());
@@ -202,33 +256,20 @@ pub fn import_npy(cli: &Cli, args: &ImportArgs) -> Result<()> {
             // check_lines counted a line per row.
             Keys::Listed(lines) => lines.next()?.unwrap_or_default(),
         };
-        let payload = match &mut payloads {
+        let payload = match &mut self.payloads {
             Some(lines) => lines.next()?.unwrap_or_default(),
             None => Vec::new(),
         };
-        target
-            .check(&key, &vector)
+        self.target
+            .check(&key, vector)
             .map_err(|reason| CliError::Row {
-                path: path.clone(),
+                path: self.path.to_path_buf(),
                 row: n,
                 reason,
             })?;
-        let value = vector_value(&vector, &payload);
-        bytes += (key.len() + value.len()) as u64;
-        batch.put(key, value);
-        n += 1;
-        if batch.approximate_size() >= batch_bytes {
-            db.write(std::mem::take(&mut batch), WriteOptions::default())?;
-            bar.set_position(n);
-        }
+        let value = vector_value(vector, &payload);
+        Ok((key, value))
     }
-    if !batch.is_empty() {
-        db.write(batch, WriteOptions::default())?;
-    }
-    bar.finish_and_clear();
-    eprintln!("{}", crate::kv::throughput("imported", n, bytes, start));
-    crate::index::wait_indexed(index)?;
-    Ok(db.close()?)
 }
 
 /// Where the keys of `import --format npy` come from.
