@@ -83,6 +83,8 @@ pub(crate) fn options(
     Ok((opts, None))
 }
 
+/// Set the option `name` (a field of `shale.Options`, or `semantic` or `model_dir`) to
+/// `value`.
 fn set_option(
     opts: &mut shale::Options,
     semantic: &mut bool,
@@ -90,54 +92,72 @@ fn set_option(
     name: &str,
     value: &Bound<'_, PyAny>,
 ) -> Result<(), String> {
-    fn get<'a, T: pyo3::conversion::FromPyObjectOwned<'a>>(
-        name: &str,
-        value: &Bound<'a, PyAny>,
-        kind: &str,
-    ) -> Result<T, String> {
-        // bool is an int subclass in Python: refuse it where a number is meant.
-        if kind != "bool" && value.cast::<pyo3::types::PyBool>().is_ok() {
-            return Err(format!("{name} must be {kind}, not bool"));
-        }
-        value
-            .extract::<T>()
-            .map_err(|_| format!("{name} must be {kind}, got {value}"))
-    }
-    const INT: &str = "a non-negative int";
     match name {
-        "create_if_missing" => opts.create_if_missing = get(name, value, "bool")?,
-        "keyspace_compaction_filters" => {
-            let filters = value
-                .cast::<PyDict>()
-                .map_err(|_| format!("{name} must be a dict of keyspace name to callable"))?;
-            opts.keyspace_compaction_filters = filters
-                .iter()
-                .map(|(ks, f)| {
-                    let ks: String = ks
-                        .extract()
-                        .map_err(|_| format!("{name}: a keyspace name must be a str, got {ks}"))?;
-                    let filter = crate::filter::PyFilter::new(&f)?;
-                    Ok((
-                        ks,
-                        std::sync::Arc::new(filter) as std::sync::Arc<dyn shale::CompactionFilter>,
-                    ))
-                })
-                .collect::<Result<_, String>>()?;
+        "semantic" => *semantic = get(name, value, "bool")?,
+        "model_dir" => {
+            *model_dir = (!value.is_none())
+                .then(|| get::<std::path::PathBuf>(name, value, "a path"))
+                .transpose()?;
         }
+        "keyspace_compaction_filters" => set_keyspace_filters(opts, name, value)?,
         "compaction_filter" => {
             opts.compaction_filter = match value.is_none() {
                 true => None,
                 false => Some(std::sync::Arc::new(crate::filter::PyFilter::new(value)?)),
             }
         }
-        "error_if_exists" => opts.error_if_exists = get(name, value, "bool")?,
-        "read_only" => opts.read_only = get(name, value, "bool")?,
-        "write_buffer_size" => opts.write_buffer_size = get(name, value, INT)?,
-        "max_write_buffers" => opts.max_write_buffers = get(name, value, INT)?,
-        "max_file_size" => opts.max_file_size = get(name, value, INT)?,
-        "block_size" => opts.block_size = get(name, value, INT)?,
-        "block_restart_interval" => opts.block_restart_interval = get(name, value, INT)?,
-        "filter_bits_per_key" => opts.filter_bits_per_key = get(name, value, INT)?,
+        "compression" | "bottommost_compression" | "compression_per_level" => {
+            set_compression(opts, name, value)?;
+        }
+        _ => set_plain(opts, name, value)?,
+    }
+    Ok(())
+}
+
+/// `value` as a `T`, which the messages call `kind`.
+fn get<'a, T: pyo3::conversion::FromPyObjectOwned<'a>>(
+    name: &str,
+    value: &Bound<'a, PyAny>,
+    kind: &str,
+) -> Result<T, String> {
+    // bool is an int subclass in Python: refuse it where a number is meant.
+    if kind != "bool" && value.cast::<pyo3::types::PyBool>().is_ok() {
+        return Err(format!("{name} must be {kind}, not bool"));
+    }
+    value
+        .extract::<T>()
+        .map_err(|_| format!("{name} must be {kind}, got {value}"))
+}
+
+/// `keyspace_compaction_filters`: a dict of keyspace name to callable.
+fn set_keyspace_filters(
+    opts: &mut shale::Options,
+    name: &str,
+    value: &Bound<'_, PyAny>,
+) -> Result<(), String> {
+    let filters = value
+        .cast::<PyDict>()
+        .map_err(|_| format!("{name} must be a dict of keyspace name to callable"))?;
+    opts.keyspace_compaction_filters = filters
+        .iter()
+        .map(|(ks, f)| {
+            let ks: String = ks
+                .extract()
+                .map_err(|_| format!("{name}: a keyspace name must be a str, got {ks}"))?;
+            let filter = crate::filter::PyFilter::new(&f)?;
+            Ok((ks, Arc::new(filter) as Arc<dyn shale::CompactionFilter>))
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(())
+}
+
+/// `compression`, `bottommost_compression` and `compression_per_level`.
+fn set_compression(
+    opts: &mut shale::Options,
+    name: &str,
+    value: &Bound<'_, PyAny>,
+) -> Result<(), String> {
+    match name {
         "compression" => {
             opts.compression = compression(name, &get::<String>(name, value, "a str")?)?;
         }
@@ -146,12 +166,33 @@ fn set_option(
                 .then(|| compression(name, &get::<String>(name, value, "a str or None")?))
                 .transpose()?;
         }
-        "compression_per_level" => {
+        _ => {
             opts.compression_per_level = get::<Vec<String>>(name, value, "a list of str")?
                 .iter()
                 .map(|c| compression(name, c))
                 .collect::<Result<_, _>>()?;
         }
+    }
+    Ok(())
+}
+
+/// The options that are a plain bool or number.
+fn set_plain(
+    opts: &mut shale::Options,
+    name: &str,
+    value: &Bound<'_, PyAny>,
+) -> Result<(), String> {
+    const INT: &str = "a non-negative int";
+    match name {
+        "create_if_missing" => opts.create_if_missing = get(name, value, "bool")?,
+        "error_if_exists" => opts.error_if_exists = get(name, value, "bool")?,
+        "read_only" => opts.read_only = get(name, value, "bool")?,
+        "write_buffer_size" => opts.write_buffer_size = get(name, value, INT)?,
+        "max_write_buffers" => opts.max_write_buffers = get(name, value, INT)?,
+        "max_file_size" => opts.max_file_size = get(name, value, INT)?,
+        "block_size" => opts.block_size = get(name, value, INT)?,
+        "block_restart_interval" => opts.block_restart_interval = get(name, value, INT)?,
+        "filter_bits_per_key" => opts.filter_bits_per_key = get(name, value, INT)?,
         "cache_size" => opts.cache_size = get(name, value, INT)?,
         "max_open_files" => opts.max_open_files = get(name, value, INT)?,
         "mmap_reads" => opts.mmap_reads = get(name, value, "bool")?,
@@ -164,12 +205,6 @@ fn set_option(
         "background_threads" => opts.background_threads = get(name, value, INT)?,
         "rate_limit_bytes_per_sec" => opts.rate_limit_bytes_per_sec = get(name, value, INT)?,
         "rate_limit_auto_tune" => opts.rate_limit_auto_tune = get(name, value, "bool")?,
-        "semantic" => *semantic = get(name, value, "bool")?,
-        "model_dir" => {
-            *model_dir = (!value.is_none())
-                .then(|| get::<std::path::PathBuf>(name, value, "a path"))
-                .transpose()?;
-        }
         _ => return Err(format!("unknown option {name:?}")),
     }
     Ok(())

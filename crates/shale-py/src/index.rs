@@ -86,20 +86,7 @@ pub(crate) fn open(
         })
     })?;
     let dim = args.dim.or(recorded.as_ref().map(|r| r.dim));
-    let model = match args.embedder.filter(|e| !e.is_none()) {
-        None => Model::Vectors,
-        Some(e) => match e.cast::<PyString>() {
-            Ok(s) if s.to_cow()?.eq_ignore_ascii_case("minilm") => Model::MiniLm,
-            Ok(s) => {
-                problems.push(format!(
-                    "embedder must be None, \"minilm\" or a callable, got {:?}",
-                    s.to_cow()?
-                ));
-                Model::Vectors
-            }
-            Err(_) => Model::Python(e),
-        },
-    };
+    let model = Model::parse(args.embedder, &mut problems)?;
     model.check(name, &args, dim, recorded.as_ref(), &mut problems);
     if !problems.is_empty() {
         return Err(to_py(
@@ -132,7 +119,29 @@ pub(crate) fn open(
     })
 }
 
-impl Model<'_, '_> {
+impl<'a, 'py> Model<'a, 'py> {
+    /// The model the `embedder` argument names; a string other than "minilm" is one of
+    /// `problems`.
+    fn parse(
+        embedder: Option<&'a Bound<'py, PyAny>>,
+        problems: &mut Vec<String>,
+    ) -> PyResult<Model<'a, 'py>> {
+        let Some(e) = embedder.filter(|e| !e.is_none()) else {
+            return Ok(Model::Vectors);
+        };
+        Ok(match e.cast::<PyString>() {
+            Ok(s) if s.to_cow()?.eq_ignore_ascii_case("minilm") => Model::MiniLm,
+            Ok(s) => {
+                problems.push(format!(
+                    "embedder must be None, \"minilm\" or a callable, got {:?}",
+                    s.to_cow()?
+                ));
+                Model::Vectors
+            }
+            Err(_) => Model::Python(e),
+        })
+    }
+
     /// The problems of opening index `name` with this model and `args`, given what an
     /// existing index was defined with (`recorded`), after those found so far.
     fn check(
