@@ -109,81 +109,13 @@ fn get_carried(d: &mut Decoder<'_>) -> Result<Vec<CarriedVector>, codec::DecodeE
 
 pub(super) fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
     match d.u8("command kind")? {
-        COMMAND_BATCH => {
-            let n = d.varint("command count")?;
-            let mut cmds = Vec::with_capacity(capacity_for(n, d, 2));
-            for _ in 0..n {
-                // Flat by construction: a batch inside a batch is not a command.
-                if d.remaining().first() == Some(&COMMAND_BATCH) {
-                    return Err(codec::DecodeError::new(d.position(), "a batch in a batch"));
-                }
-                cmds.push(get_command(d)?);
-            }
-            Ok(Command::Batch(cmds))
-        }
-        COMMAND_WRITE => {
-            let n = d.varint("op count")?;
-            let mut ops = Vec::with_capacity(capacity_for(n, d, 2));
-            for _ in 0..n {
-                let op = match d.u8("op kind")? {
-                    OP_PUT => Op {
-                        key: d.length_prefixed("key")?.to_vec(),
-                        value: Some(d.length_prefixed("value")?.to_vec()),
-                    },
-                    OP_DELETE => Op {
-                        key: d.length_prefixed("key")?.to_vec(),
-                        value: None,
-                    },
-                    other => {
-                        return Err(codec::DecodeError::new(
-                            d.position(),
-                            format!("op kind {other}"),
-                        ))
-                    }
-                };
-                ops.push(op);
-            }
-            Ok(Command::Write(ops))
-        }
+        COMMAND_BATCH => get_batch(d),
+        COMMAND_WRITE => get_ops(d).map(Command::Write),
         COMMAND_DEFINE_INDEX => Ok(Command::DefineIndex(get_index_spec(d, false)?)),
         COMMAND_DEFINE_INDEX_KEYWORDS => Ok(Command::DefineIndex(get_index_spec(d, true)?)),
-        COMMAND_IN_SESSION => {
-            let at = SessionSeq {
-                session: d.u64("session")?,
-                seq: d.u64("session write")?,
-                lowest_awaited: d.u64("session lowest awaited")?,
-            };
-            // One level deep by construction: a session holds a write or a compare-and-set.
-            if !matches!(d.remaining().first(), Some(&(COMMAND_WRITE | COMMAND_CAS))) {
-                return Err(codec::DecodeError::new(
-                    d.position(),
-                    "a session's command is not a write",
-                ));
-            }
-            Ok(Command::InSession {
-                at,
-                cmd: Box::new(get_command(d)?),
-            })
-        }
+        COMMAND_IN_SESSION => get_in_session(d),
         COMMAND_OPEN_SESSION => Ok(Command::OpenSession),
-        COMMAND_EMBEDDED => {
-            let vectors = get_carried(d)?;
-            // One level deep by construction: the leader carries vectors for a write, a
-            // compare-and-set, a batch or a session's write.
-            if !matches!(
-                d.remaining().first(),
-                Some(&(COMMAND_WRITE | COMMAND_CAS | COMMAND_BATCH | COMMAND_IN_SESSION))
-            ) {
-                return Err(codec::DecodeError::new(
-                    d.position(),
-                    "vectors carried for a command that puts nothing",
-                ));
-            }
-            Ok(Command::Embedded {
-                cmd: Box::new(get_command(d)?),
-                vectors,
-            })
-        }
+        COMMAND_EMBEDDED => get_embedded(d),
         COMMAND_CAS => Ok(Command::CompareAndSet {
             key: d.length_prefixed("key")?.to_vec(),
             expected: get_opt_bytes(d, "expected value")?,
@@ -194,6 +126,86 @@ pub(super) fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeE
             format!("command kind {other}"),
         )),
     }
+}
+
+/// A batch's commands, after its kind byte.
+fn get_batch(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
+    let n = d.varint("command count")?;
+    let mut cmds = Vec::with_capacity(capacity_for(n, d, 2));
+    for _ in 0..n {
+        // Flat by construction: a batch inside a batch is not a command.
+        if d.remaining().first() == Some(&COMMAND_BATCH) {
+            return Err(codec::DecodeError::new(d.position(), "a batch in a batch"));
+        }
+        cmds.push(get_command(d)?);
+    }
+    Ok(Command::Batch(cmds))
+}
+
+/// A write's operations, after its kind byte.
+fn get_ops(d: &mut Decoder<'_>) -> Result<Vec<Op>, codec::DecodeError> {
+    let n = d.varint("op count")?;
+    let mut ops = Vec::with_capacity(capacity_for(n, d, 2));
+    for _ in 0..n {
+        let op = match d.u8("op kind")? {
+            OP_PUT => Op {
+                key: d.length_prefixed("key")?.to_vec(),
+                value: Some(d.length_prefixed("value")?.to_vec()),
+            },
+            OP_DELETE => Op {
+                key: d.length_prefixed("key")?.to_vec(),
+                value: None,
+            },
+            other => {
+                return Err(codec::DecodeError::new(
+                    d.position(),
+                    format!("op kind {other}"),
+                ))
+            }
+        };
+        ops.push(op);
+    }
+    Ok(ops)
+}
+
+/// A write in a session, after its kind byte: its place, then the write.
+fn get_in_session(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
+    let at = SessionSeq {
+        session: d.u64("session")?,
+        seq: d.u64("session write")?,
+        lowest_awaited: d.u64("session lowest awaited")?,
+    };
+    // One level deep by construction: a session holds a write or a compare-and-set.
+    if !matches!(d.remaining().first(), Some(&(COMMAND_WRITE | COMMAND_CAS))) {
+        return Err(codec::DecodeError::new(
+            d.position(),
+            "a session's command is not a write",
+        ));
+    }
+    Ok(Command::InSession {
+        at,
+        cmd: Box::new(get_command(d)?),
+    })
+}
+
+/// Carried vectors and the command they are for, after the kind byte.
+fn get_embedded(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeError> {
+    let vectors = get_carried(d)?;
+    // One level deep by construction: the leader carries vectors for a write, a
+    // compare-and-set, a batch or a session's write.
+    if !matches!(
+        d.remaining().first(),
+        Some(&(COMMAND_WRITE | COMMAND_CAS | COMMAND_BATCH | COMMAND_IN_SESSION))
+    ) {
+        return Err(codec::DecodeError::new(
+            d.position(),
+            "vectors carried for a command that puts nothing",
+        ));
+    }
+    Ok(Command::Embedded {
+        cmd: Box::new(get_command(d)?),
+        vectors,
+    })
 }
 
 /// Room for `n` records of at least `min_len` bytes each, as many as the bytes left can
