@@ -191,6 +191,12 @@ async fn propose_batch(to: &Target, slot: OwnedSemaphorePermit, batch: Vec<Propo
     }
     let outcome = submit(&to.raft, to.node_id, cmd).await;
     drop(slot);
+    answer(replies, alone, outcome);
+}
+
+/// Answer the callers of a proposal with their parts of its `outcome`: a lone command's
+/// outcome as it is, a batch's answer by answer.
+fn answer(replies: Vec<oneshot::Sender<Outcome>>, alone: bool, outcome: Outcome) {
     if alone {
         // A caller that gave up (its request timed out) has dropped its receiver.
         if let Some(reply) = replies.into_iter().next() {
