@@ -17,6 +17,50 @@ pub const MAX_SEARCH_HITS: u32 = 10_000;
 /// and each of a keyword query's terms costs a posting list's walk.
 pub const MAX_SEARCH_TEXT_BYTES: usize = 16 * 1024;
 
+/// The hits a search returns (`k`) and the hits a hybrid search takes from each of its
+/// two searches (`window`, by default twice `k` and at least 20), each 1 to
+/// [`MAX_SEARCH_HITS`].
+fn hits(r: &pb::SearchRequest) -> Result<(usize, usize), Status> {
+    if r.k == 0 || r.k > MAX_SEARCH_HITS {
+        return Err(Status::invalid_argument(format!(
+            "k = {}: 1 to {MAX_SEARCH_HITS}",
+            r.k
+        )));
+    }
+    let k = r.k as usize;
+    let window = match r.window {
+        Some(w) if w == 0 || w > MAX_SEARCH_HITS => {
+            return Err(Status::invalid_argument(format!(
+                "window = {w}: 1 to {MAX_SEARCH_HITS}"
+            )))
+        }
+        Some(w) => w as usize,
+        None => (2 * k).max(20).min(MAX_SEARCH_HITS as usize),
+    };
+    Ok((k, window))
+}
+
+/// A search text of at most [`MAX_SEARCH_TEXT_BYTES`], there unless the search is by
+/// meaning only.
+fn check_text(r: &pb::SearchRequest, mode: pb::SearchMode) -> Result<(), Status> {
+    if let Some(text) = r
+        .text
+        .as_deref()
+        .filter(|t| t.len() > MAX_SEARCH_TEXT_BYTES)
+    {
+        return Err(Status::invalid_argument(format!(
+            "a search text of {} bytes: at most {MAX_SEARCH_TEXT_BYTES}",
+            text.len()
+        )));
+    }
+    if mode != pb::SearchMode::Meaning && r.text.is_none() {
+        return Err(Status::invalid_argument(
+            "a keyword or hybrid search needs its keywords in `text`",
+        ));
+    }
+    Ok(())
+}
+
 /// A `Search` request's options, checked before the read barrier.
 pub(super) struct Query {
     mode: pb::SearchMode,
@@ -28,22 +72,7 @@ pub(super) struct Query {
 impl Query {
     pub(super) fn parse(r: &pb::SearchRequest) -> Result<Query, Status> {
         let invalid = |what: &str, v: i32| Status::invalid_argument(format!("{what} {v}"));
-        if r.k == 0 || r.k > MAX_SEARCH_HITS {
-            return Err(Status::invalid_argument(format!(
-                "k = {}: 1 to {MAX_SEARCH_HITS}",
-                r.k
-            )));
-        }
-        let k = r.k as usize;
-        let window = match r.window {
-            Some(w) if w == 0 || w > MAX_SEARCH_HITS => {
-                return Err(Status::invalid_argument(format!(
-                    "window = {w}: 1 to {MAX_SEARCH_HITS}"
-                )))
-            }
-            Some(w) => w as usize,
-            None => (2 * k).max(20).min(MAX_SEARCH_HITS as usize),
-        };
+        let (k, window) = hits(r)?;
         let mode = pb::SearchMode::try_from(r.mode).map_err(|_| invalid("mode", r.mode))?;
         let matching = match pb::TermMatch::try_from(r.r#match) {
             Ok(pb::TermMatch::Any) => Match::Any,
@@ -56,21 +85,7 @@ impl Query {
             Ok(pb::Fusion::MinMax) => Fusion::MinMax,
             Err(_) => return Err(invalid("fusion", r.fusion)),
         };
-        if let Some(text) = r
-            .text
-            .as_deref()
-            .filter(|t| t.len() > MAX_SEARCH_TEXT_BYTES)
-        {
-            return Err(Status::invalid_argument(format!(
-                "a search text of {} bytes: at most {MAX_SEARCH_TEXT_BYTES}",
-                text.len()
-            )));
-        }
-        if mode != pb::SearchMode::Meaning && r.text.is_none() {
-            return Err(Status::invalid_argument(
-                "a keyword or hybrid search needs its keywords in `text`",
-            ));
-        }
+        check_text(r, mode)?;
         let vector = SearchOptions {
             ef: r.ef.map(|ef| ef as usize),
             exact: r.exact,
