@@ -306,8 +306,7 @@ impl Gauge {
     }
 }
 
-/// The gauges of Raft's metrics, in the order they are served; the last two only on the
-/// leader.
+/// The gauges of Raft's metrics, in the order they are served.
 fn raft_gauges(m: &openraft::RaftMetrics<crate::NodeId, openraft::BasicNode>) -> Vec<Gauge> {
     let states = [
         (ServerState::Leader, "leader"),
@@ -369,6 +368,14 @@ fn raft_gauges(m: &openraft::RaftMetrics<crate::NodeId, openraft::BasicNode>) ->
             level(membership.learner_ids().count()),
         ),
     ];
+    gauges.extend(leader_gauges(m));
+    gauges
+}
+
+/// The gauges only a leader has: the time since a quorum acknowledged it, and how far
+/// each peer's log is behind.
+fn leader_gauges(m: &openraft::RaftMetrics<crate::NodeId, openraft::BasicNode>) -> Vec<Gauge> {
+    let mut gauges = Vec::new();
     if let Some(ms) = m.millis_since_quorum_ack {
         gauges.push(Gauge::one(
             "raft_millis_since_quorum_ack",
