@@ -15,6 +15,7 @@ mod machine;
 mod metrics;
 mod record;
 mod report;
+mod results;
 mod summary;
 mod text;
 mod vector;
@@ -251,23 +252,8 @@ fn main() {
     }
 }
 
-fn read_records(path: &Path) -> BenchResult<Vec<Record>> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        out.push(
-            serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?,
-        );
-    }
-    Ok(out)
-}
-
 fn report_cmd(input: &Path, chart_path: Option<&Path>) -> BenchResult<()> {
-    let records = read_records(input)?;
+    let records = results::read_records(input)?;
     let mut link = None;
     let mut recall_link = None;
     if let Some(p) = chart_path {
@@ -285,25 +271,6 @@ fn report_cmd(input: &Path, chart_path: Option<&Path>) -> BenchResult<()> {
         "{}",
         report::markdown_with(&records, link.as_deref(), recall_link.as_deref())
     );
-    Ok(())
-}
-
-/// Rewrite OUT/report.md and its charts from every record in `jsonl`.
-pub(crate) fn write_report(out: &Path, jsonl: &Path) -> BenchResult<()> {
-    let records = read_records(jsonl)?;
-    if let Err(why) = report::check_one_configuration(&records) {
-        // The report says so at its top too.
-        eprintln!("warning: {}: {why}", jsonl.display());
-    }
-    let chart_path = out.join("ops_per_sec.png");
-    let link =
-        chart::ops_chart(&summary::summarize(&records), &chart_path)?.then_some("ops_per_sec.png");
-    let recall_link = chart::recall_chart(&records, &out.join(chart::RECALL_CHART))?
-        .then_some(chart::RECALL_CHART);
-    std::fs::write(
-        out.join("report.md"),
-        report::markdown_with(&records, link, recall_link),
-    )?;
     Ok(())
 }
 
@@ -343,6 +310,54 @@ fn groups(workloads: &[String]) -> Vec<Vec<String>> {
 }
 
 fn run(args: &RunArgs) -> BenchResult<()> {
+    let workloads = checked_workloads(args)?;
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.db_dir)?;
+    let jsonl = args
+        .json_lines
+        .clone()
+        .unwrap_or_else(|| args.out.join("results.jsonl"));
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let cfg = args.config(command.clone());
+    let exe = std::env::current_exe()?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&jsonl)?;
+    let mut produced = 0usize;
+    for run_index in 0..args.repeat {
+        // Each round starts with the next engine: the one that runs first meets a machine
+        // that has just been idle, and the others the write-back of the one before.
+        let mut engines = args.engines.clone();
+        if !engines.is_empty() {
+            let shift = run_index as usize % engines.len();
+            engines.rotate_left(shift);
+        }
+        for g in groups(&workloads) {
+            for e in &engines {
+                let child = ChildRun {
+                    exe: &exe,
+                    engine: e,
+                    workloads: &g,
+                    run_index,
+                    command: &command,
+                };
+                produced += child.run(args, &cfg, &mut file)?;
+            }
+        }
+    }
+    file.flush()?;
+    results::write_report(&args.out, &jsonl)?;
+    eprintln!(
+        "{produced} results appended to {}; report in {}",
+        jsonl.display(),
+        args.out.join("report.md").display()
+    );
+    Ok(())
+}
+
+/// The workloads to run (default: all), once they, the engines and `--label` are checked.
+fn checked_workloads(args: &RunArgs) -> BenchResult<Vec<String>> {
     let workloads: Vec<String> = if args.workloads.is_empty() {
         workload::ALL.iter().map(|s| s.to_string()).collect()
     } else {
@@ -370,145 +385,160 @@ fn run(args: &RunArgs) -> BenchResult<()> {
     if args.label.is_some() && args.engines.len() != 1 {
         return Err("--label names the results of one engine; pass exactly one".into());
     }
-    std::fs::create_dir_all(&args.out)?;
-    std::fs::create_dir_all(&args.db_dir)?;
-    let jsonl = args
-        .json_lines
-        .clone()
-        .unwrap_or_else(|| args.out.join("results.jsonl"));
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let cfg = args.config(command.clone());
-    let exe = std::env::current_exe()?;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&jsonl)?;
-    let mut produced = 0usize;
-    for run_index in 0..args.repeat {
-        // Each round starts with the next engine: the one that runs first meets a machine
-        // that has just been idle, and the others the write-back of the one before.
-        let mut engines = args.engines.clone();
-        if !engines.is_empty() {
-            let shift = run_index as usize % engines.len();
-            engines.rotate_left(shift);
+    Ok(workloads)
+}
+
+/// One child process: one engine, one group of workloads, in one round.
+struct ChildRun<'a> {
+    exe: &'a Path,
+    engine: &'a str,
+    workloads: &'a [String],
+    run_index: u32,
+    command: &'a str,
+}
+
+impl ChildRun<'_> {
+    /// Run the child (in a memory cgroup of its own if the run has a limit), append its
+    /// records to `file` and echo them; how many.
+    fn run(
+        &self,
+        args: &RunArgs,
+        cfg: &workload::Config,
+        file: &mut std::fs::File,
+    ) -> BenchResult<usize> {
+        let (e, g, run_index) = (self.engine, self.workloads, self.run_index);
+        eprintln!("== run {run_index} engine {e}: {}", g.join(","));
+        let limit = match args.memory_limit_mib {
+            0 => None,
+            mib => Some(cgroup::MemoryCgroup::create(
+                &format!("shale-bench-{}-{run_index}-{e}", std::process::id()),
+                mib << 20,
+            )?),
+        };
+        let mut child = self
+            .command(args, cfg, limit.as_ref())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("child has no stdout")?;
+        let mut produced = 0;
+        for line in BufReader::new(stdout).lines() {
+            let line = line?;
+            let mut r: Record = serde_json::from_str(&line)
+                .map_err(|e| format!("bad child output {line:?}: {e}"))?;
+            let line = match &args.label {
+                Some(label) => {
+                    r.engine = label.clone();
+                    serde_json::to_string(&r)?
+                }
+                None => line,
+            };
+            eprintln!(
+                "   {:<8} {:<20} {:>12.0} ops/s  p99 {:>9.1} µs  wamp {}",
+                r.engine,
+                r.workload,
+                r.ops_per_sec,
+                r.p99_us,
+                r.write_amp.map_or("-".into(), |w| format!("{w:.2}"))
+            );
+            writeln!(file, "{line}")?;
+            produced += 1;
         }
-        for g in groups(&workloads) {
-            for e in &engines {
-                eprintln!("== run {run_index} engine {e}: {}", g.join(","));
-                let group = match args.memory_limit_mib {
-                    0 => None,
-                    mib => Some(cgroup::MemoryCgroup::create(
-                        &format!("shale-bench-{}-{run_index}-{e}", std::process::id()),
-                        mib << 20,
-                    )?),
-                };
-                let mut child = Command::new(&exe)
-                    .arg("--internal-run")
-                    .args(["--engines", e])
-                    .args(["--workloads", &g.join(",")])
-                    .args(["--num", &cfg.num.to_string()])
-                    .args(
-                        cfg.read_ops
-                            .map(|n| ["--read-ops".to_string(), n.to_string()])
-                            .as_ref()
-                            .map_or(&[][..], |a| &a[..]),
-                    )
-                    .args(["--value-size", &cfg.value_size.to_string()])
-                    .args(["--key-size", &cfg.key_size.to_string()])
-                    .args(["--threads", &cfg.threads.to_string()])
-                    .args(["--writer-rate", &cfg.writer_rate.to_string()])
-                    .args(["--sync-num", &cfg.sync_num.to_string()])
-                    .args(["--ycsb-records", &cfg.ycsb_records.to_string()])
-                    .args(["--ycsb-ops", &cfg.ycsb_ops.to_string()])
-                    .args(["--cache-mib", &args.cache_mib.to_string()])
-                    .args(["--write-buffer-mib", &args.write_buffer_mib.to_string()])
-                    .args(["--write-buffers", &args.write_buffers.to_string()])
-                    .args(["--target-file-kib", &args.target_file_kib.to_string()])
-                    .args(["--level-base-mib", &args.level_base_mib.to_string()])
-                    .args(["--max-open-files", &args.max_open_files.to_string()])
-                    .args(["--compression", args.compression.name()])
-                    .args(["--block-bytes", &args.block_bytes.to_string()])
-                    .args(["--filter-bits", &args.filter_bits.to_string()])
-                    .args(["--restart-interval", &args.restart_interval.to_string()])
-                    .args(["--file-reads", args.file_reads.name()])
-                    .args(
-                        args.bottommost_compression
-                            .map(|c| ["--bottommost-compression", c.name()])
-                            .as_ref()
-                            .map_or(&[][..], |a| &a[..]),
-                    )
-                    .args(if args.rocksdb_point_lookup {
-                        &["--rocksdb-point-lookup"][..]
-                    } else {
-                        &[][..]
-                    })
-                    .arg("--db-dir")
-                    .arg(&cfg.db_dir)
-                    .args(["--seed", &cfg.seed.to_string()])
-                    .args(["--memory-limit-mib", &args.memory_limit_mib.to_string()])
-                    .args(
-                        group
-                            .as_ref()
-                            .map(|g| ["--cgroup".into(), g.path().as_os_str().to_owned()])
-                            .as_ref()
-                            .map_or(&[][..], |a| &a[..]),
-                    )
-                    .args(["--run-index", &run_index.to_string()])
-                    .args(["--command-line", &command])
-                    .args(if args.quick {
-                        &["--quick"][..]
-                    } else {
-                        &[][..]
-                    })
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::inherit())
-                    .spawn()?;
-                let stdout = child.stdout.take().ok_or("child has no stdout")?;
-                for line in BufReader::new(stdout).lines() {
-                    let line = line?;
-                    let mut r: Record = serde_json::from_str(&line)
-                        .map_err(|e| format!("bad child output {line:?}: {e}"))?;
-                    let line = match &args.label {
-                        Some(label) => {
-                            r.engine = label.clone();
-                            serde_json::to_string(&r)?
-                        }
-                        None => line,
-                    };
-                    eprintln!(
-                        "   {:<8} {:<20} {:>12.0} ops/s  p99 {:>9.1} µs  wamp {}",
-                        r.engine,
-                        r.workload,
-                        r.ops_per_sec,
-                        r.p99_us,
-                        r.write_amp.map_or("-".into(), |w| format!("{w:.2}"))
-                    );
-                    writeln!(file, "{line}")?;
-                    produced += 1;
-                }
-                let status = child.wait()?;
-                if let Some(peak) = group.as_ref().and_then(cgroup::MemoryCgroup::peak_bytes) {
-                    eprintln!("   cgroup peak memory {} MiB", peak >> 20);
-                }
-                drop(group);
-                if !status.success() {
-                    return Err(format!(
-                        "engine {e}, workloads {}: child failed ({status})",
-                        g.join(",")
-                    )
-                    .into());
-                }
-            }
+        let status = child.wait()?;
+        if let Some(peak) = limit.as_ref().and_then(cgroup::MemoryCgroup::peak_bytes) {
+            eprintln!("   cgroup peak memory {} MiB", peak >> 20);
         }
+        drop(limit);
+        if !status.success() {
+            return Err(format!(
+                "engine {e}, workloads {}: child failed ({status})",
+                g.join(",")
+            )
+            .into());
+        }
+        Ok(produced)
     }
-    file.flush()?;
-    write_report(&args.out, &jsonl)?;
-    eprintln!(
-        "{produced} results appended to {}; report in {}",
-        jsonl.display(),
-        args.out.join("report.md").display()
-    );
-    Ok(())
+
+    /// The child's command line: the parent's settings, resolved, for this engine and group.
+    fn command(
+        &self,
+        args: &RunArgs,
+        cfg: &workload::Config,
+        limit: Option<&cgroup::MemoryCgroup>,
+    ) -> Command {
+        let mut child = Command::new(self.exe);
+        child
+            .arg("--internal-run")
+            .args(["--engines", self.engine])
+            .args(["--workloads", &self.workloads.join(",")])
+            .args(size_args(cfg))
+            .args(parity_args(args))
+            .arg("--db-dir")
+            .arg(&cfg.db_dir)
+            .args(["--seed", &cfg.seed.to_string()])
+            .args(["--memory-limit-mib", &args.memory_limit_mib.to_string()])
+            .args(
+                limit
+                    .map(|g| ["--cgroup".into(), g.path().as_os_str().to_owned()])
+                    .as_ref()
+                    .map_or(&[][..], |a| &a[..]),
+            )
+            .args(["--run-index", &self.run_index.to_string()])
+            .args(["--command-line", self.command])
+            .args(if args.quick {
+                &["--quick"][..]
+            } else {
+                &[][..]
+            });
+        child
+    }
+}
+
+/// The child's sizes and counts, as `cfg` resolved them.
+fn size_args(cfg: &workload::Config) -> Vec<String> {
+    let mut out = vec!["--num".to_string(), cfg.num.to_string()];
+    if let Some(n) = cfg.read_ops {
+        out.extend(["--read-ops".to_string(), n.to_string()]);
+    }
+    for (flag, value) in [
+        ("--value-size", cfg.value_size.to_string()),
+        ("--key-size", cfg.key_size.to_string()),
+        ("--threads", cfg.threads.to_string()),
+        ("--writer-rate", cfg.writer_rate.to_string()),
+        ("--sync-num", cfg.sync_num.to_string()),
+        ("--ycsb-records", cfg.ycsb_records.to_string()),
+        ("--ycsb-ops", cfg.ycsb_ops.to_string()),
+    ] {
+        out.extend([flag.to_string(), value]);
+    }
+    out
+}
+
+/// The child's engine settings, as the command line gave them.
+fn parity_args(args: &RunArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    for (flag, value) in [
+        ("--cache-mib", args.cache_mib.to_string()),
+        ("--write-buffer-mib", args.write_buffer_mib.to_string()),
+        ("--write-buffers", args.write_buffers.to_string()),
+        ("--target-file-kib", args.target_file_kib.to_string()),
+        ("--level-base-mib", args.level_base_mib.to_string()),
+        ("--max-open-files", args.max_open_files.to_string()),
+        ("--compression", args.compression.name().to_string()),
+        ("--block-bytes", args.block_bytes.to_string()),
+        ("--filter-bits", args.filter_bits.to_string()),
+        ("--restart-interval", args.restart_interval.to_string()),
+        ("--file-reads", args.file_reads.name().to_string()),
+    ] {
+        out.extend([flag.to_string(), value]);
+    }
+    if let Some(c) = args.bottommost_compression {
+        out.extend(["--bottommost-compression".to_string(), c.name().to_string()]);
+    }
+    if args.rocksdb_point_lookup {
+        out.push("--rocksdb-point-lookup".to_string());
+    }
+    out
 }
 
 #[cfg(test)]

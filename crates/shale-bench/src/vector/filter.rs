@@ -10,27 +10,20 @@
 //! `SearchParametersHNSW(sel=IDSelectorRange(lo, hi))`).
 
 use std::ops::Range;
-use std::time::Instant;
-
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use shale::{Db, WriteBatch, WriteOptions};
 use shale_search::semantic::{vector_value, Index, IndexOptions, SearchOptions};
 use shale_search::vector::Neighbor;
 
-use super::hnsw::{ground_truth, recall, Dataset};
-use super::{Emit, VectorRecord};
+use super::dataset::Dataset;
+use super::record::{Emit, VectorRecord};
+use super::settings::FilterSettings;
+use super::truth::{ground_truth, recall};
 use crate::engine::BenchResult;
 use crate::metrics::{self, Latencies};
-
-/// What the filtered workloads measure.
-pub struct FilterSettings {
-    /// Share of the vectors admitted, in percent; one workload each.
-    pub selectivity_pct: Vec<f64>,
-    pub efs: Vec<usize>,
-    /// Queries per selectivity: the first of the held-out queries (0: no filtered workloads).
-    pub queries: usize,
-}
 
 /// One selectivity: the admitted ids and the exact answer among them.
 pub struct FilterCase {
@@ -92,17 +85,30 @@ pub fn cases(ds: &Dataset, f: &FilterSettings, k: usize) -> Vec<FilterCase> {
         .collect()
 }
 
+/// The name of the index the filtered workloads build.
+pub const INDEX: &str = "bench";
+
 /// The key of vector `id` in the filtered workloads' index: its id, zero-padded, so that
 /// key order is id order and an id range is a key range.
 pub(super) fn key(id: u32) -> String {
     format!("{id:08}")
 }
 
+/// The database the filtered workloads leave, with its index over every vector of the
+/// data set (what [`super::restart`] opens again).
+pub struct FilterIndex {
+    pub db: Arc<Db>,
+    pub index: Index,
+    pub dir: PathBuf,
+    pub opts: IndexOptions,
+}
+
 /// The filtered workloads on Shale: a semantic index (vectors only, the options the graph
 /// workloads use) over `ds`' vectors in a database in the work directory, searched with a
 /// key range, as a user would (`Index::search_vector` with `SearchOptions::range`: the
 /// engine chooses an exact scan or a filtered graph walk, re-scores, and checks every hit
-/// against the data).
+/// against the data). Returns the database and its index, left open (`None` when there
+/// are no cases, and so no index).
 #[allow(
     clippy::too_many_arguments,
     reason = "the settings of one workload group"
@@ -116,16 +122,16 @@ pub fn run_shale(
     work_dir: &std::path::Path,
     note_params: &str,
     emit: &mut Emit<'_>,
-) -> BenchResult<()> {
+) -> BenchResult<Option<FilterIndex>> {
     if cases.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let dir = work_dir.join(format!("shale-filter-{}", ds.name));
     let _ = std::fs::remove_dir_all(&dir);
     let db = Arc::new(Db::open(&dir, shale::Options::default())?);
     let mut opts = IndexOptions::vectors(ds.dim);
     opts.hnsw = params;
-    let index = Index::open(&db, super::restart::INDEX, opts.clone())?;
+    let index = Index::open(&db, INDEX, opts.clone())?;
     eprintln!(
         "== {}: shale filtered: indexing {} vectors",
         ds.name,
@@ -149,9 +155,12 @@ pub fn run_shale(
             filtered_queries(ds, &index, case, ef, k, note_params, emit)?;
         }
     }
-    super::restart::run(ds, db, index, &dir, opts, note_params, emit)?;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+    Ok(Some(FilterIndex {
+        db,
+        index,
+        dir,
+        opts,
+    }))
 }
 
 /// One case at one ef on Shale's index: every query, one at a time.

@@ -6,111 +6,19 @@
 //! Every engine indexes the same unit vectors: Shale's in memory, the peers' from C-order
 //! `.npy` files written once per data set into the work directory.
 
-use std::ops::Range;
-use std::path::PathBuf;
 use std::time::Instant;
 
-use shale_search::vector::{exact, Hnsw, HnswParams, Neighbor, NodeId, VectorFile};
+use shale_search::vector::{Hnsw, Neighbor, NodeId, VectorFile};
 
-use super::filter::{self, FilterSettings};
+use super::dataset::Dataset;
+use super::filter::{self, FilterCase};
 use super::peers::{self, PeerInputs};
-use super::{Emit, VectorRecord};
+use super::record::{short, Emit, VectorRecord};
+use super::restart;
+use super::settings::HnswSettings;
+use super::truth::{ground_truth, recall};
 use crate::engine::BenchResult;
 use crate::metrics::{self, Latencies};
-
-/// A data set split into indexed vectors and held-out queries, all unit length.
-pub struct Dataset {
-    /// Short name used in workload names, e.g. `glove100k`.
-    pub name: String,
-    pub dim: usize,
-    pub base: Vec<f32>,
-    pub queries: Vec<f32>,
-    /// Where the vectors came from, for the notes.
-    pub source: String,
-}
-
-impl Dataset {
-    pub fn len(&self) -> usize {
-        self.base.len() / self.dim
-    }
-
-    pub fn query_count(&self) -> usize {
-        self.queries.len() / self.dim
-    }
-
-    /// Unit-length rows of `rows` (zero rows dropped), shuffled by `seed`; the first `n` are
-    /// indexed and the next `q` are the queries.
-    pub fn split(
-        name: String,
-        source: String,
-        rows: &shale_npy::Array<f32>,
-        n: usize,
-        q: usize,
-        seed: u64,
-    ) -> BenchResult<Dataset> {
-        let dim = rows.cols;
-        let mut order: Vec<usize> = (0..rows.rows).collect();
-        let mut rng = crate::gen::Rng::new(seed);
-        for i in (1..order.len()).rev() {
-            let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-            order.swap(i, j);
-        }
-        let mut picked = Vec::with_capacity((n + q) * dim);
-        let mut count = 0;
-        for &i in &order {
-            if count == n + q {
-                break;
-            }
-            let mut v = rows.row(i).to_vec();
-            if shale_search::vector::distance::normalize(&mut v) {
-                picked.extend_from_slice(&v);
-                count += 1;
-            }
-        }
-        if count < n + q {
-            return Err(format!("{source}: {count} usable rows, need {n} + {q} queries").into());
-        }
-        let queries = picked.split_off(n * dim);
-        Ok(Dataset {
-            name,
-            dim,
-            base: picked,
-            queries,
-            source,
-        })
-    }
-}
-
-/// What to measure.
-pub struct HnswSettings {
-    pub m: usize,
-    pub ef_construction: usize,
-    pub k: usize,
-    pub efs: Vec<usize>,
-    pub threads: Vec<usize>,
-    pub engines: Vec<String>,
-    pub seed: u64,
-    /// The interpreter with Debian's python3-hnswlib.
-    pub python: PathBuf,
-    /// The interpreter of the peers venv (faiss-cpu, usearch, rabitqlib).
-    pub peer_python: PathBuf,
-    pub filter: FilterSettings,
-    pub work_dir: PathBuf,
-}
-
-impl HnswSettings {
-    fn params(&self) -> HnswParams {
-        HnswParams {
-            ef_construction: self.ef_construction,
-            seed: self.seed,
-            ..HnswParams::with_m(self.m)
-        }
-    }
-
-    fn wants(&self, engine: &str) -> bool {
-        self.engines.iter().any(|e| e == engine)
-    }
-}
 
 /// The window of inserts timed "at" a graph size: 1,000 inserts centred on `at` nodes.
 fn insert_window(n: usize) -> (usize, usize, usize) {
@@ -122,21 +30,64 @@ fn insert_window(n: usize) -> (usize, usize, usize) {
 /// Run every HNSW workload on `ds`. Returns the peers that failed, each with its error
 /// (the other engines' results are emitted all the same).
 pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<Vec<String>> {
-    let n = ds.len();
-    let nq = ds.query_count();
+    let (n, nq) = (ds.len(), ds.query_count());
     let params = s.params();
     let note_params = format!(
         "{}: {n} vectors x {}, {nq} queries; M {} (m_max0 {}), ef_construction {}, k {}",
         ds.source, ds.dim, params.m, params.m_max0, params.ef_construction, s.k
     );
+    let truth = exact_truth(ds, s, &note_params, emit);
+    let cases = if s.engines.iter().any(|e| e != "exact") {
+        eprintln!(
+            "== {}: filtered ground truths ({} queries, {:?}% of the ids)",
+            ds.name, s.filter.queries, s.filter.selectivity_pct
+        );
+        filter::cases(ds, &s.filter, s.k)
+    } else {
+        Vec::new()
+    };
+    if s.wants("shale") {
+        shale(ds, s, &truth, &cases, &note_params, emit)?;
+    }
+    let wanted: Vec<&str> = peers::PEERS.into_iter().filter(|e| s.wants(e)).collect();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let inp = PeerInputs {
+        dir: s.work_dir.join(format!("peers-{}", ds.name)),
+        truth: &truth,
+        filters: &cases,
+        window: insert_window(n),
+        note_params: &note_params,
+    };
+    inp.write(ds)?;
+    let mut failed = Vec::new();
+    for engine in wanted {
+        if let Err(e) = peers::run(engine, ds, s, &s.filter, &inp, emit) {
+            eprintln!("!! {}: {engine} failed: {e}", ds.name);
+            failed.push(format!("{engine} on {}: {e}", ds.name));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&inp.dir);
+    Ok(failed)
+}
 
+/// The exact nearest neighbours of every query, by exact search on two threads: the ground
+/// truth of every engine's recall, and `knn-exact-*` if engine `exact` is asked for.
+fn exact_truth(
+    ds: &Dataset,
+    s: &HnswSettings,
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> Vec<Vec<Neighbor>> {
+    let nq = ds.query_count();
     eprintln!(
         "== {}: ground truth by exact search ({nq} queries)",
         ds.name
     );
     let started = Instant::now();
     let cpu0 = metrics::cpu_seconds();
-    let truth = ground_truth(&ds.base, &ds.queries, ds.dim, s.k, 2, 0..n);
+    let truth = ground_truth(&ds.base, &ds.queries, ds.dim, s.k, 2, 0..ds.len());
     let secs = started.elapsed().as_secs_f64();
     if s.wants("exact") {
         emit(
@@ -149,51 +100,37 @@ pub fn run(ds: &Dataset, s: &HnswSettings, emit: &mut Emit<'_>) -> BenchResult<V
                 )),
         );
     }
-    let cases = if s.engines.iter().any(|e| e != "exact") {
-        eprintln!(
-            "== {}: filtered ground truths ({} queries, {:?}% of the ids)",
-            ds.name, s.filter.queries, s.filter.selectivity_pct
-        );
-        filter::cases(ds, &s.filter, s.k)
-    } else {
-        Vec::new()
-    };
+    truth
+}
 
-    if s.wants("shale") {
-        let built = shale_builds(ds, s, &note_params, emit)?;
-        shale_queries(&built, ds, s, &truth, &note_params, emit)?;
-        filter::run_shale(
-            ds,
-            s.params(),
-            &cases,
-            &s.filter,
-            s.k,
-            &s.work_dir,
-            &note_params,
-            emit,
-        )?;
+/// Shale's workloads on `ds`: the builds, the queries, the filtered queries and the
+/// reopening of the filtered workloads' index.
+fn shale(
+    ds: &Dataset,
+    s: &HnswSettings,
+    truth: &[Vec<Neighbor>],
+    cases: &[FilterCase],
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> BenchResult<()> {
+    let built = shale_builds(ds, s, note_params, emit)?;
+    shale_queries(&built, ds, s, truth, note_params, emit)?;
+    let filtered = filter::run_shale(
+        ds,
+        s.params(),
+        cases,
+        &s.filter,
+        s.k,
+        &s.work_dir,
+        note_params,
+        emit,
+    )?;
+    if let Some(index) = filtered {
+        let dir = index.dir.clone();
+        restart::run(ds, index, note_params, emit)?;
+        let _ = std::fs::remove_dir_all(&dir);
     }
-
-    let mut failed = Vec::new();
-    let wanted: Vec<&str> = peers::PEERS.into_iter().filter(|e| s.wants(e)).collect();
-    if !wanted.is_empty() {
-        let inp = PeerInputs {
-            dir: s.work_dir.join(format!("peers-{}", ds.name)),
-            truth: &truth,
-            filters: &cases,
-            window: insert_window(n),
-            note_params: &note_params,
-        };
-        inp.write(ds)?;
-        for engine in wanted {
-            if let Err(e) = peers::run(engine, ds, s, &s.filter, &inp, emit) {
-                eprintln!("!! {}: {engine} failed: {e}", ds.name);
-                failed.push(format!("{engine} on {}: {e}", ds.name));
-            }
-        }
-        let _ = std::fs::remove_dir_all(&inp.dir);
-    }
-    Ok(failed)
+    Ok(())
 }
 
 /// The full vectors of a build: a [`VectorFile`] in the work directory, as the semantic
@@ -223,6 +160,12 @@ fn shale_insert(g: &Hnsw, full: &VectorFile, id: NodeId, v: &[f32]) -> shale::Re
     g.insert(id, v)
 }
 
+/// The vector of node `id` of `ds`.
+fn vector_of(ds: &Dataset, id: NodeId) -> Option<&[f32]> {
+    let i = id.0 as usize;
+    ds.base.get(i * ds.dim..(i + 1) * ds.dim)
+}
+
 /// Shale's builds, one per thread count; returns the graph of the 1-thread build (else the
 /// first), or a new 1-thread build when no thread count is 1, with its full vectors.
 fn shale_builds(
@@ -231,56 +174,24 @@ fn shale_builds(
     note_params: &str,
     emit: &mut Emit<'_>,
 ) -> BenchResult<Built> {
-    let (n, dim) = (ds.len(), ds.dim);
+    let n = ds.len();
     let (at, lo, hi) = insert_window(n);
-    let params = s.params();
-    let vector_of = |id: NodeId| ds.base.get(id.0 as usize * dim..(id.0 as usize + 1) * dim);
     let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
     let mut graph = None;
     for &threads in &s.threads {
         eprintln!("== {}: shale build, {threads} thread(s)", ds.name);
         metrics::reset_peak_rss();
-        let g = Hnsw::new(dim, params)?;
+        let g = Hnsw::new(ds.dim, s.params())?;
         let full = vector_file(s, ds, threads)?;
         let cpu0 = metrics::cpu_seconds();
         let started = Instant::now();
-        let mut lat = Latencies::new();
-        let mut window = Latencies::new();
-        if threads == 1 {
-            // One insert at a time, each timed.
-            for &id in &ids {
-                let v = vector_of(id).ok_or("vector out of range")?;
-                let t = Instant::now();
-                shale_insert(&g, &full, id, v)?;
-                let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                lat.record_ns(ns);
-                if (lo..hi).contains(&(id.0 as usize)) {
-                    window.record_ns(ns);
-                }
-            }
+        let (lat, window) = if threads == 1 {
+            insert_timed(ds, &g, &full, &ids, lo..hi)?
         } else {
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let work = || -> shale::Result<()> {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&id) = ids.get(i) else {
-                        return Ok(());
-                    };
-                    let v = vector_of(id).ok_or_else(|| {
-                        shale::Error::InvalidArgument("vector out of range".into())
-                    })?;
-                    shale_insert(&g, &full, id, v)?;
-                }
-            };
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
-                handles
-                    .into_iter()
-                    .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            })?;
-        }
+            insert_parallel(ds, &g, &full, &ids, threads)?;
+            (Latencies::new(), Latencies::new())
+        };
         let secs = started.elapsed().as_secs_f64();
-        let cpu = metrics::cpu_seconds() - cpu0;
         let r = VectorRecord::new(
             "shale",
             &format!("hnsw-build-{}-t{threads}", ds.name),
@@ -288,24 +199,16 @@ fn shale_builds(
             secs,
         )
         .threads(threads)
-        .cpu(cpu)
+        .cpu(metrics::cpu_seconds() - cpu0)
         .rss(metrics::peak_rss_bytes())
         .index_bytes(g.memory_bytes() as u64)
-        .note(format!(
-            "{note_params}; {threads} thread(s) inserting into Hnsw (int8 codes, kernel {}) and \
-             the full vectors into a VectorFile; index bytes = Hnsw::memory_bytes (codes and \
-             links in memory, {:.0} B per vector); the full vectors are the {:.0} MB file, \
-             read through the page cache",
-            shale_search::vector::quant::Kernel::get().name(),
-            g.memory_bytes() as f64 / n.max(1) as f64,
-            (4 * dim * n) as f64 / 1e6
-        ));
+        .note(build_note(note_params, threads, &g, ds));
         if threads == 1 {
             emit(r.latencies(&lat));
             emit(
                 VectorRecord::new(
                     "shale",
-                    &format!("hnsw-insert-{}-at{}", ds.name, super::short(at)),
+                    &format!("hnsw-insert-{}-at{}", ds.name, short(at)),
                     (hi - lo) as u64,
                     window.mean_us() * (hi - lo) as f64 / 1e6,
                 )
@@ -323,14 +226,84 @@ fn shale_builds(
     match graph {
         Some(built) => Ok(built),
         None => {
-            let g = Hnsw::new(dim, params)?;
+            let g = Hnsw::new(ds.dim, s.params())?;
             let full = vector_file(s, ds, 1)?;
             for &id in &ids {
-                shale_insert(&g, &full, id, vector_of(id).ok_or("vector out of range")?)?;
+                shale_insert(
+                    &g,
+                    &full,
+                    id,
+                    vector_of(ds, id).ok_or("vector out of range")?,
+                )?;
             }
             Ok(Built { graph: g, full })
         }
     }
+}
+
+/// Insert `ids` one at a time, each timed: the latencies of all, and of those in `window`.
+fn insert_timed(
+    ds: &Dataset,
+    g: &Hnsw,
+    full: &VectorFile,
+    ids: &[NodeId],
+    window: std::ops::Range<usize>,
+) -> BenchResult<(Latencies, Latencies)> {
+    let mut lat = Latencies::new();
+    let mut in_window = Latencies::new();
+    for &id in ids {
+        let v = vector_of(ds, id).ok_or("vector out of range")?;
+        let t = Instant::now();
+        shale_insert(g, full, id, v)?;
+        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        lat.record_ns(ns);
+        if window.contains(&(id.0 as usize)) {
+            in_window.record_ns(ns);
+        }
+    }
+    Ok((lat, in_window))
+}
+
+/// Insert `ids` from `threads` threads, each taking the next id.
+fn insert_parallel(
+    ds: &Dataset,
+    g: &Hnsw,
+    full: &VectorFile,
+    ids: &[NodeId],
+    threads: usize,
+) -> shale::Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || -> shale::Result<()> {
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&id) = ids.get(i) else {
+                return Ok(());
+            };
+            let v = vector_of(ds, id)
+                .ok_or_else(|| shale::Error::InvalidArgument("vector out of range".into()))?;
+            shale_insert(g, full, id, v)?;
+        }
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })
+}
+
+/// The note of a build of `g` on `threads` threads.
+fn build_note(note_params: &str, threads: usize, g: &Hnsw, ds: &Dataset) -> String {
+    let (n, dim) = (ds.len(), ds.dim);
+    format!(
+        "{note_params}; {threads} thread(s) inserting into Hnsw (int8 codes, kernel {}) and \
+         the full vectors into a VectorFile; index bytes = Hnsw::memory_bytes (codes and \
+         links in memory, {:.0} B per vector); the full vectors are the {:.0} MB file, \
+         read through the page cache",
+        shale_search::vector::quant::Kernel::get().name(),
+        g.memory_bytes() as f64 / n.max(1) as f64,
+        (4 * dim * n) as f64 / 1e6
+    )
 }
 
 /// How many of a search's best candidates by code are scored again with their full
@@ -390,94 +363,10 @@ fn shale_queries(
     Ok(())
 }
 
-/// Fraction of the true neighbours found, over all queries (a query whose truth has fewer
-/// than k, as a filter admitting fewer than k ids gives, counts only those).
-pub fn recall(got: &[Vec<u32>], truth: &[Vec<Neighbor>]) -> f64 {
-    let hits: usize = got
-        .iter()
-        .zip(truth)
-        .map(|(g, t)| t.iter().filter(|n| g.contains(&n.id.0)).count())
-        .sum();
-    let total: usize = truth.iter().map(Vec::len).sum();
-    hits as f64 / total.max(1) as f64
-}
-
-/// The exact `k` nearest of each query among the vectors `rows` of `base` (ids are row
-/// numbers), computed on `threads` threads.
-pub fn ground_truth(
-    base: &[f32],
-    queries: &[f32],
-    dim: usize,
-    k: usize,
-    threads: usize,
-    rows: Range<usize>,
-) -> Vec<Vec<Neighbor>> {
-    let qs: Vec<&[f32]> = queries.chunks_exact(dim).collect();
-    let per = qs.len().div_ceil(threads).max(1);
-    let first = rows.start;
-    let admitted = base.get(rows.start * dim..rows.end * dim).unwrap_or(&[]);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = qs
-            .chunks(per)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|q| {
-                            let items = admitted
-                                .chunks_exact(dim)
-                                .enumerate()
-                                .map(|(i, v)| (NodeId((first + i) as u32), v));
-                            exact::search(items, q, k, None)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("ground-truth thread panicked"))
-            .collect()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn recall_counts_true_neighbours_found() {
-        let truth = vec![vec![
-            Neighbor {
-                id: NodeId(1),
-                score: 1.0,
-            },
-            Neighbor {
-                id: NodeId(2),
-                score: 0.5,
-            },
-        ]];
-        assert_eq!(recall(&[vec![2, 7]], &truth), 0.5);
-        assert_eq!(recall(&[vec![2, 1]], &truth), 1.0);
-        // A truth shorter than k (a filter admitting fewer ids): only its entries count.
-        let short = vec![truth[0][..1].to_vec()];
-        assert_eq!(recall(&[vec![1, u32::MAX]], &short), 1.0);
-    }
-
-    #[test]
-    fn ground_truth_over_a_range_keeps_row_ids() {
-        // Four 2-d unit vectors; the query is closest to row 0, then 1, then 2.
-        let base = [1.0, 0.0, 0.8, 0.6, 0.6, 0.8, 0.0, 1.0];
-        let ids = |t: &[Vec<Neighbor>]| t[0].iter().map(|n| n.id.0).collect::<Vec<_>>();
-        assert_eq!(
-            ids(&ground_truth(&base, &[1.0, 0.0], 2, 2, 1, 0..4)),
-            [0, 1]
-        );
-        assert_eq!(
-            ids(&ground_truth(&base, &[1.0, 0.0], 2, 2, 1, 2..4)),
-            [2, 3]
-        );
-    }
-
+    use shale_search::vector::HnswParams;
     /// The semantic-search issue's recall requirement, on real vectors in every test run:
     /// HNSW recall@10 >= 0.95 against exact search over 20,000 GloVe vectors (500 held-out
     /// GloVe words as queries), with the engine's default parameters (m 16,

@@ -18,22 +18,28 @@
 //! Unlike the key-value workloads everything runs in this one process (each peer in a python
 //! child): the exact ground truths are computed once and shared by every HNSW engine.
 
+mod dataset;
 mod filter;
 mod hnsw;
 mod peers;
+mod record;
 pub mod report;
 pub mod restart;
 #[cfg(feature = "semantic")]
 mod semantic;
+mod settings;
+mod truth;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::engine::{BenchResult, Parity};
-use crate::metrics::Latencies;
+use crate::engine::BenchResult;
 use crate::record::Record;
+use dataset::Dataset;
+use record::{short, Emit, RunInfo, VectorRecord};
+use settings::{FilterSettings, HnswSettings};
 
 #[derive(Args, Debug, Clone)]
 pub struct VectorArgs {
@@ -120,91 +126,6 @@ pub struct VectorArgs {
     seed: u64,
 }
 
-/// One vector measurement, before the settings common to a run are added.
-pub struct VectorRecord {
-    engine: String,
-    workload: String,
-    ops: u64,
-    seconds: f64,
-    threads: usize,
-    /// (mean, p50, p99, p99.9, max) in µs.
-    lat: [f64; 5],
-    recall: Option<f64>,
-    cpu_seconds: f64,
-    peak_rss_bytes: u64,
-    /// The index's own byte count (see `Record::index_bytes`).
-    index_bytes: Option<u64>,
-    note: Option<String>,
-}
-
-impl VectorRecord {
-    pub fn new(engine: &str, workload: &str, ops: u64, seconds: f64) -> VectorRecord {
-        let mean = seconds * 1e6 / ops.max(1) as f64;
-        VectorRecord {
-            engine: engine.into(),
-            workload: workload.into(),
-            ops,
-            seconds,
-            threads: 1,
-            lat: [mean; 5],
-            recall: None,
-            cpu_seconds: 0.0,
-            peak_rss_bytes: 0,
-            index_bytes: None,
-            note: None,
-        }
-    }
-
-    pub fn threads(mut self, t: usize) -> Self {
-        self.threads = t;
-        self
-    }
-
-    pub fn latencies(mut self, l: &Latencies) -> Self {
-        self.lat = [
-            l.mean_us(),
-            l.quantile_us(0.5),
-            l.quantile_us(0.99),
-            l.quantile_us(0.999),
-            l.max_us(),
-        ];
-        self
-    }
-
-    /// Only a mean is known (a batch call): every latency column shows it.
-    pub fn mean_only(mut self, mean_us: f64) -> Self {
-        self.lat = [mean_us; 5];
-        self
-    }
-
-    pub fn recall(mut self, r: f64) -> Self {
-        self.recall = Some(r);
-        self
-    }
-
-    pub fn cpu(mut self, s: f64) -> Self {
-        self.cpu_seconds = s;
-        self
-    }
-
-    pub fn rss(mut self, b: u64) -> Self {
-        self.peak_rss_bytes = b;
-        self
-    }
-
-    pub fn index_bytes(mut self, b: u64) -> Self {
-        self.index_bytes = Some(b);
-        self
-    }
-
-    pub fn note(mut self, n: String) -> Self {
-        self.note = Some(n);
-        self
-    }
-}
-
-pub type Emit<'a> = dyn FnMut(VectorRecord) + 'a;
-
 fn cache_dir() -> PathBuf {
     std::env::var_os("SHALE_CACHE")
         .map(PathBuf::from)
@@ -217,14 +138,54 @@ fn glove_path(given: Option<PathBuf>) -> PathBuf {
     given.unwrap_or_else(|| cache_dir().join("glove/glove_6B_50d_emb.npy"))
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 /// Run the suites `args` asks for; append their records and rewrite the report.
 pub fn run(args: &VectorArgs) -> BenchResult<()> {
+    let suites = suites(args)?;
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.work_dir)?;
+    let jsonl = args
+        .json_lines
+        .clone()
+        .unwrap_or_else(|| args.out.join("results.jsonl"));
+    let mut results = Appender::open(&jsonl)?;
+    let info = RunInfo::now();
+    eprintln!("load average at start: {}", info.load_at_start);
+    let mut emit = |v: VectorRecord| results.append(&info.record(v));
+    let mut settings = hnsw_settings(args);
+    let mut peer_failures = Vec::new();
+    for suite in &suites {
+        match suite.as_str() {
+            "glove" => peer_failures.extend(glove(args, &mut settings, &mut emit)?),
+            #[cfg(feature = "semantic")]
+            "minilm" => peer_failures.extend(minilm(args, &mut settings, &mut emit)?),
+            #[cfg(feature = "semantic")]
+            "embed" => embed(args, &mut emit)?,
+            _ => unreachable!("suites were checked"),
+        }
+    }
+    if let Some(e) = results.failed {
+        return Err(format!("writing {}: {e}", jsonl.display()).into());
+    }
+    crate::results::write_report(&args.out, &jsonl)?;
+    eprintln!(
+        "{} results appended to {}",
+        results.produced,
+        jsonl.display()
+    );
+    if !peer_failures.is_empty() {
+        return Err(format!(
+            "{} peer run(s) failed (the other engines' results are in the report):\n  {}",
+            peer_failures.len(),
+            peer_failures.join("\n  ")
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The suites to run (default: every one compiled in), once the suites and engines asked
+/// for are checked.
+fn suites(args: &VectorArgs) -> BenchResult<Vec<String>> {
     let compiled: &[&str] = if cfg!(feature = "semantic") {
         &["glove", "minilm", "embed"]
     } else {
@@ -246,70 +207,31 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
     if let Some(bad) = args.engines.iter().find(|e| !known.contains(&e.as_str())) {
         return Err(format!("unknown vector engine {bad:?} ({})", known.join(", ")).into());
     }
-    std::fs::create_dir_all(&args.out)?;
-    std::fs::create_dir_all(&args.work_dir)?;
-    let jsonl = args
-        .json_lines
-        .clone()
-        .unwrap_or_else(|| args.out.join("results.jsonl"));
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&jsonl)?;
+    Ok(suites)
+}
 
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let machine = crate::machine::describe();
-    let git_commit = crate::machine::git_commit();
-    let load_at_start = load_average();
-    eprintln!("load average at start: {load_at_start}");
-    let mut failed: Option<String> = None;
-    let mut produced = 0usize;
-    let mut emit = |v: VectorRecord| {
-        let secs = v.seconds.max(1e-9);
-        let r = Record {
-            engine: v.engine,
-            workload: v.workload,
-            run: 0,
-            ops: v.ops,
-            seconds: v.seconds,
-            ops_per_sec: v.ops as f64 / secs,
-            mb_per_sec: 0.0,
-            mean_us: v.lat[0],
-            p50_us: v.lat[1],
-            p99_us: v.lat[2],
-            p999_us: v.lat[3],
-            max_us: v.lat[4],
-            write_amp: None,
-            space_amp: None,
-            settle_seconds: None,
-            disk_read_bytes: None,
-            memory_limit_bytes: None,
-            disk_bytes: 0,
-            user_bytes_written: 0,
-            peak_rss_bytes: v.peak_rss_bytes,
-            index_bytes: v.index_bytes,
-            cpu_seconds: v.cpu_seconds,
-            threads: v.threads,
-            key_size: 0,
-            value_size: 0,
-            durability: "n/a".into(),
-            parity: Parity::default(),
-            caveats: vec![format!(
-                "vector workloads: load average {load_at_start} (1/5/15 min) when the run started \
-                 (each note gives it at its result); two shared cores"
-            )],
-            recall: v.recall,
-            note: Some(format!(
-                "{}; load average {} at this result",
-                v.note.unwrap_or_default(),
-                load_average()
-            )),
-            git_commit: git_commit.clone(),
-            // The time of this result, so that a report spans the run.
-            date: crate::machine::date(),
-            machine: machine.clone(),
-            command: command.clone(),
-        };
+/// The JSON-lines file the records are appended to, each as it comes (and echoed to
+/// stderr); the first write error is kept for the end of the run.
+struct Appender {
+    file: std::fs::File,
+    failed: Option<String>,
+    produced: usize,
+}
+
+impl Appender {
+    fn open(path: &Path) -> BenchResult<Appender> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Appender {
+            file,
+            failed: None,
+            produced: 0,
+        })
+    }
+
+    fn append(&mut self, r: &Record) {
         eprintln!(
             "   {:<11} {:<32} {:>10.1} ops/s  {:>9.3} s{}",
             r.engine,
@@ -319,21 +241,23 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             r.recall
                 .map_or(String::new(), |x| format!("  recall {x:.4}"))
         );
-        match serde_json::to_string(&r) {
+        match serde_json::to_string(r) {
             Ok(line) => {
-                if let Err(e) = writeln!(file, "{line}").and_then(|()| file.flush()) {
-                    failed.get_or_insert(e.to_string());
+                if let Err(e) = writeln!(self.file, "{line}").and_then(|()| self.file.flush()) {
+                    self.failed.get_or_insert(e.to_string());
                 }
-                produced += 1;
+                self.produced += 1;
             }
             Err(e) => {
-                failed.get_or_insert(e.to_string());
+                self.failed.get_or_insert(e.to_string());
             }
         }
-    };
+    }
+}
 
-    let q = args.quick;
-    let mut settings = hnsw::HnswSettings {
+/// The HNSW settings of the command line (the filtered queries are set per suite).
+fn hnsw_settings(args: &VectorArgs) -> HnswSettings {
+    HnswSettings {
         m: args.m,
         ef_construction: args.ef_construction,
         k: args.k,
@@ -346,97 +270,85 @@ pub fn run(args: &VectorArgs) -> BenchResult<()> {
             .peer_python
             .clone()
             .unwrap_or_else(|| cache_dir().join("peers-venv/bin/python")),
-        filter: filter::FilterSettings {
+        filter: FilterSettings {
             selectivity_pct: args.filter_sel.clone(),
             efs: args.filter_ef.clone(),
             queries: 0,
         },
         work_dir: args.work_dir.clone(),
-    };
-    let mut peer_failures = Vec::new();
-    for suite in &suites {
-        match suite.as_str() {
-            "glove" => {
-                let path = glove_path(args.glove.clone());
-                if !path.exists() {
-                    return Err(format!(
-                        "{} is missing: run scripts/fetch-bench-data.sh (or pass --glove)",
-                        path.display()
-                    )
-                    .into());
-                }
-                let rows = shale_npy::read::<f32>(&path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                let n = args.n.unwrap_or(if q { 10_000 } else { 100_000 });
-                let nq = args.queries.unwrap_or(if q { 200 } else { 10_000 });
-                let ds = hnsw::Dataset::split(
-                    format!("glove{}", short(n)),
-                    format!(
-                        "GloVe 6B {}d ({} rows, shuffled, seed {})",
-                        rows.cols, rows.rows, args.seed
-                    ),
-                    &rows,
-                    n,
-                    nq,
-                    args.seed,
-                )?;
-                drop(rows);
-                settings.filter.queries = args.filter_queries.unwrap_or(1_000).min(nq);
-                peer_failures.extend(hnsw::run(&ds, &settings, &mut emit)?);
-            }
-            #[cfg(feature = "semantic")]
-            "minilm" => {
-                let n = args.minilm_n.unwrap_or(if q { 2_000 } else { 20_000 });
-                let nq = args.minilm_queries.unwrap_or(if q { 100 } else { 1_000 });
-                let runtime = semantic::runtime(args.embedder.first().map_or("onnx", |s| s))?;
-                let ds = semantic::minilm_dataset(n, nq, args.seed, runtime, &cache_dir())?;
-                settings.filter.queries = args.filter_queries.unwrap_or(1_000).min(nq);
-                peer_failures.extend(hnsw::run(&ds, &settings, &mut emit)?);
-            }
-            #[cfg(feature = "semantic")]
-            "embed" => {
-                let n = args.embed_n.unwrap_or(if q { 300 } else { 3_000 });
-                let nq = args.semantic_queries.unwrap_or(if q { 30 } else { 300 });
-                for name in &args.embedder {
-                    semantic::run(
-                        semantic::EmbedRun {
-                            n,
-                            nq,
-                            runtime: semantic::runtime(name)?,
-                            batch_size: args.embed_batch,
-                            seed: args.seed,
-                        },
-                        &args.engines,
-                        &args.work_dir,
-                        &cache_dir(),
-                        &mut emit,
-                    )?;
-                }
-            }
-            _ => unreachable!("suites were checked"),
-        }
     }
-    if let Some(e) = failed {
-        return Err(format!("writing {}: {e}", jsonl.display()).into());
-    }
-    crate::write_report(&args.out, &jsonl)?;
-    eprintln!("{produced} results appended to {}", jsonl.display());
-    if !peer_failures.is_empty() {
+}
+
+/// The `glove` suite; the peers that failed.
+fn glove(
+    args: &VectorArgs,
+    settings: &mut HnswSettings,
+    emit: &mut Emit<'_>,
+) -> BenchResult<Vec<String>> {
+    let q = args.quick;
+    let path = glove_path(args.glove.clone());
+    if !path.exists() {
         return Err(format!(
-            "{} peer run(s) failed (the other engines' results are in the report):\n  {}",
-            peer_failures.len(),
-            peer_failures.join("\n  ")
+            "{} is missing: run scripts/fetch-bench-data.sh (or pass --glove)",
+            path.display()
         )
         .into());
     }
-    Ok(())
+    let rows = shale_npy::read::<f32>(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let n = args.n.unwrap_or(if q { 10_000 } else { 100_000 });
+    let nq = args.queries.unwrap_or(if q { 200 } else { 10_000 });
+    let ds = Dataset::split(
+        format!("glove{}", short(n)),
+        format!(
+            "GloVe 6B {}d ({} rows, shuffled, seed {})",
+            rows.cols, rows.rows, args.seed
+        ),
+        &rows,
+        n,
+        nq,
+        args.seed,
+    )?;
+    drop(rows);
+    settings.filter.queries = args.filter_queries.unwrap_or(1_000).min(nq);
+    hnsw::run(&ds, settings, emit)
 }
 
-/// `100000` -> `100k`.
-fn short(n: usize) -> String {
-    if n.is_multiple_of(1000) {
-        format!("{}k", n / 1000)
-    } else {
-        n.to_string()
+/// The `minilm` suite; the peers that failed.
+#[cfg(feature = "semantic")]
+fn minilm(
+    args: &VectorArgs,
+    settings: &mut HnswSettings,
+    emit: &mut Emit<'_>,
+) -> BenchResult<Vec<String>> {
+    let q = args.quick;
+    let n = args.minilm_n.unwrap_or(if q { 2_000 } else { 20_000 });
+    let nq = args.minilm_queries.unwrap_or(if q { 100 } else { 1_000 });
+    let runtime = semantic::runtime(args.embedder.first().map_or("onnx", |s| s))?;
+    let ds = semantic::minilm_dataset(n, nq, args.seed, runtime, &cache_dir())?;
+    settings.filter.queries = args.filter_queries.unwrap_or(1_000).min(nq);
+    hnsw::run(&ds, settings, emit)
+}
+
+/// The `embed` suite, once per `--embedder` runtime.
+#[cfg(feature = "semantic")]
+fn embed(args: &VectorArgs, emit: &mut Emit<'_>) -> BenchResult<()> {
+    let q = args.quick;
+    let n = args.embed_n.unwrap_or(if q { 300 } else { 3_000 });
+    let nq = args.semantic_queries.unwrap_or(if q { 30 } else { 300 });
+    for name in &args.embedder {
+        semantic::run(
+            semantic::EmbedRun {
+                n,
+                nq,
+                runtime: semantic::runtime(name)?,
+                batch_size: args.embed_batch,
+                seed: args.seed,
+            },
+            &args.engines,
+            &args.work_dir,
+            &cache_dir(),
+            emit,
+        )?;
     }
+    Ok(())
 }

@@ -16,9 +16,11 @@ use std::process::{Command, Stdio};
 
 use shale_search::vector::Neighbor;
 
+use super::dataset::Dataset;
 use super::filter::FilterCase;
-use super::hnsw::{recall, Dataset, HnswSettings};
-use super::{Emit, VectorRecord};
+use super::record::{short, Emit, VectorRecord};
+use super::settings::{FilterSettings, HnswSettings};
+use super::truth::recall;
 use crate::engine::BenchResult;
 
 /// Every peer engine, in the order they run.
@@ -86,7 +88,7 @@ pub fn run(
     engine: &str,
     ds: &Dataset,
     s: &HnswSettings,
-    f: &super::filter::FilterSettings,
+    f: &FilterSettings,
     inp: &PeerInputs<'_>,
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
@@ -225,7 +227,7 @@ impl Lines<'_> {
             "insert_window" => {
                 let mean = f("seconds") * 1e6 / u("ops").max(1) as f64;
                 emit(
-                    record(format!("hnsw-insert-{}-at{}", ds.name, super::short(at)))
+                    record(format!("hnsw-insert-{}-at{}", ds.name, short(at)))
                         .mean_only(mean)
                         .note(format!(
                             "{head}; inserts {lo}..{hi} as one add call of the 1-thread build: mean only, p50/p99 show the mean"

@@ -19,15 +19,13 @@ use std::time::Instant;
 use shale::{Db, WriteBatch, WriteOptions};
 use shale_search::semantic::{vector_value, Index, IndexOptions};
 
-use super::hnsw::Dataset;
-use super::{Emit, VectorRecord};
+use super::dataset::Dataset;
+use super::filter::{key, FilterIndex, INDEX};
+use super::record::{Emit, VectorRecord};
 use crate::engine::BenchResult;
 
 /// Vectors the child writes after the last checkpoint.
 const EXTRA: usize = 1_000;
-
-/// The name of the index the filtered workloads build.
-pub const INDEX: &str = "bench";
 
 /// What the child is told.
 #[derive(clap::Args, Debug)]
@@ -51,7 +49,7 @@ pub fn child(args: &ChildArgs) -> BenchResult<()> {
     let mut batch = WriteBatch::new();
     for (i, v) in extra_vectors(args.dim).iter().enumerate() {
         let id = args.first + u32::try_from(i).unwrap_or(0);
-        batch.put(super::filter::key(id), vector_value(v, b""));
+        batch.put(key(id), vector_value(v, b""));
     }
     db.write(batch, WriteOptions::default())?;
     index.wait_indexed()?;
@@ -75,17 +73,21 @@ fn extra_vectors(dim: usize) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// Close `index` and `db` (at `dir`), open them again, then crash a child on them and open
-/// them once more, recording both opens.
+/// Close the filtered workloads' index and database, open them again, then crash a child
+/// on them and open them once more, recording both opens.
 pub fn run(
     ds: &Dataset,
-    db: Arc<Db>,
-    index: Index,
-    dir: &Path,
-    opts: IndexOptions,
+    filtered: FilterIndex,
     note_params: &str,
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
+    let FilterIndex {
+        db,
+        index,
+        dir,
+        opts,
+    } = filtered;
+    let dir = dir.as_path();
     let n = ds.len();
     drop(index);
     db.close()?;

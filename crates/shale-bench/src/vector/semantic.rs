@@ -15,8 +15,8 @@ use shale_embed::Runtime;
 use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
 use shale_testkit::wordnet::{self, Gloss};
 
-use super::hnsw::Dataset;
-use super::{Emit, VectorRecord};
+use super::dataset::Dataset;
+use super::record::{short, Emit, VectorRecord};
 use crate::engine::BenchResult;
 use crate::metrics::{self, Latencies};
 
@@ -111,7 +111,7 @@ pub fn minilm_dataset(
     }
     let rows = shale_npy::read::<f32>(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Dataset::split(
-        format!("minilm{}", super::short(n)),
+        format!("minilm{}", short(n)),
         format!("MiniLM (all-MiniLM-L6-v2) vectors of {total} WordNet 3.0 glosses (seed {seed})"),
         &rows,
         n,
