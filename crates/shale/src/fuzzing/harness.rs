@@ -181,8 +181,7 @@ pub fn smoke(
         );
     }
     for i in 0..randoms * scale {
-        let len = rng.below(300);
-        let input: Vec<u8> = (0..len).map(|_| rng.byte()).collect();
+        let input = random_input(&mut rng);
         run_one(
             name,
             target,
@@ -190,21 +189,39 @@ pub fn smoke(
             &format!("random {i} (SHALE_FUZZ_SEED={seed})"),
         );
     }
-    // Timed mode: alternate mutants and random strings until the budget is spent.
+    let (extra_mutations, extra_randoms) = run_timed(name, target, corpus, &mut rng, seed, start);
+    println!(
+        "{name}: {} seeds, {} mutations, {} random inputs in {:.2?} (SHALE_FUZZ_SEED={seed})",
+        corpus.len(),
+        mutations * scale + extra_mutations,
+        randoms * scale + extra_randoms,
+        start.elapsed()
+    );
+}
+
+/// Timed mode: alternate mutants of `corpus` and random strings (about one in eight)
+/// until `SHALE_FUZZ_SECONDS` after `start`. Returns how many of each ran.
+fn run_timed(
+    name: &str,
+    target: Target,
+    corpus: &[Vec<u8>],
+    rng: &mut Rng,
+    seed: u64,
+    start: Instant,
+) -> (u64, u64) {
     let budget = std::time::Duration::from_secs(env_u64("SHALE_FUZZ_SECONDS", 0));
     let (mut extra_mutations, mut extra_randoms) = (0u64, 0u64);
     while start.elapsed() < budget {
         let input = if rng.below(8) == 0 {
             extra_randoms += 1;
-            let len = rng.below(300);
-            (0..len).map(|_| rng.byte()).collect()
+            random_input(rng)
         } else {
             extra_mutations += 1;
             let base = &corpus[rng.below(corpus.len())];
             let other = &corpus[rng.below(corpus.len())];
-            let mut input = mutate(&mut rng, base, other);
+            let mut input = mutate(rng, base, other);
             for _ in 0..rng.below(3) {
-                input = mutate(&mut rng, &input, other);
+                input = mutate(rng, &input, other);
             }
             input
         };
@@ -218,13 +235,13 @@ pub fn smoke(
             ),
         );
     }
-    println!(
-        "{name}: {} seeds, {} mutations, {} random inputs in {:.2?} (SHALE_FUZZ_SEED={seed})",
-        corpus.len(),
-        mutations * scale + extra_mutations,
-        randoms * scale + extra_randoms,
-        start.elapsed()
-    );
+    (extra_mutations, extra_randoms)
+}
+
+/// A random string of up to 299 bytes.
+fn random_input(rng: &mut Rng) -> Vec<u8> {
+    let len = rng.below(300);
+    (0..len).map(|_| rng.byte()).collect()
 }
 
 /// That `tested` names every target of `targets`, and nothing else.

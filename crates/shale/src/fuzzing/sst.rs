@@ -135,50 +135,8 @@ pub(super) fn walk_block(bytes: &[u8]) {
 /// footer, block handle, block trailer, properties, range-del block, bloom filter and
 /// decompression over arbitrary bytes, with the round trip of each encoder.
 pub fn sst_footer(data: &[u8]) {
-    // Footer: whole input, and its last FOOTER_LEN bytes.
-    let last = data
-        .get(data.len().saturating_sub(FOOTER_LEN)..)
-        .unwrap_or_default();
-    for src in [data, last] {
-        if let Ok(f) = Footer::decode(src) {
-            assert_eq!(
-                Footer::decode(&f.encode()).ok(),
-                Some(f),
-                "footer round trip"
-            );
-        }
-    }
-    if let Ok(h) = BlockHandle::decode_varint(data) {
-        let mut buf = Vec::new();
-        h.encode_varint(&mut buf);
-        assert_eq!(
-            BlockHandle::decode_varint(&buf).ok(),
-            Some(h),
-            "handle round trip"
-        );
-    }
-    let split = data.len().saturating_sub(BLOCK_TRAILER_LEN);
-    let (stored, trailer) = data.split_at(split);
-    if let Ok(ty) = decode_trailer(stored, trailer) {
-        assert_eq!(encode_trailer(stored, ty), trailer, "trailer round trip");
-    }
-    if let Ok(p) = TableProperties::decode(data) {
-        assert_eq!(
-            TableProperties::decode(&p.encode()).ok(),
-            Some(p),
-            "properties round trip"
-        );
-    }
-    if let Ok(tombstones) = crate::sst::format::decode_range_dels(data) {
-        let again = crate::sst::format::encode_range_dels(&tombstones);
-        assert_eq!(
-            crate::sst::format::decode_range_dels(&again).ok(),
-            Some(tombstones.clone()),
-            "range-del block round trip"
-        );
-        let set = crate::range_del::RangeDels::new(&tombstones);
-        let _ = set.covering(data.get(..4).unwrap_or_default(), SeqNo::MAX);
-    }
+    footer_handle_and_trailer(data);
+    properties_and_range_dels(data);
     let filter = BloomFilter::new(data.to_vec());
     let _ = filter.may_contain(data.get(..8).unwrap_or_default());
     for ty in [
@@ -210,6 +168,59 @@ pub fn sst_footer(data: &[u8]) {
     let filter = BloomFilter::new(builder.finish());
     for k in &keys {
         assert!(filter.may_contain(k), "bloom filter lost an added key");
+    }
+}
+
+/// The footer (the whole input, and its last `FOOTER_LEN` bytes), a block handle and a
+/// block trailer decode from `data` or fail, and re-encode to what they decoded from.
+fn footer_handle_and_trailer(data: &[u8]) {
+    let last = data
+        .get(data.len().saturating_sub(FOOTER_LEN)..)
+        .unwrap_or_default();
+    for src in [data, last] {
+        if let Ok(f) = Footer::decode(src) {
+            assert_eq!(
+                Footer::decode(&f.encode()).ok(),
+                Some(f),
+                "footer round trip"
+            );
+        }
+    }
+    if let Ok(h) = BlockHandle::decode_varint(data) {
+        let mut buf = Vec::new();
+        h.encode_varint(&mut buf);
+        assert_eq!(
+            BlockHandle::decode_varint(&buf).ok(),
+            Some(h),
+            "handle round trip"
+        );
+    }
+    let split = data.len().saturating_sub(BLOCK_TRAILER_LEN);
+    let (stored, trailer) = data.split_at(split);
+    if let Ok(ty) = decode_trailer(stored, trailer) {
+        assert_eq!(encode_trailer(stored, ty), trailer, "trailer round trip");
+    }
+}
+
+/// The properties block and the range-del block decode from `data` or fail, and
+/// round-trip; decoded range tombstones answer a covering query.
+fn properties_and_range_dels(data: &[u8]) {
+    if let Ok(p) = TableProperties::decode(data) {
+        assert_eq!(
+            TableProperties::decode(&p.encode()).ok(),
+            Some(p),
+            "properties round trip"
+        );
+    }
+    if let Ok(tombstones) = crate::sst::format::decode_range_dels(data) {
+        let again = crate::sst::format::encode_range_dels(&tombstones);
+        assert_eq!(
+            crate::sst::format::decode_range_dels(&again).ok(),
+            Some(tombstones.clone()),
+            "range-del block round trip"
+        );
+        let set = crate::range_del::RangeDels::new(&tombstones);
+        let _ = set.covering(data.get(..4).unwrap_or_default(), SeqNo::MAX);
     }
 }
 
