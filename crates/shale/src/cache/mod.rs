@@ -230,18 +230,7 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
                 Some(_) => more.push(value),
             }
         }
-        let slot = match s.free.pop() {
-            Some(i) => {
-                if let Some(place) = s.ring.get_mut(i) {
-                    *place = Some(key);
-                }
-                i
-            }
-            None => {
-                s.ring.push(Some(key));
-                s.ring.len() - 1
-            }
-        };
+        let slot = s.ring_slot(key);
         let entry = Entry {
             value: value.clone(),
             charge,
@@ -297,6 +286,22 @@ impl<K: Copy + Eq + Hash, V: Clone> ClockCache<K, V> {
 }
 
 impl<K: Copy + Eq + Hash, V> Shard<K, V> {
+    /// A place in the ring for `key`: a free one, else a new one at the end.
+    fn ring_slot(&mut self, key: K) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                if let Some(place) = self.ring.get_mut(i) {
+                    *place = Some(key);
+                }
+                i
+            }
+            None => {
+                self.ring.push(Some(key));
+                self.ring.len() - 1
+            }
+        }
+    }
+
     /// Advance the hand until one entry is evicted, and return its value (`None` if the
     /// ring is empty).
     fn evict_one(&mut self) -> Option<V> {

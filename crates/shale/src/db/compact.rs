@@ -148,13 +148,9 @@ fn mark(state: &mut DbState, ks: KeyspaceId, task: &CompactionTask) {
     state.compaction_outputs.entry(ks).or_default().add(task);
 }
 
-/// Run `task` of `tree` (already marked busy) and install its result; unmark its files
-/// either way. A failure poisons the database; a keyspace dropped meanwhile drops the
-/// result.
-pub(crate) fn execute(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<()> {
-    let start = Instant::now();
-    let result = run(db, tree, task);
-    let mut state = lock(&db.state);
+/// Unmark the files and the output range of `task` of `tree`: other compactions may
+/// take them again.
+fn release(state: &mut DbState, tree: &Tree, task: &CompactionTask) {
     for id in task.all_inputs() {
         state.compacting.remove(&id);
     }
@@ -164,6 +160,16 @@ pub(crate) fn execute(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Resul
             state.compaction_outputs.remove(&tree.id);
         }
     }
+}
+
+/// Run `task` of `tree` (already marked busy) and install its result; unmark its files
+/// either way. A failure poisons the database; a keyspace dropped meanwhile drops the
+/// result.
+pub(crate) fn execute(db: &DbInner, tree: &Tree, task: &CompactionTask) -> Result<()> {
+    let start = Instant::now();
+    let result = run(db, tree, task);
+    let mut state = lock(&db.state);
+    release(&mut state, tree, task);
     if state.versions.version(tree.id).is_none() {
         if let Ok((_, added, _)) = result {
             for (_, file) in added.iter().filter(|_| !task.trivial_move) {

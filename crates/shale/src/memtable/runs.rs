@@ -135,23 +135,12 @@ impl SortedRuns {
         // The prefix every key shares, old and new: it only shrinks as keys arrive.
         // SAFETY: published entries of a live arena (the caller's promise), here and below.
         let shared = unsafe { reference.split_key() }.0;
-        let mut skip = if oldest.is_some() {
+        let known = if oldest.is_some() {
             self.skip
         } else {
             shared.len()
         };
-        for entry in &fresh {
-            if skip == 0 {
-                break; // random keys get here within a few entries
-            }
-            let key = unsafe { entry.split_key() }.0;
-            skip = shared
-                .iter()
-                .take(skip)
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count();
-        }
+        let skip = unsafe { common_prefix(shared, known, &fresh) };
         let mut runs: Vec<Arc<[RunEntry]>> = if skip == self.skip {
             self.runs.clone()
         } else {
@@ -192,6 +181,29 @@ impl SortedRuns {
             skip,
         }
     }
+}
+
+/// How many of the first `known` bytes of `shared` every key of `fresh` starts with.
+///
+/// # Safety
+///
+/// The entries of `fresh` are published and their arena is alive.
+unsafe fn common_prefix(shared: &[u8], known: usize, fresh: &[EntryPtr]) -> usize {
+    let mut skip = known;
+    for entry in fresh {
+        if skip == 0 {
+            break; // random keys get here within a few entries
+        }
+        // SAFETY: the caller's promise.
+        let key = unsafe { entry.split_key() }.0;
+        skip = shared
+            .iter()
+            .take(skip)
+            .zip(key)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    skip
 }
 
 /// The sorted union of two sorted runs.

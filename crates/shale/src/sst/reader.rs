@@ -184,6 +184,39 @@ pub struct Table {
     cached_any: AtomicBool,
 }
 
+/// The range tombstones of the table, checked against the count its properties give and
+/// the format version its footer names.
+fn read_range_dels(
+    source: &BlockSource,
+    properties: &TableProperties,
+    footer: &Footer,
+) -> Result<Option<Arc<RangeDels>>> {
+    match (properties.range_dels, footer.version) {
+        (None, FORMAT_VERSION) => Ok(None),
+        (Some((handle, count)), FORMAT_VERSION_RANGE_DELS) => {
+            let block = source.read_raw(handle)?;
+            let tombstones =
+                decode_range_dels(&block).map_err(|e| e.in_file(&source.path, handle.offset))?;
+            if tombstones.len() as u64 != count {
+                let why = format!(
+                    "range-del block holds {} tombstones, properties say {count}",
+                    tombstones.len()
+                );
+                return Err(Error::corruption(&*source.path, handle.offset, why));
+            }
+            Ok(Some(Arc::new(RangeDels::new(&tombstones))))
+        }
+        _ => {
+            let why = "properties and footer disagree on the range-del block";
+            Err(Error::corruption(
+                &*source.path,
+                footer.properties.offset,
+                why,
+            ))
+        }
+    }
+}
+
 impl Table {
     /// Open the table in `file` and verify its footer, index, filter and properties.
     ///
@@ -210,30 +243,7 @@ impl Table {
         let props_bytes = source.read_raw(footer.properties)?;
         let properties = TableProperties::decode(&props_bytes)
             .map_err(|e| e.in_file(&source.path, footer.properties.offset))?;
-        let range_dels = match (properties.range_dels, footer.version) {
-            (None, FORMAT_VERSION) => None,
-            (Some((handle, count)), FORMAT_VERSION_RANGE_DELS) => {
-                let block = source.read_raw(handle)?;
-                let tombstones = decode_range_dels(&block)
-                    .map_err(|e| e.in_file(&source.path, handle.offset))?;
-                if tombstones.len() as u64 != count {
-                    let why = format!(
-                        "range-del block holds {} tombstones, properties say {count}",
-                        tombstones.len()
-                    );
-                    return Err(Error::corruption(&*source.path, handle.offset, why));
-                }
-                Some(Arc::new(RangeDels::new(&tombstones)))
-            }
-            _ => {
-                let why = "properties and footer disagree on the range-del block";
-                return Err(Error::corruption(
-                    &*source.path,
-                    footer.properties.offset,
-                    why,
-                ));
-            }
-        };
+        let range_dels = read_range_dels(&source, &properties, &footer)?;
         let filter = match footer.filter {
             Some(handle) => Some(BloomFilter::new(source.read_raw(handle)?.into_vec())),
             None => None,

@@ -114,23 +114,7 @@ impl<'a> LogReader<'a> {
             let at = self.pos;
             let fragment = match decode_fragment(rest) {
                 Ok(f) => f,
-                Err(FragmentError::Zero) => return self.damage(at, at, "zero bytes"),
-                Err(FragmentError::Truncated) if block_end <= self.data.len() => {
-                    return self.damage(at, at, "fragment length exceeds its block");
-                }
-                Err(FragmentError::Truncated) => {
-                    let why = "fragment cut short by end of file";
-                    if checksum_matches_shorter_payload(rest) {
-                        // A finished fragment with a damaged length: what follows it counts.
-                        return self.damage(at, at, why);
-                    }
-                    // The write this header began never finished, so everything after it
-                    // is its payload, even bytes that look like fragments (a log stored in
-                    // a value): a torn tail, whatever follows.
-                    let start = self.record_start.unwrap_or(at);
-                    return Ok(self.drop_tail(start, why));
-                }
-                Err(FragmentError::Bad(why)) => return self.damage(at, at, why),
+                Err(e) => return self.bad_fragment(e, at, block_end, rest),
             };
             self.pos += HEADER_LEN + fragment.payload.len();
             match (fragment.kind, self.record_start) {
@@ -163,6 +147,36 @@ impl<'a> LogReader<'a> {
                 }
                 (RecordType::Zero, _) => return self.damage(at, at, "zero fragment type"),
             }
+        }
+    }
+
+    /// What the fragment at `at` that did not decode, `rest` the bytes from it to the end
+    /// of its block (or of the file, before `block_end`), means: damage, or a torn tail.
+    fn bad_fragment(
+        &mut self,
+        e: FragmentError,
+        at: usize,
+        block_end: usize,
+        rest: &[u8],
+    ) -> Result<Option<(u64, &[u8])>> {
+        match e {
+            FragmentError::Zero => self.damage(at, at, "zero bytes"),
+            FragmentError::Truncated if block_end <= self.data.len() => {
+                self.damage(at, at, "fragment length exceeds its block")
+            }
+            FragmentError::Truncated => {
+                let why = "fragment cut short by end of file";
+                if checksum_matches_shorter_payload(rest) {
+                    // A finished fragment with a damaged length: what follows it counts.
+                    return self.damage(at, at, why);
+                }
+                // The write this header began never finished, so everything after it is
+                // its payload, even bytes that look like fragments (a log stored in a
+                // value): a torn tail, whatever follows.
+                let start = self.record_start.unwrap_or(at);
+                Ok(self.drop_tail(start, why))
+            }
+            FragmentError::Bad(why) => self.damage(at, at, why),
         }
     }
 
