@@ -297,22 +297,7 @@ impl Sorted {
         };
         for pair in values {
             let (key, value) = pair?;
-            // Stored vectors for keys before this one have no value: delete them.
-            while let Some(Ok((skey, _))) = stored.peek() {
-                if skey.as_slice() >= key.as_slice() {
-                    break;
-                }
-                sorted.orphans.push(skey.clone());
-                stored.next();
-            }
-            let entry = match stored.peek() {
-                Some(Ok((skey, svalue))) if *skey == key => {
-                    let entry = decode_stored(svalue);
-                    stored.next();
-                    entry
-                }
-                _ => None,
-            };
+            let entry = sorted.stored_for(&mut stored, &key);
             let Ok(payload) = spec.payload(&key, &value) else {
                 // Written before the index existed, and not something it can hold: not
                 // indexed (a write of it now would be refused).
@@ -322,37 +307,80 @@ impl Sorted {
                 continue;
             };
             let hash = value_hash(&value);
-            match Found::of(spec, payload, hash, entry) {
-                Some(Found::Current {
-                    hash,
-                    node,
-                    vector,
-                    from_text,
-                }) => match node_holding(spec, index, &sorted.claimed, node, &vector)? {
-                    // A claimed node's vector goes into `VECTORS` now, so that the open holds
-                    // no more than one vector at a time for the reused nodes.
-                    Some((node, prepared)) => {
-                        if let Some(c) = sorted.claimed.get_mut(node as usize) {
-                            *c = true;
-                        }
-                        vectors.write(NodeId(node), &prepared)?;
-                        sorted.claims.push((node, key, hash));
-                    }
-                    None => sorted.reinsert.push((key, hash, vector, from_text)),
-                },
-                Some(Found::Embed(text)) => sorted.to_embed.push(Change {
-                    key,
-                    seq,
-                    hash,
-                    payload: Payload::Text(text),
-                }),
-                None => {}
-            }
+            let found = Found::of(spec, payload, hash, entry);
+            sorted.place(found, key, hash, seq, (spec, index, vectors))?;
         }
         for rest in stored {
             sorted.orphans.push(rest?.0);
         }
         Ok(sorted)
+    }
+
+    /// The stored vector of `key`, if `stored` (in key order) holds one; the stored
+    /// vectors of keys before it have no value, and become orphans.
+    fn stored_for(
+        &mut self,
+        stored: &mut std::iter::Peekable<
+            impl Iterator<Item = std::result::Result<(Vec<u8>, Vec<u8>), OpenError>>,
+        >,
+        key: &[u8],
+    ) -> Option<(u64, u32, Vec<f32>)> {
+        while let Some(Ok((skey, _))) = stored.peek() {
+            if skey.as_slice() >= key {
+                break;
+            }
+            self.orphans.push(skey.clone());
+            stored.next();
+        }
+        match stored.peek() {
+            Some(Ok((skey, svalue))) if skey.as_slice() == key => {
+                let entry = decode_stored(svalue);
+                stored.next();
+                entry
+            }
+            _ => None,
+        }
+    }
+
+    /// Sort the value of `key` (its hash `hash`) by what was `found` for it: a node
+    /// taken over (its vector written into `VECTORS` now), a vector to insert, or a text
+    /// to embed at `seq`. The last argument is the index's spec, its checkpointed graph
+    /// and its `VECTORS`.
+    fn place(
+        &mut self,
+        found: Option<Found>,
+        key: Vec<u8>,
+        hash: u64,
+        seq: u64,
+        (spec, index, vectors): (&Spec, &Index, &VectorFile),
+    ) -> std::result::Result<(), OpenError> {
+        match found {
+            Some(Found::Current {
+                hash,
+                node,
+                vector,
+                from_text,
+            }) => match node_holding(spec, index, &self.claimed, node, &vector)? {
+                // A claimed node's vector goes into `VECTORS` now, so that the open holds
+                // no more than one vector at a time for the reused nodes.
+                Some((node, prepared)) => {
+                    if let Some(c) = self.claimed.get_mut(node as usize) {
+                        *c = true;
+                    }
+                    vectors.write(NodeId(node), &prepared)?;
+                    self.claims.push((node, key, hash));
+                }
+                None => self.reinsert.push((key, hash, vector, from_text)),
+            },
+            Some(Found::Embed(text)) => self.to_embed.push(Change {
+                key,
+                seq,
+                hash,
+                payload: Payload::Text(text),
+            }),
+            None => {}
+        }
+        Ok(())
     }
 }
 
