@@ -151,135 +151,219 @@ pub fn run(
     let (docs, held_out) = chosen.split_at(n);
     let model = model(runtime)?;
     let threads = shale_embed::default_threads();
-    let (raw_name, engine_name, exact_name) = engine_names(runtime);
     let texts: Vec<&str> = docs.iter().map(|g| g.text.as_str()).collect();
     let words: usize = texts.iter().map(|t| t.split_whitespace().count()).sum();
-    let about = format!(
-        "{n} WordNet glosses (mean {:.1} words), all-MiniLM-L6-v2 on {runtime}, {threads} thread(s)",
-        words as f64 / n.max(1) as f64
-    );
+    let suite = Suite {
+        runtime,
+        names: engine_names(runtime),
+        threads,
+        n,
+        about: format!(
+            "{n} WordNet glosses (mean {:.1} words), all-MiniLM-L6-v2 on {runtime}, {threads} thread(s)",
+            words as f64 / n.max(1) as f64
+        ),
+    };
 
     // Warm the model (page in the weights, size the buffers) outside the timings.
     model.embed(&texts[..texts.len().min(64)])?;
-
-    eprintln!("== embed-bulk ({runtime}): the model alone, {n} texts in one call");
-    let cpu0 = metrics::cpu_seconds();
-    let started = Instant::now();
-    let vectors = model.embed(&texts)?;
-    let raw_secs = started.elapsed().as_secs_f64();
-    if vectors.len() != n {
-        return Err(format!("the model returned {} vectors for {n} texts", vectors.len()).into());
-    }
-    drop(vectors);
-    emit(
-        VectorRecord::new(raw_name, "embed-bulk", n as u64, raw_secs)
-            .threads(threads)
-            .cpu(metrics::cpu_seconds() - cpu0)
-            .note(format!(
-                "{about}; Embedder::embed over all texts in one call (sorted by length, batches of {})",
-                model_batch(runtime)
-            )),
-    );
-
-    eprintln!("== embed-bulk ({runtime}): puts into a Db with a semantic index until indexed");
+    let raw_secs = suite.embed_alone(&*model, &texts, emit)?;
     let dir = work_dir.join(format!("semantic-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut sem = IndexOptions::text(Arc::clone(&model));
-    if let Some(b) = batch_size {
-        sem.batch_size = b;
-    }
-    let sem_about = format!(
-        "{} embed thread(s), batches of up to {}",
-        sem.embed_threads, sem.batch_size
-    );
-    let db = Arc::new(Db::open(&dir, Options::default())?);
-    let index = Index::open(&db, "glosses", sem)?;
-    metrics::reset_peak_rss();
-    let cpu0 = metrics::cpu_seconds();
-    let started = Instant::now();
-    for g in docs {
-        db.put(&g.key, &g.text)?;
-    }
-    let put_secs = started.elapsed().as_secs_f64();
-    index.wait_indexed()?;
-    let secs = started.elapsed().as_secs_f64();
-    let (applied, queued) = index.progress();
-    if applied < queued {
-        return Err(format!("wait_indexed returned with {applied} of {queued} applied").into());
-    }
-    emit(
-        VectorRecord::new(engine_name, "embed-bulk", n as u64, secs)
-            .threads(threads)
-            .cpu(metrics::cpu_seconds() - cpu0)
-            .rss(metrics::peak_rss_bytes())
-            .note(format!(
-                "{about}; one Db::put per gloss ({put_secs:.2} s for the puts), timed until wait_indexed returned ({applied}/{queued} applied); {sem_about}; ratio to {raw_name} = {:.3}",
-                raw_secs / secs
-            )),
-    );
+    let (db, index) = suite.embed_into_db(model, batch_size, docs, &dir, raw_secs, emit)?;
+    suite.queries(&index, held_out, engines, nq, emit)?;
+    db.close()?;
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
 
-    // Short queries: the definition of a held-out gloss up to its first ';'.
-    let queries: Vec<String> = held_out
-        .iter()
-        .map(|g| {
-            let def = g.text.split_once(": ").map_or(g.text.as_str(), |(_, d)| d);
-            def.split(';').next().unwrap_or(def).trim().to_string()
-        })
-        .collect();
-    let k = 10;
-    for q in queries.iter().take(5) {
-        index.search(q, &SearchOptions::k(k))?;
-    }
-    let mut exact_keys: Vec<Vec<Vec<u8>>> = Vec::new();
-    let methods: &[(&str, bool)] = if engines.iter().any(|e| e == "exact") {
-        &[(exact_name, true), (engine_name, false)]
-    } else {
-        &[(engine_name, false)]
-    };
-    for &(engine, exact) in methods {
-        eprintln!("== semantic-query ({engine}): {nq} queries, k {k}");
-        let mut lat = Latencies::new();
-        let mut keys = Vec::with_capacity(nq);
+/// What the workloads of one runtime share.
+struct Suite {
+    runtime: Runtime,
+    /// (model alone, through the engine, exact search): see [`engine_names`].
+    names: (&'static str, &'static str, &'static str),
+    threads: usize,
+    /// Glosses embedded.
+    n: usize,
+    /// The notes' description of the texts and the model.
+    about: String,
+}
+
+impl Suite {
+    /// `embed-bulk` of the model alone: every text in one call. Its seconds.
+    fn embed_alone(
+        &self,
+        model: &dyn Embedder,
+        texts: &[&str],
+        emit: &mut Emit<'_>,
+    ) -> BenchResult<f64> {
+        let (n, runtime, about) = (self.n, self.runtime, &self.about);
+        eprintln!("== embed-bulk ({runtime}): the model alone, {n} texts in one call");
         let cpu0 = metrics::cpu_seconds();
         let started = Instant::now();
-        for q in &queries {
+        let vectors = model.embed(texts)?;
+        let raw_secs = started.elapsed().as_secs_f64();
+        if vectors.len() != n {
+            return Err(
+                format!("the model returned {} vectors for {n} texts", vectors.len()).into(),
+            );
+        }
+        drop(vectors);
+        emit(
+            VectorRecord::new(self.names.0, "embed-bulk", n as u64, raw_secs)
+                .threads(self.threads)
+                .cpu(metrics::cpu_seconds() - cpu0)
+                .note(format!(
+                    "{about}; Embedder::embed over all texts in one call (sorted by length, batches of {})",
+                    model_batch(runtime)
+                )),
+        );
+        Ok(raw_secs)
+    }
+
+    /// `embed-bulk` through the engine: `docs` put into a database at `dir` with a semantic
+    /// index, timed until indexed. The database and its index, left open.
+    fn embed_into_db(
+        &self,
+        model: Arc<dyn Embedder>,
+        batch_size: Option<usize>,
+        docs: &[Gloss],
+        dir: &Path,
+        raw_secs: f64,
+        emit: &mut Emit<'_>,
+    ) -> BenchResult<(Arc<Db>, Index)> {
+        let (n, runtime, about, raw_name) = (self.n, self.runtime, &self.about, self.names.0);
+        eprintln!("== embed-bulk ({runtime}): puts into a Db with a semantic index until indexed");
+        let mut sem = IndexOptions::text(model);
+        if let Some(b) = batch_size {
+            sem.batch_size = b;
+        }
+        let sem_about = format!(
+            "{} embed thread(s), batches of up to {}",
+            sem.embed_threads, sem.batch_size
+        );
+        let db = Arc::new(Db::open(dir, Options::default())?);
+        let index = Index::open(&db, "glosses", sem)?;
+        metrics::reset_peak_rss();
+        let cpu0 = metrics::cpu_seconds();
+        let started = Instant::now();
+        for g in docs {
+            db.put(&g.key, &g.text)?;
+        }
+        let put_secs = started.elapsed().as_secs_f64();
+        index.wait_indexed()?;
+        let secs = started.elapsed().as_secs_f64();
+        let (applied, queued) = index.progress();
+        if applied < queued {
+            return Err(format!("wait_indexed returned with {applied} of {queued} applied").into());
+        }
+        emit(
+            VectorRecord::new(self.names.1, "embed-bulk", n as u64, secs)
+                .threads(self.threads)
+                .cpu(metrics::cpu_seconds() - cpu0)
+                .rss(metrics::peak_rss_bytes())
+                .note(format!(
+                    "{about}; one Db::put per gloss ({put_secs:.2} s for the puts), timed until wait_indexed returned ({applied}/{queued} applied); {sem_about}; ratio to {raw_name} = {:.3}",
+                    raw_secs / secs
+                )),
+        );
+        Ok((db, index))
+    }
+
+    /// `semantic-query`: the held-out glosses' definitions searched through the graph, and
+    /// by exact search first when engine `exact` is asked for (the graph's recall is then
+    /// scored against it).
+    fn queries(
+        &self,
+        index: &Index,
+        held_out: &[Gloss],
+        engines: &[String],
+        nq: usize,
+        emit: &mut Emit<'_>,
+    ) -> BenchResult<()> {
+        let (_, engine_name, exact_name) = self.names;
+        // Short queries: the definition of a held-out gloss up to its first ';'.
+        let queries: Vec<String> = held_out
+            .iter()
+            .map(|g| {
+                let def = g.text.split_once(": ").map_or(g.text.as_str(), |(_, d)| d);
+                def.split(';').next().unwrap_or(def).trim().to_string()
+            })
+            .collect();
+        for q in queries.iter().take(5) {
+            index.search(q, &SearchOptions::k(QUERY_K))?;
+        }
+        let mut exact_keys: Vec<Vec<Vec<u8>>> = Vec::new();
+        let methods: &[(&str, bool)] = if engines.iter().any(|e| e == "exact") {
+            &[(exact_name, true), (engine_name, false)]
+        } else {
+            &[(engine_name, false)]
+        };
+        for &(engine, exact) in methods {
+            eprintln!("== semantic-query ({engine}): {nq} queries, k {QUERY_K}");
+            let (keys, r) = self.query_pass(index, &queries, engine, exact)?;
+            let how = if exact {
+                "Index::search, exact"
+            } else {
+                "Index::search through the graph (ef_search 64, best 2k re-scored)"
+            };
+            let r = if exact {
+                exact_keys = keys;
+                r.recall(1.0)
+            } else if !exact_keys.is_empty() {
+                r.recall(recall_of_keys(&keys, &exact_keys))
+            } else {
+                r
+            };
+            emit(r.note(format!(
+                "{how}, k {QUERY_K}, on a Db of {} glosses: embed the query + search + fetch and verify each hit; queries are held-out gloss definitions (first clause), one at a time",
+                self.n
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every query once, one at a time: the keys each found, and the record (no note yet).
+    fn query_pass(
+        &self,
+        index: &Index,
+        queries: &[String],
+        engine: &str,
+        exact: bool,
+    ) -> BenchResult<(Vec<Vec<Vec<u8>>>, VectorRecord)> {
+        let mut lat = Latencies::new();
+        let mut keys = Vec::with_capacity(queries.len());
+        let cpu0 = metrics::cpu_seconds();
+        let started = Instant::now();
+        for q in queries {
             let t = Instant::now();
             let opts = SearchOptions {
                 exact,
-                ..SearchOptions::k(k)
+                ..SearchOptions::k(QUERY_K)
             };
             let hits = index.search(q, &opts)?;
             lat.record_since(t);
             keys.push(hits.into_iter().map(|h| h.key).collect::<Vec<_>>());
         }
         let secs = started.elapsed().as_secs_f64();
-        let mut r = VectorRecord::new(engine, "semantic-query", nq as u64, secs)
+        let r = VectorRecord::new(engine, "semantic-query", queries.len() as u64, secs)
             .threads(1)
             .cpu(metrics::cpu_seconds() - cpu0)
             .latencies(&lat);
-        let how = if exact {
-            "Index::search, exact"
-        } else {
-            "Index::search through the graph (ef_search 64, best 2k re-scored)"
-        };
-        if exact {
-            r = r.recall(1.0);
-            exact_keys = keys;
-        } else if !exact_keys.is_empty() {
-            let hits: usize = keys
-                .iter()
-                .zip(&exact_keys)
-                .map(|(got, want)| want.iter().filter(|w| got.contains(w)).count())
-                .sum();
-            let total: usize = exact_keys.iter().map(Vec::len).sum();
-            r = r.recall(hits as f64 / total.max(1) as f64);
-        }
-        emit(r.note(format!(
-            "{how}, k {k}, on a Db of {n} glosses: embed the query + search + fetch and verify each hit; queries are held-out gloss definitions (first clause), one at a time"
-        )));
+        Ok((keys, r))
     }
-    db.close()?;
-    drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+}
+
+/// Hits per semantic query.
+const QUERY_K: usize = 10;
+
+/// The share of the `exact` keys of each query that `got` found.
+fn recall_of_keys(got: &[Vec<Vec<u8>>], exact: &[Vec<Vec<u8>>]) -> f64 {
+    let hits: usize = got
+        .iter()
+        .zip(exact)
+        .map(|(got, want)| want.iter().filter(|w| got.contains(w)).count())
+        .sum();
+    let total: usize = exact.iter().map(Vec::len).sum();
+    hits as f64 / total.max(1) as f64
 }
