@@ -285,6 +285,19 @@ fn kv_service(
     )
 }
 
+/// The gRPC transport: at most `limits.max_streams_per_connection` streams a connection,
+/// over TLS when `tls` is given.
+fn transport(limits: &Limits, tls: Option<&Tls>) -> Result<tonic::transport::Server> {
+    let builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_streams_per_connection);
+    match tls {
+        Some(tls) => builder
+            .tls_config(tls.server())
+            .map_err(|e| Error::Config(vec![format!("TLS: {e}")])),
+        None => Ok(builder),
+    }
+}
+
 /// Serve the metrics on `listener` until `stopped` resolves.
 fn serve_metrics(
     listener: TcpListener,
@@ -361,15 +374,8 @@ impl Server {
             helpers.push(serve_metrics(listener, Arc::clone(&metrics), stopped()));
         }
         let incoming = Incoming::new(listener, &cfg.limits, Arc::clone(&refusals));
-        let mut builder = tonic::transport::Server::builder()
-            .max_concurrent_streams(cfg.limits.max_streams_per_connection);
-        if let Some(tls) = &tls {
-            builder = builder
-                .tls_config(tls.server())
-                .map_err(|e| Error::Config(vec![format!("TLS: {e}")]))?;
-        }
         let serving = tokio::spawn(
-            builder
+            transport(&cfg.limits, tls.as_ref())?
                 .layer(RequestLayer(Arc::clone(&metrics)))
                 .layer(CallLayer::new(&cfg.limits, refusals))
                 .add_service(raft_svc)
