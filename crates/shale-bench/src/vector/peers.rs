@@ -188,18 +188,11 @@ impl Lines<'_> {
     fn handle(&mut self, line: &str, emit: &mut Emit<'_>) -> BenchResult<()> {
         let v: serde_json::Value = serde_json::from_str(line)
             .map_err(|e| format!("{} driver said {line:?}: {e}", self.engine))?;
-        let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-        let u = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-        let text = |k: &str| v.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
+        let said = Said(&v);
+        let (f, u, text) = (|k| said.f(k), |k| said.u(k), |k| said.text(k));
         let (engine, ds, at) = (self.engine, self.ds, self.at);
         let (_, lo, hi) = self.inp.window;
-        let rss = u("peak_rss_bytes");
-        let head = format!("{}; {}", self.inp.note_params, self.about);
-        let record = |workload: String| {
-            VectorRecord::new(engine, &workload, u("ops"), f("seconds"))
-                .cpu(f("cpu_seconds"))
-                .rss(rss)
-        };
+        let head = self.head();
         match text("what") {
             "engine" => {
                 self.about = text("about").to_string();
@@ -213,7 +206,7 @@ impl Lines<'_> {
             "build" => {
                 let threads = u("threads") as usize;
                 emit(
-                    record(format!("hnsw-build-{}-t{threads}", ds.name))
+                    self.record(&said, format!("hnsw-build-{}-t{threads}", ds.name))
                         .threads(threads)
                         .index_bytes(u("index_bytes"))
                         .note(format!(
@@ -227,52 +220,15 @@ impl Lines<'_> {
             "insert_window" => {
                 let mean = f("seconds") * 1e6 / u("ops").max(1) as f64;
                 emit(
-                    record(format!("hnsw-insert-{}-at{}", ds.name, short(at)))
+                    self.record(&said, format!("hnsw-insert-{}-at{}", ds.name, short(at)))
                         .mean_only(mean)
                         .note(format!(
                             "{head}; inserts {lo}..{hi} as one add call of the 1-thread build: mean only, p50/p99 show the mean"
                         )),
                 );
             }
-            "query" => {
-                let ef = u("ef");
-                let r = self.recall(text("labels"), self.inp.truth)?;
-                self.print(&format!("ef {ef:>4}"), u("ops"), f("seconds"), r);
-                emit(
-                    record(format!("hnsw-query-{}-ef{ef}", ds.name))
-                        .mean_only(f("seconds") * 1e6 / u("ops").max(1) as f64)
-                        .recall(r)
-                        .note(format!(
-                            "{head}; ef {ef}; all queries in one call on one thread (mean only), index of the 1-thread build; recall scored by shale-bench against the same exact ground truth"
-                        )),
-                );
-            }
-            "filter" => {
-                let label = text("sel");
-                let case = self
-                    .inp
-                    .filters
-                    .iter()
-                    .find(|c| c.label == label)
-                    .ok_or_else(|| format!("{engine} driver: no selectivity {label:?}"))?;
-                let ef = u("ef") as usize;
-                let r = self.recall(text("labels"), &case.truth)?;
-                self.print(
-                    &format!("sel {label:>5}% ef {ef:>4}"),
-                    u("ops"),
-                    f("seconds"),
-                    r,
-                );
-                emit(
-                    record(case.workload(&ds.name, ef))
-                        .mean_only(f("seconds") * 1e6 / u("ops").max(1) as f64)
-                        .recall(r)
-                        .note(format!(
-                            "{head}; {}; all queries in one call on one thread (mean only), index of the 1-thread build",
-                            case.describe(ds.len(), ef)
-                        )),
-                );
-            }
+            "query" => emit(self.query(&said)?),
+            "filter" => emit(self.filter(&said)?),
             "filter_unsupported" => {
                 eprintln!(
                     "   {engine}: no filtered search ({}): hnsw-filter-{}-* skipped",
@@ -283,6 +239,58 @@ impl Lines<'_> {
             _ => return Err(format!("{engine} driver said {line:?}").into()),
         }
         Ok(())
+    }
+
+    /// The start of every note: the data set's parameters and the driver's description.
+    fn head(&self) -> String {
+        format!("{}; {}", self.inp.note_params, self.about)
+    }
+
+    /// A record of `workload` with the counts, times and peak RSS the driver `said`.
+    fn record(&self, said: &Said<'_>, workload: String) -> VectorRecord {
+        VectorRecord::new(self.engine, &workload, said.u("ops"), said.f("seconds"))
+            .cpu(said.f("cpu_seconds"))
+            .rss(said.u("peak_rss_bytes"))
+    }
+
+    /// The record of one unfiltered query run, its recall scored here.
+    fn query(&self, said: &Said<'_>) -> BenchResult<VectorRecord> {
+        let (ops, seconds) = (said.u("ops"), said.f("seconds"));
+        let ef = said.u("ef");
+        let r = self.recall(said.text("labels"), self.inp.truth)?;
+        self.print(&format!("ef {ef:>4}"), ops, seconds, r);
+        Ok(self
+            .record(said, format!("hnsw-query-{}-ef{ef}", self.ds.name))
+            .mean_only(seconds * 1e6 / ops.max(1) as f64)
+            .recall(r)
+            .note(format!(
+                "{}; ef {ef}; all queries in one call on one thread (mean only), index of the 1-thread build; recall scored by shale-bench against the same exact ground truth",
+                self.head()
+            )))
+    }
+
+    /// The record of one filtered query run, its recall scored here against its case.
+    fn filter(&self, said: &Said<'_>) -> BenchResult<VectorRecord> {
+        let (ops, seconds) = (said.u("ops"), said.f("seconds"));
+        let label = said.text("sel");
+        let case = self
+            .inp
+            .filters
+            .iter()
+            .find(|c| c.label == label)
+            .ok_or_else(|| format!("{} driver: no selectivity {label:?}", self.engine))?;
+        let ef = said.u("ef") as usize;
+        let r = self.recall(said.text("labels"), &case.truth)?;
+        self.print(&format!("sel {label:>5}% ef {ef:>4}"), ops, seconds, r);
+        Ok(self
+            .record(said, case.workload(&self.ds.name, ef))
+            .mean_only(seconds * 1e6 / ops.max(1) as f64)
+            .recall(r)
+            .note(format!(
+                "{}; {}; all queries in one call on one thread (mean only), index of the 1-thread build",
+                self.head(),
+                case.describe(self.ds.len(), ef)
+            )))
     }
 
     /// Recall of the labels the driver saved at `path`.
@@ -308,6 +316,32 @@ impl Lines<'_> {
             ops as f64 / secs.max(1e-9),
             self.k
         );
+    }
+}
+
+/// One line of the driver's: its fields, absent ones read as zero or empty.
+struct Said<'a>(&'a serde_json::Value);
+
+impl Said<'_> {
+    fn f(&self, k: &str) -> f64 {
+        self.0
+            .get(k)
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0)
+    }
+
+    fn u(&self, k: &str) -> u64 {
+        self.0
+            .get(k)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    }
+
+    fn text(&self, k: &str) -> &str {
+        self.0
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
     }
 }
 

@@ -87,14 +87,25 @@ pub fn run(
         dir,
         opts,
     } = filtered;
-    let dir = dir.as_path();
-    let n = ds.len();
     drop(index);
     db.close()?;
     drop(db);
+    reopen(ds, &dir, opts.clone(), note_params, emit)?;
+    crash_child(ds, &dir)?;
+    restart(ds, &dir, opts, note_params, emit)
+}
 
+/// `index-reopen`: open the closed index again and close it.
+fn reopen(
+    ds: &Dataset,
+    dir: &Path,
+    opts: IndexOptions,
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> BenchResult<()> {
+    let n = ds.len();
     // A clean reopen: the checkpoint written at close is taken over whole.
-    let (db, index, secs) = open(dir, opts.clone())?;
+    let (db, index, secs) = open(dir, opts)?;
     let r = index.recovery();
     eprintln!(
         "   {:<11} reopen: {secs:.3} s (index work {:.3} s), {r:?}",
@@ -112,7 +123,12 @@ pub fn run(
     drop(index);
     db.close()?;
     drop(db);
+    Ok(())
+}
 
+/// Run the crash child on the closed index and kill it once its vectors are indexed.
+fn crash_child(ds: &Dataset, dir: &Path) -> BenchResult<()> {
+    let n = ds.len();
     // A crash: the child's inserts are past the checkpoint.
     let first = u32::try_from(n).unwrap_or(u32::MAX);
     let mut child = Command::new(std::env::current_exe()?)
@@ -131,6 +147,18 @@ pub fn run(
     if !said {
         return Err("the crash child ended before it indexed its vectors".into());
     }
+    Ok(())
+}
+
+/// `index-restart`: open the index the crash child left, check what it recovered, close it.
+fn restart(
+    ds: &Dataset,
+    dir: &Path,
+    opts: IndexOptions,
+    note_params: &str,
+    emit: &mut Emit<'_>,
+) -> BenchResult<()> {
+    let n = ds.len();
     let (db, index, secs) = open(dir, opts)?;
     let r = index.recovery();
     eprintln!(
