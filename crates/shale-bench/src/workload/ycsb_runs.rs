@@ -46,63 +46,21 @@ impl Runner {
         let keys = self.keys;
         let start = Instant::now();
         let lat = parallel(self.engine()?, threads, |e, t, lat| {
-            let mut rng = Rng::new(seed + 700 + t as u64 * 31 + workload as u64);
-            let mut values = ValueGen::new(seed + 700 + t as u64);
-            let mut zipf = ScrambledZipfian::new();
-            let mut latest = SkewedLatest::new(records0);
-            let mut key = Vec::new();
+            let mut client = YcsbClient {
+                rng: Rng::new(seed + 700 + t as u64 * 31 + workload as u64),
+                values: ValueGen::new(seed + 700 + t as u64),
+                zipf: ScrambledZipfian::new(),
+                latest: SkewedLatest::new(records0),
+                key: Vec::new(),
+                keys,
+                value_size: vs,
+            };
             let mut w = 0u64;
             for i in 0..per_thread {
-                let r = rng.unit();
+                let r = client.rng.unit();
                 let n = records.load(Ordering::Relaxed);
-                let pick = |rng: &mut Rng, zipf: &mut ScrambledZipfian| zipf.next(rng, n);
                 let t0 = Instant::now();
-                match workload {
-                    'a' | 'b' => {
-                        let update = if workload == 'a' { 0.5 } else { 0.05 };
-                        ycsb_key(keys, pick(&mut rng, &mut zipf), &mut key);
-                        if r < update {
-                            e.put(&key, values.next(vs), Durability::Buffered)?;
-                            w += 1;
-                        } else {
-                            e.get(&key)?;
-                        }
-                    }
-                    'c' => {
-                        ycsb_key(keys, pick(&mut rng, &mut zipf), &mut key);
-                        e.get(&key)?;
-                    }
-                    'd' => {
-                        if r < 0.05 {
-                            ycsb_key(keys, records.fetch_add(1, Ordering::Relaxed), &mut key);
-                            e.put(&key, values.next(vs), Durability::Buffered)?;
-                            w += 1;
-                        } else {
-                            ycsb_key(keys, latest.next(&mut rng, n), &mut key);
-                            e.get(&key)?;
-                        }
-                    }
-                    'e' => {
-                        if r < 0.05 {
-                            ycsb_key(keys, records.fetch_add(1, Ordering::Relaxed), &mut key);
-                            e.put(&key, values.next(vs), Durability::Buffered)?;
-                            w += 1;
-                        } else {
-                            ycsb_key(keys, pick(&mut rng, &mut zipf), &mut key);
-                            let len = 1 + rng.below(100) as usize;
-                            e.scan(&key, len)?;
-                        }
-                    }
-                    _ => {
-                        // F: read-modify-write half the time, counted as one operation.
-                        ycsb_key(keys, pick(&mut rng, &mut zipf), &mut key);
-                        e.get(&key)?;
-                        if r < 0.5 {
-                            e.put(&key, values.next(vs), Durability::Buffered)?;
-                            w += 1;
-                        }
-                    }
-                }
+                w += u64::from(client.op(workload, e, r, n, &records)?);
                 lat.record_since(t0);
                 tick(pb, i as usize);
             }
@@ -125,5 +83,70 @@ impl Runner {
                 "{records0} records, {threads} thread(s), zipfian 0.99"
             )),
         })
+    }
+}
+
+/// One client thread of a YCSB workload: its generators and its key buffer.
+struct YcsbClient {
+    rng: Rng,
+    values: ValueGen,
+    zipf: ScrambledZipfian,
+    latest: SkewedLatest,
+    key: Vec<u8>,
+    keys: KeyGen,
+    value_size: usize,
+}
+
+impl YcsbClient {
+    /// One operation of `workload` on `e`, given its draw `r` in [0, 1) and the `n`
+    /// records there are; whether it wrote. D and E insert record `records` (claimed).
+    fn op(
+        &mut self,
+        workload: char,
+        e: &dyn Engine,
+        r: f64,
+        n: u64,
+        records: &AtomicU64,
+    ) -> BenchResult<bool> {
+        let (keys, vs, key) = (self.keys, self.value_size, &mut self.key);
+        match workload {
+            'a' | 'b' => {
+                let update = if workload == 'a' { 0.5 } else { 0.05 };
+                ycsb_key(keys, self.zipf.next(&mut self.rng, n), key);
+                if r < update {
+                    e.put(key, self.values.next(vs), Durability::Buffered)?;
+                    return Ok(true);
+                }
+                e.get(key)?;
+            }
+            'c' => {
+                ycsb_key(keys, self.zipf.next(&mut self.rng, n), key);
+                e.get(key)?;
+            }
+            'd' | 'e' if r < 0.05 => {
+                ycsb_key(keys, records.fetch_add(1, Ordering::Relaxed), key);
+                e.put(key, self.values.next(vs), Durability::Buffered)?;
+                return Ok(true);
+            }
+            'd' => {
+                ycsb_key(keys, self.latest.next(&mut self.rng, n), key);
+                e.get(key)?;
+            }
+            'e' => {
+                ycsb_key(keys, self.zipf.next(&mut self.rng, n), key);
+                let len = 1 + self.rng.below(100) as usize;
+                e.scan(key, len)?;
+            }
+            _ => {
+                // F: read-modify-write half the time, counted as one operation.
+                ycsb_key(keys, self.zipf.next(&mut self.rng, n), key);
+                e.get(key)?;
+                if r < 0.5 {
+                    e.put(key, self.values.next(vs), Durability::Buffered)?;
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 }
