@@ -436,42 +436,22 @@ impl Runner {
         let writes = AtomicU64::new(0);
         let start = Instant::now();
         let lat = std::thread::scope(|s| -> BenchResult<Latencies> {
-            let writer = s.spawn(|| -> BenchResult<()> {
-                let mut rng = Rng::new(seed + 300);
-                let mut values = ValueGen::new(seed + 300);
-                let mut key = Vec::new();
-                let mut done_puts = 0u64;
-                while !done.load(Ordering::Relaxed) {
-                    keys.key(rng.below(num), &mut key);
-                    shared.put(&key, values.next(vs), Durability::Buffered)?;
-                    done_puts += 1;
-                    writes.fetch_add(1, Ordering::Relaxed);
-                    if rate > 0 && done_puts.is_multiple_of(64) {
-                        // The client's pacing, not the engine's: sleep until the schedule
-                        // catches up with the puts done.
-                        let due =
-                            std::time::Duration::from_secs_f64(done_puts as f64 / rate as f64);
-                        if let Some(ahead) = due.checked_sub(start.elapsed()) {
-                            std::thread::sleep(ahead);
-                        }
-                    }
-                }
-                Ok(())
+            let writer = s.spawn(|| {
+                let w = Writer {
+                    keys,
+                    num,
+                    seed: seed + 300,
+                    value_size: vs,
+                    rate,
+                };
+                w.run(shared, &done, &writes, start)
             });
             let lat = parallel(shared, readers, |e, t, lat| {
                 let mut rng = Rng::new(seed + 400 + t as u64);
                 let mut key = Vec::new();
                 for i in 0..per_thread {
                     keys.key(rng.below(num), &mut key);
-                    match probe {
-                        Probe::Get => lat.time(|| e.get(&key))?,
-                        Probe::SnapshotGet => {
-                            lat.time(|| e.snapshot_get(&key).unwrap_or(Ok(None)))?
-                        }
-                        Probe::SnapshotCreate => {
-                            lat.time(|| e.snapshot_create().unwrap_or(Ok(())).map(|()| None))?
-                        }
-                    };
+                    probe.time(e, &key, lat)?;
                     tick(pb, i as usize);
                 }
                 Ok(())
@@ -493,11 +473,7 @@ impl Runner {
             note: Some(format!(
                 "{readers} reader(s){}; 1 writer did {w} puts ({:.0}/s{}); {files} files in \
                  the db directory at the start",
-                match probe {
-                    Probe::Get => "",
-                    Probe::SnapshotGet => ", each get through a new snapshot",
-                    Probe::SnapshotCreate => " timing snapshot creation and release alone",
-                },
+                probe.describe(),
                 w as f64 / seconds.max(1e-9),
                 if rate > 0 {
                     format!(", paced to {rate}/s")
@@ -545,4 +521,68 @@ pub(super) enum Probe {
     SnapshotGet,
     /// A snapshot taken and released, nothing read.
     SnapshotCreate,
+}
+
+impl Probe {
+    /// Time one probe of `key` on `e` into `lat`.
+    fn time(self, e: &dyn Engine, key: &[u8], lat: &mut Latencies) -> BenchResult<()> {
+        match self {
+            Probe::Get => lat.time(|| e.get(key))?,
+            Probe::SnapshotGet => lat.time(|| e.snapshot_get(key).unwrap_or(Ok(None)))?,
+            Probe::SnapshotCreate => {
+                lat.time(|| e.snapshot_create().unwrap_or(Ok(())).map(|()| None))?
+            }
+        };
+        Ok(())
+    }
+
+    /// What the note adds after the reader count.
+    fn describe(self) -> &'static str {
+        match self {
+            Probe::Get => "",
+            Probe::SnapshotGet => ", each get through a new snapshot",
+            Probe::SnapshotCreate => " timing snapshot creation and release alone",
+        }
+    }
+}
+
+/// The writer of a `*whilewriting` workload: random overwrites of keys `0..num`, paced to
+/// `rate` puts per second (0: as fast as the engine takes them).
+struct Writer {
+    keys: KeyGen,
+    num: u64,
+    seed: u64,
+    value_size: usize,
+    rate: u64,
+}
+
+impl Writer {
+    /// Put until `done`, counting the puts in `writes`; the pace is measured from `start`.
+    fn run(
+        &self,
+        e: &(dyn Engine + Sync),
+        done: &AtomicBool,
+        writes: &AtomicU64,
+        start: Instant,
+    ) -> BenchResult<()> {
+        let mut rng = Rng::new(self.seed);
+        let mut values = ValueGen::new(self.seed);
+        let mut key = Vec::new();
+        let mut done_puts = 0u64;
+        while !done.load(Ordering::Relaxed) {
+            self.keys.key(rng.below(self.num), &mut key);
+            e.put(&key, values.next(self.value_size), Durability::Buffered)?;
+            done_puts += 1;
+            writes.fetch_add(1, Ordering::Relaxed);
+            if self.rate > 0 && done_puts.is_multiple_of(64) {
+                // The client's pacing, not the engine's: sleep until the schedule catches
+                // up with the puts done.
+                let due = std::time::Duration::from_secs_f64(done_puts as f64 / self.rate as f64);
+                if let Some(ahead) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(ahead);
+                }
+            }
+        }
+        Ok(())
+    }
 }
