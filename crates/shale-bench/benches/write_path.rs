@@ -3,7 +3,11 @@
 //! - `memtable_insert`: 100k random 16-byte keys with 100-byte values into Shale's
 //!   [`MemTable`], against the floors a memtable cannot beat (a `Vec` of owned pairs, one
 //!   byte arena) and against `crossbeam_skiplist::SkipMap` (the shape RocksDB uses; the study
-//!   found it 4-6x slower than a `Vec`).
+//!   found it 4-6x slower than a `Vec`); also into a table grown from empty rather than
+//!   sized for the write buffer, and in key order.
+//! - `memtable_read`: on those 100k entries, a get of each key, the first iterator (which
+//!   sorts what is not sorted yet), with random keys and with db_bench's zero-padded decimal
+//!   keys (long shared prefixes), and a full scan.
 //! - `wal_append`: one 100-byte put per [`Db::write`] for each durability mode (WAL off,
 //!   buffered, fsync per write), and the bare [`LogWriter`] below it.
 //! - `block`: build a 4 KiB data block (restart interval 16), then decode it: validate,
@@ -88,6 +92,30 @@ fn memtable_insert(c: &mut Criterion) {
             BatchSize::PerIteration,
         );
     });
+    group.bench_function("shale_memtable_grown_from_empty", |b| {
+        b.iter_batched(
+            MemTable::new,
+            |table| {
+                for (i, key) in keys.iter().enumerate() {
+                    table.insert(SeqNo(i as u64 + 1), ValueKind::Put, key, &value);
+                }
+                table
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.bench_function("shale_memtable_in_key_order", |b| {
+        b.iter_batched(
+            || MemTable::with_capacity(64 << 20),
+            |table| {
+                for i in 0..N as u64 {
+                    table.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
+                }
+                table
+            },
+            BatchSize::PerIteration,
+        );
+    });
     group.bench_function("vec_push_owned_pairs", |b| {
         b.iter_batched(
             || Vec::with_capacity(N),
@@ -130,6 +158,71 @@ fn memtable_insert(c: &mut Criterion) {
             },
             BatchSize::PerIteration,
         );
+    });
+    group.finish();
+}
+
+/// A memtable sized for the default write buffer, holding `keys` in that order.
+fn filled_memtable(keys: &[Vec<u8>], value: &[u8]) -> Arc<MemTable> {
+    let table = Arc::new(MemTable::with_capacity(64 << 20));
+    for (i, key) in keys.iter().enumerate() {
+        table.insert(SeqNo(i as u64 + 1), ValueKind::Put, key, value);
+    }
+    table
+}
+
+fn memtable_read(c: &mut Criterion) {
+    let keys = KeyGen::new(1).keys(N);
+    let value = value();
+    let mut group = c.benchmark_group("memtable_read");
+    group.throughput(Throughput::Elements(N as u64));
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+
+    let table = filled_memtable(&keys, &value);
+    group.bench_function("get_each_key", |b| {
+        b.iter(|| {
+            for key in &keys {
+                black_box(table.get_entry(key, SeqNo::MAX));
+            }
+        });
+    });
+    // The first iterator sorts the entries written since the last one: a fresh table each time.
+    group.bench_function("first_iter_random_keys", |b| {
+        b.iter_batched(
+            || filled_memtable(&keys, &value),
+            |table| black_box(table.iter()),
+            BatchSize::PerIteration,
+        );
+    });
+    // db_bench's keys: numbers below 3 million, zero-padded to 16 decimal digits, so that
+    // the keys of a table share their first 9 or 10 bytes.
+    let decimal: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| {
+            let n = u64::from_le_bytes(k[..8].try_into().unwrap()) % 3_000_000;
+            format!("{n:016}").into_bytes()
+        })
+        .collect();
+    group.bench_function("first_iter_decimal_keys", |b| {
+        b.iter_batched(
+            || filled_memtable(&decimal, &value),
+            |table| black_box(table.iter()),
+            BatchSize::PerIteration,
+        );
+    });
+    group.bench_function("full_scan", |b| {
+        b.iter(|| {
+            let mut it = table.iter();
+            it.seek_to_first().unwrap();
+            let mut n = 0;
+            while it.valid() {
+                n += 1;
+                it.next().unwrap();
+            }
+            assert_eq!(n, N);
+        });
     });
     group.finish();
 }
@@ -349,5 +442,12 @@ fn bloom(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, memtable_insert, wal_append, block, bloom);
+criterion_group!(
+    benches,
+    memtable_insert,
+    memtable_read,
+    wal_append,
+    block,
+    bloom
+);
 criterion_main!(benches);

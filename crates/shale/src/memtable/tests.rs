@@ -3,7 +3,6 @@
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Release};
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::{MemGet, MemTable};
 use crate::iter::InternalIterator;
@@ -563,82 +562,4 @@ fn one_writer_and_concurrent_readers() {
     }
     assert_eq!(t.len(), N as usize);
     assert_eq!(collect_forward(&t).len(), N as usize);
-}
-
-/// `cargo test -p shale --release --lib memtable::tests::bench_memtable -- --ignored --nocapture`
-#[test]
-#[ignore = "micro-benchmark; run with --release --ignored --nocapture"]
-fn bench_memtable() {
-    const N: usize = 500_000;
-    let mut rng = Rng::new(42);
-    let keys: Vec<[u8; 16]> = (0..N)
-        .map(|_| {
-            let mut k = [0u8; 16];
-            k[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
-            k[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
-            k
-        })
-        .collect();
-    let value = [0x5au8; 100];
-    let per = |start: Instant| start.elapsed().as_nanos() as f64 / N as f64;
-    for round in 0..3 {
-        let t = Arc::new(MemTable::with_capacity(64 << 20));
-        let start = Instant::now();
-        for (i, k) in keys.iter().enumerate() {
-            t.insert(SeqNo(i as u64 + 1), ValueKind::Put, k, &value);
-        }
-        let insert_ns = per(start);
-        let start = Instant::now();
-        let mut found = 0;
-        for k in &keys {
-            if matches!(t.get(k, SeqNo::MAX), MemGet::Found(_)) {
-                found += 1;
-            }
-        }
-        let get_ns = per(start);
-        assert_eq!(found, N);
-        let start = Instant::now();
-        let mut it = t.iter();
-        let sort_ms = start.elapsed().as_secs_f64() * 1e3;
-        let start = Instant::now();
-        it.seek_to_first().unwrap();
-        let mut n = 0;
-        while it.valid() {
-            n += 1;
-            it.next().unwrap();
-        }
-        let scan_ns = per(start);
-        assert_eq!(n, N);
-
-        let grown = MemTable::new();
-        let start = Instant::now();
-        for (i, k) in keys.iter().enumerate() {
-            grown.insert(SeqNo(i as u64 + 1), ValueKind::Put, k, &value);
-        }
-        let grown_ns = per(start);
-        let seq = MemTable::with_capacity(64 << 20);
-        let start = Instant::now();
-        for i in 0..N as u64 {
-            seq.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
-        }
-        let seq_ns = per(start);
-        // db_bench's keys: decimal numbers zero-padded to 16 bytes, so that every key of a
-        // table of a few million shares its first 9 or 10 bytes.
-        let decimal = Arc::new(MemTable::with_capacity(64 << 20));
-        for (i, k) in keys.iter().enumerate() {
-            let n = u64::from_le_bytes(k[..8].try_into().unwrap()) % 3_000_000;
-            let key = format!("{n:016}");
-            decimal.insert(SeqNo(i as u64 + 1), ValueKind::Put, key.as_bytes(), &value);
-        }
-        let start = Instant::now();
-        drop(decimal.iter());
-        let decimal_sort_ms = start.elapsed().as_secs_f64() * 1e3;
-        println!("round {round}: decimal keys: first iter() (sort) {decimal_sort_ms:.1} ms");
-        println!(
-            "round {round}: random insert {insert_ns:.0} ns, get {get_ns:.0} ns, first iter() \
-             (sort) {sort_ms:.1} ms, full scan {scan_ns:.1} ns/entry; insert growing from \
-             new() {grown_ns:.0} ns; sequential insert {seq_ns:.0} ns; memory {} MiB",
-            t.approximate_memory_usage() >> 20
-        );
-    }
 }
