@@ -18,8 +18,7 @@ file that defines what its `use` items and its paths in code name (`crate::`, `s
 `self::`, a child module's or an import's name; re-exports and imports followed to where the
 item is defined). A `mod` declaration and a `pub use` re-export are no imports, so a mod.rs
 that declares and re-exports its children is no circle with them. A circle of files (a
-strongly connected component of more than one file) fails too, unless KNOWN_CIRCLES lists it
-as it is; a listed circle that is gone fails until the list drops it.
+strongly connected component of more than one file) fails too.
 
     python3 scripts/check-modules.py [--all]   # --all: print every module's dependencies
     python3 scripts/check-modules.py --self-test   # the negative control
@@ -65,77 +64,6 @@ LAYERS = [
 # engine's parts.
 OVER_DB_MAY_USE = set(LAYERS[0][1]) | {"batch", "compaction_filter", "db", "options", "snapshot"}
 
-
-# The circles of files each crate has (see the docstring), each the sorted files of the
-# circle, relative to the crate's src/. This list may only shrink: a circle not in it fails,
-# and so does one that gained a file or one that is gone (then drop it here).
-KNOWN_CIRCLES = {
-    "shale": [
-        (
-            "db/compact.rs", "db/flush.rs", "db/mod.rs", "db/open.rs", "db/read.rs", "db/repair.rs",
-            "db/replay.rs", "db/tree.rs", "db/write.rs",
-        ),
-        ("fs/posix.rs", "fs/posix/append_region.rs"),
-        ("fuzzing/log.rs", "fuzzing/mod.rs"),
-        ("memtable/iter.rs", "memtable/mod.rs"),
-        ("sst/block/reader.rs", "sst/block/words.rs"),
-        ("sst/iter.rs", "sst/reader.rs"),
-    ],
-    "shale-bench": [
-        (
-            "engine/fjall.rs", "engine/leveldb.rs", "engine/mod.rs", "engine/redb.rs",
-            "engine/rocksdb.rs", "engine/shale.rs",
-        ),
-        (
-            "main.rs", "vector/filter.rs", "vector/hnsw.rs", "vector/mod.rs", "vector/peers.rs",
-            "vector/restart.rs", "vector/semantic.rs",
-        ),
-        ("report.rs", "vector/report.rs"),
-        ("text/mod.rs", "text/tantivy_peer.rs"),
-        ("workload/dbbench.rs", "workload/mod.rs"),
-    ],
-    "shale-cli": [
-        (
-            "dump.rs", "import.rs", "index.rs", "kv.rs", "main.rs", "remote.rs", "search.rs",
-            "stats.rs", "vectors.rs",
-        ),
-    ],
-    "shale-client": [
-        ("client.rs", "client/session.rs"),
-    ],
-    "shale-demo": [
-        ("keyword.rs", "main.rs"),
-    ],
-    "shale-embed": [
-        ("lib.rs", "minilm.rs", "onnx.rs"),
-        ("model_files.rs", "text.rs"),
-    ],
-    "shale-py": [
-        (
-            "batch.rs", "db.rs", "index.rs", "keyspace.rs", "read.rs", "snapshot.rs", "text.rs",
-            "transaction.rs",
-        ),
-    ],
-    "shale-search": [
-        ("semantic/core.rs", "semantic/hook.rs", "semantic/mod.rs"),
-        (
-            "text/analyzer.rs", "text/format.rs", "text/inverted.rs", "text/query/cursor.rs",
-            "text/query/mod.rs", "text/query/top.rs",
-        ),
-    ],
-    "shale-server": [
-        ("bin/shale-chaos/main.rs", "bin/shale-chaos/workload.rs"),
-        (
-            "command.rs", "format.rs", "format/commands.rs", "format/frames.rs", "lib.rs",
-            "snapshot.rs",
-        ),
-        ("proposer.rs", "service.rs", "service/query.rs", "service/transfer.rs"),
-        (
-            "state_machine/carried.rs", "state_machine/indexes.rs", "state_machine/mod.rs",
-            "state_machine/snapshots.rs",
-        ),
-    ],
-}
 
 CRATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates")
 
@@ -489,31 +417,9 @@ def crate_circles(files):
     return sorted(out)
 
 
-def circle_problems(crate, circles, known):
-    """(notes, problems) for the circles of files found in `crate` against `known`, its
-    entry of KNOWN_CIRCLES."""
-    known = [tuple(sorted(k)) for k in known]
-    notes, problems = [], []
-    for c in circles:
-        line = f"crates/{crate}: circle of files: {' <-> '.join(c)}"
-        grown = [k for k in known if set(k) < set(c)]
-        if c in known:
-            notes.append(f"{line} (known, KNOWN_CIRCLES)")
-        elif grown:
-            gained = sorted(set(c) - set(grown[0]))
-            problems.append(f"{line} (a known circle that gained {', '.join(gained)})")
-        elif not any(set(c) < set(k) for k in known):
-            problems.append(line)
-    for k in known:
-        if k in circles or any(set(k) < set(c) for c in circles):
-            continue
-        left = [" <-> ".join(c) for c in circles if set(c) < set(k)]
-        now = f" (left of it: {'; '.join(left)})" if left else ""
-        problems.append(
-            f"crates/{crate}: known circle {' <-> '.join(k)} no longer exists{now}:"
-            " remove it from KNOWN_CIRCLES" + (" and list what is left" if left else "")
-        )
-    return notes, problems
+def circle_problems(crate, circles):
+    """One problem per circle of files found in `crate`."""
+    return [f"crates/{crate}: circle of files: {' <-> '.join(c)}" for c in circles]
 
 
 def crate_sources(src):
@@ -616,7 +522,7 @@ def self_test():
     """The negative control: a graph with a cycle, an upward import, a layer over Db that
     reaches into the engine and an unplaced module must give one problem each, and so must
     each upward import of REEXPORT_CRATE; CIRCLE_CRATE has one circle of files, MOD_RS_CRATE
-    none, and a known circle that is gone or grew fails."""
+    none."""
     bad = {
         "codec": {"error"},
         "error": {"codec"},
@@ -635,31 +541,18 @@ def self_test():
         "options (parts) uses compaction (tree): options.rs:4 crate::CompactionFilter",
         "wal (parts) uses db (engine): wal/mod.rs:3 crate::Snapshot (defined in db::view::DbView)",
     ]
-    notes, found = circle_problems("circle", crate_circles(CIRCLE_CRATE), [])
-    problems += notes + found
+    problems += circle_problems("circle", crate_circles(CIRCLE_CRATE))
     if crate_circles(CIRCLE_CRATE) != [("a.rs", "b.rs")]:
         problems.append(f"CIRCLE_CRATE's circles are {crate_circles(CIRCLE_CRATE)}")
     expected.append("crates/circle: circle of files: a.rs <-> b.rs")
-    notes, found = circle_problems("modrs", crate_circles(MOD_RS_CRATE), [])
-    problems += notes + found
-    # Known: the circle found is a note; a gone one and one that gained a file fail.
-    notes, found = circle_problems(
-        "circle", crate_circles(CIRCLE_CRATE), [("b.rs", "a.rs"), ("c.rs", "d.rs")]
-    )
-    problems += found
-    expected.append("crates/circle: known circle c.rs <-> d.rs no longer exists")
-    grown = dict(CIRCLE_CRATE)
-    grown["lib.rs"] += "pub struct R;\nfn f(_: a::A) {}\n"
-    grown["b.rs"] += "fn g() -> crate::R {\n    crate::R\n}\n"
-    problems += circle_problems("grown", crate_circles(grown), [("a.rs", "b.rs")])[1]
-    expected.append("(a known circle that gained lib.rs)")
+    problems += circle_problems("modrs", crate_circles(MOD_RS_CRATE))
     # MOD_RS_CRATE's files do import each other, through mod.rs's re-export.
     edges = file_graph(MOD_RS_CRATE, "main.rs")[0]
     wanted = {"main.rs": set(), "m/mod.rs": set(), "m/x.rs": {"m/y.rs"}, "m/y.rs": {"m/mod.rs"}}
     if edges != wanted:
         problems.append(f"MOD_RS_CRATE's imports are {edges}, not {wanted}")
     missing = [e for e in expected if not any(e in p for p in problems)]
-    if missing or len(problems) != len(expected) or len(notes) != 1:
+    if missing or len(problems) != len(expected):
         print(f"check-modules --self-test: expected {expected}, got {problems}")
         return 1
     print(f"check-modules --self-test: the {len(expected)} planted problems are found")
@@ -675,17 +568,12 @@ def main():
             print(f"{m}: {' '.join(sorted(edges[m]))}")
     problems = [f"import cycle: {' <-> '.join(c)}" for c in components(edges)]
     problems += layer_problems(edges, sites)
-    notes, crates = [], sorted(
+    crates = sorted(
         c for c in os.listdir(CRATES) if os.path.isdir(os.path.join(CRATES, c, "src"))
     )
-    for crate in sorted(set(crates) | set(KNOWN_CIRCLES)):
-        src = os.path.join(CRATES, crate, "src")
-        circles = crate_circles(crate_sources(src)) if os.path.isdir(src) else []
-        n, p = circle_problems(crate, circles, KNOWN_CIRCLES.get(crate, []))
-        notes += n
-        problems += p
-    for n in notes:
-        print(f"note: {n}")
+    for crate in crates:
+        files = crate_sources(os.path.join(CRATES, crate, "src"))
+        problems += circle_problems(crate, crate_circles(files))
     for p in problems:
         print(p)
     if problems:
@@ -693,7 +581,7 @@ def main():
         return 1
     print(
         f"check-modules: {len(edges)} modules in {len(LAYERS)} layers, no cycle, no upward import;"
-        f" {len(crates)} crates, no circle of files but the {len(notes)} known ones"
+        f" {len(crates)} crates, no circle of files"
     )
     return 0
 
