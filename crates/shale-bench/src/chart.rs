@@ -6,6 +6,7 @@ use plotters::prelude::*;
 
 use crate::engine::BenchResult;
 use crate::summary::Summary;
+use crate::vector::report::{Curves, Point};
 
 /// One colour per engine, told apart in print and on screen (matplotlib's "tab10").
 const COLORS: [RGBColor; 10] = [
@@ -99,6 +100,37 @@ pub fn ops_chart(summary: &Summary, path: &Path) -> BenchResult<bool> {
     Ok(true)
 }
 
+/// The recall chart's ranges: the lowest recall rounded down to a multiple of 0.05 (at
+/// most 0.95), and the lowest and highest QPS.
+fn recall_ranges(curves: &Curves) -> (f64, f64, f64) {
+    let points = curves.values().flatten();
+    let min_recall = points.clone().map(|p| p.2).fold(1.0f64, f64::min);
+    let x0 = ((min_recall * 20.0).floor() / 20.0).clamp(0.0, 0.95);
+    let (lo, hi) = points.fold((f64::MAX, 1.0f64), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    (x0, lo, hi)
+}
+
+/// One curve to draw: its data set's index and name, its engine's index and name, its points.
+type Curve<'a> = (usize, &'a String, usize, &'a String, &'a Vec<Point>);
+
+/// The curves in the report's engine order (shale first), data set by data set, so that the
+/// legend lists them so.
+fn in_legend_order<'a>(
+    curves: &'a Curves,
+    datasets: &[&'a String],
+    engines: &[&'a String],
+) -> Vec<Curve<'a>> {
+    let mut ordered = Vec::new();
+    for (d, ds) in datasets.iter().enumerate() {
+        for (e, engine) in engines.iter().enumerate() {
+            if let Some(pts) = curves.get(&((*ds).clone(), (*engine).clone())) {
+                ordered.push((d, *ds, e, *engine, pts));
+            }
+        }
+    }
+    ordered
+}
+
 /// File name of the QPS-against-recall chart, beside the ops/s chart.
 pub const RECALL_CHART: &str = "qps_recall.png";
 
@@ -111,10 +143,7 @@ pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResu
     if curves.is_empty() || !register_font() {
         return Ok(false);
     }
-    let points = curves.values().flatten();
-    let min_recall = points.clone().map(|p| p.2).fold(1.0f64, f64::min);
-    let x0 = ((min_recall * 20.0).floor() / 20.0).clamp(0.0, 0.95);
-    let (lo, hi) = points.fold((f64::MAX, 1.0f64), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    let (x0, lo, hi) = recall_ranges(&curves);
     let engines: Vec<&String> = summary
         .engines
         .iter()
@@ -144,16 +173,7 @@ pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResu
         vec![(target, (lo / 1.5).max(1.0)), (target, hi * 1.5)],
         BLACK.mix(0.3),
     )))?;
-    // In the report's engine order (shale first), so the legend lists them so.
-    let mut ordered = Vec::new();
-    for (d, ds) in datasets.iter().enumerate() {
-        for (e, engine) in engines.iter().enumerate() {
-            if let Some(pts) = curves.get(&((*ds).clone(), (*engine).clone())) {
-                ordered.push((d, ds, e, engine, pts));
-            }
-        }
-    }
-    for (d, ds, e, engine, pts) in ordered {
+    for (d, ds, e, engine, pts) in in_legend_order(&curves, &datasets, &engines) {
         let color = COLORS.get(e % COLORS.len()).copied().unwrap_or(BLACK);
         let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.2, p.1)).collect();
         let label = if datasets.len() > 1 {
