@@ -96,18 +96,7 @@ pub fn run(
     if !python.exists() {
         return Err(format!("{} does not exist; {hint}", python.display()).into());
     }
-    let (at, lo, hi) = inp.window;
-    let ranges: Vec<serde_json::Value> = inp
-        .filters
-        .iter()
-        .map(|c| serde_json::json!([c.label, c.ids.start, c.ids.end]))
-        .collect();
-    let args = serde_json::json!({
-        "engine": engine, "base": inp.base(), "queries": inp.queries(), "out": inp.dir,
-        "m": s.m, "ef_construction": s.ef_construction, "k": s.k, "seed": s.seed % 1_000_000,
-        "threads": s.threads, "efs": s.efs, "window": [lo, hi],
-        "filter": {"efs": f.efs, "queries": f.queries, "ranges": ranges},
-    });
+    let args = driver_args(engine, s, f, inp);
     eprintln!(
         "== {}: {engine} ({}), builds on {:?} thread(s) and queries",
         ds.name,
@@ -127,19 +116,8 @@ pub fn run(
         .take()
         .ok_or("python has no stdin")?
         .write_all(include_str!("peer_driver.py").as_bytes())?;
-    // The driver's stderr is passed on as it comes; its last line names a crash.
     let stderr = child.stderr.take().ok_or("python has no stderr")?;
-    let tag = engine.to_string();
-    let last_err = std::thread::spawn(move || {
-        let mut last = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("   [{tag}] {line}");
-            if !line.trim().is_empty() {
-                last = line;
-            }
-        }
-        last
-    });
+    let last_err = relay(stderr, engine.to_string());
     let stdout = child.stdout.take().ok_or("python has no stdout")?;
     let mut lines = Lines {
         engine,
@@ -147,7 +125,7 @@ pub fn run(
         k: s.k,
         inp,
         about: String::new(),
-        at,
+        at: inp.window.0,
     };
     let mut parsed = Ok(());
     for line in BufReader::new(stdout).lines() {
@@ -171,6 +149,42 @@ pub fn run(
         return Err(format!("the {engine} driver failed ({status}): {last}{hint}").into());
     }
     Ok(())
+}
+
+/// What the driver is told: the engine, the files, the parameters and the filters.
+fn driver_args(
+    engine: &str,
+    s: &HnswSettings,
+    f: &FilterSettings,
+    inp: &PeerInputs<'_>,
+) -> serde_json::Value {
+    let (_, lo, hi) = inp.window;
+    let ranges: Vec<serde_json::Value> = inp
+        .filters
+        .iter()
+        .map(|c| serde_json::json!([c.label, c.ids.start, c.ids.end]))
+        .collect();
+    serde_json::json!({
+        "engine": engine, "base": inp.base(), "queries": inp.queries(), "out": inp.dir,
+        "m": s.m, "ef_construction": s.ef_construction, "k": s.k, "seed": s.seed % 1_000_000,
+        "threads": s.threads, "efs": s.efs, "window": [lo, hi],
+        "filter": {"efs": f.efs, "queries": f.queries, "ranges": ranges},
+    })
+}
+
+/// Pass the driver's stderr on as it comes, each line tagged; the thread returns the last
+/// line that is not blank (it names a crash).
+fn relay(stderr: std::process::ChildStderr, tag: String) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut last = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("   [{tag}] {line}");
+            if !line.trim().is_empty() {
+                last = line;
+            }
+        }
+        last
+    })
 }
 
 /// Turns the driver's lines into records.
