@@ -175,7 +175,7 @@ fn shale_builds(
     emit: &mut Emit<'_>,
 ) -> BenchResult<Built> {
     let n = ds.len();
-    let (at, lo, hi) = insert_window(n);
+    let (_, lo, hi) = insert_window(n);
     let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
     let mut graph = None;
     for &threads in &s.threads {
@@ -205,18 +205,7 @@ fn shale_builds(
         .note(build_note(note_params, threads, &g, ds));
         if threads == 1 {
             emit(r.latencies(&lat));
-            emit(
-                VectorRecord::new(
-                    "shale",
-                    &format!("hnsw-insert-{}-at{}", ds.name, short(at)),
-                    (hi - lo) as u64,
-                    window.mean_us() * (hi - lo) as f64 / 1e6,
-                )
-                .latencies(&window)
-                .note(format!(
-                    "{note_params}; inserts {lo}..{hi} of the 1-thread build, each timed"
-                )),
-            );
+            emit(window_record(ds, &window, note_params));
             graph = Some(Built { graph: g, full });
         } else {
             emit(r);
@@ -239,6 +228,21 @@ fn shale_builds(
             Ok(Built { graph: g, full })
         }
     }
+}
+
+/// `hnsw-insert-*`: the inserts of the 1-thread build in its timed window.
+fn window_record(ds: &Dataset, window: &Latencies, note_params: &str) -> VectorRecord {
+    let (at, lo, hi) = insert_window(ds.len());
+    VectorRecord::new(
+        "shale",
+        &format!("hnsw-insert-{}-at{}", ds.name, short(at)),
+        (hi - lo) as u64,
+        window.mean_us() * (hi - lo) as f64 / 1e6,
+    )
+    .latencies(window)
+    .note(format!(
+        "{note_params}; inserts {lo}..{hi} of the 1-thread build, each timed"
+    ))
 }
 
 /// Insert `ids` one at a time, each timed: the latencies of all, and of those in `window`.
