@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::engine::BenchResult;
@@ -131,6 +133,30 @@ fn in_legend_order<'a>(
     ordered
 }
 
+/// The recall chart's axes: recall, and QPS on a log scale.
+type RecallAxes = Cartesian2d<RangedCoordf64, LogCoord<f64>>;
+
+/// Mark the points of a curve of data set number `d`: circles, triangles, then crosses.
+fn markers(
+    chart: &mut ChartContext<'_, BitMapBackend<'_>, RecallAxes>,
+    d: usize,
+    line: Vec<(f64, f64)>,
+    color: RGBColor,
+) -> BenchResult<()> {
+    match d {
+        0 => chart.draw_series(line.into_iter().map(|p| Circle::new(p, 4, color.filled())))?,
+        1 => chart.draw_series(
+            line.into_iter()
+                .map(|p| TriangleMarker::new(p, 5, color.filled())),
+        )?,
+        _ => chart.draw_series(
+            line.into_iter()
+                .map(|p| Cross::new(p, 4, color.stroke_width(2))),
+        )?,
+    };
+    Ok(())
+}
+
 /// File name of the QPS-against-recall chart, beside the ops/s chart.
 pub const RECALL_CHART: &str = "qps_recall.png";
 
@@ -187,17 +213,7 @@ pub fn recall_chart(records: &[crate::record::Record], path: &Path) -> BenchResu
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
-        match d {
-            0 => chart.draw_series(line.into_iter().map(|p| Circle::new(p, 4, color.filled())))?,
-            1 => chart.draw_series(
-                line.into_iter()
-                    .map(|p| TriangleMarker::new(p, 5, color.filled())),
-            )?,
-            _ => chart.draw_series(
-                line.into_iter()
-                    .map(|p| Cross::new(p, 4, color.stroke_width(2))),
-            )?,
-        };
+        markers(&mut chart, d, line, color)?;
     }
     chart
         .configure_series_labels()
