@@ -23,7 +23,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
+};
 use crossbeam_skiplist::SkipMap;
 use shale::fs::{FileSystem, PosixFs};
 use shale::inspect::iter::InternalIterator;
@@ -65,6 +68,8 @@ impl KeyGen {
     }
 }
 
+type Group<'a> = BenchmarkGroup<'a, WallTime>;
+
 fn value() -> Vec<u8> {
     (0..VALUE_LEN).map(|i| (i % 251) as u8).collect()
 }
@@ -77,15 +82,21 @@ fn memtable_insert(c: &mut Criterion) {
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(4));
-
     // Setup (allocation) and drop are outside the timing for every contender.
+    insert_into_shale(&mut group, &keys, &value);
+    insert_into_floors(&mut group, &keys, &value);
+    group.finish();
+}
+
+/// Shale's memtable: sized as the DB sizes its active one, grown from empty, in key order.
+fn insert_into_shale(group: &mut Group<'_>, keys: &[Vec<u8>], value: &[u8]) {
     group.bench_function("shale_memtable", |b| {
         b.iter_batched(
             // Sized as the DB sizes its active memtable for the default 64 MiB write buffer.
             || MemTable::with_capacity(64 << 20),
             |table| {
                 for (i, key) in keys.iter().enumerate() {
-                    table.insert(SeqNo(i as u64 + 1), ValueKind::Put, key, &value);
+                    table.insert(SeqNo(i as u64 + 1), ValueKind::Put, key, value);
                 }
                 table
             },
@@ -97,7 +108,7 @@ fn memtable_insert(c: &mut Criterion) {
             MemTable::new,
             |table| {
                 for (i, key) in keys.iter().enumerate() {
-                    table.insert(SeqNo(i as u64 + 1), ValueKind::Put, key, &value);
+                    table.insert(SeqNo(i as u64 + 1), ValueKind::Put, key, value);
                 }
                 table
             },
@@ -109,19 +120,24 @@ fn memtable_insert(c: &mut Criterion) {
             || MemTable::with_capacity(64 << 20),
             |table| {
                 for i in 0..N as u64 {
-                    table.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), &value);
+                    table.insert(SeqNo(i + 1), ValueKind::Put, &i.to_be_bytes(), value);
                 }
                 table
             },
             BatchSize::PerIteration,
         );
     });
+}
+
+/// What a memtable cannot beat (a `Vec` of owned pairs, one byte arena) and the skiplist
+/// RocksDB's memtable is shaped like.
+fn insert_into_floors(group: &mut Group<'_>, keys: &[Vec<u8>], value: &[u8]) {
     group.bench_function("vec_push_owned_pairs", |b| {
         b.iter_batched(
             || Vec::with_capacity(N),
             |mut v: Vec<(Vec<u8>, Vec<u8>)>| {
-                for key in &keys {
-                    v.push((key.clone(), value.clone()));
+                for key in keys {
+                    v.push((key.clone(), value.to_vec()));
                 }
                 v
             },
@@ -137,10 +153,10 @@ fn memtable_insert(c: &mut Criterion) {
                 )
             },
             |(mut arena, mut offsets): (Vec<u8>, Vec<u32>)| {
-                for key in &keys {
+                for key in keys {
                     offsets.push(arena.len() as u32);
                     arena.extend_from_slice(key);
-                    arena.extend_from_slice(&value);
+                    arena.extend_from_slice(value);
                 }
                 (arena, offsets)
             },
@@ -151,15 +167,14 @@ fn memtable_insert(c: &mut Criterion) {
         b.iter_batched(
             SkipMap::new,
             |map: SkipMap<Vec<u8>, Vec<u8>>| {
-                for key in &keys {
-                    map.insert(key.clone(), value.clone());
+                for key in keys {
+                    map.insert(key.clone(), value.to_vec());
                 }
                 map
             },
             BatchSize::PerIteration,
         );
     });
-    group.finish();
 }
 
 /// A memtable sized for the default write buffer, holding `keys` in that order.
@@ -243,6 +258,13 @@ fn wal_append(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(3));
 
+    db_write(&mut group, &value);
+    log_writer_append(&mut group, &value);
+    group.finish();
+}
+
+/// One put per `Db::write` in each durability mode: WAL off, buffered, fsync per write.
+fn db_write(group: &mut Group<'_>, value: &[u8]) {
     let modes = [
         ("db_write_wal_off", WriteOptions::no_wal()),
         ("db_write_buffered", WriteOptions::default()),
@@ -262,7 +284,7 @@ fn wal_append(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let mut batch = WriteBatch::new();
-                    batch.put(keys.key(), &value);
+                    batch.put(keys.key(), value);
                     batch
                 },
                 |batch| db.write(batch, wopts).expect("write"),
@@ -271,9 +293,11 @@ fn wal_append(c: &mut Criterion) {
         });
         drop(db);
     }
+}
 
-    // The log writer alone, on the same memory-mapped log file the DB uses. A fresh file per
-    // sample keeps the disk footprint to one sample's records.
+/// The log writer alone, on the same memory-mapped log file the DB uses, with and without a
+/// flush per record. A fresh file per sample keeps the disk footprint to one sample's records.
+fn log_writer_append(group: &mut Group<'_>, value: &[u8]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bench.log");
     let mut payload = Vec::new();
@@ -283,7 +307,7 @@ fn wal_append(c: &mut Criterion) {
         SeqNo(1),
         ValueKind::Put,
     );
-    payload.extend_from_slice(&value);
+    payload.extend_from_slice(value);
     group.sample_size(30);
     for (name, flush) in [
         ("log_writer_append", false),
@@ -307,7 +331,6 @@ fn wal_append(c: &mut Criterion) {
             });
         });
     }
-    group.finish();
 }
 
 /// A block built as the table builder builds one: entries in internal-key order until the
@@ -323,39 +346,43 @@ fn build_block(builder: &mut BlockBuilder, ikeys: &[Vec<u8>], value: &[u8]) -> V
     builder.finish().to_vec()
 }
 
-fn block(c: &mut Criterion) {
-    let value = value();
-    let mut user_keys = KeyGen::new(4).keys(1000);
+/// `n` random user keys, sorted, as internal keys of one sequence number.
+fn sorted_internal_keys(n: usize) -> Vec<Vec<u8>> {
+    let mut user_keys = KeyGen::new(4).keys(n);
     user_keys.sort();
-    let ikeys: Vec<Vec<u8>> = user_keys
+    user_keys
         .iter()
         .map(|k| {
             let mut ikey = Vec::new();
             encode_internal_key(&mut ikey, k, SeqNo(7), ValueKind::Put);
             ikey
         })
-        .collect();
+        .collect()
+}
+
+fn entries_of(block: &Arc<Block>) -> usize {
+    let mut it = block.iter();
+    it.seek_to_first().expect("seek");
+    let mut n = 0usize;
+    while it.valid() {
+        n += 1;
+        it.next().expect("next");
+    }
+    n
+}
+
+fn block(c: &mut Criterion) {
+    let value = value();
+    let ikeys = sorted_internal_keys(1000);
     let mut builder = BlockBuilder::new(RESTART_INTERVAL);
     let bytes = build_block(&mut builder, &ikeys, &value);
     let file: Arc<Path> = Arc::from(Path::new("bench.sst"));
     let block = Arc::new(Block::new(bytes.clone(), Arc::clone(&file), 0).expect("valid block"));
-    let entries = {
-        let mut it = block.iter();
-        it.seek_to_first().expect("seek");
-        let mut n = 0usize;
-        while it.valid() {
-            n += 1;
-            it.next().expect("next");
-        }
-        n
-    };
+    let entries = entries_of(&block);
     let in_block = ikeys.get(..entries).expect("entries come from ikeys");
     let mut pick = KeyGen::new(5);
     let targets: Vec<&[u8]> = (0..1024)
-        .map(|_| {
-            let i = (pick.next_u64() % entries as u64) as usize;
-            in_block.get(i).expect("in range").as_slice()
-        })
+        .map(|_| in_block[(pick.next_u64() % entries as u64) as usize].as_slice())
         .collect();
 
     let mut group = c.benchmark_group("block");
