@@ -116,6 +116,26 @@ pub fn verify(
         acked: log.acked.len() as u64,
         ..Verified::default()
     };
+    let history = judge_writes(log, &actual, &mut counts)?;
+    check_keys(keys, expected, &actual, &history)?;
+    counts.keys = u64::from(keys);
+    expected.live = actual;
+    if let Some(index) = index {
+        counts.hits = check_search(index, &expected.live, 8, &mut Rng::new(keys.into()))?;
+    }
+    Ok(counts)
+}
+
+/// Per key, its writes in order: (result, fate).
+type History = BTreeMap<u32, Vec<(Option<u64>, Fate)>>;
+
+/// The fate of every write of the run `log` against the database's state `actual`, counted
+/// into `counts`, as each key's history; an error where a batch shows torn.
+fn judge_writes(
+    log: &RunLog,
+    actual: &BTreeMap<u32, u64>,
+    counts: &mut Verified,
+) -> Result<History, String> {
     // Each thread's writes in program order: the acknowledged ones, then its pending one.
     let mut threads: BTreeMap<u32, Vec<(&LoggedWrite, bool)>> = BTreeMap::new();
     let acked = log.acked.iter().map(|w| (w, true));
@@ -127,8 +147,7 @@ pub fn verify(
             .iter()
             .any(|&(k, put)| put && actual.get(&k) == Some(&w.wid))
     };
-    // Per key, its writes in order: (result, fate).
-    let mut history: BTreeMap<u32, Vec<(Option<u64>, Fate)>> = BTreeMap::new();
+    let mut history = History::new();
     for steps in threads.values() {
         // The last WAL-less write known to have survived: all before it survived too.
         let cut = steps.iter().rposition(|&(w, _)| !w.wal && visible(w));
@@ -173,6 +192,17 @@ pub fn verify(
             }
         }
     }
+    Ok(history)
+}
+
+/// Every key holds its last surviving write (or the state before the run where none
+/// survived) or a later write whose fate is not known to be lost.
+fn check_keys(
+    keys: u32,
+    expected: &Expected,
+    actual: &BTreeMap<u32, u64>,
+    history: &History,
+) -> Result<(), String> {
     for k in 0..keys {
         let base = expected.live.get(&k).copied();
         let got = actual.get(&k).copied();
@@ -195,12 +225,7 @@ pub fn verify(
             ));
         }
     }
-    counts.keys = u64::from(keys);
-    expected.live = actual;
-    if let Some(index) = index {
-        counts.hits = check_search(index, &expected.live, 8, &mut Rng::new(keys.into()))?;
-    }
-    Ok(counts)
+    Ok(())
 }
 
 /// Check the semantic index of a quiescent database whose state is `actual`: one vector per
