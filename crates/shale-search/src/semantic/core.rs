@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::checkpoint;
-use super::key_index::{Applied, Index, KeyRange};
+use super::keyed_graph::{Applied, KeyRange, KeyedGraph};
 use super::model_file::MODEL_FILE;
 use super::pending::{Change, Payload, Queue};
 use super::spec::Spec;
@@ -68,7 +68,7 @@ pub(crate) struct IndexCore {
     /// `VECTORS` beside its files.
     pub(super) dir: PathBuf,
     pub(super) queue: Arc<Queue>,
-    pub(super) index: RwLock<Index>,
+    pub(super) index: RwLock<KeyedGraph>,
     pub(super) vectors: VectorFile,
     /// The vectors' own key space: key -> value hash, node, embedding.
     pub(super) store: Db,
@@ -80,11 +80,11 @@ pub(crate) struct IndexCore {
     writing: Mutex<()>,
 }
 
-pub(super) fn read(index: &RwLock<Index>) -> RwLockReadGuard<'_, Index> {
+pub(super) fn read(index: &RwLock<KeyedGraph>) -> RwLockReadGuard<'_, KeyedGraph> {
     index.read().unwrap_or_else(|e| e.into_inner())
 }
 
-pub(super) fn write(index: &RwLock<Index>) -> RwLockWriteGuard<'_, Index> {
+pub(super) fn write(index: &RwLock<KeyedGraph>) -> RwLockWriteGuard<'_, KeyedGraph> {
     index.write().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -109,7 +109,7 @@ impl IndexCore {
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
         queue: Arc<Queue>,
-        index: Index,
+        index: KeyedGraph,
         vectors: VectorFile,
         store: Db,
     ) -> IndexCore {
@@ -415,7 +415,7 @@ impl IndexCore {
     /// The `fetch` live nodes nearest `query` among those `opts` admit, by brute force.
     fn exact_neighbors(
         &self,
-        index: &Index,
+        index: &KeyedGraph,
         query: &[f32],
         fetch: usize,
         opts: &SearchOptions,
@@ -633,7 +633,7 @@ impl IndexCore {
 
 /// Whether `range` leaves out some key of `index`: a range that holds every key bounds
 /// nothing.
-fn leaves_out_keys(index: &Index, range: &KeyRange) -> bool {
+fn leaves_out_keys(index: &KeyedGraph, range: &KeyRange) -> bool {
     !range.is_everything()
         && !(index.keys.first_key_value())
             .zip(index.keys.last_key_value())

@@ -46,7 +46,7 @@ mod core;
 mod embedder;
 mod hash_embedder;
 mod hook;
-mod key_index;
+mod keyed_graph;
 mod layout;
 mod model_file;
 mod open;

@@ -24,7 +24,7 @@ use std::time::Instant;
 use super::checkpoint::{self, Checkpoint};
 use super::core::IndexCore;
 use super::hook::IndexHook;
-use super::key_index::{Applied, Index, KeyState, Node, NodeState};
+use super::keyed_graph::{Applied, KeyState, KeyedGraph, Node, NodeState};
 use super::layout::index_dir;
 use super::model_file;
 use super::pending::{Change, Payload, Pending, Queue};
@@ -170,7 +170,10 @@ fn build(
     let (index, graph_damaged) = if same_model {
         load_graph(fs.as_ref(), dir, opts)?
     } else {
-        (Index::new(spec.dim, opts.hnsw, spec.prefix.len())?, false)
+        (
+            KeyedGraph::new(spec.dim, opts.hnsw, spec.prefix.len())?,
+            false,
+        )
     };
     let vectors = VectorFile::open(Arc::clone(fs), &dir.join(VECTORS_FILE), spec.dim);
     let mut core = IndexCore::new(
@@ -279,7 +282,7 @@ impl Sorted {
     /// into `vectors`.
     fn of(
         spec: &Spec,
-        index: &Index,
+        index: &KeyedGraph,
         vectors: &VectorFile,
         values: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
         stored: impl Iterator<Item = std::result::Result<(Vec<u8>, Vec<u8>), OpenError>>,
@@ -352,7 +355,7 @@ impl Sorted {
         key: Vec<u8>,
         hash: u64,
         seq: u64,
-        (spec, index, vectors): (&Spec, &Index, &VectorFile),
+        (spec, index, vectors): (&Spec, &KeyedGraph, &VectorFile),
     ) -> std::result::Result<(), OpenError> {
         match found {
             Some(Found::Current {
@@ -447,7 +450,7 @@ fn reconcile(
 /// vector.
 fn node_holding(
     spec: &Spec,
-    index: &Index,
+    index: &KeyedGraph,
     claimed: &[bool],
     node: Option<u32>,
     vector: &[f32],
@@ -467,7 +470,7 @@ fn node_holding(
 
 /// Lay the index's nodes out as the checkpoint numbered them: the claimed ones live
 /// under their keys, the rest dead.
-fn take_over(index: &mut Index, claimed: &[bool], claims: Vec<(u32, Vec<u8>, u64)>, seq: u64) {
+fn take_over(index: &mut KeyedGraph, claimed: &[bool], claims: Vec<(u32, Vec<u8>, u64)>, seq: u64) {
     index.reset_nodes(claimed.len());
     for (id, claim) in claimed.iter().enumerate() {
         if !claim {
@@ -503,7 +506,7 @@ fn take_over(index: &mut Index, claimed: &[bool], claims: Vec<(u32, Vec<u8>, u64
 /// their new node ids (and a text's embedding) go into `fix` for the store.
 fn reinsert(
     spec: &Spec,
-    index: &mut Index,
+    index: &mut KeyedGraph,
     vectors: &VectorFile,
     reinsert: &[(Vec<u8>, u64, Vec<f32>, bool)],
     seq: u64,
@@ -597,9 +600,9 @@ fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 /// The graph checkpoint of `dir`, or an empty graph if there is none, it is damaged (then
 /// `true`: the index is rebuilt from the vectors, which are the truth) or it was built
 /// with other parameters.
-fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &IndexOptions) -> Result<(Index, bool)> {
+fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &IndexOptions) -> Result<(KeyedGraph, bool)> {
     let prefix_len = opts.prefix.len();
-    let fresh = || Index::new(opts.dim, opts.hnsw, prefix_len);
+    let fresh = || KeyedGraph::new(opts.dim, opts.hnsw, prefix_len);
     // The graph's shape does not depend on the search's default `ef`.
     let same_shape = |graph: &crate::vector::Hnsw| {
         let built = crate::vector::HnswParams {
@@ -611,7 +614,7 @@ fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &IndexOptions) -> Result<(I
     match checkpoint::read(fs, dir) {
         Checkpoint::Found(mut graph) if same_shape(&graph) => {
             graph.set_ef_search(opts.hnsw.ef_search)?;
-            Ok((Index::with_graph(*graph, prefix_len), false))
+            Ok((KeyedGraph::with_graph(*graph, prefix_len), false))
         }
         Checkpoint::Found(_) | Checkpoint::Missing => Ok((fresh()?, false)),
         Checkpoint::Damaged => Ok((fresh()?, true)),

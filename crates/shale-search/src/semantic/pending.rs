@@ -1,7 +1,7 @@
 //! The queue between a database's writes and an index's workers: changes in commit order,
 //! numbered by tickets; the tickets applied so far (read-your-writes for searches); the
 //! **horizon**, the least sequence number a change still to be applied has (see
-//! `key_index.rs` for why the key map needs it); and the bytes queued, which
+//! `keyed_graph.rs` for why the key map needs it); and the bytes queued, which
 //! [`super::IndexOptions::queue_bytes`] bounds.
 //!
 //! Thread safety: `Pending` lives in the mutex of the index's [`Queue`], next to the

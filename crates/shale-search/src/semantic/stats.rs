@@ -46,7 +46,7 @@ pub struct IndexStats {
     pub last_checkpoint_micros: u64,
     /// Bytes of memory the graph holds (codes and links; `Hnsw::memory_bytes`).
     pub graph_bytes: u64,
-    /// One more than the highest node id handed out (see `key_index.rs`).
+    /// One more than the highest node id handed out (see `keyed_graph.rs`).
     pub id_space: u64,
     /// Keys the index keeps a state for: one per value, plus recent deletes.
     pub tracked_keys: u64,

@@ -64,7 +64,7 @@
 
 mod arena;
 mod entry;
-mod index;
+mod hash_index;
 mod iter;
 mod runs;
 #[cfg(test)]
@@ -80,7 +80,7 @@ use crate::key::{pack_trailer, SeqNo, ValueKind};
 use crate::range_del::{RangeDels, RangeTombstone};
 use arena::Arena;
 use entry::{EntryPtr, EntryTable, MAX_ENTRIES, NONE};
-use index::{Index, Probe};
+use hash_index::{HashIndex, Probe};
 use runs::SortedRuns;
 
 /// What the memtable knows about a user key at a snapshot.
@@ -106,7 +106,7 @@ struct Writer {
     /// Every hash table this memtable has used, oldest first; the last is the current one
     /// (`MemTable::index`). Raw pointers from `Box::into_raw`, freed only in `Drop`
     /// (invariant 1): a reader may still be probing an old one.
-    indexes: Vec<NonNull<Index>>,
+    indexes: Vec<NonNull<HashIndex>>,
     len: u32,
     keys: usize,
     min_seq: u64,
@@ -124,7 +124,7 @@ unsafe impl Send for Writer {}
 pub struct MemTable {
     entries: EntryTable,
     /// The current hash table, one of `writer.indexes`.
-    index: AtomicPtr<Index>,
+    index: AtomicPtr<HashIndex>,
     /// Published entries: ids `0..count`.
     count: AtomicU32,
     writer: Mutex<Writer>,
@@ -153,7 +153,7 @@ impl MemTable {
     /// An empty memtable with the smallest hash index (512 bytes); it grows as needed.
     /// For tests and tools; the DB sizes its memtables with [`MemTable::with_capacity`].
     pub fn new() -> MemTable {
-        MemTable::with_index(Index::new(index::MIN_BITS))
+        MemTable::with_index(HashIndex::new(hash_index::MIN_BITS))
     }
 
     /// An empty memtable whose hash index is sized for `write_buffer_size` bytes of entries
@@ -164,11 +164,11 @@ impl MemTable {
         let keys = (write_buffer_size / PLANNED_ENTRY_BYTES).max(1);
         // Two slots per key (load factor 1/2).
         let slots = keys.saturating_mul(2).checked_next_power_of_two();
-        let bits = slots.map_or(index::MAX_BITS, |s| s.trailing_zeros());
-        MemTable::with_index(Index::new(bits))
+        let bits = slots.map_or(hash_index::MAX_BITS, |s| s.trailing_zeros());
+        MemTable::with_index(HashIndex::new(bits))
     }
 
-    fn with_index(index: Index) -> MemTable {
+    fn with_index(index: HashIndex) -> MemTable {
         let side_bytes = index.memory_usage();
         let index = NonNull::from(Box::leak(Box::new(index)));
         MemTable {
@@ -196,7 +196,7 @@ impl MemTable {
     }
 
     /// The current hash table.
-    fn index(&self) -> &Index {
+    fn index(&self) -> &HashIndex {
         // SAFETY: `index` always points at one of `writer.indexes`, which are freed only when
         // `self` drops (invariant 1). Acquire: the table's initial contents (a grown copy)
         // were written before the writer published its address.
@@ -220,7 +220,7 @@ impl MemTable {
             return self.delete_range(seq, user_key, value);
         }
         let trailer = pack_trailer(seq, kind);
-        let tag = index::tag(user_key);
+        let tag = hash_index::tag(user_key);
 
         // A panic can only happen before the table is touched (the id and length checks,
         // the arena's size check, an allocation failure), so a poisoned lock still guards a
@@ -357,7 +357,7 @@ impl MemTable {
         if self.count.load(Acquire) == 0 {
             return None;
         }
-        let tag = index::tag(user_key);
+        let tag = hash_index::tag(user_key);
         let is_key = |id: u32| {
             self.entries.get(id).is_some_and(|e| {
                 // SAFETY: the Acquire load of the slot that named `id` makes the entry
@@ -390,7 +390,7 @@ impl MemTable {
         if self.count.load(Acquire) == 0 {
             return None;
         }
-        let tag = index::tag(user_key);
+        let tag = hash_index::tag(user_key);
         let is_key = |id: u32| {
             self.entries.get(id).is_some_and(|e| {
                 // SAFETY: as in `get`.
@@ -456,7 +456,7 @@ impl MemTable {
     /// a cache miss; a writer that calls this before its WAL append has the miss overlap
     /// the append instead of stalling the insert.
     pub fn prefetch(&self, user_key: &[u8]) {
-        self.index().prefetch(index::tag(user_key));
+        self.index().prefetch(hash_index::tag(user_key));
     }
 
     /// Bytes of memory the table holds (arena chunks, the id table, every hash table it

@@ -27,10 +27,10 @@ pub(super) struct KeyState {
 /// Node ids are reused, so that the id space (and with it `nodes`, the graph's node store
 /// and each search's visited marks) stays near the number of live values however many
 /// overwrites come: an id becomes **free** when a graph rebuild has left its dead node
-/// out, and [`Index::apply`] hands free ids out before new ones. An id handed out but not
+/// out, and [`KeyedGraph::apply`] hands free ids out before new ones. An id handed out but not
 /// yet inserted into the graph (**pending**) is never freed, since its inserter is about
 /// to use it.
-pub(super) struct Index {
+pub(super) struct KeyedGraph {
     /// Holds the vectors; exact search scans it, approximate search walks it.
     pub(super) graph: Hnsw,
     /// Per node id: its key, the hash of its text, and its state.
@@ -124,7 +124,7 @@ pub(super) struct Node {
     pub(super) key: Vec<u8>,
     pub(super) value_hash: u64,
     pub(super) state: NodeState,
-    /// Handed out by `apply`, not yet inserted into the graph (see [`Index::inserted`]).
+    /// Handed out by `apply`, not yet inserted into the graph (see [`KeyedGraph::inserted`]).
     pub(super) pending: bool,
 }
 
@@ -134,7 +134,7 @@ pub(super) enum NodeState {
     Live,
     /// Replaced or deleted; its graph node (if inserted) is a tombstone.
     Dead,
-    /// Not in the graph; [`Index::apply`] may hand the id out again.
+    /// Not in the graph; [`KeyedGraph::apply`] may hand the id out again.
     Free,
 }
 
@@ -154,7 +154,7 @@ impl Node {
     }
 }
 
-/// What [`Index::apply`] decided.
+/// What [`KeyedGraph::apply`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Applied {
     /// An older change than the index has: nothing done.
@@ -162,20 +162,20 @@ pub(super) enum Applied {
     /// The key's old node (if any) is dead and the key has none.
     Deleted,
     /// The key's vector goes under this node id (the caller inserts it, then reports it
-    /// to [`Index::inserted`]).
+    /// to [`KeyedGraph::inserted`]).
     Put(u32),
 }
 
-impl Index {
+impl KeyedGraph {
     /// An empty index whose keys all start with a prefix of `prefix_len` bytes.
-    pub(super) fn new(dim: usize, params: HnswParams, prefix_len: usize) -> Result<Index> {
-        Ok(Index::with_graph(Hnsw::new(dim, params)?, prefix_len))
+    pub(super) fn new(dim: usize, params: HnswParams, prefix_len: usize) -> Result<KeyedGraph> {
+        Ok(KeyedGraph::with_graph(Hnsw::new(dim, params)?, prefix_len))
     }
 
     /// An index around `graph` (a checkpoint's) whose nodes and keys are still to be laid
     /// out.
-    pub(super) fn with_graph(graph: Hnsw, prefix_len: usize) -> Index {
-        Index {
+    pub(super) fn with_graph(graph: Hnsw, prefix_len: usize) -> KeyedGraph {
+        KeyedGraph {
             graph,
             nodes: Vec::new(),
             words: Vec::new(),
@@ -452,7 +452,7 @@ mod tests {
 
     #[test]
     fn stale_changes_are_ignored() {
-        let mut index = Index::new(2, HnswParams::with_m(4), 0).unwrap();
+        let mut index = KeyedGraph::new(2, HnswParams::with_m(4), 0).unwrap();
         assert_eq!(index.apply(b"k", 5, Some(1)).unwrap(), Applied::Put(0));
         assert_eq!(
             index.apply(b"k", 4, None).unwrap(),
@@ -467,7 +467,7 @@ mod tests {
     }
 
     /// Insert the vector of `id` as its inserter does (then tombstone it if it died).
-    fn insert(index: &mut Index, id: u32, x: f32) {
+    fn insert(index: &mut KeyedGraph, id: u32, x: f32) {
         index.graph.insert(NodeId(id), &[x, 1.0]).unwrap();
         if !index.is_live(id) {
             index.graph.mark_deleted(NodeId(id)).unwrap();
@@ -477,7 +477,7 @@ mod tests {
 
     #[test]
     fn deleted_keys_are_forgotten_below_the_horizon_only() {
-        let mut index = Index::new(2, HnswParams::with_m(4), 0).unwrap();
+        let mut index = KeyedGraph::new(2, HnswParams::with_m(4), 0).unwrap();
         index.apply(b"a", 1, Some(1)).unwrap();
         assert_eq!(index.apply(b"a", 5, None).unwrap(), Applied::Deleted);
         assert_eq!(index.apply(b"b", 6, None).unwrap(), Applied::Deleted);
@@ -500,7 +500,7 @@ mod tests {
 
     #[test]
     fn ids_are_reused_after_a_rebuild_but_never_while_pending() {
-        let mut index = Index::new(2, HnswParams::with_m(4), 0).unwrap();
+        let mut index = KeyedGraph::new(2, HnswParams::with_m(4), 0).unwrap();
         for (i, key) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
             assert_eq!(
                 index.apply(*key, 1, Some(1)).unwrap(),

@@ -19,13 +19,13 @@
 //!
 //! # Thread safety
 //!
-//! Only the memtable's writer calls [`Index::set`]; any thread may call [`Index::find`]
+//! Only the memtable's writer calls [`HashIndex::set`]; any thread may call [`HashIndex::find`]
 //! concurrently. `set` stores with `Release` after the entry it names is complete; `find`
 //! loads with `Acquire`.
 //!
 //! # Invariants
 //!
-//! 1. The table holds at most [`Index::max_keys`] keys, half its slots, so every probe
+//! 1. The table holds at most [`HashIndex::max_keys`] keys, half its slots, so every probe
 //!    sequence reaches an empty slot (and `find` terminates) within a few steps on average.
 //! 2. No two slots hold the same key; every key's slot is reachable from its home slot
 //!    without crossing an empty slot (nothing is ever emptied).
@@ -46,7 +46,7 @@ pub(super) enum Probe {
     Vacant { slot: usize },
 }
 
-pub(super) struct Index {
+pub(super) struct HashIndex {
     slots: Box<[AtomicU64]>,
     /// `32 - log2(slots.len())`.
     shift: u32,
@@ -57,11 +57,11 @@ pub(super) fn tag(user_key: &[u8]) -> u32 {
     (xxhash_rust::xxh3::xxh3_64(user_key) >> 32) as u32
 }
 
-impl Index {
+impl HashIndex {
     /// An empty table of `2^bits` slots, `bits` clamped to `MIN_BITS..=MAX_BITS`.
-    pub(super) fn new(bits: u32) -> Index {
+    pub(super) fn new(bits: u32) -> HashIndex {
         let bits = bits.clamp(MIN_BITS, MAX_BITS);
-        Index {
+        HashIndex {
             slots: (0..1usize << bits).map(|_| AtomicU64::new(0)).collect(),
             shift: 32 - bits,
         }
@@ -126,7 +126,7 @@ impl Index {
     }
 
     /// Point `slot` at entry `id` of the key with `tag`. Writer only; `slot` came from
-    /// [`Index::find`] on this table and entry `id` is complete.
+    /// [`HashIndex::find`] on this table and entry `id` is complete.
     pub(super) fn set(&self, slot: usize, tag: u32, id: u32) {
         if let Some(cell) = self.slots.get(slot) {
             // Release: a reader that sees this id sees the entry (and its id-table slot).
@@ -136,11 +136,11 @@ impl Index {
 
     /// A table with twice the slots holding the same keys. Writer only. Returns `None` at
     /// `MAX_BITS`.
-    pub(super) fn grown(&self) -> Option<Index> {
+    pub(super) fn grown(&self) -> Option<HashIndex> {
         if self.bits() >= MAX_BITS {
             return None;
         }
-        let bigger = Index::new(self.bits() + 1);
+        let bigger = HashIndex::new(self.bits() + 1);
         let mask = bigger.mask();
         for cell in self.slots.iter() {
             // Relaxed: only the writer, which made every store, reads here.
@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn find_set_and_grow() {
-        let mut index = Index::new(0);
+        let mut index = HashIndex::new(0);
         assert_eq!(index.bits(), MIN_BITS);
         // Keys are their ids; tags collide on purpose (many keys per tag).
         let tag_of = |k: u32| k % 7;
