@@ -6,7 +6,7 @@
 //! - `flush.rs`: the background thread that turns frozen memtables into L0 SSTables.
 //! - `read.rs`: the read path over a [`SuperVersion`].
 //! - `compact.rs`: the compaction threads, `compact_range`, `wait_idle`.
-//! - `repair.rs`: rebuild a damaged database from what can still be read.
+//! - `repair/`: rebuild a damaged database from what can still be read.
 //! - `keyspace.rs`: keyspaces made, listed and dropped, and the `Keyspace` handle;
 //!   `tree.rs`: a keyspace's tree and the memtable set one WAL protects.
 //!
@@ -69,7 +69,7 @@ impl Db {
     /// Rebuild the database in `path`, which no process may have open, from whatever of
     /// its files can still be read: the opt-in answer to a `Corruption` error from `open`
     /// (RocksDB's and LevelDB's `RepairDB`). Damaged inputs move to `path/lost/`; the
-    /// report says what was kept and what was dropped. See `db/repair.rs` and
+    /// report says what was kept and what was dropped. See `db/repair/` and
     /// docs/durability.md.
     ///
     /// # Errors

@@ -38,98 +38,33 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::open::remove_obsolete_files;
-use super::replay::{check_oldest_wal, continues, decode_batch};
-use crate::batch::{decode_entries, BatchReader};
+use super::replay::check_oldest_wal;
 use crate::compaction::{run_compaction, CompactionOutput, DropPolicy};
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind};
 use crate::fs::FileSystem;
 use crate::iter::{InternalIterator, MergingIter, VecIter};
-use crate::key::{compare_internal, encode_internal_key, parse_internal_key, SeqNo, ValueKind};
+use crate::key::SeqNo;
 use crate::keyspace::KeyspaceId;
 use crate::options::Options;
 use crate::range_del::{RangeDels, RangeTombstone};
 use crate::sst::BlockCache;
-use crate::sst::{BlockHandle, Table, TableOptions};
-use crate::verify::{table_index, Problem};
+use crate::sst::TableOptions;
+use crate::verify::Problem;
 use crate::version::table_cache::TableCache;
 use crate::version::{
     manifest_name, FileId, Level, RecoveredManifest, TableFile, Version, VersionSet, CURRENT_FILE,
     NUM_LEVELS,
 };
-use crate::wal::LogReader;
 
-/// The directory, inside the database directory, that damaged and unused inputs move to.
-pub const LOST_DIR: &str = "lost";
+mod report;
+mod survey;
+mod wals;
 
-/// What [`Db::repair`](crate::Db::repair) read, kept, dropped and wrote.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RepairReport {
-    /// True if the live manifest replayed and chose the inputs; false if every SSTable
-    /// and WAL in the directory was read.
-    pub manifest_used: bool,
-    /// SSTables read (whole or in part).
-    pub tables_read: u64,
-    /// SSTables that could not be read at all (footer, index or properties damaged).
-    pub tables_unreadable: u64,
-    /// Data blocks dropped from tables that were otherwise read.
-    pub blocks_dropped: u64,
-    /// WAL batches replayed (not counting those the manifest's tables already held).
-    pub wal_batches: u64,
-    /// WAL bytes dropped: from the first damaged record on, in its WAL and every later one.
-    pub wal_bytes_dropped: u64,
-    /// Entries read from the inputs, and written to the new tables (after dropping
-    /// shadowed versions and tombstones).
-    pub entries_read: u64,
-    pub entries_written: u64,
-    /// The new SSTables, all in the last level.
-    pub tables_written: u64,
-    /// Inputs moved to `lost/` (damaged, or unused because of damage before them).
-    pub moved_to_lost: Vec<PathBuf>,
-    /// Each piece of damage found, with its file and offset.
-    pub problems: Vec<Problem>,
-    /// The repair of each semantic index's vector store (`indexes/<name>/`), by name.
-    pub indexes: Vec<(String, RepairReport)>,
-}
-
-impl std::fmt::Display for RepairReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let source = if self.manifest_used {
-            "the live manifest's files"
-        } else {
-            "every file in the directory (no usable manifest)"
-        };
-        writeln!(f, "inputs: {source}")?;
-        writeln!(
-            f,
-            "tables: {} read, {} unreadable, {} data blocks dropped",
-            self.tables_read, self.tables_unreadable, self.blocks_dropped
-        )?;
-        writeln!(
-            f,
-            "wal: {} batches replayed, {} bytes dropped",
-            self.wal_batches, self.wal_bytes_dropped
-        )?;
-        writeln!(
-            f,
-            "entries: {} read, {} written to {} tables",
-            self.entries_read, self.entries_written, self.tables_written
-        )?;
-        for path in &self.moved_to_lost {
-            writeln!(f, "moved to lost/: {}", path.display())?;
-        }
-        for problem in &self.problems {
-            writeln!(f, "damage: {problem}")?;
-        }
-        for (name, index) in &self.indexes {
-            writeln!(f, "index {name}:")?;
-            for line in index.to_string().lines() {
-                writeln!(f, "  {line}")?;
-            }
-        }
-        Ok(())
-    }
-}
+use report::keyspaces_refused;
+pub use report::{RepairReport, LOST_DIR};
+use survey::{survey_table, SalvageIter};
+use wals::read_wals;
 
 /// Rebuild the database in `dir` from what can still be read; see the module comment.
 /// `opts` gives the file system and the settings of the new tables (compression, block
@@ -170,12 +105,6 @@ fn refuse_keyspaces(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
         Ok(state) if state.next_keyspace_id > KeyspaceId(1) => Err(keyspaces_refused()),
         _ => Ok(()),
     }
-}
-
-fn keyspaces_refused() -> Error {
-    Error::invalid(
-        "repair of a database with keyspaces other than the default is not supported:          nothing was changed",
-    )
 }
 
 /// What repair reads, and what it will set aside in `lost/`.
@@ -471,267 +400,4 @@ fn repair_indexes(dir: &Path, opts: &Options, report: &mut RepairReport) -> Resu
         }
     }
     Ok(())
-}
-
-/// The readable data blocks of one SSTable.
-struct Survey {
-    table: Arc<Table>,
-    blocks: Vec<BlockHandle>,
-    dropped: u64,
-}
-
-/// Open the table at `path` and check each data block: its checksum, its entries, and
-/// that its keys follow the previous readable block's. `None` if the table cannot be
-/// opened or its index read.
-fn survey_table(fs: &dyn FileSystem, path: &Path, report: &mut RepairReport) -> Option<Survey> {
-    let opened = fs
-        .open(path)
-        .and_then(|file| Table::open(file, path.to_owned()))
-        .map(Arc::new)
-        .and_then(|table| table_index(&table).map(|index| (table, index)));
-    let (table, index) = match opened {
-        Ok(found) => found,
-        Err(e) => {
-            report.problems.push(Problem::from_error(e, path));
-            return None;
-        }
-    };
-    let mut survey = Survey {
-        table,
-        blocks: Vec::with_capacity(index.len()),
-        dropped: 0,
-    };
-    let mut previous: Option<Vec<u8>> = None;
-    for entry in index {
-        match read_entries(&survey.table, entry.handle, previous.as_deref()) {
-            Ok(entries) => {
-                if let Some((last, _)) = entries.last() {
-                    previous = Some(last.clone());
-                    survey.blocks.push(entry.handle);
-                }
-            }
-            Err(e) => {
-                survey.dropped += 1;
-                report.blocks_dropped += 1;
-                report.problems.push(Problem::from_error(e, path));
-            }
-        }
-    }
-    Some(survey)
-}
-
-/// The entries of the data block at `handle`, checked: internal keys, strictly ascending,
-/// all after `after`.
-fn read_entries(
-    table: &Table,
-    handle: BlockHandle,
-    after: Option<&[u8]>,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let block = table.read_block(handle, false)?;
-    let mut it = block.iter();
-    it.seek_to_first()?;
-    let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    while it.valid() {
-        let key = it.key();
-        let previous = entries.last().map(|(k, _)| k.as_slice()).or(after);
-        let ordered = previous.is_none_or(|p| compare_internal(p, key).is_lt());
-        if parse_internal_key(key).is_none() || !ordered {
-            return Err(Error::corruption(
-                table.path(),
-                handle.offset,
-                "data block holds a malformed or out-of-order key",
-            ));
-        }
-        entries.push((key.to_vec(), it.value().to_vec()));
-        it.next()?;
-    }
-    Ok(entries)
-}
-
-/// The entries of a surveyed table, block by block, front to back: a cursor for the
-/// merge, which only moves forward.
-struct SalvageIter {
-    table: Arc<Table>,
-    blocks: std::vec::IntoIter<BlockHandle>,
-    entries: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
-    current: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl SalvageIter {
-    fn new(survey: Survey) -> SalvageIter {
-        SalvageIter {
-            table: survey.table,
-            blocks: survey.blocks.into_iter(),
-            entries: Vec::new().into_iter(),
-            current: None,
-        }
-    }
-
-    fn backwards() -> Error {
-        Error::invalid("repair reads a table front to back only")
-    }
-}
-
-impl InternalIterator for SalvageIter {
-    fn valid(&self) -> bool {
-        self.current.is_some()
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        // Called once, by the merge, before any `next`.
-        self.next()
-    }
-    fn seek_to_last(&mut self) -> Result<()> {
-        Err(Self::backwards())
-    }
-    fn seek(&mut self, _target: &[u8]) -> Result<()> {
-        Err(Self::backwards())
-    }
-    fn next(&mut self) -> Result<()> {
-        loop {
-            if let Some(entry) = self.entries.next() {
-                self.current = Some(entry);
-                return Ok(());
-            }
-            let Some(handle) = self.blocks.next() else {
-                self.current = None;
-                return Ok(());
-            };
-            // The survey read this block whole; a failure now is a new one, not damage
-            // to skip, so it ends the repair.
-            self.entries = read_entries(&self.table, handle, None)?.into_iter();
-        }
-    }
-    fn prev(&mut self) -> Result<()> {
-        Err(Self::backwards())
-    }
-    fn key(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |(k, _)| k)
-    }
-    fn value(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |(_, v)| v)
-    }
-}
-
-/// What the WALs held that the tables do not.
-struct Logged {
-    /// Sorted by internal key.
-    entries: Vec<(Vec<u8>, Vec<u8>)>,
-    range_dels: Vec<RangeTombstone>,
-    last_seq: SeqNo,
-}
-
-impl Logged {
-    /// Keep the batches of `reader`'s records newer than `flushed`, up to the first damaged
-    /// record: returns the damage found, if any.
-    ///
-    /// # Errors
-    /// What stops the repair (a keyspace other than the default one), not the damage.
-    fn read_records(
-        &mut self,
-        reader: &mut LogReader<'_>,
-        path: &Path,
-        flushed: SeqNo,
-        report: &mut RepairReport,
-    ) -> Result<Option<Error>> {
-        loop {
-            let (offset, record) = match reader.next_record() {
-                Ok(Some(found)) => found,
-                Ok(None) => return Ok(None),
-                Err(e) => return Ok(Some(e)),
-            };
-            let batch = match decode_batch(record, path, offset) {
-                Ok(batch) => batch,
-                Err(e) => return Ok(Some(e)),
-            };
-            let last = SeqNo((batch.first_seq.0 + u64::from(batch.count)).saturating_sub(1));
-            self.last_seq = self.last_seq.max(last);
-            if last > flushed {
-                report.wal_batches += 1;
-                self.add(&batch, path, offset)?;
-            }
-        }
-    }
-
-    /// Keep the entries of `batch`, the record at `offset` of WAL `path`.
-    fn add(&mut self, batch: &BatchReader<'_>, path: &Path, offset: u64) -> Result<()> {
-        for entry in decode_entries(batch.body(), batch.first_seq) {
-            // `decode_batch` decoded every entry already.
-            let entry = entry.map_err(|e| e.in_file(path, offset))?;
-            if !entry.keyspace.is_default() {
-                return Err(keyspaces_refused());
-            }
-            if entry.kind == ValueKind::RangeDelete {
-                self.range_dels.push(RangeTombstone {
-                    start: entry.key.to_vec(),
-                    end: entry.value.to_vec(),
-                    seq: entry.seq,
-                });
-                continue;
-            }
-            let mut key = Vec::with_capacity(entry.key.len() + 8);
-            encode_internal_key(&mut key, entry.key, entry.seq, entry.kind);
-            self.entries.push((key, entry.value.to_vec()));
-        }
-        Ok(())
-    }
-}
-
-/// Replay `wals` (ascending) as `WalRecovery::PointInTime` would, keeping batches newer
-/// than `flushed`. The WAL with the first damaged record and every later one go to `lost`.
-fn read_wals(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    wals: &[FileId],
-    flushed: SeqNo,
-    report: &mut RepairReport,
-    lost: &mut Vec<PathBuf>,
-) -> Result<Logged> {
-    let mut logged = Logged {
-        entries: Vec::new(),
-        range_dels: Vec::new(),
-        last_seq: SeqNo(0),
-    };
-    let mut cut = false;
-    // WALs older than the first one left were flushed and deleted.
-    let oldest = wals.first().copied().unwrap_or(FileId(0));
-    let mut previous = None;
-    for &id in wals {
-        let path = wal_path(dir, id);
-        let data = fs.read_all(&path)?;
-        if cut {
-            report.wal_bytes_dropped += data.len() as u64;
-            lost.push(path);
-            continue;
-        }
-        let mut reader = LogReader::new(&data, &path);
-        if !continues(reader.predecessor(), previous, oldest) {
-            // The WAL before it ends short of where it ended when this one began.
-            report.wal_bytes_dropped += data.len() as u64;
-            report.problems.push(Problem::from_error(
-                Error::corruption(&path, 0, "the WAL before this one lost its tail"),
-                &path,
-            ));
-            lost.push(path);
-            cut = true;
-            continue;
-        }
-        let damage = logged.read_records(&mut reader, &path, flushed, report)?;
-        if reader.records_end() > 0 {
-            previous = Some((id, reader.records_end()));
-        }
-        if let Some(e) = damage {
-            let at = match &e {
-                Error::Corruption { offset, .. } => *offset,
-                _ => return Err(e),
-            };
-            report.wal_bytes_dropped += (data.len() as u64).saturating_sub(at);
-            report.problems.push(Problem::from_error(e, &path));
-            lost.push(path);
-            cut = true;
-        }
-    }
-    logged
-        .entries
-        .sort_by(|(a, _), (b, _)| compare_internal(a, b));
-    Ok(logged)
 }
