@@ -8,7 +8,7 @@
 //!
 //! Every file is read whole and hashed at every load. Measured on the project's 2-core Xeon
 //! (which has the SHA extensions `sha2` uses): 77 ms of CPU for the 87 MiB of weights, about
-//! 100 ms of wall time on a busy machine (`embed_probe` prints it), once per load. A cheaper
+//! 100 ms of wall time on a busy machine, once per load. A cheaper
 //! check (size plus a marker file written after one full check) would miss a weight damaged
 //! in place, which does not fail to load: it silently gives vectors that no longer match the
 //! ones already stored in an index.
