@@ -1,0 +1,149 @@
+//! The client's requests that run the cluster rather than its data: membership changes,
+//! a leadership transfer, an online backup, and one node's status.
+
+use super::retry::Kind;
+use super::Client;
+use crate::error::ClientError;
+use crate::pb;
+use crate::pb::kv_client::KvClient;
+use crate::wire::with_token;
+
+impl Client {
+    /// Add node `node_id`, reachable at `addr`, as a learner; returns once it has caught up
+    /// (within the client's deadline). Then [`Client::add_voters`] makes it a voter.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn add_learner(
+        &self,
+        node_id: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        let req = || pb::AddLearnerRequest {
+            node_id,
+            addr: addr.to_string(),
+        };
+        self.call(Kind::Write, req, |mut c, r| async move {
+            c.add_learner(r).await
+        })
+        .await
+    }
+
+    /// Reach member `node_id` at `addr` from now on (it moved to another host or port):
+    /// a membership change through the log. Refused if another member is at `addr`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn set_address(
+        &self,
+        node_id: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        let req = || pb::SetAddressRequest {
+            node_id,
+            addr: addr.to_string(),
+        };
+        self.call(Kind::Write, req, |mut c, r| async move {
+            c.set_address(r).await
+        })
+        .await
+    }
+
+    /// Hand the leadership to voter `node_id`; returns the term it leads in. The leader
+    /// takes no request for the half second or so this takes (they are retried).
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Refused` for a node that is not a voter.
+    pub async fn transfer_leader(&self, node_id: u64) -> Result<u64, ClientError> {
+        let req = || pb::TransferLeaderRequest { node_id };
+        let resp = self
+            .call(Kind::Write, req, |mut c, r| async move {
+                c.transfer_leader(r).await
+            })
+            .await?;
+        Ok(resp.term)
+    }
+
+    /// Make learners voters.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn add_voters(&self, ids: &[u64]) -> Result<pb::MembershipResponse, ClientError> {
+        self.change_voters(ids, &[]).await
+    }
+
+    /// Remove voters from the cluster.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn remove_voters(&self, ids: &[u64]) -> Result<pb::MembershipResponse, ClientError> {
+        self.change_voters(&[], ids).await
+    }
+
+    async fn change_voters(
+        &self,
+        add: &[u64],
+        remove: &[u64],
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        let req = || pb::ChangeVotersRequest {
+            add: add.to_vec(),
+            remove: remove.to_vec(),
+        };
+        self.call(Kind::Write, req, |mut c, r| async move {
+            c.change_voters(r).await
+        })
+        .await
+    }
+
+    /// Write an online backup of the cluster to `path`: a snapshot file holding at least
+    /// every write acknowledged before the call (`shale-server --restore` starts a new
+    /// cluster from it). Written to `path` with `.tmp` appended, synced, then renamed;
+    /// returns its size in bytes. The frames are checked by the restore, not here.
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Config` for a file that cannot be written; `Server` for a
+    /// stream that breaks off.
+    pub async fn backup(&self, path: &std::path::Path) -> Result<u64, ClientError> {
+        use std::io::Write;
+        let req = || pb::BackupRequest {};
+        let mut stream = self
+            .call(Kind::Read, req, |mut c, r| async move { c.backup(r).await })
+            .await?;
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = std::path::PathBuf::from(tmp);
+        let io = |e: std::io::Error| ClientError::Config(format!("{}: {e}", tmp.display()));
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+        let mut bytes = 0u64;
+        loop {
+            let frame = match stream.message().await {
+                Ok(Some(f)) => f.frame,
+                Ok(None) => break,
+                Err(s) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    let why = format!("the backup broke off: {:?}: {}", s.code(), s.message());
+                    return Err(ClientError::Server(why));
+                }
+            };
+            file.write_all(&frame).map_err(io)?;
+            bytes += frame.len() as u64;
+        }
+        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, path)
+            .map_err(|e| ClientError::Config(format!("{}: {e}", path.display())))?;
+        Ok(bytes)
+    }
+
+    /// One node's view of the cluster (not linearizable; no retry, no redirect).
+    ///
+    /// # Errors
+    /// `Server` for any failure.
+    pub async fn status_of(&self, addr: &str) -> Result<pb::StatusResponse, ClientError> {
+        let mut c = KvClient::new(self.channel(addr)?);
+        c.status(with_token(pb::StatusRequest {}, self.token.as_deref()))
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| ClientError::Server(format!("{addr}: {:?}: {}", s.code(), s.message())))
+    }
+}
