@@ -1,4 +1,4 @@
-//! Which embedding model the CLI hands to `IndexOptions` (`--embedder`).
+//! Which embedding model the CLI hands to `VectorIndexOptions` (`--embedder`).
 //!
 //! The engine only knows the [`Embedder`] trait; this file picks an implementation, or
 //! none:

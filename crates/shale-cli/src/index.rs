@@ -16,7 +16,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shale_search::semantic::{Embedder, Index, IndexDefinition, IndexOptions, USER_VECTORS};
+use shale_search::semantic::{
+    Embedder, VectorIndex, VectorIndexDefinition, VectorIndexOptions, USER_VECTORS,
+};
 use shale_search::vector::Metric;
 
 use crate::args::Cli;
@@ -25,7 +27,7 @@ use crate::error::{CliError, Result};
 
 /// An open index and the model it embeds with.
 pub struct OpenIndex {
-    pub index: Index,
+    pub index: VectorIndex,
     /// The embedder's model id; `None` for an index of the user's vectors.
     pub model_id: Option<String>,
 }
@@ -41,7 +43,7 @@ pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
     let name = args.name();
     // A missing or damaged record is the engine's to handle at open (it starts the store
     // over); nothing to check or reuse here.
-    let recorded = Index::definition(db, name).ok().flatten();
+    let recorded = VectorIndex::definition(db, name).ok().flatten();
     let user_vectors = recorded.as_ref().filter(|r| r.model_id == USER_VECTORS);
     let kind = match (args.embedder, user_vectors) {
         (Some(kind), _) => kind,
@@ -67,8 +69,8 @@ pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
     let model: Option<Arc<dyn Embedder>> = embedder::make(kind)?;
     let model_id = model.as_ref().map(|m| m.model_id());
     let mut opts = match model {
-        Some(model) => IndexOptions::text(model),
-        None => IndexOptions::vectors(dim),
+        Some(model) => VectorIndexOptions::text(model),
+        None => VectorIndexOptions::vectors(dim),
     };
     // Given to the engine even with a model, which refuses a dimension that is not its.
     opts.dim = dim;
@@ -88,14 +90,14 @@ pub fn open(cli: &Cli, db: &Arc<shale::Db>) -> Result<OpenIndex> {
     if let Some(r) = &recorded {
         opts.hnsw = shale_search::vector::HnswParams { metric, ..r.hnsw };
     }
-    let index = Index::open(db, name, opts)?;
+    let index = VectorIndex::open(db, name, opts)?;
     Ok(OpenIndex { index, model_id })
 }
 
 /// Refuse options under which the index could hold none of what it holds.
 fn check_record(
     name: &str,
-    recorded: &IndexDefinition,
+    recorded: &VectorIndexDefinition,
     kind: EmbedderKind,
     dim: Option<usize>,
 ) -> Result<()> {
@@ -122,7 +124,7 @@ fn check_record(
 ///
 /// # Errors
 /// The index's: the embedder failed, the database closed.
-pub fn wait_indexed(index: &Index) -> Result<()> {
+pub fn wait_indexed(index: &VectorIndex) -> Result<()> {
     let (applied_before, queued_before) = index.progress();
     let start = Instant::now();
     if applied_before < queued_before {

@@ -50,7 +50,7 @@ fn write_text(
     open: &OpenIndex,
     counters: &[(&str, u64)],
     recovery: &[(&str, u64)],
-    r: &shale_search::semantic::IndexRecovery,
+    r: &shale_search::semantic::VectorIndexRecovery,
 ) -> std::io::Result<()> {
     let index = &open.index;
     writeln!(out, "index: {}", index.name())?;
@@ -80,8 +80,8 @@ fn write_text(
     }
 }
 
-/// Every counter of [`shale_search::semantic::IndexStats`], by name.
-fn counters(s: &shale_search::semantic::IndexStats) -> Vec<(&'static str, u64)> {
+/// Every counter of [`shale_search::semantic::VectorIndexStats`], by name.
+fn counters(s: &shale_search::semantic::VectorIndexStats) -> Vec<(&'static str, u64)> {
     let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     vec![
         ("live", wide(s.live)),
@@ -97,8 +97,8 @@ fn counters(s: &shale_search::semantic::IndexStats) -> Vec<(&'static str, u64)> 
     ]
 }
 
-/// The counts of [`shale_search::semantic::IndexRecovery`], by name.
-fn recovery(r: &shale_search::semantic::IndexRecovery) -> Vec<(&'static str, u64)> {
+/// The counts of [`shale_search::semantic::VectorIndexRecovery`], by name.
+fn recovery(r: &shale_search::semantic::VectorIndexRecovery) -> Vec<(&'static str, u64)> {
     let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     vec![
         ("graph_nodes_reused", wide(r.graph_nodes_reused)),

@@ -91,7 +91,7 @@ impl std::ops::Deref for Opened {
 
 impl Opened {
     /// The index the command opened.
-    pub fn index(&self) -> Result<&shale_search::semantic::Index> {
+    pub fn index(&self) -> Result<&shale_search::semantic::VectorIndex> {
         Ok(&self.index_handle()?.index)
     }
 

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use shale::{WriteBatch, WriteOptions};
 use shale_npy::{NpyError, NpyReader};
-use shale_search::semantic::{vector_value, Index};
+use shale_search::semantic::{vector_value, VectorIndex};
 
 use crate::args::{Cli, ImportArgs};
 use crate::error::{CliError, Result};
@@ -26,11 +26,11 @@ use crate::escape::escape;
 
 /// The index vectors go into, and the checks it will make.
 pub struct Target<'a> {
-    index: &'a Index,
+    index: &'a VectorIndex,
 }
 
 impl<'a> Target<'a> {
-    pub fn new(index: &'a Index) -> Target<'a> {
+    pub fn new(index: &'a VectorIndex) -> Target<'a> {
         Target { index }
     }
 
@@ -120,7 +120,7 @@ pub fn query(json: Option<&str>, file: Option<&Path>) -> Result<Option<(String, 
 }
 
 /// Refuse vectors of another dimension than `index`'s, naming where they came from.
-pub fn check_dim(what: &str, got: usize, index: &Index) -> Result<()> {
+pub fn check_dim(what: &str, got: usize, index: &VectorIndex) -> Result<()> {
     if got == index.dim() {
         Ok(())
     } else {

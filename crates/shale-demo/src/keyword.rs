@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use shale_search::semantic::{Index, SearchOptions};
+use shale_search::semantic::{SearchOptions, VectorIndex};
 use shale_search::{hybrid, HybridOptions, KeywordOptions, Match, TextIndex};
 
 use crate::report::clip;
@@ -40,7 +40,7 @@ fn show(rank: usize, score: f64, key: &[u8], text: &str) {
 /// Keyword, meaning and hybrid top 3 for each of `NAMED`, then a phrase and a write seen by
 /// the text index at once; returns the queries where hybrid found a gloss that meaning alone
 /// did not have in its top 3.
-pub fn tour(db: &shale::Db, vectors: &Index, text: &TextIndex) -> Result<usize, String> {
+pub fn tour(db: &shale::Db, vectors: &VectorIndex, text: &TextIndex) -> Result<usize, String> {
     let stats = text.stats();
     println!(
         "\n3. Keyword and hybrid search: a text index over the same glosses ({} documents, {} \
@@ -65,7 +65,7 @@ fn message(e: shale::Error) -> String {
 /// found a gloss that meaning alone did not.
 fn three_ways(
     db: &shale::Db,
-    vectors: &Index,
+    vectors: &VectorIndex,
     text: &TextIndex,
     query: &str,
 ) -> Result<bool, String> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shale::{Db, Options, WriteBatch, WriteOptions};
-use shale_search::semantic::{Embedder, Index, IndexOptions, SearchHit, SearchOptions};
+use shale_search::semantic::{Embedder, SearchHit, SearchOptions, VectorIndex, VectorIndexOptions};
 use shale_search::TextIndex;
 use shale_testkit::wordnet::Gloss;
 
@@ -103,15 +103,19 @@ fn load_model(summary: &mut Summary) -> Result<Arc<dyn Embedder>, String> {
 
 /// The database in `dir` and its semantic index. The glosses are under noun/, verb/, adj/
 /// and adv/: one index over all of them.
-fn open(dir: &Path, embedder: &Arc<dyn Embedder>) -> Result<(Arc<Db>, Index), String> {
+fn open(dir: &Path, embedder: &Arc<dyn Embedder>) -> Result<(Arc<Db>, VectorIndex), String> {
     let db = Arc::new(Db::open(dir, Options::default()).map_err(message)?);
-    let index =
-        Index::open(&db, "glosses", IndexOptions::text(Arc::clone(embedder))).map_err(message)?;
+    let index = VectorIndex::open(
+        &db,
+        "glosses",
+        VectorIndexOptions::text(Arc::clone(embedder)),
+    )
+    .map_err(message)?;
     Ok((db, index))
 }
 
 /// Say what opening the index took over from the previous run.
-fn report_reuse(index: &Index, start: Instant, summary: &mut Summary) {
+fn report_reuse(index: &VectorIndex, start: Instant, summary: &mut Summary) {
     let r = index.recovery();
     summary.reused = r.graph_nodes_reused + r.vectors_reinserted;
     if summary.reused > 0 || r.texts_to_embed > 0 {
@@ -172,7 +176,7 @@ fn write_missing(db: &Db, chosen: &[&Gloss]) -> Result<usize, String> {
 /// Follow the background embedding of what was written since `start` with a progress bar
 /// until the index holds all of it.
 fn wait_embedded(
-    index: &Index,
+    index: &VectorIndex,
     written: usize,
     chosen: usize,
     start: Instant,
@@ -213,7 +217,7 @@ fn wait_embedded(
 
 /// Each of `QUERIES` searched exactly and through HNSW, timed; prints the HNSW top 3 and
 /// how often the two agree on the top hit.
-fn exact_against_hnsw(index: &Index, summary: &mut Summary) -> Result<(), String> {
+fn exact_against_hnsw(index: &VectorIndex, summary: &mut Summary) -> Result<(), String> {
     let mut agree = 0;
     for query in QUERIES {
         let t = Instant::now();
@@ -246,7 +250,7 @@ fn exact_against_hnsw(index: &Index, summary: &mut Summary) -> Result<(), String
 }
 
 /// A search restricted to one part of speech with a key range: the verbs.
-fn verbs_only(index: &Index) -> Result<Vec<SearchHit>, String> {
+fn verbs_only(index: &VectorIndex) -> Result<Vec<SearchHit>, String> {
     let t = Instant::now();
     let hits = index
         .search(VERB_QUERY, &SearchOptions::k(3).prefix("verb/"))
@@ -268,7 +272,7 @@ fn verbs_only(index: &Index) -> Result<Vec<SearchHit>, String> {
 
 /// Deletes take effect for search at once; the gloss is put back afterwards (one text
 /// embedded again), so that the next run finds everything in place.
-fn delete_and_put_back(db: &Db, index: &Index, top: &SearchHit) -> Result<(), String> {
+fn delete_and_put_back(db: &Db, index: &VectorIndex, top: &SearchHit) -> Result<(), String> {
     let value = db.get(&top.key).map_err(message)?.unwrap_or_default();
     db.delete(&top.key).map_err(message)?;
     let again = index

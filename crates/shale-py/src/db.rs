@@ -290,7 +290,7 @@ impl Db {
     }
 
     /// Open the semantic index `name` over the keys that start with `prefix`, creating it
-    /// if it does not exist (see `shale.Index`). `embedder` is `None` (an index of vectors
+    /// if it does not exist (see `shale.VectorIndex`). `embedder` is `None` (an index of vectors
     /// given with `put_vector`; `dim` is required for a new one), `"minilm"`
     /// (all-MiniLM-L6-v2 from `model_dir`, else `$SHALE_MODEL_DIR`) or a callable
     /// `f(list[str]) -> array (n, dim)` (`model_id` names it; `dim`, if not given, is learnt
@@ -321,7 +321,7 @@ impl Db {
         queue_bytes: Option<usize>,
         model_dir: Option<PathBuf>,
         model_id: Option<String>,
-    ) -> PyResult<crate::index::Index> {
+    ) -> PyResult<crate::index::VectorIndex> {
         let args = crate::index::IndexArgs {
             prefix: opt_bytes(prefix, "prefix")?,
             keyspace,

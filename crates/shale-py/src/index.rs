@@ -1,6 +1,6 @@
-//! `shale.Index`: a named semantic index over the keys under one prefix (`DB.index`).
+//! `shale.VectorIndex`: a named semantic index over the keys under one prefix (`DB.index`).
 //!
-//! A Python `Index` holds the database handle and the index's name, not the engine's
+//! A Python `VectorIndex` holds the database handle and the index's name, not the engine's
 //! index: every call finds it by name in the open database ([`Shared::with_named_index`])
 //! under the database's read lock, with the GIL released. So a call waits for nothing but
 //! the engine, `DB.close()` waits for calls in progress, and after it every call raises
@@ -21,7 +21,9 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use shale_search::semantic::{IndexDefinition, IndexOptions, SearchOptions, USER_VECTORS};
+use shale_search::semantic::{
+    SearchOptions, VectorIndexDefinition, VectorIndexOptions, USER_VECTORS,
+};
 use shale_search::vector::Metric;
 
 use crate::convert::{opt_bytes, search_count, to_bytes};
@@ -64,7 +66,7 @@ pub(crate) fn open(
     shared: &Arc<Shared>,
     name: &str,
     args: IndexArgs<'_, '_>,
-) -> PyResult<Index> {
+) -> PyResult<VectorIndex> {
     // Every problem of the arguments in one error, like `open`'s options; the engine adds
     // its own (ranges, the name) when the index opens.
     let mut problems = Vec::new();
@@ -80,7 +82,7 @@ pub(crate) fn open(
     // What an existing index was defined with fills in what the call leaves out.
     let recorded = run(py, || {
         shared.with(|db| {
-            Ok(shale_search::semantic::Index::definition(db, name)
+            Ok(shale_search::semantic::VectorIndex::definition(db, name)
                 .ok()
                 .flatten())
         })
@@ -107,7 +109,7 @@ pub(crate) fn open(
     let python_embedder = matches!(model, Model::Python(_));
     let opts = index_options(&args, embedder, dim, metric, recorded.as_ref());
     let index = run(py, || shared.open_index(name, opts, python_embedder))?;
-    Ok(Index {
+    Ok(VectorIndex {
         shared: Arc::clone(shared),
         name: index.name().to_string(),
         prefix: index.prefix().to_vec(),
@@ -149,7 +151,7 @@ impl<'a, 'py> Model<'a, 'py> {
         name: &str,
         args: &IndexArgs<'_, '_>,
         dim: Option<usize>,
-        recorded: Option<&IndexDefinition>,
+        recorded: Option<&VectorIndexDefinition>,
         problems: &mut Vec<String>,
     ) {
         // Opened without a model, an index of text could hold none of what it holds.
@@ -180,16 +182,16 @@ fn index_options(
     embedder: Option<Arc<dyn shale_search::semantic::Embedder>>,
     dim: Option<usize>,
     metric: Option<Metric>,
-    recorded: Option<&IndexDefinition>,
-) -> IndexOptions {
+    recorded: Option<&VectorIndexDefinition>,
+) -> VectorIndexOptions {
     let mut opts = match embedder {
         Some(embedder) => {
-            let mut opts = IndexOptions::text(embedder);
+            let mut opts = VectorIndexOptions::text(embedder);
             // A dim that disagrees with the model's is the engine's to report.
             opts.dim = dim.unwrap_or(opts.dim);
             opts
         }
-        None => IndexOptions::vectors(dim.unwrap_or_default()),
+        None => VectorIndexOptions::vectors(dim.unwrap_or_default()),
     };
     opts.prefix = (args.prefix.clone())
         .or_else(|| recorded.map(|r| r.prefix.clone()))
@@ -219,7 +221,7 @@ fn index_options(
 
 /// A semantic index of a database. Made by `DB.index(name, ...)`.
 #[pyclass(module = "shale", frozen)]
-pub(crate) struct Index {
+pub(crate) struct VectorIndex {
     shared: Arc<Shared>,
     name: String,
     prefix: Vec<u8>,
@@ -229,12 +231,12 @@ pub(crate) struct Index {
     metric: Metric,
 }
 
-impl Index {
+impl VectorIndex {
     /// Run `f` on the engine's index, without the GIL.
     fn with<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&shale_search::semantic::Index) -> Result<T, Failure> + Send,
+        f: impl FnOnce(&shale_search::semantic::VectorIndex) -> Result<T, Failure> + Send,
     ) -> PyResult<T> {
         let (shared, name) = (&self.shared, &self.name);
         run(py, || shared.with_named_index(name, f))
@@ -307,7 +309,7 @@ impl Index {
 }
 
 #[pymethods]
-impl Index {
+impl VectorIndex {
     /// Set `key` (under the index's prefix) to `vector` (`dim` numbers) with `payload`,
     /// the bytes searches return as the hit's `document`. No model runs.
     #[pyo3(signature = (key, vector, payload = None, sync = false))]
@@ -597,7 +599,7 @@ impl Index {
         let name = PyString::new(py, &self.name).repr()?;
         let prefix = PyBytes::new(py, &self.prefix).repr()?;
         Ok(format!(
-            "<shale.Index {name} prefix={prefix} dim={} {}>",
+            "<shale.VectorIndex {name} prefix={prefix} dim={} {}>",
             self.dim,
             self.metric.name()
         ))

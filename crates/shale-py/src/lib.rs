@@ -81,7 +81,7 @@ fn repair<'py>(
     stats::repair_to_dict(py, &report)
 }
 
-/// `vector` and `payload` as the value `Index.put_vector` writes, for writing vectors with
+/// `vector` and `payload` as the value `VectorIndex.put_vector` writes, for writing vectors with
 /// other keys in one `DB.batch()` (under an index's prefix, like `put_vector`).
 #[pyfunction]
 #[pyo3(signature = (vector, payload = None))]
@@ -98,7 +98,7 @@ fn vector_value<'py>(
     ))
 }
 
-/// The vector and payload of a value `vector_value` made (as `Index.put_vector` writes
+/// The vector and payload of a value `vector_value` made (as `VectorIndex.put_vector` writes
 /// it): a float32 array and bytes. `InvalidArgumentError` for any other value.
 #[pyfunction]
 fn decode_vector_value<'py>(
@@ -153,7 +153,7 @@ fn _shale(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<snapshot::Snapshot>()?;
     m.add_class::<transaction::Transaction>()?;
     m.add_class::<search::SearchHit>()?;
-    m.add_class::<index::Index>()?;
+    m.add_class::<index::VectorIndex>()?;
     m.add_class::<text::TextIndex>()?;
     m.add_class::<text::KeywordHit>()?;
     m.add_class::<cluster::Cluster>()?;

@@ -1,4 +1,4 @@
-//! `shale.SearchHit`: one answer of `DB.search` and `Index.search` (its score a BM25 score
+//! `shale.SearchHit`: one answer of `DB.search` and `VectorIndex.search` (its score a BM25 score
 //! or a fused one in the keyword and hybrid modes).
 
 use pyo3::prelude::*;

@@ -15,9 +15,9 @@ use crate::errors::{run, Failure};
 /// `DB.index`.
 pub(crate) struct Open {
     db: Arc<shale::Db>,
-    index: Option<shale_search::semantic::Index>,
-    /// By name. Dropped at close, so that a Python `Index` left over keeps nothing alive.
-    indexes: Mutex<HashMap<String, shale_search::semantic::Index>>,
+    index: Option<shale_search::semantic::VectorIndex>,
+    /// By name. Dropped at close, so that a Python `VectorIndex` left over keeps nothing alive.
+    indexes: Mutex<HashMap<String, shale_search::semantic::VectorIndex>>,
     /// The text indexes opened with `DB.text_index`, by name, likewise.
     text_indexes: Mutex<HashMap<String, Arc<shale_search::TextIndex>>>,
 }
@@ -63,10 +63,10 @@ impl Shared {
             opts.compaction_filter.is_some() || !opts.keyspace_compaction_filters.is_empty();
         let db = Arc::new(shale::Db::open(&path, opts)?);
         let index = match model {
-            Some(model) => Some(shale_search::semantic::Index::open(
+            Some(model) => Some(shale_search::semantic::VectorIndex::open(
                 &db,
                 DEFAULT_INDEX,
-                shale_search::semantic::IndexOptions::text(model),
+                shale_search::semantic::VectorIndexOptions::text(model),
             )?),
             None => None,
         };
@@ -128,7 +128,7 @@ impl Shared {
     /// Run `f` on the default index; `InvalidArgument` without `semantic=True`.
     pub(crate) fn with_index<T>(
         &self,
-        f: impl FnOnce(&shale_search::semantic::Index) -> Result<T, Failure>,
+        f: impl FnOnce(&shale_search::semantic::VectorIndex) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
         match self.open()?.as_ref() {
             Some(Open {
@@ -145,7 +145,7 @@ impl Shared {
     pub(crate) fn with_named_index<T>(
         &self,
         name: &str,
-        f: impl FnOnce(&shale_search::semantic::Index) -> Result<T, Failure>,
+        f: impl FnOnce(&shale_search::semantic::VectorIndex) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
         let guard = self.open()?;
         let index = guard.as_ref().and_then(|open| {
@@ -162,19 +162,19 @@ impl Shared {
         }
     }
 
-    /// Open (or find) the index `name` with `opts` (`shale_search::semantic::Index::open`) and
+    /// Open (or find) the index `name` with `opts` (`shale_search::semantic::VectorIndex::open`) and
     /// keep it for [`Shared::with_named_index`]. Call without the GIL.
     pub(crate) fn open_index(
         self: &Arc<Self>,
         name: &str,
-        opts: shale_search::semantic::IndexOptions,
+        opts: shale_search::semantic::VectorIndexOptions,
         python_embedder: bool,
-    ) -> Result<shale_search::semantic::Index, Failure> {
+    ) -> Result<shale_search::semantic::VectorIndex, Failure> {
         let guard = self.open()?;
         let open = guard
             .as_ref()
             .ok_or(Failure::Engine(shale::Error::Closed))?;
-        let index = shale_search::semantic::Index::open(&open.db, name, opts)?;
+        let index = shale_search::semantic::VectorIndex::open(&open.db, name, opts)?;
         open.indexes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -72,13 +72,13 @@ pub(crate) fn repair_to_dict<'py>(
     Ok(dict)
 }
 
-/// `Index.stats()`: every field of `IndexStats` under its own name, and the index's
-/// progress since open as `applied_since_open` / `queued_since_open`. (`IndexStats` is
+/// `VectorIndex.stats()`: every field of `VectorIndexStats` under its own name, and the index's
+/// progress since open as `applied_since_open` / `queued_since_open`. (`VectorIndexStats` is
 /// `#[non_exhaustive]`, so a field added to the engine cannot fail this build: the Python
 /// test of `stats()` lists the names.)
 pub(crate) fn index_stats_to_dict<'py>(
     py: Python<'py>,
-    stats: &shale_search::semantic::IndexStats,
+    stats: &shale_search::semantic::VectorIndexStats,
     (applied, queued): (u64, u64),
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
@@ -101,11 +101,11 @@ pub(crate) fn index_stats_to_dict<'py>(
     Ok(dict)
 }
 
-/// `Index.recovery()`: every field of `IndexRecovery` under its own name
+/// `VectorIndex.recovery()`: every field of `VectorIndexRecovery` under its own name
 /// (`store_damage` is `None` or the damage found, as text).
 pub(crate) fn index_recovery_to_dict<'py>(
     py: Python<'py>,
-    recovery: &shale_search::semantic::IndexRecovery,
+    recovery: &shale_search::semantic::VectorIndexRecovery,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     for (name, value) in [

@@ -1,8 +1,8 @@
 //! `shale.TextIndex` (`DB.text_index`): keyword (BM25) search over the keys under a prefix,
 //! exact at every write; `shale.KeywordHit`, one of its answers; and the keyword and hybrid
-//! modes of `Index.search`.
+//! modes of `VectorIndex.search`.
 //!
-//! Like `Index`, a Python `TextIndex` holds the database handle and the index's name: each
+//! Like `VectorIndex`, a Python `TextIndex` holds the database handle and the index's name: each
 //! call finds the engine's index in the open database under its read lock, with the GIL
 //! released.
 
@@ -248,7 +248,7 @@ impl KeywordHit {
     }
 }
 
-/// `Index.search(text, mode="keyword" | "hybrid", ...)`: the text index of the same name
+/// `VectorIndex.search(text, mode="keyword" | "hybrid", ...)`: the text index of the same name
 /// alone, or fused with the semantic index `vectors`.
 #[allow(clippy::too_many_arguments, reason = "the options of one search")]
 pub(crate) fn search_mode(
@@ -314,7 +314,7 @@ pub(crate) fn search_mode(
 
 /// A fused hit as a `SearchHit`, with its value's document (a vector value's payload).
 fn with_document(
-    index: &shale_search::semantic::Index,
+    index: &shale_search::semantic::VectorIndex,
     hit: shale_search::HybridHit,
 ) -> Result<SearchHit, Failure> {
     let value = match index.keyspace() {

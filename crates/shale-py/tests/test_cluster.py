@@ -55,7 +55,7 @@ def test_keyword_and_hybrid_search(cluster):
     # Exact at every acknowledged write: a replaced text is found by its new words only.
     cluster[b"d/1"] = "nothing to see"
     assert cluster.search("docs", "ENOSPC", mode="keywords") == []
-    for fusion in ["rrf", "minmax"]:  # the spellings of DB's Index.search and the CLI
+    for fusion in ["rrf", "minmax"]:  # the spellings of DB's VectorIndex.search and the CLI
         hybrid = cluster.search("docs", "river afternoon", mode="hybrid", fusion=fusion, k=2)
         assert hybrid[0].key == b"d/2", fusion
     with pytest.raises(shale.InvalidArgumentError):

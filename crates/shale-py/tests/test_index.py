@@ -53,7 +53,7 @@ def test_vectors_round_trip_through_numpy(db):
     payloads = [b"payload %d" % i for i in range(200)]
     index = db.index("vecs", prefix=b"vec/", dim=dim)
     assert (index.name, index.prefix, index.dim, index.metric) == ("vecs", b"vec/", dim, "cosine")
-    assert repr(index) == "<shale.Index 'vecs' prefix=b'vec/' dim=16 cosine>"
+    assert repr(index) == "<shale.VectorIndex 'vecs' prefix=b'vec/' dim=16 cosine>"
 
     index.put_vectors(keys, vectors, payloads)
     assert len(index) == 200

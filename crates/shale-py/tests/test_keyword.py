@@ -1,4 +1,4 @@
-"""Keyword (BM25) search with DB.text_index, and Index.search's keyword and hybrid modes."""
+"""Keyword (BM25) search with DB.text_index, and VectorIndex.search's keyword and hybrid modes."""
 
 import zlib
 

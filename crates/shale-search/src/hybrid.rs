@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!   query ──► TextIndex::search_at (top keyword_window, snapshot S) ──┐
-//!         └─► semantic Index::search_vector (top vector_window) ──────┤ each vector hit
+//!         └─► semantic VectorIndex::search_vector (top vector_window) ──────┤ each vector hit
 //!                            checked at S: its value still holds the text it was found by
 //!                                                                      ▼
 //!                              fuse: reciprocal rank, or min-max normalised scores ──► top k
@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use crate::semantic::{Index as VectorIndex, SearchOptions};
+use crate::semantic::{SearchOptions, VectorIndex};
 use shale::{Error, ReadOptions, Result};
 
 use crate::text::{KeywordOptions, TextIndex};

@@ -39,7 +39,7 @@ pub enum Command {
     /// It validates only if each of its commands does, so it applies or is refused
     /// whole. Never nested; clients cannot send one.
     Batch(Vec<Command>),
-    /// Create a vector index (`shale_search::semantic::Index`) over the keys under a prefix, on
+    /// Create a vector index (`shale_search::semantic::VectorIndex`) over the keys under a prefix, on
     /// every replica: its definition is replicated state (`format.rs`, reserved key
     /// `0xFF 'x' name`), so every replica checks and indexes the same values.
     DefineIndex(IndexSpec),

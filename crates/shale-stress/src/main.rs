@@ -107,7 +107,7 @@ struct Worker<'a> {
     threads: u32,
     keys: u32,
     /// The semantic index, when the run has one (`--semantic`).
-    index: Option<&'a shale_search::semantic::Index>,
+    index: Option<&'a shale_search::semantic::VectorIndex>,
     db: &'a Db,
     oracle: &'a OracleWriter,
     next_wid: &'a AtomicU64,

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 
 use shale::Db;
-use shale_search::semantic::{Index, SearchOptions};
+use shale_search::semantic::{SearchOptions, VectorIndex};
 
 use crate::oracle::{Expected, LoggedWrite, RunLog};
 use crate::workload::{self, key, parse_value, Rng};
@@ -109,7 +109,7 @@ pub fn verify(
     expected: &mut Expected,
     log: &RunLog,
     keys: u32,
-    index: Option<&Index>,
+    index: Option<&VectorIndex>,
 ) -> Result<Verified, String> {
     let actual = read_all(db, keys)?;
     let mut counts = Verified {
@@ -232,7 +232,7 @@ fn check_keys(
 /// live value, and `queries` searches whose every hit is a live key with its exact text.
 /// Returns the hits checked.
 pub fn check_search(
-    index: &Index,
+    index: &VectorIndex,
     actual: &BTreeMap<u32, u64>,
     queries: usize,
     rng: &mut Rng,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use shale::Db;
 use shale::Options;
 pub use shale_rng::SplitMix64 as Rng;
-use shale_search::semantic::{HashEmbedder, Index, IndexOptions};
+use shale_search::semantic::{HashEmbedder, VectorIndex, VectorIndexOptions};
 
 /// The key of index `i`.
 pub fn key(i: u32) -> Vec<u8> {
@@ -84,13 +84,16 @@ pub fn options() -> Options {
 ///
 /// # Errors
 /// The open's.
-pub fn open(path: &std::path::Path, semantic: bool) -> shale::Result<(Arc<Db>, Option<Index>)> {
+pub fn open(
+    path: &std::path::Path,
+    semantic: bool,
+) -> shale::Result<(Arc<Db>, Option<VectorIndex>)> {
     let db = Arc::new(Db::open(path, options())?);
     let index = if semantic {
-        Some(Index::open(
+        Some(VectorIndex::open(
             &db,
             "all",
-            IndexOptions::text(Arc::new(HashEmbedder)),
+            VectorIndexOptions::text(Arc::new(HashEmbedder)),
         )?)
     } else {
         None

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use shale::{Db, Options, WriteBatch, WriteOptions};
 use shale_search::hybrid::{self, Fusion, Ranking};
-use shale_search::semantic::{Index, IndexOptions, SearchOptions};
+use shale_search::semantic::{SearchOptions, VectorIndex, VectorIndexOptions};
 use shale_search::{HybridOptions, KeywordOptions, TextIndex, TextIndexOptions};
 use shale_testkit::wordnet::Gloss;
 
@@ -90,7 +90,8 @@ pub fn run(corpus: &[Gloss], queries_wanted: usize, dir: &Path) -> Result<Qualit
     let queries = queries(&docs, queries_wanted);
     let loaded = shale_embed::load_default().map_err(|e| e.to_string())?;
     let db = Arc::new(Db::open(dir, Options::default()).map_err(err)?);
-    let vectors = Index::open(&db, "senses", IndexOptions::text(loaded.embedder)).map_err(err)?;
+    let vectors =
+        VectorIndex::open(&db, "senses", VectorIndexOptions::text(loaded.embedder)).map_err(err)?;
     let text = TextIndex::open(&db, "senses", TextIndexOptions::new()).map_err(err)?;
     let started = Instant::now();
     load(&db, &docs)?;
@@ -142,7 +143,7 @@ fn load(db: &Db, docs: &[Synset]) -> Result<(), String> {
 /// nDCG@10 and hit@10 of each retriever and fusion over `queries`.
 fn score(
     text: &TextIndex,
-    vectors: &Index,
+    vectors: &VectorIndex,
     queries: &[(&str, &str)],
 ) -> Result<Vec<QualityRow>, String> {
     let names = [
@@ -193,7 +194,11 @@ fn score(
 
 /// The query's embedding, then the hybrid search with that vector given, and a keyword
 /// search alone, over the first 500 queries.
-fn latency(text: &TextIndex, vectors: &Index, queries: &[(&str, &str)]) -> Result<Quality, String> {
+fn latency(
+    text: &TextIndex,
+    vectors: &VectorIndex,
+    queries: &[(&str, &str)],
+) -> Result<Quality, String> {
     let (mut embed, mut fused, mut words) = (Latencies::new(), Latencies::new(), Latencies::new());
     let opts = HybridOptions::k(10);
     for (_, query) in queries.iter().take(500) {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shale::{Db, WriteBatch, WriteOptions};
-use shale_search::semantic::{vector_value, Index, IndexOptions, SearchOptions};
+use shale_search::semantic::{vector_value, SearchOptions, VectorIndex, VectorIndexOptions};
 use shale_search::vector::Neighbor;
 
 use super::dataset::Dataset;
@@ -98,14 +98,14 @@ pub(super) fn key(id: u32) -> String {
 /// data set (what [`super::restart`] opens again).
 pub struct FilterIndex {
     pub db: Arc<Db>,
-    pub index: Index,
+    pub index: VectorIndex,
     pub dir: PathBuf,
-    pub opts: IndexOptions,
+    pub opts: VectorIndexOptions,
 }
 
 /// The filtered workloads on Shale: a semantic index (vectors only, the options the graph
 /// workloads use) over `ds`' vectors in a database in the work directory, searched with a
-/// key range, as a user would (`Index::search_vector` with `SearchOptions::range`: the
+/// key range, as a user would (`VectorIndex::search_vector` with `SearchOptions::range`: the
 /// engine chooses an exact scan or a filtered graph walk, re-scores, and checks every hit
 /// against the data). Returns the database and its index, left open (`None` when there
 /// are no cases, and so no index).
@@ -129,9 +129,9 @@ pub fn run_shale(
     let dir = work_dir.join(format!("shale-filter-{}", ds.name));
     let _ = std::fs::remove_dir_all(&dir);
     let db = Arc::new(Db::open(&dir, shale::Options::default())?);
-    let mut opts = IndexOptions::vectors(ds.dim);
+    let mut opts = VectorIndexOptions::vectors(ds.dim);
     opts.hnsw = params;
-    let index = Index::open(&db, INDEX, opts.clone())?;
+    let index = VectorIndex::open(&db, INDEX, opts.clone())?;
     eprintln!(
         "== {}: shale filtered: indexing {} vectors",
         ds.name,
@@ -166,7 +166,7 @@ pub fn run_shale(
 /// One case at one ef on Shale's index: every query, one at a time.
 fn filtered_queries(
     ds: &Dataset,
-    index: &Index,
+    index: &VectorIndex,
     case: &FilterCase,
     ef: usize,
     k: usize,
@@ -204,7 +204,7 @@ fn filtered_queries(
             .latencies(&lat)
             .recall(r)
             .note(format!(
-                "{note_params}; {}; a semantic index over the vectors, keys = ids zero-padded, Index::search_vector with SearchOptions::range (the engine's own choice of scan or filtered graph walk, hits checked against the data), one query at a time on one thread",
+                "{note_params}; {}; a semantic index over the vectors, keys = ids zero-padded, VectorIndex::search_vector with SearchOptions::range (the engine's own choice of scan or filtered graph walk, hits checked against the data), one query at a time on one thread",
                 case.describe(ds.len(), ef)
             )),
     );

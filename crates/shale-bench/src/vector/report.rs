@@ -286,7 +286,7 @@ fn restarts(out: &mut String, s: &Summary, ds: &str) {
         if let Some(r) = cell(s, &format!("{w}-{ds}"), "shale") {
             let _ = writeln!(
                 out,
-                "- `{w}-{ds}`: Db::open + Index::open of {} vectors {what}: {:.2} s (target \
+                "- `{w}-{ds}`: Db::open + VectorIndex::open of {} vectors {what}: {:.2} s (target \
                  after SIGKILL: under 2 s of index work, in the note)",
                 r.ops, r.seconds
             );

@@ -7,7 +7,7 @@
 //! vectors, waits until they are indexed, says so and is killed with SIGKILL before it
 //! closes: its inserts are in the database and the vector file but not in the graph's last
 //! checkpoint (its background checkpoints wait for 50,000 inserts or 60 s). The parent opens
-//! the index again: `index-restart`, whose note gives `IndexRecovery` (nodes taken over from
+//! the index again: `index-restart`, whose note gives `VectorIndexRecovery` (nodes taken over from
 //! the checkpoint, vectors inserted again) and the open's index work (`open_micros`).
 
 use std::io::BufRead;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shale::{Db, WriteBatch, WriteOptions};
-use shale_search::semantic::{vector_value, Index, IndexOptions};
+use shale_search::semantic::{vector_value, VectorIndex, VectorIndexOptions};
 
 use super::dataset::Dataset;
 use super::filter::{key, FilterIndex, INDEX};
@@ -45,7 +45,7 @@ pub struct ChildArgs {
 /// `indexed` and wait to be killed.
 pub fn child(args: &ChildArgs) -> BenchResult<()> {
     let db = Arc::new(Db::open(&args.dir, shale::Options::default())?);
-    let index = Index::open_existing(&db, INDEX, None)?;
+    let index = VectorIndex::open_existing(&db, INDEX, None)?;
     let mut batch = WriteBatch::new();
     for (i, v) in extra_vectors(args.dim).iter().enumerate() {
         let id = args.first + u32::try_from(i).unwrap_or(0);
@@ -99,7 +99,7 @@ pub fn run(
 fn reopen(
     ds: &Dataset,
     dir: &Path,
-    opts: IndexOptions,
+    opts: VectorIndexOptions,
     note_params: &str,
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
@@ -115,7 +115,7 @@ fn reopen(
     emit(
         VectorRecord::new("shale", &format!("index-reopen-{}", ds.name), n as u64, secs).note(
             format!(
-                "{note_params}; Db::open + Index::open of an index of {n} vectors after a clean close (Index::open took {secs:.3} s; its index work, IndexRecovery::open_micros, {:.3} s); {r:?}",
+                "{note_params}; Db::open + VectorIndex::open of an index of {n} vectors after a clean close (VectorIndex::open took {secs:.3} s; its index work, VectorIndexRecovery::open_micros, {:.3} s); {r:?}",
                 r.open_micros as f64 / 1e6
             ),
         ),
@@ -154,7 +154,7 @@ fn crash_child(ds: &Dataset, dir: &Path) -> BenchResult<()> {
 fn restart(
     ds: &Dataset,
     dir: &Path,
-    opts: IndexOptions,
+    opts: VectorIndexOptions,
     note_params: &str,
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
@@ -185,7 +185,7 @@ fn restart(
             secs,
         )
         .note(format!(
-            "{note_params}; Db::open + Index::open after SIGKILL of a process that had written {EXTRA} vectors past the graph's last checkpoint, to an index of {n} (Index::open took {secs:.3} s; its index work, IndexRecovery::open_micros, {:.3} s); {r:?}",
+            "{note_params}; Db::open + VectorIndex::open after SIGKILL of a process that had written {EXTRA} vectors past the graph's last checkpoint, to an index of {n} (VectorIndex::open took {secs:.3} s; its index work, VectorIndexRecovery::open_micros, {:.3} s); {r:?}",
             r.open_micros as f64 / 1e6
         )),
     );
@@ -195,9 +195,9 @@ fn restart(
 }
 
 /// Open the database at `dir` and its index, timing both.
-fn open(dir: &Path, opts: IndexOptions) -> BenchResult<(Arc<Db>, Index, f64)> {
+fn open(dir: &Path, opts: VectorIndexOptions) -> BenchResult<(Arc<Db>, VectorIndex, f64)> {
     let started = Instant::now();
     let db = Arc::new(Db::open(dir, shale::Options::default())?);
-    let index = Index::open(&db, INDEX, opts)?;
+    let index = VectorIndex::open(&db, INDEX, opts)?;
     Ok((db, index, started.elapsed().as_secs_f64()))
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use shale::{Db, Options};
 use shale_embed::Runtime;
-use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
+use shale_search::semantic::{Embedder, SearchOptions, VectorIndex, VectorIndexOptions};
 use shale_testkit::wordnet::{self, Gloss};
 
 use super::dataset::Dataset;
@@ -231,10 +231,10 @@ impl Suite {
         dir: &Path,
         raw_secs: f64,
         emit: &mut Emit<'_>,
-    ) -> BenchResult<(Arc<Db>, Index)> {
+    ) -> BenchResult<(Arc<Db>, VectorIndex)> {
         let (n, runtime, about, raw_name) = (self.n, self.runtime, &self.about, self.names.0);
         eprintln!("== embed-bulk ({runtime}): puts into a Db with a semantic index until indexed");
-        let mut sem = IndexOptions::text(model);
+        let mut sem = VectorIndexOptions::text(model);
         if let Some(b) = batch_size {
             sem.batch_size = b;
         }
@@ -243,7 +243,7 @@ impl Suite {
             sem.embed_threads, sem.batch_size
         );
         let db = Arc::new(Db::open(dir, Options::default())?);
-        let index = Index::open(&db, "glosses", sem)?;
+        let index = VectorIndex::open(&db, "glosses", sem)?;
         metrics::reset_peak_rss();
         let cpu0 = metrics::cpu_seconds();
         let started = Instant::now();
@@ -275,7 +275,7 @@ impl Suite {
     /// scored against it).
     fn queries(
         &self,
-        index: &Index,
+        index: &VectorIndex,
         held_out: &[Gloss],
         engines: &[String],
         nq: usize,
@@ -303,9 +303,9 @@ impl Suite {
             eprintln!("== semantic-query ({engine}): {nq} queries, k {QUERY_K}");
             let (keys, r) = self.query_pass(index, &queries, engine, exact)?;
             let how = if exact {
-                "Index::search, exact"
+                "VectorIndex::search, exact"
             } else {
-                "Index::search through the graph (ef_search 64, best 2k re-scored)"
+                "VectorIndex::search through the graph (ef_search 64, best 2k re-scored)"
             };
             let r = if exact {
                 exact_keys = keys;
@@ -326,7 +326,7 @@ impl Suite {
     /// Every query once, one at a time: the keys each found, and the record (no note yet).
     fn query_pass(
         &self,
-        index: &Index,
+        index: &VectorIndex,
         queries: &[String],
         engine: &str,
         exact: bool,

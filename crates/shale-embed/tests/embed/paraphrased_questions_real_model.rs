@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use shale::{Db, Options};
 use shale_embed::MiniLm;
 use shale_search::semantic::{
-    Embedder, Index, IndexOptions, IndexRecovery, SearchHit, SearchOptions,
+    Embedder, SearchHit, SearchOptions, VectorIndex, VectorIndexOptions, VectorIndexRecovery,
 };
 
 /// The pass mark: the expected key in the top 3 for this share of the queries.
@@ -66,7 +66,7 @@ fn key_index(key: &[u8]) -> usize {
 /// The database and its index over the keys under `s/`.
 struct Lab {
     db: Arc<Db>,
-    index: Index,
+    index: VectorIndex,
 }
 
 impl std::ops::Deref for Lab {
@@ -86,14 +86,19 @@ impl Lab {
         self.index.search(question, &opts).unwrap()
     }
 
-    fn recovery(&self) -> IndexRecovery {
+    fn recovery(&self) -> VectorIndexRecovery {
         self.index.recovery()
     }
 }
 
 fn open(path: &Path) -> Lab {
     let db = Arc::new(Db::open(path, Options::default()).unwrap());
-    let index = Index::open(&db, "sentences", IndexOptions::text(model()).prefix("s/")).unwrap();
+    let index = VectorIndex::open(
+        &db,
+        "sentences",
+        VectorIndexOptions::text(model()).prefix("s/"),
+    )
+    .unwrap();
     Lab { db, index }
 }
 

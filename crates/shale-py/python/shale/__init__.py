@@ -17,8 +17,8 @@ are the engine's ``Options`` fields, listed in ``OPTIONS``.
 
 ``db.index(name, prefix=..., embedder=...)`` opens a semantic index over the keys under a
 prefix: texts embedded by a model (``"minilm"`` or a Python callable) or vectors given as
-numpy arrays (``Index.put_vectors``), searched with ``Index.search`` and
-``Index.search_batch``. See crates/shale-py/README.md.
+numpy arrays (``VectorIndex.put_vectors``), searched with ``VectorIndex.search`` and
+``VectorIndex.search_batch``. See crates/shale-py/README.md.
 
 ``shale.connect("127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003")`` talks to a replicated
 cluster (crates/shale-server) with the same calls: ``get``, ``put``, ``delete``,
@@ -49,7 +49,7 @@ from . import _shale
 from ._shale import (
     DB,
     Cursor,
-    Index,
+    VectorIndex,
     Iterator,
     Keyspace,
     KeywordHit,
@@ -119,7 +119,7 @@ __all__ = [
     "DeadlineError",
     "EmbeddingError",
     "Error",
-    "Index",
+    "VectorIndex",
     "InvalidArgumentError",
     "IoError",
     "Iterator",

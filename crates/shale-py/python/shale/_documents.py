@@ -71,7 +71,7 @@ class DocumentTable:
         self.metric = metric
         self.keywords = keywords
         self.partition = partition
-        # Embedded: the Index, once the database has it. Cluster: whether this table has
+        # Embedded: the VectorIndex, once the database has it. Cluster: whether this table has
         # defined it (defining it again as it is succeeds, so a reopen defines it again).
         self._index = None
         if not self.cluster:

@@ -137,7 +137,7 @@ class DB:
         queue_bytes: Optional[int] = None,
         model_dir: Union[None, str, PathLike[str]] = None,
         model_id: Optional[str] = None,
-    ) -> Index: ...
+    ) -> VectorIndex: ...
     def text_index(
         self,
         name: str,
@@ -297,7 +297,7 @@ class _IndexRecovery(TypedDict):
     store_damage: Optional[str]
     open_micros: int
 
-class Index:
+class VectorIndex:
     @property
     def name(self) -> str: ...
     @property

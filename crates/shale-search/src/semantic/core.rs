@@ -28,9 +28,9 @@ use super::keyed_graph::{Applied, KeyRange, KeyedGraph};
 use super::model_file::MODEL_FILE;
 use super::pending::{Change, Payload, Queue};
 use super::spec::Spec;
-use super::stats::{IndexRecovery, IndexStats};
+use super::stats::{VectorIndexRecovery, VectorIndexStats};
 use super::value::encode_stored;
-use super::{IndexOptions, SearchOptions};
+use super::{SearchOptions, VectorIndexOptions};
 use crate::sync::lock;
 use crate::vector::{exact, Filter, Metric, Neighbor, NodeId, VectorFile, VectorSource};
 use shale::error::{Error, Result};
@@ -62,7 +62,7 @@ struct Checkpoints {
 /// The index itself: key map, graph, full vectors, store and workers.
 pub(crate) struct IndexCore {
     pub(super) spec: Spec,
-    pub(super) opts: IndexOptions,
+    pub(super) opts: VectorIndexOptions,
     pub(super) fs: Arc<dyn FileSystem>,
     /// `indexes/<name>/`: the vector store's directory, with `GRAPH`, `MODEL` and
     /// `VECTORS` beside its files.
@@ -74,7 +74,7 @@ pub(crate) struct IndexCore {
     pub(super) store: Db,
     pub(super) workers: Mutex<Vec<JoinHandle<()>>>,
     pub(super) closed: AtomicBool,
-    pub(super) recovery: IndexRecovery,
+    pub(super) recovery: VectorIndexRecovery,
     checkpoints: Mutex<Checkpoints>,
     /// Held while a checkpoint is written: one at a time (they share `GRAPH.tmp`).
     writing: Mutex<()>,
@@ -105,7 +105,7 @@ impl IndexCore {
     )]
     pub(super) fn new(
         spec: Spec,
-        opts: IndexOptions,
+        opts: VectorIndexOptions,
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
         queue: Arc<Queue>,
@@ -124,7 +124,7 @@ impl IndexCore {
             store,
             workers: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
-            recovery: IndexRecovery::default(),
+            recovery: VectorIndexRecovery::default(),
             checkpoints: Mutex::new(Checkpoints {
                 last: Instant::now(),
                 inserts_since: 0,
@@ -157,10 +157,10 @@ impl IndexCore {
         self.spec.metric
     }
 
-    /// `Ok` if `opts` describe this index (a second `Index::open` of it).
-    pub(super) fn same_options(&self, opts: &IndexOptions) -> Result<()> {
-        let model = |o: &IndexOptions| o.embedder.as_ref().map(|e| e.model_id());
-        let shape = |o: &IndexOptions| crate::vector::HnswParams {
+    /// `Ok` if `opts` describe this index (a second `VectorIndex::open` of it).
+    pub(super) fn same_options(&self, opts: &VectorIndexOptions) -> Result<()> {
+        let model = |o: &VectorIndexOptions| o.embedder.as_ref().map(|e| e.model_id());
+        let shape = |o: &VectorIndexOptions| crate::vector::HnswParams {
             ef_search: 0,
             ..o.hnsw
         };
@@ -522,11 +522,11 @@ impl IndexCore {
         (p.applied_through, p.last_ticket())
     }
 
-    pub(super) fn recovery(&self) -> IndexRecovery {
+    pub(super) fn recovery(&self) -> VectorIndexRecovery {
         self.recovery.clone()
     }
 
-    pub(super) fn stats(&self) -> IndexStats {
+    pub(super) fn stats(&self) -> VectorIndexStats {
         let (live, graph_bytes, id_space, tracked_keys) = {
             let index = read(&self.index);
             (
@@ -538,7 +538,7 @@ impl IndexCore {
         };
         let p = self.queue.lock();
         let c = lock(&self.checkpoints);
-        IndexStats {
+        VectorIndexStats {
             live,
             queued: p.queue.len() as u64,
             queued_bytes: p.queued_bytes as u64,

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!   let db = Arc::new(Db::open(path, Options::default())?);
-//!   let docs = Index::open(&db, "docs", IndexOptions::text(model).prefix("docs/"))?;
+//!   let docs = VectorIndex::open(&db, "docs", VectorIndexOptions::text(model).prefix("docs/"))?;
 //!   db.put("docs/1", "the cat sleeps on the warm mat")?;     // any write path
 //!   docs.put_vector("docs/2", &vector, b"payload")?;          // or a vector, no model
 //!   db.put("raft/meta", [0xff, 0x00])?;                       // outside the prefix: plain data
@@ -21,7 +21,7 @@
 //!   committed (log lock: queue key, seq, text | vector | delete, in commit order) ──►
 //!   embed workers (batches, no lock while embedding) ──► apply: key map, store, vector
 //!   file, graph
-//!   Index::search ── wait until every change queued before it is applied ── graph (codes)
+//!   VectorIndex::search ── wait until every change queued before it is applied ── graph (codes)
 //!   ── best candidates re-scored with their full vectors ── each hit checked against the
 //!   key-value data (value hash) ──► hits
 //! ```
@@ -36,7 +36,7 @@
 //! Each index lives in `indexes/<name>/` of the database's directory: its **vector store**
 //! (a Shale database of its own: key → value hash, node id and the embedding, so that a
 //! restart does not embed again), `MODEL` (which model made the stored vectors, and the
-//! rest of the index's definition, which [`Index::open_existing`] reads back), `GRAPH`
+//! rest of the index's definition, which [`VectorIndex::open_existing`] reads back), `GRAPH`
 //! (the HNSW checkpoint, written in the background) and `VECTORS` (the full vectors by node
 //! id, a mapped cache). At open, the index reconciles all of them with the data in one
 //! merged scan (`open.rs`). docs/format.md sections 8 to 12 give every byte.
@@ -65,11 +65,11 @@ use shale::Db;
 pub use embedder::Embedder;
 pub use hash_embedder::HashEmbedder;
 pub use model_file::{
-    IndexDefinition, MAX_MODEL_ID_BYTES, MODEL_FORMAT_VERSION, MODEL_MAGIC, USER_VECTORS,
+    VectorIndexDefinition, MAX_MODEL_ID_BYTES, MODEL_FORMAT_VERSION, MODEL_MAGIC, USER_VECTORS,
 };
-pub use options::{IndexOptions, SearchOptions};
+pub use options::{SearchOptions, VectorIndexOptions};
 pub use search::SearchHit;
-pub use stats::{IndexRecovery, IndexStats};
+pub use stats::{VectorIndexRecovery, VectorIndexStats};
 pub use value::{
     decode_stored, decode_vector_value, encode_stored, value_hash, vector_value, VectorValue,
     VECTOR_VALUE_TAG,
@@ -87,40 +87,40 @@ pub const MAX_INDEX_NAME: usize = 64;
 /// A handle on a semantic index of a database. Cheap to clone; every clone is the same
 /// index. The index lives until its database closes, whether or not a handle is left.
 #[derive(Clone)]
-pub struct Index {
+pub struct VectorIndex {
     core: Arc<IndexCore>,
     db: Arc<Db>,
     /// The keyspace it covers, unless the default one.
     space: Option<shale::Keyspace>,
 }
 
-impl std::fmt::Debug for Index {
+impl std::fmt::Debug for VectorIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Index")
+        f.debug_struct("VectorIndex")
             .field("name", &self.core.name())
             .field("prefix", &String::from_utf8_lossy(self.core.prefix()))
             .finish_non_exhaustive()
     }
 }
 
-impl Index {
+impl VectorIndex {
     /// Open the index `name` of `db`, creating it if it does not exist, and reconcile it
     /// with the data (see the module documentation). If the index is already open on this
     /// database, returns a handle to it (its options must match, bar `ef_search`).
     ///
     /// Opening an index over keys that already hold values indexes them: texts are queued
-    /// for embedding (the open does not wait for them; [`Index::wait_indexed`] does).
+    /// for embedding (the open does not wait for them; [`VectorIndex::wait_indexed`] does).
     ///
-    /// `opts` define the index ([`IndexOptions::definition`]), and the directory records
+    /// `opts` define the index ([`VectorIndexOptions::definition`]), and the directory records
     /// them. Opening an existing index with another definition changes it: vectors of the
     /// same model are reused whatever the prefix and graph (a new graph is built from them),
-    /// and a new model embeds every text again. [`Index::open_existing`] opens it as it was.
+    /// and a new model embeds every text again. [`VectorIndex::open_existing`] opens it as it was.
     ///
     /// # Errors
     /// `InvalidOptions` for bad options or a name outside `[A-Za-z0-9_-]{1,64}`;
     /// `InvalidArgument` if the index is open with other options; `Io`; `Corruption` from
     /// the user data (damage in the index's own files only costs a rebuild).
-    pub fn open(db: &Arc<Db>, name: &str, opts: IndexOptions) -> Result<Index> {
+    pub fn open(db: &Arc<Db>, name: &str, opts: VectorIndexOptions) -> Result<VectorIndex> {
         let mut problems = Vec::new();
         check_name(name, &mut problems);
         opts.validate(&mut problems);
@@ -129,15 +129,15 @@ impl Index {
         }
         if let Some(core) = open_core(db, name)? {
             core.same_options(&opts)?;
-            return Index::handle(db, core);
+            return VectorIndex::handle(db, core);
         }
         let core = IndexCore::open(db, name, opts)?;
-        Index::handle(db, core)
+        VectorIndex::handle(db, core)
     }
 
-    fn handle(db: &Arc<Db>, core: Arc<IndexCore>) -> Result<Index> {
+    fn handle(db: &Arc<Db>, core: Arc<IndexCore>) -> Result<VectorIndex> {
         let space = core.keyspace_name().map(|ks| db.keyspace(ks)).transpose()?;
-        Ok(Index {
+        Ok(VectorIndex {
             core,
             db: Arc::clone(db),
             space,
@@ -145,31 +145,31 @@ impl Index {
     }
 
     /// Open the index `name` of `db` as it was last opened: with the prefix, dimension,
-    /// metric and graph parameters its directory records ([`Index::definition`]) and
+    /// metric and graph parameters its directory records ([`VectorIndex::definition`]) and
     /// `embedder`, which must be the model that made its vectors (`None` for an index of the
     /// user's vectors). If the index is already open on this database, returns a handle to
     /// it.
     ///
     /// # Errors
     /// `InvalidArgument` if there is no such index (or its definition is unreadable), or
-    /// `embedder` is not its model; as [`Index::open`].
+    /// `embedder` is not its model; as [`VectorIndex::open`].
     pub fn open_existing(
         db: &Arc<Db>,
         name: &str,
         embedder: Option<Arc<dyn Embedder>>,
-    ) -> Result<Index> {
+    ) -> Result<VectorIndex> {
         if let Some(core) = open_core(db, name)? {
-            return Index::handle(db, core);
+            return VectorIndex::handle(db, core);
         }
-        let definition = Index::definition(db, name)?.ok_or_else(|| {
+        let definition = VectorIndex::definition(db, name)?.ok_or_else(|| {
             Error::invalid(format!(
                 "no index {name:?} in {} (or its MODEL file is unreadable)",
                 db.path().display()
             ))
         })?;
-        let opts = IndexOptions::from_definition(&definition, embedder)
+        let opts = VectorIndexOptions::from_definition(&definition, embedder)
             .map_err(|e| Error::invalid(format!("index {name:?}: {e}")))?;
-        Index::open(db, name, opts)
+        VectorIndex::open(db, name, opts)
     }
 
     /// What index `name` of `db` was last opened with, from its directory; `None` if it has
@@ -177,7 +177,7 @@ impl Index {
     ///
     /// # Errors
     /// `InvalidOptions` for a bad name; `Io` if the file is there and cannot be read.
-    pub fn definition(db: &Db, name: &str) -> Result<Option<IndexDefinition>> {
+    pub fn definition(db: &Db, name: &str) -> Result<Option<VectorIndexDefinition>> {
         let mut problems = Vec::new();
         check_name(name, &mut problems);
         if !problems.is_empty() {
@@ -263,7 +263,7 @@ impl Index {
         }
     }
 
-    /// Embed `text` with the index's model: the query vector of [`Index::search`].
+    /// Embed `text` with the index's model: the query vector of [`VectorIndex::search`].
     ///
     /// # Errors
     /// `InvalidArgument` if the index has no embedder; `Index` if the model fails.
@@ -283,7 +283,7 @@ impl Index {
     /// Values in the index, once everything written so far is applied.
     ///
     /// # Errors
-    /// As [`Index::wait_indexed`].
+    /// As [`VectorIndex::wait_indexed`].
     pub fn len(&self) -> Result<usize> {
         self.core.catch_up()?;
         Ok(self.core.live())
@@ -292,7 +292,7 @@ impl Index {
     /// True if the index holds no value (after everything written so far is applied).
     ///
     /// # Errors
-    /// As [`Index::wait_indexed`].
+    /// As [`VectorIndex::wait_indexed`].
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -313,12 +313,12 @@ impl Index {
     }
 
     /// How the open found the index (reused, reinserted, re-embedded).
-    pub fn recovery(&self) -> IndexRecovery {
+    pub fn recovery(&self) -> VectorIndexRecovery {
         self.core.recovery()
     }
 
     /// Counters and sizes of the index, without waiting.
-    pub fn stats(&self) -> IndexStats {
+    pub fn stats(&self) -> VectorIndexStats {
         self.core.stats()
     }
 }

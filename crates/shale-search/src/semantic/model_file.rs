@@ -10,7 +10,7 @@
 //! graph checkpoint removed, before the file is replaced; so at every point a crash can
 //! stop, the vectors in the store all come from the model the file names (or the file
 //! names none and the next open starts over). The prefix and the graph parameters are
-//! what [`super::Index::open_existing`] opens the index with again; a change of them alone
+//! what [`super::VectorIndex::open_existing`] opens the index with again; a change of them alone
 //! reuses every vector.
 //!
 //! ```text
@@ -57,9 +57,9 @@ const MODEL_TEMP: &str = "MODEL.tmp";
 
 /// What an index is: the model its vectors come from and what it covers and builds.
 /// Written at every open whose options differ from the file; read back by
-/// [`super::Index::definition`].
+/// [`super::VectorIndex::definition`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct IndexDefinition {
+pub struct VectorIndexDefinition {
     /// The dimension of the vectors.
     pub dim: usize,
     /// The embedder's [`Embedder::model_id`](super::Embedder::model_id), or `user vectors`
@@ -73,10 +73,10 @@ pub struct IndexDefinition {
     pub hnsw: HnswParams,
 }
 
-impl IndexDefinition {
+impl VectorIndexDefinition {
     /// True if the vectors of an index defined by `other` can be reused by this one: the
     /// same model and dimension, whatever the prefix and graph.
-    pub fn same_model(&self, other: &IndexDefinition) -> bool {
+    pub fn same_model(&self, other: &VectorIndexDefinition) -> bool {
         self.dim == other.dim && self.model_id == other.model_id
     }
 
@@ -125,7 +125,7 @@ impl IndexDefinition {
     /// version, a length past the end or over its limit, an unknown metric, the checksum,
     /// an id that is not UTF-8, or bytes after the checksum. The graph parameters' ranges
     /// are the open's to check ([`HnswParams::validate`]).
-    pub fn decode(bytes: &[u8]) -> std::result::Result<IndexDefinition, DecodeError> {
+    pub fn decode(bytes: &[u8]) -> std::result::Result<VectorIndexDefinition, DecodeError> {
         let mut d = Decoder::new(bytes);
         if d.u64("magic")? != MODEL_MAGIC {
             return Err(DecodeError::new(0, "not a model file (bad magic)"));
@@ -179,7 +179,7 @@ impl IndexDefinition {
         }
         let model_id = String::from_utf8(id.to_vec())
             .map_err(|_| DecodeError::new(id_at, "model id is not UTF-8"))?;
-        Ok(IndexDefinition {
+        Ok(VectorIndexDefinition {
             dim,
             model_id,
             prefix,
@@ -215,13 +215,13 @@ fn bounded<'a>(
 ///
 /// # Errors
 /// `Io` if the file is there but cannot be read: not a reason to discard the store.
-pub(super) fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<IndexDefinition>> {
+pub(super) fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<VectorIndexDefinition>> {
     let path = dir.join(MODEL_FILE);
     if !fs.exists(&path) {
         return Ok(None);
     }
     let bytes = fs.read_all(&path)?;
-    Ok(IndexDefinition::decode(&bytes).ok())
+    Ok(VectorIndexDefinition::decode(&bytes).ok())
 }
 
 /// Replace the definition in `dir` (atomically: a crash leaves the old file or the new
@@ -229,7 +229,11 @@ pub(super) fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<IndexDefini
 ///
 /// # Errors
 /// `Io` from any step; the old file is then still in place.
-pub(super) fn write(fs: &dyn FileSystem, dir: &Path, definition: &IndexDefinition) -> Result<()> {
+pub(super) fn write(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    definition: &VectorIndexDefinition,
+) -> Result<()> {
     let bytes = definition.encode()?;
     fs::replace_file(fs, dir, MODEL_FILE, MODEL_TEMP, |file| file.append(&bytes))
 }
@@ -251,8 +255,8 @@ pub(super) fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn sample() -> IndexDefinition {
-        IndexDefinition {
+    fn sample() -> VectorIndexDefinition {
+        VectorIndexDefinition {
             dim: 2,
             model_id: "toy-v1".into(),
             prefix: b"docs/".to_vec(),
@@ -265,26 +269,26 @@ mod tests {
     fn a_keyspace_is_written_as_version_3_and_none_as_version_2() {
         let v2 = sample().encode().unwrap();
         assert_eq!(v2[8..12], MODEL_FORMAT_VERSION.to_le_bytes());
-        let in_keyspace = IndexDefinition {
+        let in_keyspace = VectorIndexDefinition {
             keyspace: Some("notes".into()),
             ..sample()
         };
         let v3 = in_keyspace.encode().unwrap();
         assert_eq!(v3[8..12], MODEL_FORMAT_VERSION_KEYSPACE.to_le_bytes());
         assert_eq!(v3.len(), v2.len() + 6);
-        assert_eq!(IndexDefinition::decode(&v3), Ok(in_keyspace));
+        assert_eq!(VectorIndexDefinition::decode(&v3), Ok(in_keyspace));
         for i in 0..v3.len() {
             let mut bad = v3.clone();
             bad[i] ^= 0x10;
-            assert!(IndexDefinition::decode(&bad).is_err(), "byte {i}");
+            assert!(VectorIndexDefinition::decode(&bad).is_err(), "byte {i}");
         }
     }
 
     #[test]
     fn round_trip() {
         let bytes = sample().encode().unwrap();
-        assert_eq!(IndexDefinition::decode(&bytes), Ok(sample()));
-        let everything = IndexDefinition {
+        assert_eq!(VectorIndexDefinition::decode(&bytes), Ok(sample()));
+        let everything = VectorIndexDefinition {
             prefix: Vec::new(),
             hnsw: HnswParams {
                 metric: Metric::L2,
@@ -293,7 +297,7 @@ mod tests {
             ..sample()
         };
         let bytes = everything.encode().unwrap();
-        assert_eq!(IndexDefinition::decode(&bytes), Ok(everything));
+        assert_eq!(VectorIndexDefinition::decode(&bytes), Ok(everything));
     }
 
     #[test]
@@ -302,21 +306,27 @@ mod tests {
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x10;
-            assert!(IndexDefinition::decode(&bad).is_err(), "byte {i}");
-            assert!(IndexDefinition::decode(&bytes[..i]).is_err(), "cut at {i}");
+            assert!(VectorIndexDefinition::decode(&bad).is_err(), "byte {i}");
+            assert!(
+                VectorIndexDefinition::decode(&bytes[..i]).is_err(),
+                "cut at {i}"
+            );
         }
         let mut long = bytes.clone();
         long.push(0);
-        assert!(IndexDefinition::decode(&long).is_err(), "trailing byte");
+        assert!(
+            VectorIndexDefinition::decode(&long).is_err(),
+            "trailing byte"
+        );
     }
 
     #[test]
     fn an_empty_id_is_refused() {
-        let empty = IndexDefinition {
+        let empty = VectorIndexDefinition {
             model_id: String::new(),
             ..sample()
         };
-        assert!(IndexDefinition::decode(&empty.encode().unwrap()).is_err());
+        assert!(VectorIndexDefinition::decode(&empty.encode().unwrap()).is_err());
     }
 
     #[test]
@@ -326,7 +336,7 @@ mod tests {
         codec::put_u32(&mut bytes, MODEL_FORMAT_VERSION);
         codec::put_u32(&mut bytes, 2);
         codec::put_varint(&mut bytes, u64::MAX);
-        let err = IndexDefinition::decode(&bytes).unwrap_err();
+        let err = VectorIndexDefinition::decode(&bytes).unwrap_err();
         assert!(err.reason.contains("model id of"), "{err:?}");
     }
 
@@ -334,7 +344,7 @@ mod tests {
     fn a_version_1_file_is_refused() {
         let mut bytes = sample().encode().unwrap();
         bytes[8] = 1;
-        let err = IndexDefinition::decode(&bytes).unwrap_err();
+        let err = VectorIndexDefinition::decode(&bytes).unwrap_err();
         assert!(err.reason.contains("unknown version 1"), "{err:?}");
     }
 }

@@ -29,9 +29,9 @@ use super::layout::index_dir;
 use super::model_file;
 use super::pending::{Change, Payload, Pending, Queue};
 use super::spec::Spec;
-use super::stats::IndexRecovery;
+use super::stats::VectorIndexRecovery;
 use super::value::{decode_stored, encode_stored, value_hash};
-use super::IndexOptions;
+use super::VectorIndexOptions;
 use crate::vector::{NodeId, VectorFile};
 use shale::error::{Error, Result};
 use shale::fs::FileSystem;
@@ -43,7 +43,11 @@ pub(super) const VECTORS_FILE: &str = "VECTORS";
 
 impl IndexCore {
     /// Open index `name` of `db` (see the module documentation) and start its workers.
-    pub(super) fn open(db: &Arc<Db>, name: &str, opts: IndexOptions) -> Result<Arc<IndexCore>> {
+    pub(super) fn open(
+        db: &Arc<Db>,
+        name: &str,
+        opts: VectorIndexOptions,
+    ) -> Result<Arc<IndexCore>> {
         if db.options().read_only {
             return Err(Error::invalid(format!(
                 "index {name:?}: an index cannot be opened on a read-only database handle"
@@ -119,7 +123,7 @@ fn build_reconciled(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     spec: &Spec,
-    opts: &IndexOptions,
+    opts: &VectorIndexOptions,
     queue: &Arc<Queue>,
 ) -> Result<IndexCore> {
     match build(db, space, snapshot, fs, dir, spec, opts, queue) {
@@ -148,7 +152,7 @@ fn build(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     spec: &Spec,
-    opts: &IndexOptions,
+    opts: &VectorIndexOptions,
     queue: &Arc<Queue>,
 ) -> std::result::Result<IndexCore, OpenError> {
     let db_opts = db.options();
@@ -186,9 +190,9 @@ fn build(
         vectors,
         store,
     );
-    core.recovery = IndexRecovery {
+    core.recovery = VectorIndexRecovery {
         graph_damaged,
-        ..IndexRecovery::default()
+        ..VectorIndexRecovery::default()
     };
     let at = ReadOptions::at(snapshot);
     let values = match space {
@@ -600,7 +604,11 @@ fn clear_store(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 /// The graph checkpoint of `dir`, or an empty graph if there is none, it is damaged (then
 /// `true`: the index is rebuilt from the vectors, which are the truth) or it was built
 /// with other parameters.
-fn load_graph(fs: &dyn FileSystem, dir: &Path, opts: &IndexOptions) -> Result<(KeyedGraph, bool)> {
+fn load_graph(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &VectorIndexOptions,
+) -> Result<(KeyedGraph, bool)> {
     let prefix_len = opts.prefix.len();
     let fresh = || KeyedGraph::new(opts.dim, opts.hnsw, prefix_len);
     // The graph's shape does not depend on the search's default `ef`.

@@ -1,24 +1,24 @@
-//! [`IndexOptions`], what an index is and how it works, and [`SearchOptions`], what one
+//! [`VectorIndexOptions`], what an index is and how it works, and [`SearchOptions`], what one
 //! search looks at.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::model_file::{IndexDefinition, USER_VECTORS};
+use super::model_file::{VectorIndexDefinition, USER_VECTORS};
 use super::Embedder;
 use crate::vector::{HnswParams, Metric};
 use shale::error::Error;
 
 /// What an index covers and how it embeds, stores and checkpoints. Build one with
-/// [`IndexOptions::text`] or [`IndexOptions::vectors`], then the setters.
+/// [`VectorIndexOptions::text`] or [`VectorIndexOptions::vectors`], then the setters.
 #[derive(Clone)]
-pub struct IndexOptions {
+pub struct VectorIndexOptions {
     /// The keys the index covers: every key that starts with it (empty: every key).
     pub prefix: Vec<u8>,
     /// The keyspace those keys are in; `None`: the default keyspace.
     pub keyspace: Option<String>,
     /// The model that turns text values into vectors; `None` for an index of vectors given
-    /// by the user ([`super::Index::put_vector`]), which refuses text values.
+    /// by the user ([`super::VectorIndex::put_vector`]), which refuses text values.
     pub embedder: Option<Arc<dyn Embedder>>,
     /// The dimension of the vectors: the embedder's, if there is one.
     pub dim: usize,
@@ -44,9 +44,9 @@ pub struct IndexOptions {
     pub checkpoint_interval: Duration,
 }
 
-impl std::fmt::Debug for IndexOptions {
+impl std::fmt::Debug for VectorIndexOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IndexOptions")
+        f.debug_struct("VectorIndexOptions")
             .field("prefix", &String::from_utf8_lossy(&self.prefix))
             .field("keyspace", &self.keyspace)
             .field("embedder", &self.embedder)
@@ -61,20 +61,20 @@ impl std::fmt::Debug for IndexOptions {
     }
 }
 
-impl IndexOptions {
+impl VectorIndexOptions {
     /// An index of text values embedded by `embedder` (and of vector records of its
     /// dimension), over every key.
-    pub fn text(embedder: Arc<dyn Embedder>) -> IndexOptions {
+    pub fn text(embedder: Arc<dyn Embedder>) -> VectorIndexOptions {
         let dim = embedder.dim();
-        IndexOptions {
+        VectorIndexOptions {
             embedder: Some(embedder),
-            ..IndexOptions::vectors(dim)
+            ..VectorIndexOptions::vectors(dim)
         }
     }
 
     /// An index of vectors of `dim` dimensions given by the user, over every key.
-    pub fn vectors(dim: usize) -> IndexOptions {
-        IndexOptions {
+    pub fn vectors(dim: usize) -> VectorIndexOptions {
+        VectorIndexOptions {
             prefix: Vec::new(),
             keyspace: None,
             embedder: None,
@@ -89,20 +89,20 @@ impl IndexOptions {
     }
 
     /// Cover only the keys that start with `prefix`.
-    pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> IndexOptions {
+    pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> VectorIndexOptions {
         self.prefix = prefix.as_ref().to_vec();
         self
     }
 
     /// Cover the keys (under the prefix) of keyspace `name` instead of the default
     /// keyspace's; the open makes the keyspace if it does not exist.
-    pub fn keyspace(mut self, name: impl Into<String>) -> IndexOptions {
+    pub fn keyspace(mut self, name: impl Into<String>) -> VectorIndexOptions {
         self.keyspace = Some(name.into());
         self
     }
 
     /// Score by `metric`.
-    pub fn metric(mut self, metric: Metric) -> IndexOptions {
+    pub fn metric(mut self, metric: Metric) -> VectorIndexOptions {
         self.hnsw.metric = metric;
         self
     }
@@ -115,12 +115,12 @@ impl IndexOptions {
     /// is needed for an index of texts (its model id and dimension the definition's), none
     /// for an index of the user's vectors.
     pub fn from_definition(
-        definition: &IndexDefinition,
+        definition: &VectorIndexDefinition,
         embedder: Option<Arc<dyn Embedder>>,
-    ) -> shale::Result<IndexOptions> {
+    ) -> shale::Result<VectorIndexOptions> {
         let user_vectors = definition.model_id == USER_VECTORS;
         let base = match embedder {
-            None if user_vectors => IndexOptions::vectors(definition.dim),
+            None if user_vectors => VectorIndexOptions::vectors(definition.dim),
             None => {
                 return Err(Error::invalid(format!(
                     "the index's vectors come from model {:?}: it needs that embedder",
@@ -137,7 +137,7 @@ impl IndexOptions {
             Some(e) if e.model_id() != definition.model_id || e.dim() != definition.dim => {
                 return Err(Error::invalid(format!(
                     "the index's vectors come from model {:?} ({} dimensions), not from \
-                     {:?} ({} dimensions); open it with Index::open to embed everything \
+                     {:?} ({} dimensions); open it with VectorIndex::open to embed everything \
                      again",
                     definition.model_id,
                     definition.dim,
@@ -145,9 +145,9 @@ impl IndexOptions {
                     e.dim()
                 )))
             }
-            Some(e) => IndexOptions::text(e),
+            Some(e) => VectorIndexOptions::text(e),
         };
-        Ok(IndexOptions {
+        Ok(VectorIndexOptions {
             prefix: definition.prefix.clone(),
             keyspace: definition.keyspace.clone(),
             hnsw: definition.hnsw,
@@ -157,8 +157,8 @@ impl IndexOptions {
 
     /// What the index is: the model, prefix and graph these options define (the other
     /// settings are not part of it).
-    pub fn definition(&self) -> IndexDefinition {
-        IndexDefinition {
+    pub fn definition(&self) -> VectorIndexDefinition {
+        VectorIndexDefinition {
             dim: self.dim,
             model_id: self
                 .embedder

@@ -2,7 +2,7 @@
 //! numbered by tickets; the tickets applied so far (read-your-writes for searches); the
 //! **horizon**, the least sequence number a change still to be applied has (see
 //! `keyed_graph.rs` for why the key map needs it); and the bytes queued, which
-//! [`super::IndexOptions::queue_bytes`] bounds.
+//! [`super::VectorIndexOptions::queue_bytes`] bounds.
 //!
 //! Thread safety: `Pending` lives in the mutex of the index's [`Queue`], next to the
 //! condition variable that workers, searches and writers waiting for room share.
@@ -157,7 +157,7 @@ pub(super) struct Queue {
     pub pending: Mutex<Pending>,
     /// Signalled when changes are queued or applied, on failure and at shutdown.
     pub cv: Condvar,
-    /// The bound on queued bytes ([`super::IndexOptions::queue_bytes`]).
+    /// The bound on queued bytes ([`super::VectorIndexOptions::queue_bytes`]).
     pub bound: usize,
 }
 

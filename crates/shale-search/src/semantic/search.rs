@@ -3,7 +3,7 @@
 
 use super::core::Candidate;
 use super::value::{value_hash, vector_value_payload};
-use super::{Index, SearchOptions};
+use super::{SearchOptions, VectorIndex};
 use crate::vector::hnsw::MAX_EF;
 use shale::error::{Error, Result};
 
@@ -26,7 +26,7 @@ impl SearchHit {
     }
 }
 
-impl Index {
+impl VectorIndex {
     /// The values nearest in meaning to `text` (embedded by the index's model) among the
     /// keys `opts` admits, best first.
     ///
@@ -42,7 +42,7 @@ impl Index {
     }
 
     /// The values nearest to `vector` (of the index's dimension) among the keys `opts`
-    /// admits, best first; the guarantees of [`Index::search`].
+    /// admits, best first; the guarantees of [`VectorIndex::search`].
     ///
     /// # Errors
     /// `InvalidArgument` for a vector of another dimension or with a NaN or infinity, or an
@@ -53,7 +53,7 @@ impl Index {
         self.search_applied(vector, opts)
     }
 
-    /// [`Index::search_vector`] for each of `queries`, on up to `threads` threads (at least
+    /// [`VectorIndex::search_vector`] for each of `queries`, on up to `threads` threads (at least
     /// one): results in the order of the queries.
     ///
     /// # Errors

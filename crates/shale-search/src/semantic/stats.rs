@@ -1,10 +1,10 @@
-//! What an index reports about itself: how its open found it ([`IndexRecovery`]) and its
-//! counters and sizes ([`IndexStats`]). Plain values, filled in by the core and the open.
+//! What an index reports about itself: how its open found it ([`VectorIndexRecovery`]) and its
+//! counters and sizes ([`VectorIndexStats`]). Plain values, filled in by the core and the open.
 
 /// How the open found the index, for stats and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct IndexRecovery {
+pub struct VectorIndexRecovery {
     /// Nodes taken over from the graph checkpoint.
     pub graph_nodes_reused: usize,
     /// Vectors inserted into the graph again (no checkpoint, or newer than it).
@@ -27,17 +27,17 @@ pub struct IndexRecovery {
     pub open_micros: u64,
 }
 
-/// Counters and sizes of an index ([`super::Index::stats`]).
+/// Counters and sizes of an index ([`super::VectorIndex::stats`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct IndexStats {
+pub struct VectorIndexStats {
     /// Values in the index now (changes still queued not counted).
     pub live: usize,
     /// Changes queued and not yet applied, and the bytes of their keys and values.
     pub queued: u64,
     pub queued_bytes: u64,
     /// Writes that waited for room in the queue
-    /// ([`IndexOptions::queue_bytes`](super::IndexOptions::queue_bytes)), and the
+    /// ([`VectorIndexOptions::queue_bytes`](super::VectorIndexOptions::queue_bytes)), and the
     /// microseconds they waited in all (slowed down or stopped).
     pub stalls: u64,
     pub stall_micros: u64,

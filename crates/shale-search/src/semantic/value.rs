@@ -7,7 +7,7 @@
 //!   stored       := value_hash:u64 node:u32 dim:u32 component:f32{dim}      (the store's)
 //! ```
 //!
-//! A **vector value** is what [`super::Index::put_vector`] writes under an indexed key: a
+//! A **vector value** is what [`super::VectorIndex::put_vector`] writes under an indexed key: a
 //! vector given by the user and an opaque payload. It starts with `0xff`, a byte that never
 //! starts UTF-8 text, so a value under an index's prefix is one or the other and nothing
 //! else. The **stored** value is the vector store's entry for an indexed key: the hash of
@@ -31,7 +31,7 @@ pub struct VectorValue<'a> {
     pub payload: &'a [u8],
 }
 
-/// The value [`super::Index::put_vector`] writes: `vector` and `payload` as a vector value.
+/// The value [`super::VectorIndex::put_vector`] writes: `vector` and `payload` as a vector value.
 /// Write it with any write path (a `WriteBatch` too) under an index's prefix.
 pub fn vector_value(vector: &[f32], payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(6 + 4 * vector.len() + payload.len());

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shale::{Db, Error, Options, WriteBatch, WriteOptions};
-use shale_search::semantic::{Embedder, Index, IndexOptions, SearchOptions};
+use shale_search::semantic::{Embedder, SearchOptions, VectorIndex, VectorIndexOptions};
 
 const KEYS: usize = 80;
 /// Keys from this index on are plain data outside the index (`raw000`...), and the deletes
@@ -89,17 +89,17 @@ const INDEX: &str = "all";
 /// A database opened for a trial, and its index when `semantic`.
 struct Opened {
     db: Arc<Db>,
-    index: Option<Index>,
+    index: Option<VectorIndex>,
 }
 
 impl Opened {
     fn open(dir: &Path, semantic: bool) -> Result<Opened, Error> {
         let db = Arc::new(Db::open(dir, options())?);
         let index = if semantic {
-            Some(Index::open(
+            Some(VectorIndex::open(
                 &db,
                 INDEX,
-                IndexOptions::text(Arc::new(BagOfWords)).prefix("doc"),
+                VectorIndexOptions::text(Arc::new(BagOfWords)).prefix("doc"),
             )?)
         } else {
             None

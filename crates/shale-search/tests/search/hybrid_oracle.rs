@@ -12,7 +12,7 @@ use std::sync::Arc;
 use shale::{Db, Options, WriteBatch, WriteOptions};
 use shale_rng::SplitMix64;
 use shale_search::hybrid::{self, Fusion, HybridHit};
-use shale_search::semantic::{HashEmbedder, Index, IndexOptions};
+use shale_search::semantic::{HashEmbedder, VectorIndex, VectorIndexOptions};
 use shale_search::{HybridOptions, Match, TextIndex, TextIndexOptions};
 use support::brute_force;
 
@@ -59,10 +59,10 @@ fn violation(
 fn hybrid_hits_are_live_and_current_after_every_step() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Arc::new(Db::open(dir.path(), Options::default()).expect("open"));
-    let vectors = Index::open(
+    let vectors = VectorIndex::open(
         &db,
         "docs",
-        IndexOptions::text(Arc::new(HashEmbedder)).prefix("doc/"),
+        VectorIndexOptions::text(Arc::new(HashEmbedder)).prefix("doc/"),
     )
     .expect("vector index");
     let words =

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use shale::{Db, Error, Options};
-use shale_search::semantic::{index_dir, HashEmbedder, Index, IndexOptions, SearchOptions};
+use shale_search::semantic::{
+    index_dir, HashEmbedder, SearchOptions, VectorIndex, VectorIndexOptions,
+};
 
 /// Small buffers and files, so a few thousand writes make several tables and compactions.
 fn options() -> Options {
@@ -38,7 +40,8 @@ fn a_checkpoint_carries_its_semantic_index() {
     {
         let db = Arc::new(Db::open(dir.path().join("db"), options()).unwrap());
         db.put(b"plain/\xff\x00", b"binary").unwrap();
-        let index = Index::open(&db, "v", IndexOptions::vectors(dim).prefix("v/")).unwrap();
+        let index =
+            VectorIndex::open(&db, "v", VectorIndexOptions::vectors(dim).prefix("v/")).unwrap();
         for i in 0..n {
             index
                 .put_vector(format!("v/{i:05}"), &vector(i), format!("doc {i}"))
@@ -57,7 +60,7 @@ fn a_checkpoint_carries_its_semantic_index() {
         db.get(b"plain/\xff\x00").unwrap().as_deref(),
         Some(&b"binary"[..])
     );
-    let index = Index::open_existing(&db, "v", None).unwrap();
+    let index = VectorIndex::open_existing(&db, "v", None).unwrap();
     let r = index.recovery();
     assert_eq!(
         (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed),
@@ -83,7 +86,7 @@ fn a_checkpoint_carries_its_semantic_index() {
 fn a_range_delete_over_an_indexed_prefix_is_refused_and_elsewhere_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), options()).unwrap());
-    let index = Index::open(&db, "v", IndexOptions::vectors(2).prefix("v/")).unwrap();
+    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(2).prefix("v/")).unwrap();
     index.put_vector("v/1", &[1.0, 0.0], "one").unwrap();
     db.put(b"plain/1", b"x").unwrap();
     for (start, end) in [
@@ -113,7 +116,8 @@ fn a_range_delete_over_an_indexed_prefix_is_refused_and_elsewhere_allowed() {
 fn the_vector_store_is_repaired_too_and_search_agrees_with_the_values() {
     let open = |path: &Path| {
         let db = Arc::new(Db::open(path, options()).unwrap());
-        let index = Index::open(&db, "all", IndexOptions::text(Arc::new(HashEmbedder))).unwrap();
+        let index = VectorIndex::open(&db, "all", VectorIndexOptions::text(Arc::new(HashEmbedder)))
+            .unwrap();
         (db, index)
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -11,7 +11,7 @@ use std::time::Duration;
 use semantic_support::{open_db, rng, vectors, BagOfWords};
 use shale::{Error, WriteBatch, WriteOptions};
 use shale_search::semantic::{
-    vector_value, Embedder, HashEmbedder, Index, IndexOptions, SearchOptions,
+    vector_value, Embedder, HashEmbedder, SearchOptions, VectorIndex, VectorIndexOptions,
 };
 use shale_search::vector::Metric;
 
@@ -19,13 +19,18 @@ use shale_search::vector::Metric;
 fn indexes_over_prefixes_leave_other_keys_plain() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_db(dir.path());
-    let docs = Index::open(
+    let docs = VectorIndex::open(
         &db,
         "docs",
-        IndexOptions::text(Arc::new(HashEmbedder)).prefix("docs/"),
+        VectorIndexOptions::text(Arc::new(HashEmbedder)).prefix("docs/"),
     )
     .unwrap();
-    let items = Index::open(&db, "items", IndexOptions::vectors(3).prefix("items/")).unwrap();
+    let items = VectorIndex::open(
+        &db,
+        "items",
+        VectorIndexOptions::vectors(3).prefix("items/"),
+    )
+    .unwrap();
 
     // Plain data outside every prefix: binary, never embedded, never refused.
     db.put("raft/vote", [0xff, 0x00, 0x01]).unwrap();
@@ -98,18 +103,33 @@ fn indexes_over_prefixes_leave_other_keys_plain() {
     assert_eq!(hits[0].document, b"via batch");
 
     // The same index again is the same index; other options are refused.
-    let again = Index::open(&db, "items", IndexOptions::vectors(3).prefix("items/")).unwrap();
+    let again = VectorIndex::open(
+        &db,
+        "items",
+        VectorIndexOptions::vectors(3).prefix("items/"),
+    )
+    .unwrap();
     assert_eq!(again.len().unwrap(), 3);
-    let err = Index::open(&db, "items", IndexOptions::vectors(4).prefix("items/")).unwrap_err();
+    let err = VectorIndex::open(
+        &db,
+        "items",
+        VectorIndexOptions::vectors(4).prefix("items/"),
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
-    let err = Index::open(&db, "no/slash", IndexOptions::vectors(3)).unwrap_err();
+    let err = VectorIndex::open(&db, "no/slash", VectorIndexOptions::vectors(3)).unwrap_err();
     assert!(matches!(err, Error::InvalidOptions(_)), "{err}");
     drop((docs, items, again));
     db.close().unwrap();
 
     // Reopened, both indexes come back from their own directories.
     let db = open_db(dir.path());
-    let items = Index::open(&db, "items", IndexOptions::vectors(3).prefix("items/")).unwrap();
+    let items = VectorIndex::open(
+        &db,
+        "items",
+        VectorIndexOptions::vectors(3).prefix("items/"),
+    )
+    .unwrap();
     assert_eq!(items.recovery().graph_nodes_reused, 3);
     assert_eq!(items.len().unwrap(), 3);
     assert_eq!(db.get("raft/vote").unwrap().unwrap(), [0xff, 0x00, 0x01]);
@@ -124,7 +144,8 @@ fn every_metric_ranks_like_brute_force() {
     for metric in [Metric::Cosine, Metric::Dot, Metric::L2] {
         let dir = tempfile::tempdir().unwrap();
         let db = open_db(dir.path());
-        let index = Index::open(&db, "v", IndexOptions::vectors(dim).metric(metric)).unwrap();
+        let index =
+            VectorIndex::open(&db, "v", VectorIndexOptions::vectors(dim).metric(metric)).unwrap();
         let mut batch = WriteBatch::new();
         for (i, v) in data.iter().enumerate() {
             batch.put(format!("{i:04}"), vector_value(v, b""));
@@ -170,7 +191,7 @@ fn every_metric_ranks_like_brute_force() {
 fn batch_search_answers_like_single_searches_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_db(dir.path());
-    let index = Index::open(&db, "v", IndexOptions::vectors(16)).unwrap();
+    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(16)).unwrap();
     let data = vectors(300, 16, 7);
     for (i, v) in data.iter().enumerate() {
         index.put_vector(format!("k{i:03}"), v, b"").unwrap();
@@ -220,11 +241,11 @@ fn a_full_queue_makes_writers_wait_and_plain_writes_go_on() {
         open: std::sync::Mutex::new(false),
         cv: std::sync::Condvar::new(),
     });
-    let mut opts = IndexOptions::text(Arc::clone(&gated) as Arc<dyn Embedder>).prefix("t/");
+    let mut opts = VectorIndexOptions::text(Arc::clone(&gated) as Arc<dyn Embedder>).prefix("t/");
     opts.queue_bytes = 8 << 10;
     opts.embed_threads = 1;
     opts.batch_size = 1;
-    let index = Index::open(&db, "t", opts).unwrap();
+    let index = VectorIndex::open(&db, "t", opts).unwrap();
     let text = "x".repeat(1000);
     let writer = {
         let db = Arc::clone(&db);
@@ -271,10 +292,10 @@ fn an_index_opened_on_a_database_with_data_indexes_it() {
         })
     };
     let embedder = Arc::new(BagOfWords::default());
-    let index = Index::open(
+    let index = VectorIndex::open(
         &db,
         "doc",
-        IndexOptions::text(Arc::clone(&embedder) as Arc<dyn Embedder>).prefix("doc/"),
+        VectorIndexOptions::text(Arc::clone(&embedder) as Arc<dyn Embedder>).prefix("doc/"),
     )
     .unwrap();
     writer.join().unwrap();
@@ -323,34 +344,34 @@ fn an_index_reopens_as_it_was_defined() {
     };
     {
         let db = open_db(dir.path());
-        assert_eq!(Index::definition(&db, "items").unwrap(), None);
-        let mut opts = IndexOptions::vectors(4).prefix("items/");
+        assert_eq!(VectorIndex::definition(&db, "items").unwrap(), None);
+        let mut opts = VectorIndexOptions::vectors(4).prefix("items/");
         opts.hnsw = hnsw;
-        let items = Index::open(&db, "items", opts).unwrap();
+        let items = VectorIndex::open(&db, "items", opts).unwrap();
         for (i, v) in vectors(300, 4, 7).iter().enumerate() {
             items.put_vector(format!("items/{i:03}"), v, b"").unwrap();
         }
         db.put("other", "plain").unwrap();
         items.wait_indexed().unwrap();
-        let text = Index::open(
+        let text = VectorIndex::open(
             &db,
             "text",
-            IndexOptions::text(Arc::new(HashEmbedder)).prefix("t/"),
+            VectorIndexOptions::text(Arc::new(HashEmbedder)).prefix("t/"),
         )
         .unwrap();
         drop((items, text));
         db.close().unwrap();
     }
     let db = open_db(dir.path());
-    assert_eq!(Index::names(&db).unwrap(), ["items", "text"]);
-    let definition = Index::definition(&db, "items").unwrap().unwrap();
+    assert_eq!(VectorIndex::names(&db).unwrap(), ["items", "text"]);
+    let definition = VectorIndex::definition(&db, "items").unwrap().unwrap();
     assert_eq!(definition.prefix, b"items/");
     assert_eq!(definition.dim, 4);
     assert_eq!(definition.hnsw, hnsw);
     assert_eq!(definition.model_id, shale_search::semantic::USER_VECTORS);
 
     // Opened as it was: same prefix, metric and graph; nothing embedded or rebuilt.
-    let items = Index::open_existing(&db, "items", None).unwrap();
+    let items = VectorIndex::open_existing(&db, "items", None).unwrap();
     assert_eq!(items.prefix(), b"items/");
     assert_eq!(items.metric(), Metric::L2);
     let recovery = items.recovery();
@@ -358,29 +379,32 @@ fn an_index_reopens_as_it_was_defined() {
     assert_eq!(items.len().unwrap(), 300);
 
     // A model where the user's vectors are, or none where a model's are, is refused...
-    let err = Index::open_existing(&db, "text", None).unwrap_err();
+    let err = VectorIndex::open_existing(&db, "text", None).unwrap_err();
     assert!(err.to_string().contains("needs that embedder"), "{err}");
-    let err = Index::open_existing(&db, "text", Some(Arc::new(OtherModel))).unwrap_err();
+    let err = VectorIndex::open_existing(&db, "text", Some(Arc::new(OtherModel))).unwrap_err();
     assert!(err.to_string().contains("embed everything again"), "{err}");
-    let err = Index::open_existing(&db, "nothing", None).unwrap_err();
+    let err = VectorIndex::open_existing(&db, "nothing", None).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     // ...and the right model opens it.
-    let text = Index::open_existing(&db, "text", Some(Arc::new(HashEmbedder))).unwrap();
+    let text = VectorIndex::open_existing(&db, "text", Some(Arc::new(HashEmbedder))).unwrap();
     assert_eq!(text.prefix(), b"t/");
     drop((items, text));
     db.close().unwrap();
 
     // A new prefix redefines the index: its vectors are reused, the record follows.
     let db = open_db(dir.path());
-    let mut opts = IndexOptions::vectors(4).prefix("items/0");
+    let mut opts = VectorIndexOptions::vectors(4).prefix("items/0");
     opts.hnsw = hnsw;
-    let items = Index::open(&db, "items", opts).unwrap();
+    let items = VectorIndex::open(&db, "items", opts).unwrap();
     let recovery = items.recovery();
     assert_eq!(recovery.other_model_vectors, 0, "{recovery:?}");
     assert_eq!(recovery.orphans_deleted, 200, "{recovery:?}");
     assert_eq!(items.len().unwrap(), 100);
     assert_eq!(
-        Index::definition(&db, "items").unwrap().unwrap().prefix,
+        VectorIndex::definition(&db, "items")
+            .unwrap()
+            .unwrap()
+            .prefix,
         b"items/0"
     );
 }
@@ -407,7 +431,7 @@ fn filtered_search_keeps_recall_at_every_selectivity() {
     let (data, queries) = data.split_at(n);
     let dir = tempfile::tempdir().unwrap();
     let db = open_db(dir.path());
-    let index = Index::open(&db, "v", IndexOptions::vectors(dim)).unwrap();
+    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(dim)).unwrap();
     // Written in a shuffled order, so that node ids do not follow key order.
     let mut order: Vec<usize> = (0..n).collect();
     let mut next = rng(seed ^ 1);
@@ -481,8 +505,10 @@ fn an_index_covers_a_keyspace_as_it_covers_a_prefix() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open_db(dir.path());
-        let opts = IndexOptions::vectors(3).prefix("v/").keyspace("notes");
-        let notes = Index::open(&db, "notes", opts).unwrap();
+        let opts = VectorIndexOptions::vectors(3)
+            .prefix("v/")
+            .keyspace("notes");
+        let notes = VectorIndex::open(&db, "notes", opts).unwrap();
         let ks = db.keyspace("notes").unwrap();
         notes.put_vector("v/a", &[1.0, 0.0, 0.0], b"a").unwrap();
         ks.put("v/b", vector_value(&[0.0, 1.0, 0.0], b"b")).unwrap();
@@ -519,9 +545,9 @@ fn an_index_covers_a_keyspace_as_it_covers_a_prefix() {
         db.close().unwrap();
     }
     let db = open_db(dir.path());
-    let definition = Index::definition(&db, "notes").unwrap().unwrap();
+    let definition = VectorIndex::definition(&db, "notes").unwrap().unwrap();
     assert_eq!(definition.keyspace.as_deref(), Some("notes"));
-    let notes = Index::open_existing(&db, "notes", None).unwrap();
+    let notes = VectorIndex::open_existing(&db, "notes", None).unwrap();
     assert_eq!(notes.len().unwrap(), 1);
     let hits = notes
         .search_vector(&[0.0, 1.0, 0.0], &SearchOptions::k(5))

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use semantic_support::{key, open, store_dir, BagOfWords, SemanticDb, ANIMALS};
 use shale::{Db, Error, Options};
-use shale_search::semantic::{Embedder, HashEmbedder, IndexOptions};
+use shale_search::semantic::{Embedder, HashEmbedder, VectorIndexOptions};
 
 /// HashEmbedder's vectors times `factor`, counting the texts it embedded. Negated
 /// (`Scaled::negated()`): the same dimension and, for one text, the same text hash, but
@@ -221,7 +221,7 @@ fn reopening_reuses_the_graph_with_non_unit_vectors_and_a_new_search_ef() {
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn shale::fs::FileSystem> = Arc::new(shale::fs::PosixFs);
     let open = |ef_search: usize| {
-        let mut index = IndexOptions::text(Arc::new(Scaled::new(3.0)));
+        let mut index = VectorIndexOptions::text(Arc::new(Scaled::new(3.0)));
         index.hnsw.ef_search = ef_search;
         let opts = Options {
             fs: Arc::clone(&fs),

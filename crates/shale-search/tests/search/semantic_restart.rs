@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use semantic_support::{open_db, vectors};
 use shale::{WriteBatch, WriteOptions};
-use shale_search::semantic::{vector_value, Index, IndexOptions, SearchOptions};
+use shale_search::semantic::{vector_value, SearchOptions, VectorIndex, VectorIndexOptions};
 use shale_search::vector::Metric;
 
 #[test]
 fn the_graph_is_checkpointed_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_db(dir.path());
-    let mut opts = IndexOptions::vectors(8);
+    let mut opts = VectorIndexOptions::vectors(8);
     opts.checkpoint_inserts = 100;
-    let index = Index::open(&db, "v", opts).unwrap();
+    let index = VectorIndex::open(&db, "v", opts).unwrap();
     // Two rounds of 150 inserts, each more than the 100 a checkpoint waits for: each round
     // brings one checkpoint. (The next round waits for it: one checkpoint that began
     // late could otherwise cover both rounds, and then none would be due.)
@@ -37,9 +37,9 @@ fn the_graph_is_checkpointed_in_the_background() {
         .join("GRAPH")
         .exists());
     // Time-based: an idle index with inserts since its last checkpoint writes one.
-    let mut opts = IndexOptions::vectors(8).prefix("w/");
+    let mut opts = VectorIndexOptions::vectors(8).prefix("w/");
     opts.checkpoint_interval = Duration::from_millis(200);
-    let w = Index::open(&db, "w", opts).unwrap();
+    let w = VectorIndex::open(&db, "w", opts).unwrap();
     w.put_vector("w/1", &[1.0; 8], b"").unwrap();
     w.wait_indexed().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -65,9 +65,9 @@ fn restart_child() {
         .parse()
         .unwrap();
     let db = open_db(std::path::Path::new(&dir));
-    let mut opts = IndexOptions::vectors(32);
+    let mut opts = VectorIndexOptions::vectors(32);
     opts.checkpoint_inserts = n;
-    let index = Index::open(&db, "v", opts).unwrap();
+    let index = VectorIndex::open(&db, "v", opts).unwrap();
     let data = vectors(n + 50, 32, 11);
     let mut batch = WriteBatch::new();
     for (i, v) in data.iter().take(n).enumerate() {
@@ -98,7 +98,7 @@ fn a_restart_after_sigkill_takes_the_checkpointed_graph_over() {
     child.wait_for("done");
     child.kill();
     let db = open_db(dir.path());
-    let index = Index::open(&db, "v", IndexOptions::vectors(32)).unwrap();
+    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(32)).unwrap();
     let r = index.recovery();
     println!(
         "after SIGKILL: {r:?}; the open's index work took {:.3} s for {} vectors",
@@ -142,7 +142,7 @@ fn vector_kill_child() {
     };
     use std::io::Write;
     let db = open_db(std::path::Path::new(&dir));
-    let _index = Index::open(&db, "v", IndexOptions::vectors(16).prefix("v/")).unwrap();
+    let _index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(16).prefix("v/")).unwrap();
     db.put("meta/raw", [0xff, 0x00]).unwrap();
     for b in 0.. {
         let (puts, deletes) = kill_batch(b);
@@ -192,7 +192,7 @@ fn vectors_written_directly_survive_a_kill_mid_write() {
         }
     };
     let db = open_db(dir.path());
-    let index = Index::open(&db, "v", IndexOptions::vectors(16).prefix("v/")).unwrap();
+    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(16).prefix("v/")).unwrap();
     let last: usize = String::from_utf8(db.get("meta/last").unwrap().unwrap())
         .unwrap()
         .parse()
@@ -271,7 +271,7 @@ fn a_clean_reopen_takes_over_vectors_that_normalize_unstably() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open_db(dir.path());
-        let index = Index::open(&db, "v", IndexOptions::vectors(dim)).unwrap();
+        let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(dim)).unwrap();
         for (i, v) in unstable.iter().enumerate() {
             index.put_vector(format!("{i}"), v, b"").unwrap();
         }
@@ -280,7 +280,7 @@ fn a_clean_reopen_takes_over_vectors_that_normalize_unstably() {
         db.close().unwrap();
     }
     let db = open_db(dir.path());
-    let index = Index::open(&db, "v", IndexOptions::vectors(dim)).unwrap();
+    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(dim)).unwrap();
     let r = index.recovery();
     assert_eq!(
         (r.graph_nodes_reused, r.vectors_reinserted),

@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use shale::{Db, WriteBatch};
-use shale_search::semantic::{Embedder, HashEmbedder, Index, IndexOptions};
+use shale_search::semantic::{Embedder, HashEmbedder, VectorIndex, VectorIndexOptions};
 use shale_search::{TextIndex, TextIndexOptions};
 
 use super::store::{Indexes, ReplicatedIndex, StateMachineStore};
@@ -99,15 +99,15 @@ pub fn embedder(model: IndexModel) -> Result<Option<Arc<dyn Embedder>>> {
 fn open_index(db: &Arc<Db>, spec: IndexSpec, supply: &Arc<Supply>) -> Result<ReplicatedIndex> {
     let dim = usize::try_from(spec.dim).unwrap_or(usize::MAX);
     let opts = match embedder(spec.model)? {
-        Some(model) => IndexOptions::text(Arc::new(SuppliedEmbedder {
+        Some(model) => VectorIndexOptions::text(Arc::new(SuppliedEmbedder {
             kind: spec.model,
             model,
             supply: Arc::clone(supply),
         })),
-        None => IndexOptions::vectors(dim),
+        None => VectorIndexOptions::vectors(dim),
     };
     let opts = opts.prefix(&spec.prefix).metric(spec.metric);
-    let vectors = Index::open(db, &spec.name, opts)?;
+    let vectors = VectorIndex::open(db, &spec.name, opts)?;
     let keywords = match spec.keywords {
         Some(analyzer) => {
             let opts = TextIndexOptions::new()

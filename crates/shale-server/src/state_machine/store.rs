@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use openraft::{BasicNode, LogId, SnapshotMeta, StoredMembership};
 use shale::fs::FileSystem;
 use shale::{Db, Options, ReadOptions};
-use shale_search::semantic::Index;
+use shale_search::semantic::VectorIndex;
 use shale_search::TextIndex;
 
 use super::sessions::Sessions;
@@ -40,7 +40,7 @@ pub(super) type Indexes = BTreeMap<String, ReplicatedIndex>;
 #[derive(Clone)]
 pub struct ReplicatedIndex {
     pub spec: IndexSpec,
-    pub vectors: Index,
+    pub vectors: VectorIndex,
     pub keywords: Option<Arc<TextIndex>>,
 }
 

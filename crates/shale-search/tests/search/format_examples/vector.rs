@@ -5,7 +5,7 @@ use std::path::Path;
 
 use shale::inspect::codec;
 use shale::Error;
-use shale_search::semantic::{IndexDefinition, MODEL_FORMAT_VERSION, MODEL_MAGIC};
+use shale_search::semantic::{VectorIndexDefinition, MODEL_FORMAT_VERSION, MODEL_MAGIC};
 use shale_search::vector::{
     Hnsw, HnswParams, NodeId, GRAPH_FORMAT_VERSION, GRAPH_HEADER_LEN, GRAPH_MAGIC,
 };
@@ -225,10 +225,10 @@ impl shale_search::semantic::Embedder for Toy {
 #[test]
 fn model_file_example() {
     let doc = hex("model-example");
-    let definition = IndexDefinition::decode(&doc).unwrap();
+    let definition = VectorIndexDefinition::decode(&doc).unwrap();
     assert_eq!(
         definition,
-        IndexDefinition {
+        VectorIndexDefinition {
             dim: 2,
             model_id: "toy-v1".into(),
             prefix: b"docs/".to_vec(),
@@ -247,10 +247,10 @@ fn model_file_example() {
     // The engine writes exactly these bytes for a store made with that embedder.
     let dir = tempfile::tempdir().unwrap();
     let db = std::sync::Arc::new(shale::Db::open(dir.path(), shale::Options::default()).unwrap());
-    let index = shale_search::semantic::Index::open(
+    let index = shale_search::semantic::VectorIndex::open(
         &db,
         "toy",
-        shale_search::semantic::IndexOptions::text(std::sync::Arc::new(Toy)).prefix("docs/"),
+        shale_search::semantic::VectorIndexOptions::text(std::sync::Arc::new(Toy)).prefix("docs/"),
     )
     .unwrap();
     drop(index);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use shale::{Db, Options, Result};
 use shale_search::semantic::{
-    Embedder, HashEmbedder, Index, IndexOptions, IndexRecovery, SearchOptions,
+    Embedder, HashEmbedder, SearchOptions, VectorIndex, VectorIndexOptions, VectorIndexRecovery,
 };
 
 /// The library's word-hashing embedder (texts sharing words are close), counting the
@@ -47,7 +47,7 @@ pub fn store_dir(db_dir: &std::path::Path) -> std::path::PathBuf {
 /// index's API. Dereferences to the database for its own calls.
 pub struct SemanticDb {
     pub db: Arc<Db>,
-    pub index: Index,
+    pub index: VectorIndex,
 }
 
 /// A hit of [`SemanticDb`]'s searches: every value of these tests is text.
@@ -73,17 +73,17 @@ impl SemanticDb {
         opts: Options,
         embedder: Arc<dyn Embedder>,
     ) -> Result<SemanticDb> {
-        SemanticDb::open_with(path, opts, IndexOptions::text(embedder))
+        SemanticDb::open_with(path, opts, VectorIndexOptions::text(embedder))
     }
 
     /// [`SemanticDb::open`] with the index's options.
     pub fn open_with(
         path: impl AsRef<std::path::Path>,
         opts: Options,
-        index: IndexOptions,
+        index: VectorIndexOptions,
     ) -> Result<SemanticDb> {
         let db = Arc::new(Db::open(path, opts)?);
-        let index = Index::open(&db, INDEX, index)?;
+        let index = VectorIndex::open(&db, INDEX, index)?;
         Ok(SemanticDb { db, index })
     }
 
@@ -130,7 +130,7 @@ impl SemanticDb {
         self.index.wait_indexed()
     }
 
-    pub fn index_recovery(&self) -> Result<IndexRecovery> {
+    pub fn index_recovery(&self) -> Result<VectorIndexRecovery> {
         Ok(self.index.recovery())
     }
 
