@@ -22,8 +22,7 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::batch::WriteBatch;
 use crate::convert::{opt_bytes, search_count, to_bytes, write_options};
 use crate::errors::{key_error, run};
-use crate::iter::{KvIter, Mode};
-use crate::read::ReadView;
+use crate::read::{read_methods, ReadView};
 use crate::search::SearchHit;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
@@ -49,24 +48,15 @@ pub(crate) fn open(
 
 impl Db {
     /// Reads of the latest state.
-    fn view(&self) -> ReadView<'_> {
-        ReadView::new(&self.shared, None)
+    fn view(&self, _py: Python<'_>) -> PyResult<ReadView<'_>> {
+        Ok(ReadView::new(&self.shared, None))
     }
 }
 
+read_methods!(Db);
+
 #[pymethods]
 impl Db {
-    /// The value of `key`, or `default` when it is missing.
-    #[pyo3(signature = (key, default = None))]
-    fn get<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        default: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.view().get(py, key, default)
-    }
-
     /// The values of `keys` (any iterable of bytes or str), in the same order, `None` for
     /// a missing key; all read at one moment, faster than a loop of `get`.
     fn multi_get<'py>(
@@ -133,14 +123,6 @@ impl Db {
         })
     }
 
-    fn __getitem__<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        self.view().item(py, key)
-    }
-
     fn __setitem__(
         &self,
         py: Python<'_>,
@@ -172,49 +154,6 @@ impl Db {
         }
     }
 
-    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.view().contains(py, key)
-    }
-
-    /// `(key, value)` pairs in key order.
-    fn __iter__(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Items)
-    }
-
-    /// `(key, value)` pairs in key order.
-    fn items(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Items)
-    }
-
-    /// Keys in order.
-    fn keys(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Keys)
-    }
-
-    /// Values in key order.
-    fn values(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Values)
-    }
-
-    /// `(key, value)` pairs with `start <= key < end` (`None`: unbounded), in key order
-    /// or, with `reverse=True`, from the last key down.
-    #[pyo3(signature = (start = None, end = None, reverse = false))]
-    fn range(
-        &self,
-        py: Python<'_>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
-    ) -> PyResult<KvIter> {
-        self.view().range(py, start, end, reverse)
-    }
-
-    /// `(key, value)` pairs whose key starts with `prefix`, in key order.
-    #[pyo3(signature = (prefix, reverse = false))]
-    fn prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>, reverse: bool) -> PyResult<KvIter> {
-        self.view().prefix(py, prefix, reverse)
-    }
-
     /// A cursor over `start <= key < end` (`None`: unbounded), unpositioned: `seek`,
     /// `seek_for_prev`, `seek_to_first` or `seek_to_last` it, then `next`/`prev`, reading
     /// `key` and `value` while `valid`.
@@ -225,7 +164,7 @@ impl Db {
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<crate::cursor::Cursor> {
-        self.view().cursor(py, start, end)
+        self.view(py)?.cursor(py, start, end)
     }
 
     /// A write batch: `with db.batch() as b: b.put(k, v); b.delete(k2)` commits all of it

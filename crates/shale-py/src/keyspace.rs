@@ -9,8 +9,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::convert::{to_bytes, write_options};
 use crate::errors::{key_error, run};
-use crate::iter::{KvIter, Mode};
-use crate::read::ReadView;
+use crate::read::{read_methods, ReadView};
 use crate::shared::Shared;
 
 #[pyclass(name = "Keyspace", module = "shale", frozen)]
@@ -34,8 +33,8 @@ impl Keyspace {
         &self.ks
     }
 
-    fn view(&self) -> ReadView<'_> {
-        ReadView::of_keyspace(&self.shared, &self.ks)
+    fn view(&self, _py: Python<'_>) -> PyResult<ReadView<'_>> {
+        Ok(ReadView::of_keyspace(&self.shared, &self.ks))
     }
 
     fn write(&self, py: Python<'_>, batch: shale::WriteBatch, sync: bool) -> PyResult<()> {
@@ -45,6 +44,8 @@ impl Keyspace {
         })
     }
 }
+
+read_methods!(Keyspace);
 
 #[pymethods]
 impl Keyspace {
@@ -67,17 +68,6 @@ impl Keyspace {
             crate::convert::compression_name(o.compression),
         )?;
         Ok(dict)
-    }
-
-    /// The value of `key`, or `default` when it is missing.
-    #[pyo3(signature = (key, default = None))]
-    fn get<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        default: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.view().get(py, key, default)
     }
 
     /// The values of `keys`, in the same order, `None` for a missing key; all read at one
@@ -137,14 +127,6 @@ impl Keyspace {
         self.write(py, batch, sync)
     }
 
-    fn __getitem__<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        self.view().item(py, key)
-    }
-
     fn __setitem__(
         &self,
         py: Python<'_>,
@@ -171,49 +153,6 @@ impl Keyspace {
             true => Ok(()),
             false => Err(key_error(py, &key)),
         }
-    }
-
-    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.view().contains(py, key)
-    }
-
-    /// `(key, value)` pairs in key order.
-    fn __iter__(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Items)
-    }
-
-    /// `(key, value)` pairs in key order.
-    fn items(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Items)
-    }
-
-    /// Keys in order.
-    fn keys(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Keys)
-    }
-
-    /// Values in key order.
-    fn values(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view().all(py, Mode::Values)
-    }
-
-    /// `(key, value)` pairs with `start <= key < end` (`None`: unbounded), in key order
-    /// or, with `reverse=True`, from the last key down.
-    #[pyo3(signature = (start = None, end = None, reverse = false))]
-    fn range(
-        &self,
-        py: Python<'_>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
-    ) -> PyResult<KvIter> {
-        self.view().range(py, start, end, reverse)
-    }
-
-    /// `(key, value)` pairs whose key starts with `prefix`, in key order.
-    #[pyo3(signature = (prefix, reverse = false))]
-    fn prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>, reverse: bool) -> PyResult<KvIter> {
-        self.view().prefix(py, prefix, reverse)
     }
 
     /// Compact the keyspace's keys in `[start, end]` (`None`: unbounded) down the levels.

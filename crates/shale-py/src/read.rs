@@ -1,7 +1,8 @@
-//! The reads `DB` and `Snapshot` share: a value by key (with a default, as `d[k]`, as
-//! `k in d`), iterators over all keys, a range or a prefix, and cursors. A [`ReadView`]
-//! reads the latest state, or the state at a snapshot it pins, of the default keyspace or
-//! of one named keyspace.
+//! The reads `DB`, `Keyspace` and `Snapshot` share: a value by key (with a default, as
+//! `d[k]`, as `k in d`), iterators over all keys, a range or a prefix, and cursors. A
+//! [`ReadView`] reads the latest state, or the state at a snapshot it pins, of the default
+//! keyspace or of one named keyspace; [`read_methods!`] gives a handle the dict-like read
+//! methods over its view.
 
 use std::sync::Arc;
 
@@ -150,3 +151,86 @@ impl<'a> ReadView<'a> {
         ))
     }
 }
+
+/// The dict-like read methods of a handle, each a call on the handle's
+/// `fn view(&self, py) -> PyResult<ReadView>`: `DB`, `Keyspace` and `Snapshot` expand it
+/// once each, as a second `#[pymethods]` block of their class.
+macro_rules! read_methods {
+    ($handle:ty) => {
+        #[pyo3::pymethods]
+        impl $handle {
+            /// The value of `key`, or `default` when it is missing.
+            #[pyo3(signature = (key, default = None))]
+            fn get<'py>(
+                &self,
+                py: pyo3::Python<'py>,
+                key: &pyo3::Bound<'py, pyo3::PyAny>,
+                default: Option<pyo3::Bound<'py, pyo3::PyAny>>,
+            ) -> pyo3::PyResult<Option<pyo3::Bound<'py, pyo3::PyAny>>> {
+                self.view(py)?.get(py, key, default)
+            }
+
+            fn __getitem__<'py>(
+                &self,
+                py: pyo3::Python<'py>,
+                key: &pyo3::Bound<'py, pyo3::PyAny>,
+            ) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::types::PyBytes>> {
+                self.view(py)?.item(py, key)
+            }
+
+            fn __contains__(
+                &self,
+                py: pyo3::Python<'_>,
+                key: &pyo3::Bound<'_, pyo3::PyAny>,
+            ) -> pyo3::PyResult<bool> {
+                self.view(py)?.contains(py, key)
+            }
+
+            /// `(key, value)` pairs in key order.
+            fn __iter__(&self, py: pyo3::Python<'_>) -> pyo3::PyResult<$crate::iter::KvIter> {
+                self.view(py)?.all(py, $crate::iter::Mode::Items)
+            }
+
+            /// `(key, value)` pairs in key order.
+            fn items(&self, py: pyo3::Python<'_>) -> pyo3::PyResult<$crate::iter::KvIter> {
+                self.view(py)?.all(py, $crate::iter::Mode::Items)
+            }
+
+            /// Keys in order.
+            fn keys(&self, py: pyo3::Python<'_>) -> pyo3::PyResult<$crate::iter::KvIter> {
+                self.view(py)?.all(py, $crate::iter::Mode::Keys)
+            }
+
+            /// Values in key order.
+            fn values(&self, py: pyo3::Python<'_>) -> pyo3::PyResult<$crate::iter::KvIter> {
+                self.view(py)?.all(py, $crate::iter::Mode::Values)
+            }
+
+            /// `(key, value)` pairs with `start <= key < end` (`None`: unbounded), in key
+            /// order or, with `reverse=True`, from the last key down.
+            #[pyo3(signature = (start = None, end = None, reverse = false))]
+            fn range(
+                &self,
+                py: pyo3::Python<'_>,
+                start: Option<&pyo3::Bound<'_, pyo3::PyAny>>,
+                end: Option<&pyo3::Bound<'_, pyo3::PyAny>>,
+                reverse: bool,
+            ) -> pyo3::PyResult<$crate::iter::KvIter> {
+                self.view(py)?.range(py, start, end, reverse)
+            }
+
+            /// `(key, value)` pairs whose key starts with `prefix`, in key order (or
+            /// reversed).
+            #[pyo3(signature = (prefix, reverse = false))]
+            fn prefix(
+                &self,
+                py: pyo3::Python<'_>,
+                prefix: &pyo3::Bound<'_, pyo3::PyAny>,
+                reverse: bool,
+            ) -> pyo3::PyResult<$crate::iter::KvIter> {
+                self.view(py)?.prefix(py, prefix, reverse)
+            }
+        }
+    };
+}
+pub(crate) use read_methods;

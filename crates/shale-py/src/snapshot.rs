@@ -6,11 +6,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
 use crate::errors::new_err;
-use crate::iter::{KvIter, Mode};
-use crate::read::ReadView;
+use crate::read::{read_methods, ReadView};
 use crate::shared::Shared;
 
 #[pyclass(module = "shale", frozen)]
@@ -48,65 +46,10 @@ impl Snapshot {
     }
 }
 
+read_methods!(Snapshot);
+
 #[pymethods]
 impl Snapshot {
-    /// The value of `key` at the snapshot, or `default`.
-    #[pyo3(signature = (key, default = None))]
-    fn get<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        default: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.view(py)?.get(py, key, default)
-    }
-
-    fn __getitem__<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        self.view(py)?.item(py, key)
-    }
-
-    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.view(py)?.contains(py, key)
-    }
-
-    fn __iter__(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view(py)?.all(py, Mode::Items)
-    }
-
-    fn items(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view(py)?.all(py, Mode::Items)
-    }
-
-    fn keys(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view(py)?.all(py, Mode::Keys)
-    }
-
-    fn values(&self, py: Python<'_>) -> PyResult<KvIter> {
-        self.view(py)?.all(py, Mode::Values)
-    }
-
-    /// As `DB.range`, at the snapshot.
-    #[pyo3(signature = (start = None, end = None, reverse = false))]
-    fn range(
-        &self,
-        py: Python<'_>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
-    ) -> PyResult<KvIter> {
-        self.view(py)?.range(py, start, end, reverse)
-    }
-
-    /// As `DB.prefix`, at the snapshot.
-    #[pyo3(signature = (prefix, reverse = false))]
-    fn prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>, reverse: bool) -> PyResult<KvIter> {
-        self.view(py)?.prefix(py, prefix, reverse)
-    }
-
     /// As `DB.cursor`, at the snapshot.
     #[pyo3(signature = (start = None, end = None))]
     fn cursor(
