@@ -9,6 +9,7 @@
 
 mod cgroup;
 mod chart;
+mod cluster;
 mod engine;
 mod gen;
 mod machine;
@@ -61,6 +62,10 @@ enum Sub {
     /// Keyword search: Shale's text index against tantivy over WordNet's glosses (see
     /// crates/shale-bench/README.md).
     Text(Box<text::TextArgs>),
+    /// Rough figures of a 3-replica `shale-server` cluster: replicated write rates and
+    /// latencies, re-election after a leader's SIGKILL, catch-up by snapshot (see
+    /// crates/shale-bench/README.md).
+    Cluster(Box<cluster::ClusterArgs>),
     /// Internal: the process `shale-bench vector` kills to time an index's restart.
     #[command(hide = true)]
     IndexCrashChild(vector::restart::ChildArgs),
@@ -242,6 +247,7 @@ fn main() {
         Some(Sub::Report { input, chart }) => report_cmd(input, chart.as_deref()),
         Some(Sub::Vector(args)) => vector::run(args),
         Some(Sub::Text(args)) => text::run(args).map_err(Into::into),
+        Some(Sub::Cluster(args)) => cluster::run(args),
         Some(Sub::IndexCrashChild(args)) => vector::restart::child(args),
         None if cli.run.internal_run => internal_run(&cli.run),
         None => run(&cli.run),
