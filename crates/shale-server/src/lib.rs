@@ -58,4 +58,4 @@ pub use command::{Command, Op, Response};
 pub use error::{Error, Result};
 pub use server::{Server, ServerConfig};
 pub use shale_client::{codec, pb};
-pub use types::{Entry, NodeId, Raft, TypeConfig};
+pub use types::{Entry, GroupId, NodeId, Raft, TypeConfig, DEFAULT_GROUP};

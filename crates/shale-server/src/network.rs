@@ -31,7 +31,7 @@ use tonic::transport::{Channel, ClientTlsConfig};
 use crate::convert;
 use crate::pb;
 use crate::pb::raft_client::RaftClient;
-use crate::{NodeId, TypeConfig};
+use crate::{GroupId, NodeId, TypeConfig, DEFAULT_GROUP};
 
 pub use shale_client::wire::{
     endpoint, with_token, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES, TOKEN_HEADER,
@@ -58,6 +58,9 @@ pub const TARGET_HEADER: &str = "shale-target-node";
 /// Metadata entry of every Raft RPC from a node that knows its cluster's id (32 hex
 /// digits): a node of another cluster refuses the RPC (`format::Identity`).
 pub const CLUSTER_HEADER: &str = "shale-cluster";
+/// The metadata entry that names the Raft group an RPC is for (decimal): a node refuses
+/// RPCs for a group it holds no replica of. Absent: [`crate::DEFAULT_GROUP`].
+pub const GROUP_HEADER: &str = "shale-group";
 
 /// What RPCs to a peer showed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +136,8 @@ pub struct NetworkFactory {
     tls: Option<ClientTlsConfig>,
     /// The cluster's id, sent with every RPC once known.
     cluster: Arc<OnceLock<u128>>,
+    /// The group whose `Raft` sends through this factory.
+    group: GroupId,
     reachability: Arc<Reachability>,
 }
 
@@ -144,8 +149,16 @@ impl NetworkFactory {
             token: if tls.is_some() { None } else { token },
             tls,
             cluster: Arc::default(),
+            group: DEFAULT_GROUP,
             reachability: Arc::default(),
         }
+    }
+
+    /// Name `group` in every RPC (the default is [`DEFAULT_GROUP`]).
+    #[must_use]
+    pub fn for_group(mut self, group: GroupId) -> Self {
+        self.group = group;
+        self
     }
 
     /// Send the id in `cluster` (the log store's [`crate::log_store::LogStore::cluster_cell`])
@@ -165,6 +178,7 @@ impl NetworkFactory {
 /// The channel to one peer, connected lazily (and again after a failure) by tonic.
 pub struct PeerClient {
     target: NodeId,
+    group: GroupId,
     client: Result<RaftClient<Channel>, String>,
     token: Option<Arc<str>>,
     cluster: Arc<OnceLock<u128>>,
@@ -221,6 +235,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         });
         PeerClient {
             target,
+            group: self.group,
             client,
             token: self.token.clone(),
             cluster: Arc::clone(&self.cluster),
@@ -250,12 +265,18 @@ fn rpc_error<E: std::error::Error>(status: &tonic::Status) -> RPCError<NodeId, B
 }
 
 impl PeerClient {
-    /// `msg` with the token, the target node and the cluster's id (once known) attached.
+    /// `msg` with the token, the target node, the group and the cluster's id (once known)
+    /// attached.
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
         let mut req = with_token(msg, self.token.as_deref());
-        req.metadata_mut().insert(
+        let metadata = req.metadata_mut();
+        metadata.insert(
             TARGET_HEADER,
             tonic::metadata::MetadataValue::from(self.target),
+        );
+        metadata.insert(
+            GROUP_HEADER,
+            tonic::metadata::MetadataValue::from(self.group),
         );
         if let Some(cluster) = self.cluster.get() {
             if let Ok(v) = format!("{cluster:032x}").parse() {

@@ -1,5 +1,5 @@
-//! The Raft RPCs from peers: each checked for its target node and its cluster, then handed
-//! to openraft; a snapshot stream checked frame by frame, bounded, and written into the
+//! The Raft RPCs from peers: each checked for its target node, its group and its cluster,
+//! then handed to openraft; a snapshot stream checked frame by frame, bounded, and written into the
 //! state machine's next generation before openraft switches to it.
 
 use std::path::Path;
@@ -10,11 +10,11 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::convert;
 use crate::format::SnapshotHeader;
 use crate::log_store::LogStore;
-use crate::network::{CLUSTER_HEADER, TARGET_HEADER};
+use crate::network::{CLUSTER_HEADER, GROUP_HEADER, TARGET_HEADER};
 use crate::pb;
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
 use crate::state_machine::StateMachineStore;
-use crate::{NodeId, Raft};
+use crate::{GroupId, NodeId, Raft, DEFAULT_GROUP};
 
 /// Raft RPCs from peers.
 pub struct RaftService {
@@ -22,6 +22,8 @@ pub struct RaftService {
     sm: StateMachineStore,
     log: LogStore,
     node_id: NodeId,
+    /// The group whose replica on this node the service drives.
+    group: GroupId,
     max_snapshot_bytes: u64,
 }
 
@@ -40,7 +42,47 @@ impl RaftService {
             sm,
             log,
             node_id,
+            group: DEFAULT_GROUP,
             max_snapshot_bytes,
+        }
+    }
+
+    /// Serve `group`'s replica (the default is [`DEFAULT_GROUP`]).
+    #[must_use]
+    pub fn for_group(mut self, group: GroupId) -> Self {
+        self.group = group;
+        self
+    }
+
+    /// The checks at the door of every Raft RPC: its target node, its group, then its
+    /// cluster (which an RPC that `joins` may set, see [`Self::check_cluster`]).
+    fn admit<T>(&self, req: &Request<T>, joins: bool) -> Result<(), Status> {
+        self.check_target(req)?;
+        self.check_group(req)?;
+        self.check_cluster(req, joins)
+    }
+
+    /// Refuse an RPC for a group this node holds no replica of (`NOT_FOUND`): the sender's
+    /// map of the group's replicas is out of date. An RPC without a group header is for
+    /// [`DEFAULT_GROUP`].
+    fn check_group<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let group = match req.metadata().get(GROUP_HEADER) {
+            None => DEFAULT_GROUP,
+            Some(v) => v
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse::<GroupId>().ok())
+                .ok_or_else(|| {
+                    Status::invalid_argument(format!("{GROUP_HEADER}: not a group id"))
+                })?,
+        };
+        if group == self.group {
+            Ok(())
+        } else {
+            Err(Status::not_found(format!(
+                "node {} holds no replica of group {group}",
+                self.node_id
+            )))
         }
     }
 
@@ -193,8 +235,7 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
-        self.check_target(&req)?;
-        self.check_cluster(&req, true)?;
+        self.admit(&req, true)?;
         let rpc = convert::append_request_from_pb(req.into_inner())?;
         let resp = self
             .raft
@@ -208,8 +249,7 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::VoteRequest>,
     ) -> Result<Response<pb::VoteResponse>, Status> {
-        self.check_target(&req)?;
-        self.check_cluster(&req, false)?;
+        self.admit(&req, false)?;
         let rpc = convert::vote_request_from_pb(req.into_inner())?;
         let resp = self
             .raft
@@ -223,8 +263,7 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::TimeoutNowRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
-        self.check_target(&req)?;
-        self.check_cluster(&req, false)?;
+        self.admit(&req, false)?;
         let from = convert::vote_from_pb(req.into_inner().vote)?;
         {
             let metrics = self.raft.metrics();
@@ -264,8 +303,7 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<Streaming<pb::SnapshotFrame>>,
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
-        self.check_target(&req)?;
-        self.check_cluster(&req, true)?;
+        self.admit(&req, true)?;
         let path = self.sm.receive_path();
         let _cleanup = RemoveOnDrop(path.clone());
         let (vote, header) = self.receive_snapshot(req.into_inner(), &path).await?;

@@ -1,7 +1,8 @@
 //! Messages no leader or client would send are refused at the door, before they cost the
 //! node: an append with a hole in its entries (openraft 0.9 hands an append's entries to
 //! the log store unchecked, and takes the store's refusal of a hole for a fatal storage
-//! error), and requests that are too long or would decode into far more than their bytes.
+//! error), RPCs for a group the node holds no replica of, and requests that are too long
+//! or would decode into far more than their bytes.
 
 use crate::common;
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 use common::Cluster;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
 use shale_client::{pb, Client};
-use shale_server::network::TARGET_HEADER;
+use shale_server::network::{GROUP_HEADER, TARGET_HEADER};
 use shale_server::{Server, TypeConfig};
 
 /// A blank entry at `index`, proposed by `leader` (term, node).
@@ -84,6 +85,61 @@ async fn an_append_with_a_hole_is_refused_and_the_node_keeps_serving() {
         client.get(b"after").await.expect("a read").as_deref(),
         Some(&b"still serving"[..])
     );
+    cluster.stop_all().await;
+}
+
+/// A vote of a later term for node 1, naming `group` in its header (`None`: no header).
+fn vote_for_group(term: u64, group: Option<&str>) -> tonic::Request<pb::VoteRequest> {
+    let mut req = tonic::Request::new(pb::VoteRequest {
+        vote: Some(pb::Vote {
+            term,
+            node_id: 2,
+            committed: false,
+        }),
+        last_log_id: None,
+    });
+    req.metadata_mut()
+        .insert(TARGET_HEADER, "1".parse().expect("header"));
+    if let Some(group) = group {
+        req.metadata_mut()
+            .insert(GROUP_HEADER, group.parse().expect("header"));
+    }
+    req
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn raft_rpcs_for_a_group_the_node_does_not_hold_are_refused() {
+    let cluster = Cluster::start(1, common::timings()).await;
+    let server = cluster.server(1);
+    let term = server.raft().metrics().borrow().current_term;
+    let mut raft = cluster.raft_client(1).await;
+
+    let refused = raft
+        .vote(vote_for_group(term + 5, Some("7")))
+        .await
+        .expect_err("group 7 is not here");
+    assert_eq!(refused.code(), tonic::Code::NotFound, "{refused}");
+    assert!(refused.message().contains("group 7"), "{refused}");
+    let refused = raft
+        .vote(vote_for_group(term + 5, Some("seven")))
+        .await
+        .expect_err("not a group id");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    assert_eq!(
+        server.raft().metrics().borrow().current_term,
+        term,
+        "the refused votes changed nothing"
+    );
+
+    // The node's own group, named or not (a node that predates groups names none), is
+    // answered: the vote is for a later term and no log, so it is denied, but by Raft.
+    for group in [Some("1"), None] {
+        let answer = raft
+            .vote(vote_for_group(term + 5, group))
+            .await
+            .expect("group 1 is here");
+        assert!(!answer.into_inner().vote_granted, "{group:?}");
+    }
     cluster.stop_all().await;
 }
 
