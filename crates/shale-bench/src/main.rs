@@ -7,6 +7,7 @@
 //! engine. Children print one JSON line per result on stdout; the parent appends them to
 //! the JSON-lines file and writes the markdown report and the chart.
 
+mod blockfloor;
 mod cgroup;
 mod chart;
 mod cluster;
@@ -66,6 +67,9 @@ enum Sub {
     /// latencies, re-election after a leader's SIGKILL, catch-up by snapshot (see
     /// crates/shale-bench/README.md).
     Cluster(Box<cluster::ClusterArgs>),
+    /// The floor under a get: random data blocks of a database's tables checked and
+    /// decompressed straight from the mapping, nothing else (see crates/shale-bench/README.md).
+    Blockfloor(blockfloor::BlockFloorArgs),
     /// Internal: the process `shale-bench vector` kills to time an index's restart.
     #[command(hide = true)]
     IndexCrashChild(vector::restart::ChildArgs),
@@ -85,6 +89,11 @@ struct RunArgs {
     /// Gets of readrandom and readmissing (default: --num), for a large load read in part.
     #[arg(long)]
     read_ops: Option<u64>,
+    /// Shale only: time the stages of every get of readrandom and readmissing (memtable,
+    /// bloom filter, block read, decompression; the engine's perf context) and put the
+    /// means per get in the record's note. The timers slow the gets down.
+    #[arg(long)]
+    get_breakdown: bool,
     #[arg(long, default_value_t = 100)]
     value_size: usize,
     #[arg(long, default_value_t = 16)]
@@ -234,6 +243,7 @@ impl RunArgs {
             command,
             memory_limit_bytes: (self.memory_limit_mib > 0).then_some(self.memory_limit_mib << 20),
             read_ops: self.read_ops,
+            get_breakdown: self.get_breakdown,
             cgroup: self.cgroup.clone(),
         }
     }
@@ -248,6 +258,7 @@ fn main() {
         Some(Sub::Vector(args)) => vector::run(args),
         Some(Sub::Text(args)) => text::run(args).map_err(Into::into),
         Some(Sub::Cluster(args)) => cluster::run(args),
+        Some(Sub::Blockfloor(args)) => blockfloor::run(args),
         Some(Sub::IndexCrashChild(args)) => vector::restart::child(args),
         None if cli.run.internal_run => internal_run(&cli.run),
         None => run(&cli.run),
@@ -505,6 +516,9 @@ fn size_args(cfg: &workload::Config) -> Vec<String> {
     let mut out = vec!["--num".to_string(), cfg.num.to_string()];
     if let Some(n) = cfg.read_ops {
         out.extend(["--read-ops".to_string(), n.to_string()]);
+    }
+    if cfg.get_breakdown {
+        out.push("--get-breakdown".to_string());
     }
     for (flag, value) in [
         ("--value-size", cfg.value_size.to_string()),

@@ -1,6 +1,7 @@
 //! The db_bench workloads: fills, overwrites, point reads, seeks, scans, reads while
 //! writing, deletes.
 
+use super::stages::GetStages;
 use super::*;
 
 /// Checkpoints taken by the `checkpoint` workload.
@@ -190,11 +191,17 @@ impl Runner {
         let (num, threads, keys, seed) = (self.cfg.num, self.cfg.threads, self.keys, self.cfg.seed);
         let per_thread = self.cfg.read_ops.unwrap_or(num) / threads as u64;
         let found = AtomicU64::new(0);
+        // Other engines would leave every counter at zero.
+        let shale = self.engine_name == "shale";
+        let stages = (self.cfg.get_breakdown && shale).then(GetStages::default);
         let start = Instant::now();
         let lat = parallel(self.engine()?, threads, |e, t, lat| {
             let mut rng = Rng::new(seed + 100 + t as u64);
             let mut key = Vec::new();
             let mut hits = 0;
+            if stages.is_some() {
+                GetStages::start_thread();
+            }
             for i in 0..per_thread {
                 let n = rng.below(num);
                 if missing {
@@ -205,6 +212,9 @@ impl Runner {
                 hits += u64::from(lat.time(|| e.get(&key))?.is_some());
                 tick(pb, i as usize);
             }
+            if let Some(s) = &stages {
+                s.finish_thread();
+            }
             found.fetch_add(hits, Ordering::Relaxed);
             Ok(())
         })?;
@@ -212,8 +222,13 @@ impl Runner {
         let ops = per_thread * threads as u64;
         let hits = found.load(Ordering::Relaxed);
         let expected = if missing { 0 } else { ops };
-        let note =
+        let missed =
             (hits != expected).then(|| format!("{hits} of {ops} keys found, expected {expected}"));
+        let breakdown = stages.map(|s| s.describe(ops));
+        let note = match (missed, breakdown) {
+            (Some(m), Some(b)) => Some(format!("{m}; {b}")),
+            (m, b) => m.or(b),
+        };
         Ok(Outcome {
             ops,
             seconds,

@@ -53,6 +53,7 @@ pub const ALL: &[&str] = &[
 mod dbbench;
 mod lab;
 mod measure;
+mod stages;
 mod ycsb_runs;
 
 /// Whether `name` starts from an empty database (and so starts a new group).
@@ -102,6 +103,9 @@ pub struct Config {
     pub command: String,
     /// Gets of readrandom and readmissing, when not `num`.
     pub read_ops: Option<u64>,
+    /// Time the stages of each get of readrandom and readmissing (Shale's perf context)
+    /// and add them to the record's note.
+    pub get_breakdown: bool,
     /// The memory cgroup limit the process runs under, if any (`cgroup.rs`).
     pub memory_limit_bytes: Option<u64>,
     /// The cgroup to join before the first workload that does not start a fresh database.
