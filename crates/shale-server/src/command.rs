@@ -10,6 +10,7 @@ use shale::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 use crate::error::{Error, Result};
 use crate::format::RESERVED_PREFIX;
+use crate::shard::Shard;
 
 /// The limits of one command are the protocol's: a client checks them too. See
 /// [`crate::network::MAX_APPEND_BYTES`] for why a command stays small.
@@ -161,6 +162,10 @@ pub enum Response {
     /// opened, or closed to make room for newer ones) or its answer was forgotten: whether
     /// an earlier try applied cannot be said.
     SessionExpired(String),
+    /// A write or compare-and-set with a key outside the group's shard: nothing applied
+    /// (nor, in a session, recorded), on every replica alike. The shard is the group's
+    /// now, for the client to find the right group.
+    WrongShard(Shard),
 }
 
 /// A write's operations: at least one, at most [`MAX_OPS_PER_COMMAND`], each key and
@@ -285,6 +290,24 @@ impl Command {
             Command::CompareAndSet { .. } | Command::DefineIndex(_) | Command::OpenSession => 1,
             Command::Batch(cmds) => cmds.iter().map(Command::ops).sum(),
             Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.ops(),
+        }
+    }
+
+    /// The user keys the command writes or compares, in order (an index definition and a
+    /// session's opening have none).
+    pub fn keys(&self) -> Vec<&[u8]> {
+        let mut keys = Vec::new();
+        self.push_keys(&mut keys);
+        keys
+    }
+
+    fn push_keys<'c>(&'c self, keys: &mut Vec<&'c [u8]>) {
+        match self {
+            Command::Write(ops) => keys.extend(ops.iter().map(|op| op.key.as_slice())),
+            Command::CompareAndSet { key, .. } => keys.push(key),
+            Command::Batch(cmds) => cmds.iter().for_each(|c| c.push_keys(keys)),
+            Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.push_keys(keys),
+            Command::DefineIndex(_) | Command::OpenSession => {}
         }
     }
 

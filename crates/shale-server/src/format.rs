@@ -2,7 +2,7 @@
 //! records of the log store (vote, log id, membership) and log entries (also their wire
 //! form); in `format/` the keys of both stores (`keys.rs`), the fields records share
 //! (`fields.rs`), the commands an entry carries (`commands.rs`), index definitions
-//! (`indexes.rs`), sessions (`sessions.rs`), the node's identity (`identity.rs`) and the
+//! (`indexes.rs`), sessions (`sessions.rs`), a group's shard (`shard.rs`), the node's identity (`identity.rs`) and the
 //! frames of a snapshot file, also its wire form (`frames.rs`).
 //! docs/format.md ("Replication") is the description; the tests decode its worked
 //! examples.
@@ -24,6 +24,7 @@ mod identity;
 mod indexes;
 mod keys;
 mod sessions;
+mod shard;
 
 use commands::{get_command, put_command};
 pub use fields::RECORD_VERSION;
@@ -40,14 +41,14 @@ pub use frames::{
 pub use identity::{decode_identity, encode_identity, Identity, DATA_LAYOUT};
 pub use indexes::{decode_index_definition, encode_index_definition};
 pub use keys::{
-    index_key, log_entry_index, log_entry_key, LOG_ENTRY_PREFIX, LOG_KEY_IDENTITY,
-    LOG_KEY_LAST_PURGED, LOG_KEY_VOTE, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED,
-    SM_KEY_MEMBERSHIP, SM_SESSION_PREFIX,
+    index_key, LogKeys, GROUP_LOG_PREFIX, LAYOUT_1_LOG_RANGES, LOG_KEY_IDENTITY, RESERVED_PREFIX,
+    SM_INDEX_PREFIX, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP, SM_KEY_SHARD, SM_SESSION_PREFIX,
 };
 pub use sessions::{
     check_session_pair, decode_answer, decode_session, encode_answer, encode_session, AnswerRecord,
     SessionKey, SessionRecord,
 };
+pub use shard::{decode_shard, encode_shard};
 
 use crate::error::Result;
 use crate::{Entry, NodeId};

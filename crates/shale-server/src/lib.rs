@@ -38,6 +38,7 @@ pub mod format;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod health;
+mod ids;
 pub mod limits;
 pub mod log_store;
 pub mod logging;
@@ -47,6 +48,7 @@ mod proposer;
 pub mod restore;
 pub mod server;
 pub mod service;
+pub mod shard;
 pub mod snapshot;
 pub mod state_machine;
 mod status;
@@ -56,6 +58,7 @@ mod types;
 
 pub use command::{Command, Op, Response};
 pub use error::{Error, Result};
+pub use ids::{GroupId, NodeId, DEFAULT_GROUP};
 pub use server::{Server, ServerConfig};
 pub use shale_client::{codec, pb};
-pub use types::{Entry, GroupId, NodeId, Raft, TypeConfig, DEFAULT_GROUP};
+pub use types::{Entry, Raft, TypeConfig};

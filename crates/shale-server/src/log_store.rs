@@ -1,10 +1,13 @@
-//! The Raft log on Shale: the vote, the entries and the last purged log id, in a Shale
-//! database of their own (`<data>/raft-log/`; docs/replication.md, "Log store").
+//! The Raft log on Shale: each Raft group's vote, entries and last purged log id, in one
+//! Shale database per node (`<data>/raft-log/`; docs/replication.md, "Log store"), so that
+//! the appends of every group on the node share its group commit and fsyncs.
 //!
-//! Keys (docs/format.md, "Raft log store"): `0x01` the vote, `0x02` the last purged id,
-//! `0x10 ‖ index:u64 big-endian` one entry, so entries sort by index.
+//! Keys (docs/format.md, "Raft log store"): the node's identity `0x03`, then per group
+//! `0x20 ‖ group:u64 big-endian` followed by `0x01` the vote, `0x02` the last purged id,
+//! `0x10 ‖ index:u64 big-endian` one entry, so a group's entries sort by index
+//! ([`format::LogKeys`]). A [`LogStore`] is one group's view of the database.
 //!
-//! Invariants:
+//! Invariants (each of one group's log):
 //! 1. The entries form one contiguous run of indexes, starting right after the last
 //!    purged id when there is one. Append refuses an entry that does not continue the
 //!    run; truncate removes a suffix and purge a prefix (with the new last purged id in
@@ -25,8 +28,8 @@
 //! The cache is there because openraft 0.9 reads every entry back soon after appending
 //! it: the leader once per follower to replicate it, and every replica to apply it.
 //!
-//! Thread safety: openraft owns the one [`LogStore`] that writes; readers are clones that
-//! only read. The engine makes each batch atomic and every read sees whole batches; the
+//! Thread safety: openraft owns the one [`LogStore`] of a group that writes; readers are
+//! clones that only read. The views of different groups touch disjoint keys. The engine makes each batch atomic and every read sees whole batches; the
 //! cache is behind a mutex, held only to copy entry handles in or out.
 
 use std::ops::{Bound, RangeBounds};
@@ -38,20 +41,19 @@ use openraft::{AnyError, LogId, LogState, RaftLogReader, StorageError, StorageIO
 use shale::{Db, Options, WriteBatch, WriteOptions};
 
 use crate::error::{Error, Result};
-use crate::format::{
-    self, Identity, DATA_LAYOUT, LOG_ENTRY_PREFIX, LOG_KEY_IDENTITY, LOG_KEY_LAST_PURGED,
-    LOG_KEY_VOTE,
-};
+use crate::format::{self, Identity, LogKeys, DATA_LAYOUT, LAYOUT_1_LOG_RANGES, LOG_KEY_IDENTITY};
 use crate::time_spent::TimeSpent;
-use crate::{Entry, NodeId, TypeConfig};
+use crate::{Entry, GroupId, NodeId, TypeConfig, DEFAULT_GROUP};
 
 mod cache;
 use cache::EntryCache;
 
-/// The log store. Cloning shares the database and the entry cache.
+/// One group's log in the node's log store. Cloning shares the database and the entry
+/// cache; [`LogStore::group`] gives another group's view of the same database.
 #[derive(Clone, Debug)]
 pub struct LogStore {
     db: Arc<Db>,
+    keys: LogKeys,
     cache: Arc<Mutex<EntryCache>>,
     /// The last log index the state machine's durable snapshot covers, if the store
     /// purges behind one ([`LogStore::purging_behind`]).
@@ -68,10 +70,6 @@ pub struct LogStore {
 /// How long a purge waits for the snapshot that covers it to be durable.
 const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
-fn entries_end() -> Vec<u8> {
-    vec![LOG_ENTRY_PREFIX + 1]
-}
-
 fn io_read(e: &Error) -> StorageError<NodeId> {
     StorageError::IO {
         source: StorageIOError::read_logs(AnyError::new(e)),
@@ -85,13 +83,14 @@ fn io_write(e: &Error) -> StorageError<NodeId> {
 }
 
 impl LogStore {
-    /// Open (or create) the log store in `dir`.
+    /// Open (or create) the log store in `dir`: the view of [`DEFAULT_GROUP`].
     ///
     /// # Errors
     /// Whatever opening the Shale database fails with.
     pub fn open(dir: &Path, opts: Options) -> Result<LogStore> {
         Ok(LogStore {
             db: Arc::new(Db::open(dir, opts)?),
+            keys: LogKeys::of(DEFAULT_GROUP),
             cache: Arc::new(Mutex::new(EntryCache::default())),
             snapshots: None,
             purge_waits: Arc::default(),
@@ -99,6 +98,28 @@ impl LogStore {
             joining: Arc::default(),
             vote_writes: WriteOptions::sync(),
         })
+    }
+
+    /// The view of `group`'s log in the same database: its own entry cache, purging
+    /// without waiting for a snapshot until [`LogStore::purging_behind`] says otherwise, the
+    /// node's identity and vote write options shared.
+    #[must_use]
+    pub fn group(&self, group: GroupId) -> LogStore {
+        LogStore {
+            db: Arc::clone(&self.db),
+            keys: LogKeys::of(group),
+            cache: Arc::default(),
+            snapshots: None,
+            purge_waits: Arc::default(),
+            cluster: Arc::clone(&self.cluster),
+            joining: Arc::clone(&self.joining),
+            vote_writes: self.vote_writes,
+        }
+    }
+
+    /// The group whose log this is.
+    pub fn group_id(&self) -> GroupId {
+        self.keys.group()
     }
 
     /// Check that this data belongs to node `node_id` and a layout this build reads, and
@@ -125,12 +146,13 @@ impl LogStore {
                     id.layout
                 )]))
             }
-            Some(id) => id,
-            None => {
+            Some(id) if id.layout == DATA_LAYOUT => id,
+            older => {
+                self.upgrade_layout_1()?;
                 let id = Identity {
                     layout: DATA_LAYOUT,
                     node_id,
-                    cluster: None,
+                    cluster: older.and_then(|id| id.cluster),
                 };
                 self.write_identity(&id)?;
                 id
@@ -140,6 +162,39 @@ impl LogStore {
             let _ = self.cluster.set(cluster);
         }
         Ok(identity)
+    }
+
+    /// Move a layout-1 log (one group's, at the top of the key space; a store without an
+    /// identity is as old) under [`DEFAULT_GROUP`]'s prefix, in synced batches that each
+    /// put some keys in their new place and delete them from the old one: a crash between
+    /// two leaves the rest to move at the next start, and the identity says layout 2 only
+    /// once nothing is left. Returns how many keys moved.
+    fn upgrade_layout_1(&self) -> Result<u64> {
+        const BATCH_BYTES: usize = 4 << 20;
+        let group = LogKeys::of(DEFAULT_GROUP);
+        let mut moved = 0u64;
+        for (start, end) in LAYOUT_1_LOG_RANGES {
+            let (mut batch, mut bytes) = (WriteBatch::new(), 0usize);
+            for pair in self.db.range(start.to_vec()..end.to_vec())? {
+                let (key, value) = pair?;
+                bytes += key.len() + value.len();
+                batch.put(group.nest(&key), value);
+                batch.delete(key);
+                moved += 1;
+                if bytes >= BATCH_BYTES {
+                    let full = std::mem::take(&mut batch);
+                    self.db.write(full, WriteOptions::sync())?;
+                    bytes = 0;
+                }
+            }
+            if !batch.is_empty() {
+                self.db.write(batch, WriteOptions::sync())?;
+            }
+        }
+        if moved > 0 {
+            tracing::info!("log store: moved {moved} keys of layout 1 under group {DEFAULT_GROUP}");
+        }
+        Ok(moved)
     }
 
     /// The cluster's id, if this node has one.
@@ -232,7 +287,7 @@ impl LogStore {
     /// `Engine`, or `Corruption` for a record that does not decode.
     pub fn last_purged(&self) -> Result<Option<LogId<NodeId>>> {
         self.db
-            .get(LOG_KEY_LAST_PURGED)?
+            .get(self.keys.last_purged())?
             .map(|b| format::decode_log_id(&b))
             .transpose()
     }
@@ -242,12 +297,12 @@ impl LogStore {
     /// # Errors
     /// `Engine`, `Corruption`.
     pub fn last_entry_id(&self) -> Result<Option<LogId<NodeId>>> {
-        let lo = format::log_entry_key(0).to_vec();
-        match self.db.range(lo..entries_end())?.rev().next() {
+        let lo = self.keys.entry(0).to_vec();
+        match self.db.range(lo..self.entries_end())?.rev().next() {
             None => Ok(None),
             Some(pair) => {
                 let (key, value) = pair?;
-                let index = format::log_entry_index(&key)?;
+                let index = self.keys.entry_index(&key)?;
                 let id = format::decode_entry_log_id(&value)?;
                 if id.index != index {
                     return Err(mismatch(index, id.index));
@@ -266,15 +321,15 @@ impl LogStore {
         if let Some(cached) = self.cache().get(start, end) {
             return Ok(cached);
         }
-        let lo = format::log_entry_key(start).to_vec();
-        let hi = end.map_or_else(entries_end, |e| format::log_entry_key(e).to_vec());
+        let lo = self.keys.entry(start).to_vec();
+        let hi = end.map_or_else(|| self.entries_end(), |e| self.keys.entry(e).to_vec());
         if lo >= hi {
             return Ok(Vec::new());
         }
         let mut out: Vec<Entry> = Vec::new();
         for pair in self.db.range(lo..hi)? {
             let (key, value) = pair?;
-            let entry = decode_at(&key, &value)?;
+            let entry = decode_at(self.keys.entry_index(&key)?, &value)?;
             let index = entry.log_id.index;
             match out.last() {
                 Some(prev) if prev.log_id.index.checked_add(1) != Some(index) => {
@@ -285,11 +340,11 @@ impl LogStore {
                 }
                 None if index != start && start > 0 => {
                     // The run may begin after `start` only if nothing is held before it.
-                    let below = format::log_entry_key(0).to_vec();
-                    let before = format::log_entry_key(start).to_vec();
+                    let below = self.keys.entry(0).to_vec();
+                    let before = self.keys.entry(start).to_vec();
                     if let Some(pair) = self.db.range(below..before)?.rev().next() {
                         let (key, _) = pair?;
-                        let prev = format::log_entry_index(&key)?;
+                        let prev = self.keys.entry_index(&key)?;
                         return Err(Error::LogHole {
                             expected: prev.saturating_add(1),
                             found: index,
@@ -311,6 +366,10 @@ impl LogStore {
             None => self.last_purged()?,
         };
         Ok(last.map(|id| id.index.saturating_add(1)))
+    }
+
+    fn entries_end(&self) -> Vec<u8> {
+        self.keys.entries_end().to_vec()
     }
 
     fn cache(&self) -> MutexGuard<'_, EntryCache> {
@@ -337,7 +396,7 @@ impl LogStore {
             }
             let bytes = format::encode_entry(&entry);
             let len = bytes.len();
-            batch.put(format::log_entry_key(index), bytes);
+            batch.put(self.keys.entry(index), bytes);
             appended.push((entry, len));
             expected = Some(index.saturating_add(1));
         }
@@ -355,8 +414,8 @@ impl LogStore {
             }
         }
         let mut batch = WriteBatch::new();
-        let lo = format::log_entry_key(index).to_vec();
-        for pair in self.db.range(lo..entries_end())? {
+        let lo = self.keys.entry(index).to_vec();
+        for pair in self.db.range(lo..self.entries_end())? {
             let (key, _) = pair?;
             batch.delete(key);
         }
@@ -366,25 +425,25 @@ impl LogStore {
     /// Remove the entries up to `upto` (a prefix) and record it as the last purged id.
     fn purge_batch(&self, upto: &LogId<NodeId>) -> Result<WriteBatch> {
         let mut batch = WriteBatch::new();
-        let lo = format::log_entry_key(0).to_vec();
+        let lo = self.keys.entry(0).to_vec();
         let hi = match upto.index.checked_add(1) {
-            Some(end) => format::log_entry_key(end).to_vec(),
-            None => entries_end(),
+            Some(end) => self.keys.entry(end).to_vec(),
+            None => self.entries_end(),
         };
         for pair in self.db.range(lo..hi)? {
             let (key, _) = pair?;
             batch.delete(key);
         }
-        batch.put(LOG_KEY_LAST_PURGED, format::encode_log_id(upto));
+        batch.put(self.keys.last_purged(), format::encode_log_id(upto));
         Ok(batch)
     }
 
     /// After a purge: the first entry left, if any, follows the purged id.
     fn check_head(&self, upto: &LogId<NodeId>) -> Result<()> {
-        let lo = format::log_entry_key(0).to_vec();
-        if let Some(pair) = self.db.range(lo..entries_end())?.next() {
+        let lo = self.keys.entry(0).to_vec();
+        if let Some(pair) = self.db.range(lo..self.entries_end())?.next() {
             let (key, _) = pair?;
-            let first = format::log_entry_index(&key)?;
+            let first = self.keys.entry_index(&key)?;
             let want = upto.index.saturating_add(1);
             if first != want {
                 return Err(Error::LogHole {
@@ -426,8 +485,8 @@ impl LogStore {
     }
 }
 
-fn decode_at(key: &[u8], value: &[u8]) -> Result<Entry> {
-    let index = format::log_entry_index(key)?;
+/// The entry in `value`, held under the key of `index`.
+fn decode_at(index: u64, value: &[u8]) -> Result<Entry> {
     let entry = format::decode_entry(value)?;
     if entry.log_id.index != index {
         return Err(mismatch(index, entry.log_id.index));
@@ -485,7 +544,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let mut batch = WriteBatch::new();
-        batch.put(LOG_KEY_VOTE, format::encode_vote(vote));
+        batch.put(self.keys.vote(), format::encode_vote(vote));
         self.write_with(batch, self.vote_writes)
             .await
             .map_err(|e| StorageError::IO {
@@ -496,7 +555,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
         let read = || -> Result<Option<Vote<NodeId>>> {
             self.db
-                .get(LOG_KEY_VOTE)?
+                .get(self.keys.vote())?
                 .map(|b| format::decode_vote(&b))
                 .transpose()
         };

@@ -43,7 +43,7 @@ use crate::network::NetworkFactory;
 use crate::pb;
 use crate::proposer::Proposer;
 use crate::state_machine::StateMachineStore;
-use crate::status::{engine, not_leader, retry_safe, role, Role};
+use crate::status::{engine, not_leader, retry_safe, role, wrong_shard, Role};
 use crate::{NodeId, Raft};
 use query::Query;
 use shale_search::vector::Metric;
@@ -141,10 +141,21 @@ impl KvService {
         self.sm
             .check_indexes(&cmd)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.check_shard(cmd.keys())?;
         self.handover.check()?;
         tokio::time::timeout(self.timeout, self.proposer.propose(cmd))
             .await
             .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?
+    }
+
+    /// Refuse a request with one of `keys` outside the group's shard (the apply refuses
+    /// a write that gets past this alike, should the shard change in between).
+    fn check_shard<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<(), Status> {
+        let shard = self.sm.shard();
+        match shard.first_outside(keys.into_iter()) {
+            Some(_) => Err(wrong_shard(&shard)),
+            None => Ok(()),
+        }
     }
 
     /// Wait until this node may serve a read with the guarantee it was configured for.
@@ -220,6 +231,7 @@ impl pb::kv_server::Kv for KvService {
         let key = req.into_inner().key;
         command::check_key(&key).map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.before_read().await?;
+        self.check_shard([key.as_slice()])?;
         let value = self.sm.db().get(&key).map_err(engine)?;
         Ok(Response::new(pb::GetResponse { value }))
     }

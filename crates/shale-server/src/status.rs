@@ -10,14 +10,15 @@ use tonic::metadata::MetadataValue;
 use tonic::Status;
 
 use crate::command::Response as Applied;
+use crate::shard::Shard;
 use crate::{NodeId, Raft};
 use shale_client::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
 
 /// What a proposal answers one caller: the log index it committed at and its response.
 pub(crate) type Outcome = Result<(u64, Applied), Status>;
 
-/// The outcome of a command applied at `index`, for its caller: a refusal or an expired
-/// session as errors, a repeated write as its first answer, at the index it applied at.
+/// The outcome of a command applied at `index`, for its caller: a refusal, an expired
+/// session or a key outside the group's shard as errors, a repeated write as its first answer, at the index it applied at.
 pub(crate) fn answered(index: u64, applied: Applied) -> Outcome {
     match applied {
         Applied::Refused(msg) => Err(Status::invalid_argument(msg)),
@@ -28,9 +29,18 @@ pub(crate) fn answered(index: u64, applied: Applied) -> Outcome {
                 .insert(SESSION_HEADER, MetadataValue::from_static("expired"));
             Err(status)
         }
+        Applied::WrongShard(shard) => Err(wrong_shard(&shard)),
         Applied::Repeated { index, response } => answered(index, *response),
         applied => Ok((index, applied)),
     }
+}
+
+/// A request with a key outside the group's `shard`: nothing was applied or read, and
+/// the request may go to the group that serves the key.
+pub(crate) fn wrong_shard(shard: &Shard) -> Status {
+    retry_safe(Status::failed_precondition(format!(
+        "a key is outside this group's shard {shard}: nothing was applied or read"
+    )))
 }
 
 /// What this node is to the group when a request comes.

@@ -7,9 +7,11 @@ use super::fields::{decoded, finish, start, RECORD_VERSION};
 use crate::error::Result;
 use crate::NodeId;
 
-/// The layout of a node's data directory that this build reads and writes; raised when a
-/// change leaves directories that an older build could not read.
-pub const DATA_LAYOUT: u32 = 1;
+/// The layout of a node's data directory that this build writes; raised when a change
+/// leaves directories that an older build could not read. Layout 2 keeps each Raft group's
+/// log under the group's prefix ([`super::LogKeys`]); layout 1 held one group's log at the
+/// top of the key space, and a node moves it under group 1 when it first opens it.
+pub const DATA_LAYOUT: u32 = 2;
 
 /// Who a data directory belongs to: written when a node first opens it, checked at every
 /// start, so that a node never runs on another node's or another cluster's data.

@@ -8,7 +8,7 @@ use shale_search::Analyzer;
 
 use super::*;
 use crate::command::{CarriedVector, Command, IndexModel, IndexSpec, Op, Response, SessionSeq};
-use crate::TypeConfig;
+use crate::{GroupId, TypeConfig};
 
 fn lid(term: u64, node: u64, index: u64) -> LogId<NodeId> {
     LogId::new(CommittedLeaderId::new(term, node), index)
@@ -354,20 +354,73 @@ fn every_truncation_and_flipped_byte_of_an_entry_is_refused() {
     }
 }
 
+/// The worked example of docs/format.md 13.3: the shard `["b", "m")` at version 3.
 #[test]
-fn log_keys_sort_by_index() {
-    let mut keys: Vec<[u8; 9]> = [300u64, 2, 1 << 40, 255, 256]
-        .iter()
-        .map(|&i| log_entry_key(i))
-        .collect();
+fn decodes_the_documented_shard() {
+    let shard = crate::shard::Shard {
+        start: b"b".to_vec(),
+        end: Some(b"m".to_vec()),
+        version: 3,
+    };
+    let bytes = hex("01 0300000000000000 01 62 01 01 6d");
+    assert_eq!(encode_shard(&shard), bytes);
+    assert_eq!(decode_shard(&bytes).expect("decodes"), shard);
+    let to_the_end = crate::shard::Shard { end: None, ..shard };
+    assert_eq!(
+        decode_shard(&hex("01 0300000000000000 01 62 00")).expect("decodes"),
+        to_the_end
+    );
+    // Backwards, empty, cut, trailing bytes, another version.
+    for bad in [
+        "01 0300000000000000 01 6d 01 01 62",
+        "01 0300000000000000 01 62 01 01 62",
+        "01 0300000000000000 01 62 01 01",
+        "01 0300000000000000 01 62 00 00",
+        "02 0300000000000000 01 62 00",
+    ] {
+        assert!(decode_shard(&hex(bad)).is_err(), "{bad}");
+    }
+}
+
+/// The worked example of docs/format.md 13.1: the key of group 1's entry at index 5.
+#[test]
+fn decodes_the_documented_log_entry_key() {
+    let key = hex("20 0000000000000001 10 0000000000000005");
+    assert_eq!(LogKeys::of(1).entry(5)[..], key[..]);
+    assert_eq!(LogKeys::of(1).entry_index(&key).expect("decodes"), 5);
+    assert_eq!(LogKeys::of(1).vote()[..], hex("20 0000000000000001 01")[..]);
+}
+
+#[test]
+fn log_keys_sort_by_group_then_index() {
+    let mut keys: Vec<([u8; 18], GroupId)> =
+        [(7, 300u64), (3, 2), (7, 1 << 40), (3, 255), (7, 256)]
+            .iter()
+            .map(|&(g, i)| (LogKeys::of(g).entry(i), g))
+            .collect();
     keys.sort();
-    let order: Vec<u64> = keys
+    let order: Vec<(GroupId, u64)> = keys
         .iter()
-        .map(|k| log_entry_index(k).expect("key"))
+        .map(|(k, g)| (*g, LogKeys::of(*g).entry_index(k).expect("key")))
         .collect();
-    assert_eq!(order, vec![2, 255, 256, 300, 1 << 40]);
-    assert!(log_entry_index(&[LOG_ENTRY_PREFIX, 1]).is_err());
-    assert!(log_entry_index(LOG_KEY_VOTE).is_err());
+    assert_eq!(
+        order,
+        vec![(3, 2), (3, 255), (7, 256), (7, 300), (7, 1 << 40)]
+    );
+    let seven = LogKeys::of(7);
+    assert_eq!(seven.group(), 7);
+    assert!(
+        seven.entry_index(&LogKeys::of(3).entry(1)).is_err(),
+        "group 3's"
+    );
+    assert!(seven.entry_index(&seven.vote()).is_err());
+    assert!(seven.entry_index(&seven.entry(1)[..17]).is_err(), "short");
+    for key in [seven.vote(), seven.last_purged()] {
+        assert!(key[..] < seven.entry(0)[..], "before the entries");
+    }
+    assert!(seven.entry(u64::MAX)[..] < seven.entries_end()[..]);
+    assert!(seven.entries_end()[..] < LogKeys::of(8).vote()[..]);
+    assert_eq!(seven.nest(&[0x10, 0, 0, 0, 0, 0, 0, 0, 9]), seven.entry(9));
 }
 
 /// The worked example of docs/format.md, "Raft log entry": a blank entry at index 5 of
@@ -465,26 +518,26 @@ fn normal(cmd: Command) -> EntryPayload<TypeConfig> {
 #[test]
 fn decodes_the_documented_identity() {
     let id = Identity {
-        layout: 1,
+        layout: 2,
         node_id: 2,
         cluster: Some(0x0f0e_0d0c_0b0a_0908_0706_0504_0302_0100),
     };
-    let bytes = hex("01 01000000 0200000000000000 01 000102030405060708090a0b0c0d0e0f");
+    let bytes = hex("01 02000000 0200000000000000 01 000102030405060708090a0b0c0d0e0f");
     assert_eq!(encode_identity(&id), bytes);
     assert_eq!(decode_identity(&bytes).expect("decodes"), id);
     let unjoined = Identity {
         cluster: None,
         ..id
     };
-    let bytes = hex("01 01000000 0200000000000000 00");
+    let bytes = hex("01 02000000 0200000000000000 00");
     assert_eq!(encode_identity(&unjoined), bytes);
     assert_eq!(decode_identity(&bytes).expect("decodes"), unjoined);
     // A presence byte it does not know, a cut id, trailing bytes, another version.
     for bad in [
-        "01 01000000 0200000000000000 02",
-        "01 01000000 0200000000000000 01 0001020304050607",
-        "01 01000000 0200000000000000 00 00",
-        "02 01000000 0200000000000000 00",
+        "01 02000000 0200000000000000 02",
+        "01 02000000 0200000000000000 01 0001020304050607",
+        "01 02000000 0200000000000000 00 00",
+        "02 02000000 0200000000000000 00",
     ] {
         assert!(decode_identity(&hex(bad)).is_err(), "{bad}");
     }

@@ -78,6 +78,7 @@ fn an_append_that_skips_an_index_is_refused() {
 fn cold(store: &LogStore) -> LogStore {
     LogStore {
         db: Arc::clone(&store.db),
+        keys: store.keys,
         cache: Arc::default(),
         snapshots: None,
         purge_waits: Arc::default(),
@@ -111,7 +112,7 @@ fn a_hole_on_disk_is_reported_on_read() {
     let (_dir, warm) = open();
     put_all(&warm, (1..=5).map(blank).collect()).expect("append");
     // Damage the store behind the log's back: remove entry 3.
-    warm.db.delete(format::log_entry_key(3)).expect("delete");
+    warm.db.delete(warm.keys.entry(3)).expect("delete");
     let store = cold(&warm);
     for (start, end) in [(1, None), (3, Some(6))] {
         let err = store.entries(start, end).unwrap_err();
@@ -229,4 +230,129 @@ fn the_entry_cache_keeps_to_its_budget() {
     store.cache().push(vec![(put(30, 1, 1), 1)]);
     assert_eq!(store.cache().first_index(), Some(30));
     assert_eq!(store.cache().bytes, 1);
+}
+
+fn indexes(store: &LogStore) -> Vec<u64> {
+    let entries = store.entries(0, None).expect("read");
+    entries.iter().map(|e| e.log_id.index).collect()
+}
+
+/// Two groups' logs in one database: what one group writes, truncates and purges is
+/// invisible to the other, on a warm view and on a cold one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_of_one_log_database_keep_apart() {
+    let (_dir, node) = open();
+    let (mut three, mut seven) = (node.group(3), node.group(7));
+    assert_eq!((three.group_id(), seven.group_id()), (3, 7));
+    put_all(&three, (1..=6).map(|i| put(i, 1, 10)).collect()).expect("group 3");
+    put_all(&seven, (1..=9).map(|i| put(i, 2, 10)).collect()).expect("group 7");
+    let vote = Vote::new_committed(4, 2);
+    seven.save_vote(&vote).await.expect("vote");
+
+    seven
+        .truncate(LogId::new(CommittedLeaderId::new(2, 1), 8))
+        .await
+        .expect("truncate");
+    seven
+        .purge(LogId::new(CommittedLeaderId::new(2, 1), 3))
+        .await
+        .expect("purge");
+    assert_eq!(indexes(&seven), vec![4, 5, 6, 7]);
+    assert_eq!(indexes(&three), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(indexes(&cold(&three)), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(three.last_purged().expect("read"), None);
+    assert_eq!(three.read_vote().await.expect("read"), None);
+    assert_eq!(seven.read_vote().await.expect("read"), Some(vote));
+    assert!(indexes(&node).is_empty(), "group 1 holds nothing");
+    assert!(three
+        .entries(0, None)
+        .expect("read")
+        .iter()
+        .all(|e| e.log_id.leader_id.term == 1));
+    // Each group's run is checked on its own: group 3 continues at 7 whatever group 7 holds.
+    put_all(&three, vec![put(7, 1, 10)]).expect("group 3 continues");
+    assert!(
+        put_all(&seven, vec![put(9, 2, 10)]).is_err(),
+        "group 7 is at 8"
+    );
+}
+
+/// Write the keys of a layout-1 log store (identity `layout`, or none) into `dir`: a vote,
+/// a last purged id at 2, entries 3 to 10, as a build before groups left them. With
+/// `moved`, entries 3 to 5 are already under group 1, as an upgrade that crashed leaves
+/// them.
+fn layout_1_store(dir: &Path, layout: Option<u32>, moved: bool) -> Vote<NodeId> {
+    let db = Db::open(dir, Options::default()).expect("open");
+    let mut batch = WriteBatch::new();
+    let vote = Vote::new_committed(3, 1);
+    batch.put([0x01], format::encode_vote(&vote));
+    batch.put([0x02], format::encode_log_id(&blank(2).log_id));
+    for i in 3..=10u64 {
+        let key = [&[0x10u8][..], &i.to_be_bytes()].concat();
+        let key = match moved && i <= 5 {
+            true => LogKeys::of(DEFAULT_GROUP).nest(&key),
+            false => key,
+        };
+        batch.put(key, format::encode_entry(&put(i, 3, 10)));
+    }
+    if let Some(layout) = layout {
+        let id = Identity {
+            layout,
+            node_id: 1,
+            cluster: Some(5),
+        };
+        batch.put(LOG_KEY_IDENTITY, format::encode_identity(&id));
+    }
+    db.write(batch, WriteOptions::sync()).expect("write");
+    db.close().expect("close");
+    vote
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_1_log_moves_under_group_1_at_its_first_start() {
+    for (layout, moved) in [(Some(1), false), (Some(1), true), (None, false)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let vote = layout_1_store(dir.path(), layout, moved);
+        let mut store = LogStore::open(dir.path(), Options::default()).expect("open");
+        let id = store.claim(1).expect("claim");
+        let cluster = layout.map(|_| 5);
+        assert_eq!(
+            (id.layout, id.cluster),
+            (DATA_LAYOUT, cluster),
+            "{layout:?}"
+        );
+        assert_eq!(
+            indexes(&store),
+            (3..=10).collect::<Vec<_>>(),
+            "{layout:?} {moved}"
+        );
+        assert_eq!(store.read_vote().await.expect("vote"), Some(vote));
+        assert_eq!(store.last_purged().expect("read"), Some(blank(2).log_id));
+        for (start, end) in LAYOUT_1_LOG_RANGES {
+            let left = store
+                .db
+                .range(start.to_vec()..end.to_vec())
+                .expect("range")
+                .count();
+            assert_eq!(left, 0, "layout-1 keys left in [{start:?}, {end:?})");
+        }
+        assert_eq!(
+            store.upgrade_layout_1().expect("again"),
+            0,
+            "nothing left to move"
+        );
+        store.close().expect("close");
+        let again = LogStore::open(dir.path(), Options::default()).expect("reopen");
+        assert_eq!(again.claim(1).expect("claim").layout, DATA_LAYOUT);
+        assert_eq!(indexes(&again), (3..=10).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn a_store_of_a_later_layout_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    layout_1_store(dir.path(), Some(DATA_LAYOUT + 1), false);
+    let store = LogStore::open(dir.path(), Options::default()).expect("open");
+    let err = store.claim(1).expect_err("a later layout");
+    assert!(err.to_string().contains("reads up to"), "{err}");
 }

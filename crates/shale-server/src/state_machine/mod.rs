@@ -44,7 +44,8 @@ use shale::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 use crate::command::{Command, Response, SessionSeq};
 use crate::error::{Error, Result};
 use crate::format::AnswerRecord;
-use crate::format::{self, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
+use crate::format::{self, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP, SM_KEY_SHARD};
+use crate::shard::Shard;
 use crate::snapshot::SnapshotData;
 use crate::time_spent::TimeSpent;
 use crate::{Entry, NodeId, TypeConfig};
@@ -62,8 +63,8 @@ use indexes::{check_indexes, open_indexes};
 use sessions::{Sessions, Unflushed, Verdict};
 pub use sessions::{MAX_ANSWERS_PER_SESSION, MAX_SESSIONS};
 use store::{
-    current_snapshot_header, lock, read_generation, read_meta, sm_dir, write_generation, Indexes,
-    Membership, Shared, CURRENT_SNAPSHOT, SNAPSHOT_DIR,
+    current_snapshot_header, lock, read_generation, read_meta, read_shard, sm_dir,
+    write_generation, Indexes, Membership, Shared, CURRENT_SNAPSHOT, SNAPSHOT_DIR,
 };
 pub use store::{ReplicatedIndex, StateMachineStore};
 use supply::Supply;
@@ -133,6 +134,7 @@ impl StateMachineStore {
         let supply = Arc::new(Supply::default());
         let indexes = open_indexes(&db, &supply)?;
         let sessions = Sessions::load(&db, &ReadOptions::default())?;
+        let shard = read_shard(&db)?;
         let covered = match current_snapshot_header(&snapshots.join(CURRENT_SNAPSHOT))? {
             Some(h) => h.last_log_id.map_or(0, |id| id.index),
             None => 0,
@@ -144,6 +146,7 @@ impl StateMachineStore {
                 db: RwLock::new(db),
                 indexes: RwLock::new(indexes),
                 sessions: Mutex::new(sessions),
+                shard: RwLock::new(shard),
                 supply,
                 generation: Mutex::new(generation),
                 applied: Mutex::new(applied),
@@ -208,6 +211,37 @@ impl StateMachineStore {
         self.shared.durable_snapshot.subscribe()
     }
 
+    /// The keys the group serves now.
+    pub fn shard(&self) -> Shard {
+        let shard = self.shared.shard.read().unwrap_or_else(|e| e.into_inner());
+        shard.clone()
+    }
+
+    /// Record that this group serves `shard`, synced: the first step of a group created
+    /// for part of the key space, before its Raft runs. Only a state machine that has
+    /// applied nothing takes it (a group's range changes later only through its log).
+    ///
+    /// # Errors
+    /// `InvalidArgument` once anything was applied, or for a range that ends at or before
+    /// its start; `Engine`.
+    pub fn claim_shard(&self, shard: Shard) -> Result<()> {
+        if self.applied().0.is_some() {
+            return Err(Error::InvalidArgument(
+                "a shard is claimed before the group applies anything".into(),
+            ));
+        }
+        if shard.end.as_ref().is_some_and(|end| *end <= shard.start) {
+            return Err(Error::InvalidArgument(format!(
+                "the shard {shard} ends at or before its start"
+            )));
+        }
+        let mut batch = WriteBatch::new();
+        batch.put(SM_KEY_SHARD, format::encode_shard(&shard));
+        self.db().write(batch, WriteOptions::sync())?;
+        *self.shared.shard.write().unwrap_or_else(|e| e.into_inner()) = shard;
+        Ok(())
+    }
+
     /// Client sessions open ([`MAX_SESSIONS`] at most).
     pub fn sessions_open(&self) -> usize {
         lock(&self.shared.sessions).len()
@@ -248,8 +282,10 @@ impl StateMachineStore {
         // A failed apply ends the node (openraft's storage errors are fatal), so the
         // sessions may change as the call goes: they are never seen half applied.
         let mut sessions = lock(&self.shared.sessions);
+        let shard = self.shard();
         let mut call = Call {
             batch: WriteBatch::new(),
+            shard: &shard,
             // Writes of earlier entries in this call, which the database does not see
             // yet: a compare-and-set after a put of the same key must read the put.
             pending: Pending::for_entries(&entries),
@@ -400,6 +436,8 @@ impl<'a> Pending<'a> {
 /// What one apply call builds up: its batch, and what its database does not see yet.
 struct Call<'a, 's> {
     batch: WriteBatch,
+    /// The keys the group serves: a write of any other is refused.
+    shard: &'s Shard,
     pending: Pending<'a>,
     sessions: &'s mut Sessions,
     unflushed: Unflushed,
@@ -421,6 +459,12 @@ fn apply_command<'a>(
     }
     if let Err(why) = check_indexes(indexes, cmd) {
         return Ok(Response::Refused(why));
+    }
+    // A batch answers each of its commands on its own: they check their keys themselves.
+    if !matches!(cmd, Command::Batch(_))
+        && call.shard.first_outside(cmd.keys().into_iter()).is_some()
+    {
+        return Ok(Response::WrongShard(call.shard.clone()));
     }
     match cmd {
         Command::Write(ops) => {
@@ -599,3 +643,5 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 mod tests;
 #[cfg(test)]
 mod tests_sessions;
+#[cfg(test)]
+mod tests_shard;

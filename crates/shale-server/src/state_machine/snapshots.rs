@@ -14,12 +14,13 @@ use shale::{Db, ReadOptions, WriteBatch, WriteOptions};
 use super::indexes::open_indexes;
 use super::sessions::Sessions;
 use super::store::{
-    lock, read_meta, sm_dir, write_generation, Prepared, StateMachineStore, CURRENT_SNAPSHOT,
+    lock, read_meta, read_shard, sm_dir, write_generation, Prepared, StateMachineStore,
+    CURRENT_SNAPSHOT,
 };
 use crate::error::{Error, Result};
 use crate::format::{
     self, IndexFileChunk, SnapshotHeader, RESERVED_PREFIX, SM_INDEX_PREFIX, SM_KEY_APPLIED,
-    SM_KEY_MEMBERSHIP, SM_SESSION_PREFIX,
+    SM_KEY_MEMBERSHIP, SM_KEY_SHARD, SM_SESSION_PREFIX,
 };
 use crate::snapshot::{
     sync_dir, Accepted, FrameSequence, RawFrameWriter, SnapshotData, SnapshotWriter,
@@ -58,12 +59,13 @@ impl StateMachineStore {
         let dir = self.snapshot_dir();
         let tmp = dir.join("building.tmp");
         let mut w = SnapshotWriter::create(&tmp, &header)?;
-        // The users' pairs, the client sessions, then the index definitions (ascending, as
-        // the file wants).
+        // The users' pairs, the group's shard, the client sessions, then the index
+        // definitions (ascending, as the file wants).
         let under =
             |prefix: &[u8]| prefix.to_vec()..shale::prefix_successor(prefix).unwrap_or_default();
         let pairs = db
             .range_opt(..vec![RESERVED_PREFIX], &ro)?
+            .chain(db.range_opt(under(SM_KEY_SHARD), &ro)?)
             .chain(db.range_opt(under(SM_SESSION_PREFIX), &ro)?)
             .chain(db.range_opt(under(SM_INDEX_PREFIX), &ro)?);
         let mut index_names = Vec::new();
@@ -204,6 +206,7 @@ impl StateMachineStore {
         // their checkpoint are embedded (or, for vector records, inserted) again.
         let indexes = open_indexes(&new_db, &self.shared.supply)?;
         let sessions = Sessions::load(&new_db, &ReadOptions::default())?;
+        let shard = read_shard(&new_db)?;
         copy.finish()?;
         self.shared.snapshot_writes.record(started.elapsed());
         Ok(Prepared {
@@ -212,6 +215,7 @@ impl StateMachineStore {
             db: new_db,
             indexes,
             sessions,
+            shard,
             copy_path,
         })
     }
@@ -225,6 +229,7 @@ impl StateMachineStore {
             db: new_db,
             indexes: new_indexes,
             sessions: new_sessions,
+            shard: new_shard,
             copy_path,
         } = prepared;
         let data_dir = &self.shared.data_dir;
@@ -247,6 +252,7 @@ impl StateMachineStore {
             .write()
             .unwrap_or_else(|e| e.into_inner()) = new_indexes;
         *lock(&self.shared.sessions) = new_sessions;
+        *self.shared.shard.write().unwrap_or_else(|e| e.into_inner()) = new_shard;
         let old_generation = std::mem::replace(&mut *lock(&self.shared.generation), generation);
         *lock(&self.shared.applied) = (meta.last_log_id, meta.last_membership);
         // Readers still holding the old database get `Closed` and retry; a failure to
@@ -293,6 +299,8 @@ fn write_pairs(db: &Db, pairs: &[(&[u8], &[u8])], defined: &mut BTreeSet<String>
             defined.insert(spec.name);
         } else if key.starts_with(SM_SESSION_PREFIX) {
             format::check_session_pair(key, value)?;
+        } else if key == SM_KEY_SHARD {
+            format::decode_shard(value)?;
         } else if key.first() == Some(&RESERVED_PREFIX) {
             return Err(Error::corruption("snapshot pairs", "a reserved key"));
         }

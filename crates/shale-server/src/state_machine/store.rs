@@ -21,7 +21,8 @@ use super::sessions::Sessions;
 use super::supply::Supply;
 use crate::command::IndexSpec;
 use crate::error::{Error, Result};
-use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP};
+use crate::format::{self, SnapshotHeader, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP, SM_KEY_SHARD};
+use crate::shard::Shard;
 use crate::snapshot::SnapshotData;
 use crate::time_spent::TimeSpent;
 use crate::NodeId;
@@ -52,6 +53,8 @@ pub(super) struct Shared {
     pub(super) indexes: RwLock<Indexes>,
     /// Replaced with `db` by an install; written by every apply of a session's command.
     pub(super) sessions: Mutex<Sessions>,
+    /// The keys the group serves: replaced with `db` by an install; set by a claim.
+    pub(super) shard: RwLock<Shard>,
     /// Vectors the log carried, until the indexes' workers take them (`carried.rs`).
     pub(super) supply: Arc<Supply>,
     pub(super) generation: Mutex<u64>,
@@ -132,6 +135,12 @@ pub(super) fn write_generation(
     Ok(())
 }
 
+/// The group's shard as `db` records it: the whole key space without a record.
+pub(super) fn read_shard(db: &Db) -> Result<Shard> {
+    db.get(SM_KEY_SHARD)?
+        .map_or_else(|| Ok(Shard::whole()), |b| format::decode_shard(&b))
+}
+
 pub(super) fn read_meta(
     db: &Db,
     ro: &ReadOptions<'_>,
@@ -155,5 +164,6 @@ pub(super) struct Prepared {
     pub(super) db: Arc<Db>,
     pub(super) indexes: Indexes,
     pub(super) sessions: Sessions,
+    pub(super) shard: Shard,
     pub(super) copy_path: PathBuf,
 }

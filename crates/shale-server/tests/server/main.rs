@@ -19,4 +19,5 @@ mod common;
 mod fuzz_smoke;
 mod node_observability;
 mod raft_rpc_checks;
+mod shard_refusals;
 mod storage_suite;

@@ -1,6 +1,8 @@
 //! openraft's storage conformance suite (`openraft::testing::Suite`, 0.9.25) against the
 //! Shale log store and state machine, one `#[test]` per case of `Suite::test_store`, each
-//! on a fresh pair of stores in a temporary directory.
+//! on a fresh pair of stores in a temporary directory. The log store is group 7's view of
+//! a log database in which groups 1 and 3 hold votes: a case that saw another group's keys
+//! (an initial state with a vote, say) would fail.
 //!
 //! One case is left out, and checked to fail for its reason:
 //! `get_initial_state_membership_from_log_and_sm` applies entries 1 and 2 to the state
@@ -15,6 +17,7 @@
     reason = "the suite's cases answer openraft's StorageError as they are"
 )]
 
+use openraft::storage::RaftLogStorage;
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{AnyError, StorageError, StorageIOError};
 use shale::Options;
@@ -36,8 +39,13 @@ fn io(e: &(impl std::error::Error + 'static)) -> StorageError<NodeId> {
 impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for ShaleStores {
     async fn build(&self) -> Result<(TempDir, LogStore, StateMachineStore), StorageError<NodeId>> {
         let dir = tempfile::tempdir().map_err(|e| io(&e))?;
-        let log =
+        let node =
             LogStore::open(&dir.path().join("raft-log"), Options::default()).map_err(|e| io(&e))?;
+        for group in [1, 3] {
+            let vote = openraft::Vote::new_committed(9, group);
+            node.group(group).save_vote(&vote).await?;
+        }
+        let log = node.group(7);
         let sm = StateMachineStore::open(&dir.path().join("state"), Options::default())
             .map_err(|e| io(&e))?;
         Ok((dir, log, sm))
