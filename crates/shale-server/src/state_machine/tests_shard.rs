@@ -24,50 +24,46 @@ fn write(keys: &[&[u8]]) -> Command {
     )
 }
 
+/// A session's opening, then a write inside `["b", "m")`, and one of each path a write
+/// takes with a key outside it (the end included), the last two in the session.
+fn writes_in_and_out() -> Vec<Entry> {
+    let session = SessionSeq {
+        session: 1,
+        seq: 1,
+        lowest_awaited: 1,
+    };
+    let in_session = |cmd: Command| {
+        normal(Command::InSession {
+            at: session,
+            cmd: Box::new(cmd),
+        })
+    };
+    let cas_end = Command::CompareAndSet {
+        key: b"m".to_vec(),
+        expected: None,
+        new_value: Some(b"v".to_vec()),
+    };
+    vec![
+        entry(1, normal(Command::OpenSession)),
+        entry(2, put(b"c", b"in")),
+        entry(3, normal(write(&[b"d", b"z"]))),
+        entry(
+            4,
+            normal(Command::Batch(vec![write(&[b"e"]), write(&[b"a"])])),
+        ),
+        entry(5, normal(cas_end)),
+        entry(6, in_session(write(&[b"zz"]))),
+        entry(7, in_session(cas(b"", b"x"))),
+    ]
+}
+
 #[test]
 fn writes_outside_the_shard_are_refused_whole_and_change_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sm = open(dir.path());
     assert_eq!(sm.shard(), Shard::whole());
     sm.claim_shard(b_to_m(3)).expect("claim");
-    let session = SessionSeq {
-        session: 1,
-        seq: 1,
-        lowest_awaited: 1,
-    };
-    let replies = sm
-        .apply_blocking(vec![
-            entry(1, normal(Command::OpenSession)),
-            entry(2, put(b"c", b"in")),
-            entry(3, normal(write(&[b"d", b"z"]))),
-            entry(
-                4,
-                normal(Command::Batch(vec![write(&[b"e"]), write(&[b"a"])])),
-            ),
-            entry(
-                5,
-                normal(Command::CompareAndSet {
-                    key: b"m".to_vec(),
-                    expected: None,
-                    new_value: Some(b"v".to_vec()),
-                }),
-            ),
-            entry(
-                6,
-                normal(Command::InSession {
-                    at: session,
-                    cmd: Box::new(write(&[b"zz"])),
-                }),
-            ),
-            entry(
-                7,
-                normal(Command::InSession {
-                    at: session,
-                    cmd: Box::new(cas(b"", b"x")),
-                }),
-            ),
-        ])
-        .expect("apply");
+    let replies = sm.apply_blocking(writes_in_and_out()).expect("apply");
     let wrong = Response::WrongShard(b_to_m(3));
     assert_eq!(replies.get(1), Some(&Response::Written));
     assert_eq!(
