@@ -37,6 +37,7 @@ pub mod error;
 pub mod format;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod group;
 pub mod health;
 mod ids;
 pub mod limits;

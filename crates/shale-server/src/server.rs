@@ -24,6 +24,7 @@ use tonic::service::Interceptor;
 
 use crate::access::{client_check, replica_check, ClientTokens};
 use crate::error::{Error, Result};
+use crate::group::{Group, Groups};
 use crate::limits::{CallLayer, Incoming, Limits, Refusals};
 use crate::log_store::LogStore;
 use crate::metrics::{Metrics, NodeCollector, RequestLayer};
@@ -33,7 +34,7 @@ use crate::pb::raft_server::RaftServer;
 use crate::service::{KvService, RaftService, ReadConsistency};
 use crate::state_machine::StateMachineStore;
 use crate::tls::{Tls, TlsFiles};
-use crate::{NodeId, Raft};
+use crate::{NodeId, Raft, DEFAULT_GROUP};
 
 /// How to run one node.
 #[derive(Clone, Debug)]
@@ -238,17 +239,13 @@ async fn bind(cfg: &ServerConfig) -> Result<(TcpListener, Option<TcpListener>)> 
 /// The Raft service for the peers, behind the replicas' credential.
 fn raft_service(
     cfg: &ServerConfig,
-    raft: &Raft,
-    sm: &StateMachineStore,
-    log: &LogStore,
+    groups: Groups,
     peer_token: Option<Arc<str>>,
     tls: bool,
 ) -> InterceptedService<RaftServer<RaftService>, impl Interceptor + Clone> {
     InterceptedService::new(
         RaftServer::new(RaftService::new(
-            raft.clone(),
-            sm.clone(),
-            log.clone(),
+            groups,
             cfg.node_id,
             cfg.limits.max_snapshot_bytes,
         ))
@@ -358,7 +355,13 @@ impl Server {
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
-        let raft_svc = raft_service(&cfg, &raft, &sm, &log, peer_token, tls.is_some());
+        let groups = Groups::of(Group {
+            id: DEFAULT_GROUP,
+            raft: raft.clone(),
+            sm: sm.clone(),
+            log: log.clone(),
+        });
+        let raft_svc = raft_service(&cfg, groups, peer_token, tls.is_some());
         let kv_svc = kv_service(&cfg, &raft, &sm, peers);
         let (stop, stopped) = watch::channel(false);
         let stopped = move || {

@@ -9,64 +9,47 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert;
 use crate::format::SnapshotHeader;
+use crate::group::{Group, Groups};
 use crate::log_store::LogStore;
 use crate::network::{CLUSTER_HEADER, GROUP_HEADER, TARGET_HEADER};
 use crate::pb;
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
 use crate::state_machine::StateMachineStore;
-use crate::{GroupId, NodeId, Raft, DEFAULT_GROUP};
+use crate::{GroupId, NodeId, DEFAULT_GROUP};
 
-/// Raft RPCs from peers.
+/// Raft RPCs from peers, each handed to the group it names.
 pub struct RaftService {
-    raft: Raft,
-    sm: StateMachineStore,
-    log: LogStore,
+    groups: Groups,
     node_id: NodeId,
-    /// The group whose replica on this node the service drives.
-    group: GroupId,
     max_snapshot_bytes: u64,
 }
 
 impl RaftService {
-    /// The service of node `node_id`, taking snapshot streams of at most
+    /// The service of node `node_id` for its `groups`, taking snapshot streams of at most
     /// `max_snapshot_bytes` (and what the disk allows: [`crate::limits::snapshot_budget`]).
-    pub fn new(
-        raft: Raft,
-        sm: StateMachineStore,
-        log: LogStore,
-        node_id: NodeId,
-        max_snapshot_bytes: u64,
-    ) -> Self {
+    pub fn new(groups: Groups, node_id: NodeId, max_snapshot_bytes: u64) -> Self {
         RaftService {
-            raft,
-            sm,
-            log,
+            groups,
             node_id,
-            group: DEFAULT_GROUP,
             max_snapshot_bytes,
         }
     }
 
-    /// Serve `group`'s replica (the default is [`DEFAULT_GROUP`]).
-    #[must_use]
-    pub fn for_group(mut self, group: GroupId) -> Self {
-        self.group = group;
-        self
-    }
-
-    /// The checks at the door of every Raft RPC: its target node, its group, then its
-    /// cluster (which an RPC that `joins` may set, see [`Self::check_cluster`]).
-    fn admit<T>(&self, req: &Request<T>, joins: bool) -> Result<(), Status> {
+    /// The checks at the door of every Raft RPC: its target node, then its group, then
+    /// its cluster (which an RPC that `joins` may set, see [`Self::check_cluster`]); the
+    /// group the RPC is for.
+    fn admit<T>(&self, req: &Request<T>, joins: bool) -> Result<Group, Status> {
         self.check_target(req)?;
-        self.check_group(req)?;
-        self.check_cluster(req, joins)
+        let group = self.check_group(req)?;
+        self.check_cluster(&group.log, req, joins)?;
+        Ok(group)
     }
 
-    /// Refuse an RPC for a group this node holds no replica of (`NOT_FOUND`): the sender's
-    /// map of the group's replicas is out of date. An RPC without a group header is for
-    /// [`DEFAULT_GROUP`].
-    fn check_group<T>(&self, req: &Request<T>) -> Result<(), Status> {
-        let group = match req.metadata().get(GROUP_HEADER) {
+    /// The group the RPC names, or `NOT_FOUND` if this node holds no replica of it (the
+    /// sender's map of the group's replicas is out of date). An RPC without a group header
+    /// is for [`DEFAULT_GROUP`].
+    fn check_group<T>(&self, req: &Request<T>) -> Result<Group, Status> {
+        let id = match req.metadata().get(GROUP_HEADER) {
             None => DEFAULT_GROUP,
             Some(v) => v
                 .to_str()
@@ -76,14 +59,12 @@ impl RaftService {
                     Status::invalid_argument(format!("{GROUP_HEADER}: not a group id"))
                 })?,
         };
-        if group == self.group {
-            Ok(())
-        } else {
-            Err(Status::not_found(format!(
-                "node {} holds no replica of group {group}",
+        self.groups.get(id).ok_or_else(|| {
+            Status::not_found(format!(
+                "node {} holds no replica of group {id}",
                 self.node_id
-            )))
-        }
+            ))
+        })
     }
 
     /// Refuse an RPC that names another node (or none): the sender has this address down
@@ -113,7 +94,12 @@ impl RaftService {
     /// no cluster id yet takes the sender's when `joins` (an append or a snapshot, which
     /// only a leader sends), synced before the RPC goes on. An RPC without an id (from a
     /// node whose data predates cluster ids) passes.
-    fn check_cluster<T>(&self, req: &Request<T>, joins: bool) -> Result<(), Status> {
+    fn check_cluster<T>(
+        &self,
+        log: &LogStore,
+        req: &Request<T>,
+        joins: bool,
+    ) -> Result<(), Status> {
         let Some(sent) = req.metadata().get(CLUSTER_HEADER) else {
             return Ok(());
         };
@@ -122,13 +108,13 @@ impl RaftService {
             .ok()
             .and_then(|v| u128::from_str_radix(v, 16).ok())
             .ok_or_else(|| Status::invalid_argument(format!("{CLUSTER_HEADER}: not an id")))?;
-        match self.log.cluster_id() {
+        match log.cluster_id() {
             Some(have) if have == sent => Ok(()),
             Some(have) => Err(Status::failed_precondition(format!(
                 "node {} belongs to cluster {have:032x}, not {sent:032x}",
                 self.node_id
             ))),
-            None if joins => self.log.join_cluster(sent).map_err(|e| match e {
+            None if joins => log.join_cluster(sent).map_err(|e| match e {
                 crate::Error::Config(_) => Status::failed_precondition(e.to_string()),
                 e => Status::internal(e.to_string()),
             }),
@@ -205,11 +191,12 @@ impl RaftService {
     /// loop, which then only switches to it ([`StateMachineStore::prepare_install`]).
     async fn prepare_install(
         &self,
+        sm: &StateMachineStore,
         path: &Path,
         meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
     ) -> Result<SnapshotData, Status> {
         let data = SnapshotData::open(path).map_err(|e| Status::internal(e.to_string()))?;
-        let (sm, meta) = (self.sm.clone(), meta.clone());
+        let (sm, meta) = (sm.clone(), meta.clone());
         tokio::task::spawn_blocking(move || sm.prepare_install(&meta, &data).map(|()| data))
             .await
             .map_err(|e| Status::internal(format!("snapshot install task: {e}")))?
@@ -235,9 +222,9 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
-        self.admit(&req, true)?;
+        let group = self.admit(&req, true)?;
         let rpc = convert::append_request_from_pb(req.into_inner())?;
-        let resp = self
+        let resp = group
             .raft
             .append_entries(rpc)
             .await
@@ -249,9 +236,9 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::VoteRequest>,
     ) -> Result<Response<pb::VoteResponse>, Status> {
-        self.admit(&req, false)?;
+        let group = self.admit(&req, false)?;
         let rpc = convert::vote_request_from_pb(req.into_inner())?;
-        let resp = self
+        let resp = group
             .raft
             .vote(rpc)
             .await
@@ -263,10 +250,10 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<pb::TimeoutNowRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
-        self.admit(&req, false)?;
+        let group = self.admit(&req, false)?;
         let from = convert::vote_from_pb(req.into_inner().vote)?;
         {
-            let metrics = self.raft.metrics();
+            let metrics = group.raft.metrics();
             let m = metrics.borrow();
             let sender = from.leader_id.node_id;
             if m.current_leader != Some(sender) || m.current_term != from.leader_id.term {
@@ -291,7 +278,8 @@ impl pb::raft_server::Raft for RaftService {
             "node {} hands its leadership here: standing for election",
             from.leader_id.node_id
         );
-        self.raft
+        group
+            .raft
             .trigger()
             .elect()
             .await
@@ -303,8 +291,8 @@ impl pb::raft_server::Raft for RaftService {
         &self,
         req: Request<Streaming<pb::SnapshotFrame>>,
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
-        self.admit(&req, true)?;
-        let path = self.sm.receive_path();
+        let group = self.admit(&req, true)?;
+        let path = group.sm.receive_path();
         let _cleanup = RemoveOnDrop(path.clone());
         let (vote, header) = self.receive_snapshot(req.into_inner(), &path).await?;
         let meta = SnapshotMeta {
@@ -312,12 +300,12 @@ impl pb::raft_server::Raft for RaftService {
             last_membership: header.membership,
             snapshot_id: header.snapshot_id,
         };
-        let data = self.prepare_install(&path, &meta).await?;
+        let data = self.prepare_install(&group.sm, &path, &meta).await?;
         let snapshot = Snapshot {
             meta,
             snapshot: Box::new(data),
         };
-        let resp = self
+        let resp = group
             .raft
             .install_full_snapshot(vote, snapshot)
             .await
