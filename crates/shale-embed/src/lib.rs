@@ -24,6 +24,7 @@
 // Model files and user text never reach an unchecked unwrap or index.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
+mod batcher;
 mod minilm;
 mod model_files;
 mod onnx;

@@ -19,15 +19,16 @@
 //! rounding (padding is masked out of attention and of the mean).
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use shale::error::{Error, Result};
 use shale_search::semantic::Embedder;
-use tokenizers::{Encoding, Tokenizer};
+use tokenizers::Encoding;
 
+use crate::batcher::Batcher;
 use crate::model_files::{self, damaged, read_verified};
 use crate::text::{self, default_threads, DIM};
 
@@ -37,19 +38,15 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 /// The all-MiniLM-L6-v2 sentence embedding model.
 pub struct MiniLm {
     model: BertModel,
-    tokenizer: Tokenizer,
-    pool: rayon::ThreadPool,
-    threads: usize,
-    batch_size: usize,
-    dir: PathBuf,
+    batcher: Batcher,
 }
 
 impl fmt::Debug for MiniLm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MiniLm")
-            .field("dir", &self.dir)
-            .field("threads", &self.threads)
-            .field("batch_size", &self.batch_size)
+            .field("dir", &self.dir())
+            .field("threads", &self.threads())
+            .field("batch_size", &self.batch_size())
             .finish_non_exhaustive()
     }
 }
@@ -80,8 +77,6 @@ impl MiniLm {
     /// As [`MiniLm::load`]; also `Error::Index` if the thread pool cannot be started.
     pub fn load_with_threads(dir: impl AsRef<Path>, threads: usize) -> Result<Self> {
         let dir = dir.as_ref();
-        let threads = threads.max(1);
-
         let config_bytes = read_verified(dir, model_files::CONFIG)?;
         let config: Config = serde_json::from_slice(&config_bytes)
             .map_err(|e| damaged(&dir.join(model_files::CONFIG.name), e))?;
@@ -94,41 +89,29 @@ impl MiniLm {
             .map_err(|e| damaged(&weights_path, e))?;
         let model = BertModel::load(vb, &config).map_err(|e| damaged(&weights_path, e))?;
 
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("shale-embed-{i}"))
-            .build()
-            .map_err(|e| Error::Index(format!("cannot start {threads} threads: {e}")))?;
-
-        Ok(MiniLm {
-            model,
-            tokenizer,
-            pool,
-            threads,
-            batch_size: DEFAULT_BATCH_SIZE,
-            dir: dir.to_path_buf(),
-        })
+        let batcher = Batcher::new(dir, tokenizer, threads, "shale-embed", DEFAULT_BATCH_SIZE)?;
+        Ok(MiniLm { model, batcher })
     }
 
     /// The directory the model was loaded from.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.batcher.dir()
     }
 
     /// The number of threads inference runs on.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.batcher.threads()
     }
 
     /// The number of texts [`Embedder::embed`] puts into one forward pass.
     pub fn batch_size(&self) -> usize {
-        self.batch_size
+        self.batcher.batch_size()
     }
 
     /// Set how many texts [`Embedder::embed`] puts into one forward pass (at least one).
     /// Larger batches amortise more per-pass work but pad more when lengths differ.
     pub fn set_batch_size(&mut self, batch_size: usize) {
-        self.batch_size = batch_size.max(1);
+        self.batcher.set_batch_size(batch_size);
     }
 
     /// Embed `texts` in exactly one forward pass, every text padded to the longest: the
@@ -138,18 +121,11 @@ impl MiniLm {
     /// # Errors
     /// `Error::Index` if tokenisation or inference fails.
     pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        self.pool.install(|| {
-            let encodings = text::tokenize(&self.tokenizer, texts)?;
-            let refs: Vec<&Encoding> = encodings.iter().collect();
-            self.forward(&refs)
-        })
+        self.batcher.embed_batch(texts, |batch| self.forward(batch))
     }
 
-    /// One forward pass over `batch`, padded to its longest encoding.
+    /// One forward pass over `batch` (not empty), padded to its longest encoding.
     fn forward(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
         let p = text::pack::<u32>(batch);
         self.pooled(p.rows, p.cols, p.ids, p.type_ids, p.mask)
             .map_err(|e| Error::Index(format!("inference failed: {e}")))
@@ -201,10 +177,6 @@ impl Embedder for MiniLm {
     /// import, where one pass alone leaves its single-threaded steps idle on the other),
     /// and returns the vectors in the order of `texts`.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        self.pool.install(|| {
-            text::embed_by_length(&self.tokenizer, texts, self.batch_size, |batch| {
-                self.forward(batch)
-            })
-        })
+        self.batcher.embed(texts, |batch| self.forward(batch))
     }
 }

@@ -22,7 +22,7 @@
 //! batch beyond float rounding.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use ort::environment::Environment;
@@ -31,8 +31,9 @@ use ort::session::Session;
 use ort::value::Tensor;
 use shale::error::{Error, Result};
 use shale_search::semantic::Embedder;
-use tokenizers::{Encoding, Tokenizer};
+use tokenizers::Encoding;
 
+use crate::batcher::Batcher;
 use crate::model_files::{self, damaged, read_verified};
 use crate::text::{self, default_threads, DIM};
 
@@ -49,18 +50,15 @@ static ENVIRONMENT: Mutex<Option<Environment>> = Mutex::new(None);
 pub struct OnnxMiniLm {
     /// One per pool thread, indexed by `rayon::current_thread_index`.
     sessions: Vec<Mutex<Session>>,
-    tokenizer: Tokenizer,
-    pool: rayon::ThreadPool,
-    batch_size: usize,
-    dir: PathBuf,
+    batcher: Batcher,
 }
 
 impl fmt::Debug for OnnxMiniLm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OnnxMiniLm")
-            .field("dir", &self.dir)
-            .field("threads", &self.sessions.len())
-            .field("batch_size", &self.batch_size)
+            .field("dir", &self.dir())
+            .field("threads", &self.threads())
+            .field("batch_size", &self.batch_size())
             .finish_non_exhaustive()
     }
 }
@@ -127,38 +125,28 @@ impl OnnxMiniLm {
                 .map_err(|e| damaged(&model_path, e))?;
             sessions.push(Mutex::new(session));
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("shale-onnx-{i}"))
-            .build()
-            .map_err(|e| Error::Index(format!("cannot start {threads} threads: {e}")))?;
-        Ok(OnnxMiniLm {
-            sessions,
-            tokenizer,
-            pool,
-            batch_size: ONNX_BATCH_SIZE,
-            dir: dir.to_path_buf(),
-        })
+        let batcher = Batcher::new(dir, tokenizer, threads, "shale-onnx", ONNX_BATCH_SIZE)?;
+        Ok(OnnxMiniLm { sessions, batcher })
     }
 
     /// The directory the model was loaded from.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.batcher.dir()
     }
 
     /// The number of threads inference runs on.
     pub fn threads(&self) -> usize {
-        self.sessions.len()
+        self.batcher.threads()
     }
 
     /// The number of texts [`Embedder::embed`] puts into one run.
     pub fn batch_size(&self) -> usize {
-        self.batch_size
+        self.batcher.batch_size()
     }
 
     /// Set how many texts [`Embedder::embed`] puts into one run (at least one).
     pub fn set_batch_size(&mut self, batch_size: usize) {
-        self.batch_size = batch_size.max(1);
+        self.batcher.set_batch_size(batch_size);
     }
 
     /// Embed `texts` in exactly one run, every text padded to the longest: the raw batch,
@@ -167,19 +155,12 @@ impl OnnxMiniLm {
     /// # Errors
     /// `Error::Index` if tokenisation or inference fails.
     pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        self.pool.install(|| {
-            let encodings = text::tokenize(&self.tokenizer, texts)?;
-            let refs: Vec<&Encoding> = encodings.iter().collect();
-            self.forward(&refs)
-        })
+        self.batcher.embed_batch(texts, |batch| self.forward(batch))
     }
 
-    /// One run over `batch`, padded to its longest encoding, on the session of the pool
-    /// thread this runs on.
+    /// One run over `batch` (not empty), padded to its longest encoding, on the session of
+    /// the pool thread this runs on.
     fn forward(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
         let p = text::pack::<i64>(batch);
         let shape = [p.rows, p.cols];
         let inputs = [
@@ -246,10 +227,6 @@ impl Embedder for OnnxMiniLm {
     /// of [`OnnxMiniLm::batch_size`] on the pool's threads at once, and returns the
     /// vectors in the order of `texts`.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        self.pool.install(|| {
-            text::embed_by_length(&self.tokenizer, texts, self.batch_size, |batch| {
-                self.forward(batch)
-            })
-        })
+        self.batcher.embed(texts, |batch| self.forward(batch))
     }
 }
