@@ -34,7 +34,7 @@ use crate::pb::raft_server::RaftServer;
 use crate::service::{KvService, RaftService, ReadConsistency};
 use crate::state_machine::StateMachineStore;
 use crate::tls::{Tls, TlsFiles};
-use crate::{NodeId, Raft, DEFAULT_GROUP};
+use crate::{NodeId, Raft};
 
 /// How to run one node.
 #[derive(Clone, Debug)]
@@ -79,6 +79,12 @@ pub struct ServerConfig {
     /// What reads guarantee: linearizable (the default) or served from this replica's
     /// applied state, perhaps stale (docs/replication.md, "Serializable reads").
     pub read_consistency: ReadConsistency,
+    /// The keys the key space is split at, ascending: group 1 serves the keys below the
+    /// first, group 2 those from the first to the second, and so on, each a Raft group of
+    /// its own on every node (empty: one group serves every key). Every node of a cluster
+    /// is started with the same splits, and refuses splits its data was not made with.
+    /// Clients reach group 1 only: requests are not routed to the other groups yet.
+    pub splits: Vec<Vec<u8>>,
 }
 
 impl ServerConfig {
@@ -111,6 +117,7 @@ impl ServerConfig {
             limits: Limits::default(),
             embed_once: true,
             read_consistency: ReadConsistency::Linearizable,
+            splits: Vec::new(),
         }
     }
 
@@ -136,6 +143,7 @@ impl ServerConfig {
             problems.push("request_timeout_ms must be positive".into());
         }
         problems.extend(self.limits.problems(self.request_timeout_ms));
+        problems.extend(crate::group::split_problems(&self.splits));
         if self.tls.is_none() && !self.allow_plaintext && !self.listen.ip().is_loopback() {
             problems.push(format!(
                 "{} is not a loopback address: give TLS files, or allow plaintext explicitly",
@@ -208,16 +216,49 @@ impl ServerConfig {
     }
 }
 
-/// The state machine and the log store in `cfg.data_dir`, the log store claimed for this
-/// node and purging only behind the state machine's durable snapshots.
-fn open_stores(cfg: &ServerConfig) -> Result<(StateMachineStore, LogStore)> {
-    let log_dir = cfg.data_dir.join("raft-log");
-    let state_dir = cfg.data_dir.join("state");
-    std::fs::create_dir_all(&state_dir).map_err(|e| Error::io("mkdir", &state_dir, e))?;
-    let sm = StateMachineStore::open(&state_dir, Options::default())?;
-    let log = LogStore::open(&log_dir, Options::default())?.purging_behind(sm.durable_snapshots());
+/// The node's log store in `cfg.data_dir`, claimed for this node.
+fn open_log(cfg: &ServerConfig) -> Result<LogStore> {
+    let log = LogStore::open(&cfg.data_dir.join("raft-log"), Options::default())?;
     log.claim(cfg.node_id)?;
-    Ok((sm, log))
+    Ok(log)
+}
+
+/// Open every group of `cfg.splits` and start its Raft: its state machine, its view of
+/// `node_log` (purging only behind the state machine's durable snapshots), its RPCs sent
+/// through `network` naming it. Every state machine is opened, and its shard checked,
+/// before any Raft starts. Returns the node's registry, and group 1.
+async fn start_groups(
+    cfg: &ServerConfig,
+    raft_config: &Arc<Config>,
+    node_log: &LogStore,
+    network: &NetworkFactory,
+) -> Result<(Groups, Group)> {
+    let mut opened = Vec::new();
+    for (id, shard) in crate::group::layout(&cfg.splits) {
+        opened.push((id, crate::group::open_state(&cfg.data_dir, id, &shard)?));
+    }
+    let mut groups = Vec::new();
+    for (id, sm) in opened {
+        let log = node_log.group(id).purging_behind(sm.durable_snapshots());
+        let network = network.clone().for_group(id);
+        let raft = Raft::new(
+            cfg.node_id,
+            Arc::clone(raft_config),
+            network,
+            log.clone(),
+            sm.clone(),
+        )
+        .await
+        .map_err(|e| Error::Raft(e.to_string()))?;
+        groups.push(Group { id, raft, sm, log });
+    }
+    let registry = Groups::default();
+    groups.iter().cloned().for_each(|g| registry.insert(g));
+    let first = groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Config(vec!["a node holds at least one group".into()]))?;
+    Ok((registry, first))
 }
 
 /// The node's listener, and the metrics listener if `cfg` asks for one.
@@ -313,9 +354,12 @@ pub struct Server {
     node_id: NodeId,
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    /// Group 1's, which clients reach.
     raft: Raft,
     sm: StateMachineStore,
     log: LogStore,
+    /// Every group of the node, group 1 among them.
+    groups: Groups,
     metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     serving: Option<JoinHandle<std::result::Result<(), tonic::transport::Error>>>,
@@ -331,7 +375,7 @@ impl Server {
     pub async fn start(cfg: ServerConfig) -> Result<Server> {
         cfg.validate()?;
         let raft_config = Arc::new(cfg.raft_config()?);
-        let (sm, log) = open_stores(&cfg)?;
+        let node_log = open_log(&cfg)?;
         let (listener, metrics_listener) = bind(&cfg).await?;
         let addr = listener
             .local_addr()
@@ -339,13 +383,12 @@ impl Server {
         let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
         let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
         let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer))
-            .with_cluster(log.cluster_cell());
+            .with_cluster(node_log.cluster_cell());
         let reachability = network.reachability();
         let refusals = Arc::new(Refusals::default());
         let peers = network.clone();
-        let raft = Raft::new(cfg.node_id, raft_config, network, log.clone(), sm.clone())
-            .await
-            .map_err(|e| Error::Raft(e.to_string()))?;
+        let (groups, Group { raft, sm, log, .. }) =
+            start_groups(&cfg, &raft_config, &node_log, &network).await?;
         let metrics = Arc::new(Metrics::new(NodeCollector {
             raft: raft.clone(),
             sm: sm.clone(),
@@ -355,13 +398,7 @@ impl Server {
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
-        let groups = Groups::of(Group {
-            id: DEFAULT_GROUP,
-            raft: raft.clone(),
-            sm: sm.clone(),
-            log: log.clone(),
-        });
-        let raft_svc = raft_service(&cfg, groups, peer_token, tls.is_some());
+        let raft_svc = raft_service(&cfg, groups.clone(), peer_token, tls.is_some());
         let kv_svc = kv_service(&cfg, &raft, &sm, peers);
         let (stop, stopped) = watch::channel(false);
         let stopped = move || {
@@ -393,6 +430,7 @@ impl Server {
             raft,
             sm,
             log,
+            groups,
             metrics,
             stop,
             serving: Some(serving),
@@ -422,6 +460,11 @@ impl Server {
     /// The node's Raft, for membership changes and metrics.
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// Every group the node holds a replica of (tests and tools).
+    pub fn groups(&self) -> &Groups {
+        &self.groups
     }
 
     /// The log store (tests and tools).
@@ -463,10 +506,17 @@ impl Server {
             .into_iter()
             .map(|(id, addr)| (id, BasicNode::new(addr)))
             .collect();
-        self.raft
-            .initialize(members)
-            .await
-            .map_err(|e| Error::Raft(e.to_string()))
+        for id in self.groups.ids() {
+            let Some(group) = self.groups.get(id) else {
+                continue;
+            };
+            group
+                .raft
+                .initialize(members.clone())
+                .await
+                .map_err(|e| Error::Raft(format!("group {id}: {e}")))?;
+        }
+        Ok(())
     }
 
     /// True once this node holds a membership (bootstrapped, or joined).
@@ -486,11 +536,15 @@ impl Server {
     /// # Errors
     /// `Raft`, `Transport`, `Engine` for whatever failed to stop cleanly.
     pub async fn shutdown(mut self) -> Result<()> {
-        let raft = self
-            .raft
-            .shutdown()
-            .await
-            .map_err(|e| Error::Raft(e.to_string()));
+        let mut raft = Ok(());
+        for id in self.groups.ids() {
+            if let Some(group) = self.groups.get(id) {
+                let stopped = group.raft.shutdown().await;
+                if let (Ok(()), Err(e)) = (&raft, stopped) {
+                    raft = Err(Error::Raft(format!("group {id}: {e}")));
+                }
+            }
+        }
         self.stop.send_replace(true);
         if let Some(serving) = self.serving.take() {
             match serving.await {
@@ -505,7 +559,11 @@ impl Server {
         }
         raft?;
         let log = self.log.close();
-        self.sm.close()?;
+        for id in self.groups.ids() {
+            if let Some(group) = self.groups.get(id) {
+                group.sm.close()?;
+            }
+        }
         log
     }
 }

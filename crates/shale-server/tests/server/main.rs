@@ -8,6 +8,7 @@ mod cluster_backup;
 mod cluster_embed_once;
 mod cluster_exactly_once;
 mod cluster_failover;
+mod cluster_groups;
 mod cluster_identity;
 mod cluster_read_consistency;
 mod cluster_rolling_restart;

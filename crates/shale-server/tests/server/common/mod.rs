@@ -29,6 +29,8 @@ pub struct Timings {
     pub embed_once: bool,
     /// `ServerConfig::read_consistency`.
     pub read_consistency: ReadConsistency,
+    /// `ServerConfig::splits`.
+    pub splits: Vec<Vec<u8>>,
 }
 
 pub fn timings() -> Timings {
@@ -42,6 +44,7 @@ pub fn timings() -> Timings {
         limits: shale_server::limits::Limits::default(),
         embed_once: true,
         read_consistency: ReadConsistency::Linearizable,
+        splits: Vec::new(),
     }
 }
 
@@ -67,6 +70,7 @@ impl Cluster {
         cfg.limits = self.timings.limits;
         cfg.embed_once = self.timings.embed_once;
         cfg.read_consistency = self.timings.read_consistency;
+        cfg.splits = self.timings.splits.clone();
         cfg.tls = self.timings.tls_dir.as_ref().map(|dir| TlsFiles {
             cert: dir.join(format!("node-{id}.pem")),
             key: dir.join(format!("node-{id}.key")),
