@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shale::{Db, WriteBatch, WriteOptions};
-use shale_search::semantic::{vector_value, VectorIndex, VectorIndexOptions};
+use shale_search::semantic::{vector_value, VectorIndex, VectorIndexOptions, VectorIndexRecovery};
 
 use super::dataset::Dataset;
 use super::filter::{key, FilterIndex, INDEX};
@@ -87,9 +87,7 @@ pub fn run(
         dir,
         opts,
     } = filtered;
-    drop(index);
-    db.close()?;
-    drop(db);
+    close(db, index)?;
     reopen(ds, &dir, opts.clone(), note_params, emit)?;
     crash_child(ds, &dir)?;
     restart(ds, &dir, opts, note_params, emit)
@@ -105,13 +103,7 @@ fn reopen(
 ) -> BenchResult<()> {
     let n = ds.len();
     // A clean reopen: the checkpoint written at close is taken over whole.
-    let (db, index, secs) = open(dir, opts)?;
-    let r = index.recovery();
-    eprintln!(
-        "   {:<11} reopen: {secs:.3} s (index work {:.3} s), {r:?}",
-        "shale",
-        r.open_micros as f64 / 1e6
-    );
+    let (db, index, secs, r) = open(dir, opts, "reopen")?;
     emit(
         VectorRecord::new("shale", &format!("index-reopen-{}", ds.name), n as u64, secs).note(
             format!(
@@ -120,10 +112,7 @@ fn reopen(
             ),
         ),
     );
-    drop(index);
-    db.close()?;
-    drop(db);
-    Ok(())
+    close(db, index)
 }
 
 /// Run the crash child on the closed index and kill it once its vectors are indexed.
@@ -159,13 +148,7 @@ fn restart(
     emit: &mut Emit<'_>,
 ) -> BenchResult<()> {
     let n = ds.len();
-    let (db, index, secs) = open(dir, opts)?;
-    let r = index.recovery();
-    eprintln!(
-        "   {:<11} restart after SIGKILL: {secs:.3} s (index work {:.3} s), {r:?}",
-        "shale",
-        r.open_micros as f64 / 1e6
-    );
+    let (db, index, secs, r) = open(dir, opts, "restart after SIGKILL")?;
     let expected = (r.graph_nodes_reused, r.vectors_reinserted, r.texts_to_embed);
     if expected != (n, EXTRA, 0) {
         return Err(format!(
@@ -189,15 +172,33 @@ fn restart(
             r.open_micros as f64 / 1e6
         )),
     );
-    drop(index);
-    db.close()?;
-    Ok(())
+    close(db, index)
 }
 
-/// Open the database at `dir` and its index, timing both.
-fn open(dir: &Path, opts: VectorIndexOptions) -> BenchResult<(Arc<Db>, VectorIndex, f64)> {
+/// Open the database at `dir` and its index, timing both, and print the time as `what`:
+/// the handles, the seconds and what the index recovered.
+fn open(
+    dir: &Path,
+    opts: VectorIndexOptions,
+    what: &str,
+) -> BenchResult<(Arc<Db>, VectorIndex, f64, VectorIndexRecovery)> {
     let started = Instant::now();
     let db = Arc::new(Db::open(dir, shale::Options::default())?);
     let index = VectorIndex::open(&db, INDEX, opts)?;
-    Ok((db, index, started.elapsed().as_secs_f64()))
+    let secs = started.elapsed().as_secs_f64();
+    let r = index.recovery();
+    eprintln!(
+        "   {:<11} {what}: {secs:.3} s (index work {:.3} s), {r:?}",
+        "shale",
+        r.open_micros as f64 / 1e6
+    );
+    Ok((db, index, secs, r))
+}
+
+/// Close the index, then its database.
+fn close(db: Arc<Db>, index: VectorIndex) -> BenchResult<()> {
+    drop(index);
+    db.close()?;
+    drop(db);
+    Ok(())
 }

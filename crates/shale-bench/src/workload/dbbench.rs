@@ -7,6 +7,9 @@ use super::*;
 /// Checkpoints taken by the `checkpoint` workload.
 pub(super) const CHECKPOINTS: usize = 10;
 
+/// Entries per atomic batch of the `fillbatch` and `fillkeyspaces` workloads.
+const FILL_BATCH: usize = 100;
+
 /// Keys per call of the `multiget` workload.
 pub(super) const MULTIGET_BATCH: usize = 32;
 
@@ -51,29 +54,18 @@ impl Runner {
         Ok(Outcome::load(num, seconds, lat, bytes))
     }
 
-    /// Keys `0..num` once each in random order, 100 per atomic batch (db_bench fillbatch
-    /// uses 1000); latency is per batch, ops count entries.
+    /// Keys `0..num` once each in random order, [`FILL_BATCH`] per atomic batch (db_bench
+    /// fillbatch uses 1000); latency is per batch, ops count entries.
     pub(super) fn fill_batch(&mut self, pb: &ProgressBar) -> BenchResult<Outcome> {
-        const BATCH: usize = 100;
+        let filled = self.fill_batches(
+            pb,
+            |_, key, value| (key, Some(value)),
+            |e, ops| Some(e.write_batch(ops, Durability::Buffered)),
+        )?;
+        let Some((seconds, lat)) = filled else {
+            unreachable!("write_batch always writes");
+        };
         let num = self.cfg.num;
-        let order = shuffled(num, &mut Rng::new(self.cfg.seed));
-        let mut values = ValueGen::new(self.cfg.seed);
-        let (keys, vs) = (self.keys, self.cfg.value_size);
-        let e = self.engine()?;
-        let mut lat = Latencies::new();
-        let mut ops = Vec::with_capacity(BATCH);
-        let start = Instant::now();
-        for chunk in order.chunks(BATCH) {
-            ops.clear();
-            for &n in chunk {
-                let mut key = Vec::with_capacity(keys.key_size);
-                keys.key(n, &mut key);
-                ops.push((key, Some(values.next(vs).to_vec())));
-            }
-            lat.time(|| e.write_batch(&ops, Durability::Buffered))?;
-            pb.inc(chunk.len() as u64);
-        }
-        let seconds = start.elapsed().as_secs_f64();
         self.loaded = Loaded::Keys(num);
         let bytes = num * self.entry_bytes();
         Ok(Outcome {
@@ -83,7 +75,7 @@ impl Runner {
             bytes,
             user_bytes_written: bytes,
             live_bytes: Some(bytes),
-            note: Some(format!("batches of {BATCH}; latency per batch")),
+            note: Some(format!("batches of {FILL_BATCH}; latency per batch")),
         })
     }
 
@@ -91,41 +83,21 @@ impl Runner {
     /// families, fjall keyspaces): key `n` goes to keyspace `n % KEYSPACES`, so each batch
     /// of 100 writes into all of them atomically. The engine is opened again with them.
     pub(super) fn fill_keyspaces(&mut self, pb: &ProgressBar) -> BenchResult<Option<Outcome>> {
-        const BATCH: usize = 100;
         const KEYSPACES: usize = 4;
         let parity = self.cfg.parity.clone();
         self.cfg.parity.keyspaces = KEYSPACES;
         let opened = self.fresh();
         self.cfg.parity = parity;
         opened?;
+        let filled = self.fill_batches(
+            pb,
+            |n, key, value| ((n % KEYSPACES as u64) as usize, key, value),
+            |e, ops| e.write_batch_in(ops, Durability::Buffered),
+        )?;
+        let Some((seconds, lat)) = filled else {
+            return Ok(None);
+        };
         let num = self.cfg.num;
-        let order = shuffled(num, &mut Rng::new(self.cfg.seed));
-        let mut values = ValueGen::new(self.cfg.seed);
-        let (keys, vs) = (self.keys, self.cfg.value_size);
-        let e = self.engine()?;
-        let mut lat = Latencies::new();
-        let mut ops = Vec::with_capacity(BATCH);
-        let start = Instant::now();
-        for chunk in order.chunks(BATCH) {
-            ops.clear();
-            for &n in chunk {
-                let mut key = Vec::with_capacity(keys.key_size);
-                keys.key(n, &mut key);
-                ops.push((
-                    (n % KEYSPACES as u64) as usize,
-                    key,
-                    values.next(vs).to_vec(),
-                ));
-            }
-            let t = Instant::now();
-            let Some(done) = e.write_batch_in(&ops, Durability::Buffered) else {
-                return Ok(None);
-            };
-            done?;
-            lat.record_since(t);
-            pb.inc(chunk.len() as u64);
-        }
-        let seconds = start.elapsed().as_secs_f64();
         self.loaded = Loaded::Nothing;
         let bytes = num * self.entry_bytes();
         Ok(Some(Outcome {
@@ -136,9 +108,43 @@ impl Runner {
             user_bytes_written: bytes,
             live_bytes: Some(bytes),
             note: Some(format!(
-                "batches of {BATCH} over {KEYSPACES} keyspaces; latency per batch"
+                "batches of {FILL_BATCH} over {KEYSPACES} keyspaces; latency per batch"
             )),
         }))
+    }
+
+    /// Keys `0..num` once each in random order, [`FILL_BATCH`] per atomic batch: `entry`
+    /// makes a batch entry of a key's number, the key and its value, and `write` writes a
+    /// batch (`None`: the engine cannot, and nothing more is written). The seconds it took
+    /// and the latency of each batch.
+    fn fill_batches<T>(
+        &self,
+        pb: &ProgressBar,
+        entry: impl Fn(u64, Vec<u8>, Vec<u8>) -> T,
+        write: impl Fn(&dyn Engine, &[T]) -> Option<BenchResult<()>>,
+    ) -> BenchResult<Option<(f64, Latencies)>> {
+        let num = self.cfg.num;
+        let order = shuffled(num, &mut Rng::new(self.cfg.seed));
+        let mut values = ValueGen::new(self.cfg.seed);
+        let (keys, vs) = (self.keys, self.cfg.value_size);
+        let e = self.engine()?;
+        let mut lat = Latencies::new();
+        let mut ops = Vec::with_capacity(FILL_BATCH);
+        let start = Instant::now();
+        for chunk in order.chunks(FILL_BATCH) {
+            ops.clear();
+            for &n in chunk {
+                let mut key = Vec::with_capacity(keys.key_size);
+                keys.key(n, &mut key);
+                ops.push(entry(n, key, values.next(vs).to_vec()));
+            }
+            let Some(done) = lat.time(|| write(e, &ops)) else {
+                return Ok(None);
+            };
+            done?;
+            pb.inc(chunk.len() as u64);
+        }
+        Ok(Some((start.elapsed().as_secs_f64(), lat)))
     }
 
     /// `sync_num` synced puts of random keys from `threads` concurrent writers.
