@@ -20,12 +20,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::batch::WriteBatch;
-use crate::convert::{opt_bytes, search_count, to_bytes, write_options};
-use crate::errors::{key_error, run};
+use crate::convert::{opt_bytes, search_count, to_bytes};
+use crate::errors::run;
 use crate::read::{read_methods, ReadView};
 use crate::search::SearchHit;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
+use crate::write::{write_methods, WriteView};
 
 /// An open Shale database. Made by `shale.open(path, **options)`.
 #[pyclass(name = "DB", module = "shale", frozen)]
@@ -51,9 +52,15 @@ impl Db {
     fn view(&self, _py: Python<'_>) -> PyResult<ReadView<'_>> {
         Ok(ReadView::new(&self.shared, None))
     }
+
+    /// Writes to the default keyspace.
+    fn writer(&self) -> WriteView<'_> {
+        WriteView::new(&self.shared)
+    }
 }
 
 read_methods!(Db);
+write_methods!(Db);
 
 #[pymethods]
 impl Db {
@@ -76,82 +83,6 @@ impl Db {
             .into_iter()
             .map(|v| v.map(|v| PyBytes::new(py, &v)))
             .collect())
-    }
-
-    /// Set `key` to `value`; `sync=True` makes it durable before returning.
-    #[pyo3(signature = (key, value, sync = false))]
-    fn put(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        sync: bool,
-    ) -> PyResult<()> {
-        let mut batch = shale::WriteBatch::new();
-        batch.put(to_bytes(key, "key")?, to_bytes(value, "value")?);
-        let shared = &self.shared;
-        run(py, || {
-            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
-        })
-    }
-
-    /// Remove `key` (no error if it is missing).
-    #[pyo3(signature = (key, sync = false))]
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
-        let mut batch = shale::WriteBatch::new();
-        batch.delete(to_bytes(key, "key")?);
-        let shared = &self.shared;
-        run(py, || {
-            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
-        })
-    }
-
-    /// Remove every key `k` with `start <= k < end`, in one write whatever their number.
-    #[pyo3(signature = (start, end, sync = false))]
-    fn delete_range(
-        &self,
-        py: Python<'_>,
-        start: &Bound<'_, PyAny>,
-        end: &Bound<'_, PyAny>,
-        sync: bool,
-    ) -> PyResult<()> {
-        let mut batch = shale::WriteBatch::new();
-        batch.delete_range(to_bytes(start, "start")?, to_bytes(end, "end")?);
-        let shared = &self.shared;
-        run(py, || {
-            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
-        })
-    }
-
-    fn __setitem__(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        self.put(py, key, value, false)
-    }
-
-    /// `del db[key]`: like `dict`, a missing key raises `KeyError` (`delete` does not).
-    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let key = to_bytes(key, "key")?;
-        let shared = &self.shared;
-        let existed = run(py, || {
-            shared.with(|db| {
-                // The check and the delete are two calls: a concurrent writer may slip
-                // between them, as with a dict shared by threads.
-                let existed = db.get(&key)?.is_some();
-                if existed {
-                    db.delete(&key)?;
-                }
-                Ok(existed)
-            })
-        })?;
-        if existed {
-            Ok(())
-        } else {
-            Err(key_error(py, &key))
-        }
     }
 
     /// A cursor over `start <= key < end` (`None`: unbounded), unpositioned: `seek`,

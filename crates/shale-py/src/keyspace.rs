@@ -7,10 +7,11 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::convert::{to_bytes, write_options};
-use crate::errors::{key_error, run};
+use crate::convert::to_bytes;
+use crate::errors::run;
 use crate::read::{read_methods, ReadView};
 use crate::shared::Shared;
+use crate::write::{write_methods, WriteView};
 
 #[pyclass(name = "Keyspace", module = "shale", frozen)]
 pub(crate) struct Keyspace {
@@ -37,15 +38,13 @@ impl Keyspace {
         Ok(ReadView::of_keyspace(&self.shared, &self.ks))
     }
 
-    fn write(&self, py: Python<'_>, batch: shale::WriteBatch, sync: bool) -> PyResult<()> {
-        let shared = &self.shared;
-        run(py, || {
-            shared.with(|db| Ok(db.write(batch, write_options(sync))?))
-        })
+    fn writer(&self) -> WriteView<'_> {
+        WriteView::of_keyspace(&self.shared, &self.ks)
     }
 }
 
 read_methods!(Keyspace);
+write_methods!(Keyspace);
 
 #[pymethods]
 impl Keyspace {
@@ -89,70 +88,6 @@ impl Keyspace {
             .into_iter()
             .map(|v| v.map(|v| PyBytes::new(py, &v)))
             .collect())
-    }
-
-    /// Set `key` to `value`; `sync=True` makes it durable before returning.
-    #[pyo3(signature = (key, value, sync = false))]
-    fn put(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        sync: bool,
-    ) -> PyResult<()> {
-        let mut batch = shale::WriteBatch::new();
-        batch.put_in(&self.ks, to_bytes(key, "key")?, to_bytes(value, "value")?);
-        self.write(py, batch, sync)
-    }
-
-    /// Remove `key` (no error if it is missing).
-    #[pyo3(signature = (key, sync = false))]
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
-        let mut batch = shale::WriteBatch::new();
-        batch.delete_in(&self.ks, to_bytes(key, "key")?);
-        self.write(py, batch, sync)
-    }
-
-    /// Remove every key `k` with `start <= k < end`, in one write whatever their number.
-    #[pyo3(signature = (start, end, sync = false))]
-    fn delete_range(
-        &self,
-        py: Python<'_>,
-        start: &Bound<'_, PyAny>,
-        end: &Bound<'_, PyAny>,
-        sync: bool,
-    ) -> PyResult<()> {
-        let mut batch = shale::WriteBatch::new();
-        batch.delete_range_in(&self.ks, to_bytes(start, "start")?, to_bytes(end, "end")?);
-        self.write(py, batch, sync)
-    }
-
-    fn __setitem__(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        self.put(py, key, value, false)
-    }
-
-    /// `del ks[key]`: like `dict`, a missing key raises `KeyError`.
-    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let key = to_bytes(key, "key")?;
-        let (shared, ks) = (&self.shared, &self.ks);
-        let existed = run(py, || {
-            shared.with(|_| {
-                let existed = ks.get(&key)?.is_some();
-                if existed {
-                    ks.delete(&key)?;
-                }
-                Ok(existed)
-            })
-        })?;
-        match existed {
-            true => Ok(()),
-            false => Err(key_error(py, &key)),
-        }
     }
 
     /// Compact the keyspace's keys in `[start, end]` (`None`: unbounded) down the levels.

@@ -40,6 +40,7 @@ mod text;
 mod transaction;
 mod ttl;
 mod vectors;
+mod write;
 
 use std::path::PathBuf;
 
