@@ -29,8 +29,9 @@
 //! it: the leader once per follower to replicate it, and every replica to apply it.
 //!
 //! Thread safety: openraft owns the one [`LogStore`] of a group that writes; readers are
-//! clones that only read. The views of different groups touch disjoint keys. The engine makes each batch atomic and every read sees whole batches; the
-//! cache is behind a mutex, held only to copy entry handles in or out.
+//! clones that only read, and the views of different groups touch disjoint keys. The
+//! engine makes each batch atomic and every read sees whole batches; the cache is behind
+//! a mutex, held only to copy entry handles in or out.
 
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
