@@ -4,14 +4,7 @@
 
 use crate::common;
 
-use common::TestDb;
-
-/// Keys of a search's tab-separated output, best first.
-fn keys(out: &str) -> Vec<String> {
-    out.lines()
-        .map(|l| l.split('\t').nth(2).expect("a key column").to_owned())
-        .collect()
-}
+use common::{keys, with_index, TestDb, NOTES_HASH};
 
 const DOCS: [(&str, &str); 4] = [
     ("n:a", "The Porter stemmer strips suffixes"),
@@ -95,19 +88,7 @@ fn keyword_search_follows_every_write_of_later_commands() {
 #[test]
 fn hybrid_search_fuses_keywords_and_meaning() {
     let t = TestDb::new();
-    let idx = [
-        "--index",
-        "notes",
-        "--index-prefix",
-        "n:",
-        "--embedder",
-        "hash",
-    ];
-    let with = |args: &[&'static str]| -> Vec<&'static str> {
-        let mut full: Vec<&'static str> = idx.to_vec();
-        full.extend_from_slice(args);
-        full
-    };
+    let with = |args: &[&'static str]| with_index(&NOTES_HASH, args);
     t.run(&with(&["define-text-index"])).ok();
     for (k, v) in DOCS {
         t.run(&with(&["put", k, v])).ok();

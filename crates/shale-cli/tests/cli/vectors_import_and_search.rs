@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{json_vector, test_vectors, write_npy, TestDb};
+use common::{json_vector, keys, test_vectors, with_index, write_npy, TestDb, NOTES_HASH};
 
 const DIM: usize = 16;
 const ROWS: usize = 200;
@@ -21,20 +21,6 @@ const VEC: [&str; 8] = [
     "--dim",
     "16",
 ];
-
-/// `args` after the index options.
-fn with_index<'a>(index: &[&'a str], args: &[&'a str]) -> Vec<&'a str> {
-    let mut full = index.to_vec();
-    full.extend_from_slice(args);
-    full
-}
-
-/// Keys of a search's tab-separated output, best first.
-fn keys(out: &str) -> Vec<String> {
-    out.lines()
-        .map(|l| l.split('\t').nth(2).unwrap().to_owned())
-        .collect()
-}
 
 /// A database with `ROWS` vectors imported from a C-order float32 file under `v:`, with
 /// payloads `payload N`.
@@ -441,14 +427,7 @@ fn vectors_jsonl_import_with_payloads_and_a_bad_line() {
 #[test]
 fn text_search_with_the_hash_embedder_on_a_named_index() {
     let t = TestDb::new();
-    let idx = [
-        "--index",
-        "notes",
-        "--index-prefix",
-        "n:",
-        "--embedder",
-        "hash",
-    ];
+    let idx = NOTES_HASH;
     for (k, v) in [
         ("n:a", "the cat sat on the mat"),
         ("n:b", "stock markets fell sharply"),

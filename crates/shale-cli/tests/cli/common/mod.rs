@@ -147,3 +147,27 @@ pub fn test_vectors(n: usize, dim: usize) -> Vec<Vec<f32>> {
 pub fn json_vector(v: &[f32]) -> String {
     serde_json::to_string(v).unwrap()
 }
+
+/// The options of a text index `notes` over `n:` with the hash embedder (no model needed).
+pub const NOTES_HASH: [&str; 6] = [
+    "--index",
+    "notes",
+    "--index-prefix",
+    "n:",
+    "--embedder",
+    "hash",
+];
+
+/// `args` after the index options `index`.
+pub fn with_index<'a>(index: &[&'a str], args: &[&'a str]) -> Vec<&'a str> {
+    let mut full = index.to_vec();
+    full.extend_from_slice(args);
+    full
+}
+
+/// Keys of a search's tab-separated output, best first.
+pub fn keys(out: &str) -> Vec<String> {
+    out.lines()
+        .map(|l| l.split('\t').nth(2).expect("a key column").to_owned())
+        .collect()
+}
