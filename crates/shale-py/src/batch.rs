@@ -1,20 +1,21 @@
 //! `shale.WriteBatch`: writes gathered in Python and committed atomically by `write()`.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 
 use crate::convert::{to_bytes, write_options};
 use crate::errors::run;
 use crate::keyspace::Keyspace;
+use crate::pending::Pending;
 use crate::shared::Shared;
 
 /// Puts and deletes applied together by `write()`, or on leaving a `with` block.
 #[pyclass(module = "shale", frozen)]
 pub(crate) struct WriteBatch {
     shared: Arc<Shared>,
-    /// `None` once written or discarded.
-    batch: Mutex<Option<shale::WriteBatch>>,
+    /// Ended once written or discarded.
+    batch: Pending<shale::WriteBatch>,
     sync: bool,
 }
 
@@ -22,24 +23,25 @@ impl WriteBatch {
     pub(crate) fn new(shared: Arc<Shared>, sync: bool) -> WriteBatch {
         WriteBatch {
             shared,
-            batch: Mutex::new(Some(shale::WriteBatch::new())),
+            batch: Pending::new(
+                shale::WriteBatch::new(),
+                "this batch was already written or discarded",
+            ),
             sync,
         }
     }
 
     fn edit(&self, py: Python<'_>, f: impl FnOnce(&mut shale::WriteBatch)) -> PyResult<()> {
-        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        match batch.as_mut() {
-            Some(b) => {
-                f(b);
-                Ok(())
-            }
-            None => Err(crate::errors::new_err(
-                py,
-                "InvalidArgumentError",
-                "this batch was already written or discarded".to_string(),
-            )),
-        }
+        self.batch.with(py, |b| {
+            f(b);
+            Ok(())
+        })
+    }
+
+    fn commit(&self, py: Python<'_>, batch: shale::WriteBatch) -> PyResult<()> {
+        let shared = &self.shared;
+        let opts = write_options(self.sync);
+        run(py, || shared.with(|db| Ok(db.write(batch, opts)?)))
     }
 }
 
@@ -94,38 +96,20 @@ impl WriteBatch {
 
     /// Apply every queued change atomically. The batch cannot be used afterwards.
     fn write(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self
-            .batch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let Some(batch) = taken else {
-            return Err(crate::errors::new_err(
-                py,
-                "InvalidArgumentError",
-                "this batch was already written or discarded".to_string(),
-            ));
+        let Some(batch) = self.batch.take() else {
+            return Err(self.batch.ended(py));
         };
-        let shared = &self.shared;
-        let opts = write_options(self.sync);
-        run(py, || shared.with(|db| Ok(db.write(batch, opts)?)))
+        self.commit(py, batch)
     }
 
     /// Drop every queued change.
     fn discard(&self) {
-        self.batch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        self.batch.take();
     }
 
     /// Changes queued.
     fn __len__(&self) -> usize {
-        self.batch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map_or(0, shale::WriteBatch::len)
+        self.batch.peek(|b| b.map_or(0, shale::WriteBatch::len))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -141,20 +125,8 @@ impl WriteBatch {
         _exc_value: &Bound<'_, PyAny>,
         _traceback: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        if exc_type.is_none() {
-            let pending = self
-                .batch
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some();
-            // `write()` inside the block already committed it: nothing left to do.
-            if pending {
-                self.write(py)?;
-            }
-        } else {
-            self.discard();
-        }
-        Ok(false)
+        // `write()` inside the block already committed it: nothing left to do.
+        self.batch.exit(exc_type, |batch| self.commit(py, batch))
     }
 
     fn __repr__(&self) -> String {

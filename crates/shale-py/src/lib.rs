@@ -30,6 +30,7 @@ mod index;
 mod iter;
 mod keyspace;
 mod model;
+mod pending;
 mod range;
 mod read;
 mod search;

@@ -1,25 +1,24 @@
 //! `shale.Transaction`: an optimistic transaction (`shale::Transaction`), used as a `with`
 //! block that commits when it ends normally and discards its writes when it raises.
 
-use std::sync::{Mutex, PoisonError};
-
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::to_bytes;
-use crate::errors::{new_err, run};
+use crate::errors::run;
 use crate::keyspace::Keyspace;
+use crate::pending::Pending;
 
 #[pyclass(module = "shale", frozen)]
 pub(crate) struct Transaction {
-    /// `None` once committed or discarded.
-    txn: Mutex<Option<shale::Transaction>>,
+    /// Ended once committed or discarded.
+    txn: Pending<shale::Transaction>,
 }
 
 impl Transaction {
     pub(crate) fn new(txn: shale::Transaction) -> Transaction {
         Transaction {
-            txn: Mutex::new(Some(txn)),
+            txn: Pending::new(txn, "this transaction has ended (committed or discarded)"),
         }
     }
 
@@ -29,28 +28,8 @@ impl Transaction {
         py: Python<'_>,
         f: impl FnOnce(&mut shale::Transaction) -> PyResult<T>,
     ) -> PyResult<T> {
-        let mut guard = self.txn.lock().unwrap_or_else(PoisonError::into_inner);
-        match guard.as_mut() {
-            Some(txn) => f(txn),
-            None => Err(ended(py)),
-        }
+        self.txn.with(py, f)
     }
-
-    fn take(&self) -> Option<shale::Transaction> {
-        self.txn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-}
-
-/// The error of a call on a transaction that has ended.
-fn ended(py: Python<'_>) -> PyErr {
-    new_err(
-        py,
-        "InvalidArgumentError",
-        "this transaction has ended (committed or discarded)".to_string(),
-    )
 }
 
 #[pymethods]
@@ -124,15 +103,15 @@ impl Transaction {
     /// Write the transaction's writes atomically; `ConflictError` (nothing written) if a
     /// key it read or wrote changed since it began.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(txn) = self.take() else {
-            return Err(ended(py));
+        let Some(txn) = self.txn.take() else {
+            return Err(self.txn.ended(py));
         };
         run(py, || Ok(txn.commit()?))
     }
 
     /// Discard the transaction's writes.
     fn discard(&self) {
-        self.take();
+        self.txn.take();
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -149,10 +128,6 @@ impl Transaction {
         _exc_value: &Bound<'_, PyAny>,
         _traceback: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        match self.take() {
-            Some(txn) if exc_type.is_none() => run(py, || Ok(txn.commit()?))?,
-            _ => {}
-        }
-        Ok(false)
+        self.txn.exit(exc_type, |txn| run(py, || Ok(txn.commit()?)))
     }
 }
