@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::batch::WriteBatch;
-use crate::convert::{opt_bytes, search_count, to_bytes};
+use crate::convert::{opt_bytes, search_count};
 use crate::errors::run;
 use crate::read::{read_methods, ReadView};
 use crate::search::SearchHit;
@@ -71,18 +71,7 @@ impl Db {
         py: Python<'py>,
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        let keys = keys
-            .try_iter()?
-            .map(|key| to_bytes(&key?, "key"))
-            .collect::<PyResult<Vec<_>>>()?;
-        let shared = &self.shared;
-        let values = run(py, || {
-            shared.with(|db| Ok(db.multi_get(&keys, &shale::ReadOptions::default())?))
-        })?;
-        Ok(values
-            .into_iter()
-            .map(|v| v.map(|v| PyBytes::new(py, &v)))
-            .collect())
+        self.view(py)?.multi_get(py, keys)
     }
 
     /// A cursor over `start <= key < end` (`None`: unbounded), unpositioned: `seek`,

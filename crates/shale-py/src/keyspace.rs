@@ -7,7 +7,6 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::convert::to_bytes;
 use crate::errors::run;
 use crate::read::{read_methods, ReadView};
 use crate::shared::Shared;
@@ -76,18 +75,7 @@ impl Keyspace {
         py: Python<'py>,
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        let keys = keys
-            .try_iter()?
-            .map(|key| to_bytes(&key?, "key"))
-            .collect::<PyResult<Vec<_>>>()?;
-        let (shared, ks) = (&self.shared, &self.ks);
-        let values = run(py, || {
-            shared.with(|_| Ok(ks.multi_get(&keys, &shale::ReadOptions::default())?))
-        })?;
-        Ok(values
-            .into_iter()
-            .map(|v| v.map(|v| PyBytes::new(py, &v)))
-            .collect())
+        self.view(py)?.multi_get(py, keys)
     }
 
     /// Compact the keyspace's keys in `[start, end]` (`None`: unbounded) down the levels.

@@ -71,6 +71,36 @@ impl<'a> ReadView<'a> {
         })
     }
 
+    /// `multi_get(keys)`: the values of `keys` (any iterable of bytes or str), in order,
+    /// `None` for a missing key, all read at one moment.
+    pub(crate) fn multi_get<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        let keys = keys
+            .try_iter()?
+            .map(|key| to_bytes(&key?, "key"))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (shared, snapshot, keyspace) = (self.shared, self.snapshot.as_deref(), self.keyspace);
+        let values = run(py, || {
+            shared.with(|db| {
+                let opts = shale::ReadOptions {
+                    snapshot,
+                    ..shale::ReadOptions::default()
+                };
+                Ok(match keyspace {
+                    Some(ks) => ks.multi_get(&keys, &opts)?,
+                    None => db.multi_get(&keys, &opts)?,
+                })
+            })
+        })?;
+        Ok(values
+            .into_iter()
+            .map(|v| v.map(|v| PyBytes::new(py, &v)))
+            .collect())
+    }
+
     /// `d[key]`: a missing key raises `KeyError`.
     pub(crate) fn item<'py>(
         &self,
