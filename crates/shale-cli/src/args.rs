@@ -131,7 +131,7 @@ pub enum Command {
     /// the log to every replica (--index-prefix is then required).
     DefineIndex,
     /// The semantic index: what it is, its counters, and what opening it found.
-    VectorIndexStats {
+    IndexStats {
         #[arg(long)]
         json: bool,
     },

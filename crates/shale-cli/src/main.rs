@@ -72,7 +72,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Search(args) => search::run(cli, out, args),
         Command::DefineIndex => admin::define_index(cli),
         Command::DefineTextIndex { analyzer } => search::define_text_index(cli, analyzer),
-        Command::VectorIndexStats { json } => index_stats::run(cli, out, *json),
+        Command::IndexStats { json } => index_stats::run(cli, out, *json),
         Command::Stats { json } => stats::run(cli, out, *json),
         Command::Flush => admin::flush(cli),
         Command::Compact => admin::compact(cli),
