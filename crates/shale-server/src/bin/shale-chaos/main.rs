@@ -10,7 +10,7 @@
 //! state without the read index, produce stale reads the checker must catch.
 //!
 //! After each fault heals, every node must name one leader, in one term, within
-//! [`LEADER_BOUND`]: a cluster that never elects again fails the run (servers given
+//! [`leader::LEADER_BOUND`]: a cluster that never elects again fails the run (servers given
 //! election timeouts longer than the bound must fail it; `scripts/chaos.sh` checks).
 //!
 //! After the run, once the three replicas report the same applied index, they are stopped
