@@ -13,6 +13,19 @@ pub const LEADER_HEADER: &str = "shale-leader";
 pub const RETRY_HEADER: &str = "shale-retry";
 /// Metadata entry marking a write whose session is closed or whose answer is forgotten.
 pub const SESSION_HEADER: &str = "shale-session";
+/// The metadata entry that names the Raft group a request is for (decimal), on a client's
+/// request as on a peer's. Absent: group 1, the only group of a key space not split.
+pub const GROUP_HEADER: &str = "shale-group";
+/// Metadata entry marking a request whose key is outside its group's shard, or whose group
+/// the node holds no replica of: nothing was applied or read, and the request goes again
+/// to the group the current shard map names.
+pub const SHARD_HEADER: &str = "shale-shard";
+
+/// The most pairs one scan call returns.
+pub const MAX_SCAN_PAIRS: u32 = 10_000;
+/// A scan page is closed once its keys and values pass this many bytes (the first pair
+/// always goes in): a page stays far below the message limit.
+pub const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
 
 /// Most operations in one replicated write: a log entry stays far below the engine's
 /// batch limit, and one proposal cannot hold the log for long.

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use tonic::{Request, Status};
 
-use crate::network::TOKEN_HEADER;
+use crate::network::{GROUP_HEADER, TOKEN_HEADER};
+use crate::{GroupId, DEFAULT_GROUP};
 
 /// What a client's credential lets it do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +123,21 @@ impl WriteGrant {
             )),
             None => Err(Status::internal("no access check ran on this call")),
         }
+    }
+}
+
+/// The group a request names in [`GROUP_HEADER`]; [`DEFAULT_GROUP`] if it names none.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a value that is not a group id.
+pub fn named_group<T>(req: &Request<T>) -> Result<GroupId, Status> {
+    match req.metadata().get(GROUP_HEADER) {
+        None => Ok(DEFAULT_GROUP),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse::<GroupId>().ok())
+            .ok_or_else(|| Status::invalid_argument(format!("{GROUP_HEADER}: not a group id"))),
     }
 }
 

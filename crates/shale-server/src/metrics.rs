@@ -32,7 +32,7 @@ use crate::state_machine::StateMachineStore;
 use crate::Raft;
 
 /// Every gRPC method a node serves, by request path; any other path counts as `other`.
-pub const METHODS: [&str; 21] = [
+pub const METHODS: [&str; 22] = [
     "/shale.v1.Raft/AppendEntries",
     "/shale.v1.Raft/Vote",
     "/shale.v1.Raft/InstallSnapshot",
@@ -52,6 +52,7 @@ pub const METHODS: [&str; 21] = [
     "/shale.v1.Kv/TransferLeader",
     "/shale.v1.Kv/OpenSession",
     "/shale.v1.Kv/Backup",
+    "/shale.v1.Kv/ShardMap",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
 ];

@@ -60,7 +60,7 @@ pub const TARGET_HEADER: &str = "shale-target-node";
 pub const CLUSTER_HEADER: &str = "shale-cluster";
 /// The metadata entry that names the Raft group an RPC is for (decimal): a node refuses
 /// RPCs for a group it holds no replica of. Absent: [`crate::DEFAULT_GROUP`].
-pub const GROUP_HEADER: &str = "shale-group";
+pub use shale_client::wire::GROUP_HEADER;
 
 /// What RPCs to a peer showed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -83,7 +83,8 @@ pub struct ServerConfig {
     /// first, group 2 those from the first to the second, and so on, each a Raft group of
     /// its own on every node (empty: one group serves every key). Every node of a cluster
     /// is started with the same splits, and refuses splits its data was not made with.
-    /// Clients reach group 1 only: requests are not routed to the other groups yet.
+    /// A client's request names its group (`shale-group`); clients route by key from the
+    /// node's `ShardMap`.
     pub splits: Vec<Vec<u8>>,
 }
 
@@ -299,8 +300,7 @@ fn raft_service(
 /// The key-value service for clients, behind their tokens.
 fn kv_service(
     cfg: &ServerConfig,
-    raft: &Raft,
-    sm: &StateMachineStore,
+    groups: &Groups,
     peers: NetworkFactory,
 ) -> InterceptedService<KvServer<KvService>, impl Interceptor + Clone> {
     let check = client_check(ClientTokens {
@@ -309,8 +309,7 @@ fn kv_service(
     });
     InterceptedService::new(
         KvServer::new(KvService::new(
-            raft.clone(),
-            sm.clone(),
+            groups.clone(),
             cfg.node_id,
             Duration::from_millis(cfg.request_timeout_ms),
             cfg.embed_once,
@@ -399,7 +398,7 @@ impl Server {
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
         let raft_svc = raft_service(&cfg, groups.clone(), peer_token, tls.is_some());
-        let kv_svc = kv_service(&cfg, &raft, &sm, peers);
+        let kv_svc = kv_service(&cfg, &groups, peers);
         let (stop, stopped) = watch::channel(false);
         let stopped = move || {
             let mut stopped = stopped.clone();

@@ -24,6 +24,7 @@
 //!
 //! Thread safety: tonic runs each call in its own task; the services hold `Arc`s only.
 
+mod lane;
 mod query;
 mod raft;
 mod transfer;
@@ -33,22 +34,21 @@ pub use raft::RaftService;
 
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ServerState};
 use tonic::{Request, Response, Status};
 
 use crate::access::WriteGrant;
 use crate::command::{self, Command, IndexModel, IndexSpec, Op, Response as Applied, SessionSeq};
+use crate::group::Groups;
 use crate::network::NetworkFactory;
 use crate::pb;
-use crate::proposer::Proposer;
-use crate::state_machine::StateMachineStore;
-use crate::status::{engine, not_leader, retry_safe, role, wrong_shard, Role};
-use crate::{NodeId, Raft};
+use crate::status::{engine, wrong_shard};
+use crate::NodeId;
+pub use lane::ReadConsistency;
+use lane::{Lanes, Serving};
 use query::Query;
 use shale_search::vector::Metric;
 use shale_search::Analyzer;
-use transfer::Handover;
 
 /// `cmd` in the session `at`, if the request names one.
 fn in_session(cmd: Command, at: Option<pb::SessionSeq>) -> Command {
@@ -71,152 +71,52 @@ fn known_leader(m: &openraft::RaftMetrics<NodeId, BasicNode>, node_id: NodeId) -
         .filter(|&id| id != node_id || m.state == ServerState::Leader)
 }
 
-pub use shale_client::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
-/// The most pairs one scan call returns.
-pub const MAX_SCAN_PAIRS: u32 = 10_000;
-/// A scan page is closed once its keys and values pass this many bytes (the first pair
-/// always goes in): a page stays far below the message limit.
-pub const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
-
-/// The guarantee a node's reads (`Get`, `Scan`, `Search`) give: chosen when the node is
-/// configured ([`crate::ServerConfig::read_consistency`]), the same for every read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ReadConsistency {
-    /// The leader confirms with a quorum that it still leads (read index) and has applied
-    /// up to the commit index of that moment before it reads: a read sees every write
-    /// that completed before it began. Other nodes redirect to the leader.
-    #[default]
-    Linearizable,
-    /// Any node reads what it has applied, at once, with no quorum round (etcd's
-    /// serializable reads): a committed prefix of the log, but perhaps an old one, so a
-    /// read may miss writes that completed before it began, the client's own included,
-    /// and a later read at another node may see less than an earlier one.
-    Serializable,
+/// Where member `id` of the group `m` describes is reached.
+fn address(m: &openraft::RaftMetrics<NodeId, BasicNode>, id: NodeId) -> Option<String> {
+    m.membership_config
+        .membership()
+        .get_node(&id)
+        .map(|n| n.addr.clone())
 }
 
-/// The key-value API for clients.
+pub use shale_client::wire::{
+    LEADER_HEADER, MAX_SCAN_BYTES, MAX_SCAN_PAIRS, RETRY_HEADER, SESSION_HEADER,
+};
+
+/// The key-value API for clients: each request is served by the group it names
+/// (`service/lane.rs`).
 pub struct KvService {
-    raft: Raft,
-    sm: StateMachineStore,
-    node_id: NodeId,
-    timeout: Duration,
-    proposer: Proposer,
+    lanes: Lanes,
     /// How this node reaches its peers: a leader transfer sends `TimeoutNow`.
     peers: NetworkFactory,
-    handover: Handover,
-    reads: ReadConsistency,
+    node_id: NodeId,
+    timeout: Duration,
 }
 
 impl KvService {
-    /// The service of node `node_id`; starts its proposer on the current tokio runtime.
-    /// With `embed_once`, the leader embeds the texts of a write under a model index and
-    /// the log carries their vectors (`state_machine/carried.rs`). Reads give `reads`.
+    /// The service of node `node_id` over its `groups`; each group's proposer starts on
+    /// the current tokio runtime at the group's first request. With `embed_once`, the
+    /// leader embeds the texts of a write under a model index and the log carries their
+    /// vectors (`state_machine/carried.rs`). Reads give `reads`.
     pub fn new(
-        raft: Raft,
-        sm: StateMachineStore,
+        groups: Groups,
         node_id: NodeId,
         timeout: Duration,
         embed_once: bool,
         peers: NetworkFactory,
         reads: ReadConsistency,
     ) -> Self {
-        let embedder = embed_once.then(|| sm.clone());
-        KvService {
-            proposer: Proposer::spawn(raft.clone(), node_id, embedder),
-            raft,
-            sm,
+        let serving = Serving {
             node_id,
             timeout,
-            peers,
-            handover: Handover::default(),
+            embed_once,
             reads,
-        }
-    }
-
-    /// Validate `cmd`, then have the proposer put it in the log (with whatever other
-    /// writes arrive meanwhile) and wait for its outcome.
-    async fn propose(&self, _: WriteGrant, cmd: Command) -> Result<(u64, Applied), Status> {
-        cmd.validate()
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.sm
-            .check_indexes(&cmd)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.check_shard(cmd.keys())?;
-        self.handover.check()?;
-        tokio::time::timeout(self.timeout, self.proposer.propose(cmd))
-            .await
-            .map_err(|_| Status::deadline_exceeded("the write did not commit in time"))?
-    }
-
-    /// Refuse a request with one of `keys` outside the group's shard (the apply refuses
-    /// a write that gets past this alike, should the shard change in between).
-    fn check_shard<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<(), Status> {
-        let shard = self.sm.shard();
-        match shard.first_outside(keys.into_iter()) {
-            Some(_) => Err(wrong_shard(&shard)),
-            None => Ok(()),
-        }
-    }
-
-    /// Wait until this node may serve a read with the guarantee it was configured for.
-    async fn before_read(&self) -> Result<(), Status> {
-        match self.reads {
-            ReadConsistency::Linearizable => self.read_barrier().await.map(|_| ()),
-            ReadConsistency::Serializable => Ok(()),
-        }
-    }
-
-    /// Wait until this node may serve a linearizable read: it is the leader, a quorum
-    /// confirmed it after the read arrived, and it applied up to the commit index then.
-    /// Returns the log index reads may then see up to.
-    async fn read_barrier(&self) -> Result<u64, Status> {
-        self.handover.check()?;
-        let check = tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
-            .await
-            .map_err(|_| retry_safe(Status::unavailable("leadership not confirmed in time")))?;
-        match check {
-            Ok(read) => Ok(read.map_or(0, |id| id.index)),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
-                Err(not_leader(&f, false))
-            }
-            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e))) => {
-                Err(retry_safe(Status::unavailable(e.to_string())))
-            }
-            Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
-        }
-    }
-}
-
-impl KvService {
-    /// Answer a membership change's outcome; `was_leader` as in [`KvService::propose`].
-    fn membership(
-        &self,
-        _: WriteGrant,
-        result: Result<
-            openraft::raft::ClientWriteResponse<crate::TypeConfig>,
-            RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
-        >,
-        was_leader: bool,
-    ) -> Result<Response<pb::MembershipResponse>, Status> {
-        match result {
-            Ok(resp) => {
-                let (voters, learners) = match &resp.membership {
-                    Some(m) => (m.voter_ids().collect(), m.learner_ids().collect()),
-                    None => (Vec::new(), Vec::new()),
-                };
-                Ok(Response::new(pb::MembershipResponse {
-                    index: resp.log_id.index,
-                    voters,
-                    learners,
-                }))
-            }
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(not_leader(&f, was_leader))
-            }
-            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-                Err(Status::invalid_argument(e.to_string()))
-            }
-            Err(RaftError::Fatal(e)) => Err(Status::unavailable(e.to_string())),
+        };
+        KvService {
+            lanes: Lanes::new(groups, serving),
+            peers,
+            node_id,
+            timeout,
         }
     }
 }
@@ -228,11 +128,12 @@ fn written(index: u64) -> Response<pb::WriteResponse> {
 #[tonic::async_trait]
 impl pb::kv_server::Kv for KvService {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
+        let lane = self.lanes.of(&req)?;
         let key = req.into_inner().key;
         command::check_key(&key).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.before_read().await?;
-        self.check_shard([key.as_slice()])?;
-        let value = self.sm.db().get(&key).map_err(engine)?;
+        lane.before_read().await?;
+        lane.check_shard([key.as_slice()])?;
+        let value = lane.group.sm.db().get(&key).map_err(engine)?;
         Ok(Response::new(pb::GetResponse { value }))
     }
 
@@ -241,12 +142,13 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::PutRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let put = Command::Write(vec![Op {
             key: r.key,
             value: Some(r.value),
         }]);
-        let (index, _) = self.propose(grant, in_session(put, r.session)).await?;
+        let (index, _) = lane.propose(grant, in_session(put, r.session)).await?;
         Ok(written(index))
     }
 
@@ -255,12 +157,13 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::DeleteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let delete = Command::Write(vec![Op {
             key: r.key,
             value: None,
         }]);
-        let (index, _) = self.propose(grant, in_session(delete, r.session)).await?;
+        let (index, _) = lane.propose(grant, in_session(delete, r.session)).await?;
         Ok(written(index))
     }
 
@@ -269,6 +172,7 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::BatchRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let ops = r
             .ops
@@ -279,7 +183,7 @@ impl pb::kv_server::Kv for KvService {
             })
             .collect();
         let write = Command::Write(ops);
-        let (index, _) = self.propose(grant, in_session(write, r.session)).await?;
+        let (index, _) = lane.propose(grant, in_session(write, r.session)).await?;
         Ok(written(index))
     }
 
@@ -288,13 +192,14 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::CompareAndSetRequest>,
     ) -> Result<Response<pb::CompareAndSetResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let cas = Command::CompareAndSet {
             key: r.key,
             expected: r.expected,
             new_value: r.new_value,
         };
-        let (index, applied) = self.propose(grant, in_session(cas, r.session)).await?;
+        let (index, applied) = lane.propose(grant, in_session(cas, r.session)).await?;
         match applied {
             Applied::CompareAndSet { swapped, current } => {
                 Ok(Response::new(pb::CompareAndSetResponse {
@@ -313,6 +218,7 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::ScanRequest>,
     ) -> Result<Response<pb::ScanResponse>, Status> {
+        let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let limit = match r.limit {
             0 => MAX_SCAN_PAIRS,
@@ -320,16 +226,26 @@ impl pb::kv_server::Kv for KvService {
         };
         // The user key space ends where the reserved prefix starts.
         let reserved = vec![crate::format::RESERVED_PREFIX];
-        let end = match r.end {
+        let mut end = match r.end {
             Some(end) if end < reserved => end,
             _ => reserved,
         };
-        self.before_read().await?;
+        lane.before_read().await?;
+        let shard = lane.group.sm.shard();
+        if !shard.contains(&r.start) {
+            return Err(wrong_shard(&shard));
+        }
+        // A page stops at the shard's end; the next starts there, in the next shard.
+        let mut shard_end = None;
+        if let Some(e) = shard.end.filter(|e| *e < end) {
+            end = e.clone();
+            shard_end = Some(e);
+        }
         let mut pairs = Vec::new();
         let mut next_start = None;
         let mut bytes = 0usize;
         if r.start < end {
-            for pair in self.sm.db().range(r.start..end).map_err(engine)? {
+            for pair in lane.group.sm.db().range(r.start..end).map_err(engine)? {
                 let (key, value) = pair.map_err(engine)?;
                 if pairs.len() >= limit as usize || (!pairs.is_empty() && bytes >= MAX_SCAN_BYTES) {
                     next_start = Some(key);
@@ -339,6 +255,7 @@ impl pb::kv_server::Kv for KvService {
                 pairs.push(pb::Pair { key, value });
             }
         }
+        let next_start = next_start.or(shard_end);
         Ok(Response::new(pb::ScanResponse { pairs, next_start }))
     }
 
@@ -347,6 +264,7 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::DefineIndexRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
+        let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let metric = match pb::Metric::try_from(r.metric) {
             Ok(pb::Metric::Cosine) => Metric::Cosine,
@@ -371,6 +289,11 @@ impl pb::kv_server::Kv for KvService {
             Ok(pb::Analyzer::Cjk) => Some(Analyzer::Cjk),
             Err(_) => return Err(Status::invalid_argument(format!("analyzer {}", r.keywords))),
         };
+        if self.lanes.groups().ids().len() > 1 {
+            return Err(Status::failed_precondition(
+                "an index over a key space split into shards is not built yet",
+            ));
+        }
         let spec = IndexSpec {
             name: r.name,
             prefix: r.prefix,
@@ -379,7 +302,7 @@ impl pb::kv_server::Kv for KvService {
             model,
             keywords,
         };
-        let (index, _) = self.propose(grant, Command::DefineIndex(spec)).await?;
+        let (index, _) = lane.propose(grant, Command::DefineIndex(spec)).await?;
         Ok(written(index))
     }
 
@@ -387,10 +310,12 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
+        let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let query = Query::parse(&r)?;
-        self.before_read().await?;
-        let index = self
+        lane.before_read().await?;
+        let index = lane
+            .group
             .sm
             .index(&r.index)
             .ok_or_else(|| Status::not_found(format!("no index {:?}", r.index)))?;
@@ -406,17 +331,19 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::AddLearnerRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
-        self.handover.check()?;
+        let lane = self.lanes.of(&req)?;
+        lane.handover.check()?;
         let r = req.into_inner();
         crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
-        let was_leader = role(&self.raft, self.node_id) != Role::Other;
+        let was_leader = lane.leads();
         // Blocking: the call returns once the learner has caught up, which may take a
         // snapshot; the client's deadline bounds it.
-        let result = self
+        let result = lane
+            .group
             .raft
             .add_learner(r.node_id, BasicNode::new(r.addr), true)
             .await;
-        self.membership(grant, result, was_leader)
+        lane.membership(grant, result, was_leader)
     }
 
     async fn change_voters(
@@ -424,7 +351,8 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::ChangeVotersRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
-        self.handover.check()?;
+        let lane = self.lanes.of(&req)?;
+        lane.handover.check()?;
         let r = req.into_inner();
         let change = match (r.add.is_empty(), r.remove.is_empty()) {
             (false, true) => openraft::ChangeMembers::AddVoterIds(r.add.into_iter().collect()),
@@ -435,9 +363,9 @@ impl pb::kv_server::Kv for KvService {
                 ))
             }
         };
-        let was_leader = role(&self.raft, self.node_id) != Role::Other;
-        let result = self.raft.change_membership(change, false).await;
-        self.membership(grant, result, was_leader)
+        let was_leader = lane.leads();
+        let result = lane.group.raft.change_membership(change, false).await;
+        lane.membership(grant, result, was_leader)
     }
 
     async fn set_address(
@@ -445,10 +373,11 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::SetAddressRequest>,
     ) -> Result<Response<pb::MembershipResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
-        self.handover.check()?;
+        let lane = self.lanes.of(&req)?;
+        lane.handover.check()?;
         let r = req.into_inner();
         crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
-        let membership = self.raft.metrics().borrow().membership_config.clone();
+        let membership = lane.group.raft.metrics().borrow().membership_config.clone();
         let nodes = membership.membership();
         if nodes.get_node(&r.node_id).is_none() {
             return Err(Status::invalid_argument(format!(
@@ -468,12 +397,12 @@ impl pb::kv_server::Kv for KvService {
                 r.addr
             )));
         }
-        let was_leader = role(&self.raft, self.node_id) != Role::Other;
+        let was_leader = lane.leads();
         let change = openraft::ChangeMembers::SetNodes(
             [(r.node_id, BasicNode::new(r.addr))].into_iter().collect(),
         );
-        let result = self.raft.change_membership(change, false).await;
-        self.membership(grant, result, was_leader)
+        let result = lane.group.raft.change_membership(change, false).await;
+        lane.membership(grant, result, was_leader)
     }
 
     async fn transfer_leader(
@@ -481,12 +410,14 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::TransferLeaderRequest>,
     ) -> Result<Response<pb::TransferLeaderResponse>, Status> {
         WriteGrant::of(&req)?;
+        let lane = self.lanes.of(&req)?;
         let to = req.into_inner().node_id;
+        let peers = self.peers.clone().for_group(lane.group.id);
         let term = transfer::transfer(
-            &self.raft,
+            &lane.group.raft,
             self.node_id,
-            &self.peers,
-            &self.handover,
+            &peers,
+            &lane.handover,
             to,
             self.timeout,
         )
@@ -503,23 +434,28 @@ impl pb::kv_server::Kv for KvService {
         // An operator's call: it makes the leader build a snapshot, and confirms the
         // leadership first whatever the reads' consistency.
         WriteGrant::of(&req)?;
-        let upto = self.read_barrier().await?;
+        if self.lanes.groups().ids().len() > 1 {
+            return Err(Status::failed_precondition(
+                "a backup of a key space split into shards is not built yet",
+            ));
+        }
+        let lane = self.lanes.of(&req)?;
+        let upto = lane.read_barrier().await?;
+        let raft = &lane.group.raft;
         let covered = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
             m.snapshot.map_or(0, |id| id.index) >= upto
         };
-        if !covered(&self.raft.metrics().borrow()) {
-            self.raft
-                .trigger()
+        if !covered(&raft.metrics().borrow()) {
+            raft.trigger()
                 .snapshot()
                 .await
                 .map_err(|e| Status::unavailable(format!("a snapshot for the backup: {e}")))?;
-            self.raft
-                .wait(Some(self.timeout))
+            raft.wait(Some(self.timeout))
                 .metrics(covered, "a snapshot for the backup")
                 .await
                 .map_err(|e| Status::unavailable(format!("a snapshot for the backup: {e}")))?;
         }
-        let sm = self.sm.clone();
+        let sm = lane.group.sm.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tokio::task::spawn_blocking(move || {
             let stream = || -> crate::Result<()> {
@@ -548,7 +484,8 @@ impl pb::kv_server::Kv for KvService {
         req: Request<pb::OpenSessionRequest>,
     ) -> Result<Response<pb::OpenSessionResponse>, Status> {
         let grant = WriteGrant::of(&req)?;
-        match self.propose(grant, Command::OpenSession).await? {
+        let lane = self.lanes.of(&req)?;
+        match lane.propose(grant, Command::OpenSession).await? {
             (_, Applied::SessionOpened(session)) => {
                 Ok(Response::new(pb::OpenSessionResponse { session }))
             }
@@ -560,24 +497,45 @@ impl pb::kv_server::Kv for KvService {
 
     async fn status(
         &self,
-        _req: Request<pb::StatusRequest>,
+        req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let metrics = self.raft.metrics().borrow().clone();
+        let lane = self.lanes.of(&req)?;
+        let metrics = lane.group.raft.metrics().borrow().clone();
         let leader_id = known_leader(&metrics, self.node_id);
-        let leader_addr = leader_id.and_then(|id| {
-            metrics
-                .membership_config
-                .membership()
-                .get_node(&id)
-                .map(|n| n.addr.clone())
-        });
+        let leader_addr = leader_id.and_then(|id| address(&metrics, id));
         Ok(Response::new(pb::StatusResponse {
             node_id: self.node_id,
             leader_id,
             leader_addr,
             applied_index: metrics.last_applied.map_or(0, |l| l.index),
             term: metrics.current_term,
-            indexing_backlog: self.sm.indexing_backlog(),
+            indexing_backlog: lane.group.sm.indexing_backlog(),
         }))
+    }
+
+    async fn shard_map(
+        &self,
+        _req: Request<pb::ShardMapRequest>,
+    ) -> Result<Response<pb::ShardMapResponse>, Status> {
+        let groups = self.lanes.groups();
+        let shards = groups
+            .ids()
+            .into_iter()
+            .filter_map(|id| groups.get(id))
+            .map(|group| {
+                let shard = group.sm.shard();
+                let metrics = group.raft.metrics().borrow().clone();
+                let leader_addr =
+                    known_leader(&metrics, self.node_id).and_then(|id| address(&metrics, id));
+                pb::ShardInfo {
+                    group: group.id,
+                    start: shard.start,
+                    end: shard.end,
+                    version: shard.version,
+                    leader_addr,
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::ShardMapResponse { shards }))
     }
 }

@@ -11,8 +11,8 @@ use tonic::Status;
 
 use crate::command::Response as Applied;
 use crate::shard::Shard;
-use crate::{NodeId, Raft};
-use shale_client::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
+use crate::{GroupId, NodeId, Raft};
+use shale_client::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER, SHARD_HEADER};
 
 /// What a proposal answers one caller: the log index it committed at and its response.
 pub(crate) type Outcome = Result<(u64, Applied), Status>;
@@ -38,9 +38,24 @@ pub(crate) fn answered(index: u64, applied: Applied) -> Outcome {
 /// A request with a key outside the group's `shard`: nothing was applied or read, and
 /// the request may go to the group that serves the key.
 pub(crate) fn wrong_shard(shard: &Shard) -> Status {
-    retry_safe(Status::failed_precondition(format!(
+    moved(format!(
         "a key is outside this group's shard {shard}: nothing was applied or read"
-    )))
+    ))
+}
+
+/// A request for group `group`, of which node `node` holds no replica.
+pub(crate) fn group_not_here(group: GroupId, node: NodeId) -> Status {
+    moved(format!("node {node} holds no replica of group {group}"))
+}
+
+/// A request the client routes again from the current shard map: `FAILED_PRECONDITION`,
+/// safe to retry, marked with [`SHARD_HEADER`].
+fn moved(msg: String) -> Status {
+    let mut status = retry_safe(Status::failed_precondition(msg));
+    status
+        .metadata_mut()
+        .insert(SHARD_HEADER, MetadataValue::from_static("moved"));
+    status
 }
 
 /// What this node is to the group when a request comes.

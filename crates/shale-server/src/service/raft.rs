@@ -11,11 +11,11 @@ use crate::convert;
 use crate::format::SnapshotHeader;
 use crate::group::{Group, Groups};
 use crate::log_store::LogStore;
-use crate::network::{CLUSTER_HEADER, GROUP_HEADER, TARGET_HEADER};
+use crate::network::{CLUSTER_HEADER, TARGET_HEADER};
 use crate::pb;
 use crate::snapshot::{Accepted, FrameSequence, RawFrameWriter, SnapshotData};
 use crate::state_machine::StateMachineStore;
-use crate::{GroupId, NodeId, DEFAULT_GROUP};
+use crate::NodeId;
 
 /// Raft RPCs from peers, each handed to the group it names.
 pub struct RaftService {
@@ -47,18 +47,9 @@ impl RaftService {
 
     /// The group the RPC names, or `NOT_FOUND` if this node holds no replica of it (the
     /// sender's map of the group's replicas is out of date). An RPC without a group header
-    /// is for [`DEFAULT_GROUP`].
+    /// is for [`crate::DEFAULT_GROUP`].
     fn check_group<T>(&self, req: &Request<T>) -> Result<Group, Status> {
-        let id = match req.metadata().get(GROUP_HEADER) {
-            None => DEFAULT_GROUP,
-            Some(v) => v
-                .to_str()
-                .ok()
-                .and_then(|v| v.parse::<GroupId>().ok())
-                .ok_or_else(|| {
-                    Status::invalid_argument(format!("{GROUP_HEADER}: not a group id"))
-                })?,
-        };
+        let id = crate::access::named_group(req)?;
         self.groups.get(id).ok_or_else(|| {
             Status::not_found(format!(
                 "node {} holds no replica of group {id}",
