@@ -1,8 +1,15 @@
 //! The Rust client: follows redirects to the leader and retries on a lost leader, within
 //! a bounded deadline per call.
 //!
-//! Writes go in a session (docs/replication.md, "Exactly-once writes"): the client opens
-//! one at its first write, numbers each write, and the cluster applies a number once, so
+//! A request goes to the group whose shard holds its keys (`routes.rs`): the client keeps
+//! a copy of the shard map, fetched again when a node refuses a request as sent to the
+//! wrong group, and follows each group's leader on its own. An atomic batch whose keys lie
+//! in more than one shard is refused before it is sent ([`ClientError::CrossShard`]); a
+//! scan reads the shards its range overlaps in key order.
+//!
+//! Writes go in a session (docs/replication.md, "Exactly-once writes"), one per group: the
+//! client opens one at its first write to the group, numbers each write, and the cluster
+//! applies a number once, so
 //! a write is retried on every transient failure, like a read, and a retry that finds the
 //! write applied gets its first answer. The session is reopened if the cluster closed it
 //! (it keeps the most recently used); a write whose retry finds its session closed
@@ -22,7 +29,8 @@
 //! Thread safety: a `Client` is `Send + Sync`; calls may run concurrently.
 //!
 //! The rooms: `call.rs` the connection and retry machinery every request goes through,
-//! `retry.rs` how a failed try goes on, `session.rs` the session's numbers; the request
+//! `retry.rs` how a failed try goes on, `routes.rs` the shard map, `session.rs` the
+//! sessions' numbers; the request
 //! methods by what they touch, `kv.rs` (keys and values), `search.rs` (vector indexes)
 //! and `admin.rs` (membership, leadership, backup, status).
 
@@ -38,10 +46,13 @@ mod admin;
 mod call;
 mod kv;
 mod retry;
+mod routes;
 mod search;
 mod session;
 pub use kv::CasOutcome;
-use session::Session;
+use routes::Routes;
+pub use routes::{Shard, DEFAULT_GROUP};
+use session::Sessions;
 
 /// A client of a Shale cluster.
 pub struct Client {
@@ -50,16 +61,17 @@ pub struct Client {
     tls: Option<tonic::transport::ClientTlsConfig>,
     deadline: Duration,
     state: Mutex<State>,
-    /// The session writes go in; `None` without sessions.
-    session: Option<Session>,
+    /// The sessions writes go in, one per group; `None` without sessions.
+    sessions: Option<Sessions>,
 }
 
 struct State {
-    /// Where the next call goes first: the leader last seen, else an endpoint.
-    target: String,
+    /// Where a group's next call goes first: its leader last seen, else an endpoint.
+    targets: HashMap<u64, String>,
     /// The endpoint tried after a transient failure.
     next_endpoint: usize,
     channels: HashMap<String, Channel>,
+    routes: Routes,
 }
 
 impl Client {
@@ -69,20 +81,21 @@ impl Client {
     /// # Errors
     /// `Config` for no endpoint.
     pub fn new(endpoints: Vec<String>, token: Option<String>) -> Result<Client, ClientError> {
-        let Some(first) = endpoints.first().cloned() else {
+        if endpoints.is_empty() {
             return Err(ClientError::Config("no endpoint".into()));
-        };
+        }
         Ok(Client {
             endpoints,
             token,
             tls: None,
             deadline: Duration::from_secs(10),
             state: Mutex::new(State {
-                target: first,
+                targets: HashMap::new(),
                 next_endpoint: 0,
                 channels: HashMap::new(),
+                routes: Routes::default(),
             }),
-            session: Some(Session::default()),
+            sessions: Some(Sessions::default()),
         })
     }
 
@@ -90,7 +103,7 @@ impl Client {
     /// retried but answers [`ClientError::Ambiguous`], and the client never adds a
     /// session's opening to the log.
     pub fn without_sessions(mut self) -> Client {
-        self.session = None;
+        self.sessions = None;
         self
     }
 

@@ -24,6 +24,9 @@ pub enum ClientError {
     /// changed now. The client opens a new session and retries a write whose first try
     /// meets this; a later try answers [`ClientError::Ambiguous`] instead.
     SessionExpired(String),
+    /// The keys of one atomic batch lie in the shards of these groups (ascending): a
+    /// batch across shards is not supported, and nothing of it was applied.
+    CrossShard { groups: Vec<u64> },
 }
 
 impl std::fmt::Display for ClientError {
@@ -40,6 +43,11 @@ impl std::fmt::Display for ClientError {
             ClientError::Server(m) => write!(f, "server error: {m}"),
             ClientError::Config(m) => write!(f, "client configuration: {m}"),
             ClientError::SessionExpired(m) => write!(f, "session expired: {m}"),
+            ClientError::CrossShard { groups } => write!(
+                f,
+                "the batch's keys lie in the shards of groups {groups:?}: a batch across \
+                 shards is not supported, and nothing of it was applied"
+            ),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The client's requests that run the cluster rather than its data: membership changes,
-//! a leadership transfer, an online backup, and one node's status.
+//! a leadership transfer, an online backup, one node's status, and the shard map. All but
+//! the map are group 1's.
 
 use super::retry::Kind;
+use super::routes::{Routes, Shard};
 use super::Client;
 use crate::error::ClientError;
 use crate::pb;
@@ -145,5 +147,24 @@ impl Client {
             .await
             .map(tonic::Response::into_inner)
             .map_err(|s| ClientError::Server(format!("{addr}: {:?}: {}", s.code(), s.message())))
+    }
+
+    /// The shards of the key space, in key order, as the first node the client reaches
+    /// knows them (not linearizable); the client routes by this map from now on.
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Server` for a map that leaves a key without a shard.
+    pub async fn shards(&self) -> Result<Vec<Shard>, ClientError> {
+        let map = self
+            .call(
+                Kind::Read,
+                || pb::ShardMapRequest {},
+                |mut c, r| async move { c.shard_map(r).await },
+            )
+            .await?;
+        let routes = Routes::from_map(map)?;
+        let shards = routes.shards().to_vec();
+        self.take_routes(routes);
+        Ok(shards)
     }
 }

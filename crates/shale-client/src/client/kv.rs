@@ -1,10 +1,12 @@
-//! The client's key-value requests: get, put, delete, batch, compare-and-set and scan.
-//! Reads are linearizable; writes go in the client's session ([`Client::write`]).
+//! The client's key-value requests: get, put, delete, batch, compare-and-set and scan,
+//! each sent to the group whose shard holds its keys. Reads are linearizable; writes go
+//! in the group's session ([`Client::write`]).
 
 use super::retry::Kind;
 use super::Client;
 use crate::error::ClientError;
 use crate::pb;
+use crate::wire::{MAX_SCAN_BYTES, MAX_SCAN_PAIRS};
 
 /// A compare-and-set's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +24,12 @@ impl Client {
     pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
         let req = || pb::GetRequest { key: key.to_vec() };
         let resp = self
-            .call(Kind::Read, req, |mut c, r| async move { c.get(r).await })
+            .routed(
+                Kind::Read,
+                &[key],
+                req,
+                |mut c, r| async move { c.get(r).await },
+            )
             .await?;
         Ok(resp.value)
     }
@@ -38,7 +45,7 @@ impl Client {
             session,
         };
         let resp = self
-            .write(req, |mut c, r| async move { c.put(r).await })
+            .write(&[key], req, |mut c, r| async move { c.put(r).await })
             .await?;
         Ok(resp.index)
     }
@@ -53,7 +60,7 @@ impl Client {
             session,
         };
         let resp = self
-            .write(req, |mut c, r| async move { c.delete(r).await })
+            .write(&[key], req, |mut c, r| async move { c.delete(r).await })
             .await?;
         Ok(resp.index)
     }
@@ -61,7 +68,8 @@ impl Client {
     /// Apply puts (`Some`) and deletes (`None`) atomically.
     ///
     /// # Errors
-    /// See [`ClientError`].
+    /// `CrossShard` if the keys lie in more than one shard (nothing is applied); see
+    /// [`ClientError`].
     pub async fn batch(&self, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<u64, ClientError> {
         let ops: Vec<pb::Op> = ops
             .iter()
@@ -74,8 +82,9 @@ impl Client {
             ops: ops.clone(),
             session,
         };
+        let keys: Vec<&[u8]> = ops.iter().map(|op| op.key.as_slice()).collect();
         let resp = self
-            .write(req, |mut c, r| async move { c.batch(r).await })
+            .write(&keys, req, |mut c, r| async move { c.batch(r).await })
             .await?;
         Ok(resp.index)
     }
@@ -98,7 +107,11 @@ impl Client {
             session,
         };
         let resp = self
-            .write(req, |mut c, r| async move { c.compare_and_set(r).await })
+            .write(
+                &[key],
+                req,
+                |mut c, r| async move { c.compare_and_set(r).await },
+            )
             .await?;
         Ok(CasOutcome {
             swapped: resp.swapped,
@@ -106,8 +119,11 @@ impl Client {
         })
     }
 
-    /// Up to `limit` pairs with `start <= key < end`, read linearizably, and where the next
-    /// page starts if the range holds more.
+    /// Up to `limit` pairs with `start <= key < end` (0: as many as one page holds, see
+    /// [`MAX_SCAN_PAIRS`]), and where the next page starts if the range holds more. The
+    /// page reads the shards the range overlaps in key order, each linearizably (a page
+    /// that spans shards is not one snapshot); it ends early, before `limit`, once it
+    /// holds [`MAX_SCAN_BYTES`].
     ///
     /// # Errors
     /// See [`ClientError`].
@@ -118,15 +134,36 @@ impl Client {
         end: Option<&[u8]>,
         limit: u32,
     ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>), ClientError> {
-        let req = || pb::ScanRequest {
-            start: start.to_vec(),
-            end: end.map(<[u8]>::to_vec),
-            limit,
+        let want = match limit {
+            0 => MAX_SCAN_PAIRS,
+            n => n.min(MAX_SCAN_PAIRS),
         };
-        let resp = self
-            .call(Kind::Read, req, |mut c, r| async move { c.scan(r).await })
-            .await?;
-        let pairs = resp.pairs.into_iter().map(|p| (p.key, p.value)).collect();
-        Ok((pairs, resp.next_start))
+        let mut pairs = Vec::new();
+        let mut bytes = 0usize;
+        let mut from = start.to_vec();
+        loop {
+            let left = want.saturating_sub(u32::try_from(pairs.len()).unwrap_or(u32::MAX));
+            let req = || pb::ScanRequest {
+                start: from.clone(),
+                end: end.map(<[u8]>::to_vec),
+                limit: left,
+            };
+            let resp = self
+                .routed(Kind::Read, &[&from], req, |mut c, r| async move {
+                    c.scan(r).await
+                })
+                .await?;
+            for p in resp.pairs {
+                bytes = bytes.saturating_add(p.key.len() + p.value.len());
+                pairs.push((p.key, p.value));
+            }
+            // A node's page stops at its shard's end, or at its own bounds.
+            match resp.next_start {
+                Some(next) if pairs.len() < want as usize && bytes < MAX_SCAN_BYTES => {
+                    from = next;
+                }
+                next => return Ok((pairs, next)),
+            }
+        }
     }
 }

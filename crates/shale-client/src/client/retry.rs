@@ -4,7 +4,7 @@
 use tonic::{Code, Status};
 
 use crate::error::ClientError;
-use crate::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER};
+use crate::wire::{LEADER_HEADER, RETRY_HEADER, SESSION_HEADER, SHARD_HEADER};
 
 /// How a failed attempt ends the call or not.
 pub(super) enum Next {
@@ -12,6 +12,9 @@ pub(super) enum Next {
     Redirect(String),
     /// Retry after a pause, at the next endpoint.
     Retry,
+    /// The group does not serve the request's keys (nothing was applied or read): route
+    /// it again from a fresh shard map.
+    Moved(String),
     /// Give up with this error.
     Fail(ClientError),
 }
@@ -47,6 +50,9 @@ pub(super) fn classify(status: &Status, kind: Kind) -> Next {
     let message = status.message().to_string();
     if meta.get(SESSION_HEADER).is_some() {
         return Next::Fail(ClientError::SessionExpired(message));
+    }
+    if meta.get(SHARD_HEADER).is_some() {
+        return Next::Moved(message);
     }
     match status.code() {
         Code::FailedPrecondition => match meta.get(LEADER_HEADER).and_then(|v| v.to_str().ok()) {
@@ -117,6 +123,17 @@ mod tests {
             classify(&moved, Kind::SessionWrite),
             Next::Redirect(addr) if addr == "127.0.0.1:7002"
         ));
+    }
+
+    #[test]
+    fn a_request_to_the_wrong_group_is_routed_again_whatever_its_kind() {
+        let moved = || {
+            let status = Status::failed_precondition("a key is outside this group's shard");
+            marked(marked(status, RETRY_HEADER, "safe"), SHARD_HEADER, "moved")
+        };
+        for kind in [Kind::Read, Kind::Write, Kind::SessionWrite] {
+            assert!(matches!(classify(&moved(), kind), Next::Moved(_)));
+        }
     }
 
     #[test]

@@ -1,17 +1,31 @@
-//! The client's session (docs/replication.md, "Exactly-once writes"): which session writes
-//! go in, and the numbers of the writes in it. The client opens the session at its first
-//! write, numbers each write, and sends every try of a write with the same number and the
-//! lowest number it still awaits.
+//! The client's sessions (docs/replication.md, "Exactly-once writes"), one per group (a
+//! session is a group's: its id is an index in the group's log): which session writes go
+//! in, and the numbers of the writes in it. The client opens a group's session at its
+//! first write there, numbers each write, and sends every try of a write with the same
+//! number and the lowest number it still awaits.
 //!
 //! Thread safety: a `Session` is `Send + Sync`; concurrent writes each take their own
 //! number, and one opening at a time runs (the others wait for its id).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::error::ClientError;
 use crate::pb;
+
+/// The client's sessions, by group.
+#[derive(Default)]
+pub(super) struct Sessions {
+    by_group: Mutex<HashMap<u64, Arc<Session>>>,
+}
+
+impl Sessions {
+    /// The session of `group`'s writes.
+    pub(super) fn of(&self, group: u64) -> Arc<Session> {
+        let mut by_group = self.by_group.lock().unwrap_or_else(|e| e.into_inner());
+        by_group.entry(group).or_default().clone()
+    }
+}
 
 /// A client's session: its id, once opened, and its writes' numbers.
 #[derive(Default)]
@@ -38,10 +52,10 @@ impl Session {
     ///
     /// # Errors
     /// What `open` fails with.
-    pub(super) async fn id<F, Fut>(&self, open: F) -> Result<u64, ClientError>
+    pub(super) async fn id<F, Fut, E>(&self, open: F) -> Result<u64, E>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<u64, ClientError>>,
+        Fut: Future<Output = Result<u64, E>>,
     {
         let mut id = self.id.lock().await;
         if let Some(id) = *id {
