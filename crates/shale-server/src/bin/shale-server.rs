@@ -52,6 +52,11 @@ struct Args {
     /// then made a voter (ignored once initialized).
     #[arg(long)]
     join: bool,
+    /// Split the key space at this key (its UTF-8 bytes); repeat for each, ascending.
+    /// Each range is served by a Raft group of its own on every node, and every node of
+    /// the cluster must be started with the same splits (docs/replication.md, "Shards").
+    #[arg(long = "split", value_name = "KEY", conflicts_with_all = ["join", "restore"])]
+    splits: Vec<String>,
     /// The address peers and clients reach this replica at, if not --listen (for a
     /// listen address of 0.0.0.0).
     #[arg(long, value_parser = parse_addr)]
@@ -237,6 +242,7 @@ fn config(args: &Args) -> ServerConfig {
     cfg.log_entries_kept_after_snapshot = args.keep_log_entries;
     cfg.embed_once = !args.embed_on_every_replica;
     cfg.read_consistency = args.read_consistency.into();
+    cfg.splits = args.splits.iter().map(|k| k.as_bytes().to_vec()).collect();
     cfg.election_timeout_min_ms = args.election_timeout_min_ms;
     cfg.election_timeout_max_ms = args.election_timeout_max_ms;
     cfg.metrics_listen = args.metrics_listen;

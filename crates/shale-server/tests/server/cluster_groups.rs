@@ -5,51 +5,8 @@
 
 use crate::common;
 
-use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
-
-use common::{Cluster, Timings};
-use shale_server::{GroupId, NodeId, Server};
-
-fn split_in_three() -> Timings {
-    Timings {
-        splits: vec![b"h".to_vec(), b"p".to_vec()],
-        ..common::timings()
-    }
-}
-
-/// The leader every running node agrees on for each group, waited for at most 10 s.
-async fn group_leaders(cluster: &Cluster, groups: &[GroupId]) -> Vec<NodeId> {
-    let start = Instant::now();
-    loop {
-        let seen: Vec<BTreeSet<Option<NodeId>>> = groups
-            .iter()
-            .map(|&g| {
-                let leader_seen_by = |s: &Server| {
-                    let group = s.groups().get(g).expect("every node holds every group");
-                    let leader = group.raft.metrics().borrow().current_leader;
-                    leader
-                };
-                cluster.servers.values().map(leader_seen_by).collect()
-            })
-            .collect();
-        let agreed: Vec<NodeId> = seen
-            .iter()
-            .filter_map(|s| match s.iter().collect::<Vec<_>>()[..] {
-                [Some(l)] if cluster.servers.contains_key(l) => Some(*l),
-                _ => None,
-            })
-            .collect();
-        if agreed.len() == groups.len() {
-            return agreed;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no agreed leader for every group: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use common::{group_leaders, split_in_three, Cluster};
+use shale_server::Server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_group_elects_and_keeps_electing_when_a_node_goes() {

@@ -12,6 +12,7 @@ mod cluster_groups;
 mod cluster_identity;
 mod cluster_read_consistency;
 mod cluster_rolling_restart;
+mod cluster_routing;
 mod cluster_search;
 mod cluster_snapshot_catch_up;
 mod cluster_tls;

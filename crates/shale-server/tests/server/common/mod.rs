@@ -3,14 +3,14 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use shale_server::service::ReadConsistency;
 use shale_server::tls::TlsFiles;
-use shale_server::{NodeId, Server, ServerConfig};
+use shale_server::{GroupId, NodeId, Server, ServerConfig};
 use tempfile::TempDir;
 
 /// Timings for tests: short enough that an election takes well under a second.
@@ -253,5 +253,46 @@ impl Cluster {
         for id in ids {
             self.stop(id).await;
         }
+    }
+}
+
+/// The key space split at `h` and `p`: groups 1, 2 and 3.
+pub fn split_in_three() -> Timings {
+    Timings {
+        splits: vec![b"h".to_vec(), b"p".to_vec()],
+        ..timings()
+    }
+}
+
+/// The leader every running node agrees on for each group, waited for at most 10 s.
+pub async fn group_leaders(cluster: &Cluster, groups: &[GroupId]) -> Vec<NodeId> {
+    let start = Instant::now();
+    loop {
+        let seen: Vec<BTreeSet<Option<NodeId>>> = groups
+            .iter()
+            .map(|&g| {
+                let leader_seen_by = |s: &Server| {
+                    let group = s.groups().get(g).expect("every node holds every group");
+                    let leader = group.raft.metrics().borrow().current_leader;
+                    leader
+                };
+                cluster.servers.values().map(leader_seen_by).collect()
+            })
+            .collect();
+        let agreed: Vec<NodeId> = seen
+            .iter()
+            .filter_map(|s| match s.iter().collect::<Vec<_>>()[..] {
+                [Some(l)] if cluster.servers.contains_key(l) => Some(*l),
+                _ => None,
+            })
+            .collect();
+        if agreed.len() == groups.len() {
+            return agreed;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no agreed leader for every group: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
