@@ -179,6 +179,10 @@ pub enum Command {
     /// Over --server: each server's view of the cluster (node id, leader, last applied
     /// log index, term), one line per address given.
     ClusterStatus,
+    /// Over --server: the shards of the key space as the first server knows them, one
+    /// line each: its group, its first key, the key it ends before (`end` for none), its
+    /// version and its group's leader.
+    Shards,
     /// Over --server: add node ID, listening at ADDR, as a learner; returns once it has
     /// caught up. Then `add-voters ID` makes it a voter.
     AddLearner { id: u64, addr: String },

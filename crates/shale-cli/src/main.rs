@@ -83,6 +83,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::DumpWal { file, json } => dump::wal(out, file, *json),
         Command::DumpManifest { file, json } => dump::manifest(cli, out, file.as_deref(), *json),
         Command::ClusterStatus
+        | Command::Shards
         | Command::Backup { .. }
         | Command::AddLearner { .. }
         | Command::AddVoters { .. }

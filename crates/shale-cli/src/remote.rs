@@ -20,6 +20,7 @@ use shale_search::Analyzer;
 use crate::args::{CasArgs, Cli, Command, Format, ImportArgs, ScanArgs, SearchArgs};
 use crate::embedder::EmbedderKind;
 use crate::error::{CliError, Result};
+use crate::escape::escape;
 use crate::import;
 use crate::kv::{self, KeyRange};
 
@@ -74,6 +75,7 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
                 Ok(())
             }
             Command::ClusterStatus => cluster_status(&client, out, servers).await,
+            Command::Shards => shards(&client, out).await,
             Command::Backup { file } => backup(&client, out, file).await,
             Command::AddLearner { id, addr } => {
                 print_membership(out, &client.add_learner(*id, addr).await?)
@@ -359,6 +361,24 @@ async fn cluster_status(client: &Client, out: &mut impl Write, servers: &[String
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+/// `group=N  start=KEY  end=KEY|end  version=V  leader=ADDR|none`, one line a shard, keys
+/// escaped.
+async fn shards(client: &Client, out: &mut impl Write) -> Result<()> {
+    for s in client.shards().await? {
+        let end = s.end.as_deref().map_or("end".to_owned(), escape);
+        let leader = s.leader_addr.as_deref().unwrap_or("none");
+        writeln!(
+            out,
+            "group={}\tstart={}\tend={end}\tversion={}\tleader={leader}",
+            s.group,
+            escape(&s.start),
+            s.version
+        )
+        .map_err(CliError::Stdout)?;
+    }
+    Ok(())
 }
 
 /// The membership a change put in force: `index=N`, `voters=1,2,3`, `learners=4`.

@@ -428,6 +428,26 @@ impl Cluster {
         Ok(d)
     }
 
+    /// The shards of the key space, in key order, as the first node reached knows them:
+    /// one dict each with `group`, `start`, `end` (`None`: every key from `start` on),
+    /// `version` and `leader_address` (not linearizable).
+    fn shards<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let client = &self.client;
+        let shards = call(py, client.shards())?;
+        shards
+            .into_iter()
+            .map(|s| {
+                let d = PyDict::new(py);
+                d.set_item("group", s.group)?;
+                d.set_item("start", PyBytes::new(py, &s.start))?;
+                d.set_item("end", s.end.map(|e| PyBytes::new(py, &e)))?;
+                d.set_item("version", s.version)?;
+                d.set_item("leader_address", s.leader_addr)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
     fn __repr__(&self) -> String {
         format!("shale.Cluster({:?})", self.endpoints)
     }

@@ -136,6 +136,7 @@ fn client_error(py: Python<'_>, error: &shale_client::ClientError) -> PyErr {
         E::Unauthenticated(_) | E::PermissionDenied(_) => "PermissionDeniedError",
         E::Timeout { .. } => "DeadlineError",
         E::Ambiguous(_) | E::SessionExpired(_) => "AmbiguousError",
+        E::CrossShard { .. } => "CrossShardError",
         _ => "ServerError",
     };
     new_err(py, class, error.to_string())

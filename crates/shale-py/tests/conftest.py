@@ -39,8 +39,9 @@ def _free_ports(n):
 
 
 class _Nodes:
-    def __init__(self, directory):
+    def __init__(self, directory, splits=()):
         self.dir = directory
+        self.splits = list(splits)
         ports = _free_ports(3)
         self.addrs = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
         self.procs = {}
@@ -51,6 +52,8 @@ class _Nodes:
         for peer, addr in self.addrs.items():
             if peer != node:
                 args += ["--peer", f"{peer}={addr}"]
+        for key in self.splits:
+            args += ["--split", key]
         if node == 1:
             args.append("--bootstrap")
         log = open(self.dir / f"node-{node}.log", "ab")
@@ -72,24 +75,41 @@ class _Nodes:
                 p.wait(10)
 
 
-@pytest.fixture(scope="module")
-def nodes(tmp_path_factory):
+def _started(tmp_path_factory, splits=()):
     if not SERVER or not os.path.exists(SERVER):
         if os.environ.get("CI") == "true":
             pytest.fail("CI runs the cluster tests: set SHALE_SERVER to a shale-server binary")
         pytest.skip("SHALE_SERVER names no shale-server binary")
-    n = _Nodes(tmp_path_factory.mktemp("cluster"))
+    n = _Nodes(tmp_path_factory.mktemp("cluster"), splits)
     for node in (2, 3, 1):
         n.start(node)
+    return n
+
+
+def _connected(nodes):
+    c = shale.connect(",".join(nodes.addrs.values()), deadline=20.0)
+    c.put(b"ready", b"1")  # retried until a leader is elected
+    return c
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    n = _started(tmp_path_factory)
     yield n
     n.stop_all()
 
 
 @pytest.fixture(scope="module")
 def cluster(nodes):
-    c = shale.connect(",".join(nodes.addrs.values()), deadline=20.0)
-    c.put(b"ready", b"1")  # retried until a leader is elected
-    return c
+    return _connected(nodes)
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """A cluster whose key space is split at ``h`` and ``p``: groups 1, 2 and 3."""
+    n = _started(tmp_path_factory, splits=["h", "p"])
+    yield _connected(n)
+    n.stop_all()
 
 
 @pytest.fixture

@@ -232,6 +232,10 @@ fn put_get_del_and_scan_speak_to_a_server() {
         status.starts_with(&format!("{addr}\tnode=1\tleader=1\tapplied=")),
         "{status}"
     );
+    assert_eq!(
+        run(&["shards"]).ok(),
+        format!("group=1\tstart=\tend=end\tversion=0\tleader={addr}\n")
+    );
     let second = rt.block_on(async {
         let listen = "127.0.0.1:0".parse().unwrap();
         Server::start(ServerConfig::new(2, listen, dir.path().join("node-2")))

@@ -114,6 +114,14 @@ class Cluster:
         """The view of the node at ``address`` (not linearizable)."""
         return self._inner.status(address)
 
+    def shards(self):
+        """The shards of the key space in key order, as the first node reached knows
+        them: dicts with ``group``, ``start``, ``end`` (``None``: every key from
+        ``start`` on), ``version`` and ``leader_address`` (not linearizable). The
+        cluster routes each request to its shard's group; a ``batch`` whose keys lie in
+        more than one shard raises ``CrossShardError`` and applies nothing."""
+        return self._inner.shards()
+
     def __repr__(self):
         return f"shale.Cluster({self.addresses!r})"
 

@@ -68,6 +68,11 @@ class AmbiguousError(ClusterError):
     closed while it was retried, or it was sent without a session."""
 
 
+class CrossShardError(ClusterError):
+    """The keys of one batch lie in more than one shard of the cluster's key space: a
+    batch across shards is not supported, and nothing of it was applied."""
+
+
 class DeadlineError(ClusterError, TimeoutError):
     """No answer within the connection's deadline (``connect(..., deadline=)``); a write
     may or may not have been applied."""
