@@ -2,7 +2,8 @@
 # The chaos test of the replicated server (docs/replication.md, "Chaos test"): three
 # shale-server processes under kills, a replica removed and added back, pauses, partitions
 # (as root) and whole-cluster restarts, 8 clients recording every call; porcupine (chaos/,
-# Go) must find the history linearizable, and must find the first negative control's
+# Go) must find the history linearizable, again with the key space split into two shards
+# (two Raft groups on every node, clients routing by key), and must find the first negative control's
 # (servers that read without the read index, --read-consistency serializable) not. The
 # second negative control, a vote written without fsync, must be caught by both modules
 # of the server's `vote_power_loss` test binary on MemFs (its `negative_control_*` tests).
@@ -54,6 +55,13 @@ echo "== chaos: ${seconds} s of faults; the history must be linearizable"
 "$work/chaos" --server-bin "$work/server" --dir "$work/run" --history "$work/history.jsonl" \
     --seconds "$seconds" "${netns[@]}"
 "$work/check" "$work/history.jsonl"
+
+echo "== chaos: the key space split at k2 (two Raft groups on every node), ${seconds} s of faults"
+# Each pair of keys in a shard of its own: the clients route by key, the history must be
+# linearizable, and each group's replicas must agree and hold only their shard's keys.
+"$work/chaos" --server-bin "$work/server" --split k2 --dir "$work/sharded" \
+    --history "$work/sharded.jsonl" --seconds "$seconds" --seed 7 "${netns[@]}"
+"$work/check" "$work/sharded.jsonl"
 
 echo "== chaos: negative control (reads without the read index) must be caught"
 found=0

@@ -3,12 +3,12 @@
 //! the map are group 1's.
 
 use super::retry::Kind;
-use super::routes::{Routes, Shard};
+use super::routes::{Routes, Shard, DEFAULT_GROUP};
 use super::Client;
 use crate::error::ClientError;
 use crate::pb;
 use crate::pb::kv_client::KvClient;
-use crate::wire::with_token;
+use crate::wire::{with_token, GROUP_HEADER};
 
 impl Client {
     /// Add node `node_id`, reachable at `addr`, as a learner; returns once it has caught up
@@ -142,8 +142,24 @@ impl Client {
     /// # Errors
     /// `Server` for any failure.
     pub async fn status_of(&self, addr: &str) -> Result<pb::StatusResponse, ClientError> {
+        self.status_in(addr, DEFAULT_GROUP).await
+    }
+
+    /// The view the node at `addr` has of group `group`, as [`Client::status_of`] for
+    /// group 1.
+    ///
+    /// # Errors
+    /// `Server` for any failure, with the address and the server's status (a node that
+    /// holds no replica of the group included).
+    pub async fn status_in(
+        &self,
+        addr: &str,
+        group: u64,
+    ) -> Result<pb::StatusResponse, ClientError> {
         let mut c = KvClient::new(self.channel(addr)?);
-        c.status(with_token(pb::StatusRequest {}, self.token.as_deref()))
+        let mut req = with_token(pb::StatusRequest {}, self.token.as_deref());
+        req.metadata_mut().insert(GROUP_HEADER, group.into());
+        c.status(req)
             .await
             .map(tonic::Response::into_inner)
             .map_err(|s| ClientError::Server(format!("{addr}: {:?}: {}", s.code(), s.message())))

@@ -33,6 +33,12 @@ pub(crate) struct Args {
     /// (needs root and ip(8)).
     #[arg(long)]
     pub(crate) netns: bool,
+    /// Split the key space at this key (repeat for each, ascending): every server is
+    /// started with `--split KEY`, each range a Raft group of its own, and the replicas of
+    /// every group must agree at the end. Split between pairs (`k2`) so that no batch or
+    /// scan crosses shards.
+    #[arg(long = "split", value_name = "KEY")]
+    pub(crate) splits: Vec<String>,
     /// One more flag for every server, after the run's own (`--server-arg=--flag=value`);
     /// repeat for each. The negative controls of `scripts/chaos.sh` choose their wrong
     /// settings so.

@@ -28,6 +28,11 @@ impl Cluster {
         self.nodes.iter().map(|n| n.addr.clone()).collect()
     }
 
+    /// The Raft groups of the run: one per range of its splits.
+    pub(crate) fn groups(&self) -> std::ops::RangeInclusive<u64> {
+        1..=self.args.splits.len() as u64 + 1
+    }
+
     fn peers_of(&self, id: u64) -> Vec<String> {
         self.nodes
             .iter()
@@ -73,8 +78,11 @@ impl Cluster {
             .arg("100")
             .arg("--keep-log-entries")
             .arg("10")
-            .arg("--allow-plaintext")
-            .args(&self.args.server_args);
+            .arg("--allow-plaintext");
+        for split in &self.args.splits {
+            cmd.arg("--split").arg(split);
+        }
+        cmd.args(&self.args.server_args);
         for p in peers {
             cmd.arg("--peer").arg(p);
         }

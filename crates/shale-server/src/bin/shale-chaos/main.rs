@@ -100,7 +100,7 @@ async fn run(args: Args) -> Result<(), String> {
         return Err("no replica was removed and added back: the run was too short".into());
     }
     let applied = stop_cluster(&mut cluster).await?;
-    compare_replicas(&cluster, applied)?;
+    compare_replicas(&cluster, &applied)?;
     history.flush().map_err(|e| format!("history: {e}"))?;
     report(rounds, &args.history);
     Ok(())
