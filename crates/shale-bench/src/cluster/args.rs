@@ -41,4 +41,12 @@ pub struct ClusterArgs {
     /// Pass `--embed-on-every-replica` to the replicas (the figure without embed once).
     #[arg(long)]
     pub embed_on_every_replica: bool,
+    /// Measure only synced writes of 64 clients over a key space split into each of these
+    /// numbers of shards (`--shards 1,2,4`), a fresh cluster each.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub shards: Vec<u32>,
+    /// The keys the replicas split their key space at (`--split`), set by the shards
+    /// figure for each of its clusters.
+    #[arg(skip)]
+    pub splits: Vec<String>,
 }

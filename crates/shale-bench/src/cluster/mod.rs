@@ -6,11 +6,13 @@
 //!
 //! All replicas share this machine's cores and disk: the figures are for comparing runs
 //! here, not a capacity plan. `--tls-dir` runs the same over TLS. `--embedding-texts N`
-//! measures text ingest under an all-MiniLM-L6-v2 index instead (feature `semantic`).
+//! measures text ingest under an all-MiniLM-L6-v2 index instead (feature `semantic`);
+//! `--shards 1,2,4` synced writes over a key space split into that many shards.
 //!
 //! Files: [`args`] the command line, [`replica`] the server processes and the client,
 //! [`measure`] the timing loop and the table's rows, [`writes`] the write rates,
-//! [`failover`] re-election and catch-up, `embedding` the text ingest. One async runtime,
+//! [`failover`] re-election and catch-up, [`shards`] writes over shards, `embedding` the
+//! text ingest. One async runtime,
 //! built here, runs the whole figure on the calling thread's behalf.
 
 mod args;
@@ -19,6 +21,7 @@ mod embedding;
 mod failover;
 mod measure;
 mod replica;
+mod shards;
 mod writes;
 
 use std::time::Duration;
@@ -57,6 +60,9 @@ async fn figures(args: &ClusterArgs) -> Result<Vec<String>, String> {
     #[cfg(feature = "semantic")]
     if args.embedding_texts > 0 {
         return embedding::rows(args).await;
+    }
+    if !args.shards.is_empty() {
+        return shards::rows(args).await;
     }
     let mut out = vec![
         "| measurement | rate | p50 µs | p99 µs |".to_string(),

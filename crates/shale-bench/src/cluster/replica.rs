@@ -77,10 +77,14 @@ pub fn start(
     Ok(())
 }
 
-/// The flags every replica gets from the command line: snapshots, threads, TLS, embedding.
+/// The flags every replica gets from the command line: snapshots, threads, TLS, embedding,
+/// splits.
 fn settings(args: &ClusterArgs, id: u64, cmd: &mut Command) {
     cmd.arg("--snapshot-every")
         .arg(args.snapshot_every.to_string());
+    for split in &args.splits {
+        cmd.arg("--split").arg(split);
+    }
     if let Some(n) = args.server_worker_threads {
         cmd.arg("--worker-threads").arg(n.to_string());
     }

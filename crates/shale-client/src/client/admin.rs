@@ -57,9 +57,19 @@ impl Client {
     /// # Errors
     /// See [`ClientError`]; `Refused` for a node that is not a voter.
     pub async fn transfer_leader(&self, node_id: u64) -> Result<u64, ClientError> {
+        self.transfer_leader_in(DEFAULT_GROUP, node_id).await
+    }
+
+    /// Hand group `group`'s leadership to its voter `node_id`, as
+    /// [`Client::transfer_leader`] does for group 1.
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Refused` for a node that is not a voter; `Server` for a group
+    /// the node reached holds no replica of.
+    pub async fn transfer_leader_in(&self, group: u64, node_id: u64) -> Result<u64, ClientError> {
         let req = || pb::TransferLeaderRequest { node_id };
         let resp = self
-            .call(Kind::Write, req, |mut c, r| async move {
+            .call_in(group, Kind::Write, req, |mut c, r| async move {
                 c.transfer_leader(r).await
             })
             .await?;

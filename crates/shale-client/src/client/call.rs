@@ -119,10 +119,21 @@ impl Client {
     where
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        match self
-            .tries(DEFAULT_GROUP, kind, Instant::now(), &req, &send)
-            .await
-        {
+        self.call_in(DEFAULT_GROUP, kind, req, send).await
+    }
+
+    /// [`Client::call`] to group `group`.
+    pub(super) async fn call_in<Req, T, Fut>(
+        &self,
+        group: u64,
+        kind: Kind,
+        req: impl Fn() -> Req,
+        send: impl Fn(KvClient<Channel>, Request<Req>) -> Fut,
+    ) -> Result<T, ClientError>
+    where
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        match self.tries(group, kind, Instant::now(), &req, &send).await {
             Ok(answer) => Ok(answer),
             Err(Failed::Error(e, _)) => Err(e),
             Err(Failed::Moved { why, .. }) => Err(ClientError::Server(why)),
