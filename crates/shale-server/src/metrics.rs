@@ -4,8 +4,9 @@
 //!
 //! Two sources: [`RequestLayer`] counts and times every gRPC request as it passes (a tower
 //! layer around all the node's services), and [`NodeCollector`] reads the node's state
-//! when scraped: Raft's metrics, each peer's [`Link`], and the counters of the two Shale
-//! databases (the state machine and the log store).
+//! when scraped: each group's Raft metrics (labelled `group`), each peer's [`Link`], and
+//! the counters of the Shale databases (the groups' state machines, summed, and the log
+//! store).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,11 +26,10 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::group::{Group, Groups};
 use crate::limits::Refusals;
-use crate::log_store::LogStore;
 use crate::network::{Link, Reachability, APPENDS_CUT};
-use crate::state_machine::StateMachineStore;
-use crate::Raft;
+use crate::state_machine::EmbeddingCounts;
 
 /// Every gRPC method a node serves, by request path; any other path counts as `other`.
 pub const METHODS: [&str; 22] = [
@@ -208,9 +208,7 @@ where
 
 /// The node's state, read at each scrape.
 pub struct NodeCollector {
-    pub raft: Raft,
-    pub sm: StateMachineStore,
-    pub log: LogStore,
+    pub groups: Groups,
     pub reachability: Arc<Reachability>,
     pub refusals: Arc<Refusals>,
 }
@@ -229,9 +227,6 @@ const ENGINE_GAUGES: [&str; 5] = [
     "open_tables",
     "rate_limit_bytes_per_sec",
 ];
-
-/// The label set of a series without labels.
-const NO_LABELS: [(&str, &str); 0] = [];
 
 fn gauge<L: prometheus_client::encoding::EncodeLabelSet>(
     encoder: &mut DescriptorEncoder<'_>,
@@ -288,6 +283,22 @@ impl Gauge {
             name,
             help,
             series: vec![(Vec::new(), value)],
+        }
+    }
+
+    /// The gauge with `group` first among each series' labels.
+    fn of_group(mut self, group: u64) -> Gauge {
+        for (labels, _) in &mut self.series {
+            labels.insert(0, ("group", group.to_string()));
+        }
+        self
+    }
+
+    /// Add the gauge's series to the gauge of its name in `gauges`, or add it.
+    fn merge_into(self, gauges: &mut Vec<Gauge>) {
+        match gauges.iter_mut().find(|g| g.name == self.name) {
+            Some(g) => g.series.extend(self.series),
+            None => gauges.push(self),
         }
     }
 
@@ -403,34 +414,54 @@ fn leader_gauges(m: &openraft::RaftMetrics<crate::NodeId, openraft::BasicNode>) 
 
 impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let m = self.raft.metrics().borrow().clone();
-        let links = Gauge::by_peer(
+        let groups = self.groups();
+        let mut gauges = Vec::new();
+        for g in &groups {
+            let m = g.raft.metrics().borrow().clone();
+            for gauge in raft_gauges(&m) {
+                gauge.of_group(g.id).merge_into(&mut gauges);
+            }
+        }
+        gauges.push(Gauge::by_peer(
             "peer_reachable",
             "1 if this node's last RPC to the peer was answered",
             (self.reachability.links().into_iter())
                 .map(|(id, link)| (id, i64::from(link == Link::Reachable))),
-        );
-        for g in raft_gauges(&m).into_iter().chain([links]) {
+        ));
+        gauges.push(Gauge {
+            name: "sessions_open",
+            help: "Client sessions open (the most recently used are kept)",
+            series: (groups.iter())
+                .map(|g| {
+                    (
+                        vec![("group", g.id.to_string())],
+                        level(g.sm.sessions_open()),
+                    )
+                })
+                .collect(),
+        });
+        for g in gauges {
             gauge(&mut encoder, g.name, g.help, &g.series)?;
         }
         for (name, help, count) in self.refusal_counts() {
             counter(&mut encoder, name, help, count)?;
         }
-        self.encode_time_spent(&mut encoder)?;
-        for (name, help, count) in self.embedding_counts() {
+        encode_time_spent(&mut encoder, &groups)?;
+        for (name, help, count) in embedding_counts(&groups) {
             counter(&mut encoder, name, help, count)?;
         }
-        gauge(
-            &mut encoder,
-            "sessions_open",
-            "Client sessions open (the most recently used are kept)",
-            &[(NO_LABELS, level(self.sm.sessions_open()))],
-        )?;
-        self.encode_engines(&mut encoder)
+        encode_engines(&mut encoder, &groups)
     }
 }
 
 impl NodeCollector {
+    /// The node's groups, by id.
+    fn groups(&self) -> Vec<Group> {
+        (self.groups.ids().into_iter())
+            .filter_map(|id| self.groups.get(id))
+            .collect()
+    }
+
     /// The counters of work cut or refused at the door: name, help, count.
     fn refusal_counts(&self) -> [(&'static str, &'static str, u64); 5] {
         let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
@@ -462,83 +493,110 @@ impl NodeCollector {
             ),
         ]
     }
+}
 
-    /// `<name>` and `<name>_seconds` for each kind of work whose time is counted.
-    fn encode_time_spent(
-        &self,
-        encoder: &mut DescriptorEncoder<'_>,
-    ) -> Result<(), std::fmt::Error> {
-        let spent = [
-            (
-                "raft_purge_waits",
-                "Log purges that waited, in Raft's loop, for a durable snapshot",
-                self.log.purge_waits(),
-            ),
-            (
-                "snapshot_writes",
-                "Received snapshots written into a new state machine generation",
-                self.sm.snapshot_writes(),
-            ),
-        ];
-        for (name, help, spent) in spent {
-            counter(encoder, name, help, spent.count())?;
-            let seconds = format!("{name}_seconds");
-            let help = format!("{help}: seconds in all");
-            counter(encoder, &seconds, &help, spent.total().as_secs_f64())?;
+/// `<name>` and `<name>_seconds` for each kind of work whose time is counted, over the
+/// node's groups.
+fn encode_time_spent(
+    encoder: &mut DescriptorEncoder<'_>,
+    groups: &[Group],
+) -> Result<(), std::fmt::Error> {
+    let spent = [
+        (
+            "raft_purge_waits",
+            "Log purges that waited, in Raft's loop, for a durable snapshot",
+            groups
+                .iter()
+                .map(|g| g.log.purge_waits())
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "snapshot_writes",
+            "Received snapshots written into a new state machine generation",
+            groups.iter().map(|g| g.sm.snapshot_writes()).collect(),
+        ),
+    ];
+    for (name, help, spent) in spent {
+        let count: u64 = spent.iter().map(|s| s.count()).sum();
+        let seconds: f64 = spent.iter().map(|s| s.total().as_secs_f64()).sum();
+        counter(encoder, name, help, count)?;
+        let name = format!("{name}_seconds");
+        let help = format!("{help}: seconds in all");
+        counter(encoder, &name, &help, seconds)?;
+    }
+    Ok(())
+}
+
+/// The counters of texts embedded over the node's groups, by where their vectors came
+/// from: name, help, count.
+fn embedding_counts(groups: &[Group]) -> [(&'static str, &'static str, u64); 3] {
+    let embedded =
+        groups
+            .iter()
+            .map(|g| g.sm.embeddings())
+            .fold(EmbeddingCounts::default(), |a, b| EmbeddingCounts {
+                from_log: a.from_log + b.from_log,
+                by_model: a.by_model + b.by_model,
+                proposed: a.proposed + b.proposed,
+            });
+    [
+        (
+            "embeddings_from_log",
+            "Texts this node's indexes took the leader's vector for from the log",
+            embedded.from_log,
+        ),
+        (
+            "embeddings_by_model",
+            "Texts this node's indexes ran the model for",
+            embedded.by_model,
+        ),
+        (
+            "embeddings_proposed",
+            "Texts this node embedded as the leader, for the log",
+            embedded.proposed,
+        ),
+    ]
+}
+
+/// `shale_engine_<counter>{store="state"|"log"}` for every engine counter, the state
+/// machines' summed over the node's groups.
+fn encode_engines(
+    encoder: &mut DescriptorEncoder<'_>,
+    groups: &[Group],
+) -> Result<(), std::fmt::Error> {
+    let Some(first) = groups.first() else {
+        return Ok(());
+    };
+    let mut state = first.sm.db().stats().counters();
+    for g in groups.iter().skip(1) {
+        for ((_, sum), (_, v)) in state.iter_mut().zip(g.sm.db().stats().counters()) {
+            *sum = sum.saturating_add(v);
         }
-        Ok(())
     }
-
-    /// The counters of texts embedded, by where their vectors came from: name, help, count.
-    fn embedding_counts(&self) -> [(&'static str, &'static str, u64); 3] {
-        let embedded = self.sm.embeddings();
-        [
-            (
-                "embeddings_from_log",
-                "Texts this node's indexes took the leader's vector for from the log",
-                embedded.from_log,
-            ),
-            (
-                "embeddings_by_model",
-                "Texts this node's indexes ran the model for",
-                embedded.by_model,
-            ),
-            (
-                "embeddings_proposed",
-                "Texts this node embedded as the leader, for the log",
-                embedded.proposed,
-            ),
-        ]
-    }
-
-    /// `shale_engine_<counter>{store="state"|"log"}` for every engine counter.
-    fn encode_engines(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let state = self.sm.db().stats().counters();
-        let log = self.log.stats().counters();
-        for ((name, s), (_, l)) in state.into_iter().zip(log) {
-            let labels = |store| [("store", store)];
-            let series = format!("engine_{name}");
-            if ENGINE_GAUGES.contains(&name) {
-                let v = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
-                gauge(
-                    encoder,
-                    &series,
-                    "An engine gauge (see StatsSnapshot)",
-                    &[(labels("state"), v(s)), (labels("log"), v(l))],
-                )?;
-            } else {
-                let mut metric = encoder.encode_descriptor(
-                    &series,
-                    "An engine counter (see StatsSnapshot)",
-                    None,
-                    MetricType::Counter,
-                )?;
-                ConstCounter::new(s).encode(metric.encode_family(&labels("state"))?)?;
-                ConstCounter::new(l).encode(metric.encode_family(&labels("log"))?)?;
-            }
+    let log = first.log.stats().counters();
+    for ((name, s), (_, l)) in state.into_iter().zip(log) {
+        let labels = |store| [("store", store)];
+        let series = format!("engine_{name}");
+        if ENGINE_GAUGES.contains(&name) {
+            let v = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
+            gauge(
+                encoder,
+                &series,
+                "An engine gauge (see StatsSnapshot)",
+                &[(labels("state"), v(s)), (labels("log"), v(l))],
+            )?;
+        } else {
+            let mut metric = encoder.encode_descriptor(
+                &series,
+                "An engine counter (see StatsSnapshot)",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(s).encode(metric.encode_family(&labels("state"))?)?;
+            ConstCounter::new(l).encode(metric.encode_family(&labels("log"))?)?;
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Serve `GET /metrics` on `listener` until `stop` resolves.

@@ -389,9 +389,7 @@ impl Server {
         let (groups, Group { raft, sm, log, .. }) =
             start_groups(&cfg, &raft_config, &node_log, &network).await?;
         let metrics = Arc::new(Metrics::new(NodeCollector {
-            raft: raft.clone(),
-            sm: sm.clone(),
-            log: log.clone(),
+            groups: groups.clone(),
             reachability,
             refusals: Arc::clone(&refusals),
         }));

@@ -40,6 +40,14 @@ async fn every_group_elects_and_keeps_electing_when_a_node_goes() {
         assert!(dir.is_dir(), "{}", dir.display());
     }
     let leaders = group_leaders(&cluster, &groups).await;
+    // Each group's Raft series carries its group.
+    let rendered = cluster.server(1).metrics().render();
+    for g in groups {
+        let term = format!("shale_raft_term{{group=\"{g}\"}} ");
+        assert!(rendered.contains(&term), "{term}: {rendered}");
+        let sessions = format!("shale_sessions_open{{group=\"{g}\"}} ");
+        assert!(rendered.contains(&sessions), "{sessions}: {rendered}");
+    }
 
     // A node goes (the leader of group 2): every group has a leader among the other two.
     let gone = leaders[1];

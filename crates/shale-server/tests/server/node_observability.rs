@@ -162,7 +162,11 @@ async fn log_health_and_metrics_follow_the_cluster() {
         limit,
         "node 1 applies the new leader's first entry",
         async || {
-            series(&get_metrics(metrics_addr), "shale_raft_applied_index").is_some_and(|i| i >= 1.0)
+            series(
+                &get_metrics(metrics_addr),
+                "shale_raft_applied_index{group=\"1\"}",
+            )
+            .is_some_and(|i| i >= 1.0)
         },
     )
     .await;
@@ -172,11 +176,11 @@ async fn log_health_and_metrics_follow_the_cluster() {
         "{metrics}"
     );
     assert!(
-        series(&metrics, "shale_raft_term").is_some_and(|t| t >= 1.0),
+        series(&metrics, "shale_raft_term{group=\"1\"}").is_some_and(|t| t >= 1.0),
         "{metrics}"
     );
     assert_eq!(
-        series(&metrics, "shale_raft_voters"),
+        series(&metrics, "shale_raft_voters{group=\"1\"}"),
         Some(3.0),
         "{metrics}"
     );
@@ -188,8 +192,11 @@ async fn log_health_and_metrics_follow_the_cluster() {
         series(&metrics, "shale_peer_reachable{peer=\"3\"}"),
         Some(0.0)
     );
-    assert_eq!(series(&metrics, "shale_raft_running"), Some(1.0));
-    let leader = series(&metrics, "shale_raft_leader").expect("a leader series");
+    assert_eq!(
+        series(&metrics, "shale_raft_running{group=\"1\"}"),
+        Some(1.0)
+    );
+    let leader = series(&metrics, "shale_raft_leader{group=\"1\"}").expect("a leader series");
     assert!(leader == 1.0 || leader == 2.0, "{metrics}");
     let checks = "shale_grpc_requests_total{method=\"/grpc.health.v1.Health/Check\",code=\"OK\"}";
     assert!(
