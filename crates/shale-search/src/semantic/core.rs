@@ -412,7 +412,10 @@ impl IndexCore {
         Ok(())
     }
 
-    /// The `fetch` live nodes nearest `query` among those `opts` admit, by brute force.
+    /// The `fetch` live nodes nearest `query` among those `opts` admit, by brute force,
+    /// best first; equal scores in key order (not node order), so that the answer does not
+    /// depend on the order the keys were written in, and best-first lists of indexes that
+    /// split the keys between them merge (by score, then key) into this one.
     fn exact_neighbors(
         &self,
         index: &KeyedGraph,
@@ -420,9 +423,11 @@ impl IndexCore {
         fetch: usize,
         opts: &SearchOptions,
     ) -> Vec<Neighbor> {
-        let scored = index.live_in(opts).filter_map(|(_, node)| {
+        let nodes: Vec<u32> = index.live_in(opts).map(|(_, node)| node).collect();
+        // Ranked by the node's place in key order, which stands in for its id.
+        let scored = nodes.iter().enumerate().filter_map(|(at, &node)| {
             Some(Neighbor {
-                id: NodeId(node),
+                id: NodeId(u32::try_from(at).ok()?),
                 score: self
                     .spec
                     .metric
@@ -430,6 +435,14 @@ impl IndexCore {
             })
         });
         exact::top_k(scored, fetch)
+            .into_iter()
+            .filter_map(|n| {
+                Some(Neighbor {
+                    id: NodeId(*nodes.get(n.id.0 as usize)?),
+                    score: n.score,
+                })
+            })
+            .collect()
     }
 
     /// The best `fetch` candidates for `query` among the keys `opts` admits, best first:

@@ -242,8 +242,8 @@ pub struct SearchOptions {
     /// finds more of the true nearest neighbours.
     pub ef: Option<usize>,
     /// Score every candidate with its full vector instead of walking the graph: exact, and
-    /// slower on large indexes. A narrow key range is scanned (every node in it scored) either
-    /// way.
+    /// slower on large indexes; equal scores come in key order. A narrow key range is
+    /// scanned (every node in it scored) either way.
     pub exact: bool,
     /// How many of the graph's best candidates by code are scored again with their full
     /// vectors (at least `k`; `None`: `2k`).

@@ -136,6 +136,26 @@ fn indexes_over_prefixes_leave_other_keys_plain() {
 }
 
 #[test]
+fn an_exact_search_breaks_ties_by_key_whatever_the_write_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_db(dir.path());
+    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(3)).unwrap();
+    // Ten equal vectors, written last key first, so their nodes' order is the keys'
+    // reversed; one better match.
+    for i in (0..10).rev() {
+        db.put(format!("{i}"), vector_value(&[1.0, 0.0, 0.0], b""))
+            .unwrap();
+    }
+    db.put("z", vector_value(&[0.0, 1.0, 0.0], b"")).unwrap();
+    let hits = index
+        .search_vector(&[0.1, 1.0, 0.0], &SearchOptions::k(4).exact())
+        .unwrap();
+    let keys: Vec<&[u8]> = hits.iter().map(|h| h.key.as_slice()).collect();
+    assert_eq!(keys, [&b"z"[..], b"0", b"1", b"2"]);
+    assert!(hits[1..].iter().all(|h| h.score == hits[1].score));
+}
+
+#[test]
 fn every_metric_ranks_like_brute_force() {
     let seed = 0x3e7_41c;
     let (n, dim) = (600, 24);
