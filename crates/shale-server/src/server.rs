@@ -394,7 +394,7 @@ impl Server {
             refusals: Arc::clone(&refusals),
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
-        let mut helpers = vec![tokio::spawn(crate::health::follow(raft.clone(), health))];
+        let mut helpers = crate::health::follow(&groups, health);
         let raft_svc = raft_service(&cfg, groups.clone(), peer_token, tls.is_some());
         let kv_svc = kv_service(&cfg, &groups, peers);
         let (stop, stopped) = watch::channel(false);

@@ -5,8 +5,9 @@
 
 use crate::common;
 
-use common::{group_leaders, split_in_three, Cluster};
+use common::{group_leaders, health, split_in_three, Cluster};
 use shale_server::Server;
+use tonic_health::pb::health_check_response::ServingStatus;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_group_elects_and_keeps_electing_when_a_node_goes() {
@@ -39,7 +40,7 @@ async fn every_group_elects_and_keeps_electing_when_a_node_goes() {
         let dir = cluster.data_dir(1).join(format!("groups/{g}/state"));
         assert!(dir.is_dir(), "{}", dir.display());
     }
-    let leaders = group_leaders(&cluster, &groups).await;
+    group_leaders(&cluster, &groups).await;
     // Each group's Raft series carries its group.
     let rendered = cluster.server(1).metrics().render();
     for g in groups {
@@ -48,6 +49,26 @@ async fn every_group_elects_and_keeps_electing_when_a_node_goes() {
         let sessions = format!("shale_sessions_open{{group=\"{g}\"}} ");
         assert!(rendered.contains(&sessions), "{sessions}: {rendered}");
     }
+
+    // The node serves while each of its groups knows a leader, and stops serving when
+    // one group's Raft stops, whichever group it is.
+    let addr = *cluster.addrs.get(&1).expect("address");
+    let kv = shale_server::health::KV_SERVICE;
+    assert_eq!(health(addr, kv).await, Some(ServingStatus::Serving));
+    let raft = cluster.server(1).groups().get(3).expect("group 3").raft;
+    raft.shutdown().await.expect("group 3 stops on node 1");
+    let start = std::time::Instant::now();
+    while health(addr, "").await != Some(ServingStatus::NotServing) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "still serving"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(health(addr, kv).await, Some(ServingStatus::NotServing));
+    cluster.stop(1).await;
+    cluster.restart(1).await;
+    let leaders = group_leaders(&cluster, &groups).await;
 
     // A node goes (the leader of group 2): every group has a leader among the other two.
     let gone = leaders[1];

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
+
+use crate::common::health;
 
 /// The binary under test.
 const SERVER: &str = env!("CARGO_BIN_EXE_shale-server");
@@ -75,22 +75,6 @@ async fn eventually(limit: Duration, what: &str, mut f: impl AsyncFnMut() -> boo
         assert!(start.elapsed() < limit, "not within {limit:?}: {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn health(addr: SocketAddr, service: &str) -> Option<ServingStatus> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .ok()?
-        .connect()
-        .await
-        .ok()?;
-    let mut client = HealthClient::new(channel);
-    let resp = client
-        .check(HealthCheckRequest {
-            service: service.to_string(),
-        })
-        .await
-        .ok()?;
-    ServingStatus::try_from(resp.into_inner().status).ok()
 }
 
 fn get_metrics(addr: SocketAddr) -> String {

@@ -296,3 +296,25 @@ pub async fn group_leaders(cluster: &Cluster, groups: &[GroupId]) -> Vec<NodeId>
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The status the node at `addr` gives `service` in its gRPC health service, if it answers.
+pub async fn health(
+    addr: SocketAddr,
+    service: &str,
+) -> Option<tonic_health::pb::health_check_response::ServingStatus> {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .ok()?
+        .connect()
+        .await
+        .ok()?;
+    let mut client = HealthClient::new(channel);
+    let resp = client
+        .check(HealthCheckRequest {
+            service: service.to_string(),
+        })
+        .await
+        .ok()?;
+    tonic_health::pb::health_check_response::ServingStatus::try_from(resp.into_inner().status).ok()
+}
