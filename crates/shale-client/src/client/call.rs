@@ -155,11 +155,33 @@ impl Client {
     where
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
+        let (req, send) = (&req, &send);
+        self.route(keys, move |group, started| {
+            self.tries(group, kind, started, req, send)
+        })
+        .await
+    }
+
+    /// Run `attempt` (a request's tries in one group, within the deadline counted from the
+    /// instant it is given) at the group whose shard holds every key of `keys`, and again
+    /// at the group a fresh map names whenever a node says the group does not serve them.
+    ///
+    /// # Errors
+    /// `CrossShard` if the keys lie in more than one shard; what `attempt` fails with;
+    /// `Timeout` once the deadline passes while the request is routed again.
+    async fn route<T, Fut>(
+        &self,
+        keys: &[&[u8]],
+        attempt: impl Fn(u64, Instant) -> Fut,
+    ) -> Result<T, ClientError>
+    where
+        Fut: Future<Output = Result<T, Failed>>,
+    {
         let started = Instant::now();
         let mut backoff = Backoff::new();
         loop {
             let group = self.group_of(keys)?;
-            match self.tries(group, kind, started, &req, &send).await {
+            match attempt(group, started).await {
                 Ok(answer) => return Ok(answer),
                 Err(Failed::Error(e, _)) => return Err(e),
                 Err(Failed::Moved { at, why }) => {
@@ -316,33 +338,35 @@ impl Client {
     where
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        let started = Instant::now();
-        let mut backoff = Backoff::new();
-        loop {
-            let group = self.group_of(keys)?;
-            let sent = match &self.sessions {
-                None => {
-                    let bare = || req(None);
-                    self.tries(group, Kind::Write, started, &bare, &send).await
-                }
-                Some(sessions) => {
-                    let session = sessions.of(group);
-                    let seq = session.number();
-                    let sent = self
-                        .write_numbered(group, &session, seq, started, &req, &send)
-                        .await;
-                    session.answered(seq);
-                    sent
-                }
-            };
-            match sent {
-                Ok(answer) => return Ok(answer),
-                Err(Failed::Error(e, _)) => return Err(e),
-                Err(Failed::Moved { at, why }) => {
-                    self.reroute(&at, why, started, &mut backoff).await?;
-                }
-            }
-        }
+        let (req, send) = (&req, &send);
+        self.route(keys, move |group, started| {
+            self.write_in(group, started, req, send)
+        })
+        .await
+    }
+
+    /// The tries of a write in `group`: in the group's session, if the client has them.
+    async fn write_in<Req, T, Fut>(
+        &self,
+        group: u64,
+        started: Instant,
+        req: &impl Fn(Option<pb::SessionSeq>) -> Req,
+        send: &impl Fn(KvClient<Channel>, Request<Req>) -> Fut,
+    ) -> Result<T, Failed>
+    where
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        let Some(sessions) = &self.sessions else {
+            let bare = || req(None);
+            return self.tries(group, Kind::Write, started, &bare, send).await;
+        };
+        let session = sessions.of(group);
+        let seq = session.number();
+        let sent = self
+            .write_numbered(group, &session, seq, started, req, send)
+            .await;
+        session.answered(seq);
+        sent
     }
 
     /// Send the write numbered `seq` in `group`'s `session`, reopening the session once if
