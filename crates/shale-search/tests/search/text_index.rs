@@ -346,6 +346,16 @@ fn a_hit_is_scored_and_shown_from_one_state_of_its_document() {
     );
 }
 
+/// Waits until the reader has made one more check, for at most ten seconds.
+fn wait_for_a_check(checks: &AtomicU64) {
+    let from = checks.load(Ordering::SeqCst);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while checks.load(Ordering::SeqCst) == from {
+        assert!(std::time::Instant::now() < until, "the reader never ran");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn every_acknowledged_put_is_found_while_records_wait_for_the_applier() {
     // Records are applied by the index's thread in batches, after the put returns. Two
@@ -356,11 +366,18 @@ fn every_acknowledged_put_is_found_while_records_wait_for_the_applier() {
     let db = db_at(dir.path());
     let ix = Arc::new(TextIndex::open(&db, "docs", TextIndexOptions::new()).expect("index"));
     let acked = Arc::new(AtomicU64::new(0));
+    // The reader's count of checks: a writer waits for it to move every 50 puts, so the
+    // reader checks while writes are in flight however the threads are scheduled.
+    let checks = Arc::new(AtomicU64::new(0));
     let writers: Vec<_> = (0..2)
         .map(|w| {
             let (db, ix, acked) = (Arc::clone(&db), Arc::clone(&ix), Arc::clone(&acked));
+            let checks = Arc::clone(&checks);
             std::thread::spawn(move || {
                 for i in 0..400 {
+                    if i % 50 == 0 {
+                        wait_for_a_check(&checks);
+                    }
                     let key = format!("{w}/{i}");
                     db.put(&key, format!("common word{w}x{i}")).expect("put");
                     acked.fetch_add(1, Ordering::SeqCst);
@@ -372,9 +389,8 @@ fn every_acknowledged_put_is_found_while_records_wait_for_the_applier() {
         })
         .collect();
     let reader = {
-        let (ix, acked) = (Arc::clone(&ix), Arc::clone(&acked));
+        let (ix, acked, checks) = (Arc::clone(&ix), Arc::clone(&acked), Arc::clone(&checks));
         std::thread::spawn(move || {
-            let mut checked = 0;
             while acked.load(Ordering::SeqCst) < 800 {
                 let before = acked.load(Ordering::SeqCst);
                 let counted = ix.stats().documents;
@@ -382,13 +398,16 @@ fn every_acknowledged_put_is_found_while_records_wait_for_the_applier() {
                     counted >= before,
                     "{counted} counted, {before} acknowledged"
                 );
-                checked += 1;
+                checks.fetch_add(1, Ordering::SeqCst);
             }
-            checked
         })
     };
     writers.into_iter().for_each(|w| w.join().expect("writer"));
-    assert!(reader.join().expect("reader") > 0);
+    reader.join().expect("reader");
+    assert!(
+        checks.load(Ordering::SeqCst) >= 8,
+        "the reader checked while writes ran"
+    );
     assert_eq!(ix.stats().documents, 800);
     assert_eq!(
         ix.search("common", &KeywordOptions::k(1000))
