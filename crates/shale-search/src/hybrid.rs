@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 
 use crate::semantic::{SearchOptions, VectorIndex};
-use shale::{Error, ReadOptions, Result};
+use shale::{Error, ReadOptions, Result, Snapshot};
 
 use crate::text::{KeywordOptions, TextIndex};
 
@@ -202,6 +202,107 @@ pub fn search(
     vector: Option<&[f32]>,
     opts: &HybridOptions,
 ) -> Result<Vec<HybridHit>> {
+    let mut found = retrieve(text, vectors, query, vector, opts)?;
+    let mut hits = fuse(
+        &found.keyword,
+        &found.vector,
+        opts.fusion,
+        (opts.keyword_weight, opts.vector_weight),
+        opts.k,
+    );
+    for hit in &mut hits {
+        hit.document = found.document(&hit.key)?;
+    }
+    Ok(hits)
+}
+
+/// Both retrievers' windows for one query, before fusion, with the document of every key
+/// in them. A corpus split over several indexes (the shards of a key space) is searched
+/// by taking each part's windows (the keyword side scored with the whole corpus's
+/// [`crate::CorpusStats`]), merging each retriever's with [`merge`], and fusing once:
+/// the hits, scores and documents of one index holding every document.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Windows {
+    pub keyword: Ranking,
+    pub vector: Ranking,
+    pub documents: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+/// [`search`]'s two windows for `query`, unfused.
+///
+/// # Errors
+/// As [`search`].
+pub fn windows(
+    text: &TextIndex,
+    vectors: &VectorIndex,
+    query: &str,
+    vector: Option<&[f32]>,
+    opts: &HybridOptions,
+) -> Result<Windows> {
+    let mut found = retrieve(text, vectors, query, vector, opts)?;
+    let mut documents = HashMap::new();
+    let keys: Vec<Vec<u8>> = found
+        .keyword
+        .iter()
+        .chain(&found.vector)
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in keys {
+        if !documents.contains_key(&key) {
+            if let Some(document) = found.document(&key)? {
+                documents.insert(key, document);
+            }
+        }
+    }
+    Ok(Windows {
+        keyword: found.keyword,
+        vector: found.vector,
+        documents,
+    })
+}
+
+/// The best `window` of several rankings of disjoint keys: by score, then by key, as
+/// each retriever ranks.
+pub fn merge(parts: impl IntoIterator<Item = Ranking>, window: usize) -> Ranking {
+    let mut all: Ranking = parts.into_iter().flatten().collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    all.truncate(window);
+    all
+}
+
+/// Both retrievers' rankings, checked against one snapshot.
+struct Retrieved<'a> {
+    keyword: Ranking,
+    vector: Ranking,
+    /// The vector hits' documents.
+    documents: HashMap<Vec<u8>, Vec<u8>>,
+    snapshot: Snapshot,
+    vectors: &'a VectorIndex,
+}
+
+impl Retrieved<'_> {
+    /// The document `key` holds at the snapshot: a vector hit's as it was found, any
+    /// other read.
+    fn document(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(document) = self.documents.remove(key) {
+            return Ok(Some(document));
+        }
+        let at = ReadOptions::at(&self.snapshot);
+        let value = match self.vectors.keyspace() {
+            Some(ks) => ks.get_opt(key, &at)?,
+            None => self.vectors.db().get_opt(key, &at)?,
+        };
+        Ok(value.map(|v| document_bytes(&v).to_vec()))
+    }
+}
+
+fn retrieve<'a>(
+    text: &TextIndex,
+    vectors: &'a VectorIndex,
+    query: &str,
+    vector: Option<&[f32]>,
+    opts: &HybridOptions,
+) -> Result<Retrieved<'a>> {
     opts.check()?;
     let same_keyspace = match (text.keyspace(), vectors.keyspace()) {
         (None, None) => true,
@@ -226,38 +327,22 @@ pub fn search(
         (Some(v), _) => vectors.search_vector(v, &vo)?,
         (None, _) => vectors.search(query, &vo)?,
     };
+    let mut found = Retrieved {
+        keyword: keyword_hits.into_iter().map(|h| (h.key, h.score)).collect(),
+        vector: Vec::with_capacity(vector_hits.len()),
+        documents: HashMap::new(),
+        snapshot,
+        vectors,
+    };
     // A vector hit counts only if, at the keyword side's snapshot, its key still holds
     // the text it was found by.
-    let at = ReadOptions::at(&snapshot);
-    let read = |key: &[u8]| match vectors.keyspace() {
-        Some(ks) => ks.get_opt(key, &at),
-        None => vectors.db().get_opt(key, &at),
-    };
-    let mut vector_ranking = Vec::with_capacity(vector_hits.len());
-    let mut documents = HashMap::new();
     for hit in vector_hits {
-        let value = read(&hit.key)?;
-        if value.as_deref().map(document_bytes) == Some(hit.document.as_slice()) {
-            vector_ranking.push((hit.key.clone(), f64::from(hit.score)));
-            documents.insert(hit.key, hit.document);
+        if found.document(&hit.key)?.as_deref() == Some(hit.document.as_slice()) {
+            found.vector.push((hit.key.clone(), f64::from(hit.score)));
+            found.documents.insert(hit.key, hit.document);
         }
     }
-    let keyword_ranking: Ranking = keyword_hits.into_iter().map(|h| (h.key, h.score)).collect();
-    let mut hits = fuse(
-        &keyword_ranking,
-        &vector_ranking,
-        opts.fusion,
-        (opts.keyword_weight, opts.vector_weight),
-        opts.k,
-    );
-    // A hit found by keywords alone is read at the snapshot its keywords were found at.
-    for hit in &mut hits {
-        hit.document = match documents.remove(&hit.key) {
-            Some(document) => Some(document),
-            None => read(&hit.key)?.map(|v| document_bytes(&v).to_vec()),
-        };
-    }
-    Ok(hits)
+    Ok(found)
 }
 
 /// A value's document as the vector index reports it: a vector value's payload, else the

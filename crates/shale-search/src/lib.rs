@@ -23,5 +23,6 @@ pub mod vector;
 
 pub use hybrid::{Fusion, HybridHit, HybridOptions};
 pub use text::{
-    Analyzer, Bm25, KeywordHit, KeywordOptions, Match, TextIndex, TextIndexOptions, TextIndexStats,
+    Analyzer, Bm25, CorpusStats, KeywordHit, KeywordOptions, Match, TextIndex, TextIndexOptions,
+    TextIndexStats,
 };

@@ -18,8 +18,9 @@ impl Default for Bm25 {
 
 impl Bm25 {
     /// `idf(t)` for a term in `df` of `n` documents.
-    pub fn idf(n: u32, df: u32) -> f64 {
-        let (n, df) = (f64::from(n), f64::from(df));
+    pub fn idf(n: u64, df: u64) -> f64 {
+        // Exact: counts stay far below 2^53.
+        let (n, df) = (n as f64, df as f64);
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 

@@ -39,6 +39,7 @@ mod query;
 mod short;
 mod term_hash;
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{Arc, RwLockReadGuard};
 
@@ -129,6 +130,9 @@ pub struct KeywordOptions {
     /// Score every posting of every term instead of pruning: the same hits, slower (the
     /// reference the benchmark and the tests compare with).
     pub exhaustive: bool,
+    /// Score with these statistics instead of the index's own: those of a corpus this
+    /// index holds part of (see [`CorpusStats`]).
+    pub corpus: Option<CorpusStats>,
 }
 
 impl Default for KeywordOptions {
@@ -148,6 +152,7 @@ impl KeywordOptions {
             upper_bound: None,
             highlight: false,
             exhaustive: false,
+            corpus: None,
         }
     }
 
@@ -180,6 +185,12 @@ impl KeywordOptions {
         self
     }
 
+    /// Score with `corpus`'s statistics (a corpus this index holds part of).
+    pub fn corpus(mut self, corpus: CorpusStats) -> KeywordOptions {
+        self.corpus = Some(corpus);
+        self
+    }
+
     fn check(&self) -> Result<()> {
         let mut problems = Vec::new();
         if self.k > MAX_K {
@@ -195,6 +206,31 @@ impl KeywordOptions {
         match problems.is_empty() {
             true => Ok(()),
             false => Err(Error::InvalidOptions(problems)),
+        }
+    }
+}
+
+/// The statistics BM25 scores a query with: the live documents (N), their tokens, and each
+/// of the query's terms' document frequency (`df`). A corpus split over several indexes
+/// (the shards of a key space) is scored with the sums of its parts' statistics, so each
+/// document gets the score, bit for bit, that one index holding every document would give
+/// it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CorpusStats {
+    pub docs: u64,
+    pub tokens: u64,
+    /// The document frequency of each distinct term of the query, as the analyzer
+    /// produced it (a term no document holds may be absent).
+    pub df: BTreeMap<String, u64>,
+}
+
+impl CorpusStats {
+    /// Add `part`'s statistics (another index over part of the corpus) to these.
+    pub fn add(&mut self, part: &CorpusStats) {
+        self.docs += part.docs;
+        self.tokens += part.tokens;
+        for (term, df) in &part.df {
+            *self.df.entry(term.clone()).or_default() += df;
         }
     }
 }
@@ -407,6 +443,37 @@ impl TextIndex {
         }
     }
 
+    /// This index's part of the statistics a search for `query` scores with, with every
+    /// write acknowledged before the call.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a query of more than [`MAX_QUERY_TERMS`] terms.
+    pub fn corpus_stats(&self, query: &str) -> Result<CorpusStats> {
+        let terms = self.query_terms(query)?.1;
+        let (_, ix) = self.view();
+        Ok(CorpusStats {
+            docs: u64::from(ix.docs()),
+            tokens: ix.total_len(),
+            df: terms
+                .into_iter()
+                .filter_map(|t| Some((t.clone(), u64::from(ix.term(&t)?.df))))
+                .collect(),
+        })
+    }
+
+    /// The tokens of `query`, and its distinct terms in query order.
+    fn query_terms(&self, query: &str) -> Result<(Vec<Token>, Vec<String>)> {
+        let tokens = self.definition.analyzer.tokens(query);
+        let terms = distinct(&tokens);
+        if terms.len() > MAX_QUERY_TERMS {
+            return Err(Error::InvalidArgument(format!(
+                "the query has {} distinct terms, over the limit of {MAX_QUERY_TERMS}",
+                terms.len()
+            )));
+        }
+        Ok((tokens, terms))
+    }
+
     /// The documents that best match `query`, best first. Sees every write acknowledged
     /// before the call, and no other state: each hit's key and text are those of one
     /// database snapshot.
@@ -429,17 +496,10 @@ impl TextIndex {
         opts: &KeywordOptions,
     ) -> Result<(Vec<KeywordHit>, Snapshot)> {
         opts.check()?;
-        let tokens = self.definition.analyzer.tokens(query);
-        let terms = distinct(&tokens);
-        if terms.len() > MAX_QUERY_TERMS {
-            return Err(Error::InvalidArgument(format!(
-                "the query has {} distinct terms, over the limit of {MAX_QUERY_TERMS}",
-                terms.len()
-            )));
-        }
+        let (tokens, terms) = self.query_terms(query)?;
         let (snapshot, ix) = self.view();
         let (lower, upper) = self.bounds(opts);
-        let Some(mut scoring) = Scoring::new(&ix, opts.bm25, &terms) else {
+        let Some(mut scoring) = Scoring::new(&ix, opts.bm25, &terms, opts.corpus.as_ref())? else {
             return Ok((Vec::new(), snapshot));
         };
         if opts.lower_bound.is_some() || opts.upper_bound.is_some() {

@@ -14,5 +14,6 @@ mod semantic_index;
 mod semantic_persistence;
 mod semantic_restart;
 mod semantic_support;
+mod split_corpus;
 mod support;
 mod text_index;

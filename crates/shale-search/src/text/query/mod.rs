@@ -366,7 +366,9 @@ mod tests {
     /// `top_any(k)` for each of `ks` equals the first k of every scored document sorted.
     fn assert_top_equals_exhaustive(ix: &Inverted, terms: &[&str], ks: &[usize]) {
         let terms: Vec<String> = terms.iter().map(|s| s.to_string()).collect();
-        let s = Scoring::new(ix, Bm25::default(), &terms).expect("not empty");
+        let s = Scoring::new(ix, Bm25::default(), &terms, None)
+            .expect("valid")
+            .expect("not empty");
         let mut all = s.all_any();
         all.sort_by(|a, b| {
             b.score
@@ -401,7 +403,9 @@ mod tests {
         let mut given = 0;
         for q in 0..60 {
             let terms: Vec<String> = (0..1 + q % 3).map(|i| format!("w{}", q + 7 * i)).collect();
-            let s = Scoring::new(&ix, Bm25::default(), &terms).expect("not empty");
+            let s = Scoring::new(&ix, Bm25::default(), &terms, None)
+                .expect("valid")
+                .expect("not empty");
             let mut all: Vec<f64> = s.all_any().iter().map(|x| x.score).collect();
             all.sort_by(|a, b| b.total_cmp(a));
             for k in [1, 10] {
@@ -509,7 +513,9 @@ mod tests {
         ] {
             assert_top_equals_exhaustive(&ix, query, &[1, 10, 100]);
             let terms: Vec<String> = query.iter().map(|t| t.to_string()).collect();
-            let mut s = Scoring::new(&ix, Bm25::default(), &terms).expect("not empty");
+            let mut s = Scoring::new(&ix, Bm25::default(), &terms, None)
+                .expect("valid")
+                .expect("not empty");
             s.lower = b"k005000";
             s.upper = Some(b"k012000");
             let mut all = s.all_any();

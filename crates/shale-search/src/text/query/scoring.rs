@@ -2,8 +2,11 @@
 //! document length and the query's terms with their idf) and what it scores ([`Scored`]).
 //! The searches over it are in the parent module.
 
+use shale::{Error, Result};
+
 use crate::text::bm25::Bm25;
 use crate::text::inverted::{DocId, Inverted, Term};
+use crate::text::CorpusStats;
 
 /// A scored document.
 #[derive(Debug, Clone, Copy)]
@@ -25,27 +28,53 @@ pub struct Scoring<'a> {
 }
 
 impl<'a> Scoring<'a> {
-    /// The scoring of `terms` (distinct, in query order) over `ix`; `None` if the index is
-    /// empty.
-    pub fn new(ix: &'a Inverted, bm25: Bm25, terms: &[String]) -> Option<Scoring<'a>> {
-        let n = ix.docs();
-        if n == 0 {
-            return None;
+    /// The scoring of `terms` (distinct, in query order) over `ix`, with `corpus`'s
+    /// statistics if given, else the index's own; `None` if the index is empty.
+    ///
+    /// # Errors
+    /// `InvalidOptions` if `corpus` counts fewer documents or tokens than `ix` holds.
+    pub fn new(
+        ix: &'a Inverted,
+        bm25: Bm25,
+        terms: &[String],
+        corpus: Option<&CorpusStats>,
+    ) -> Result<Option<Scoring<'a>>> {
+        if ix.docs() == 0 {
+            return Ok(None);
         }
-        let avg_len = ix.total_len() as f64 / f64::from(n);
+        let (n, tokens) = match corpus {
+            None => (u64::from(ix.docs()), ix.total_len()),
+            Some(c) if c.docs < u64::from(ix.docs()) || c.tokens < ix.total_len() => {
+                return Err(Error::InvalidOptions(vec![format!(
+                    "corpus statistics of {} documents and {} tokens, where this index \
+                     alone holds {} and {}",
+                    c.docs,
+                    c.tokens,
+                    ix.docs(),
+                    ix.total_len()
+                )]))
+            }
+            Some(c) => (c.docs, c.tokens),
+        };
+        let avg_len = tokens as f64 / n as f64;
+        let df = |text: &String, term: &Term| {
+            let here = u64::from(term.df);
+            corpus
+                .and_then(|c| c.df.get(text))
+                .map_or(here, |&all| all.max(here))
+        };
         let terms = terms
             .iter()
-            .filter_map(|t| ix.term(t))
-            .map(|t| (t, Bm25::idf(n, t.df)))
+            .filter_map(|t| ix.term(t).map(|term| (term, Bm25::idf(n, df(t, term)))))
             .collect();
-        Some(Scoring {
+        Ok(Some(Scoring {
             ix,
             bm25,
             avg_len,
             terms,
             lower: &[],
             upper: None,
-        })
+        }))
     }
 
     pub(super) fn admits(&self, id: DocId) -> bool {
