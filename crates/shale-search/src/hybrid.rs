@@ -20,6 +20,7 @@
 //! retriever's scores scaled to [0, 1] over its own window (all 1 if they are equal), then
 //! `score(d) = Σ w_i * scaled_i(d)`, as Weaviate's "relative score" fusion.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use crate::semantic::{SearchOptions, VectorIndex};
@@ -248,9 +249,9 @@ pub fn windows(
         .map(|(key, _)| key.clone())
         .collect();
     for key in keys {
-        if !documents.contains_key(&key) {
-            if let Some(document) = found.document(&key)? {
-                documents.insert(key, document);
+        if let Entry::Vacant(slot) = documents.entry(key) {
+            if let Some(document) = found.document(slot.key())? {
+                slot.insert(document);
             }
         }
     }

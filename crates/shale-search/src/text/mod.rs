@@ -39,14 +39,13 @@ mod query;
 mod short;
 mod term_hash;
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{Arc, RwLockReadGuard};
 
 use shale::{Db, Error, Keyspace, ReadOptions, Result, Snapshot};
 
 pub use analyzer::{Analyzer, Token};
-pub use bm25::Bm25;
+pub use bm25::{Bm25, CorpusStats};
 pub use format::{DecodeError, Definition, DocRecord, DocView, MAX_TERM_BYTES};
 pub use highlight::snippet;
 pub use open::TextIndexRecovery;
@@ -206,31 +205,6 @@ impl KeywordOptions {
         match problems.is_empty() {
             true => Ok(()),
             false => Err(Error::InvalidOptions(problems)),
-        }
-    }
-}
-
-/// The statistics BM25 scores a query with: the live documents (N), their tokens, and each
-/// of the query's terms' document frequency (`df`). A corpus split over several indexes
-/// (the shards of a key space) is scored with the sums of its parts' statistics, so each
-/// document gets the score, bit for bit, that one index holding every document would give
-/// it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CorpusStats {
-    pub docs: u64,
-    pub tokens: u64,
-    /// The document frequency of each distinct term of the query, as the analyzer
-    /// produced it (a term no document holds may be absent).
-    pub df: BTreeMap<String, u64>,
-}
-
-impl CorpusStats {
-    /// Add `part`'s statistics (another index over part of the corpus) to these.
-    pub fn add(&mut self, part: &CorpusStats) {
-        self.docs += part.docs;
-        self.tokens += part.tokens;
-        for (term, df) in &part.df {
-            *self.df.entry(term.clone()).or_default() += df;
         }
     }
 }

@@ -4,9 +4,8 @@
 
 use shale::{Error, Result};
 
-use crate::text::bm25::Bm25;
+use crate::text::bm25::{Bm25, CorpusStats};
 use crate::text::inverted::{DocId, Inverted, Term};
-use crate::text::CorpusStats;
 
 /// A scored document.
 #[derive(Debug, Clone, Copy)]
