@@ -112,6 +112,14 @@ def sharded(tmp_path_factory):
     n.stop_all()
 
 
+@pytest.fixture(scope="module")
+def sharded_docs(tmp_path_factory):
+    """A cluster whose key space is split at ``d/4`` and ``d/8``, inside one prefix."""
+    n = _started(tmp_path_factory, splits=["d/4", "d/8"])
+    yield _connected(n)
+    n.stop_all()
+
+
 @pytest.fixture
 def unique_name():
     """A name no other test uses, for a store's index and key prefix on a shared cluster."""

@@ -1,6 +1,7 @@
 """shale.connect against a three-node cluster whose key space is split into three shards
 (conftest.py's ``sharded``): requests reach the group of their keys' shard, a range
-reads the shards in key order, and a batch across shards is refused whole."""
+reads the shards in key order, a batch across shards is refused whole, and a search
+reads every shard its range overlaps."""
 
 import pytest
 
@@ -31,3 +32,21 @@ def test_a_batch_across_shards_is_refused_whole(sharded):
         b.put(b"q/1", b"1")
         b.put(b"r/1", b"2")
     assert sharded.get(b"r/1") == b"2"
+
+
+def test_a_search_reads_every_shard(sharded_docs):
+    c = sharded_docs
+    c.define_index("docs", prefix=b"d/", model="hash", keywords="english")
+    c[b"d/1"] = "the river in winter"
+    c[b"d/5"] = "a river of stone"
+    c[b"d/9"] = "river river river"
+    c[b"d/6"] = "nothing here"
+    hits = c.search("docs", "river", mode="keywords", k=5)
+    # d/1 and d/5 tie (two terms each once stop words go): by key.
+    assert [h.key for h in hits] == [b"d/9", b"d/1", b"d/5"]
+    assert hits[0].text == "river river river"
+    for mode in ["hybrid", "meaning"]:
+        found = {h.key for h in c.search("docs", "river stone", mode=mode, k=4, exact=True)}
+        assert {b"d/1", b"d/5", b"d/9"} <= found, mode
+    ranged = c.search("docs", "river", mode="keywords", start=b"d/5", end=b"d/9")
+    assert [h.key for h in ranged] == [b"d/5"]

@@ -32,11 +32,13 @@ use crate::network::{Link, Reachability, APPENDS_CUT};
 use crate::state_machine::EmbeddingCounts;
 
 /// Every gRPC method a node serves, by request path; any other path counts as `other`.
-pub const METHODS: [&str; 22] = [
+pub const METHODS: [&str; 24] = [
     "/shale.v1.Raft/AppendEntries",
     "/shale.v1.Raft/Vote",
     "/shale.v1.Raft/InstallSnapshot",
     "/shale.v1.Raft/TimeoutNow",
+    "/shale.v1.Raft/ShardCorpus",
+    "/shale.v1.Raft/SearchShard",
     "/shale.v1.Kv/Get",
     "/shale.v1.Kv/Put",
     "/shale.v1.Kv/Delete",

@@ -228,6 +228,13 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        self.peer(target, node)
+    }
+}
+
+impl NetworkFactory {
+    /// A client of peer `target` at `node`'s address, connected at its first call.
+    pub fn peer(&self, target: NodeId, node: &BasicNode) -> PeerClient {
         let client = endpoint(&node.addr, self.tls.as_ref()).map(|e| {
             RaftClient::new(e.connect_lazy())
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -347,6 +354,54 @@ impl PeerClient {
 }
 
 impl PeerClient {
+    /// The peer's statistics of a keyword query, as its group's leader.
+    ///
+    /// # Errors
+    /// The peer's status, or `UNAVAILABLE` if it did not answer within `ttl`.
+    pub async fn shard_corpus(
+        &self,
+        r: pb::ShardCorpusRequest,
+        ttl: Duration,
+    ) -> Result<pb::CorpusStats, tonic::Status> {
+        let mut client = self.status_client()?;
+        let req = self.request(r);
+        self.answer(ttl, client.shard_corpus(req)).await
+    }
+
+    /// The peer's part of a search, as its group's leader.
+    ///
+    /// # Errors
+    /// As [`PeerClient::shard_corpus`].
+    pub async fn search_shard(
+        &self,
+        r: pb::SearchShardRequest,
+        ttl: Duration,
+    ) -> Result<pb::SearchShardResponse, tonic::Status> {
+        let mut client = self.status_client()?;
+        let req = self.request(r);
+        self.answer(ttl, client.search_shard(req)).await
+    }
+
+    fn status_client(&self) -> Result<RaftClient<Channel>, tonic::Status> {
+        self.client
+            .clone()
+            .map_err(|e| tonic::Status::unavailable(format!("node {}: {e}", self.target)))
+    }
+
+    async fn answer<T>(
+        &self,
+        ttl: Duration,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, tonic::Status> {
+        match tokio::time::timeout(ttl, call).await {
+            Ok(answer) => answer.map(tonic::Response::into_inner),
+            Err(_) => Err(tonic::Status::unavailable(format!(
+                "node {}: no answer within {ttl:?}",
+                self.target
+            ))),
+        }
+    }
+
     /// Ask the peer to stand for election at once (leader transfer), as the leader with
     /// `vote`; refused unless the peer follows that leader in that term and is a voter.
     ///

@@ -31,7 +31,7 @@ use crate::metrics::{Metrics, NodeCollector, RequestLayer};
 use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
-use crate::service::{KvService, RaftService, ReadConsistency};
+use crate::service::{KvService, RaftService, ReadConsistency, ShardSearch};
 use crate::state_machine::StateMachineStore;
 use crate::tls::{Tls, TlsFiles};
 use crate::{NodeId, Raft};
@@ -284,12 +284,14 @@ fn raft_service(
     groups: Groups,
     peer_token: Option<Arc<str>>,
     tls: bool,
+    shards: ShardSearch,
 ) -> InterceptedService<RaftServer<RaftService>, impl Interceptor + Clone> {
     InterceptedService::new(
         RaftServer::new(RaftService::new(
             groups,
             cfg.node_id,
             cfg.limits.max_snapshot_bytes,
+            shards,
         ))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES),
@@ -297,27 +299,31 @@ fn raft_service(
     )
 }
 
+/// The key-value service of the node's `groups`.
+fn kv(cfg: &ServerConfig, groups: &Groups, peers: NetworkFactory) -> KvService {
+    KvService::new(
+        groups.clone(),
+        cfg.node_id,
+        Duration::from_millis(cfg.request_timeout_ms),
+        cfg.embed_once,
+        peers,
+        cfg.read_consistency,
+    )
+}
+
 /// The key-value service for clients, behind their tokens.
 fn kv_service(
     cfg: &ServerConfig,
-    groups: &Groups,
-    peers: NetworkFactory,
+    kv: KvService,
 ) -> InterceptedService<KvServer<KvService>, impl Interceptor + Clone> {
     let check = client_check(ClientTokens {
         read_write: cfg.token.as_deref().map(Arc::from),
         read_only: cfg.read_only_token.as_deref().map(Arc::from),
     });
     InterceptedService::new(
-        KvServer::new(KvService::new(
-            groups.clone(),
-            cfg.node_id,
-            Duration::from_millis(cfg.request_timeout_ms),
-            cfg.embed_once,
-            peers,
-            cfg.read_consistency,
-        ))
-        .max_decoding_message_size(MAX_REQUEST_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        KvServer::new(kv)
+            .max_decoding_message_size(MAX_REQUEST_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
         check,
     )
 }
@@ -395,8 +401,15 @@ impl Server {
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = crate::health::follow(&groups, health);
-        let raft_svc = raft_service(&cfg, groups.clone(), peer_token, tls.is_some());
-        let kv_svc = kv_service(&cfg, &groups, peers);
+        let kv = kv(&cfg, &groups, peers);
+        let raft_svc = raft_service(
+            &cfg,
+            groups.clone(),
+            peer_token,
+            tls.is_some(),
+            kv.shard_search(),
+        );
+        let kv_svc = kv_service(&cfg, kv);
         let (stop, stopped) = watch::channel(false);
         let stopped = move || {
             let mut stopped = stopped.clone();

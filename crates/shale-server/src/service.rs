@@ -24,14 +24,17 @@
 //!
 //! Thread safety: tonic runs each call in its own task; the services hold `Arc`s only.
 
+mod fanout;
 mod lane;
 mod query;
 mod raft;
 mod transfer;
 
+pub use fanout::ShardSearch;
 pub use query::{MAX_SEARCH_HITS, MAX_SEARCH_TEXT_BYTES};
 pub use raft::RaftService;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::{BasicNode, ServerState};
@@ -44,6 +47,7 @@ use crate::network::NetworkFactory;
 use crate::pb;
 use crate::status::{engine, wrong_shard};
 use crate::NodeId;
+use fanout::Fanout;
 pub use lane::ReadConsistency;
 use lane::{Lanes, Serving};
 use query::Query;
@@ -86,7 +90,9 @@ pub use shale_client::wire::{
 /// The key-value API for clients: each request is served by the group it names
 /// (`service/lane.rs`).
 pub struct KvService {
-    lanes: Lanes,
+    lanes: Arc<Lanes>,
+    /// Searches over the node's shards, when it holds more than one.
+    fanout: Arc<Fanout>,
     /// How this node reaches its peers: a leader transfer sends `TimeoutNow`.
     peers: NetworkFactory,
     node_id: NodeId,
@@ -112,12 +118,21 @@ impl KvService {
             embed_once,
             reads,
         };
+        let lanes = Arc::new(Lanes::new(groups, serving));
         KvService {
-            lanes: Lanes::new(groups, serving),
+            fanout: Arc::new(Fanout::new(Arc::clone(&lanes), peers.clone())),
+            lanes,
             peers,
             node_id,
             timeout,
         }
+    }
+}
+
+impl KvService {
+    /// What the node's [`RaftService`] answers a root's per-shard calls with.
+    pub fn shard_search(&self) -> ShardSearch {
+        self.fanout.shards()
     }
 }
 
@@ -289,11 +304,6 @@ impl pb::kv_server::Kv for KvService {
             Ok(pb::Analyzer::Cjk) => Some(Analyzer::Cjk),
             Err(_) => return Err(Status::invalid_argument(format!("analyzer {}", r.keywords))),
         };
-        if self.lanes.groups().ids().len() > 1 {
-            return Err(Status::failed_precondition(
-                "an index over a key space split into shards is not built yet",
-            ));
-        }
         let spec = IndexSpec {
             name: r.name,
             prefix: r.prefix,
@@ -310,6 +320,10 @@ impl pb::kv_server::Kv for KvService {
         &self,
         req: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
+        if self.lanes.groups().ids().len() > 1 {
+            let hits = self.fanout.search(req.into_inner()).await?;
+            return Ok(Response::new(pb::SearchResponse { hits }));
+        }
         let lane = self.lanes.of(&req)?;
         let r = req.into_inner();
         let query = Query::parse(&r)?;

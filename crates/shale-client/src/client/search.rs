@@ -7,7 +7,8 @@ use crate::error::ClientError;
 use crate::pb;
 
 impl Client {
-    /// Create the vector index `name` over the keys under `prefix` on every replica;
+    /// Create the vector index `name` over the keys under `prefix` on every replica of every
+    /// shard;
     /// returns the log index it was applied at. Defining an index again as it is succeeds.
     /// Its values are then vector records (`shale_search::semantic::vector_value`) of `dim`
     /// components.
@@ -38,17 +39,26 @@ impl Client {
     /// (`model`, `dim` its dimension) holds texts that every replica embeds, searched by
     /// text ([`Client::search_text`]) or vector.
     ///
+    /// Over a key space split into shards, the index is defined in every shard's group,
+    /// one after the other (the log index returned is the last group's): a failure may
+    /// leave it defined in the groups before, and defining it again completes it.
+    ///
     /// # Errors
     /// As [`Client::define_index`]; `Server` if the leader cannot load the model.
     pub async fn define_index_with(&self, req: pb::DefineIndexRequest) -> Result<u64, ClientError> {
-        let resp = self
-            .call(
-                Kind::Write,
-                || req.clone(),
-                |mut c, r| async move { c.define_index(r).await },
-            )
-            .await?;
-        Ok(resp.index)
+        let mut index = 0;
+        for shard in self.shards().await? {
+            let resp = self
+                .call_in(
+                    shard.group,
+                    Kind::Write,
+                    || req.clone(),
+                    |mut c, r| async move { c.define_index(r).await },
+                )
+                .await?;
+            index = resp.index;
+        }
+        Ok(index)
     }
 
     /// The `k` values of index `index` nearest to `vector`, nearest first, read

@@ -79,6 +79,10 @@ impl Lanes {
         &self.groups
     }
 
+    pub(super) fn serving(&self) -> Serving {
+        self.serving
+    }
+
     /// The lane of the group `req` names, started now (its proposer on the current tokio
     /// runtime) if this is the group's first request.
     ///
@@ -86,7 +90,14 @@ impl Lanes {
     /// `INVALID_ARGUMENT` for a malformed group; a group this node holds no replica of is
     /// answered as a key outside the shard, so the client routes the request again.
     pub(super) fn of<T>(&self, req: &Request<T>) -> Result<Arc<Lane>, Status> {
-        let id = named_group(req)?;
+        self.of_group(named_group(req)?)
+    }
+
+    /// The lane of group `id`, as [`Lanes::of`].
+    ///
+    /// # Errors
+    /// As [`Lanes::of`].
+    pub(super) fn of_group(&self, id: GroupId) -> Result<Arc<Lane>, Status> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(lane) = open.get(&id) {
             return Ok(lane.clone());

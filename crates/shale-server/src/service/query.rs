@@ -3,9 +3,11 @@
 
 use tonic::Status;
 
-use shale_search::hybrid::{self, Fusion, HybridOptions};
+use std::collections::HashMap;
+
+use shale_search::hybrid::{self, Fusion, HybridOptions, Ranking, Windows};
 use shale_search::semantic::SearchOptions;
-use shale_search::{KeywordOptions, Match};
+use shale_search::{CorpusStats, KeywordOptions, Match, TextIndex};
 
 use crate::pb;
 use crate::state_machine::ReplicatedIndex;
@@ -116,20 +118,28 @@ impl Query {
         })
     }
 
+    pub(super) fn mode(&self) -> pb::SearchMode {
+        self.mode
+    }
+
+    /// The statistics the keyword side scores with, if not the index's own.
+    pub(super) fn corpus(&self) -> Option<&CorpusStats> {
+        self.keywords.corpus.as_ref()
+    }
+
+    /// Score the keyword side with `corpus`: the sums over every shard of the index.
+    pub(super) fn with_corpus(mut self, corpus: CorpusStats) -> Query {
+        self.keywords.corpus = Some(corpus.clone());
+        self.hybrid.keyword.corpus = Some(corpus);
+        self
+    }
+
     /// The hits of `r` on `index` (blocking: it may wait for the index).
     pub(super) fn run(
         self,
         index: &ReplicatedIndex,
         r: pb::SearchRequest,
     ) -> Result<Vec<pb::SearchHit>, Status> {
-        let keywords = || {
-            index.keywords.as_ref().ok_or_else(|| {
-                Status::failed_precondition(format!(
-                    "index {:?} has no keyword index: define it with an analyzer",
-                    r.index
-                ))
-            })
-        };
         let by_text = r.text.is_some();
         let text = r.text.unwrap_or_default();
         let hits = match self.mode {
@@ -146,34 +156,182 @@ impl Query {
                     })
                     .collect()
             }),
-            pb::SearchMode::Keywords => keywords()?.search(&text, &self.keywords).map(|hits| {
-                hits.into_iter()
-                    .map(|h| pb::SearchHit {
-                        key: h.key,
-                        score: h.score as f32,
-                        payload: h.text.unwrap_or_default().into_bytes(),
-                    })
-                    .collect()
-            }),
+            pb::SearchMode::Keywords => keyword_index(index, &r.index)?
+                .search(&text, &self.keywords)
+                .map(|hits| {
+                    hits.into_iter()
+                        .map(|h| pb::SearchHit {
+                            key: h.key,
+                            score: h.score as f32,
+                            payload: h.text.unwrap_or_default().into_bytes(),
+                        })
+                        .collect()
+                }),
             pb::SearchMode::Hybrid => {
                 let vector = (!r.vector.is_empty()).then_some(r.vector.as_slice());
-                hybrid::search(keywords()?, &index.vectors, &text, vector, &self.hybrid).map(
-                    |hits| {
-                        hits.into_iter()
-                            .map(|h| pb::SearchHit {
-                                key: h.key,
-                                score: h.score as f32,
-                                payload: h.document.unwrap_or_default(),
-                            })
-                            .collect()
-                    },
-                )
+                let words = keyword_index(index, &r.index)?;
+                hybrid::search(words, &index.vectors, &text, vector, &self.hybrid).map(|hits| {
+                    hits.into_iter()
+                        .map(|h| pb::SearchHit {
+                            key: h.key,
+                            score: h.score as f32,
+                            payload: h.document.unwrap_or_default(),
+                        })
+                        .collect()
+                })
             }
         };
-        hits.map_err(|e| match e {
-            shale::Error::InvalidArgument(msg) => Status::invalid_argument(msg),
-            shale::Error::InvalidOptions(problems) => Status::invalid_argument(problems.join("; ")),
-            e => engine(e),
+        hits.map_err(search_status)
+    }
+
+    /// This shard's part of `r` on `index`: its rankings, unfused, with their documents
+    /// (blocking, as [`Query::run`]).
+    pub(super) fn part(
+        self,
+        index: &ReplicatedIndex,
+        r: pb::SearchRequest,
+    ) -> Result<pb::SearchShardResponse, Status> {
+        let by_text = r.text.is_some();
+        let text = r.text.unwrap_or_default();
+        let windows = match self.mode {
+            pb::SearchMode::Meaning => match by_text {
+                true => index.vectors.search(&text, &self.vector),
+                false => index.vectors.search_vector(&r.vector, &self.vector),
+            }
+            .map(|hits| {
+                let mut w = Windows::default();
+                for h in hits {
+                    w.vector.push((h.key.clone(), f64::from(h.score)));
+                    w.documents.insert(h.key, h.document);
+                }
+                w
+            }),
+            pb::SearchMode::Keywords => keyword_index(index, &r.index)?
+                .search(&text, &self.keywords)
+                .map(|hits| {
+                    let mut w = Windows::default();
+                    for h in hits {
+                        w.keyword.push((h.key.clone(), h.score));
+                        w.documents
+                            .insert(h.key, h.text.unwrap_or_default().into_bytes());
+                    }
+                    w
+                }),
+            pb::SearchMode::Hybrid => {
+                let vector = (!r.vector.is_empty()).then_some(r.vector.as_slice());
+                let words = keyword_index(index, &r.index)?;
+                hybrid::windows(words, &index.vectors, &text, vector, &self.hybrid)
+            }
+        };
+        let w = windows.map_err(search_status)?;
+        let ranking = |r: Ranking| {
+            r.into_iter()
+                .map(|(key, score)| pb::ShardHit { key, score })
+                .collect()
+        };
+        Ok(pb::SearchShardResponse {
+            keyword: ranking(w.keyword),
+            vector: ranking(w.vector),
+            documents: w
+                .documents
+                .into_iter()
+                .map(|(key, value)| pb::Pair { key, value })
+                .collect(),
         })
+    }
+
+    /// The hits of every shard's part, merged (and fused) as one index over them all
+    /// would rank them.
+    pub(super) fn merge(&self, parts: Vec<pb::SearchShardResponse>) -> Vec<pb::SearchHit> {
+        let mut documents = HashMap::new();
+        let (mut keyword, mut vector) = (Vec::new(), Vec::new());
+        for part in parts {
+            let ranking = |hits: Vec<pb::ShardHit>| -> Ranking {
+                hits.into_iter().map(|h| (h.key, h.score)).collect()
+            };
+            keyword.push(ranking(part.keyword));
+            vector.push(ranking(part.vector));
+            documents.extend(part.documents.into_iter().map(|p| (p.key, p.value)));
+        }
+        let ranked: Vec<(Vec<u8>, f64)> = match self.mode {
+            pb::SearchMode::Meaning => hybrid::merge(vector, self.vector.k),
+            pb::SearchMode::Keywords => hybrid::merge(keyword, self.keywords.k),
+            pb::SearchMode::Hybrid => {
+                let h = &self.hybrid;
+                hybrid::fuse(
+                    &hybrid::merge(keyword, h.keyword_window),
+                    &hybrid::merge(vector, h.vector_window),
+                    h.fusion,
+                    (h.keyword_weight, h.vector_weight),
+                    h.k,
+                )
+                .into_iter()
+                .map(|hit| (hit.key, hit.score))
+                .collect()
+            }
+        };
+        ranked
+            .into_iter()
+            .map(|(key, score)| pb::SearchHit {
+                payload: documents.remove(&key).unwrap_or_default(),
+                key,
+                score: score as f32,
+            })
+            .collect()
+    }
+}
+
+/// The keyword index of `index` (named `name`).
+fn keyword_index<'i>(index: &'i ReplicatedIndex, name: &str) -> Result<&'i TextIndex, Status> {
+    index.keywords.as_deref().ok_or_else(|| {
+        Status::failed_precondition(format!(
+            "index {name:?} has no keyword index: define it with an analyzer"
+        ))
+    })
+}
+
+fn search_status(e: shale::Error) -> Status {
+    match e {
+        shale::Error::InvalidArgument(msg) => Status::invalid_argument(msg),
+        shale::Error::InvalidOptions(problems) => Status::invalid_argument(problems.join("; ")),
+        e => engine(e),
+    }
+}
+
+/// This shard's statistics of `text` on `index`'s keyword side.
+pub(super) fn corpus_of(
+    index: &ReplicatedIndex,
+    name: &str,
+    text: &str,
+) -> Result<pb::CorpusStats, Status> {
+    let stats = keyword_index(index, name)?
+        .corpus_stats(text)
+        .map_err(search_status)?;
+    Ok(pb::CorpusStats {
+        docs: stats.docs,
+        tokens: stats.tokens,
+        df: stats.df.into_iter().collect(),
+    })
+}
+
+/// The sum of every shard's statistics.
+pub(super) fn corpus_sum(parts: impl IntoIterator<Item = pb::CorpusStats>) -> CorpusStats {
+    let mut all = CorpusStats::default();
+    for p in parts {
+        all.add(&CorpusStats {
+            docs: p.docs,
+            tokens: p.tokens,
+            df: p.df.into_iter().collect(),
+        });
+    }
+    all
+}
+
+/// Statistics as they travel to a shard.
+pub(super) fn corpus_to_pb(c: &CorpusStats) -> pb::CorpusStats {
+    pb::CorpusStats {
+        docs: c.docs,
+        tokens: c.tokens,
+        df: c.df.iter().map(|(t, n)| (t.clone(), *n)).collect(),
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use openraft::{Snapshot, SnapshotMeta, Vote};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::fanout::ShardSearch;
 use crate::convert;
 use crate::format::SnapshotHeader;
 use crate::group::{Group, Groups};
@@ -20,16 +21,25 @@ use crate::NodeId;
 /// Raft RPCs from peers, each handed to the group it names.
 pub struct RaftService {
     groups: Groups,
+    /// The shards' side of searches over shards.
+    shards: ShardSearch,
     node_id: NodeId,
     max_snapshot_bytes: u64,
 }
 
 impl RaftService {
     /// The service of node `node_id` for its `groups`, taking snapshot streams of at most
-    /// `max_snapshot_bytes` (and what the disk allows: [`crate::limits::snapshot_budget`]).
-    pub fn new(groups: Groups, node_id: NodeId, max_snapshot_bytes: u64) -> Self {
+    /// `max_snapshot_bytes` (and what the disk allows: [`crate::limits::snapshot_budget`]),
+    /// answering searches over shards with `shards` ([`super::KvService::shard_search`]).
+    pub fn new(
+        groups: Groups,
+        node_id: NodeId,
+        max_snapshot_bytes: u64,
+        shards: ShardSearch,
+    ) -> Self {
         RaftService {
             groups,
+            shards,
             node_id,
             max_snapshot_bytes,
         }
@@ -235,6 +245,24 @@ impl pb::raft_server::Raft for RaftService {
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(convert::vote_response_to_pb(&resp)))
+    }
+
+    async fn shard_corpus(
+        &self,
+        req: Request<pb::ShardCorpusRequest>,
+    ) -> Result<Response<pb::CorpusStats>, Status> {
+        let group = self.admit(&req, false)?;
+        let stats = self.shards.corpus(group.id, req.into_inner()).await?;
+        Ok(Response::new(stats))
+    }
+
+    async fn search_shard(
+        &self,
+        req: Request<pb::SearchShardRequest>,
+    ) -> Result<Response<pb::SearchShardResponse>, Status> {
+        let group = self.admit(&req, false)?;
+        let part = self.shards.part(group.id, req.into_inner()).await?;
+        Ok(Response::new(part))
     }
 
     async fn timeout_now(

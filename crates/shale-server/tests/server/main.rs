@@ -14,6 +14,7 @@ mod cluster_read_consistency;
 mod cluster_rolling_restart;
 mod cluster_routing;
 mod cluster_search;
+mod cluster_shard_search;
 mod cluster_snapshot_catch_up;
 mod cluster_tls;
 mod common;
