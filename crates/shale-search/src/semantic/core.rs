@@ -366,6 +366,12 @@ impl IndexCore {
                 Payload::Text(_) => embedded.pop().map(|v| (v, true)),
                 Payload::Vector(v) => Some((v, false)),
                 Payload::Delete => None,
+                Payload::DeleteRange { end } => {
+                    for key in index.apply_range_delete(&change.key, &end, change.seq)? {
+                        batch.delete(&key);
+                    }
+                    continue;
+                }
             };
             match vector {
                 Some((vector, from_text)) => {

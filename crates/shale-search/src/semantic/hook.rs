@@ -12,7 +12,7 @@ use super::layout::index_dir;
 use super::pending::{Change, Payload, Queue};
 use super::spec::Spec;
 use super::value::value_hash;
-use shale::error::{Error, Result};
+use shale::error::Result;
 use shale::WriteHook;
 use shale::{BatchEntry, WriteBatch};
 use shale::{SeqNo, ValueKind};
@@ -35,11 +35,25 @@ impl IndexHook {
     fn changes(&self, batch: &WriteBatch, first: SeqNo) -> Vec<Change> {
         let mut out = Vec::new();
         for (i, entry) in batch.iter().enumerate() {
-            // `check` refused range deletes that reach the prefix.
-            if entry.kind == ValueKind::RangeDelete || !self.covers(&entry) {
+            let seq = first.0 + i as u64;
+            if entry.kind == ValueKind::RangeDelete {
+                if entry.keyspace == self.spec.keyspace
+                    && self.spec.meets_range(entry.key, entry.value)
+                {
+                    out.push(Change {
+                        key: entry.key.to_vec(),
+                        seq,
+                        hash: 0,
+                        payload: Payload::DeleteRange {
+                            end: entry.value.to_vec(),
+                        },
+                    });
+                }
                 continue;
             }
-            let seq = first.0 + i as u64;
+            if !self.covers(&entry) {
+                continue;
+            }
             let (hash, payload) = match entry.kind {
                 ValueKind::Put => match self.spec.payload(entry.key, entry.value) {
                     Ok(payload) => (value_hash(entry.value), payload),
@@ -85,14 +99,6 @@ impl WriteHook for IndexHook {
         for entry in batch.iter().filter(|e| e.keyspace == self.spec.keyspace) {
             if entry.kind == ValueKind::Put && self.spec.covers(entry.key) {
                 self.spec.payload(entry.key, entry.value)?;
-            }
-            if entry.kind == ValueKind::RangeDelete && self.spec.meets_range(entry.key, entry.value)
-            {
-                return Err(Error::invalid(format!(
-                    "delete_range over keys of index {:?} is not supported: delete them one \
-                     by one",
-                    self.spec.name
-                )));
             }
         }
         Ok(())

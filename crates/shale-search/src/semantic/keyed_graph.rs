@@ -5,9 +5,13 @@
 //! Deleted keys: the key map remembers a deleted key's sequence number, so that an older
 //! change of the key that two workers apply out of order cannot revive it. It forgets the
 //! key once the **horizon** (`pending.rs`: the least sequence number still to be applied)
-//! has passed the delete.
+//! has passed the delete. A range delete deletes the keys of its range the map holds and
+//! is remembered itself, as a range and a sequence number, until the horizon passes it:
+//! an older change of a key in the range that a worker applies later is stale, whether
+//! or not the map held the key when the range was deleted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 use super::SearchOptions;
 use crate::vector::{Hnsw, HnswParams, NodeId};
@@ -45,7 +49,9 @@ pub(super) struct KeyedGraph {
     /// Free ids, taken from the end.
     free: Vec<u32>,
     /// The deletes whose key states `keys` still holds, by sequence number.
-    deleted: BTreeMap<u64, Vec<u8>>,
+    deleted: BTreeSet<(u64, Vec<u8>)>,
+    /// The range deletes the horizon has not passed: start, end, sequence number.
+    ranges: Vec<(Vec<u8>, Vec<u8>, u64)>,
     /// The length of the index's prefix, which every key has.
     prefix_len: usize,
 }
@@ -182,7 +188,8 @@ impl KeyedGraph {
             live: 0,
             keys: BTreeMap::new(),
             free: Vec::new(),
-            deleted: BTreeMap::new(),
+            deleted: BTreeSet::new(),
+            ranges: Vec::new(),
             prefix_len,
         }
     }
@@ -195,6 +202,12 @@ impl KeyedGraph {
         seq: u64,
         value_hash: Option<u64>,
     ) -> Result<Applied> {
+        let in_later_range = |(start, end, at): &(Vec<u8>, Vec<u8>, u64)| {
+            *at > seq && key >= start.as_slice() && key < end.as_slice()
+        };
+        if self.ranges.iter().any(in_later_range) {
+            return Ok(Applied::Stale);
+        }
         if let Some(old) = self.keys.get(key) {
             if old.seq > seq {
                 return Ok(Applied::Stale);
@@ -206,7 +219,7 @@ impl KeyedGraph {
         let node = match value_hash {
             Some(value_hash) => Some(self.push(key, value_hash)?),
             None => {
-                self.deleted.insert(seq, key.to_vec());
+                self.deleted.insert((seq, key.to_vec()));
                 None
             }
         };
@@ -214,15 +227,41 @@ impl KeyedGraph {
         Ok(node.map_or(Applied::Deleted, Applied::Put))
     }
 
+    /// Delete every key in `[start, end)` whose state is older than `seq`, and remember
+    /// the range until the horizon passes `seq`. Returns the keys whose vectors it
+    /// deleted.
+    pub(super) fn apply_range_delete(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        seq: u64,
+    ) -> Result<Vec<Vec<u8>>> {
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        let older: Vec<Vec<u8>> = self
+            .keys
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .filter(|(_, state)| state.seq < seq && state.node.is_some())
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &older {
+            self.apply(key, seq, None)?;
+        }
+        self.ranges.push((start.to_vec(), end.to_vec(), seq));
+        Ok(older)
+    }
+
     /// Forget the deleted keys whose deletes are older than `horizon`: no change older
     /// than it can still be applied (see the module comment of `semantic/mod.rs`), so no
     /// stale change can need their sequence numbers any more.
     pub(super) fn forget_deleted_before(&mut self, horizon: u64) {
-        while let Some(entry) = self.deleted.first_entry() {
-            if *entry.key() >= horizon {
+        self.ranges.retain(|(_, _, seq)| *seq >= horizon);
+        while let Some((seq, key)) = self.deleted.pop_first() {
+            if seq >= horizon {
+                self.deleted.insert((seq, key));
                 break;
             }
-            let (seq, key) = entry.remove_entry();
             // Unless a later change of the key replaced this state.
             if self
                 .keys
@@ -464,6 +503,29 @@ mod tests {
         assert_eq!(index.live, 0);
         assert_eq!(index.apply(b"k", 5, Some(1)).unwrap(), Applied::Stale);
         assert_eq!(index.live, 0);
+    }
+
+    #[test]
+    fn a_range_delete_deletes_older_states_and_outlives_them_to_the_horizon() {
+        let mut index = KeyedGraph::new(2, HnswParams::with_m(4), 0).unwrap();
+        index.apply(b"a", 1, Some(1)).unwrap();
+        index.apply(b"b", 2, Some(1)).unwrap();
+        index.apply(b"d", 12, Some(1)).unwrap(); // newer than the range delete
+        index.apply(b"e", 3, Some(1)).unwrap(); // past its end
+        let deleted = index.apply_range_delete(b"a", b"e", 10).unwrap();
+        assert_eq!(deleted, [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(index.live, 2, "d (newer) and e (outside) stay");
+        // A put of a key the map never held, older than the range delete and applied
+        // after it by another worker, is stale; a newer one is not.
+        assert_eq!(index.apply(b"c", 7, Some(1)).unwrap(), Applied::Stale);
+        assert_eq!(index.apply(b"b", 9, Some(1)).unwrap(), Applied::Stale);
+        assert_eq!(index.apply(b"c", 11, Some(1)).unwrap(), Applied::Put(4));
+        // Forgotten once the horizon passes it, with the keys' own tombstones.
+        index.forget_deleted_before(10);
+        assert_eq!(index.apply(b"b", 9, Some(1)).unwrap(), Applied::Stale);
+        index.forget_deleted_before(11);
+        assert!(index.ranges.is_empty() && !index.keys.contains_key(&b"a"[..]));
+        assert_eq!(index.apply_range_delete(b"z", b"a", 20).unwrap().len(), 0);
     }
 
     /// Insert the vector of `id` as its inserter does (then tombstone it if it died).

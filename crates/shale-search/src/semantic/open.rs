@@ -260,7 +260,7 @@ impl Found {
                 }
                 _ => Some(Found::Embed(text)),
             },
-            Payload::Delete => None,
+            Payload::Delete | Payload::DeleteRange { .. } => None,
         }
     }
 }

@@ -23,6 +23,8 @@ pub(crate) enum Payload {
     Vector(Vec<f32>),
     /// The key holds nothing the index covers any more (deleted, or a value outside it).
     Delete,
+    /// Every key from the change's key (inclusive) to `end` (exclusive) is deleted.
+    DeleteRange { end: Vec<u8> },
 }
 
 /// A write the index has yet to apply.
@@ -42,6 +44,7 @@ impl Change {
             Payload::Text(t) => t.len(),
             Payload::Vector(v) => 4 * v.len(),
             Payload::Delete => 0,
+            Payload::DeleteRange { end } => end.len(),
         };
         self.key.len() + payload
     }

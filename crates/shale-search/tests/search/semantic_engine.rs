@@ -1,10 +1,11 @@
 //! A semantic index through the engine's own operations: a checkpoint carries it, a range
-//! delete over its prefix is refused, and repair mends its vector store with the database.
+//! delete over its prefix deletes its vectors, and repair mends its vector store with the
+//! database.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use shale::{Db, Error, Options};
+use shale::{Db, Options};
 use shale_search::semantic::{
     index_dir, HashEmbedder, SearchOptions, VectorIndex, VectorIndexOptions,
 };
@@ -83,33 +84,93 @@ fn a_checkpoint_carries_its_semantic_index() {
 }
 
 #[test]
-fn a_range_delete_over_an_indexed_prefix_is_refused_and_elsewhere_allowed() {
+fn a_range_delete_over_an_indexed_prefix_deletes_its_vectors() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), options()).unwrap());
-    let index = VectorIndex::open(&db, "v", VectorIndexOptions::vectors(2).prefix("v/")).unwrap();
-    index.put_vector("v/1", &[1.0, 0.0], "one").unwrap();
-    db.put(b"plain/1", b"x").unwrap();
-    for (start, end) in [
-        (&b"v/"[..], &b"v0"[..]),
-        (b"a", b"z"),
-        (b"v/1", b"v/2"),
-        (b"u", b"v/"),
-    ] {
-        let refused = db.delete_range(start, end);
-        // A range that ends exactly at the prefix holds none of its keys.
-        if end == b"v/" {
-            refused.unwrap();
-            continue;
-        }
-        assert!(
-            matches!(refused, Err(Error::InvalidArgument(_))),
-            "{refused:?}"
-        );
+    let open = |db: &Arc<Db>| {
+        VectorIndex::open(db, "v", VectorIndexOptions::vectors(2).prefix("v/")).unwrap()
+    };
+    let index = open(&db);
+    for i in 0..10u8 {
+        let key = format!("v/{i}");
+        index.put_vector(&key, &[1.0, f32::from(i)], "p").unwrap();
     }
-    assert_eq!(index.len().unwrap(), 1);
+    db.put(b"plain/1", b"x").unwrap();
+    let found = |index: &VectorIndex| -> Vec<Vec<u8>> {
+        let opts = SearchOptions::k(20).exact();
+        let mut keys: Vec<Vec<u8>> = index
+            .search_vector(&[1.0, 0.0], &opts)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.key)
+            .collect();
+        keys.sort();
+        keys
+    };
+    db.delete_range(b"v/3", b"v/6").unwrap();
+    let left: Vec<Vec<u8>> = [0, 1, 2, 6, 7, 8, 9]
+        .iter()
+        .map(|i| format!("v/{i}").into_bytes())
+        .collect();
+    assert_eq!(found(&index), left);
+    assert_eq!(index.len().unwrap(), 7);
+    // A range from outside the prefix to inside it, and one beside it.
+    db.delete_range(b"a", b"v/8").unwrap();
     db.delete_range(b"plain/", b"plain0").unwrap();
+    assert_eq!(found(&index), [b"v/8".to_vec(), b"v/9".to_vec()]);
     assert_eq!(db.get(b"plain/1").unwrap(), None);
-    assert!(db.get(b"v/1").unwrap().is_some());
+    // Put again inside a deleted range: found; and the same after a reopen.
+    index.put_vector("v/4", &[1.0, 4.0], "p").unwrap();
+    drop(index);
+    db.close().unwrap();
+    drop(db);
+    let db = Arc::new(Db::open(dir.path(), options()).unwrap());
+    let index = open(&db);
+    assert_eq!(
+        found(&index),
+        [b"v/4".to_vec(), b"v/8".to_vec(), b"v/9".to_vec()]
+    );
+}
+
+#[test]
+fn range_deletes_among_puts_leave_the_index_equal_to_the_values() {
+    // Four workers apply batches of two changes, in whatever order they finish: the
+    // index must end as the values are. (A put older than a range delete and applied
+    // after it is keyed_graph.rs's unit test: forced there, rare here.)
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options()).unwrap());
+    let opts = VectorIndexOptions {
+        embed_threads: 4,
+        batch_size: 2,
+        ..VectorIndexOptions::vectors(2).prefix("v/")
+    };
+    let index = VectorIndex::open(&db, "v", opts).unwrap();
+    let mut rng = shale_rng::SplitMix64::new(0xde1);
+    for step in 0..3000u32 {
+        let i = rng.below(64);
+        if rng.below(8) == 0 {
+            let end = i + 1 + rng.below(16);
+            db.delete_range(format!("v/{i:02}"), format!("v/{end:02}"))
+                .unwrap();
+        } else {
+            let value = shale_search::semantic::vector_value(&[1.0, step as f32], b"p");
+            db.put(format!("v/{i:02}"), value).unwrap();
+        }
+    }
+    let values: Vec<Vec<u8>> = db
+        .prefix(b"v/")
+        .unwrap()
+        .map(|pair| pair.unwrap().0)
+        .collect();
+    let mut indexed: Vec<Vec<u8>> = index
+        .search_vector(&[1.0, 0.0], &SearchOptions::k(100).exact())
+        .unwrap()
+        .into_iter()
+        .map(|h| h.key)
+        .collect();
+    indexed.sort();
+    assert_eq!(indexed, values);
+    assert_eq!(index.len().unwrap(), values.len());
 }
 
 #[test]
