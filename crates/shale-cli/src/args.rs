@@ -206,6 +206,20 @@ pub enum Command {
     /// Over --server: hand the leadership to voter ID (before the leader's host is taken
     /// down, say); prints the term it leads in.
     TransferLeader { id: u64 },
+    /// Over --server: move group GROUP's replica from node FROM to node TO, listening at
+    /// ADDR (a node started with the cluster's --split flags): TO catches up as a
+    /// learner, the leadership leaves FROM, then one membership change replaces FROM by
+    /// TO. Prints the group's membership after it.
+    MoveReplica {
+        #[arg(long)]
+        group: u64,
+        #[arg(long)]
+        from: u64,
+        #[arg(long)]
+        to: u64,
+        #[arg(long)]
+        addr: String,
+    },
     /// Print a completion script for SHELL (e.g. `shale completions bash >
     /// /etc/bash_completion.d/shale`).
     Completions { shell: clap_complete::Shell },

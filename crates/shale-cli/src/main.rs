@@ -89,7 +89,8 @@ fn run(cli: &Cli) -> Result<()> {
         | Command::AddVoters { .. }
         | Command::RemoveVoters { .. }
         | Command::SetAddress { .. }
-        | Command::TransferLeader { .. } => Err(CliError::Usage(
+        | Command::TransferLeader { .. }
+        | Command::MoveReplica { .. } => Err(CliError::Usage(
             "this command speaks to a cluster: it needs --server ADDR".into(),
         )),
         Command::Completions { shell } => {

@@ -77,29 +77,44 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             Command::ClusterStatus => cluster_status(&client, out, servers).await,
             Command::Shards => shards(&client, out).await,
             Command::Backup { file } => backup(&client, out, file).await,
-            Command::AddLearner { id, addr } => {
-                print_membership(out, &client.add_learner(*id, addr).await?)
-            }
-            Command::AddVoters { ids } => print_membership(out, &client.add_voters(ids).await?),
-            Command::RemoveVoters { ids } => {
-                print_membership(out, &client.remove_voters(ids).await?)
-            }
-            Command::SetAddress { id, addr } => {
-                print_membership(out, &client.set_address(*id, addr).await?)
-            }
-            Command::TransferLeader { id } => {
-                let term = client.transfer_leader(*id).await?;
-                writeln!(out, "node {id} leads, term {term}").map_err(CliError::Stdout)
-            }
+            Command::AddLearner { .. }
+            | Command::AddVoters { .. }
+            | Command::RemoveVoters { .. }
+            | Command::SetAddress { .. }
+            | Command::TransferLeader { .. }
+            | Command::MoveReplica { .. } => membership(&client, out, &cli.command).await,
             _ => Err(CliError::Usage(
                 "over --server only put, get, del, cas, scan, search, import, define-index, \
                  define-text-index, cluster-status, backup, add-learner, add-voters, \
-                 remove-voters, set-address and transfer-leader are available; \
+                 remove-voters, set-address, transfer-leader and move-replica are available; \
                  the other commands need --db DIR"
                     .into(),
             )),
         }
     })
+}
+
+/// Run a membership command: `add-learner`, `add-voters`, `remove-voters`, `set-address`,
+/// `transfer-leader` or `move-replica`.
+async fn membership(client: &Client, out: &mut impl Write, command: &Command) -> Result<()> {
+    let changed = match command {
+        Command::AddLearner { id, addr } => client.add_learner(*id, addr).await?,
+        Command::AddVoters { ids } => client.add_voters(ids).await?,
+        Command::RemoveVoters { ids } => client.remove_voters(ids).await?,
+        Command::SetAddress { id, addr } => client.set_address(*id, addr).await?,
+        Command::MoveReplica {
+            group,
+            from,
+            to,
+            addr,
+        } => client.move_replica(*group, *from, *to, addr).await?,
+        Command::TransferLeader { id } => {
+            let term = client.transfer_leader(*id).await?;
+            return writeln!(out, "node {id} leads, term {term}").map_err(CliError::Stdout);
+        }
+        _ => return Err(CliError::Usage("not a membership command".into())),
+    };
+    print_membership(out, &changed)
 }
 
 /// A client of the cluster at `servers`, with `SHALE_TOKEN` and `--tls-ca`.

@@ -448,6 +448,23 @@ impl Cluster {
             .collect()
     }
 
+    /// Move group `group`'s replica from node `from_node` to node `to_node`, listening at
+    /// `address` (a node started with the cluster's splits): it catches up as a learner,
+    /// the leadership leaves `from_node`, then one membership change replaces it. Returns
+    /// the group's voters after the change.
+    fn move_replica(
+        &self,
+        py: Python<'_>,
+        group: u64,
+        from_node: u64,
+        to_node: u64,
+        address: &str,
+    ) -> PyResult<Vec<u64>> {
+        let client = &self.client;
+        let m = call(py, client.move_replica(group, from_node, to_node, address))?;
+        Ok(m.voters)
+    }
+
     fn __repr__(&self) -> String {
         format!("shale.Cluster({:?})", self.endpoints)
     }

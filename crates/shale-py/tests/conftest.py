@@ -59,6 +59,12 @@ class _Nodes:
         log = open(self.dir / f"node-{node}.log", "ab")
         self.procs[node] = subprocess.Popen(args, stdout=log, stderr=log)
 
+    def add(self, node):
+        """Start node ``node`` on a new port, a member of nothing yet; its address."""
+        self.addrs[node] = f"127.0.0.1:{_free_ports(1)[0]}"
+        self.start(node)
+        return self.addrs[node]
+
     def kill(self, node):
         self.procs[node].send_signal(signal.SIGKILL)
         self.procs[node].wait(10)
@@ -105,11 +111,16 @@ def cluster(nodes):
 
 
 @pytest.fixture(scope="module")
-def sharded(tmp_path_factory):
-    """A cluster whose key space is split at ``h`` and ``p``: groups 1, 2 and 3."""
+def sharded_nodes(tmp_path_factory):
+    """Three nodes whose key space is split at ``h`` and ``p``: groups 1, 2 and 3."""
     n = _started(tmp_path_factory, splits=["h", "p"])
-    yield _connected(n)
+    yield n
     n.stop_all()
+
+
+@pytest.fixture(scope="module")
+def sharded(sharded_nodes):
+    return _connected(sharded_nodes)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """shale.connect against a three-node cluster whose key space is split into three shards
 (conftest.py's ``sharded``): requests reach the group of their keys' shard, a range
-reads the shards in key order, a batch across shards is refused whole, and a search
-reads every shard its range overlaps."""
+reads the shards in key order, a batch across shards is refused whole, a search reads
+every shard its range overlaps, and a shard's replica moves to a new node."""
 
 import pytest
 
@@ -50,3 +50,14 @@ def test_a_search_reads_every_shard(sharded_docs):
         assert {b"d/1", b"d/5", b"d/9"} <= found, mode
     ranged = c.search("docs", "river", mode="keywords", start=b"d/5", end=b"d/9")
     assert [h.key for h in ranged] == [b"d/5"]
+
+
+def test_a_replica_moves_to_a_new_node(sharded, sharded_nodes):
+    address = sharded_nodes.add(4)
+    sharded[b"i/1"] = b"before"
+    voters = sharded.move_replica(2, 3, 4, address)
+    assert sorted(voters) == [1, 2, 4]
+    sharded[b"i/2"] = b"after"
+    assert (sharded[b"i/1"], sharded[b"i/2"]) == (b"before", b"after")
+    with pytest.raises(shale.InvalidArgumentError):
+        sharded.move_replica(2, 3, 4, address)  # node 3 is no voter of group 2 now

@@ -371,9 +371,17 @@ impl pb::kv_server::Kv for KvService {
         let change = match (r.add.is_empty(), r.remove.is_empty()) {
             (false, true) => openraft::ChangeMembers::AddVoterIds(r.add.into_iter().collect()),
             (true, false) => openraft::ChangeMembers::RemoveVoters(r.remove.into_iter().collect()),
-            _ => {
+            (false, false) => {
+                let voters = lane.group.raft.metrics().borrow().membership_config.clone();
+                let mut now: std::collections::BTreeSet<NodeId> =
+                    voters.membership().voter_ids().collect();
+                now.retain(|id| !r.remove.contains(id));
+                now.extend(r.add);
+                openraft::ChangeMembers::ReplaceAllVoters(now)
+            }
+            (true, true) => {
                 return Err(Status::invalid_argument(
-                    "name voters to add or voters to remove, not both, not neither",
+                    "name voters to add, voters to remove, or both",
                 ))
             }
         };

@@ -21,14 +21,78 @@ impl Client {
         node_id: u64,
         addr: &str,
     ) -> Result<pb::MembershipResponse, ClientError> {
+        self.add_learner_in(DEFAULT_GROUP, node_id, addr).await
+    }
+
+    /// [`Client::add_learner`] in group `group`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn add_learner_in(
+        &self,
+        group: u64,
+        node_id: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
         let req = || pb::AddLearnerRequest {
             node_id,
             addr: addr.to_string(),
         };
-        self.call(Kind::Write, req, |mut c, r| async move {
+        self.call_in(group, Kind::Write, req, |mut c, r| async move {
             c.add_learner(r).await
         })
         .await
+    }
+
+    /// Move group `group`'s replica on node `from` to node `to` (reached at `addr`): `to`
+    /// joins as a learner and catches up (by snapshot if the log has moved on), the
+    /// leadership leaves `from` if it is there, then one membership change, through a
+    /// joint configuration, replaces `from` by `to` among the voters. Returns the
+    /// membership after the change. The replica on `from` stops taking part in the group;
+    /// its files stay on `from`'s disk.
+    ///
+    /// A move that fails part way can be made again: a learner added again is caught up
+    /// again, and replacing a voter that is gone already changes nothing more.
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Refused` if `from` is not a voter or `to` is one already.
+    pub async fn move_replica(
+        &self,
+        group: u64,
+        from: u64,
+        to: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        let joined = self.add_learner_in(group, to, addr).await?;
+        if !joined.voters.contains(&from) {
+            return Err(ClientError::Refused(format!(
+                "node {from} is not a voter of group {group}"
+            )));
+        }
+        if joined.voters.contains(&to) {
+            return Err(ClientError::Refused(format!(
+                "node {to} is a voter of group {group} already"
+            )));
+        }
+        if self.leader_of(group).await? == Some(from) {
+            let next = joined.voters.iter().copied().find(|&v| v != from);
+            if let Some(next) = next {
+                self.transfer_leader_in(group, next).await?;
+            }
+        }
+        self.change_voters_in(group, &[to], &[from]).await
+    }
+
+    /// The leader of `group` as the first node that answers knows it.
+    async fn leader_of(&self, group: u64) -> Result<Option<u64>, ClientError> {
+        let mut last = None;
+        for addr in self.endpoints.clone() {
+            match self.status_in(&addr, group).await {
+                Ok(status) => return Ok(status.leader_id),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ClientError::Config("no endpoint".into())))
     }
 
     /// Reach member `node_id` at `addr` from now on (it moved to another host or port):
@@ -92,8 +156,14 @@ impl Client {
         self.change_voters(&[], ids).await
     }
 
-    async fn change_voters(
+    /// Change group `group`'s voters: make the learners `add` voters and remove the
+    /// voters `remove`; both at once is one change through a joint configuration.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn change_voters_in(
         &self,
+        group: u64,
         add: &[u64],
         remove: &[u64],
     ) -> Result<pb::MembershipResponse, ClientError> {
@@ -101,10 +171,18 @@ impl Client {
             add: add.to_vec(),
             remove: remove.to_vec(),
         };
-        self.call(Kind::Write, req, |mut c, r| async move {
+        self.call_in(group, Kind::Write, req, |mut c, r| async move {
             c.change_voters(r).await
         })
         .await
+    }
+
+    async fn change_voters(
+        &self,
+        add: &[u64],
+        remove: &[u64],
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        self.change_voters_in(DEFAULT_GROUP, add, remove).await
     }
 
     /// Write an online backup of the cluster to `path`: a snapshot file holding at least

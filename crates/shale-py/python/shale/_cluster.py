@@ -122,6 +122,13 @@ class Cluster:
         more than one shard raises ``CrossShardError`` and applies nothing."""
         return self._inner.shards()
 
+    def move_replica(self, group, from_node, to_node, address):
+        """Move ``group``'s replica from node ``from_node`` to node ``to_node``, which
+        listens at ``address`` (started with the cluster's ``--split`` flags): it
+        catches up as a learner, the leadership leaves ``from_node``, then one
+        membership change replaces it. Returns the group's voters after the change."""
+        return self._inner.move_replica(group, from_node, to_node, address)
+
     def __repr__(self):
         return f"shale.Cluster({self.addresses!r})"
 

@@ -10,6 +10,7 @@ mod cluster_exactly_once;
 mod cluster_failover;
 mod cluster_groups;
 mod cluster_identity;
+mod cluster_move;
 mod cluster_read_consistency;
 mod cluster_rolling_restart;
 mod cluster_routing;

@@ -193,12 +193,7 @@ impl Cluster {
     /// learner (which returns once it has caught up) and then as a voter, and wait until
     /// it has applied what the leader had applied then. Returns its address.
     pub async fn add_node(&mut self, leader: NodeId, id: NodeId, listen: SocketAddr) -> SocketAddr {
-        let server = Server::start(self.config(id, listen))
-            .await
-            .expect("start the new node");
-        let addr = server.addr();
-        self.servers.insert(id, server);
-        self.addrs.insert(id, addr);
+        let addr = self.start_node(id, listen).await;
         let raft = self.server(leader).raft().clone();
         tokio::time::timeout(
             Duration::from_secs(20),
@@ -218,6 +213,18 @@ impl Cluster {
         let applied = self.applied_index(leader);
         self.wait_applied(id, applied, Duration::from_secs(10))
             .await;
+        addr
+    }
+
+    /// Start node `id` with an empty directory on `listen`, a member of nothing yet;
+    /// returns its address.
+    pub async fn start_node(&mut self, id: NodeId, listen: SocketAddr) -> SocketAddr {
+        let server = Server::start(self.config(id, listen))
+            .await
+            .expect("start the new node");
+        let addr = server.addr();
+        self.servers.insert(id, server);
+        self.addrs.insert(id, addr);
         addr
     }
 

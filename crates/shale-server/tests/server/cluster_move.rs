@@ -1,0 +1,140 @@
+//! A replica of one shard's group moved to a new node while clients write: the new node
+//! catches up (by snapshot: the log has moved on), the leadership leaves the old one, one
+//! membership change replaces it, and no acknowledged write is lost.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{group_leaders, split_in_three, Cluster};
+use shale_client::Client;
+use shale_server::{GroupId, NodeId};
+
+const GROUPS: [GroupId; 3] = [1, 2, 3];
+
+type Pairs = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The user pairs group `group` holds on node `id`.
+fn pairs(cluster: &Cluster, id: NodeId, group: GroupId) -> Pairs {
+    let sm = cluster.server(id).groups().get(group).expect("group").sm;
+    sm.db()
+        .range(Vec::new()..vec![0xff])
+        .expect("range")
+        .map(|pair| pair.expect("pair"))
+        .collect()
+}
+
+/// Node `id`'s applied index in group `group`.
+fn applied(cluster: &Cluster, id: NodeId, group: GroupId) -> u64 {
+    let group = cluster.server(id).groups().get(group).expect("group");
+    let applied = group.raft.metrics().borrow().last_applied;
+    applied.map_or(0, |l| l.index)
+}
+
+/// The leader of `group` that the nodes `voters` agree on (within 10 s).
+async fn leader_among(cluster: &Cluster, group: GroupId, voters: &BTreeSet<NodeId>) -> NodeId {
+    let start = Instant::now();
+    loop {
+        let seen: BTreeSet<Option<NodeId>> = voters
+            .iter()
+            .map(|&n| {
+                let g = cluster.server(n).groups().get(group).expect("group");
+                let leader = g.raft.metrics().borrow().current_leader;
+                leader
+            })
+            .collect();
+        if let [Some(leader)] = seen.iter().collect::<Vec<_>>()[..] {
+            return *leader;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{seen:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writers putting keys of groups 1 and 2 until `stop`; the pairs each acknowledged.
+fn writers(client: &Arc<Client>, stop: &Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<Pairs>> {
+    (0..4)
+        .map(|w| {
+            let (client, stop) = (Arc::clone(client), Arc::clone(stop));
+            tokio::spawn(async move {
+                let mut acked = Pairs::new();
+                let mut n = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let shard = if n.is_multiple_of(2) { "i" } else { "b" };
+                    let key = format!("{shard}/{w}/{n:05}").into_bytes();
+                    let value = format!("v{n}").into_bytes();
+                    if client.put(&key, &value).await.is_ok() {
+                        acked.insert(key, value);
+                    }
+                    n += 1;
+                }
+                acked
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_moves_to_a_new_node_while_writes_flow() {
+    let mut t = split_in_three();
+    t.snapshot_every_entries = 40;
+    t.log_entries_kept_after_snapshot = 5;
+    let mut cluster = Cluster::start(3, t).await;
+    let leaders = group_leaders(&cluster, &GROUPS).await;
+    let addr = cluster
+        .start_node(4, "127.0.0.1:0".parse().expect("addr"))
+        .await;
+    let client = Arc::new(Client::new(cluster.endpoints(), None).expect("client"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = writers(&client, &stop);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Group 2's leader is the replica that moves: its leadership goes first.
+    let from = leaders[1];
+    let moved = client
+        .move_replica(2, from, 4, &addr.to_string())
+        .await
+        .expect("move");
+    let want: BTreeSet<NodeId> = [1, 2, 3, 4].into_iter().filter(|&n| n != from).collect();
+    assert_eq!(moved.voters.iter().copied().collect::<BTreeSet<_>>(), want);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = Pairs::new();
+    for task in tasks {
+        acked.extend(task.await.expect("writer"));
+    }
+    assert!(acked.len() > 100, "{} writes acknowledged", acked.len());
+
+    // Every acknowledged write is read back through the moved group.
+    for (key, value) in &acked {
+        assert_eq!(client.get(key).await.expect("get").as_ref(), Some(value));
+    }
+    // Group 2's voters hold the same pairs, node 4 among them, and the writes of group 2
+    // acknowledged are all there.
+    let leader = leader_among(&cluster, 2, &want).await;
+    assert_ne!(leader, from, "the leadership left the moved replica");
+    let target = applied(&cluster, leader, 2);
+    let start = Instant::now();
+    while want.iter().any(|&n| applied(&cluster, n, 2) < target) {
+        assert!(start.elapsed() < Duration::from_secs(10), "voters catch up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let held = pairs(&cluster, 4, 2);
+    for &n in &want {
+        assert_eq!(pairs(&cluster, n, 2), held, "node {n} and node 4 agree");
+    }
+    let group2: Pairs = acked
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(b"i/"))
+        .collect();
+    assert!(group2.iter().all(|(k, v)| held.get(k) == Some(v)));
+    // The log had moved on: node 4 was caught up by a snapshot of group 2.
+    let installed = cluster.server(4).groups().get(2).expect("group").sm;
+    assert!(installed.snapshot_writes().count() >= 1);
+    // Node 4 took part in group 2 only.
+    assert!(pairs(&cluster, 4, 1).is_empty() && pairs(&cluster, 4, 3).is_empty());
+    cluster.stop_all().await;
+}
