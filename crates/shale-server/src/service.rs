@@ -350,13 +350,16 @@ impl pb::kv_server::Kv for KvService {
         let r = req.into_inner();
         crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
         let was_leader = lane.leads();
-        // Blocking: the call returns once the learner has caught up, which may take a
-        // snapshot; the client's deadline bounds it.
+        // The call returns once the learner has caught up, which may take a snapshot; the
+        // client's deadline bounds it.
         let result = lane
             .group
             .raft
             .add_learner(r.node_id, BasicNode::new(r.addr), true)
             .await;
+        if result.is_ok() {
+            lane.learner_caught_up(r.node_id).await?;
+        }
         lane.membership(grant, result, was_leader)
     }
 

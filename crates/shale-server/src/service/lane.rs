@@ -181,6 +181,37 @@ impl Lane {
         }
     }
 
+    /// Wait until learner `id` holds the whole log this leader had when the call began.
+    /// openraft's blocking `add_learner` returns once the learner is within
+    /// `replication_lag_threshold` entries (5,000) of the leader, which for a short log is
+    /// at once, before anything reached it; a voter made of it then would count for a
+    /// quorum it cannot serve. Unbounded here: the caller's deadline bounds it.
+    ///
+    /// # Errors
+    /// `UNAVAILABLE` (safe to retry) if this node stops leading meanwhile.
+    pub(super) async fn learner_caught_up(&self, id: NodeId) -> Result<(), Status> {
+        let target = self.group.raft.metrics().borrow().last_log_index;
+        let done = |m: &openraft::RaftMetrics<NodeId, BasicNode>| match &m.replication {
+            None => true,
+            Some(r) => r
+                .get(&id)
+                .is_some_and(|matched| matched.map(|l| l.index) >= target),
+        };
+        let waited = self
+            .group
+            .raft
+            .wait(None)
+            .metrics(done, "the learner holds the leader's log")
+            .await
+            .map_err(|e| retry_safe(Status::unavailable(e.to_string())))?;
+        match waited.replication {
+            Some(_) => Ok(()),
+            None => Err(retry_safe(Status::unavailable(
+                "this node stopped leading while the learner caught up",
+            ))),
+        }
+    }
+
     /// Whether this node leads the group (or is leaving it): a membership change it
     /// starts may be in its log when it fails.
     pub(super) fn leads(&self) -> bool {

@@ -94,6 +94,25 @@ async fn a_replica_moves_to_a_new_node_while_writes_flow() {
 
     // Group 2's leader is the replica that moves: its leadership goes first.
     let from = leaders[1];
+    // The learner holds the leader's whole log when it is added (the move adds it again,
+    // as a move made again after a failure does).
+    let before = applied(&cluster, from, 2);
+    client
+        .add_learner_in(2, 4, &addr.to_string())
+        .await
+        .expect("add the learner");
+    let now = leader_among(&cluster, 2, &[1, 2, 3].into()).await;
+    let leader = cluster.server(now).groups().get(2).expect("group").raft;
+    let matched = leader
+        .metrics()
+        .borrow()
+        .replication
+        .as_ref()
+        .and_then(|r| r.get(&4).copied().flatten());
+    assert!(
+        matched.is_some_and(|m| m.index >= before),
+        "node 4 holds group 2's log to {matched:?}, the leader had applied {before} before"
+    );
     let moved = client
         .move_replica(2, from, 4, &addr.to_string())
         .await
