@@ -49,6 +49,7 @@ mod retry;
 mod routes;
 mod search;
 mod session;
+pub use admin::MOVE_CATCH_UP;
 pub use kv::CasOutcome;
 use routes::Routes;
 pub use routes::{Shard, DEFAULT_GROUP};

@@ -23,5 +23,5 @@ pub mod error;
 pub mod pb;
 pub mod wire;
 
-pub use client::{CasOutcome, Client};
+pub use client::{CasOutcome, Client, MOVE_CATCH_UP};
 pub use error::ClientError;

@@ -55,6 +55,11 @@ pub struct Limits {
     /// The most bytes one received snapshot stream may bring ([`snapshot_budget`] also
     /// bounds it by the disk).
     pub max_snapshot_bytes: u64,
+    /// The most bytes per second a snapshot is sent to one peer at (0: as fast as it
+    /// goes). A replica being added or moved is caught up by a snapshot while the group
+    /// takes writes; this keeps its stream from taking the disk and cores those writes
+    /// need, at the cost of a longer catch-up (TiKV and CockroachDB bound it alike).
+    pub snapshot_send_bytes_per_sec: u64,
 }
 
 impl Default for Limits {
@@ -68,6 +73,7 @@ impl Default for Limits {
             max_client_calls: 256,
             client_call_ms: 30_000,
             max_snapshot_bytes: u64::MAX,
+            snapshot_send_bytes_per_sec: 0,
         }
     }
 }
@@ -351,6 +357,7 @@ mod tests {
             max_client_calls: 0,
             client_call_ms: 5_000,
             max_snapshot_bytes: 0,
+            snapshot_send_bytes_per_sec: 0,
         };
         assert_eq!(bad.problems(5_000).len(), 4, "{:?}", bad.problems(5_000));
     }

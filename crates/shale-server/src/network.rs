@@ -139,6 +139,8 @@ pub struct NetworkFactory {
     /// The group whose `Raft` sends through this factory.
     group: GroupId,
     reachability: Arc<Reachability>,
+    /// The most bytes per second a snapshot is sent at (0: unbounded).
+    snapshot_rate: u64,
 }
 
 impl NetworkFactory {
@@ -151,7 +153,15 @@ impl NetworkFactory {
             cluster: Arc::default(),
             group: DEFAULT_GROUP,
             reachability: Arc::default(),
+            snapshot_rate: 0,
         }
+    }
+
+    /// Send snapshots at most `bytes_per_sec` (0: unbounded).
+    #[must_use]
+    pub fn with_snapshot_rate(mut self, bytes_per_sec: u64) -> Self {
+        self.snapshot_rate = bytes_per_sec;
+        self
     }
 
     /// Name `group` in every RPC (the default is [`DEFAULT_GROUP`]).
@@ -183,6 +193,7 @@ pub struct PeerClient {
     token: Option<Arc<str>>,
     cluster: Arc<OnceLock<u128>>,
     reachability: Arc<Reachability>,
+    snapshot_rate: u64,
 }
 
 /// Check that `addr` is a replica's address as membership records it: `host:port`, the
@@ -247,8 +258,25 @@ impl NetworkFactory {
             token: self.token.clone(),
             cluster: Arc::clone(&self.cluster),
             reachability: Arc::clone(&self.reachability),
+            snapshot_rate: self.snapshot_rate,
         }
     }
+}
+
+/// Sleep until `sent` bytes since `started` are within `bytes_per_sec` (0: unbounded).
+fn pace(started: Instant, sent: u64, bytes_per_sec: u64) {
+    let wait = pace_wait(started.elapsed(), sent, bytes_per_sec);
+    if !wait.is_zero() {
+        std::thread::sleep(wait);
+    }
+}
+
+/// How much longer than `elapsed` sending `sent` bytes at `bytes_per_sec` takes.
+fn pace_wait(elapsed: Duration, sent: u64, bytes_per_sec: u64) -> Duration {
+    if bytes_per_sec == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_secs_f64(sent as f64 / bytes_per_sec as f64).saturating_sub(elapsed)
 }
 
 #[derive(Debug)]
@@ -487,10 +515,14 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::SnapshotFrame>(4);
         let data = snapshot.snapshot;
         let first_vote = convert::vote_to_pb(&vote);
+        let rate = self.snapshot_rate;
         let reader = tokio::task::spawn_blocking(move || -> crate::Result<()> {
             let mut frames = data.frames()?;
             let mut vote = Some(first_vote);
+            let (started, mut sent) = (Instant::now(), 0u64);
             while let Some(frame) = frames.next_frame()? {
+                sent += frame.len() as u64;
+                pace(started, sent, rate);
                 let msg = pb::SnapshotFrame {
                     vote: vote.take(),
                     frame,
@@ -559,6 +591,16 @@ mod tests {
         ] {
             assert!(check_peer_addr(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_snapshot_is_sent_no_faster_than_its_rate() {
+        let mib = 1 << 20;
+        assert_eq!(pace_wait(Duration::ZERO, 100 * mib, 0), Duration::ZERO);
+        let second = Duration::from_secs(1);
+        assert_eq!(pace_wait(Duration::ZERO, 16 * mib, 16 * mib), second);
+        assert_eq!(pace_wait(second / 4, 16 * mib, 16 * mib), second * 3 / 4);
+        assert_eq!(pace_wait(second * 2, 16 * mib, 16 * mib), Duration::ZERO);
     }
 
     #[test]

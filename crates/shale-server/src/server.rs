@@ -388,7 +388,8 @@ impl Server {
         let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
         let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
         let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer))
-            .with_cluster(node_log.cluster_cell());
+            .with_cluster(node_log.cluster_cell())
+            .with_snapshot_rate(cfg.limits.snapshot_send_bytes_per_sec);
         let reachability = network.reachability();
         let refusals = Arc::new(Refusals::default());
         let peers = network.clone();

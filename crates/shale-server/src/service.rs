@@ -350,6 +350,14 @@ impl pb::kv_server::Kv for KvService {
         let r = req.into_inner();
         crate::network::check_peer_addr(&r.addr).map_err(Status::invalid_argument)?;
         let was_leader = lane.leads();
+        // A node that is a member at that address already is not added again: a new
+        // membership entry would restart the replication to it, and with it a snapshot
+        // being streamed to it (a move's catch-up, tried again after the node's limit on
+        // a call's time ended the try before).
+        if lane.leads() && lane.member_at(r.node_id, &r.addr) {
+            lane.learner_caught_up(r.node_id).await?;
+            return Ok(Response::new(lane.membership_now()));
+        }
         // The call returns once the learner has caught up, which may take a snapshot; the
         // client's deadline bounds it.
         let result = lane

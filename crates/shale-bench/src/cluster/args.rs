@@ -45,6 +45,13 @@ pub struct ClusterArgs {
     /// numbers of shards (`--shards 1,2,4`), a fresh cluster each.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
     pub shards: Vec<u32>,
+    /// Passed to each replica as `--snapshot-send-mib-per-sec` (default: unbounded).
+    #[arg(long)]
+    pub snapshot_send_mib_per_sec: Option<u64>,
+    /// Measure only a shard's replica moving to a new node while clients write, the
+    /// shard first loaded with this many MiB (`--move-mib 1024`).
+    #[arg(long, default_value_t = 0)]
+    pub move_mib: u64,
     /// The keys the replicas split their key space at (`--split`), set by the shards
     /// figure for each of its clusters.
     #[arg(skip)]

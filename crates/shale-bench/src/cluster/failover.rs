@@ -8,7 +8,7 @@ use shale_client::Client;
 
 use super::args::ClusterArgs;
 use super::measure::percentile;
-use super::replica::{start, wait_for_leader, Node};
+use super::replica::{start, wait_for_leader, Node, Start};
 
 /// How long after a kill a write may take to be acknowledged before the kill counts as
 /// one with no write.
@@ -38,7 +38,7 @@ pub async fn reelection(
             Some(ms) => times_ms.push(ms),
             None => no_write += 1,
         }
-        start(args, nodes, i, false)?;
+        start(args, nodes, i, Start::Member)?;
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     times_ms.sort_unstable();
@@ -83,7 +83,7 @@ pub async fn catch_up(
     nodes.push(Node::on_free_port(4)?);
     let new = nodes.len() - 1;
     let t = Instant::now();
-    start(args, nodes, new, false)?;
+    start(args, nodes, new, Start::Member)?;
     let addr = nodes.get(new).map(|n| n.addr.clone()).unwrap_or_default();
     loop {
         if let Ok(s) = client.status_of(&addr).await {

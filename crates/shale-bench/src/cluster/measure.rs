@@ -3,6 +3,7 @@
 //! runtime's tasks; holds no state between measurements.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,16 +23,35 @@ where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = bool> + Send,
 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let timer = {
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let driven = drive_until(clients, stop, op).await;
+    let _ = timer.await;
+    driven
+}
+
+/// `clients` tasks each running `op(client, n)` until `stop` is set: the rate of the
+/// operations that succeeded (per second) and their latencies (µs), sorted.
+pub async fn drive_until<F, Fut>(clients: usize, stop: Arc<AtomicBool>, op: F) -> (f64, Vec<u64>)
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send,
+{
     let op = Arc::new(op);
     let start = Instant::now();
-    let end = start + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for c in 0..clients {
-        let op = Arc::clone(&op);
+        let (op, stop) = (Arc::clone(&op), Arc::clone(&stop));
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut n = 0u64;
-            while Instant::now() < end {
+            while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 if op(c, n).await {
                     lat.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));

@@ -34,14 +34,22 @@ impl Node {
     }
 }
 
-/// Start the replica `nodes[i]` with every other node as its peer: the first with
-/// `bootstrap`, one added later (id above 3) with `--join`.
-pub fn start(
-    args: &ClusterArgs,
-    nodes: &mut [Node],
-    i: usize,
-    bootstrap: bool,
-) -> Result<(), String> {
+/// How a replica starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The first node of a new cluster (`--bootstrap`).
+    Bootstrap,
+    /// One of the first three, or one added later (id above 3) that joins group 1 at
+    /// once (`--join`).
+    Member,
+    /// One added later that waits, a member of no group, to be added to one (a shard's
+    /// replica moving to it).
+    Spare,
+}
+
+/// Start the replica `nodes[i]` with every other node as its peer, as `how` says; its
+/// output goes to `node-<id>.log` in the run's directory.
+pub fn start(args: &ClusterArgs, nodes: &mut [Node], i: usize, how: Start) -> Result<(), String> {
     let peers: Vec<String> = nodes
         .iter()
         .enumerate()
@@ -62,28 +70,43 @@ pub fn start(
         cmd.arg("--peer").arg(p);
     }
     settings(args, node.id, &mut cmd);
-    if bootstrap {
-        cmd.arg("--bootstrap");
-    } else if node.id > 3 {
-        cmd.arg("--join");
+    match how {
+        Start::Bootstrap => {
+            cmd.arg("--bootstrap");
+        }
+        Start::Member if node.id > 3 => {
+            cmd.arg("--join");
+        }
+        Start::Member | Start::Spare => {}
     }
+    std::fs::create_dir_all(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
+    let log_path = args.dir.join(format!("node-{}.log", node.id));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let err = log.try_clone().map_err(|e| e.to_string())?;
     let child = cmd
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log)
+        .stderr(err)
         .spawn()
         .map_err(|e| format!("{}: {e}", args.server_bin.display()))?;
     node.child = Some(child);
     Ok(())
 }
 
-/// The flags every replica gets from the command line: snapshots, threads, TLS, embedding,
-/// splits.
+/// The flags every replica gets from the command line: snapshots and their send rate,
+/// threads, TLS, embedding, splits.
 fn settings(args: &ClusterArgs, id: u64, cmd: &mut Command) {
     cmd.arg("--snapshot-every")
         .arg(args.snapshot_every.to_string());
     for split in &args.splits {
         cmd.arg("--split").arg(split);
+    }
+    if let Some(mib) = args.snapshot_send_mib_per_sec {
+        cmd.arg("--snapshot-send-mib-per-sec").arg(mib.to_string());
     }
     if let Some(n) = args.server_worker_threads {
         cmd.arg("--worker-threads").arg(n.to_string());
@@ -111,7 +134,12 @@ pub async fn start_cluster(
         .map(Node::on_free_port)
         .collect::<Result<Vec<_>, _>>()?;
     for i in 0..3 {
-        start(args, &mut nodes, i, i == 0)?;
+        let how = if i == 0 {
+            Start::Bootstrap
+        } else {
+            Start::Member
+        };
+        start(args, &mut nodes, i, how)?;
     }
     let endpoints: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
     let mut client = Client::new(endpoints, None)

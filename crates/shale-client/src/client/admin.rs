@@ -10,6 +10,10 @@ use crate::pb;
 use crate::pb::kv_client::KvClient;
 use crate::wire::{with_token, GROUP_HEADER};
 
+/// The longest [`Client::move_replica`] waits for its learner to catch up; a larger
+/// shard's move is made again until it completes.
+pub const MOVE_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(600);
+
 impl Client {
     /// Add node `node_id`, reachable at `addr`, as a learner; returns once it has caught up
     /// (within the client's deadline). Then [`Client::add_voters`] makes it a voter.
@@ -51,8 +55,10 @@ impl Client {
     /// membership after the change. The replica on `from` stops taking part in the group;
     /// its files stay on `from`'s disk.
     ///
-    /// A move that fails part way can be made again: a learner added again is caught up
-    /// again, and replacing a voter that is gone already changes nothing more.
+    /// The learner's catch-up is awaited for up to [`MOVE_CATCH_UP`], across the node's
+    /// limit on one call's time. A move that fails part way can be made again: a learner
+    /// added again is caught up again, and a replica that is no voter any more is
+    /// refused.
     ///
     /// # Errors
     /// See [`ClientError`]; `Refused` if `from` is not a voter or `to` is one already.
@@ -63,7 +69,7 @@ impl Client {
         to: u64,
         addr: &str,
     ) -> Result<pb::MembershipResponse, ClientError> {
-        let joined = self.add_learner_in(group, to, addr).await?;
+        let joined = self.join_as_learner(group, to, addr).await?;
         if !joined.voters.contains(&from) {
             return Err(ClientError::Refused(format!(
                 "node {from} is not a voter of group {group}"
@@ -81,6 +87,26 @@ impl Client {
             }
         }
         self.change_voters_in(group, &[to], &[from]).await
+    }
+
+    /// [`Client::add_learner_in`], made again while a try ends for want of time (the
+    /// node's limit on a call's time, or the client's deadline) with the learner still
+    /// catching up, for at most [`MOVE_CATCH_UP`]: adding a learner again is a no-op
+    /// that waits for its catch-up once more.
+    async fn join_as_learner(
+        &self,
+        group: u64,
+        to: u64,
+        addr: &str,
+    ) -> Result<pb::MembershipResponse, ClientError> {
+        let started = std::time::Instant::now();
+        loop {
+            match self.add_learner_in(group, to, addr).await {
+                Err(ClientError::Ambiguous(_) | ClientError::Timeout { .. })
+                    if started.elapsed() < MOVE_CATCH_UP => {}
+                answer => return answer,
+            }
+        }
     }
 
     /// The leader of `group` as the first node that answers knows it.

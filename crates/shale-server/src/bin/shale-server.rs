@@ -119,6 +119,10 @@ struct Args {
     /// The most bytes a received snapshot may bring (besides half the free disk).
     #[arg(long)]
     max_snapshot_bytes: Option<u64>,
+    /// The most MiB per second a snapshot is sent to one peer at (default: as fast as it
+    /// goes); a replica caught up while writes flow then takes less from them.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    snapshot_send_mib_per_sec: Option<u64>,
     /// Threads of the async runtime that serves RPCs and drives Raft (default: one per
     /// core). Storage calls run on a separate blocking pool either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
@@ -254,6 +258,7 @@ fn config(args: &Args) -> ServerConfig {
         max_streams_per_connection: args.max_streams_per_connection,
         client_call_ms: args.client_call_ms,
         max_snapshot_bytes: args.max_snapshot_bytes.unwrap_or(u64::MAX),
+        snapshot_send_bytes_per_sec: args.snapshot_send_mib_per_sec.map_or(0, |m| m << 20),
     };
     if let (Some(cert), Some(key), Some(ca)) = (&args.tls_cert, &args.tls_key, &args.tls_ca) {
         cfg.tls = Some(shale_server::tls::TlsFiles {

@@ -181,6 +181,26 @@ impl Lane {
         }
     }
 
+    /// Whether node `id` is a member of the group (voter or learner) reached at `addr`.
+    pub(super) fn member_at(&self, id: NodeId, addr: &str) -> bool {
+        let metrics = self.group.raft.metrics();
+        let m = metrics.borrow();
+        let node = m.membership_config.membership().get_node(&id).cloned();
+        node.is_some_and(|n| n.addr == addr)
+    }
+
+    /// The group's membership as this node knows it now.
+    pub(super) fn membership_now(&self) -> pb::MembershipResponse {
+        let metrics = self.group.raft.metrics();
+        let m = metrics.borrow();
+        let config = &m.membership_config;
+        pb::MembershipResponse {
+            index: config.log_id().map_or(0, |l| l.index),
+            voters: config.membership().voter_ids().collect(),
+            learners: config.membership().learner_ids().collect(),
+        }
+    }
+
     /// Wait until learner `id` holds the whole log this leader had when the call began.
     /// openraft's blocking `add_learner` returns once the learner is within
     /// `replication_lag_threshold` entries (5,000) of the leader, which for a short log is
