@@ -278,6 +278,19 @@ async fn bind(cfg: &ServerConfig) -> Result<(TcpListener, Option<TcpListener>)> 
     Ok((listener, metrics))
 }
 
+/// How the node reaches its peers: with `token` or over `tls`, naming the cluster of
+/// `node_log`, sending snapshots at the rate `cfg`'s limits allow.
+fn peer_network(
+    cfg: &ServerConfig,
+    token: Option<Arc<str>>,
+    tls: Option<&Tls>,
+    node_log: &LogStore,
+) -> NetworkFactory {
+    NetworkFactory::new(token, tls.map(Tls::peer))
+        .with_cluster(node_log.cluster_cell())
+        .with_snapshot_rate(cfg.limits.snapshot_send_bytes_per_sec)
+}
+
 /// The Raft service for the peers, behind the replicas' credential.
 fn raft_service(
     cfg: &ServerConfig,
@@ -387,9 +400,7 @@ impl Server {
             .map_err(|e| Error::Transport(format!("local address: {e}")))?;
         let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
         let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
-        let network = NetworkFactory::new(peer_token.clone(), tls.as_ref().map(Tls::peer))
-            .with_cluster(node_log.cluster_cell())
-            .with_snapshot_rate(cfg.limits.snapshot_send_bytes_per_sec);
+        let network = peer_network(&cfg, peer_token.clone(), tls.as_ref(), &node_log);
         let reachability = network.reachability();
         let refusals = Arc::new(Refusals::default());
         let peers = network.clone();
