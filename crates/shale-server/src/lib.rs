@@ -47,6 +47,7 @@ pub mod metrics;
 pub mod network;
 mod proposer;
 pub mod restore;
+pub mod retention;
 pub mod server;
 pub mod service;
 pub mod shard;

@@ -35,6 +35,7 @@
 
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
@@ -66,6 +67,8 @@ pub struct LogStore {
     joining: Arc<Mutex<()>>,
     /// How the vote is written: synced, unless a test asks otherwise.
     vote_writes: WriteOptions,
+    /// Encoded bytes of the entries appended to this group's log since it was opened.
+    appended: Arc<AtomicU64>,
 }
 
 /// How long a purge waits for the snapshot that covers it to be durable.
@@ -98,6 +101,7 @@ impl LogStore {
             cluster: Arc::default(),
             joining: Arc::default(),
             vote_writes: WriteOptions::sync(),
+            appended: Arc::default(),
         })
     }
 
@@ -115,7 +119,14 @@ impl LogStore {
             cluster: Arc::clone(&self.cluster),
             joining: Arc::clone(&self.joining),
             vote_writes: self.vote_writes,
+            appended: Arc::default(),
         }
+    }
+
+    /// Encoded bytes of the entries appended to this group's log since it was opened (a
+    /// tally for [`crate::retention`]: entries truncated or purged are not taken off).
+    pub fn appended_bytes(&self) -> u64 {
+        self.appended.load(Ordering::Relaxed)
     }
 
     /// The group whose log this is.
@@ -477,6 +488,8 @@ impl LogStore {
         tokio::task::spawn_blocking(move || {
             this.db.write(batch, opts)?;
             if !appended.is_empty() {
+                let bytes = appended.iter().map(|(_, len)| *len as u64).sum::<u64>();
+                this.appended.fetch_add(bytes, Ordering::Relaxed);
                 this.cache().push(appended);
             }
             Ok(())

@@ -31,6 +31,7 @@ use crate::metrics::{Metrics, NodeCollector, RequestLayer};
 use crate::network::{NetworkFactory, MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES};
 use crate::pb::kv_server::KvServer;
 use crate::pb::raft_server::RaftServer;
+use crate::retention::Retention;
 use crate::service::{KvService, RaftService, ReadConsistency, ShardSearch};
 use crate::state_machine::StateMachineStore;
 use crate::tls::{Tls, TlsFiles};
@@ -58,8 +59,9 @@ pub struct ServerConfig {
     pub election_timeout_max_ms: u64,
     /// A snapshot is built after this many applied entries since the last one.
     pub snapshot_every_entries: u64,
-    /// Entries kept in the log behind a snapshot, for followers that lag a little.
-    pub log_entries_kept_after_snapshot: u64,
+    /// What each group's log keeps behind a snapshot, for followers that lag a little
+    /// and members still catching up ([`crate::retention`]).
+    pub retention: Retention,
     /// How long a client request may wait for a commit or a read barrier.
     pub request_timeout_ms: u64,
     /// Where to serve metrics over HTTP (`GET /metrics`), if anywhere; port 0 picks a free
@@ -110,7 +112,7 @@ impl ServerConfig {
             election_timeout_min_ms: 300,
             election_timeout_max_ms: 400,
             snapshot_every_entries: 10_000,
-            log_entries_kept_after_snapshot: 1_000,
+            retention: Retention::default(),
             request_timeout_ms: 5_000,
             metrics_listen: None,
             tls: None,
@@ -209,7 +211,8 @@ impl ServerConfig {
             election_timeout_min: self.election_timeout_min_ms,
             election_timeout_max: self.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every_entries),
-            max_in_snapshot_log_to_keep: self.log_entries_kept_after_snapshot,
+            // The node's retention tasks purge the log (`crate::retention`).
+            max_in_snapshot_log_to_keep: u64::MAX,
             ..Default::default()
         }
         .validate()
@@ -383,6 +386,8 @@ pub struct Server {
     serving: Option<JoinHandle<std::result::Result<(), tonic::transport::Error>>>,
     /// The metrics listener and the health task: stopped with the node.
     helpers: Vec<JoinHandle<()>>,
+    /// Each group's log retention task: aborted with the node.
+    keepers: Vec<JoinHandle<()>>,
 }
 
 impl Server {
@@ -413,6 +418,7 @@ impl Server {
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
         let mut helpers = crate::health::follow(&groups, health);
+        let keepers = crate::retention::keep(&groups, cfg.retention);
         let kv = kv(&cfg, &groups, peers);
         let raft_svc = raft_service(
             &cfg,
@@ -457,6 +463,7 @@ impl Server {
             stop,
             serving: Some(serving),
             helpers,
+            keepers,
         })
     }
 
@@ -558,6 +565,7 @@ impl Server {
     /// # Errors
     /// `Raft`, `Transport`, `Engine` for whatever failed to stop cleanly.
     pub async fn shutdown(mut self) -> Result<()> {
+        self.keepers.iter().for_each(JoinHandle::abort);
         let mut raft = Ok(());
         for id in self.groups.ids() {
             if let Some(group) = self.groups.get(id) {

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use shale_server::limits::Limits;
+use shale_server::retention::Retention;
 use shale_server::service::ReadConsistency;
 use shale_server::{NodeId, Server, ServerConfig};
 
@@ -68,6 +69,13 @@ struct Args {
     /// more is sent the snapshot.
     #[arg(long, default_value_t = 1_000)]
     keep_log_entries: u64,
+    /// On a leader, the most log entries kept for a member still catching up (a learner
+    /// receiving a snapshot); one that needs more is sent a newer snapshot.
+    #[arg(long, default_value_t = 1_000_000)]
+    keep_log_for_lagging_entries: u64,
+    /// The same bound in MiB of entries.
+    #[arg(long, default_value_t = 1_024)]
+    keep_log_for_lagging_mib: u64,
     /// Every replica embeds the texts it applies, rather than the leader once for all
     /// (docs/replication.md, "Embed once").
     #[arg(long)]
@@ -243,7 +251,11 @@ fn config(args: &Args) -> ServerConfig {
     cfg.read_only_token = env_token("SHALE_READ_ONLY_TOKEN");
     cfg.peer_token = env_token("SHALE_PEER_TOKEN");
     cfg.snapshot_every_entries = args.snapshot_every;
-    cfg.log_entries_kept_after_snapshot = args.keep_log_entries;
+    cfg.retention = Retention {
+        after_snapshot_entries: args.keep_log_entries,
+        lagging_entries: args.keep_log_for_lagging_entries,
+        lagging_bytes: args.keep_log_for_lagging_mib.saturating_mul(1 << 20),
+    };
     cfg.embed_once = !args.embed_on_every_replica;
     cfg.read_consistency = args.read_consistency.into();
     cfg.splits = args.splits.iter().map(|k| k.as_bytes().to_vec()).collect();

@@ -85,6 +85,7 @@ fn cold(store: &LogStore) -> LogStore {
         cluster: Arc::default(),
         joining: Arc::default(),
         vote_writes: store.vote_writes,
+        appended: Arc::default(),
     }
 }
 

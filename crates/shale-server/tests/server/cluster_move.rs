@@ -157,3 +157,82 @@ async fn a_replica_moves_to_a_new_node_while_writes_flow() {
     assert!(pairs(&cluster, 4, 1).is_empty() && pairs(&cluster, 4, 3).is_empty());
     cluster.stop_all().await;
 }
+
+/// A learner whose snapshot streams far slower than the leader builds snapshots (one every
+/// 40 entries; the stream paced to 64 KiB/s) still catches up: the leader keeps the log
+/// after the snapshot it sent until the learner's install ends (`retention.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_learner_slower_than_the_leaders_snapshots_catches_up() {
+    let mut t = common::timings();
+    t.snapshot_every_entries = 40;
+    t.log_entries_kept_after_snapshot = 5;
+    t.limits.snapshot_send_bytes_per_sec = 64 << 10;
+    let mut cluster = Cluster::start(3, t).await;
+    group_leaders(&cluster, &[1]).await;
+    // A deadline past the catch-up's (the learner is added by one call).
+    let client = Client::new(cluster.endpoints(), None).expect("client");
+    let client = Arc::new(client.with_deadline(Duration::from_secs(60)));
+    // About 400 KiB to stream: some 6 s at the paced rate.
+    for i in 0..50u32 {
+        let value = vec![u8::try_from(i).expect("small"); 8 << 10];
+        client
+            .put(format!("big/{i:02}").as_bytes(), &value)
+            .await
+            .expect("put");
+    }
+    let addr = cluster
+        .start_node(4, "127.0.0.1:0".parse().expect("addr"))
+        .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = writers(&client, &stop);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let snapshot_at = |cluster: &Cluster| {
+        let raft = cluster.server(1).groups().get(1).expect("group").raft;
+        let snapshot = raft.metrics().borrow().snapshot;
+        snapshot.map_or(0, |l| l.index)
+    };
+    // The leader's log is purged behind its snapshots: node 4 needs a snapshot.
+    let start = Instant::now();
+    while [1, 2, 3].iter().any(|&n| {
+        let raft = cluster.server(n).groups().get(1).expect("group").raft;
+        let purged = raft.metrics().borrow().purged;
+        purged.is_none()
+    }) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the logs are purged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first = snapshot_at(&cluster);
+    let started = Instant::now();
+    client
+        .add_learner_in(1, 4, &addr.to_string())
+        .await
+        .expect("the learner catches up within the deadline");
+    let took = started.elapsed();
+    let moved_on = snapshot_at(&cluster) - first;
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = Pairs::new();
+    for task in tasks {
+        acked.extend(task.await.expect("writer"));
+    }
+    let installed = cluster.server(4).groups().get(1).expect("group").sm;
+    let installs = installed.snapshot_writes().count();
+    assert!(
+        installs >= 1 && moved_on >= 200,
+        "node 4 installed {installs} snapshots in {took:?}, node 1's moved on {moved_on}"
+    );
+    // Node 4 holds every acknowledged write once it applied the leader's log.
+    let leader = leader_among(&cluster, 1, &[1, 2, 3].into()).await;
+    let target = applied(&cluster, leader, 1);
+    let start = Instant::now();
+    while applied(&cluster, 4, 1) < target {
+        assert!(start.elapsed() < Duration::from_secs(10), "node 4 applies");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let held = pairs(&cluster, 4, 1);
+    assert_eq!(held, pairs(&cluster, leader, 1));
+    assert!(acked.iter().all(|(k, v)| held.get(k) == Some(v)));
+    cluster.stop_all().await;
+}

@@ -65,7 +65,7 @@ impl Cluster {
         cfg.election_timeout_min_ms = 300;
         cfg.election_timeout_max_ms = 600;
         cfg.snapshot_every_entries = self.timings.snapshot_every_entries;
-        cfg.log_entries_kept_after_snapshot = self.timings.log_entries_kept_after_snapshot;
+        cfg.retention.after_snapshot_entries = self.timings.log_entries_kept_after_snapshot;
         cfg.request_timeout_ms = 3_000;
         cfg.limits = self.timings.limits;
         cfg.embed_once = self.timings.embed_once;
