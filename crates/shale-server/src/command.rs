@@ -11,6 +11,7 @@ use shale::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::error::{Error, Result};
 use crate::format::RESERVED_PREFIX;
 use crate::shard::Shard;
+use crate::GroupId;
 
 /// The limits of one command are the protocol's: a client checks them too. See
 /// [`crate::network::MAX_APPEND_BYTES`] for why a command stays small.
@@ -58,6 +59,16 @@ pub enum Command {
     Embedded {
         cmd: Box<Command>,
         vectors: Vec<CarriedVector>,
+    },
+    /// Split the group's shard at `at` (docs/replication.md, "Splitting a shard"): the
+    /// group keeps the keys below `at`, and a new group `child`, seeded on every replica
+    /// from the state this entry leaves, serves the keys from `at` on. Applied only while
+    /// the shard's version is `version` and `at` lies inside it past its start; refused
+    /// otherwise, changing nothing. Proposed alone.
+    Split {
+        at: Vec<u8>,
+        child: GroupId,
+        version: u64,
     },
 }
 
@@ -162,6 +173,8 @@ pub enum Response {
     /// opened, or closed to make room for newer ones) or its answer was forgotten: whether
     /// an earlier try applied cannot be said.
     SessionExpired(String),
+    /// A [`Command::Split`]: the shard the group keeps, and the child's.
+    Split { kept: Shard, child: Shard },
     /// A write or compare-and-set with a key outside the group's shard: nothing applied
     /// (nor, in a session, recorded), on every replica alike. The shard is the group's
     /// now, for the client to find the right group.
@@ -219,11 +232,12 @@ fn validate_batch(cmds: &[Command]) -> Result<()> {
                 | Command::DefineIndex(_)
                 | Command::OpenSession
                 | Command::Embedded { .. }
+                | Command::Split { .. }
         )
     }) {
         return Err(Error::InvalidArgument(
-            "a batch holds a batch, an index definition, a session's opening or \
-             carried vectors"
+            "a batch holds a batch, an index definition, a session's opening, \
+             carried vectors or a split"
                 .into(),
         ));
     }
@@ -268,16 +282,30 @@ impl Command {
             Command::Embedded { cmd, vectors } => {
                 if matches!(
                     **cmd,
-                    Command::Embedded { .. } | Command::DefineIndex(_) | Command::OpenSession
+                    Command::Embedded { .. }
+                        | Command::DefineIndex(_)
+                        | Command::OpenSession
+                        | Command::Split { .. }
                 ) {
                     return Err(Error::InvalidArgument(
-                        "vectors carried for an index definition, a session's opening or \
-                         vectors"
+                        "vectors carried for an index definition, a session's opening, \
+                         vectors or a split"
                             .into(),
                     ));
                 }
                 cmd.validate()?;
                 check_carried(vectors, cmd.put_values().len())
+            }
+            Command::Split { at, child, .. } => {
+                if at.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "a split at the empty key would leave a group no key".into(),
+                    ));
+                }
+                if *child == 0 {
+                    return Err(Error::InvalidArgument("group ids start at 1".into()));
+                }
+                check_key(at)
             }
         }
     }
@@ -287,7 +315,10 @@ impl Command {
     pub fn ops(&self) -> usize {
         match self {
             Command::Write(ops) => ops.len(),
-            Command::CompareAndSet { .. } | Command::DefineIndex(_) | Command::OpenSession => 1,
+            Command::CompareAndSet { .. }
+            | Command::DefineIndex(_)
+            | Command::OpenSession
+            | Command::Split { .. } => 1,
             Command::Batch(cmds) => cmds.iter().map(Command::ops).sum(),
             Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.ops(),
         }
@@ -307,7 +338,7 @@ impl Command {
             Command::CompareAndSet { key, .. } => keys.push(key),
             Command::Batch(cmds) => cmds.iter().for_each(|c| c.push_keys(keys)),
             Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.push_keys(keys),
-            Command::DefineIndex(_) | Command::OpenSession => {}
+            Command::DefineIndex(_) | Command::OpenSession | Command::Split { .. } => {}
         }
     }
 
@@ -317,7 +348,10 @@ impl Command {
             Command::CompareAndSet { .. } => true,
             Command::Batch(cmds) => cmds.iter().any(Command::compares),
             Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.compares(),
-            Command::Write(_) | Command::DefineIndex(_) | Command::OpenSession => false,
+            Command::Write(_)
+            | Command::DefineIndex(_)
+            | Command::OpenSession
+            | Command::Split { .. } => false,
         }
     }
 
@@ -342,6 +376,7 @@ impl Command {
             Command::DefineIndex(spec) => spec.name.len().saturating_add(spec.prefix.len()),
             Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.bytes(),
             Command::OpenSession => 0,
+            Command::Split { at, .. } => at.len(),
         }
     }
 
@@ -384,7 +419,10 @@ impl Command {
                 new_value: Some(v),
                 ..
             } => puts.push((key, v)),
-            Command::CompareAndSet { .. } | Command::DefineIndex(_) | Command::OpenSession => {}
+            Command::CompareAndSet { .. }
+            | Command::DefineIndex(_)
+            | Command::OpenSession
+            | Command::Split { .. } => {}
             Command::Batch(cmds) => cmds.iter().for_each(|c| c.add_puts(puts)),
             Command::InSession { cmd, .. } | Command::Embedded { cmd, .. } => cmd.add_puts(puts),
         }

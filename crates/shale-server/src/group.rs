@@ -134,6 +134,7 @@ pub fn open_state(data_dir: &Path, id: GroupId, shard: &Shard) -> Result<StateMa
     let dir = state_dir(data_dir, id);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", &dir, e))?;
     let sm = StateMachineStore::open(&dir, Options::default())?;
+    sm.seed_groups_in(data_dir);
     let have = sm.shard();
     if have == *shard {
         return Ok(sm);

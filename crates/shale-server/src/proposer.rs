@@ -141,9 +141,13 @@ async fn run(to: Target, mut queue: mpsc::Receiver<Proposal>) {
 
 /// Whether `cmd` may share an entry: an index definition changes what the commands
 /// after it may write, so it is proposed alone; a session is named by the index of the
-/// entry that opens it, so that entry opens one alone.
+/// entry that opens it, so that entry opens one alone; a split changes the keys the group
+/// serves.
 fn batchable(cmd: &Command) -> bool {
-    !matches!(cmd, Command::DefineIndex(_) | Command::OpenSession)
+    !matches!(
+        cmd,
+        Command::DefineIndex(_) | Command::OpenSession | Command::Split { .. }
+    )
 }
 
 /// Propose `batch` as one entry (a lone command as itself) in `slot`, with the vectors of

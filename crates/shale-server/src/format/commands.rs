@@ -15,6 +15,7 @@ const COMMAND_DEFINE_INDEX_KEYWORDS: u8 = 5;
 const COMMAND_IN_SESSION: u8 = 6;
 const COMMAND_OPEN_SESSION: u8 = 7;
 const COMMAND_EMBEDDED: u8 = 8;
+const COMMAND_SPLIT: u8 = 9;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
@@ -82,6 +83,12 @@ pub(super) fn put_command(out: &mut Vec<u8>, cmd: &Command) {
             }
             put_command(out, cmd);
         }
+        Command::Split { at, child, version } => {
+            codec::put_u8(out, COMMAND_SPLIT);
+            codec::put_length_prefixed(out, at);
+            codec::put_u64(out, *child);
+            codec::put_u64(out, *version);
+        }
     }
 }
 
@@ -116,6 +123,11 @@ pub(super) fn get_command(d: &mut Decoder<'_>) -> Result<Command, codec::DecodeE
         COMMAND_IN_SESSION => get_in_session(d),
         COMMAND_OPEN_SESSION => Ok(Command::OpenSession),
         COMMAND_EMBEDDED => get_embedded(d),
+        COMMAND_SPLIT => Ok(Command::Split {
+            at: d.length_prefixed("split key")?.to_vec(),
+            child: d.u64("child group")?,
+            version: d.u64("shard version")?,
+        }),
         COMMAND_CAS => Ok(Command::CompareAndSet {
             key: d.length_prefixed("key")?.to_vec(),
             expected: get_opt_bytes(d, "expected value")?,

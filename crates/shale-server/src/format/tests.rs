@@ -98,6 +98,14 @@ fn entries() -> Vec<Entry> {
             log_id: lid(2, 1, 12),
             payload: normal(documented_vectors()),
         },
+        RaftEntry {
+            log_id: lid(2, 1, 13),
+            payload: normal(Command::Split {
+                at: b"m/42".to_vec(),
+                child: 7,
+                version: u64::MAX,
+            }),
+        },
     ]
 }
 

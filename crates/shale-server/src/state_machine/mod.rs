@@ -54,6 +54,7 @@ mod carried;
 mod indexes;
 mod sessions;
 mod snapshots;
+mod split;
 mod store;
 mod supply;
 
@@ -62,6 +63,7 @@ pub use indexes::embedder;
 use indexes::{check_indexes, open_indexes};
 use sessions::{Sessions, Unflushed, Verdict};
 pub use sessions::{MAX_ANSWERS_PER_SESSION, MAX_SESSIONS};
+use split::Split;
 use store::{
     current_snapshot_header, lock, read_generation, read_meta, read_shard, sm_dir,
     write_generation, Indexes, Membership, Shared, CURRENT_SNAPSHOT, SNAPSHOT_DIR,
@@ -142,6 +144,7 @@ impl StateMachineStore {
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 data_dir: data_dir.to_path_buf(),
+                node_dir: std::sync::OnceLock::new(),
                 opts,
                 db: RwLock::new(db),
                 indexes: RwLock::new(indexes),
@@ -209,6 +212,13 @@ impl StateMachineStore {
     /// store waits for before it purges ([`crate::log_store::LogStore::purging_behind`]).
     pub fn durable_snapshots(&self) -> tokio::sync::watch::Receiver<u64> {
         self.shared.durable_snapshot.subscribe()
+    }
+
+    /// Seed the groups this group's splits make in `node_dir`, the node's data directory
+    /// ([`crate::group::state_dir`]); set once, before the group applies anything. A
+    /// split applied without it fails (and stops the node).
+    pub fn seed_groups_in(&self, node_dir: &Path) {
+        let _ = self.shared.node_dir.set(node_dir.to_path_buf());
     }
 
     /// The keys the group serves now.
@@ -282,10 +292,9 @@ impl StateMachineStore {
         // A failed apply ends the node (openraft's storage errors are fatal), so the
         // sessions may change as the call goes: they are never seen half applied.
         let mut sessions = lock(&self.shared.sessions);
-        let shard = self.shard();
         let mut call = Call {
             batch: WriteBatch::new(),
-            shard: &shard,
+            shard: self.shard(),
             // Writes of earlier entries in this call, which the database does not see
             // yet: a compare-and-set after a put of the same key must read the put.
             pending: Pending::for_entries(&entries),
@@ -312,6 +321,22 @@ impl StateMachineStore {
                         self.commit(&db, earlier, before, membership.take())?;
                         call.pending.clear();
                         self.define_index(&db, &mut call.batch, spec.clone())?
+                    }
+                    Command::Split { at, child, version } => {
+                        let earlier = std::mem::take(&mut call.batch);
+                        self.commit(&db, earlier, before, membership.take())?;
+                        call.pending.clear();
+                        let split = Split {
+                            at,
+                            child: *child,
+                            version: *version,
+                            log_id: entry.log_id,
+                        };
+                        match cmd.validate() {
+                            Err(e) => Response::Refused(e.to_string()),
+                            // Committed at once: the entries after it see the new shard.
+                            Ok(()) => self.split(&db, &mut call, &split)?,
+                        }
                     }
                     cmd => {
                         let indexes = self
@@ -437,7 +462,7 @@ impl<'a> Pending<'a> {
 struct Call<'a, 's> {
     batch: WriteBatch,
     /// The keys the group serves: a write of any other is refused.
-    shard: &'s Shard,
+    shard: Shard,
     pending: Pending<'a>,
     sessions: &'s mut Sessions,
     unflushed: Unflushed,
@@ -500,10 +525,12 @@ fn apply_command<'a>(
             offer_carried(call.supply, indexes, cmd, vectors);
             apply_command(db, indexes, call, index, cmd)
         }
-        // Proposed alone, and applied by `StateMachineStore::define_index`.
+        // Proposed alone, and applied by `StateMachineStore::define_index` and
+        // `StateMachineStore::split`.
         Command::DefineIndex(_) => Ok(Response::Refused(
             "an index definition inside a batch".into(),
         )),
+        Command::Split { .. } => Ok(Response::Refused("a split inside a batch".into())),
     }
 }
 
@@ -645,3 +672,5 @@ mod tests;
 mod tests_sessions;
 #[cfg(test)]
 mod tests_shard;
+#[cfg(test)]
+mod tests_split;

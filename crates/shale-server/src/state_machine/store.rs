@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use openraft::{BasicNode, LogId, SnapshotMeta, StoredMembership};
 use shale::fs::FileSystem;
@@ -47,6 +47,8 @@ pub struct ReplicatedIndex {
 
 pub(super) struct Shared {
     pub(super) data_dir: PathBuf,
+    /// The node's data directory, where a split seeds its child's state (`split.rs`).
+    pub(super) node_dir: OnceLock<PathBuf>,
     pub(super) opts: Options,
     pub(super) db: RwLock<Arc<Db>>,
     /// Replaced with `db` by an install; written by the apply of an index definition.
