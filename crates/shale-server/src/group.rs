@@ -125,7 +125,8 @@ pub fn state_dir(data_dir: &Path, id: GroupId) -> PathBuf {
 }
 
 /// Open group `id`'s state machine in `data_dir`, serving `shard`: a new group claims it,
-/// one with data must serve it already.
+/// one with data must serve it already, or the part of it a split left the group
+/// (the same start, an end no later, a later version).
 ///
 /// # Errors
 /// `Config` for a group whose data serves another shard (the node was started with other
@@ -136,7 +137,7 @@ pub fn open_state(data_dir: &Path, id: GroupId, shard: &Shard) -> Result<StateMa
     let sm = StateMachineStore::open(&dir, Options::default())?;
     sm.seed_groups_in(data_dir);
     let have = sm.shard();
-    if have == *shard {
+    if have == *shard || split_from(&have, shard) {
         return Ok(sm);
     }
     if sm.applied().0.is_none() {
@@ -148,6 +149,41 @@ pub fn open_state(data_dir: &Path, id: GroupId, shard: &Shard) -> Result<StateMa
          its data was made with",
         dir.display()
     )]))
+}
+
+/// Whether `have` is what splits leave of `laid_out`: the same start, an end no later, a
+/// later version.
+fn split_from(have: &Shard, laid_out: &Shard) -> bool {
+    let ends_within = match (&have.end, &laid_out.end) {
+        (_, None) => true,
+        (Some(h), Some(l)) => h <= l,
+        (None, Some(_)) => false,
+    };
+    have.start == laid_out.start && have.version > laid_out.version && ends_within
+}
+
+/// The groups splits seeded in `data_dir` (`groups/<id>/state/` with a `READY` marker:
+/// `state_machine/split.rs`), with each split's log id, ascending.
+///
+/// # Errors
+/// `Io`; `Corruption` for a marker that does not decode.
+pub fn seeded(data_dir: &Path) -> Result<Vec<crate::state_machine::Seeded>> {
+    let root = data_dir.join("groups");
+    if !root.exists() {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&root).map_err(|e| Error::io("readdir", &root, e))? {
+        let entry = entry.map_err(|e| Error::io("readdir", &root, e))?;
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<GroupId>() else {
+            continue;
+        };
+        if let Some(split) = crate::state_machine::read_ready(&state_dir(data_dir, child))? {
+            found.push(crate::state_machine::Seeded { child, split });
+        }
+    }
+    found.sort_by_key(|s| s.child);
+    Ok(found)
 }
 
 #[cfg(test)]

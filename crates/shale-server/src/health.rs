@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::group::Groups;
+use crate::group::{Group, Groups};
 use crate::{GroupId, NodeId, Raft};
 
 /// The client service's name in the health service.
@@ -127,21 +127,53 @@ impl Statuses {
     }
 }
 
-/// Follow every group of `groups` until its Raft stops, keeping `reporter`'s statuses
-/// and logging changes; the tasks.
-pub(crate) fn follow(groups: &Groups, reporter: HealthReporter) -> Vec<JoinHandle<()>> {
-    let ids = groups.ids();
-    let statuses = Arc::new(tokio::sync::Mutex::new(Statuses {
-        reporter,
-        // Every group counts from the start, so the node serves once all know a leader.
-        leader_known: ids.iter().map(|&id| (id, false)).collect(),
-        kv: None,
-        stopped: false,
-    }));
-    ids.into_iter()
-        .filter_map(|id| groups.get(id))
-        .map(|g| tokio::spawn(follow_group(g.id, g.raft, Arc::clone(&statuses))))
-        .collect()
+/// The node's health, followed group by group. Cloning shares it.
+#[derive(Clone)]
+pub(crate) struct Health {
+    statuses: Arc<tokio::sync::Mutex<Statuses>>,
+}
+
+impl Health {
+    /// Follow every group of `groups` until its Raft stops, keeping `reporter`'s statuses
+    /// and logging changes; the tasks.
+    pub(crate) fn follow(
+        groups: &Groups,
+        reporter: HealthReporter,
+    ) -> (Health, Vec<JoinHandle<()>>) {
+        let ids = groups.ids();
+        let health = Health {
+            statuses: Arc::new(tokio::sync::Mutex::new(Statuses {
+                reporter,
+                // Every group counts from the start, so the node serves once all know a
+                // leader.
+                leader_known: ids.iter().map(|&id| (id, false)).collect(),
+                kv: None,
+                stopped: false,
+            })),
+        };
+        let tasks = ids
+            .into_iter()
+            .filter_map(|id| groups.get(id))
+            .map(|g| {
+                let statuses = Arc::clone(&health.statuses);
+                tokio::spawn(follow_group(g.id, g.raft, statuses))
+            })
+            .collect();
+        (health, tasks)
+    }
+
+    /// Follow `group` too (one the node started later: a split's child), until its Raft
+    /// stops; the node serves the client service again once it knows the group's leader.
+    pub(crate) async fn add(&self, group: &Group) -> JoinHandle<()> {
+        self.statuses
+            .lock()
+            .await
+            .leader_known
+            .entry(group.id)
+            .or_insert(false);
+        let statuses = Arc::clone(&self.statuses);
+        tokio::spawn(follow_group(group.id, group.raft.clone(), statuses))
+    }
 }
 
 /// Follow group `group`'s `raft` until it stops.

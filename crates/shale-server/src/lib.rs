@@ -38,6 +38,7 @@ pub mod format;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod group;
+mod growth;
 pub mod health;
 mod ids;
 pub mod limits;

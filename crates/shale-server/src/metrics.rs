@@ -32,7 +32,7 @@ use crate::network::{Link, Reachability, APPENDS_CUT};
 use crate::state_machine::EmbeddingCounts;
 
 /// Every gRPC method a node serves, by request path; any other path counts as `other`.
-pub const METHODS: [&str; 24] = [
+pub const METHODS: [&str; 25] = [
     "/shale.v1.Raft/AppendEntries",
     "/shale.v1.Raft/Vote",
     "/shale.v1.Raft/InstallSnapshot",
@@ -55,6 +55,7 @@ pub const METHODS: [&str; 24] = [
     "/shale.v1.Kv/OpenSession",
     "/shale.v1.Kv/Backup",
     "/shale.v1.Kv/ShardMap",
+    "/shale.v1.Kv/Split",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
 ];

@@ -199,7 +199,7 @@ pub(crate) fn keep(groups: &Groups, policy: Retention) -> Vec<JoinHandle<()>> {
 }
 
 /// Keep `group`'s log by `policy` until its Raft stops.
-async fn keep_group(group: Group, policy: Retention) {
+pub(crate) async fn keep_group(group: Group, policy: Retention) {
     let mut keeper = Keeper::new(policy);
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -25,6 +25,8 @@ use tonic::service::Interceptor;
 use crate::access::{client_check, replica_check, ClientTokens};
 use crate::error::{Error, Result};
 use crate::group::{Group, Groups};
+use crate::growth::Node;
+use crate::health::Health;
 use crate::limits::{CallLayer, Incoming, Limits, Refusals};
 use crate::log_store::LogStore;
 use crate::metrics::{Metrics, NodeCollector, RequestLayer};
@@ -227,34 +229,22 @@ fn open_log(cfg: &ServerConfig) -> Result<LogStore> {
     Ok(log)
 }
 
-/// Open every group of `cfg.splits` and start its Raft: its state machine, its view of
-/// `node_log` (purging only behind the state machine's durable snapshots), its RPCs sent
-/// through `network` naming it. Every state machine is opened, and its shard checked,
-/// before any Raft starts. Returns the node's registry, and group 1.
-async fn start_groups(
-    cfg: &ServerConfig,
-    raft_config: &Arc<Config>,
-    node_log: &LogStore,
-    network: &NetworkFactory,
-) -> Result<(Groups, Group)> {
+/// Open every group of `cfg.splits` and start its Raft (`growth.rs`), then every group
+/// splits seeded on this node. Every state machine of the layout is opened, and its shard
+/// checked, before any Raft starts. Returns the node's registry, and group 1.
+async fn start_groups(cfg: &ServerConfig, node: &Node) -> Result<(Groups, Group)> {
     let mut opened = Vec::new();
     for (id, shard) in crate::group::layout(&cfg.splits) {
         opened.push((id, crate::group::open_state(&cfg.data_dir, id, &shard)?));
     }
     let mut groups = Vec::new();
     for (id, sm) in opened {
-        let log = node_log.group(id).purging_behind(sm.durable_snapshots());
-        let network = network.clone().for_group(id);
-        let raft = Raft::new(
-            cfg.node_id,
-            Arc::clone(raft_config),
-            network,
-            log.clone(),
-            sm.clone(),
-        )
-        .await
-        .map_err(|e| Error::Raft(e.to_string()))?;
-        groups.push(Group { id, raft, sm, log });
+        groups.push(node.start_raft(id, sm).await?);
+    }
+    for seeded in crate::group::seeded(&cfg.data_dir)? {
+        if groups.iter().all(|g| g.id != seeded.child) {
+            groups.push(node.start_child(seeded).await?);
+        }
     }
     let registry = Groups::default();
     groups.iter().cloned().for_each(|g| registry.insert(g));
@@ -386,7 +376,8 @@ pub struct Server {
     serving: Option<JoinHandle<std::result::Result<(), tonic::transport::Error>>>,
     /// The metrics listener and the health task: stopped with the node.
     helpers: Vec<JoinHandle<()>>,
-    /// Each group's log retention task: aborted with the node.
+    /// Each group's log retention task and the task that starts a split's children:
+    /// aborted with the node.
     keepers: Vec<JoinHandle<()>>,
 }
 
@@ -409,16 +400,31 @@ impl Server {
         let reachability = network.reachability();
         let refusals = Arc::new(Refusals::default());
         let peers = network.clone();
-        let (groups, Group { raft, sm, log, .. }) =
-            start_groups(&cfg, &raft_config, &node_log, &network).await?;
+        let (seeded, seeds) = tokio::sync::mpsc::unbounded_channel();
+        let node = Node {
+            id: cfg.node_id,
+            data_dir: cfg.data_dir.clone(),
+            raft_config,
+            log: node_log,
+            network,
+            seeded,
+        };
+        let (groups, Group { raft, sm, log, .. }) = start_groups(&cfg, &node).await?;
         let metrics = Arc::new(Metrics::new(NodeCollector {
             groups: groups.clone(),
             reachability,
             refusals: Arc::clone(&refusals),
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
-        let mut helpers = crate::health::follow(&groups, health);
-        let keepers = crate::retention::keep(&groups, cfg.retention);
+        let (health, mut helpers) = Health::follow(&groups, health);
+        let mut keepers = crate::retention::keep(&groups, cfg.retention);
+        keepers.push(crate::growth::grow(
+            node,
+            groups.clone(),
+            health,
+            cfg.retention,
+            seeds,
+        ));
         let kv = kv(&cfg, &groups, peers);
         let raft_svc = raft_service(
             &cfg,

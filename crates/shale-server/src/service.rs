@@ -54,6 +54,9 @@ use query::Query;
 use shale_search::vector::Metric;
 use shale_search::Analyzer;
 
+/// How long a split's answer waits for the child to start on the node that proposed it.
+const CHILD_START: Duration = Duration::from_secs(10);
+
 /// `cmd` in the session `at`, if the request names one.
 fn in_session(cmd: Command, at: Option<pb::SessionSeq>) -> Command {
     match at {
@@ -551,7 +554,7 @@ impl pb::kv_server::Kv for KvService {
         _req: Request<pb::ShardMapRequest>,
     ) -> Result<Response<pb::ShardMapResponse>, Status> {
         let groups = self.lanes.groups();
-        let shards = groups
+        let mut shards = groups
             .ids()
             .into_iter()
             .filter_map(|id| groups.get(id))
@@ -568,7 +571,58 @@ impl pb::kv_server::Kv for KvService {
                     leader_addr,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // In key order: a split's child has a higher id than groups after it.
+        shards.sort_by(|a, b| a.start.cmp(&b.start));
         Ok(Response::new(pb::ShardMapResponse { shards }))
+    }
+
+    async fn split(
+        &self,
+        req: Request<pb::SplitRequest>,
+    ) -> Result<Response<pb::SplitResponse>, Status> {
+        let grant = WriteGrant::of(&req)?;
+        let lane = self.lanes.of(&req)?;
+        let r = req.into_inner();
+        let groups = self.lanes.groups();
+        if groups.get(r.child).is_some() {
+            return Err(Status::invalid_argument(format!(
+                "group {} exists: a split names a new group",
+                r.child
+            )));
+        }
+        let split = Command::Split {
+            at: r.at,
+            child: r.child,
+            version: lane.group.sm.shard().version,
+        };
+        let (kept, child) = match lane.propose(grant, split).await? {
+            (_, Applied::Split { kept, child }) => (kept, child),
+            (_, other) => {
+                return Err(Status::internal(format!("a split applied as {other:?}")));
+            }
+        };
+        // Answered once this node serves the child too, so the caller's next map has it.
+        let started = std::time::Instant::now();
+        while groups.get(r.child).is_none() {
+            if started.elapsed() > CHILD_START {
+                return Err(Status::unavailable(format!(
+                    "the split is applied; group {} has not started here within {CHILD_START:?}",
+                    r.child
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let info = |group, shard: crate::shard::Shard| pb::ShardInfo {
+            group,
+            start: shard.start,
+            end: shard.end,
+            version: shard.version,
+            leader_addr: None,
+        };
+        Ok(Response::new(pb::SplitResponse {
+            kept: Some(info(lane.group.id, kept)),
+            child: Some(info(r.child, child)),
+        }))
     }
 }

@@ -279,6 +279,35 @@ impl Client {
             .map_err(|s| ClientError::Server(format!("{addr}: {:?}: {}", s.code(), s.message())))
     }
 
+    /// Split group `group`'s shard at `at`: the group keeps the keys below `at`, and a new
+    /// group `child` (an id no group of the cluster has) serves those from `at` on, on the
+    /// same replicas. Returns the two shards once the split is applied at the group's
+    /// leader and the child started there.
+    ///
+    /// # Errors
+    /// See [`ClientError`]; `Server` (`INVALID_ARGUMENT`) if `at` is not inside the shard
+    /// past its start, or `child` is in use.
+    pub async fn split(
+        &self,
+        group: u64,
+        at: &[u8],
+        child: u64,
+    ) -> Result<pb::SplitResponse, ClientError> {
+        let req = || pb::SplitRequest {
+            at: at.to_vec(),
+            child,
+        };
+        let split = self
+            .call_in(group, Kind::Write, req, |mut c, r| async move {
+                c.split(r).await
+            })
+            .await?;
+        // A node that has not started the child yet answers a map with a gap, which is
+        // refused: the client then fetches the map again when a request is redirected.
+        let _ = self.shards().await;
+        Ok(split)
+    }
+
     /// The shards of the key space, in key order, as the first node the client reaches
     /// knows them (not linearizable); the client routes by this map from now on.
     ///

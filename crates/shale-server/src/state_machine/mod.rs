@@ -64,6 +64,7 @@ use indexes::{check_indexes, open_indexes};
 use sessions::{Sessions, Unflushed, Verdict};
 pub use sessions::{MAX_ANSWERS_PER_SESSION, MAX_SESSIONS};
 use split::Split;
+pub use split::{read_ready, Seeded};
 use store::{
     current_snapshot_header, lock, read_generation, read_meta, read_shard, sm_dir,
     write_generation, Indexes, Membership, Shared, CURRENT_SNAPSHOT, SNAPSHOT_DIR,
@@ -145,6 +146,7 @@ impl StateMachineStore {
             shared: Arc::new(Shared {
                 data_dir: data_dir.to_path_buf(),
                 node_dir: std::sync::OnceLock::new(),
+                seeded: Mutex::new(None),
                 opts,
                 db: RwLock::new(db),
                 indexes: RwLock::new(indexes),
@@ -219,6 +221,11 @@ impl StateMachineStore {
     /// split applied without it fails (and stops the node).
     pub fn seed_groups_in(&self, node_dir: &Path) {
         let _ = self.shared.node_dir.set(node_dir.to_path_buf());
+    }
+
+    /// Tell `seeded` of each group a split applied here seeds, once the split is applied.
+    pub fn on_split(&self, seeded: tokio::sync::mpsc::UnboundedSender<Seeded>) {
+        *lock(&self.shared.seeded) = Some(seeded);
     }
 
     /// The keys the group serves now.

@@ -21,8 +21,8 @@
 //!    one version higher, in one batch with the split's applied id, written at once so
 //!    the entries after the split in the same apply call see the new shard.
 //!
-//! The child's Raft is started by the node, which finds the seeded state at its next
-//! start or is told of the split as it applies.
+//! The child's Raft is started by the node: told of the split once it is applied
+//! ([`StateMachineStore::on_split`]), or finding the seeded state at its next start.
 
 use std::path::Path;
 
@@ -42,6 +42,14 @@ pub(crate) const READY_FILE: &str = "READY";
 
 /// The file that marks a directory as a child's seed, whole once `READY` is there too.
 pub(crate) const SEEDING_FILE: &str = "SEEDING";
+
+/// A group a split seeded on this node, for the node to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seeded {
+    pub child: GroupId,
+    /// The split entry's log id: the child's log starts after it.
+    pub split: LogId<NodeId>,
+}
 
 /// One split, as its entry names it.
 pub(super) struct Split<'c> {
@@ -91,6 +99,13 @@ impl StateMachineStore {
         self.commit(db, batch, Some(split.log_id), None)?;
         *self.shared.shard.write().unwrap_or_else(|e| e.into_inner()) = kept.clone();
         call.shard = kept.clone();
+        if let Some(seeded) = lock(&self.shared.seeded).as_ref() {
+            // The node stops receiving only as it stops.
+            let _ = seeded.send(Seeded {
+                child: split.child,
+                split: split.log_id,
+            });
+        }
         Ok(Response::Split { kept, child })
     }
 
@@ -109,8 +124,16 @@ impl StateMachineStore {
             ])
         })?;
         let dir = crate::group::state_dir(node_dir, split.child);
+        let ready = ready_record(child, &split.log_id);
         if dir.join(READY_FILE).exists() {
-            return Ok(());
+            if read_file(&dir, READY_FILE)? == ready {
+                return Ok(());
+            }
+            return Err(Error::Config(vec![format!(
+                "a split seeds group {} in {}, which holds the child of another split",
+                split.child,
+                dir.display()
+            )]));
         }
         if dir.exists() {
             if !dir.join(SEEDING_FILE).exists() {
@@ -125,7 +148,7 @@ impl StateMachineStore {
             std::fs::remove_dir_all(&dir).map_err(|e| Error::io("remove", &dir, e))?;
         }
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", &dir, e))?;
-        write_synced(&dir, SEEDING_FILE)?;
+        write_synced(&dir, SEEDING_FILE, &[])?;
         db.checkpoint(sm_dir(&dir, 0))?;
         write_generation(&*self.shared.opts.fs, &dir, 0)?;
         let seeded = StateMachineStore::open(&dir, self.shared.opts.clone())?;
@@ -141,18 +164,51 @@ impl StateMachineStore {
         let closed = seeded.close();
         written?;
         closed?;
-        write_synced(&dir, READY_FILE)
+        write_synced(&dir, READY_FILE, &ready)
     }
+}
+
+/// What `READY` holds: the split's log id, then the child's shard, so that a split never
+/// takes another split's child for its own (docs/format.md 13.3).
+pub(super) fn ready_record(child: &Shard, log_id: &LogId<NodeId>) -> Vec<u8> {
+    let mut record = format::encode_log_id(log_id);
+    record.extend_from_slice(&format::encode_shard(child));
+    record
+}
+
+/// The split log id a seeded child's `READY` in `dir` names, if there is one.
+///
+/// # Errors
+/// `Io`; `Corruption` for a record that does not decode.
+pub fn read_ready(dir: &Path) -> Result<Option<LogId<NodeId>>> {
+    if !dir.join(READY_FILE).exists() {
+        return Ok(None);
+    }
+    let record = read_file(dir, READY_FILE)?;
+    let (log_id, shard) = record.split_at(LOG_ID_RECORD_LEN.min(record.len()));
+    format::decode_shard(shard)?;
+    format::decode_log_id(log_id).map(Some)
+}
+
+/// Bytes of a log id record (`version:u8 term:u64 node_id:u64 index:u64`).
+const LOG_ID_RECORD_LEN: usize = 25;
+
+fn read_file(dir: &Path, name: &str) -> Result<Vec<u8>> {
+    let path = dir.join(name);
+    std::fs::read(&path).map_err(|e| Error::io("read", &path, e))
 }
 
 /// The end of the users' keys: every key a client may write is below it (the server's
 /// own keys start with it).
 const USER_KEYS_END: [u8; 1] = [format::RESERVED_PREFIX];
 
-/// Create the empty file `name` in `dir`, synced with the directory.
-fn write_synced(dir: &Path, name: &str) -> Result<()> {
+/// Create the file `name` in `dir` holding `bytes`, synced with the directory.
+fn write_synced(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
     let path = dir.join(name);
-    let file = std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+    let mut file = std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+    file.write_all(bytes)
+        .map_err(|e| Error::io("write", &path, e))?;
     file.sync_all().map_err(|e| Error::io("sync", &path, e))?;
     let d = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;
     d.sync_all().map_err(|e| Error::io("sync", dir, e))

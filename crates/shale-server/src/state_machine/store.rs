@@ -49,6 +49,8 @@ pub(super) struct Shared {
     pub(super) data_dir: PathBuf,
     /// The node's data directory, where a split seeds its child's state (`split.rs`).
     pub(super) node_dir: OnceLock<PathBuf>,
+    /// Where a split applied here tells the node of the group it seeded.
+    pub(super) seeded: Mutex<Option<tokio::sync::mpsc::UnboundedSender<super::Seeded>>>,
     pub(super) opts: Options,
     pub(super) db: RwLock<Arc<Db>>,
     /// Replaced with `db` by an install; written by the apply of an index definition.

@@ -3,7 +3,7 @@
 //! keys; a stale or misplaced split changes nothing; a seed a crash interrupted is made
 //! again and a finished one is not.
 
-use super::split::{READY_FILE, SEEDING_FILE};
+use super::split::{ready_record, READY_FILE, SEEDING_FILE};
 use super::tests::{entry, normal, put};
 use super::*;
 use crate::command::{IndexModel, IndexSpec};
@@ -223,7 +223,13 @@ fn a_seed_a_crash_interrupted_is_made_again_and_a_finished_one_is_not() {
     // A finished seed of group 3: kept as it is (the split applied again after a crash).
     let three = crate::group::state_dir(dir.path(), 3);
     std::fs::create_dir_all(&three).expect("mkdir");
-    std::fs::write(three.join(READY_FILE), b"").expect("write");
+    let three_shard = Shard {
+        start: b"d/10".to_vec(),
+        end: Some(b"d/20".to_vec()),
+        version: 2,
+    };
+    let ready = ready_record(&three_shard, &entry(next + 1, EntryPayload::Blank).log_id);
+    std::fs::write(three.join(READY_FILE), &ready).expect("write");
     std::fs::write(three.join("mine"), b"the child's").expect("write");
     let replies = sm
         .apply_blocking(vec![
@@ -239,4 +245,18 @@ fn a_seed_a_crash_interrupted_is_made_again_and_a_finished_one_is_not() {
     let child = StateMachineStore::open(&two, Options::default()).expect("open the child");
     assert_eq!(user_keys(&child).len(), 21, "d/20 to d/39 and z");
     assert!(three.join("mine").exists() && !three.join("sm-0").exists());
+    assert_eq!(
+        read_ready(&three).expect("read"),
+        Some(entry(next + 1, EntryPayload::Blank).log_id)
+    );
+
+    // Another split naming group 3 finds a child that is not its own: the apply fails,
+    // and nothing is touched.
+    let keys = user_keys(&sm);
+    let err = sm
+        .apply_blocking(vec![entry(next + 2, split(b"d/05", 3, 2))])
+        .expect_err("another split's child");
+    assert!(err.to_string().contains("another split"), "{err}");
+    assert!(three.join("mine").exists());
+    assert_eq!(user_keys(&sm), keys);
 }

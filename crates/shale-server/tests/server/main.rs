@@ -17,6 +17,7 @@ mod cluster_routing;
 mod cluster_search;
 mod cluster_shard_search;
 mod cluster_snapshot_catch_up;
+mod cluster_split;
 mod cluster_tls;
 mod common;
 #[cfg(feature = "fuzzing")]
