@@ -220,6 +220,17 @@ pub enum Command {
         #[arg(long)]
         addr: String,
     },
+    /// Over --server: split group GROUP's shard at key AT (escapes as for keys): GROUP
+    /// keeps the keys below AT, a new group CHILD (an id no group has) serves those from
+    /// AT on, on the same replicas. Prints both shards.
+    Split {
+        #[arg(long)]
+        group: u64,
+        #[arg(long)]
+        at: String,
+        #[arg(long)]
+        child: u64,
+    },
     /// Print a completion script for SHELL (e.g. `shale completions bash >
     /// /etc/bash_completion.d/shale`).
     Completions { shell: clap_complete::Shell },

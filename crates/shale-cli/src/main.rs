@@ -90,7 +90,8 @@ fn run(cli: &Cli) -> Result<()> {
         | Command::RemoveVoters { .. }
         | Command::SetAddress { .. }
         | Command::TransferLeader { .. }
-        | Command::MoveReplica { .. } => Err(CliError::Usage(
+        | Command::MoveReplica { .. }
+        | Command::Split { .. } => Err(CliError::Usage(
             "this command speaks to a cluster: it needs --server ADDR".into(),
         )),
         Command::Completions { shell } => {

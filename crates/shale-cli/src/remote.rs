@@ -76,6 +76,13 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             }
             Command::ClusterStatus => cluster_status(&client, out, servers).await,
             Command::Shards => shards(&client, out).await,
+            Command::Split { group, at, child } => {
+                let split = client.split(*group, &cli.bytes(at)?, *child).await?;
+                for s in [split.kept, split.child].into_iter().flatten() {
+                    print_shard(out, s.group, &s.start, s.end.as_deref(), s.version, None)?;
+                }
+                Ok(())
+            }
             Command::Backup { file } => backup(&client, out, file).await,
             Command::AddLearner { .. }
             | Command::AddVoters { .. }
@@ -85,8 +92,9 @@ pub fn run(cli: &Cli, out: &mut impl Write, servers: &[String]) -> Result<()> {
             | Command::MoveReplica { .. } => membership(&client, out, &cli.command).await,
             _ => Err(CliError::Usage(
                 "over --server only put, get, del, cas, scan, search, import, define-index, \
-                 define-text-index, cluster-status, backup, add-learner, add-voters, \
-                 remove-voters, set-address, transfer-leader and move-replica are available; \
+                 define-text-index, cluster-status, shards, split, backup, add-learner, \
+                 add-voters, remove-voters, set-address, transfer-leader and move-replica \
+                 are available; \
                  the other commands need --db DIR"
                     .into(),
             )),
@@ -382,18 +390,30 @@ async fn cluster_status(client: &Client, out: &mut impl Write, servers: &[String
 /// escaped.
 async fn shards(client: &Client, out: &mut impl Write) -> Result<()> {
     for s in client.shards().await? {
-        let end = s.end.as_deref().map_or("end".to_owned(), escape);
-        let leader = s.leader_addr.as_deref().unwrap_or("none");
-        writeln!(
-            out,
-            "group={}\tstart={}\tend={end}\tversion={}\tleader={leader}",
-            s.group,
-            escape(&s.start),
-            s.version
-        )
-        .map_err(CliError::Stdout)?;
+        let leader = Some(s.leader_addr.as_deref().unwrap_or("none"));
+        print_shard(out, s.group, &s.start, s.end.as_deref(), s.version, leader)?;
     }
     Ok(())
+}
+
+/// One shard: `group=G`, `start=..`, `end=..` (`end`: to the end), `version=V`, and its
+/// `leader=..` when given.
+fn print_shard(
+    out: &mut impl Write,
+    group: u64,
+    start: &[u8],
+    end: Option<&[u8]>,
+    version: u64,
+    leader: Option<&str>,
+) -> Result<()> {
+    let end = end.map_or("end".to_owned(), escape);
+    let leader = leader.map(|l| format!("\tleader={l}")).unwrap_or_default();
+    writeln!(
+        out,
+        "group={group}\tstart={}\tend={end}\tversion={version}{leader}",
+        escape(start),
+    )
+    .map_err(CliError::Stdout)
 }
 
 /// The membership a change put in force: `index=N`, `voters=1,2,3`, `learners=4`.

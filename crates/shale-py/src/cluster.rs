@@ -448,6 +448,32 @@ impl Cluster {
             .collect()
     }
 
+    /// Split group `group`'s shard at key `at`: the group keeps the keys below it, and the
+    /// new group `child` (an id no group has) serves those from it on, on the same
+    /// replicas. Returns the two shards as dicts like :meth:`shards`'s, without leaders.
+    fn split<'py>(
+        &self,
+        py: Python<'py>,
+        group: u64,
+        at: &[u8],
+        child: u64,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let client = &self.client;
+        let split = call(py, client.split(group, at, child))?;
+        [split.kept, split.child]
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                let d = PyDict::new(py);
+                d.set_item("group", s.group)?;
+                d.set_item("start", PyBytes::new(py, &s.start))?;
+                d.set_item("end", s.end.map(|e| PyBytes::new(py, &e)))?;
+                d.set_item("version", s.version)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
     /// Move group `group`'s replica from node `from_node` to node `to_node`, listening at
     /// `address` (a node started with the cluster's splits): it catches up as a learner,
     /// the leadership leaves `from_node`, then one membership change replaces it. Returns

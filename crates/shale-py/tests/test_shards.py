@@ -1,7 +1,8 @@
 """shale.connect against a three-node cluster whose key space is split into three shards
 (conftest.py's ``sharded``): requests reach the group of their keys' shard, a range
 reads the shards in key order, a batch across shards is refused whole, a search reads
-every shard its range overlaps, and a shard's replica moves to a new node."""
+every shard its range overlaps, a shard splits, and a shard's replica moves to a new
+node."""
 
 import pytest
 
@@ -50,6 +51,27 @@ def test_a_search_reads_every_shard(sharded_docs):
         assert {b"d/1", b"d/5", b"d/9"} <= found, mode
     ranged = c.search("docs", "river", mode="keywords", start=b"d/5", end=b"d/9")
     assert [h.key for h in ranged] == [b"d/5"]
+
+
+def test_a_shard_splits_and_searches_answer_as_before(sharded_docs):
+    c = sharded_docs
+    c.define_index("docs", prefix=b"d/", model="hash", keywords="english")
+    c[b"d/1"] = "the river in winter"
+    c[b"d/9"] = "river river river"
+    c[b"d/95"] = "a river bend"
+    before = [(h.key, round(h.score, 5)) for h in c.search("docs", "river", mode="keywords")]
+    kept, child = c.split(3, b"d/9", 4)
+    assert (kept["group"], kept["start"], kept["end"]) == (3, b"d/8", b"d/9")
+    assert (child["group"], child["start"], child["end"]) == (4, b"d/9", None)
+    assert child["version"] == kept["version"]
+    assert [s["group"] for s in c.shards()] == [1, 2, 3, 4]
+    assert c[b"d/95"] == b"a river bend"
+    c[b"z/1"] = b"after the split"
+    assert c[b"z/1"] == b"after the split"
+    after = [(h.key, round(h.score, 5)) for h in c.search("docs", "river", mode="keywords")]
+    assert after == before
+    with pytest.raises(shale.InvalidArgumentError):
+        c.split(3, b"d/95", 5)  # no longer inside group 3's shard
 
 
 def test_a_replica_moves_to_a_new_node(sharded, sharded_nodes):

@@ -133,6 +133,33 @@ impl KvService {
 }
 
 impl KvService {
+    /// The shards this node's groups serve, in key order, each with its leader's address
+    /// when known.
+    fn shards(&self) -> Vec<pb::ShardInfo> {
+        let groups = self.lanes.groups();
+        let mut shards = groups
+            .ids()
+            .into_iter()
+            .filter_map(|id| groups.get(id))
+            .map(|group| {
+                let shard = group.sm.shard();
+                let metrics = group.raft.metrics().borrow().clone();
+                let leader_addr =
+                    known_leader(&metrics, self.node_id).and_then(|id| address(&metrics, id));
+                pb::ShardInfo {
+                    group: group.id,
+                    start: shard.start,
+                    end: shard.end,
+                    version: shard.version,
+                    leader_addr,
+                }
+            })
+            .collect::<Vec<_>>();
+        // In key order: a split's child has a higher id than groups after it.
+        shards.sort_by(|a, b| a.start.cmp(&b.start));
+        shards
+    }
+
     /// What the node's [`RaftService`] answers a root's per-shard calls with.
     pub fn shard_search(&self) -> ShardSearch {
         self.fanout.shards()
@@ -553,28 +580,23 @@ impl pb::kv_server::Kv for KvService {
         &self,
         _req: Request<pb::ShardMapRequest>,
     ) -> Result<Response<pb::ShardMapResponse>, Status> {
-        let groups = self.lanes.groups();
-        let mut shards = groups
-            .ids()
-            .into_iter()
-            .filter_map(|id| groups.get(id))
-            .map(|group| {
-                let shard = group.sm.shard();
-                let metrics = group.raft.metrics().borrow().clone();
-                let leader_addr =
-                    known_leader(&metrics, self.node_id).and_then(|id| address(&metrics, id));
-                pb::ShardInfo {
-                    group: group.id,
-                    start: shard.start,
-                    end: shard.end,
-                    version: shard.version,
-                    leader_addr,
-                }
-            })
-            .collect::<Vec<_>>();
-        // In key order: a split's child has a higher id than groups after it.
-        shards.sort_by(|a, b| a.start.cmp(&b.start));
-        Ok(Response::new(pb::ShardMapResponse { shards }))
+        // Between a split's apply here and its child's start, the parent's range has
+        // shrunk and no group serves the rest: wait the start out (a bounded time), so
+        // the map answered covers every key.
+        let started = std::time::Instant::now();
+        loop {
+            let shards = self.shards();
+            let whole = shards.first().is_some_and(|s| s.start.is_empty())
+                && shards.last().is_some_and(|s| s.end.is_none())
+                && shards
+                    .iter()
+                    .zip(shards.iter().skip(1))
+                    .all(|(a, b)| a.end.as_ref() == Some(&b.start));
+            if whole || started.elapsed() > CHILD_START {
+                return Ok(Response::new(pb::ShardMapResponse { shards }));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     async fn split(

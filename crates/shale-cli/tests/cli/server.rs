@@ -1,6 +1,7 @@
 //! `shale --server`: put, get, del, cas, scan, import, define-index and search against a
 //! Shale server started in this process, with the same output and exit codes as on a
-//! directory; then the cluster's status and a second replica added and removed.
+//! directory; then the cluster's status, a second replica added and removed, and the key
+//! space split in two.
 
 use crate::common;
 
@@ -281,6 +282,20 @@ fn put_get_del_and_scan_speak_to_a_server() {
     }
     let both = shale(&["--db", "/nonexistent", "--server", &addr, "get", "pear"]);
     assert_eq!(both.code, 2, "{}", both.stderr);
+
+    // The key space split at `m`: group 2 serves `pear` from now on.
+    assert_eq!(
+        run(&["split", "--group", "1", "--at", "m", "--child", "2"]).ok(),
+        "group=1\tstart=\tend=m\tversion=1\ngroup=2\tstart=m\tend=end\tversion=1\n"
+    );
+    assert_eq!(run(&["get", "pear"]).ok(), "yellow\n");
+    let shards = run(&["shards"]).ok();
+    assert!(
+        shards.contains("group=2\tstart=m\tend=end\tversion=1"),
+        "{shards}"
+    );
+    let again = run(&["split", "--group", "1", "--at", "z", "--child", "2"]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
 
     rt.block_on(server.shutdown()).unwrap();
 }

@@ -122,6 +122,14 @@ class Cluster:
         more than one shard raises ``CrossShardError`` and applies nothing."""
         return self._inner.shards()
 
+    def split(self, group, at, child):
+        """Split ``group``'s shard at key ``at`` through its log: ``group`` keeps the keys
+        below it, and the new group ``child`` (an id no group has) serves those from it
+        on, on the same replicas. Returns the two shards as dicts like ``shards()``'s,
+        without leaders; ``InvalidArgumentError`` for a key outside the shard or an id
+        in use."""
+        return self._inner.split(group, at, child)
+
     def move_replica(self, group, from_node, to_node, address):
         """Move ``group``'s replica from node ``from_node`` to node ``to_node``, which
         listens at ``address`` (started with the cluster's ``--split`` flags): it
