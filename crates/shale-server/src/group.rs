@@ -135,7 +135,7 @@ pub fn open_state(data_dir: &Path, id: GroupId, shard: &Shard) -> Result<StateMa
     let dir = state_dir(data_dir, id);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", &dir, e))?;
     let sm = StateMachineStore::open(&dir, Options::default())?;
-    sm.seed_groups_in(data_dir);
+    sm.seed_groups_in(data_dir, id);
     let have = sm.shard();
     if have == *shard || split_from(&have, shard) {
         return Ok(sm);
@@ -179,7 +179,11 @@ pub fn seeded(data_dir: &Path) -> Result<Vec<crate::state_machine::Seeded>> {
             continue;
         };
         if let Some(split) = crate::state_machine::read_ready(&state_dir(data_dir, child))? {
-            found.push(crate::state_machine::Seeded { child, split });
+            found.push(crate::state_machine::Seeded {
+                child,
+                parent: None,
+                split,
+            });
         }
     }
     found.sort_by_key(|s| s.child);

@@ -65,7 +65,7 @@ impl Node {
     pub(crate) async fn start_child(&self, seeded: Seeded) -> Result<Group> {
         let dir = state_dir(&self.data_dir, seeded.child);
         let sm = StateMachineStore::open(&dir, Options::default())?;
-        sm.seed_groups_in(&self.data_dir);
+        sm.seed_groups_in(&self.data_dir, seeded.child);
         seed_log(self.log.group(seeded.child), seeded.split, self.id).await?;
         self.start_raft(seeded.child, sm).await
     }
@@ -104,6 +104,15 @@ pub(crate) fn grow(
                 Ok(group) => {
                     tracing::info!(group = s.child, "started: seeded by a split at {}", s.split);
                     groups.insert(group.clone());
+                    // The parent's leader campaigns at once, as TiKV's does: the child's
+                    // keys wait for its first leader, and this node's log is as long as
+                    // any (the split is its last entry everywhere).
+                    let parent = s.parent.and_then(|p| groups.get(p));
+                    let leads = parent
+                        .is_some_and(|p| p.raft.metrics().borrow().current_leader == Some(node.id));
+                    if leads {
+                        let _ = group.raft.trigger().elect().await;
+                    }
                     // Both end with the child's Raft.
                     health.add(&group).await;
                     tokio::spawn(crate::retention::keep_group(group, retention));

@@ -52,6 +52,10 @@ pub struct ClusterArgs {
     /// shard first loaded with this many MiB (`--move-mib 1024`).
     #[arg(long, default_value_t = 0)]
     pub move_mib: u64,
+    /// Measure only a shard splitting in two while clients write, the shard first loaded
+    /// with this many MiB (`--split-mib 1024`).
+    #[arg(long, default_value_t = 0)]
+    pub split_mib: u64,
     /// The keys the replicas split their key space at (`--split`), set by the shards
     /// figure for each of its clusters.
     #[arg(skip)]

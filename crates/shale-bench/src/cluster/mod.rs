@@ -8,12 +8,13 @@
 //! here, not a capacity plan. `--tls-dir` runs the same over TLS. `--embedding-texts N`
 //! measures text ingest under an all-MiniLM-L6-v2 index instead (feature `semantic`);
 //! `--shards 1,2,4` synced writes over a key space split into that many shards;
-//! `--move-mib N` a shard of N MiB moved to a new node while clients write.
+//! `--move-mib N` a shard of N MiB moved to a new node while clients write;
+//! `--split-mib N` a shard of N MiB split in two while clients write.
 //!
 //! Files: [`args`] the command line, [`replica`] the server processes and the client,
 //! [`measure`] the timing loop and the table's rows, [`writes`] the write rates,
 //! [`failover`] re-election and catch-up, [`shards`] writes over shards, [`moving`] a
-//! shard's replica moved, `embedding` the
+//! shard's replica moved, [`splitting`] a shard split, `embedding` the
 //! text ingest. One async runtime,
 //! built here, runs the whole figure on the calling thread's behalf.
 
@@ -25,6 +26,7 @@ mod measure;
 mod moving;
 mod replica;
 mod shards;
+mod splitting;
 mod writes;
 
 use std::time::Duration;
@@ -66,6 +68,9 @@ async fn figures(args: &ClusterArgs) -> Result<Vec<String>, String> {
     }
     if !args.shards.is_empty() {
         return shards::rows(args).await;
+    }
+    if args.split_mib > 0 {
+        return splitting::rows(args).await;
     }
     if args.move_mib > 0 {
         return moving::rows(args).await;

@@ -20,7 +20,7 @@ use super::measure::{drive, drive_until, row};
 use super::replica::{start, start_cluster, stop_cluster, Node, Start};
 
 /// Clients writing at once while the figure is taken.
-const CLIENTS: usize = 16;
+pub(super) const CLIENTS: usize = 16;
 /// The load's values: 48 of 16 KiB per batch, within a command's 1 MiB.
 const VALUE_BYTES: usize = 16 << 10;
 const PER_BATCH: usize = 48;
@@ -105,10 +105,13 @@ async fn figure(
 }
 
 /// One put in flight: whether it was acknowledged.
-type Put = Pin<Box<dyn Future<Output = bool> + Send>>;
+pub(super) type Put = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 /// The synced put of 100 bytes that client `id` makes `n`-th, to a key of group 2.
-fn puts(client: &Arc<Client>, phase: &'static str) -> impl Fn(usize, u64) -> Put + Send + Sync {
+pub(super) fn puts(
+    client: &Arc<Client>,
+    phase: &'static str,
+) -> impl Fn(usize, u64) -> Put + Send + Sync {
     let client = Arc::clone(client);
     move |id, n| {
         let client = Arc::clone(&client);
@@ -119,8 +122,9 @@ fn puts(client: &Arc<Client>, phase: &'static str) -> impl Fn(usize, u64) -> Put
     }
 }
 
-/// Write `mib` MiB of random values to group 2, [`LOADERS`] batches at a time.
-async fn load(client: &Arc<Client>, mib: u64) -> Result<(), String> {
+/// Write `mib` MiB of random values to group 2 (keys `m/load/<batch:07>/<i:02>`),
+/// [`LOADERS`] batches at a time; the batches written.
+pub(super) async fn load(client: &Arc<Client>, mib: u64) -> Result<u64, String> {
     let batches = (mib << 20).div_ceil((VALUE_BYTES * PER_BATCH) as u64);
     let mut tasks = Vec::new();
     for loader in 0..LOADERS as u64 {
@@ -148,5 +152,5 @@ async fn load(client: &Arc<Client>, mib: u64) -> Result<(), String> {
     for t in tasks {
         t.await.map_err(|e| e.to_string())??;
     }
-    Ok(())
+    Ok(batches)
 }

@@ -48,7 +48,7 @@ use crate::format::{self, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP, SM_KEY_SHARD};
 use crate::shard::Shard;
 use crate::snapshot::SnapshotData;
 use crate::time_spent::TimeSpent;
-use crate::{Entry, NodeId, TypeConfig};
+use crate::{Entry, GroupId, NodeId, TypeConfig};
 
 mod carried;
 mod indexes;
@@ -216,11 +216,12 @@ impl StateMachineStore {
         self.shared.durable_snapshot.subscribe()
     }
 
-    /// Seed the groups this group's splits make in `node_dir`, the node's data directory
-    /// ([`crate::group::state_dir`]); set once, before the group applies anything. A
-    /// split applied without it fails (and stops the node).
-    pub fn seed_groups_in(&self, node_dir: &Path) {
-        let _ = self.shared.node_dir.set(node_dir.to_path_buf());
+    /// Seed the groups the splits of group `group` (this state machine's) make in
+    /// `node_dir`, the node's data directory ([`crate::group::state_dir`]); set once,
+    /// before the group applies anything. A split applied without it fails (and stops
+    /// the node).
+    pub fn seed_groups_in(&self, node_dir: &Path, group: GroupId) {
+        let _ = self.shared.node_dir.set((node_dir.to_path_buf(), group));
     }
 
     /// Tell `seeded` of each group a split applied here seeds, once the split is applied.

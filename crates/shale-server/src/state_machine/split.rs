@@ -47,6 +47,8 @@ pub(crate) const SEEDING_FILE: &str = "SEEDING";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seeded {
     pub child: GroupId,
+    /// The group that split (`None`: not known, for a child found on disk).
+    pub parent: Option<GroupId>,
     /// The split entry's log id: the child's log starts after it.
     pub split: LogId<NodeId>,
 }
@@ -103,6 +105,7 @@ impl StateMachineStore {
             // The node stops receiving only as it stops.
             let _ = seeded.send(Seeded {
                 child: split.child,
+                parent: self.shared.node_dir.get().map(|(_, group)| *group),
                 split: split.log_id,
             });
         }
@@ -118,7 +121,7 @@ impl StateMachineStore {
         child: &Shard,
         membership: &Membership,
     ) -> Result<()> {
-        let node_dir = self.shared.node_dir.get().ok_or_else(|| {
+        let (node_dir, _) = self.shared.node_dir.get().ok_or_else(|| {
             Error::Config(vec![
                 "this state machine was opened without a node directory to seed groups in".into(),
             ])

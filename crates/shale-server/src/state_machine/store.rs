@@ -47,8 +47,9 @@ pub struct ReplicatedIndex {
 
 pub(super) struct Shared {
     pub(super) data_dir: PathBuf,
-    /// The node's data directory, where a split seeds its child's state (`split.rs`).
-    pub(super) node_dir: OnceLock<PathBuf>,
+    /// The node's data directory, where a split seeds its child's state (`split.rs`),
+    /// and the group this state machine is.
+    pub(super) node_dir: OnceLock<(PathBuf, crate::GroupId)>,
     /// Where a split applied here tells the node of the group it seeded.
     pub(super) seeded: Mutex<Option<tokio::sync::mpsc::UnboundedSender<super::Seeded>>>,
     pub(super) opts: Options,

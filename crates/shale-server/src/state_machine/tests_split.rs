@@ -38,7 +38,7 @@ fn split(at: &[u8], child: GroupId, version: u64) -> EntryPayload<TypeConfig> {
 fn loaded(node: &Path) -> (StateMachineStore, u64) {
     let sm = StateMachineStore::open(&crate::group::state_dir(node, 1), Options::default())
         .expect("open");
-    sm.seed_groups_in(node);
+    sm.seed_groups_in(node, 1);
     let voters = BTreeSet::from([1, 2, 3]);
     let membership = RaftMembership::<NodeId, BasicNode>::new(vec![voters], ());
     let mut entries = vec![
