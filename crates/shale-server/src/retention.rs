@@ -1,6 +1,7 @@
 //! How much of each group's Raft log a node keeps. openraft purges nothing by itself here
-//! (`max_in_snapshot_log_to_keep` is `u64::MAX`); a task per group asks it to, once a
-//! second, by this policy ([`Keeper::purge_upto`]):
+//! (`max_in_snapshot_log_to_keep` is `u64::MAX`); a task per group asks it to as the
+//! group's Raft metrics change (a snapshot built, a member's progress), by this policy
+//! ([`Keeper::purge_upto`]), in steps of at least half `after_snapshot_entries` entries:
 //!
 //! 1. Only entries a snapshot covers go, and the last [`Retention::after_snapshot_entries`]
 //!    of those stay, for followers that lag a little (openraft's own policy).
@@ -18,24 +19,25 @@
 //!    replica that is down does not grow the log without end).
 //!
 //! The bytes a member needs are counted from the log store's tally of bytes appended
-//! ([`LogStore::appended_bytes`]), sampled at each tick against the last index: the bytes
-//! from an index on are the tally now less the tally at the latest sample at or before it
-//! (the oldest sample's, for an index older than every sample: an underestimate that the
-//! bound on entries still caps).
+//! ([`crate::log_store::LogStore::appended_bytes`]), sampled against the last index each
+//! time the log grew by [`SAMPLE_ENTRIES`] entries or [`SAMPLE_BYTES`] bytes: the bytes
+//! from an index on are the tally now less the tally at the latest sample before it (the
+//! oldest sample's, for an index older than every sample: an underestimate that the
+//! bound on entries still caps), within one sample's step.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
 use crate::group::{Group, Groups};
 use crate::NodeId;
 
-/// How often each group's task looks at its log.
-const TICK: Duration = Duration::from_secs(1);
-
-/// The most samples of the appended bytes a task keeps (a day of ticks).
-const MAX_SAMPLES: usize = 86_400;
+/// A sample of the appended bytes is taken when the log grew by this many entries...
+const SAMPLE_ENTRIES: u64 = 64;
+/// ... or by this many bytes since the last.
+const SAMPLE_BYTES: u64 = 1 << 20;
+/// The most samples a task keeps (the oldest go first).
+const MAX_SAMPLES: usize = 4_096;
 
 /// What a node keeps of each group's log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +109,8 @@ pub(crate) struct Keeper {
     unmatched_from: BTreeMap<NodeId, u64>,
     /// `(last index, appended bytes)` at past ticks, ascending.
     samples: VecDeque<(u64, u64)>,
+    /// The last index a purge was asked up to.
+    requested: Option<u64>,
 }
 
 impl Keeper {
@@ -115,6 +119,7 @@ impl Keeper {
             policy,
             unmatched_from: BTreeMap::new(),
             samples: VecDeque::new(),
+            requested: None,
         }
     }
 
@@ -127,7 +132,13 @@ impl Keeper {
             Some(from) => floor.min(from.checked_sub(1)?),
             None => floor,
         };
-        (tick.purged < Some(upto)).then_some(upto)
+        let step = (policy.after_snapshot_entries / 2).max(1);
+        let done = tick.purged.max(self.requested);
+        if done.is_some_and(|d| upto < d.saturating_add(step)) {
+            return None;
+        }
+        self.requested = Some(upto);
+        Some(upto)
     }
 
     /// The first index a member still catching up within the bounds needs, if any does.
@@ -174,7 +185,11 @@ impl Keeper {
 
     fn sample(&mut self, tick: &Tick) {
         if let Some(last) = tick.last {
-            if self.samples.back().is_none_or(|(l, _)| *l != last) {
+            let grew = self.samples.back().is_none_or(|(l, b)| {
+                last >= l.saturating_add(SAMPLE_ENTRIES)
+                    || tick.appended_bytes >= b.saturating_add(SAMPLE_BYTES)
+            });
+            if grew {
                 self.samples.push_back((last, tick.appended_bytes));
             }
         }
@@ -201,13 +216,10 @@ pub(crate) fn keep(groups: &Groups, policy: Retention) -> Vec<JoinHandle<()>> {
 /// Keep `group`'s log by `policy` until its Raft stops.
 pub(crate) async fn keep_group(group: Group, policy: Retention) {
     let mut keeper = Keeper::new(policy);
-    let mut ticks = tokio::time::interval(TICK);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut metrics = group.raft.metrics();
     loop {
-        ticks.tick().await;
         let tick = {
-            let m = group.raft.metrics();
-            let m = m.borrow();
+            let m = metrics.borrow_and_update();
             if m.running_state.is_err() {
                 return;
             }
@@ -217,6 +229,9 @@ pub(crate) async fn keep_group(group: Group, policy: Retention) {
             if group.raft.trigger().purge_log(upto).await.is_err() {
                 return;
             }
+        }
+        if metrics.changed().await.is_err() {
+            return;
         }
     }
 }

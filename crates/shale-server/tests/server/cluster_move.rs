@@ -159,8 +159,9 @@ async fn a_replica_moves_to_a_new_node_while_writes_flow() {
 }
 
 /// A learner whose snapshot streams far slower than the leader builds snapshots (one every
-/// 40 entries; the stream paced to 64 KiB/s) still catches up: the leader keeps the log
-/// after the snapshot it sent until the learner's install ends (`retention.rs`).
+/// 40 entries; the stream paced to 64 KiB/s) catches up after one install: the leader
+/// keeps the log after the snapshot it sent until the learner's install ends
+/// (`retention.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_learner_slower_than_the_leaders_snapshots_catches_up() {
     let mut t = common::timings();
@@ -219,8 +220,10 @@ async fn a_learner_slower_than_the_leaders_snapshots_catches_up() {
     }
     let installed = cluster.server(4).groups().get(1).expect("group").sm;
     let installs = installed.snapshot_writes().count();
+    // One snapshot is enough: the log after it was kept for node 4 (without that, each
+    // install ends behind the purged log and another snapshot follows).
     assert!(
-        installs >= 1 && moved_on >= 200,
+        installs == 1 && moved_on >= 200,
         "node 4 installed {installs} snapshots in {took:?}, node 1's moved on {moved_on}"
     );
     // Node 4 holds every acknowledged write once it applied the leader's log.

@@ -72,11 +72,15 @@ impl Cluster {
             .arg(&node.addr)
             .arg("--data-dir")
             .arg(&data)
-            // Snapshots often and a short log behind them: a node that was down or
-            // paused for a fault round is caught up by a snapshot, which the run counts.
+            // Snapshots often and a short log behind them, kept for a lagging member only
+            // while it is within 10 entries: a node that was down or paused for a fault
+            // round is caught up by a snapshot, which the run counts; one that lagged a
+            // little, by the log the leader kept for it.
             .arg("--snapshot-every")
             .arg("100")
             .arg("--keep-log-entries")
+            .arg("10")
+            .arg("--keep-log-for-lagging-entries")
             .arg("10")
             .arg("--allow-plaintext");
         for split in &self.args.splits {
