@@ -8,7 +8,7 @@
 //! add or list groups; a [`Group`] is cloned out of it (every part is a shared handle).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use shale::Options;
@@ -115,14 +115,7 @@ pub fn split_problems(splits: &[Vec<u8>]) -> Vec<String> {
     problems
 }
 
-/// The directory of group `id`'s state machine in a node's `data_dir`: group 1's where a
-/// node of one group keeps its state machine, each other's under `groups/<id>/`.
-pub fn state_dir(data_dir: &Path, id: GroupId) -> PathBuf {
-    match id {
-        DEFAULT_GROUP => data_dir.join("state"),
-        id => data_dir.join("groups").join(id.to_string()).join("state"),
-    }
-}
+pub use crate::state_machine::state_dir;
 
 /// Open group `id`'s state machine in `data_dir`, serving `shard`: a new group claims it,
 /// one with data must serve it already, or the part of it a split left the group

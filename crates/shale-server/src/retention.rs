@@ -1,7 +1,7 @@
 //! How much of each group's Raft log a node keeps. openraft purges nothing by itself here
 //! (`max_in_snapshot_log_to_keep` is `u64::MAX`); a task per group asks it to as the
 //! group's Raft metrics change (a snapshot built, a member's progress), by this policy
-//! ([`Keeper::purge_upto`]), in steps of at least half `after_snapshot_entries` entries:
+//! (`Keeper::purge_upto`), in steps of at least half `after_snapshot_entries` entries:
 //!
 //! 1. Only entries a snapshot covers go, and the last [`Retention::after_snapshot_entries`]
 //!    of those stay, for followers that lag a little (openraft's own policy).
@@ -10,9 +10,9 @@
 //!    its first snapshot) needs it from the first entry the log held when this task first
 //!    saw it so. A member whose catch-up (a snapshot's stream, then the log after it) takes
 //!    longer than the leader takes to build its next snapshots still finishes: the entries
-//!    after the snapshot it was sent are there when its install ends. Without this, a
-//!    learner sent a 1 GiB snapshot at a paced rate was sent a newer one after each install,
-//!    and never caught up. TiKV keeps its Raft log for its slowest follower the same way.
+//!    after the snapshot it was sent are there when its install ends (otherwise it is sent
+//!    a newer snapshot after each install, and never catches up). TiKV keeps its Raft log
+//!    for its slowest follower the same way.
 //! 3. What a member holds is bounded: a member that needs more than
 //!    [`Retention::lagging_entries`] entries, or more than [`Retention::lagging_bytes`] bytes
 //!    of them, holds nothing, and is sent a snapshot when it next needs a purged entry (a
@@ -20,7 +20,7 @@
 //!
 //! The bytes a member needs are counted from the log store's tally of bytes appended
 //! ([`crate::log_store::LogStore::appended_bytes`]), sampled against the last index each
-//! time the log grew by [`SAMPLE_ENTRIES`] entries or [`SAMPLE_BYTES`] bytes: the bytes
+//! time the log grew by `SAMPLE_ENTRIES` entries or `SAMPLE_BYTES` bytes: the bytes
 //! from an index on are the tally now less the tally at the latest sample before it (the
 //! oldest sample's, for an index older than every sample: an underestimate that the
 //! bound on entries still caps), within one sample's step.

@@ -255,11 +255,55 @@ async fn start_groups(cfg: &ServerConfig, node: &Node) -> Result<(Groups, Group)
     Ok((registry, first))
 }
 
-/// The node's listener, and the metrics listener if `cfg` asks for one.
-async fn bind(cfg: &ServerConfig) -> Result<(TcpListener, Option<TcpListener>)> {
+/// The node `cfg` describes, its groups' Raft configured by `raft_config`, its log store
+/// `log`, its peers reached through `network`; its state machines tell `seeded` of the
+/// groups their splits seed.
+fn node(
+    cfg: &ServerConfig,
+    raft_config: Arc<Config>,
+    log: LogStore,
+    network: NetworkFactory,
+    seeded: tokio::sync::mpsc::UnboundedSender<crate::state_machine::Seeded>,
+) -> Node {
+    Node {
+        id: cfg.node_id,
+        data_dir: cfg.data_dir.clone(),
+        raft_config,
+        log,
+        network,
+        seeded,
+    }
+}
+
+/// The tasks that tend the node's groups: the health service's (`helpers`), and each
+/// group's log retention and the start of the groups its splits seed (`keepers`).
+fn tend(
+    cfg: &ServerConfig,
+    node: Node,
+    groups: &Groups,
+    reporter: tonic_health::server::HealthReporter,
+    seeds: tokio::sync::mpsc::UnboundedReceiver<crate::state_machine::Seeded>,
+) -> (Vec<JoinHandle<()>>, Vec<JoinHandle<()>>) {
+    let (health, helpers) = Health::follow(groups, reporter);
+    let mut keepers = crate::retention::keep(groups, cfg.retention);
+    keepers.push(crate::growth::grow(
+        node,
+        groups.clone(),
+        health,
+        cfg.retention,
+        seeds,
+    ));
+    (helpers, keepers)
+}
+
+/// The node's listener and its address, and the metrics listener if `cfg` asks for one.
+async fn bind(cfg: &ServerConfig) -> Result<(TcpListener, SocketAddr, Option<TcpListener>)> {
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|e| Error::Transport(format!("bind {}: {e}", cfg.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Transport(format!("local address: {e}")))?;
     let metrics = match cfg.metrics_listen {
         Some(at) => Some(
             TcpListener::bind(at)
@@ -268,7 +312,7 @@ async fn bind(cfg: &ServerConfig) -> Result<(TcpListener, Option<TcpListener>)> 
         ),
         None => None,
     };
-    Ok((listener, metrics))
+    Ok((listener, addr, metrics))
 }
 
 /// How the node reaches its peers: with `token` or over `tls`, naming the cluster of
@@ -390,10 +434,7 @@ impl Server {
         cfg.validate()?;
         let raft_config = Arc::new(cfg.raft_config()?);
         let node_log = open_log(&cfg)?;
-        let (listener, metrics_listener) = bind(&cfg).await?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::Transport(format!("local address: {e}")))?;
+        let (listener, addr, metrics_listener) = bind(&cfg).await?;
         let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
         let peer_token: Option<Arc<str>> = cfg.peer_token.as_deref().map(Arc::from);
         let network = peer_network(&cfg, peer_token.clone(), tls.as_ref(), &node_log);
@@ -401,14 +442,7 @@ impl Server {
         let refusals = Arc::new(Refusals::default());
         let peers = network.clone();
         let (seeded, seeds) = tokio::sync::mpsc::unbounded_channel();
-        let node = Node {
-            id: cfg.node_id,
-            data_dir: cfg.data_dir.clone(),
-            raft_config,
-            log: node_log,
-            network,
-            seeded,
-        };
+        let node = node(&cfg, raft_config, node_log, network, seeded);
         let (groups, Group { raft, sm, log, .. }) = start_groups(&cfg, &node).await?;
         let metrics = Arc::new(Metrics::new(NodeCollector {
             groups: groups.clone(),
@@ -416,15 +450,7 @@ impl Server {
             refusals: Arc::clone(&refusals),
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
-        let (health, mut helpers) = Health::follow(&groups, health);
-        let mut keepers = crate::retention::keep(&groups, cfg.retention);
-        keepers.push(crate::growth::grow(
-            node,
-            groups.clone(),
-            health,
-            cfg.retention,
-            seeds,
-        ));
+        let (mut helpers, keepers) = tend(&cfg, node, &groups, health, seeds);
         let kv = kv(&cfg, &groups, peers);
         let raft_svc = raft_service(
             &cfg,

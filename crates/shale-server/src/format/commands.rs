@@ -73,14 +73,7 @@ pub(super) fn put_command(out: &mut Vec<u8>, cmd: &Command) {
         Command::OpenSession => codec::put_u8(out, COMMAND_OPEN_SESSION),
         Command::Embedded { cmd, vectors } => {
             codec::put_u8(out, COMMAND_EMBEDDED);
-            codec::put_varint(out, vectors.len() as u64);
-            for v in vectors {
-                codec::put_varint(out, u64::from(v.put));
-                codec::put_varint(out, v.vector.len() as u64);
-                for x in &v.vector {
-                    out.extend_from_slice(&x.to_le_bytes());
-                }
-            }
+            put_carried(out, vectors);
             put_command(out, cmd);
         }
         Command::Split { at, child, version } => {
@@ -88,6 +81,18 @@ pub(super) fn put_command(out: &mut Vec<u8>, cmd: &Command) {
             codec::put_length_prefixed(out, at);
             codec::put_u64(out, *child);
             codec::put_u64(out, *version);
+        }
+    }
+}
+
+/// The vectors of a [`Command::Embedded`], before its command.
+fn put_carried(out: &mut Vec<u8>, vectors: &[CarriedVector]) {
+    codec::put_varint(out, vectors.len() as u64);
+    for v in vectors {
+        codec::put_varint(out, u64::from(v.put));
+        codec::put_varint(out, v.vector.len() as u64);
+        for x in &v.vector {
+            out.extend_from_slice(&x.to_le_bytes());
         }
     }
 }

@@ -63,13 +63,14 @@ pub use indexes::embedder;
 use indexes::{check_indexes, open_indexes};
 use sessions::{Sessions, Unflushed, Verdict};
 pub use sessions::{MAX_ANSWERS_PER_SESSION, MAX_SESSIONS};
+pub use split::read_ready;
 use split::Split;
-pub use split::{read_ready, Seeded};
+pub use store::Seeded;
 use store::{
     current_snapshot_header, lock, read_generation, read_meta, read_shard, sm_dir,
     write_generation, Indexes, Membership, Shared, CURRENT_SNAPSHOT, SNAPSHOT_DIR,
 };
-pub use store::{ReplicatedIndex, StateMachineStore};
+pub use store::{state_dir, ReplicatedIndex, StateMachineStore};
 use supply::Supply;
 pub use supply::{EmbeddingCounts, MAX_SUPPLY_BYTES};
 
@@ -217,7 +218,7 @@ impl StateMachineStore {
     }
 
     /// Seed the groups the splits of group `group` (this state machine's) make in
-    /// `node_dir`, the node's data directory ([`crate::group::state_dir`]); set once,
+    /// `node_dir`, the node's data directory ([`state_dir`]); set once,
     /// before the group applies anything. A split applied without it fails (and stops
     /// the node).
     pub fn seed_groups_in(&self, node_dir: &Path, group: GroupId) {
@@ -343,7 +344,7 @@ impl StateMachineStore {
                         match cmd.validate() {
                             Err(e) => Response::Refused(e.to_string()),
                             // Committed at once: the entries after it see the new shard.
-                            Ok(()) => self.split(&db, &mut call, &split)?,
+                            Ok(()) => self.split(&db, &mut call.batch, &mut call.shard, &split)?,
                         }
                     }
                     cmd => {

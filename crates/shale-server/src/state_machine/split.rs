@@ -29,8 +29,8 @@ use std::path::Path;
 use openraft::LogId;
 use shale::{Db, WriteBatch, WriteOptions};
 
-use super::store::{lock, sm_dir, write_generation, Membership};
-use super::{Call, StateMachineStore};
+use super::store::{lock, sm_dir, state_dir, write_generation, Membership, Seeded};
+use super::StateMachineStore;
 use crate::command::Response;
 use crate::error::{Error, Result};
 use crate::format::{self, SM_KEY_APPLIED, SM_KEY_MEMBERSHIP, SM_KEY_SHARD};
@@ -43,16 +43,6 @@ pub(crate) const READY_FILE: &str = "READY";
 /// The file that marks a directory as a child's seed, whole once `READY` is there too.
 pub(crate) const SEEDING_FILE: &str = "SEEDING";
 
-/// A group a split seeded on this node, for the node to start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Seeded {
-    pub child: GroupId,
-    /// The group that split (`None`: not known, for a child found on disk).
-    pub parent: Option<GroupId>,
-    /// The split entry's log id: the child's log starts after it.
-    pub split: LogId<NodeId>,
-}
-
 /// One split, as its entry names it.
 pub(super) struct Split<'c> {
     pub at: &'c [u8],
@@ -62,14 +52,17 @@ pub(super) struct Split<'c> {
 }
 
 impl StateMachineStore {
-    /// Apply `split` (module docs); the entries before it in `call` are committed.
+    /// Apply `split` (module docs) to the group while it serves `serving`, the entries
+    /// before the split committed and `batch`, the apply's, empty; `serving` becomes the
+    /// group's new shard.
     pub(super) fn split(
         &self,
         db: &Db,
-        call: &mut Call<'_, '_>,
+        batch: &mut WriteBatch,
+        serving: &mut Shard,
         split: &Split<'_>,
     ) -> Result<Response> {
-        let shard = call.shard.clone();
+        let shard = serving.clone();
         if shard.version != split.version {
             return Ok(Response::Refused(format!(
                 "the split names version {} of the shard, which is {shard}",
@@ -95,12 +88,12 @@ impl StateMachineStore {
         };
         let membership = lock(&self.shared.applied).1.clone();
         self.seed_child(db, split, &shard, &child, &membership)?;
-        let mut batch = std::mem::take(&mut call.batch);
-        batch.delete_range(split.at, shard.end.as_deref().unwrap_or(&USER_KEYS_END));
-        batch.put(SM_KEY_SHARD, format::encode_shard(&kept));
-        self.commit(db, batch, Some(split.log_id), None)?;
+        let mut parent = std::mem::take(batch);
+        parent.delete_range(split.at, shard.end.as_deref().unwrap_or(&USER_KEYS_END));
+        parent.put(SM_KEY_SHARD, format::encode_shard(&kept));
+        self.commit(db, parent, Some(split.log_id), None)?;
         *self.shared.shard.write().unwrap_or_else(|e| e.into_inner()) = kept.clone();
-        call.shard = kept.clone();
+        *serving = kept.clone();
         if let Some(seeded) = lock(&self.shared.seeded).as_ref() {
             // The node stops receiving only as it stops.
             let _ = seeded.send(Seeded {
@@ -126,7 +119,7 @@ impl StateMachineStore {
                 "this state machine was opened without a node directory to seed groups in".into(),
             ])
         })?;
-        let dir = crate::group::state_dir(node_dir, split.child);
+        let dir = state_dir(node_dir, split.child);
         let ready = ready_record(child, &split.log_id);
         if dir.join(READY_FILE).exists() {
             if read_file(&dir, READY_FILE)? == ready {

@@ -27,6 +27,25 @@ use crate::snapshot::SnapshotData;
 use crate::time_spent::TimeSpent;
 use crate::NodeId;
 
+/// The directory of group `id`'s state machine in a node's `data_dir`: group 1's where a
+/// node of one group keeps its state machine, each other's under `groups/<id>/`.
+pub fn state_dir(data_dir: &Path, id: crate::GroupId) -> PathBuf {
+    match id {
+        crate::DEFAULT_GROUP => data_dir.join("state"),
+        id => data_dir.join("groups").join(id.to_string()).join("state"),
+    }
+}
+
+/// A group a split seeded on this node, for the node to start (`split.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seeded {
+    pub child: crate::GroupId,
+    /// The group that split (`None`: not known, for a child found on disk).
+    pub parent: Option<crate::GroupId>,
+    /// The split entry's log id: the child's log starts after it.
+    pub split: LogId<NodeId>,
+}
+
 pub(super) const CURRENT_FILE: &str = "SM_CURRENT";
 pub(super) const SNAPSHOT_DIR: &str = "snapshots";
 pub(super) const CURRENT_SNAPSHOT: &str = "current.snap";
@@ -51,7 +70,7 @@ pub(super) struct Shared {
     /// and the group this state machine is.
     pub(super) node_dir: OnceLock<(PathBuf, crate::GroupId)>,
     /// Where a split applied here tells the node of the group it seeded.
-    pub(super) seeded: Mutex<Option<tokio::sync::mpsc::UnboundedSender<super::Seeded>>>,
+    pub(super) seeded: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Seeded>>>,
     pub(super) opts: Options,
     pub(super) db: RwLock<Arc<Db>>,
     /// Replaced with `db` by an install; written by the apply of an index definition.

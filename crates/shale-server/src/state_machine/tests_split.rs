@@ -36,8 +36,7 @@ fn split(at: &[u8], child: GroupId, version: u64) -> EntryPayload<TypeConfig> {
 
 /// Group 1 of a node in `node`: a membership, the index, `DOCS` notes and a few other keys.
 fn loaded(node: &Path) -> (StateMachineStore, u64) {
-    let sm = StateMachineStore::open(&crate::group::state_dir(node, 1), Options::default())
-        .expect("open");
+    let sm = StateMachineStore::open(&state_dir(node, 1), Options::default()).expect("open");
     sm.seed_groups_in(node, 1);
     let voters = BTreeSet::from([1, 2, 3]);
     let membership = RaftMembership::<NodeId, BasicNode>::new(vec![voters], ());
@@ -136,7 +135,7 @@ fn a_split_leaves_each_half_its_keys_and_indexes() {
     assert_eq!(meaning, docs_below, "the parent's vector index");
     assert_eq!(words, docs_below, "the parent's keyword index");
 
-    let child_dir = crate::group::state_dir(dir.path(), 2);
+    let child_dir = state_dir(dir.path(), 2);
     assert!(child_dir.join(READY_FILE).exists());
     let child = StateMachineStore::open(&child_dir, Options::default()).expect("open child");
     assert_eq!(child.shard(), child_shard);
@@ -151,8 +150,8 @@ fn a_split_leaves_each_half_its_keys_and_indexes() {
 
     // The parent's state after a restart is the same.
     drop(sm);
-    let sm = StateMachineStore::open(&crate::group::state_dir(dir.path(), 1), Options::default())
-        .expect("reopen");
+    let sm =
+        StateMachineStore::open(&state_dir(dir.path(), 1), Options::default()).expect("reopen");
     assert_eq!(sm.shard(), kept);
     assert_eq!(user_keys(&sm), below);
 }
@@ -216,12 +215,12 @@ fn a_seed_a_crash_interrupted_is_made_again_and_a_finished_one_is_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (sm, next) = loaded(dir.path());
     // A half-made seed of group 2 (no READY): removed and made again.
-    let two = crate::group::state_dir(dir.path(), 2);
+    let two = state_dir(dir.path(), 2);
     std::fs::create_dir_all(two.join("sm-0")).expect("mkdir");
     std::fs::write(two.join(SEEDING_FILE), b"").expect("write");
     std::fs::write(two.join("sm-0").join("junk"), b"half").expect("write");
     // A finished seed of group 3: kept as it is (the split applied again after a crash).
-    let three = crate::group::state_dir(dir.path(), 3);
+    let three = state_dir(dir.path(), 3);
     std::fs::create_dir_all(&three).expect("mkdir");
     let three_shard = Shard {
         start: b"d/10".to_vec(),
