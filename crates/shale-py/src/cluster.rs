@@ -437,11 +437,7 @@ impl Cluster {
         shards
             .into_iter()
             .map(|s| {
-                let d = PyDict::new(py);
-                d.set_item("group", s.group)?;
-                d.set_item("start", PyBytes::new(py, &s.start))?;
-                d.set_item("end", s.end.map(|e| PyBytes::new(py, &e)))?;
-                d.set_item("version", s.version)?;
+                let d = shard_dict(py, s.group, &s.start, s.end.as_deref(), s.version)?;
                 d.set_item("leader_address", s.leader_addr)?;
                 Ok(d)
             })
@@ -463,14 +459,7 @@ impl Cluster {
         [split.kept, split.child]
             .into_iter()
             .flatten()
-            .map(|s| {
-                let d = PyDict::new(py);
-                d.set_item("group", s.group)?;
-                d.set_item("start", PyBytes::new(py, &s.start))?;
-                d.set_item("end", s.end.map(|e| PyBytes::new(py, &e)))?;
-                d.set_item("version", s.version)?;
-                Ok(d)
-            })
+            .map(|s| shard_dict(py, s.group, &s.start, s.end.as_deref(), s.version))
             .collect()
     }
 
@@ -494,4 +483,20 @@ impl Cluster {
     fn __repr__(&self) -> String {
         format!("shale.Cluster({:?})", self.endpoints)
     }
+}
+
+/// A shard as a dict: `group`, `start`, `end` (`None`: every key from `start` on), `version`.
+fn shard_dict<'py>(
+    py: Python<'py>,
+    group: u64,
+    start: &[u8],
+    end: Option<&[u8]>,
+    version: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("group", group)?;
+    d.set_item("start", PyBytes::new(py, start))?;
+    d.set_item("end", end.map(|e| PyBytes::new(py, e)))?;
+    d.set_item("version", version)?;
+    Ok(d)
 }

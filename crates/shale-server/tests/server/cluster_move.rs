@@ -4,35 +4,16 @@
 
 use crate::common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{group_leaders, split_in_three, Cluster};
+use common::{applied, group_leaders, pairs, split_in_three, writers, Cluster, Pairs};
 use shale_client::Client;
 use shale_server::{GroupId, NodeId};
 
 const GROUPS: [GroupId; 3] = [1, 2, 3];
-
-type Pairs = BTreeMap<Vec<u8>, Vec<u8>>;
-
-/// The user pairs group `group` holds on node `id`.
-fn pairs(cluster: &Cluster, id: NodeId, group: GroupId) -> Pairs {
-    let sm = cluster.server(id).groups().get(group).expect("group").sm;
-    sm.db()
-        .range(Vec::new()..vec![0xff])
-        .expect("range")
-        .map(|pair| pair.expect("pair"))
-        .collect()
-}
-
-/// Node `id`'s applied index in group `group`.
-fn applied(cluster: &Cluster, id: NodeId, group: GroupId) -> u64 {
-    let group = cluster.server(id).groups().get(group).expect("group");
-    let applied = group.raft.metrics().borrow().last_applied;
-    applied.map_or(0, |l| l.index)
-}
 
 /// The leader of `group` that the nodes `voters` agree on (within 10 s).
 async fn leader_among(cluster: &Cluster, group: GroupId, voters: &BTreeSet<NodeId>) -> NodeId {
@@ -54,29 +35,6 @@ async fn leader_among(cluster: &Cluster, group: GroupId, voters: &BTreeSet<NodeI
     }
 }
 
-/// Writers putting keys of groups 1 and 2 until `stop`; the pairs each acknowledged.
-fn writers(client: &Arc<Client>, stop: &Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<Pairs>> {
-    (0..4)
-        .map(|w| {
-            let (client, stop) = (Arc::clone(client), Arc::clone(stop));
-            tokio::spawn(async move {
-                let mut acked = Pairs::new();
-                let mut n = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    let shard = if n.is_multiple_of(2) { "i" } else { "b" };
-                    let key = format!("{shard}/{w}/{n:05}").into_bytes();
-                    let value = format!("v{n}").into_bytes();
-                    if client.put(&key, &value).await.is_ok() {
-                        acked.insert(key, value);
-                    }
-                    n += 1;
-                }
-                acked
-            })
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_moves_to_a_new_node_while_writes_flow() {
     let mut t = split_in_three();
@@ -89,7 +47,7 @@ async fn a_replica_moves_to_a_new_node_while_writes_flow() {
         .await;
     let client = Arc::new(Client::new(cluster.endpoints(), None).expect("client"));
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks = writers(&client, &stop);
+    let tasks = writers(&client, &stop, ["i", "b"]);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // Group 2's leader is the replica that moves: its leadership goes first.
@@ -185,7 +143,7 @@ async fn a_learner_slower_than_the_leaders_snapshots_catches_up() {
         .start_node(4, "127.0.0.1:0".parse().expect("addr"))
         .await;
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks = writers(&client, &stop);
+    let tasks = writers(&client, &stop, ["i", "b"]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let snapshot_at = |cluster: &Cluster| {
         let raft = cluster.server(1).groups().get(1).expect("group").raft;

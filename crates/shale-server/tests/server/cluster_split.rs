@@ -5,35 +5,16 @@
 
 use crate::common;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{group_leaders, Cluster};
+use common::{applied, group_leaders, pairs, writers, Cluster, Pairs};
 use shale_client::Client;
 use shale_server::pb::{DefineIndexRequest, Metric, Model};
-use shale_server::{GroupId, NodeId};
-
-type Pairs = BTreeMap<Vec<u8>, Vec<u8>>;
+use shale_server::GroupId;
 
 const NOTES: u32 = 60;
-
-/// The user pairs group `group` holds on node `id`.
-fn pairs(cluster: &Cluster, id: NodeId, group: GroupId) -> Pairs {
-    let sm = cluster.server(id).groups().get(group).expect("group").sm;
-    sm.db()
-        .range(Vec::new()..vec![0xff])
-        .expect("range")
-        .map(|pair| pair.expect("pair"))
-        .collect()
-}
-
-fn applied(cluster: &Cluster, id: NodeId, group: GroupId) -> u64 {
-    let group = cluster.server(id).groups().get(group).expect("group");
-    let applied = group.raft.metrics().borrow().last_applied;
-    applied.map_or(0, |l| l.index)
-}
 
 /// Wait until every node holds group `group` and has applied what its leader has.
 async fn settled(cluster: &Cluster, group: GroupId) {
@@ -51,29 +32,6 @@ async fn settled(cluster: &Cluster, group: GroupId) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Writers putting keys on both sides of `m` until `stop`; the pairs each acknowledged.
-fn writers(client: &Arc<Client>, stop: &Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<Pairs>> {
-    (0..4)
-        .map(|w| {
-            let (client, stop) = (Arc::clone(client), Arc::clone(stop));
-            tokio::spawn(async move {
-                let mut acked = Pairs::new();
-                let mut n = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    let side = if n.is_multiple_of(2) { "b" } else { "x" };
-                    let key = format!("{side}/{w}/{n:05}").into_bytes();
-                    let value = format!("v{n}").into_bytes();
-                    if client.put(&key, &value).await.is_ok() {
-                        acked.insert(key, value);
-                    }
-                    n += 1;
-                }
-                acked
-            })
-        })
-        .collect()
 }
 
 /// The keys and scores of a meaning, a keyword and a hybrid search of `notes`.
@@ -121,7 +79,7 @@ async fn a_shard_splits_while_writes_flow() {
     assert_eq!(before[1].len(), NOTES as usize, "every note matches");
 
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks = writers(&client, &stop);
+    let tasks = writers(&client, &stop, ["b", "x"]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Split inside the index's prefix: each half holds some notes.
     let split = client.split(1, b"n/30", 2).await.expect("split");

@@ -325,3 +325,51 @@ pub async fn health(
         .ok()?;
     tonic_health::pb::health_check_response::ServingStatus::try_from(resp.into_inner().status).ok()
 }
+
+/// Keys and values.
+pub type Pairs = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The user pairs group `group` holds on node `id`.
+pub fn pairs(cluster: &Cluster, id: NodeId, group: GroupId) -> Pairs {
+    let sm = cluster.server(id).groups().get(group).expect("group").sm;
+    sm.db()
+        .range(Vec::new()..vec![0xff])
+        .expect("range")
+        .map(|pair| pair.expect("pair"))
+        .collect()
+}
+
+/// Node `id`'s applied index in group `group`.
+pub fn applied(cluster: &Cluster, id: NodeId, group: GroupId) -> u64 {
+    let group = cluster.server(id).groups().get(group).expect("group");
+    let applied = group.raft.metrics().borrow().last_applied;
+    applied.map_or(0, |l| l.index)
+}
+
+/// Four writers putting keys under each of `prefixes` in turn (`<prefix>/<writer>/<n>`)
+/// until `stop`; the pairs each acknowledged.
+pub fn writers(
+    client: &std::sync::Arc<shale_client::Client>,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    prefixes: [&'static str; 2],
+) -> Vec<tokio::task::JoinHandle<Pairs>> {
+    (0..4)
+        .map(|w| {
+            let (client, stop) = (std::sync::Arc::clone(client), std::sync::Arc::clone(stop));
+            tokio::spawn(async move {
+                let mut acked = Pairs::new();
+                let mut n = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let prefix = prefixes[(n % 2) as usize];
+                    let key = format!("{prefix}/{w}/{n:05}").into_bytes();
+                    let value = format!("v{n}").into_bytes();
+                    if client.put(&key, &value).await.is_ok() {
+                        acked.insert(key, value);
+                    }
+                    n += 1;
+                }
+                acked
+            })
+        })
+        .collect()
+}
