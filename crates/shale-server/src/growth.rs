@@ -61,6 +61,48 @@ impl Node {
         Ok(Group { id, raft, sm, log })
     }
 
+    /// Open every group of the layout `splits` make and start its Raft, then every group
+    /// splits seeded on this node. Every state machine of the layout is opened, and its
+    /// shard checked, before any Raft starts. Returns the node's registry, and group 1.
+    pub(crate) async fn start_groups(&self, splits: &[Vec<u8>]) -> Result<(Groups, Group)> {
+        let mut opened = Vec::new();
+        for (id, shard) in crate::group::layout(splits) {
+            opened.push((id, crate::group::open_state(&self.data_dir, id, &shard)?));
+        }
+        let mut groups = Vec::new();
+        for (id, sm) in opened {
+            groups.push(self.start_raft(id, sm).await?);
+        }
+        for seeded in crate::group::seeded(&self.data_dir)? {
+            if groups.iter().all(|g| g.id != seeded.child) {
+                groups.push(self.start_child(seeded).await?);
+            }
+        }
+        let registry = Groups::default();
+        groups.iter().cloned().for_each(|g| registry.insert(g));
+        let first = groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Config(vec!["a node holds at least one group".into()]))?;
+        Ok((registry, first))
+    }
+
+    /// The tasks that tend the node's `groups`: the health service's (`helpers`, first),
+    /// and each group's log retention and the start of the groups its splits seed, told
+    /// by `seeds` (`keepers`, second).
+    pub(crate) fn tend(
+        self,
+        groups: &Groups,
+        reporter: tonic_health::server::HealthReporter,
+        seeds: UnboundedReceiver<Seeded>,
+        retention: Retention,
+    ) -> (Vec<JoinHandle<()>>, Vec<JoinHandle<()>>) {
+        let (health, helpers) = Health::follow(groups, reporter);
+        let mut keepers = crate::retention::keep(groups, retention);
+        keepers.push(grow(self, groups.clone(), health, retention, seeds));
+        (helpers, keepers)
+    }
+
     /// Start the child a split seeded on this node (module docs).
     pub(crate) async fn start_child(&self, seeded: Seeded) -> Result<Group> {
         let dir = state_dir(&self.data_dir, seeded.child);

@@ -26,7 +26,6 @@ use crate::access::{client_check, replica_check, ClientTokens};
 use crate::error::{Error, Result};
 use crate::group::{Group, Groups};
 use crate::growth::Node;
-use crate::health::Health;
 use crate::limits::{CallLayer, Incoming, Limits, Refusals};
 use crate::log_store::LogStore;
 use crate::metrics::{Metrics, NodeCollector, RequestLayer};
@@ -229,32 +228,6 @@ fn open_log(cfg: &ServerConfig) -> Result<LogStore> {
     Ok(log)
 }
 
-/// Open every group of `cfg.splits` and start its Raft (`growth.rs`), then every group
-/// splits seeded on this node. Every state machine of the layout is opened, and its shard
-/// checked, before any Raft starts. Returns the node's registry, and group 1.
-async fn start_groups(cfg: &ServerConfig, node: &Node) -> Result<(Groups, Group)> {
-    let mut opened = Vec::new();
-    for (id, shard) in crate::group::layout(&cfg.splits) {
-        opened.push((id, crate::group::open_state(&cfg.data_dir, id, &shard)?));
-    }
-    let mut groups = Vec::new();
-    for (id, sm) in opened {
-        groups.push(node.start_raft(id, sm).await?);
-    }
-    for seeded in crate::group::seeded(&cfg.data_dir)? {
-        if groups.iter().all(|g| g.id != seeded.child) {
-            groups.push(node.start_child(seeded).await?);
-        }
-    }
-    let registry = Groups::default();
-    groups.iter().cloned().for_each(|g| registry.insert(g));
-    let first = groups
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::Config(vec!["a node holds at least one group".into()]))?;
-    Ok((registry, first))
-}
-
 /// The node `cfg` describes, its groups' Raft configured by `raft_config`, its log store
 /// `log`, its peers reached through `network`; its state machines tell `seeded` of the
 /// groups their splits seed.
@@ -273,27 +246,6 @@ fn node(
         network,
         seeded,
     }
-}
-
-/// The tasks that tend the node's groups: the health service's (`helpers`), and each
-/// group's log retention and the start of the groups its splits seed (`keepers`).
-fn tend(
-    cfg: &ServerConfig,
-    node: Node,
-    groups: &Groups,
-    reporter: tonic_health::server::HealthReporter,
-    seeds: tokio::sync::mpsc::UnboundedReceiver<crate::state_machine::Seeded>,
-) -> (Vec<JoinHandle<()>>, Vec<JoinHandle<()>>) {
-    let (health, helpers) = Health::follow(groups, reporter);
-    let mut keepers = crate::retention::keep(groups, cfg.retention);
-    keepers.push(crate::growth::grow(
-        node,
-        groups.clone(),
-        health,
-        cfg.retention,
-        seeds,
-    ));
-    (helpers, keepers)
 }
 
 /// The node's listener and its address, and the metrics listener if `cfg` asks for one.
@@ -443,14 +395,14 @@ impl Server {
         let peers = network.clone();
         let (seeded, seeds) = tokio::sync::mpsc::unbounded_channel();
         let node = node(&cfg, raft_config, node_log, network, seeded);
-        let (groups, Group { raft, sm, log, .. }) = start_groups(&cfg, &node).await?;
+        let (groups, Group { raft, sm, log, .. }) = node.start_groups(&cfg.splits).await?;
         let metrics = Arc::new(Metrics::new(NodeCollector {
             groups: groups.clone(),
             reachability,
             refusals: Arc::clone(&refusals),
         }));
         let (health, health_svc) = tonic_health::server::health_reporter();
-        let (mut helpers, keepers) = tend(&cfg, node, &groups, health, seeds);
+        let (mut helpers, keepers) = node.tend(&groups, health, seeds, cfg.retention);
         let kv = kv(&cfg, &groups, peers);
         let raft_svc = raft_service(
             &cfg,
