@@ -573,6 +573,7 @@ impl pb::kv_server::Kv for KvService {
             applied_index: metrics.last_applied.map_or(0, |l| l.index),
             term: metrics.current_term,
             indexing_backlog: lane.group.sm.indexing_backlog(),
+            purged_index: metrics.purged.map_or(0, |l| l.index),
         }))
     }
 

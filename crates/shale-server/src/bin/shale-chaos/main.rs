@@ -24,8 +24,10 @@
 //! of it is (what the node sends, or what it receives).
 //!
 //! The servers snapshot every 100 entries and keep 10 behind, so a node that was down,
-//! paused, cut off or removed is caught up by a snapshot; a run in which no replica
-//! installed one fails, and so does a run in which no replica was removed and added back.
+//! paused or cut off long enough is caught up by a snapshot; a removed replica is added
+//! back only once the leader's log no longer holds what it lacks, so it always is. A run
+//! in which no replica installed a snapshot fails, and so does a run in which no replica
+//! was removed and added back.
 //!
 //! The rooms: `args.rs` the command line, `cluster.rs` the server processes, `leader.rs`
 //! the wait for one leader, `faults.rs` and `membership.rs` the faults, `workload.rs` the
